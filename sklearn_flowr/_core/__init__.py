@@ -1,0 +1,44 @@
+"""The Bayesian maths of FLOWR, written once against the array API.
+
+Every function here takes NumPy arrays or torch tensors (through
+``array_api_compat``) and uses only array-API operations, so the same formulas
+serve the scikit-learn head (NumPy, float64, fast single steps) and training
+(torch, autograd, GPU). See DESIGN.md section 2 for the model.
+"""
+
+from ._crp import (
+    concentration_from_raw,
+    crp_log_normaliser,
+    crp_log_numerators,
+    crp_log_prior,
+    raw_from_concentration,
+)
+from ._empirical_bayes import (
+    estimate_concentration,
+    estimate_prior,
+    pitman_yor_log_likelihood,
+)
+from ._gaussian import (
+    condition_on,
+    log_density_coef,
+    log_density_features,
+    predictive_moments,
+)
+from ._softmax import log_softmax, logsumexp
+
+__all__ = [
+    "concentration_from_raw",
+    "condition_on",
+    "crp_log_normaliser",
+    "crp_log_numerators",
+    "crp_log_prior",
+    "estimate_concentration",
+    "estimate_prior",
+    "log_density_coef",
+    "log_density_features",
+    "log_softmax",
+    "logsumexp",
+    "pitman_yor_log_likelihood",
+    "predictive_moments",
+    "raw_from_concentration",
+]

@@ -1,0 +1,109 @@
+"""The two-parameter Chinese-restaurant-process (Pitman-Yor) class prior.
+
+With discount ``a`` in [0, 1), concentration ``b > -a``, per-class counts
+``c_n`` (each ``> a``), ``k = sum(c_n)`` and ``N`` instantiated classes::
+
+    p(n)     = (c_n - a) / (k + b)
+    p(novel) = (b + a N) / (k + b)
+
+These sum to one. The seed paper prints ``(a + b N) / (k + b)`` for the novel
+mass, which does not normalise; we use the Pitman-Yor form on purpose.
+"""
+
+import math
+
+from array_api_compat import array_namespace
+
+
+def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
+    """Log numerators of the class prior: ``log(c_n - a)`` and ``log(b + a N)``.
+
+    The shared denominator ``k + b`` is left to :func:`crp_log_normaliser`, so
+    that a cache of per-class numerators stays valid while ``k`` grows.
+
+    Parameters
+    ----------
+    counts : array of shape (..., n_classes)
+        CRP counts ``c_n`` (pseudo-counts allowed, each ``> a``).
+    n_classes : int or array of shape (...,)
+        ``N``, the number of instantiated classes.
+    a : float
+        Discount, in [0, 1).
+    b : float or 0-d array
+        Concentration, ``> -a`` (a torch tensor keeps its gradient).
+    class_prior : {"crp", "uniform"}
+        ``"uniform"`` gives every class the same numerator (zero).
+
+    Returns
+    -------
+    log_known : array of shape (..., n_classes)
+    log_novel : array of shape (...,)
+    """
+    xp = array_namespace(counts)
+    device = getattr(counts, "device", None)
+    n_classes = xp.asarray(n_classes, dtype=counts.dtype, device=device)
+    if class_prior == "uniform":
+        return xp.zeros_like(counts), xp.zeros_like(n_classes)
+    log_known = xp.log(counts - a)
+    # With nothing instantiated the novel class holds all the mass whatever
+    # b is; b + a * 0 would be undefined for b <= 0.
+    empty = n_classes == 0
+    log_novel = xp.log(xp.where(empty, xp.ones_like(n_classes), b + a * n_classes))
+    return log_known, log_novel
+
+
+def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
+    """``-log(k + b)`` for the CRP, ``-log(N + 1)`` for the uniform prior."""
+    xp = array_namespace(total)
+    n_classes = xp.asarray(n_classes, dtype=total.dtype,
+                           device=getattr(total, "device", None))
+    if class_prior == "uniform":
+        return -xp.log(n_classes + 1.0)
+    empty = n_classes == 0
+    return -xp.log(xp.where(empty, xp.ones_like(total), total + b))
+
+
+def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
+    """Log prior mass of each instantiated class and of the novel class.
+
+    Parameters
+    ----------
+    counts : array of shape (..., n_classes)
+        CRP counts ``c_n``, each ``> a``.
+    total : array of shape (...,)
+        ``k``, the sum of the counts of the instantiated classes.
+    n_classes : int or array of shape (...,)
+        ``N``, the number of instantiated classes.
+    a, b, class_prior
+        As in :func:`crp_log_numerators`.
+
+    Returns
+    -------
+    log_known : array of shape (..., n_classes)
+    log_novel : array of shape (...,)
+        ``log_known`` and ``log_novel`` exponentiate to masses summing to one.
+    """
+    log_known, log_novel = crp_log_numerators(
+        counts, n_classes, a=a, b=b, class_prior=class_prior
+    )
+    log_norm = crp_log_normaliser(total, n_classes, b=b, class_prior=class_prior)
+    return log_known + log_norm[..., None], log_novel + log_norm
+
+
+def concentration_from_raw(beta_raw, a):
+    """Map an unconstrained parameter to ``b = -a + softplus(beta_raw) > -a``."""
+    xp = array_namespace(beta_raw)
+    # softplus(x) = log1p(exp(-|x|)) + max(x, 0), stable for large |x|.
+    softplus = xp.log1p(xp.exp(-xp.abs(beta_raw))) + xp.maximum(
+        beta_raw, xp.zeros_like(beta_raw)
+    )
+    return softplus - a
+
+
+def raw_from_concentration(b, a):
+    """Inverse of :func:`concentration_from_raw` for a float ``b > -a``."""
+    shifted = float(b) + float(a)
+    if shifted <= 0:
+        raise ValueError(f"The concentration b={b} must be greater than -a={-a}.")
+    # inverse softplus: log(exp(y) - 1) = y + log(1 - exp(-y))
+    return shifted + math.log(-math.expm1(-shifted))

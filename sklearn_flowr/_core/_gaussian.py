@@ -1,0 +1,104 @@
+"""Gaussian class embeddings in natural parameters, and their predictive density.
+
+A class ``n`` keeps ``q_n`` (shape (d,)) and ``lam_n`` (shape (1,) when
+isotropic, (d,) when diagonal). The shared prior over class means is
+``N(mu0, diag(s0))``, i.e. ``q0 = mu0 / s0`` and ``lam0 = 1 / s0``; the class
+noise is ``Sigma_eps = sigma * I``. Conditioning on an embedding ``z`` of class
+``n`` adds ``z / sigma`` to ``q_n`` and ``1 / sigma`` to ``lam_n``.
+
+The posterior predictive of class ``n`` is ``N(m_n, diag(v_n))`` with
+``m_n = q_n / lam_n`` and ``v_n = 1 / lam_n + sigma``. Its log density is
+affine in the *features* ``[z, z**2, 1]`` (``||z||**2`` instead of ``z**2``
+when isotropic), so scoring many rows against many classes is one matrix
+product ``features @ coef.T`` -- the O(N d) cost the design asks for.
+"""
+
+import math
+
+from array_api_compat import array_namespace
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
+    """Condition the shared prior on labelled embeddings.
+
+    Parameters
+    ----------
+    prior_nat_mean : array of shape (d,) or (n_classes, d)
+        ``q`` before conditioning (``q0`` for classes instantiated here).
+    prior_precision : array of shape (p,) or (n_classes, p), p in {1, d}
+        ``lam`` before conditioning.
+    Z : array of shape (n_samples, d)
+        Embeddings.
+    onehot : array of shape (n_samples, n_classes)
+        Class membership (weights are allowed).
+    sigma : float
+        Class-noise variance ``Sigma_eps = sigma * I``.
+
+    Returns
+    -------
+    nat_mean : array of shape (n_classes, d)
+        ``q_n = q_prior + sum_i onehot[i, n] z_i / sigma``.
+    precision : array of shape (n_classes, p)
+        ``lam_n = lam_prior + sum_i onehot[i, n] / sigma``.
+    """
+    xp = array_namespace(Z, onehot)
+    onehot_t = xp.matrix_transpose(onehot)
+    nat_mean = prior_nat_mean + (onehot_t @ Z) / sigma
+    counts = xp.sum(onehot_t, axis=-1, keepdims=True)
+    precision = prior_precision + counts / sigma
+    return nat_mean, precision
+
+
+def predictive_moments(nat_mean, precision, sigma):
+    """Mean ``m = q / lam`` and variance ``v = 1 / lam + sigma`` of the predictive."""
+    return nat_mean / precision, 1.0 / precision + sigma
+
+
+def log_density_coef(nat_mean, precision, sigma):
+    """Coefficients that make the predictive log density a dot product.
+
+    Parameters
+    ----------
+    nat_mean : array of shape (..., n_classes, d)
+        ``q_n``.
+    precision : array of shape (..., n_classes, p), p in {1, d}
+        ``lam_n``; ``p == 1`` is the isotropic case.
+    sigma : float
+        Class-noise variance.
+
+    Returns
+    -------
+    coef : array of shape (..., n_classes, d + p + 1)
+        ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]`` so that
+        ``log N(z; m_n, diag(v_n)) = log_density_features(z) . coef[n]``.
+    """
+    xp = array_namespace(nat_mean, precision)
+    mean, var = predictive_moments(nat_mean, precision, sigma)
+    inv_var = 1.0 / var
+    weight = mean * inv_var
+    d = nat_mean.shape[-1]
+    # Isotropic: var has one entry that stands for all d features.
+    log_det = xp.sum(xp.log(var), axis=-1) * (d / var.shape[-1])
+    const = -0.5 * (d * _LOG_2PI + log_det + xp.sum(mean * weight, axis=-1))
+    return xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
+
+
+def log_density_features(Z, *, isotropic):
+    """Features ``[z, z**2 (or ||z||**2 when isotropic), 1]`` of each row.
+
+    Parameters
+    ----------
+    Z : array of shape (..., d)
+    isotropic : bool
+
+    Returns
+    -------
+    features : array of shape (..., d + p + 1)
+    """
+    xp = array_namespace(Z)
+    square = Z * Z
+    if isotropic:
+        square = xp.sum(square, axis=-1, keepdims=True)
+    return xp.concat([Z, square, xp.ones_like(Z[..., :1])], axis=-1)

@@ -1,0 +1,24 @@
+"""Stable log-sum-exp and log-softmax over the last axis, for any array API."""
+
+from array_api_compat import array_namespace
+
+
+def logsumexp(x, *, axis=-1, keepdims=False):
+    """Return ``log(sum(exp(x)))`` along ``axis`` without overflow.
+
+    Rows whose entries are all ``-inf`` give ``-inf`` (not NaN): a class that
+    is not instantiated yet is masked with ``-inf``.
+    """
+    xp = array_namespace(x)
+    peak = xp.max(x, axis=axis, keepdims=True)
+    # A row of -inf would give inf - inf = nan below; shift it by 0 instead.
+    peak = xp.where(xp.isfinite(peak), peak, xp.zeros_like(peak))
+    out = xp.log(xp.sum(xp.exp(x - peak), axis=axis, keepdims=True)) + peak
+    if not keepdims:
+        out = xp.squeeze(out, axis=axis)
+    return out
+
+
+def log_softmax(x, *, axis=-1):
+    """Normalise log-weights so that their exponentials sum to one."""
+    return x - logsumexp(x, axis=axis, keepdims=True)

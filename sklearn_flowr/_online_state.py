@@ -1,0 +1,318 @@
+"""Growable float64 per-class state of the CRP-Gaussian head, with its caches.
+
+The head's estimator validates input and speaks scikit-learn; this object only
+keeps numbers: natural parameters ``(q_n, lam_n)``, observation and CRP counts,
+and, per class, the coefficients that make ``log N(z; m_n, v_n) + log(c_n - a)``
+one dot product with ``[z, ||z||**2, 1]`` (see ``_core._gaussian``). Buffers grow
+by doubling, so instantiating a class and updating one are amortised O(d), and
+a prediction is one matrix product against the cached coefficients: O(N d).
+
+Row ``N`` of the coefficient buffer (just after the ``N`` known classes) always
+holds the novel class, so the joint log-likelihood of a batch against all
+``N + 1`` columns is a single contiguous GEMM.
+"""
+
+import numpy as np
+
+from ._core import (
+    crp_log_normaliser,
+    crp_log_numerators,
+    log_density_coef,
+    log_density_features,
+    log_softmax,
+)
+
+# Elements of the per-chunk temporaries in ``stream``: bounds memory whatever
+# the sequence length or number of classes (~32 MB of float64).
+_CHUNK_ELEMENTS = 4_000_000
+_MAX_CHUNK_ROWS = 512
+
+
+class OnlineClassState:
+    """Sufficient statistics of all instantiated classes plus the shared prior.
+
+    Parameters
+    ----------
+    prior_mean : ndarray of shape (d,)
+        ``mu0``.
+    prior_var : ndarray of shape (1,) or (d,)
+        ``s0``; one entry means an isotropic prior.
+    sigma : float
+        Class-noise variance.
+    a, b : float
+        CRP discount and concentration.
+    class_prior : {"crp", "uniform"}
+    label_dtype : numpy dtype
+        Initial dtype of the label buffer (widened when needed).
+    """
+
+    def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
+                 label_dtype):
+        self.sigma = float(sigma)
+        self.a = float(a)
+        self.b = float(b)
+        self.class_prior = class_prior
+        self.prior_precision = 1.0 / np.asarray(prior_var, dtype=np.float64)
+        self.prior_nat_mean = np.asarray(prior_mean, np.float64) * self.prior_precision
+        self.isotropic = self.prior_precision.shape[0] == 1
+        self.n_features = self.prior_nat_mean.shape[0]
+        self.prior_coef = log_density_coef(
+            self.prior_nat_mean[None], self.prior_precision[None], self.sigma
+        )[0]
+        self.n_classes = 0
+        self.crp_total = 0.0
+        self._allocate(4, np.dtype(label_dtype))
+        self._refresh_novel()
+
+    # ------------------------------------------------------------------ storage
+    def _allocate(self, capacity, label_dtype):
+        d, p = self.n_features, self.prior_precision.shape[0]
+        self.nat_mean = np.empty((capacity, d))
+        self.precision = np.empty((capacity, p))
+        self.n_obs = np.zeros(capacity)
+        self.crp_count = np.zeros(capacity)
+        self.frozen = np.zeros(capacity, dtype=bool)
+        # One spare row for the novel class.
+        self.joint_coef = np.empty((capacity + 1, self.prior_coef.shape[0]))
+        self.labels = np.empty(capacity, dtype=label_dtype)
+        self.label_index = {}
+
+    def _grow(self, needed):
+        capacity = self.labels.shape[0]
+        if needed <= capacity:
+            return
+        new_capacity = max(needed, 2 * capacity)
+        old = (self.nat_mean, self.precision, self.n_obs, self.crp_count,
+               self.frozen, self.joint_coef, self.labels)
+        index = self.label_index
+        self._allocate(new_capacity, self.labels.dtype)
+        self.label_index = index
+        n = self.n_classes
+        for new, prev in zip(
+            (self.nat_mean, self.precision, self.n_obs, self.crp_count,
+             self.frozen, self.joint_coef, self.labels), old, strict=True
+        ):
+            rows = n + 1 if new is self.joint_coef else n
+            new[:rows] = prev[:rows]
+
+    def compact(self):
+        """Shrink buffers to the used size (for pickling)."""
+        n = self.n_classes
+        self.nat_mean = self.nat_mean[:n].copy()
+        self.precision = self.precision[:n].copy()
+        self.n_obs = self.n_obs[:n].copy()
+        self.crp_count = self.crp_count[:n].copy()
+        self.frozen = self.frozen[:n].copy()
+        self.joint_coef = self.joint_coef[: n + 1].copy()
+        self.labels = self.labels[:n].copy()
+
+    def __getstate__(self):
+        self.compact()
+        state = self.__dict__.copy()
+        # Rebuilt from ``labels``; dict keys of arbitrary label types do not
+        # travel well through skops.
+        del state["label_index"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.label_index = {
+            label: i for i, label in enumerate(self.labels[: self.n_classes].tolist())
+        }
+
+    # ------------------------------------------------------------------ labels
+    def widen_label_dtype(self, new_labels):
+        """Widen the label buffer so that ``new_labels`` fit (e.g. longer str)."""
+        dtype = np.result_type(self.labels.dtype, np.asarray(new_labels).dtype)
+        if dtype != self.labels.dtype:
+            self.labels = self.labels.astype(dtype)
+
+    def add_classes(self, new_labels, *, frozen=False):
+        """Instantiate classes at the prior (``q0, lam0``, zero counts)."""
+        n_new = len(new_labels)
+        if n_new == 0:
+            return
+        start = self.n_classes
+        stop = start + n_new
+        self._grow(stop)
+        self.nat_mean[start:stop] = self.prior_nat_mean
+        self.precision[start:stop] = self.prior_precision
+        self.n_obs[start:stop] = 0.0
+        self.crp_count[start:stop] = 0.0
+        self.frozen[start:stop] = frozen
+        self.labels[start:stop] = new_labels
+        for offset, label in enumerate(np.asarray(new_labels).tolist()):
+            self.label_index[label] = start + offset
+        self.n_classes = stop
+        self._refresh(np.arange(start, stop))
+        self._refresh_novel()
+
+    # ------------------------------------------------------------------ updates
+    def _log_numerators(self, counts, n_classes):
+        """CRP numerators; a class whose count is not above ``a`` has no mass
+        (only a class not instantiated yet has such a count)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_known, log_novel = crp_log_numerators(
+                counts, n_classes, a=self.a, b=self.b, class_prior=self.class_prior
+            )
+        return np.where(counts > self.a, log_known, -np.inf), log_novel
+
+    def _refresh(self, index):
+        coef = log_density_coef(self.nat_mean[index], self.precision[index], self.sigma)
+        coef[:, -1] += self._log_numerators(self.crp_count[index], self.n_classes)[0]
+        self.joint_coef[index] = coef
+
+    def _refresh_novel(self):
+        row = self.prior_coef.copy()
+        row[-1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
+        self.joint_coef[self.n_classes] = row
+
+    def update(self, Z, index, *, crp_increment=1.0):
+        """Condition classes ``index`` on rows ``Z``; frozen classes are skipped.
+
+        Sums per class through one sort and ``np.add.reduceat``: O(n d), and no
+        (n_rows x n_classes) one-hot matrix.
+        """
+        live = ~self.frozen[index]
+        if not live.all():
+            Z, index = Z[live], index[live]
+        if index.shape[0] == 0:
+            return
+        order = np.argsort(index, kind="stable")
+        sorted_index = index[order]
+        starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
+        classes = sorted_index[starts]
+        sizes = np.diff(np.r_[starts, sorted_index.shape[0]]).astype(np.float64)
+        sums = np.add.reduceat(Z[order], starts, axis=0)
+        # q_n += sum z / sigma, lam_n += count / sigma (DESIGN.md section 2).
+        self.nat_mean[classes] += sums / self.sigma
+        self.precision[classes] += sizes[:, None] / self.sigma
+        self.n_obs[classes] += sizes
+        self.crp_count[classes] += crp_increment * sizes
+        self.crp_total += crp_increment * float(sizes.sum())
+        self._refresh(classes)
+
+    def set_crp_counts(self, counts):
+        """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
+        n = self.n_classes
+        self.crp_count[:n] = counts
+        self.crp_total = float(np.sum(self.crp_count[:n]))
+        self._refresh(np.arange(n))
+
+    # ------------------------------------------------------------------ scoring
+    def features(self, Z):
+        return log_density_features(Z, isotropic=self.isotropic)
+
+    def joint_log_numerators(self, Z):
+        """``log N(z; m_n, v_n) + log numerator_n`` for the N classes and novel.
+
+        The row constant ``-log(k + b)`` (or ``-log(N + 1)``) is left out: it
+        cancels in the softmax. Shape (n_samples, n_classes + 1), novel last.
+        """
+        return self.features(Z) @ self.joint_coef[: self.n_classes + 1].T
+
+    def log_normaliser(self):
+        """The row constant left out of :meth:`joint_log_numerators`."""
+        return float(crp_log_normaliser(
+            np.asarray(self.crp_total), self.n_classes, b=self.b,
+            class_prior=self.class_prior,
+        ))
+
+    def stream(self, Z, index, is_new_class, new_labels):
+        """Predict each row with the state before it, then learn it.
+
+        Parameters
+        ----------
+        Z : ndarray of shape (n_rows, d)
+        index : ndarray of shape (n_rows,)
+            Class index of each row once its class exists; classes not yet
+            instantiated get the indices ``n_classes, n_classes + 1, ...`` in
+            order of first appearance.
+        is_new_class : ndarray of shape (n_rows,) of bool
+            The row is the first of a class that does not exist yet.
+        new_labels : ndarray
+            Labels of those classes, in order of first appearance.
+
+        Returns
+        -------
+        known_index : ndarray of shape (n_rows,)
+            Best instantiated class (-1 when none exists yet).
+        p_novel : ndarray of shape (n_rows,)
+            Posterior probability of the novel class.
+        pred_novel : ndarray of shape (n_rows,) of bool
+            The novel class is the maximum a posteriori decision.
+        """
+        n_rows = Z.shape[0]
+        known_index = np.empty(n_rows, dtype=np.intp)
+        p_novel = np.empty(n_rows)
+        pred_novel = np.empty(n_rows, dtype=bool)
+        start = 0
+        while start < n_rows:
+            stop = self._chunk_stop(index, start, n_rows)
+            rows = slice(start, stop)
+            n_new = int(is_new_class[rows].sum())
+            first_new = self.n_classes
+            self.add_classes(new_labels[: n_new])
+            new_labels = new_labels[n_new:]
+            known_index[rows], p_novel[rows], pred_novel[rows] = self._score_chunk(
+                Z[rows], index[rows], is_new_class[rows], first_new
+            )
+            self.update(Z[rows], index[rows])
+            start = stop
+        return known_index, p_novel, pred_novel
+
+    def _chunk_stop(self, index, start, n_rows):
+        width = self.joint_coef.shape[1]
+        stop = start + min(
+            _MAX_CHUNK_ROWS, max(1, _CHUNK_ELEMENTS // (self.n_classes + 2))
+        )
+        stop = min(stop, n_rows)
+        # The per-row statistics of touched classes cost rows * touched * width.
+        while stop - start > 1:
+            touched = np.unique(index[start:stop]).shape[0]
+            if (stop - start) * touched * width <= _CHUNK_ELEMENTS:
+                break
+            stop = start + (stop - start) // 2
+        return stop
+
+    def _score_chunk(self, Z, index, is_new_class, first_new):
+        """Scores of one chunk: cached GEMM for untouched classes, prefix sums
+        of the chunk's own rows for the classes it touches."""
+        n_classes = self.n_classes
+        features = self.features(Z)
+        scores = features @ self.joint_coef[: n_classes + 1].T
+
+        touched, row_class = np.unique(index, return_inverse=True)
+        live = ~self.frozen[touched]
+        onehot = (row_class[:, None] == np.arange(touched.shape[0])) & live
+        onehot = onehot.astype(np.float64)
+        # Exclusive prefix sums: what each row's predecessors in the chunk add.
+        seen = np.cumsum(onehot, axis=0) - onehot  # (rows, touched)
+        sums = np.cumsum(onehot[:, :, None] * Z[:, None, :], axis=0)
+        sums -= onehot[:, :, None] * Z[:, None, :]  # (rows, touched, d)
+        nat_mean = self.nat_mean[touched] + sums / self.sigma
+        precision = self.precision[touched] + seen[:, :, None] / self.sigma
+        coef = log_density_coef(nat_mean, precision, self.sigma)
+        density = np.einsum("rk,rtk->rt", features, coef)
+
+        # Per-row CRP prior: counts and N as they stand before each row.
+        classes_before = first_new + np.cumsum(is_new_class) - is_new_class
+        log_known, log_novel = self._log_numerators(
+            self.crp_count[touched] + seen, classes_before
+        )
+        # Classes not instantiated before a row have no mass at that row.
+        exists = (touched < first_new) | (seen > 0)
+        scores[:, touched] = np.where(exists, density + log_known, -np.inf)
+        scores[:, -1] = features @ self.prior_coef + log_novel
+
+        known_index = np.full(Z.shape[0], -1, dtype=np.intp)
+        if n_classes:
+            best = np.argmax(scores[:, :-1], axis=1)
+            # A row that precedes every class has no known candidate.
+            has_class = np.isfinite(scores[np.arange(Z.shape[0]), best])
+            known_index[has_class] = best[has_class]
+            # Ties go to the known class, as np.argmax does in ``predict``.
+            pred_novel = scores[:, -1] > scores[np.arange(Z.shape[0]), best]
+        else:
+            pred_novel = np.ones(Z.shape[0], dtype=bool)
+        return known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel
