@@ -53,9 +53,10 @@ default="auto"
         pseudo-count instead. ``"observed"`` uses the real class sizes.
         ``partial_fit`` and ``open_world_step`` add 1 per labelled row.
     novel_label : object, default="auto"
-        Label that :meth:`predict` returns for the novel class: -1 for
-        numeric labels, ``"novel"`` for string labels. It may not occur in
-        ``y``.
+        Label that :meth:`predict` returns for the novel class. ``"auto"``
+        gives ``"novel"`` for string labels and, for numeric labels, -1 (or
+        one less than the smallest label when labels reach -1, as in
+        ``{-1, 1}``). It may not occur in ``y``.
 
     Attributes
     ----------
@@ -187,7 +188,7 @@ default="auto"
         return self
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, classes=None):
         """Condition on labelled samples; unseen labels instantiate classes.
 
         On an unfitted head the prior must be given (``prior_mean``,
@@ -201,6 +202,11 @@ default="auto"
         y : array-like of shape (n_samples,)
             Labels; labels not in ``classes_`` create classes (no ``classes=``
             argument is needed in the open world).
+        classes : array-like of shape (n_classes,), default=None
+            Accepted for compatibility with scikit-learn's incremental
+            learners. In the open world classes need no declaration; when
+            given, every label of ``y`` must be in ``classes`` (a guard against
+            typos) and classes are instantiated only once they have a sample.
 
         Returns
         -------
@@ -212,6 +218,13 @@ default="auto"
             X, y = validate_data(self, X, y, dtype=np.float64, reset=first_call)
             state = None if first_call else self._state
             labels, y_index = self._check_labels(y, state)
+            if classes is not None:
+                unexpected = np.setdiff1d(labels, np.asarray(classes))
+                if unexpected.size:
+                    raise ValueError(
+                        f"y has labels {unexpected.tolist()} that are not in "
+                        "`classes`."
+                    )
             if first_call:
                 state = self._new_state(X, y_index, labels)
         # Everything is validated: from here on nothing can fail half-way.
@@ -387,13 +400,13 @@ default="auto"
             novel = self._resolve_novel_label(labels)
         else:
             novel = self.novel_label_
-            try:
-                np.result_type(state.labels.dtype, labels.dtype)
-            except TypeError as exc:
+            numeric_known = state.labels.dtype.kind in "biuf"
+            if numeric_known != (labels.dtype.kind in "biuf"):
                 raise ValueError(
                     f"Labels of dtype {labels.dtype} cannot join the known classes "
-                    f"of dtype {state.labels.dtype}."
-                ) from exc
+                    f"of dtype {state.labels.dtype}: numeric and string labels "
+                    "cannot be mixed."
+                )
         if any(_same_label(lbl, novel) for lbl in labels.tolist()):
             raise ValueError(
                 f"y contains the novel label {novel!r}, which is reserved for "
@@ -404,7 +417,11 @@ default="auto"
     def _resolve_novel_label(self, labels):
         if self.novel_label != "auto":
             return self.novel_label
-        return -1 if labels.dtype.kind in "biuf" else "novel"
+        if labels.dtype.kind not in "biuf":
+            return "novel"
+        # -1, unless the labels themselves go that low (e.g. {-1, 1}).
+        lowest = labels.min() - 1 if labels.shape[0] else -1
+        return labels.dtype.type(min(-1, lowest))
 
     def _new_state(self, X, y_index, labels):
         """Fix the prior and the hyper-parameters for a fresh state."""
@@ -425,8 +442,8 @@ default="auto"
             if labels.shape[0] < 2:
                 raise ValueError(
                     "Estimating the prior ('auto') needs at least 2 classes in "
-                    f"the first batch; got {labels.shape[0]}. Give prior_mean, "
-                    "prior_var and b."
+                    f"the first batch; got {labels.shape[0]} class. Give "
+                    "prior_mean, prior_var and b."
                 )
             mean_hat, var_hat = estimate_prior(X, y_index, labels.shape[0])
             prior_mean = mean_hat if prior_mean is None else prior_mean

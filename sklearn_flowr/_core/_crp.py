@@ -83,6 +83,9 @@ def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
     log_novel : array of shape (...,)
         ``log_known`` and ``log_novel`` exponentiate to masses summing to one.
     """
+    xp = array_namespace(counts)
+    device = getattr(counts, "device", None)
+    total = xp.asarray(total, dtype=counts.dtype, device=device)
     log_known, log_novel = crp_log_numerators(
         counts, n_classes, a=a, b=b, class_prior=class_prior
     )

@@ -1,0 +1,17 @@
+import numpy as np
+import pytest
+
+
+@pytest.fixture
+def rng():
+    """A seeded generator, so every test sees the same draws."""
+    return np.random.default_rng(20260101)
+
+
+@pytest.fixture
+def blobs(rng):
+    """Four well separated Gaussian classes in 5-d, 15 rows each."""
+    centres = rng.normal(scale=4.0, size=(4, 5))
+    y = np.repeat(np.arange(4), 15)
+    X = centres[y] + rng.normal(scale=0.7, size=(60, 5))
+    return X, y

@@ -1,0 +1,188 @@
+"""Tests of the array-API maths in ``sklearn_flowr._core``."""
+
+import itertools
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import logsumexp as scipy_logsumexp
+from scipy.stats import multivariate_normal
+
+from sklearn_flowr._core import (
+    concentration_from_raw,
+    condition_on,
+    crp_log_prior,
+    estimate_concentration,
+    estimate_prior,
+    log_density_coef,
+    log_density_features,
+    log_softmax,
+    logsumexp,
+    pitman_yor_log_likelihood,
+    raw_from_concentration,
+)
+
+
+@pytest.mark.parametrize("a, b", [(0.0, 1.0), (0.5, 0.3), (0.9, -0.5), (0.2, 7.0)])
+def test_crp_prior_normalises(a, b):
+    """Check that the known and novel masses of the Pitman-Yor prior sum to one."""
+    counts = np.array([1.0, 3.0, 2.5, 7.0])
+    log_known, log_novel = crp_log_prior(counts, counts.sum(), 4, a=a, b=b)
+    assert np.exp(log_known).sum() + np.exp(log_novel) == pytest.approx(1.0)
+
+
+def test_crp_prior_matches_pitman_yor_formula():
+    """Check the masses against (c_n - a)/(k + b) and (b + a N)/(k + b)."""
+    a, b = 0.5, 1.5
+    counts = np.array([2.0, 5.0])
+    log_known, log_novel = crp_log_prior(counts, 7.0, 2, a=a, b=b)
+    np.testing.assert_allclose(np.exp(log_known), (counts - a) / (7 + b))
+    assert np.exp(log_novel) == pytest.approx((b + a * 2) / (7 + b))
+
+
+def test_crp_prior_empty_gives_novel_all_mass():
+    """Check that with no class instantiated the novel class has probability 1."""
+    _, log_novel = crp_log_prior(np.zeros(0), 0.0, 0, a=0.5, b=-0.2)
+    assert log_novel == 0.0
+
+
+def test_uniform_class_prior():
+    """Check that the uniform ablation gives every column mass 1/(N+1)."""
+    log_known, log_novel = crp_log_prior(
+        np.array([1.0, 9.0, 3.0]), 13.0, 3, a=0.5, b=1.0, class_prior="uniform"
+    )
+    np.testing.assert_allclose(np.exp(log_known), 0.25)
+    assert np.exp(log_novel) == pytest.approx(0.25)
+
+
+def test_pitman_yor_likelihood_matches_sequential_crp():
+    """Check the EPPF against the product of sequential seating probabilities."""
+    a, b = 0.3, 1.7
+    sequence = [0, 0, 1, 0, 2, 1, 1, 3, 0]
+    log_p, counts = 0.0, []
+    for table in sequence:
+        k = sum(counts)
+        if table == len(counts):
+            log_p += np.log((b + a * len(counts)) / (k + b)) if counts else 0.0
+            counts.append(1)
+        else:
+            log_p += np.log((counts[table] - a) / (k + b))
+            counts[table] += 1
+    assert pitman_yor_log_likelihood(counts, a, b) == pytest.approx(log_p)
+
+
+def test_concentration_estimate_maximises_likelihood():
+    """Check that the estimated b beats every point of a dense grid."""
+    counts = np.array([12, 7, 5, 3, 1, 1])
+    a = 0.4
+    b_hat = estimate_concentration(counts, a)
+    grid = np.linspace(-a + 1e-3, 50, 5000)
+    best_grid = max(pitman_yor_log_likelihood(counts, a, b) for b in grid)
+    assert pitman_yor_log_likelihood(counts, a, b_hat) >= best_grid - 1e-9
+
+
+def test_softplus_parametrisation_round_trips():
+    """Check that b = -a + softplus(raw) inverts exactly and keeps b > -a."""
+    for a, b in itertools.product([0.0, 0.5, 0.9], [-0.4, 0.0, 3.0, 80.0]):
+        if b <= -a:
+            continue
+        raw = raw_from_concentration(b, a)
+        assert float(concentration_from_raw(np.asarray(raw), a)) == pytest.approx(b)
+    assert float(concentration_from_raw(np.asarray(-20.0), 0.5)) > -0.5
+
+
+def test_log_density_matches_scipy(rng):
+    """Check the GEMM form of the predictive density against scipy."""
+    d, sigma = 4, 0.7
+    nat_mean = rng.normal(size=(3, d))
+    for precision in (rng.uniform(0.5, 3, size=(3, 1)), rng.uniform(0.5, 3, (3, d))):
+        Z = rng.normal(size=(6, d))
+        coef = log_density_coef(nat_mean, precision, sigma)
+        got = log_density_features(Z, isotropic=precision.shape[1] == 1) @ coef.T
+        for n in range(3):
+            mean = nat_mean[n] / precision[n]
+            var = np.broadcast_to(1 / precision[n] + sigma, (d,))
+            expected = multivariate_normal(mean, np.diag(var)).logpdf(Z)
+            np.testing.assert_allclose(got[:, n], expected, rtol=1e-12)
+
+
+def test_condition_on_adds_natural_parameters(rng):
+    """Check q = q0 + sum z / sigma and lam = lam0 + n / sigma per class."""
+    Z = rng.normal(size=(5, 3))
+    onehot = np.eye(2)[[0, 1, 1, 0, 1]]
+    q, lam = condition_on(np.ones(3), np.array([2.0]), Z, onehot, 0.5)
+    np.testing.assert_allclose(q[1], 1 + Z[[1, 2, 4]].sum(0) / 0.5)
+    np.testing.assert_allclose(lam[:, 0], [2 + 2 / 0.5, 2 + 3 / 0.5])
+
+
+def test_logsumexp_matches_scipy_and_handles_masked_rows(rng):
+    """Check logsumexp against scipy, and that an all -inf row gives -inf."""
+    x = rng.normal(scale=300, size=(4, 7))
+    np.testing.assert_allclose(logsumexp(x), scipy_logsumexp(x, axis=-1))
+    masked = np.full((1, 3), -np.inf)
+    with np.errstate(divide="ignore"):
+        assert logsumexp(masked)[0] == -np.inf
+    np.testing.assert_allclose(np.exp(log_softmax(x)).sum(-1), 1.0)
+
+
+def test_numpy_and_torch_agree(rng):
+    """Check that the same functions give the same numbers on torch tensors."""
+    nat_mean, precision = rng.normal(size=(3, 4)), rng.uniform(1, 2, size=(3, 1))
+    Z, counts = rng.normal(size=(5, 4)), np.array([1.0, 2.0, 4.0])
+    as_t = torch.from_numpy
+    for xp_args, to_np in (
+        ((nat_mean, precision, Z, counts), np.asarray),
+        ((as_t(nat_mean), as_t(precision), as_t(Z), as_t(counts)), lambda t: t.numpy()),
+    ):
+        q, lam, z, c = xp_args
+        coef = log_density_coef(q, lam, 0.5)
+        dens = log_density_features(z, isotropic=True) @ coef.T
+        log_known, log_novel = crp_log_prior(c, c.sum(), 3, a=0.5, b=1.2)
+        result = [to_np(v) for v in (dens, log_softmax(dens), log_known, log_novel)]
+        if to_np is np.asarray:
+            expected = result
+        else:
+            for got, want in zip(result, expected, strict=True):
+                np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_torch_gradients_reach_prior_and_concentration():
+    """Check autograd through density and CRP prior (double-precision gradcheck)."""
+    torch.manual_seed(0)
+    Z = torch.randn(4, 3, dtype=torch.float64)
+    onehot = torch.eye(2, dtype=torch.float64)[[0, 1, 1, 0]]
+
+    def loss(prior_mean, log_prior_var, beta_raw):
+        lam0 = torch.exp(-log_prior_var).reshape(1)
+        q, lam = condition_on(prior_mean * lam0, lam0, Z, onehot, 0.5)
+        coef = log_density_coef(q, lam, 0.5)
+        b = concentration_from_raw(beta_raw, 0.5)
+        log_known, log_novel = crp_log_prior(
+            onehot.sum(0), torch.tensor(4.0, dtype=torch.float64), 2, a=0.5, b=b
+        )
+        scores = log_density_features(Z, isotropic=True) @ coef.T + log_known
+        scores = torch.cat([scores, torch.zeros(4, 1, dtype=torch.float64)
+                            + log_novel], dim=1)
+        return log_softmax(scores)[:, 0].sum()
+
+    inputs = (torch.randn(3, dtype=torch.float64, requires_grad=True),
+              torch.tensor(0.3, dtype=torch.float64, requires_grad=True),
+              torch.tensor(0.1, dtype=torch.float64, requires_grad=True))
+    assert torch.autograd.gradcheck(loss, inputs)
+
+
+def test_estimate_prior_uses_class_means(rng):
+    """Check mu0 = mean of class means and s0 = mean variance of class means."""
+    X = rng.normal(size=(30, 3))
+    y = np.repeat([0, 1, 2], 10)
+    mean, var = estimate_prior(X, y, 3)
+    means = np.stack([X[y == k].mean(0) for k in range(3)])
+    np.testing.assert_allclose(mean, means.mean(0))
+    assert var == pytest.approx(means.var(0).mean())
+
+
+def test_estimate_prior_floors_a_single_class(rng):
+    """Check that one class (zero spread) gives a small positive prior variance."""
+    X = rng.normal(size=(10, 3))
+    _, var = estimate_prior(X, np.zeros(10, dtype=int), 1)
+    assert var > 0

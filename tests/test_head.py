@@ -1,0 +1,345 @@
+"""Tests of the CRP-Gaussian head, ``CRPGaussianClassifier``."""
+
+import copy
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
+from sklearn.exceptions import NotFittedError
+
+import sklearn_flowr._online_state as online_state
+from sklearn_flowr import CRPGaussianClassifier
+
+GIVEN_PRIOR = dict(prior_mean=0.0, prior_var=4.0, b=1.3)
+
+
+def textbook_proba(X_train, y_train, X, *, a, b, sigma, mu0, s0, counts):
+    """Posterior class probabilities computed from the conjugate-Gaussian
+    textbook formulas and the Pitman-Yor prior, independently of the package."""
+    labels = np.unique(y_train)
+    d = X_train.shape[1]
+    k = counts.sum()
+    log_joint = []
+    for label, c in zip(labels, counts, strict=True):
+        rows = X_train[y_train == label]
+        post_var = 1.0 / (1.0 / s0 + rows.shape[0] / sigma)
+        post_mean = post_var * (mu0 / s0 + rows.sum(0) / sigma)
+        pred = multivariate_normal(post_mean, (post_var + sigma) * np.eye(d))
+        log_joint.append(pred.logpdf(X) + np.log((c - a) / (k + b)))
+    novel = multivariate_normal(np.full(d, mu0), (s0 + sigma) * np.eye(d))
+    log_joint.append(novel.logpdf(X) + np.log((b + a * len(labels)) / (k + b)))
+    log_joint = np.stack(log_joint, axis=1)
+    return np.exp(log_joint - logsumexp(log_joint, axis=1, keepdims=True))
+
+
+def row_by_row(clf, X, y):
+    """The paper's online loop written naively: predict, then learn."""
+    y_known, p_novel, y_pred, is_novel = [], [], [], []
+    for t in range(X.shape[0]):
+        is_novel.append(y[t] not in clf.classes_.tolist())
+        proba = clf.predict_proba(X[t : t + 1])[0]
+        p_novel.append(proba[-1])
+        y_known.append(clf.classes_[np.argmax(proba[:-1])])
+        y_pred.append(clf.predict(X[t : t + 1])[0])
+        clf.partial_fit(X[t : t + 1], y[t : t + 1])
+    return np.array(y_known), np.array(p_novel), np.array(y_pred), np.array(is_novel)
+
+
+@pytest.mark.parametrize("known_count", ["observed", 1.0])
+def test_predict_proba_matches_textbook_posterior(blobs, rng, known_count):
+    """Check predict_proba against an independent conjugate-posterior computation."""
+    X, y = blobs
+    clf = CRPGaussianClassifier(a=0.4, sigma=0.8, known_count=known_count,
+                                **GIVEN_PRIOR).fit(X, y)
+    counts = np.bincount(y).astype(float) if known_count == "observed" else np.ones(4)
+    queries = rng.normal(scale=4, size=(7, 5))
+    expected = textbook_proba(X, y, queries, a=0.4, b=1.3, sigma=0.8, mu0=0.0,
+                              s0=4.0, counts=counts)
+    np.testing.assert_allclose(clf.predict_proba(queries), expected, rtol=1e-9)
+
+
+def test_predict_log_proba_and_joint_are_consistent(blobs, rng):
+    """Check log-proba = log(proba) and joint normalises to log p(x)."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    queries = rng.normal(size=(5, 5))
+    proba = clf.predict_proba(queries)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(queries)), proba)
+    joint = clf.predict_joint_log_proba(queries)
+    np.testing.assert_allclose(joint - logsumexp(joint, 1, keepdims=True),
+                               np.log(proba), atol=1e-12)
+    assert proba.shape == (5, len(clf.classes_) + 1)
+
+
+def test_fit_learns_empirical_bayes_prior(blobs):
+    """Check that "auto" sets mu0 to the mean of the class means."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    means = np.stack([X[y == k].mean(0) for k in range(4)])
+    np.testing.assert_allclose(clf.prior_mean_, means.mean(0))
+    assert clf.prior_var_.shape == (1,)
+    assert clf.b_ > -clf.a
+
+
+def test_chunked_partial_fit_equals_fit(blobs, rng):
+    """Check that partial_fit in any chunking equals fit on the union."""
+    X, y = blobs
+    params = dict(known_count="observed", **GIVEN_PRIOR)
+    whole = CRPGaussianClassifier(**params).fit(X, y)
+    order = rng.permutation(len(y))
+    chunked = CRPGaussianClassifier(**params)
+    for part in np.array_split(order, [1, 7, 30]):
+        chunked.partial_fit(X[part], y[part])
+    sort = np.argsort(chunked.classes_)
+    np.testing.assert_array_equal(chunked.classes_[sort], whole.classes_)
+    np.testing.assert_allclose(chunked.class_mean_[sort], whole.class_mean_)
+    np.testing.assert_allclose(chunked.class_var_[sort], whole.class_var_)
+    queries = rng.normal(size=(4, 5))
+    np.testing.assert_allclose(chunked.predict_proba(queries)[:, np.r_[sort, 4]],
+                               whole.predict_proba(queries), rtol=1e-10)
+
+
+def test_partial_fit_after_fit_adds_one_count_per_row(blobs):
+    """Check known_count pseudo-counts in fit and +1 per row online."""
+    X, y = blobs
+    clf = CRPGaussianClassifier(known_count=1.0).fit(X, y)
+    np.testing.assert_array_equal(clf.crp_count_, np.ones(4))
+    np.testing.assert_array_equal(clf.class_count_, np.full(4, 15.0))
+    clf.partial_fit(X[:3], [1, 1, 7])
+    np.testing.assert_array_equal(clf.crp_count_, [1, 3, 1, 1, 1])
+    assert clf.classes_.tolist() == [0, 1, 2, 3, 7]
+
+
+def test_new_class_from_one_sample(blobs):
+    """Check that one labelled sample of a new class makes it predictable."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    far = np.full((1, 5), 40.0)
+    assert clf.predict(far)[0] == -1
+    clf.partial_fit(far, [9])
+    assert clf.predict(far + 0.1)[0] == 9
+
+
+@pytest.mark.parametrize("class_prior", ["crp", "uniform"])
+@pytest.mark.parametrize("prior_var", ["auto", np.linspace(0.5, 3.0, 5)])
+def test_open_world_step_equals_row_loop(blobs, rng, class_prior, prior_var):
+    """Check the vectorised stream against predict-then-partial_fit per row."""
+    X, y = blobs
+    clf = CRPGaussianClassifier(class_prior=class_prior, prior_var=prior_var)
+    clf.fit(X, y)
+    reference = copy.deepcopy(clf)
+    X_stream = rng.normal(scale=4, size=(80, 5))
+    y_stream = rng.integers(0, 9, size=80)
+    out = clf.open_world_step(X_stream, y_stream)
+    y_known, p_novel, y_pred, is_novel = row_by_row(reference, X_stream, y_stream)
+    np.testing.assert_allclose(out.p_novel, p_novel, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(out.y_known, y_known)
+    np.testing.assert_array_equal(out.y_pred, y_pred)
+    np.testing.assert_array_equal(out.is_novel, is_novel)
+    np.testing.assert_array_equal(clf.classes_, reference.classes_)
+    np.testing.assert_allclose(clf.class_mean_, reference.class_mean_)
+
+
+def test_open_world_step_chunks_give_the_same_result(blobs, rng, monkeypatch):
+    """Check that memory-bounding chunks do not change the stream's output."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    chunked = copy.deepcopy(clf)
+    X_stream = rng.normal(scale=4, size=(120, 5))
+    y_stream = rng.integers(0, 30, size=120)
+    whole = clf.open_world_step(X_stream, y_stream)
+    monkeypatch.setattr(online_state, "_MAX_CHUNK_ROWS", 7)
+    monkeypatch.setattr(online_state, "_CHUNK_ELEMENTS", 500)
+    parts = chunked.open_world_step(X_stream, y_stream)
+    np.testing.assert_allclose(parts.p_novel, whole.p_novel, rtol=1e-10)
+    np.testing.assert_array_equal(parts.y_pred, whole.y_pred)
+
+
+def test_open_world_step_from_scratch_with_given_prior(rng):
+    """Check a stream on an unfitted head (given prior): first row is novel."""
+    X = rng.normal(size=(20, 3))
+    y = rng.integers(0, 3, size=20)
+    clf = CRPGaussianClassifier(**GIVEN_PRIOR)
+    reference = CRPGaussianClassifier(**GIVEN_PRIOR)
+    out = clf.open_world_step(X, y)
+    assert out.is_novel[0] and out.p_novel[0] == 1.0 and out.y_known[0] == -1
+    reference.partial_fit(X[:1], y[:1])
+    _, p_novel, _, _ = row_by_row(reference, X[1:], y[1:])
+    np.testing.assert_allclose(out.p_novel[1:], p_novel, rtol=1e-10)
+
+
+def test_open_world_step_unfitted_auto_prior_raises(rng):
+    """Check that a stream cannot start without a prior to predict with."""
+    with pytest.raises(NotFittedError, match="needs the prior"):
+        CRPGaussianClassifier().open_world_step(rng.normal(size=(3, 2)), [0, 1, 0])
+
+
+def test_string_labels_and_custom_novel_label(blobs):
+    """Check string labels, the "novel" default and a user novel_label."""
+    X, y = blobs
+    names = np.array(["ant", "bee", "cat", "dog"])[y]
+    clf = CRPGaussianClassifier().fit(X, names)
+    far = np.full((1, 5), 50.0)
+    assert clf.predict(far)[0] == "novel"
+    clf2 = CRPGaussianClassifier(novel_label="??").fit(X, names)
+    assert clf2.predict(far)[0] == "??"
+    clf2.partial_fit(far, ["a-much-longer-label"])
+    assert clf2.predict(far)[0] == "a-much-longer-label"
+
+
+def test_auto_novel_label_avoids_minus_one_labels(blobs):
+    """Check that labels {-1, 1} get novel label -2."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X[y < 2], np.where(y[y < 2] == 0, -1, 1))
+    assert clf.novel_label_ == -2
+
+
+def test_stream_state_equals_partial_fit(blobs, rng):
+    """Check that open_world_step leaves the same state as partial_fit."""
+    X, y = blobs
+    a = CRPGaussianClassifier().fit(X, y)
+    b = copy.deepcopy(a)
+    X_new, y_new = rng.normal(size=(25, 5)), rng.integers(0, 6, size=25)
+    a.open_world_step(X_new, y_new)
+    b.partial_fit(X_new, y_new)
+    sort_a, sort_b = np.argsort(a.classes_), np.argsort(b.classes_)
+    np.testing.assert_allclose(a.class_mean_[sort_a], b.class_mean_[sort_b])
+    np.testing.assert_array_equal(a.crp_count_[sort_a], b.crp_count_[sort_b])
+
+
+# --------------------------------------------------------------- bad input
+def _bad_calls(X, y):
+    nan = X.copy()
+    nan[0, 0] = np.nan
+    inf = X.copy()
+    inf[1, 2] = np.inf
+    return [
+        ("partial_fit", (nan, y), "NaN"),
+        ("partial_fit", (inf, y), "infinity"),
+        ("partial_fit", (X[:, :3], y), "features"),
+        ("partial_fit", (X[:0], y[:0]), "0 sample"),
+        ("partial_fit", (X, np.where(y == 0, -1, y)), "novel label"),
+        ("partial_fit", (X, y[:-1]), "inconsistent numbers of samples"),
+        ("partial_fit", (X, y + 0.5), "Unknown label type"),
+        ("partial_fit", (X, np.array(["x"] * len(y))), "cannot join"),
+        ("open_world_step", (nan, y), "NaN"),
+        ("open_world_step", (X[:, :2], y), "features"),
+        ("open_world_step", (X, np.where(y == 0, -1, y)), "novel label"),
+        ("predict_proba", (X[:, :2],), "features"),
+        ("predict", (nan,), "NaN"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(13))
+def test_bad_input_raises_and_leaves_state_unchanged(blobs, case):
+    """Check each bad input gives a clear error before any state changes."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    method, args, message = _bad_calls(X, y)[case]
+    before = pickle.dumps(clf)
+    with pytest.raises(ValueError, match=message):
+        getattr(clf, method)(*args)
+    assert pickle.dumps(clf) == before
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(a=1.0), "'a' parameter"),
+        (dict(a=-0.1), "'a' parameter"),
+        (dict(b=-0.6, a=0.5), "greater than -a"),
+        (dict(sigma=0.0), "'sigma' parameter"),
+        (dict(prior_var=-1.0), "'prior_var' parameter"),
+        (dict(prior_mean=[0.0, 1.0]), "prior_mean must be"),
+        (dict(known_count=0.3, a=0.5), "must exceed a"),
+        (dict(class_prior="dirichlet"), "'class_prior' parameter"),
+    ],
+)
+def test_bad_hyper_parameters_raise(blobs, params, message):
+    """Check hyper-parameters out of range raise and leave no fitted state."""
+    X, y = blobs
+    clf = CRPGaussianClassifier(**params)
+    with pytest.raises(ValueError, match=message):
+        clf.fit(X, y)
+    assert not hasattr(clf, "n_features_in_")
+
+
+def test_unfitted_use_raises(blobs):
+    """Check predictions before fitting raise NotFittedError."""
+    with pytest.raises(NotFittedError):
+        CRPGaussianClassifier().predict_proba(blobs[0])
+
+
+def test_partial_fit_unfitted_auto_prior_needs_two_classes(blobs):
+    """Check that "auto" prior from a one-class first batch is refused."""
+    X, y = blobs
+    clf = CRPGaussianClassifier()
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        clf.partial_fit(X[y == 0], y[y == 0])
+    assert not hasattr(clf, "n_features_in_")
+
+
+def test_partial_fit_classes_guard(blobs):
+    """Check that labels outside a given `classes` are refused."""
+    X, y = blobs
+    with pytest.raises(ValueError, match="not in `classes`"):
+        CRPGaussianClassifier().partial_fit(X, y, classes=[0, 1])
+
+
+# --------------------------------------------------------------- persistence
+def test_joblib_round_trip_keeps_online_state(blobs, rng, tmp_path):
+    """Check a joblib round trip predicts and continues learning identically."""
+    X, y = blobs
+    clf = CRPGaussianClassifier().fit(X, y)
+    clf.partial_fit(X[:4], [9, 9, 8, 1])
+    joblib.dump(clf, tmp_path / "head.joblib")
+    loaded = joblib.load(tmp_path / "head.joblib")
+    queries = rng.normal(size=(6, 5))
+    np.testing.assert_array_equal(loaded.predict_proba(queries),
+                                  clf.predict_proba(queries))
+    X_more, y_more = rng.normal(size=(10, 5)), rng.integers(0, 12, size=10)
+    np.testing.assert_array_equal(loaded.open_world_step(X_more, y_more).p_novel,
+                                  clf.open_world_step(X_more, y_more).p_novel)
+
+
+def test_skops_round_trip(blobs, rng):
+    """Check persistence through skops.io with explicitly trusted types."""
+    sio = pytest.importorskip("skops.io")
+    X, y = blobs
+    names = np.array(["a", "b", "c", "d"])[y]
+    clf = CRPGaussianClassifier().fit(X, names)
+    clf.partial_fit(X[:2], ["e", "e"])
+    dumped = sio.dumps(clf)
+    untrusted = sio.get_untrusted_types(data=dumped)
+    assert all(t.startswith(("sklearn_flowr.", "builtins.", "numpy."))
+               for t in untrusted)
+    loaded = sio.loads(dumped, trusted=untrusted)
+    queries = rng.normal(size=(3, 5))
+    np.testing.assert_array_equal(loaded.predict(queries), clf.predict(queries))
+    loaded.partial_fit(X[:1], ["f"])
+    assert loaded.classes_.tolist() == ["a", "b", "c", "d", "e", "f"]
+
+
+# --------------------------------------------------------------- precision
+def test_float64_state_is_exact_over_a_million_updates():
+    """Check 10^6 online updates lose no precision in the float64 state."""
+    rng = np.random.default_rng(1)
+    clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=1.0, b=1.0, sigma=0.5)
+    total = np.zeros((3, 4), dtype=np.int64)
+    n = np.zeros(3, dtype=np.int64)
+    for _ in range(100):
+        # Small integers and sigma = 1/2: every partial sum is exact in float64,
+        # so any rounding in the state would show as an inequality.
+        Z = rng.integers(-1000, 1000, size=(10_000, 4))
+        labels = rng.integers(0, 3, size=10_000)
+        clf.partial_fit(Z.astype(float), labels)
+        np.add.at(total, labels, Z)
+        n += np.bincount(labels, minlength=3)
+    order = np.argsort(clf.classes_)
+    assert n.sum() == 1_000_000
+    np.testing.assert_array_equal(clf.class_count_[order], n)
+    expected_mean = (2.0 * total) / (1.0 + 2.0 * n)[:, None]
+    np.testing.assert_array_equal(clf.class_mean_[order], expected_mean)
