@@ -1,0 +1,22 @@
+"""Pluggable torch encoders ``phi`` mapping inputs to FLOWR's embedding space.
+
+Every encoder ends in an ``nn.Linear`` to ``embedding_dim`` (64 in the paper),
+the layer that test-time fine-tuning updates (:func:`last_linear_layer`).
+:func:`make_backbone` turns a name, a module class or a module instance into an
+encoder. torchvision is not needed; a torchvision ResNet is accepted when it is
+installed.
+"""
+
+from ._conv4 import Conv4
+from ._factory import last_linear_layer, make_backbone
+from ._mlp import MLPEncoder
+from ._resnet import ResNet12, ResNet18
+
+__all__ = [
+    "Conv4",
+    "MLPEncoder",
+    "ResNet12",
+    "ResNet18",
+    "last_linear_layer",
+    "make_backbone",
+]

@@ -1,0 +1,163 @@
+"""Conv4, the four-block convolutional encoder of few-shot learning."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+
+def _as_pair(size: int | tuple[int, int], name: str = "input_size") -> tuple[int, int]:
+    """Return ``size`` as ``(height, width)``, rejecting non-positive sides."""
+    pair = (size, size) if isinstance(size, int) else tuple(size)
+    if len(pair) != 2 or any(int(side) != side or side < 1 for side in pair):
+        raise ValueError(
+            f"{name} must be a positive int or a pair (height, width) of positive "
+            f"ints; got {size!r}."
+        )
+    return int(pair[0]), int(pair[1])
+
+
+def _halved(side: int) -> int:
+    """Length of a side after one :class:`_HalvingMaxPool2d`."""
+    return side // 2 if side >= 2 else 1
+
+
+class _HalvingMaxPool2d(nn.Module):
+    """2x2 max-pool that leaves a side of one pixel as it is.
+
+    A plain ``MaxPool2d(2)`` turns a 1-pixel side into 0 pixels, so four of them
+    fail on inputs smaller than 16x16 (the 8x8 digits). Pooling with a kernel of
+    1 along such a side keeps those inputs working and changes nothing for the
+    inputs a plain 2x2 pool already handles.
+    """
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        kernel = (2 if x.shape[-2] >= 2 else 1, 2 if x.shape[-1] >= 2 else 1)
+        return F.max_pool2d(x, kernel_size=kernel)
+
+
+def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
+    # BatchNorm's shift makes a bias in the convolution redundant.
+    return nn.Sequential(
+        nn.Conv2d(in_channels, out_channels, kernel_size=3, padding=1, bias=False),
+        nn.BatchNorm2d(out_channels),
+        nn.ReLU(inplace=True),
+        _HalvingMaxPool2d(),
+    )
+
+
+class Conv4(nn.Module):
+    """Four convolutional blocks and a linear projection to the embedding.
+
+    Each block is a 3x3 convolution (padding 1), batch normalisation, ReLU and
+    a 2x2 max-pool. The feature map is flattened and projected by a final
+    ``nn.Linear`` to ``embedding_dim`` dimensions, the layer FLOWR fine-tunes at
+    test time.
+
+    Parameters
+    ----------
+    in_channels : int, default=1
+        Channels of the input images (1 for grayscale, 3 for RGB).
+    embedding_dim : int, default=64
+        Dimension ``d`` of the embedding (64 in the FLOWR paper).
+    hidden_channels : int, default=64
+        Channels of every convolution.
+    input_size : int or tuple of (int, int) or None, default=(28, 28)
+        ``(height, width)`` of the inputs, used to size the final linear layer
+        at construction so that the module is complete before the first batch
+        (pickle, ``state_dict`` and optimiser friendly). ``None`` uses
+        ``nn.LazyLinear``, sized by the first batch it sees. Any size works: a
+        side that has shrunk to one pixel is no longer pooled, so inputs smaller
+        than 16x16 keep a 1-pixel map instead of vanishing.
+
+    Attributes
+    ----------
+    features : torch.nn.Sequential
+        The four convolutional blocks, ``(n, in_channels, H, W)`` to
+        ``(n, hidden_channels, H', W')`` with ``H' = H // 16`` for ``H >= 16``.
+    fc : torch.nn.Linear
+        The final projection, ``(n, hidden_channels * H' * W')`` to
+        ``(n, embedding_dim)``.
+
+    See Also
+    --------
+    ResNet12 : A deeper residual encoder for few-shot learning.
+
+    Notes
+    -----
+    ``forward`` maps float images of shape ``(n, in_channels, H, W)`` to
+    embeddings of shape ``(n, embedding_dim)``. With an explicit ``input_size``
+    the images must have a size whose flattened feature map matches the one
+    computed at construction; otherwise a ``ValueError`` says so.
+
+    References
+    ----------
+    .. [1] O. Vinyals, C. Blundell, T. Lillicrap, K. Kavukcuoglu and D. Wierstra,
+       "Matching Networks for One Shot Learning", NeurIPS 2016.
+    .. [2] J. Snell, K. Swersky and R. Zemel, "Prototypical Networks for Few-shot
+       Learning", NeurIPS 2017.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import Conv4
+    >>> encoder = Conv4(in_channels=1, embedding_dim=64, input_size=(28, 28))
+    >>> encoder(torch.zeros(5, 1, 28, 28)).shape
+    torch.Size([5, 64])
+    >>> encoder.fc.in_features
+    64
+    """
+
+    def __init__(
+        self,
+        in_channels: int = 1,
+        embedding_dim: int = 64,
+        hidden_channels: int = 64,
+        input_size: int | tuple[int, int] | None = (28, 28),
+    ) -> None:
+        super().__init__()
+        for name, value in [
+            ("in_channels", in_channels),
+            ("embedding_dim", embedding_dim),
+            ("hidden_channels", hidden_channels),
+        ]:
+            if value < 1:
+                raise ValueError(f"{name} must be a positive int; got {value!r}.")
+        self.in_channels = in_channels
+        self.embedding_dim = embedding_dim
+        self.hidden_channels = hidden_channels
+        self.input_size = None if input_size is None else _as_pair(input_size)
+        self.features = nn.Sequential(
+            _conv_block(in_channels, hidden_channels),
+            *(_conv_block(hidden_channels, hidden_channels) for _ in range(3)),
+        )
+        if self.input_size is None:
+            self.fc: nn.Linear = nn.LazyLinear(embedding_dim)
+        else:
+            height, width = self.input_size
+            for _ in range(len(self.features)):
+                height, width = _halved(height), _halved(width)
+            self.fc = nn.Linear(hidden_channels * height * width, embedding_dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Embed a batch of images.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (n, in_channels, H, W)
+            Float images.
+
+        Returns
+        -------
+        torch.Tensor of shape (n, embedding_dim)
+            The embeddings.
+        """
+        flat = self.features(x).flatten(1)
+        if self.input_size is not None and flat.shape[1] != self.fc.in_features:
+            raise ValueError(
+                f"Conv4 was built for input_size={self.input_size} but got images "
+                f"of size {tuple(x.shape[-2:])}; build it with that input_size or "
+                "with input_size=None."
+            )
+        return self.fc(flat)

@@ -1,0 +1,228 @@
+"""Build an encoder from a name, a class or an instance; find its last layer."""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import sys
+from typing import Any
+
+import torch
+from torch import nn
+
+from ._conv4 import Conv4, _as_pair
+from ._mlp import MLPEncoder
+from ._resnet import ResNet12, ResNet18
+
+BACKBONE_NAMES = ("conv4", "resnet12", "resnet18", "mlp")
+
+
+def make_backbone(
+    backbone: str | nn.Module | type[nn.Module],
+    *,
+    in_channels: int = 1,
+    input_size: int | tuple[int, int] | None = None,
+    n_features: int | None = None,
+    embedding_dim: int = 64,
+) -> nn.Module:
+    """Return the encoder ``phi`` that a backbone specification names.
+
+    Parameters
+    ----------
+    backbone : {"conv4", "resnet12", "resnet18", "mlp"}, nn.Module or \
+            nn.Module subclass
+        - a name: the package's own encoder, built for the data described by
+          the other arguments and ending in ``nn.Linear(., embedding_dim)``;
+        - an ``nn.Module`` instance: returned as is (the caller owns its
+          architecture), except a torchvision ``ResNet``, which is copied, its
+          ``fc`` replaced by ``nn.Linear(fc.in_features, embedding_dim)`` and,
+          for ``in_channels=1``, its first convolution summed over the colour
+          channels (a grayscale image then gets the response the pretrained
+          weights give to the same image replicated into RGB);
+        - an ``nn.Module`` subclass: instantiated with those of
+          ``in_channels``, ``input_size``, ``n_features`` (also passed as
+          ``in_features``) and ``embedding_dim`` that its constructor names and
+          that are not None.
+    in_channels : int, default=1
+        Channels of the input images.
+    input_size : int or tuple of (int, int) or None, default=None
+        ``(height, width)`` of the input images. ``"conv4"`` sizes its final
+        layer from it (lazily when None); ``"resnet18"`` picks its stem from it.
+    n_features : int or None, default=None
+        Number of input features for ``"mlp"``; when None it is
+        ``in_channels * height * width`` from ``input_size``.
+    embedding_dim : int, default=64
+        Dimension ``d`` of the embedding.
+
+    Returns
+    -------
+    torch.nn.Module
+        The encoder, mapping ``(n, in_channels, height, width)`` images (or
+        ``(n, n_features)`` vectors for ``"mlp"``) to ``(n, embedding_dim)``.
+
+    Raises
+    ------
+    ValueError
+        If ``backbone`` is an unknown name, or ``"mlp"`` gets neither
+        ``n_features`` nor ``input_size``.
+    TypeError
+        If ``backbone`` is neither a string nor a module nor a module class.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import make_backbone
+    >>> encoder = make_backbone("conv4", in_channels=1, input_size=(28, 28))
+    >>> encoder(torch.zeros(3, 1, 28, 28)).shape
+    torch.Size([3, 64])
+    >>> make_backbone("mlp", in_channels=1, input_size=None, n_features=10)(
+    ...     torch.zeros(3, 10)).shape
+    torch.Size([3, 64])
+    """
+    if isinstance(backbone, nn.Module):
+        if _is_torchvision_resnet(backbone):
+            return _adapt_torchvision_resnet(backbone, in_channels, embedding_dim)
+        return backbone
+    if isinstance(backbone, type) and issubclass(backbone, nn.Module):
+        return _instantiate(
+            backbone,
+            in_channels=in_channels,
+            input_size=input_size,
+            n_features=n_features,
+            in_features=n_features,
+            embedding_dim=embedding_dim,
+        )
+    if not isinstance(backbone, str):
+        raise TypeError(
+            f"backbone must be one of {BACKBONE_NAMES}, an nn.Module instance or "
+            f"an nn.Module subclass; got an object of type {type(backbone).__name__}."
+        )
+    name = backbone.lower()
+    if name == "conv4":
+        return Conv4(in_channels, embedding_dim, input_size=input_size)
+    if name == "resnet12":
+        return ResNet12(in_channels, embedding_dim)
+    if name == "resnet18":
+        return ResNet18(in_channels, embedding_dim, input_size=input_size)
+    if name == "mlp":
+        if n_features is None:
+            if input_size is None:
+                raise ValueError(
+                    "backbone='mlp' needs n_features, or input_size (and "
+                    "in_channels) to flatten images."
+                )
+            height, width = _as_pair(input_size)
+            n_features = in_channels * height * width
+        return MLPEncoder(n_features, embedding_dim=embedding_dim)
+    raise ValueError(
+        f"Unknown backbone {backbone!r}; valid names are {', '.join(BACKBONE_NAMES)}, "
+        "or pass an nn.Module instance or subclass."
+    )
+
+
+def _instantiate(cls: type[nn.Module], **candidates: Any) -> nn.Module:
+    """Call ``cls`` with the candidate keyword arguments its signature names."""
+    accepted = inspect.signature(cls).parameters
+    kwargs = {
+        key: value
+        for key, value in candidates.items()
+        if key in accepted and value is not None
+    }
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:
+        raise TypeError(
+            f"Could not instantiate backbone class {cls.__name__} with {kwargs}: "
+            f"{exc}. Pass an instance instead."
+        ) from exc
+
+
+def _is_torchvision_resnet(module: nn.Module) -> bool:
+    # An instance can only exist once torchvision is imported, so never import it.
+    models = sys.modules.get("torchvision.models")
+    return models is not None and isinstance(module, models.ResNet)
+
+
+def _adapt_torchvision_resnet(
+    model: nn.Module, in_channels: int, embedding_dim: int
+) -> nn.Module:
+    """Copy a torchvision ResNet, with a new ``fc`` and, if needed, ``conv1``."""
+    model = copy.deepcopy(model)
+    first = model.conv1
+    if first.in_channels != in_channels:
+        if in_channels != 1:
+            raise ValueError(
+                f"A torchvision ResNet with {first.in_channels} input channels can "
+                f"be adapted to in_channels=1 only; got in_channels={in_channels}."
+            )
+        gray = nn.Conv2d(
+            1,
+            first.out_channels,
+            kernel_size=first.kernel_size,
+            stride=first.stride,
+            padding=first.padding,
+            bias=first.bias is not None,
+        ).to(device=first.weight.device, dtype=first.weight.dtype)
+        # conv(w, [x, x, x]) == conv(w_r + w_g + w_b, x): same response as RGB.
+        with torch.no_grad():
+            gray.weight.copy_(first.weight.sum(dim=1, keepdim=True))
+            if first.bias is not None:
+                gray.bias.copy_(first.bias)
+        model.conv1 = gray
+    old_fc = model.fc
+    model.fc = nn.Linear(old_fc.in_features, embedding_dim).to(
+        device=old_fc.weight.device, dtype=old_fc.weight.dtype
+    )
+    return model
+
+
+def last_linear_layer(module: nn.Module) -> nn.Linear:
+    """Return the last ``nn.Linear`` of an encoder.
+
+    FLOWR's test-time fine-tuning in the small context updates only this layer
+    on the support set. "Last" is in registration order
+    (``module.modules()``), which is the order of the forward pass for the
+    package's encoders and for most ``nn.Sequential`` models.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+        The encoder.
+
+    Returns
+    -------
+    torch.nn.Linear
+        The layer itself (not a copy): its parameters are the encoder's.
+
+    Raises
+    ------
+    ValueError
+        If the module holds no ``nn.Linear``.
+
+    References
+    ----------
+    .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian Embeddings for Few-Shot Open World Recognition",
+       IEEE TPAMI.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.encoders import MLPEncoder, last_linear_layer
+    >>> encoder = MLPEncoder(in_features=20, hidden=(32,), embedding_dim=8)
+    >>> last_linear_layer(encoder)
+    Linear(in_features=32, out_features=8, bias=True)
+    """
+    if not isinstance(module, nn.Module):
+        raise TypeError(
+            f"module must be a torch.nn.Module; got {type(module).__name__}."
+        )
+    last = None
+    for layer in module.modules():
+        if isinstance(layer, nn.Linear):
+            last = layer
+    if last is None:
+        raise ValueError(
+            f"{type(module).__name__} has no nn.Linear layer; last-layer "
+            "fine-tuning needs an encoder that ends in one."
+        )
+    return last
