@@ -11,7 +11,12 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._core import estimate_concentration, estimate_prior, log_softmax
+from ._core import (
+    estimate_concentration,
+    estimate_prior,
+    log_softmax,
+    softmax_rows_inplace,
+)
 from ._online_state import OnlineClassState
 
 __all__ = ["CRPGaussianClassifier"]
@@ -355,12 +360,7 @@ default="auto"
         proba : ndarray of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last column is the novel class.
         """
-        scores = self._joint_log_numerators(X)
-        # In place: at 10^4 classes the softmax passes cost as much as the GEMM.
-        scores -= scores.max(axis=1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(axis=1, keepdims=True)
-        return scores
+        return softmax_rows_inplace(self._joint_log_numerators(X))
 
     def predict(self, X):
         """Most probable class, or ``novel_label_`` when the novel class wins.
@@ -394,7 +394,9 @@ default="auto"
 
     def _check_labels(self, y, state):
         """Validate labels against the novel label and the known label type."""
-        check_classification_targets(y)
+        if y.dtype.kind not in "biuU":
+            # type_of_target costs ~1 ms; integer and str labels need no check.
+            check_classification_targets(y)
         labels, y_index = np.unique(y, return_inverse=True)
         if state is None:
             novel = self._resolve_novel_label(labels)

@@ -24,7 +24,7 @@ from ._gaussian import (
     log_density_features,
     predictive_moments,
 )
-from ._softmax import log_softmax, logsumexp
+from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 
 __all__ = [
     "concentration_from_raw",
@@ -41,4 +41,5 @@ __all__ = [
     "pitman_yor_log_likelihood",
     "predictive_moments",
     "raw_from_concentration",
+    "softmax_rows_inplace",
 ]
