@@ -1,0 +1,76 @@
+"""A scorer for open-world cross-validation (novel = label unknown to the model)."""
+
+import numpy as np
+from sklearn.utils import column_or_1d
+
+from ._h_measure import h_measure
+
+
+def novelty_scorer(estimator, X, y) -> float:
+    """H-measure of an open-world classifier's novelty probability on ``(X, y)``.
+
+    A row is novel when its label is not in ``estimator.classes_``, i.e. its
+    class was held out of the training fold (see
+    :class:`~sklearn_flowr.model_selection.OpenWorldSplit`). The score is
+    :func:`h_measure` of the last column of ``estimator.predict_proba(X)``, the
+    novel-class probability, against that indicator, so it can be passed as
+    ``scoring=novelty_scorer`` to :class:`~sklearn.model_selection.GridSearchCV`
+    or :func:`~sklearn.model_selection.cross_val_score` (higher is better).
+
+    Parameters
+    ----------
+    estimator : fitted classifier
+        Has ``classes_`` and a ``predict_proba`` of shape
+        ``(n_samples, len(classes_) + 1)`` whose columns follow ``classes_``
+        and whose last column is the novel class, such as
+        :class:`~sklearn_flowr.CRPGaussianClassifier` or a
+        :class:`~sklearn.pipeline.Pipeline` ending in one.
+
+    X : array-like of shape (n_samples, n_features)
+        Test rows.
+
+    y : array-like of shape (n_samples,)
+        Their true labels; some must be in ``classes_`` and some not.
+
+    Returns
+    -------
+    score : float
+        The H-measure with the default Beta(2, 2) cost distribution.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.metrics import novelty_scorer
+    >>> rng = np.random.default_rng(0)
+    >>> centres = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    >>> y = np.repeat([0, 1, 2], 30)
+    >>> X = centres[y] + rng.normal(size=(90, 2))
+    >>> head = CRPGaussianClassifier().fit(X[y < 2], y[y < 2])
+    >>> 0.0 <= novelty_scorer(head, X, y) <= 1.0
+    True
+    """
+    classes = getattr(estimator, "classes_", None)
+    if classes is None:
+        raise ValueError(
+            f"{type(estimator).__name__} has no classes_; novelty_scorer needs a "
+            "fitted classifier to tell known labels from novel ones."
+        )
+    y = column_or_1d(y)
+    is_novel = ~np.isin(y, np.asarray(classes))
+    if is_novel.all() or not is_novel.any():
+        kind = "novel" if is_novel.all() else "known"
+        raise ValueError(
+            f"Cannot score this fold: every row has a {kind} label. The test fold "
+            "needs rows of classes in estimator.classes_ and rows of classes "
+            "held out of training (use OpenWorldSplit)."
+        )
+    proba = np.asarray(estimator.predict_proba(X))
+    n_columns = len(classes) + 1
+    if proba.ndim != 2 or proba.shape[1] != n_columns:
+        raise ValueError(
+            f"predict_proba returned shape {proba.shape}; novelty_scorer expects "
+            f"{n_columns} columns (len(classes_) known classes, then the novel "
+            "class last)."
+        )
+    return h_measure(is_novel.astype(np.int8), proba[:, -1])

@@ -1,0 +1,5 @@
+"""Cross-validation for open-world recognition."""
+
+from ._split import OpenWorldSplit
+
+__all__ = ["OpenWorldSplit"]

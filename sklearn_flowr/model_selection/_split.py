@@ -1,0 +1,188 @@
+"""Cross-validation that holds whole classes out of training (open world)."""
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.model_selection import BaseCrossValidator
+from sklearn.utils import check_random_state, column_or_1d
+
+
+class OpenWorldSplit(BaseCrossValidator):
+    """Open-world cross-validator: some classes are novel at test time.
+
+    Each split picks ``n_novel_classes`` classes and keeps every row of them
+    out of the training fold; they all go to the test fold, where the model
+    meets them as novel classes. From every other (kept) class a random share
+    ``test_size`` of its rows also goes to the test fold, so that known-class
+    rows are scored too, and the rest form the training fold.
+
+    The held-out classes are taken in turn from a shuffled class order, like
+    :class:`~sklearn.model_selection.GroupKFold` with classes as groups: while
+    ``n_splits * n_novel_classes <= n_classes`` no class is held out twice.
+    When the splits need more classes than that, a freshly shuffled order is
+    appended and every class is held out once per pass; within one split the
+    held-out classes are always distinct.
+
+    Use it with :func:`~sklearn_flowr.metrics.novelty_scorer` to tune an
+    open-world model's hyper-parameters with
+    :class:`~sklearn.model_selection.GridSearchCV`.
+
+    Parameters
+    ----------
+    n_splits : int, default=5
+        Number of splits, at least 1.
+
+    n_novel_classes : int, float or None, default=0.2
+        Classes held out per split: an int is a count, a float in (0, 1) a
+        fraction of the classes (rounded up). None holds out
+        ``n_classes // n_splits`` classes, so the splits partition the classes
+        as far as they divide evenly.
+
+    test_size : float in [0, 1), default=0.2
+        Fraction of each kept class's rows put in the test fold (rounded to
+        the nearest count). At least one row of every kept class stays in
+        training, so the model knows every class it is scored on as known.
+
+    random_state : int, RandomState instance or None, default=None
+        Controls the class order and the row shares. Pass an int for splits
+        that are the same on every call of ``split``.
+
+    See Also
+    --------
+    sklearn.model_selection.GroupKFold : K-fold with non-overlapping groups.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.model_selection import OpenWorldSplit
+    >>> y = np.repeat([0, 1, 2, 3, 4], 4)
+    >>> cv = OpenWorldSplit(n_splits=2, n_novel_classes=1, test_size=0.25,
+    ...                     random_state=0)
+    >>> for train, test in cv.split(np.zeros((20, 1)), y):
+    ...     print(np.setdiff1d(y[test], y[train]), len(train), len(test))
+    [2] 12 8
+    [0] 12 8
+    """
+
+    def __init__(
+        self, n_splits=5, *, n_novel_classes=0.2, test_size=0.2, random_state=None
+    ):
+        # Checked here, as scikit-learn's splitters do, so a bad CV object
+        # fails where it is built rather than deep inside a search.
+        if not isinstance(n_splits, Integral) or n_splits < 1:
+            raise ValueError(f"n_splits must be an integer >= 1; got {n_splits!r}.")
+        if n_novel_classes is not None:
+            if isinstance(n_novel_classes, Integral):
+                if isinstance(n_novel_classes, bool) or n_novel_classes < 1:
+                    raise ValueError(
+                        "n_novel_classes must be an int >= 1, a float in (0, 1) "
+                        f"or None; got {n_novel_classes!r}."
+                    )
+            elif not isinstance(n_novel_classes, Real) or not (
+                0.0 < n_novel_classes < 1.0
+            ):
+                raise ValueError(
+                    "n_novel_classes must be an int >= 1, a float in (0, 1) or "
+                    f"None; got {n_novel_classes!r}."
+                )
+        if not isinstance(test_size, Real) or not (0.0 <= test_size < 1.0):
+            raise ValueError(f"test_size must be a float in [0, 1); got {test_size!r}.")
+        self.n_splits = n_splits
+        self.n_novel_classes = n_novel_classes
+        self.test_size = test_size
+        self.random_state = random_state
+
+    def get_n_splits(self, X=None, y=None, groups=None):
+        """Return the number of splits.
+
+        Parameters
+        ----------
+        X, y, groups : object
+            Ignored; present for API compatibility.
+
+        Returns
+        -------
+        n_splits : int
+            The number of splits.
+        """
+        return self.n_splits
+
+    def split(self, X, y=None, groups=None):
+        """Generate train and test indices, holding whole classes out of train.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Data; only its number of rows is used.
+
+        y : array-like of shape (n_samples,)
+            Class labels; required.
+
+        groups : None
+            Ignored; present for API compatibility.
+
+        Yields
+        ------
+        train : ndarray of shape (n_train,)
+            Training indices: rows of the kept classes not in the test fold.
+
+        test : ndarray of shape (n_test,)
+            Test indices: all rows of the held-out classes plus the test share
+            of the kept classes.
+        """
+        if y is None:
+            raise ValueError("OpenWorldSplit needs y: it splits by class.")
+        return super().split(X, y, groups)
+
+    def _n_held_out(self, n_classes):
+        if self.n_novel_classes is None:
+            n_held = n_classes // self.n_splits
+        elif isinstance(self.n_novel_classes, Integral):
+            n_held = int(self.n_novel_classes)
+        else:
+            n_held = math.ceil(self.n_novel_classes * n_classes)
+        if n_held < 1 or n_held >= n_classes:
+            raise ValueError(
+                f"n_novel_classes={self.n_novel_classes!r} holds out {n_held} of "
+                f"{n_classes} classes; it must leave at least one class out and "
+                "at least one class in the training fold."
+            )
+        return n_held
+
+    def _held_out_classes(self, n_classes, n_held, rng):
+        """Class indices held out by each split, cycling shuffled orders."""
+        order = list(rng.permutation(n_classes))
+        for _ in range(self.n_splits):
+            if len(order) < n_held:
+                # Start a new pass; classes still pending from the old pass go
+                # first and are moved to the end of the new one, so no split
+                # holds out one class twice.
+                pending = order
+                fresh = [c for c in rng.permutation(n_classes) if c not in pending]
+                order = pending + fresh + pending
+            yield np.asarray(order[:n_held], dtype=np.intp)
+            order = order[n_held:]
+
+    def _iter_test_masks(self, X, y, groups=None):
+        y = column_or_1d(y)
+        _, class_index = np.unique(y, return_inverse=True)
+        n_classes = int(class_index.max()) + 1 if y.size else 0
+        if n_classes < 2:
+            raise ValueError(
+                f"OpenWorldSplit needs at least 2 classes in y; got {n_classes}."
+            )
+        n_held = self._n_held_out(n_classes)
+        rng = check_random_state(self.random_state)
+        rows_of_class = [np.flatnonzero(class_index == c) for c in range(n_classes)]
+        for held in self._held_out_classes(n_classes, n_held, rng):
+            test_mask = np.isin(class_index, held)
+            for c in np.setdiff1d(np.arange(n_classes), held):
+                rows = rows_of_class[c]
+                # Round half up, but keep one row for training so the class is
+                # known to the model it is scored on.
+                n_test = min(
+                    int(math.floor(self.test_size * rows.size + 0.5)), rows.size - 1
+                )
+                test_mask[rng.choice(rows, size=n_test, replace=False)] = True
+            yield test_mask

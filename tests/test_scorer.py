@@ -1,0 +1,128 @@
+"""Tests of sklearn_flowr.metrics.novelty_scorer in open-world model selection."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.metrics import h_measure, novelty_scorer
+from sklearn_flowr.model_selection import OpenWorldSplit
+
+
+@pytest.fixture
+def digits():
+    """A 600-row slice of scikit-learn's bundled 8x8 digits (10 classes)."""
+    X, y = load_digits(return_X_y=True)
+    return X[:600], y[:600]
+
+
+def _manual_cv_scores(estimator, X, y, cv):
+    """novelty_scorer fold by fold, without any scikit-learn CV machinery."""
+    return [
+        novelty_scorer(clone(estimator).fit(X[train], y[train]), X[test], y[test])
+        for train, test in cv.split(X, y)
+    ]
+
+
+def test_novelty_scorer_is_h_measure_of_novel_column(blobs):
+    """Check the score is H of the last predict_proba column vs unknown labels."""
+    X, y = blobs
+    head = CRPGaussianClassifier().fit(X[y < 3], y[y < 3])
+    expected = h_measure(y == 3, head.predict_proba(X)[:, -1])
+    assert novelty_scorer(head, X, y) == expected
+    # Well separated blobs: the novel class is recognised.
+    assert expected > 0.8
+
+
+def test_novelty_scorer_on_pipeline(blobs):
+    """Check that a Pipeline ending in the head is scored through its classes_."""
+    X, y = blobs
+    pipe = make_pipeline(StandardScaler(), PCA(n_components=3), CRPGaussianClassifier())
+    pipe.fit(X[y != 1], y[y != 1])
+    expected = h_measure(y == 1, pipe.predict_proba(X)[:, -1])
+    assert novelty_scorer(pipe, X, y) == expected
+
+
+@pytest.mark.parametrize("fold_classes, kind", [((0, 1), "known"), ((2, 3), "novel")])
+def test_novelty_scorer_needs_known_and_novel_rows(blobs, fold_classes, kind):
+    """Check that a fold without novel rows (or without known rows) is refused."""
+    X, y = blobs
+    head = CRPGaussianClassifier().fit(X[y < 2], y[y < 2])
+    rows = np.isin(y, fold_classes)
+    with pytest.raises(ValueError, match=f"Cannot score this fold.*a {kind} label"):
+        novelty_scorer(head, X[rows], y[rows])
+
+
+def test_novelty_scorer_rejects_closed_world_probabilities(blobs):
+    """Check that predict_proba without a novel column is refused."""
+    X, y = blobs
+    clf = LogisticRegression().fit(X[y < 3], y[y < 3])
+    with pytest.raises(ValueError, match="expects 4 columns"):
+        novelty_scorer(clf, X, y)
+
+
+def test_novelty_scorer_needs_classes(blobs):
+    """Check that an estimator without classes_ is refused."""
+    X, y = blobs
+    with pytest.raises(ValueError, match="has no classes_"):
+        novelty_scorer(StandardScaler().fit(X), X, y)
+
+
+def test_cross_val_score_with_open_world_split(digits):
+    """Check cross_val_score(scoring=novelty_scorer) against a manual loop."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    head = CRPGaussianClassifier(a=0.5, sigma=0.5)
+    scores = cross_val_score(head, X, y, cv=cv, scoring=novelty_scorer)
+    assert_allclose(scores, _manual_cv_scores(head, X, y, cv), rtol=0, atol=1e-12)
+
+
+def test_grid_search_over_a_and_sigma(digits):
+    """Check GridSearchCV over a and sigma with OpenWorldSplit and the scorer."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    grid = {"a": [0.1, 0.5], "sigma": [0.3, 1.0]}
+    search = GridSearchCV(
+        CRPGaussianClassifier(),
+        grid,
+        cv=cv,
+        scoring=novelty_scorer,
+        error_score="raise",
+    ).fit(X, y)
+    results = search.cv_results_
+    for params, mean in zip(results["params"], results["mean_test_score"], strict=True):
+        manual = _manual_cv_scores(CRPGaussianClassifier(**params), X, y, cv)
+        assert mean == pytest.approx(np.mean(manual), abs=1e-12)
+    assert (
+        search.best_params_ == results["params"][np.argmax(results["mean_test_score"])]
+    )
+    assert_allclose(search.best_estimator_.classes_, np.arange(10))
+
+
+def test_grid_search_over_pipeline(digits):
+    """Check a search over the head inside StandardScaler -> PCA -> head."""
+    X, y = digits
+    pipe = make_pipeline(
+        StandardScaler(), PCA(n_components=10), CRPGaussianClassifier()
+    )
+    grid = {
+        "crpgaussianclassifier__a": [0.1, 0.5],
+        "crpgaussianclassifier__sigma": [0.3, 1.0],
+    }
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    search = GridSearchCV(
+        pipe, grid, cv=cv, scoring=novelty_scorer, error_score="raise"
+    ).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert scores.shape == (4,)
+    assert np.all((scores >= 0) & (scores <= 1))
+    best = search.best_params_
+    manual = _manual_cv_scores(clone(pipe).set_params(**best), X, y, cv)
+    assert search.best_score_ == pytest.approx(np.mean(manual), abs=1e-12)
