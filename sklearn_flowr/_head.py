@@ -185,8 +185,7 @@ default="auto"
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
             labels, y_index = self._check_labels(y, None)
             state = self._new_state(X, y_index, labels)
-        state.add_classes(labels)
-        state.update(X, y_index)
+        state.learn(X, labels, y_index)
         if self.known_count != "observed":
             state.set_crp_counts(float(self.known_count))
         self._state = state
@@ -233,12 +232,7 @@ default="auto"
             if first_call:
                 state = self._new_state(X, y_index, labels)
         # Everything is validated: from here on nothing can fail half-way.
-        state.widen_label_dtype(labels)
-        new = np.array([lbl not in state.label_index for lbl in labels.tolist()],
-                       dtype=bool)
-        state.add_classes(labels[new])
-        index = np.array([state.label_index[lbl] for lbl in labels.tolist()])
-        state.update(X, index[y_index])
+        state.learn(X, labels, y_index)
         self._state = state
         return self
 
@@ -284,31 +278,12 @@ default="auto"
             labels, y_index = self._check_labels(y, state)
             if first_call:
                 state = self._new_state(X, y_index, labels)
-        state.widen_label_dtype(labels)
-        # Index of each label once it exists; new labels in order of arrival.
-        label_of_row = labels[y_index]
-        first_row = np.unique(y_index, return_index=True)[1]
-        known = np.array([lbl in state.label_index for lbl in labels.tolist()],
-                         dtype=bool)
-        new_first_rows = np.sort(first_row[~known])
-        new_labels = label_of_row[new_first_rows]
-        index_of_label = np.empty(labels.shape[0], dtype=np.intp)
-        index_of_label[known] = [state.label_index[lbl]
-                                 for lbl in labels[known].tolist()]
-        index_of_label[y_index[new_first_rows]] = state.n_classes + np.arange(
-            new_first_rows.shape[0]
-        )
-        is_new_class = np.zeros(X.shape[0], dtype=bool)
-        is_new_class[new_first_rows] = True
-
-        known_index, p_novel, pred_novel = state.stream(
-            X, index_of_label[y_index], is_new_class, new_labels
-        )
+        known_index, p_novel, pred_novel, is_novel = state.stream(X, labels, y_index)
         self._state = state
         y_known = self._labels_of(known_index)
         y_pred = np.where(pred_novel, self.novel_label_, y_known)
         return Bunch(y_pred=y_pred, y_known=y_known, p_novel=p_novel,
-                     is_novel=is_new_class)
+                     is_novel=is_novel)
 
     # --------------------------------------------------------------- prediction
     def _joint_log_numerators(self, X):

@@ -192,6 +192,16 @@ class OnlineClassState:
         self.crp_total += crp_increment * float(sizes.sum())
         self._refresh(classes)
 
+    def learn(self, Z, labels, y_index):
+        """Condition on labelled rows; labels not known yet become classes,
+        in the order of ``labels``."""
+        self.widen_label_dtype(labels)
+        new = np.array([lbl not in self.label_index for lbl in labels.tolist()],
+                       dtype=bool)
+        self.add_classes(labels[new])
+        index = np.array([self.label_index[lbl] for lbl in labels.tolist()])
+        self.update(Z, index[y_index])
+
     def set_crp_counts(self, counts):
         """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
         n = self.n_classes
@@ -218,20 +228,16 @@ class OnlineClassState:
             class_prior=self.class_prior,
         ))
 
-    def stream(self, Z, index, is_new_class, new_labels):
+    def stream(self, Z, labels, y_index):
         """Predict each row with the state before it, then learn it.
 
         Parameters
         ----------
         Z : ndarray of shape (n_rows, d)
-        index : ndarray of shape (n_rows,)
-            Class index of each row once its class exists; classes not yet
-            instantiated get the indices ``n_classes, n_classes + 1, ...`` in
-            order of first appearance.
-        is_new_class : ndarray of shape (n_rows,) of bool
-            The row is the first of a class that does not exist yet.
-        new_labels : ndarray
-            Labels of those classes, in order of first appearance.
+        labels : ndarray of shape (n_labels,)
+            Distinct labels of the rows (validated by the caller).
+        y_index : ndarray of shape (n_rows,)
+            Position of each row's label in ``labels``.
 
         Returns
         -------
@@ -241,7 +247,27 @@ class OnlineClassState:
             Posterior probability of the novel class.
         pred_novel : ndarray of shape (n_rows,) of bool
             The novel class is the maximum a posteriori decision.
+        is_new_class : ndarray of shape (n_rows,) of bool
+            The row is the first of a class that did not exist before it.
         """
+        self.widen_label_dtype(labels)
+        # Classes that exist keep their index; new ones get the next indices
+        # in order of first appearance, as row-by-row learning would give them.
+        first_row = np.unique(y_index, return_index=True)[1]
+        exists = np.array([lbl in self.label_index for lbl in labels.tolist()],
+                          dtype=bool)
+        new_first_rows = np.sort(first_row[~exists])
+        new_labels = labels[y_index[new_first_rows]]
+        index_of_label = np.empty(labels.shape[0], dtype=np.intp)
+        index_of_label[exists] = [self.label_index[lbl]
+                                  for lbl in labels[exists].tolist()]
+        index_of_label[y_index[new_first_rows]] = self.n_classes + np.arange(
+            new_first_rows.shape[0]
+        )
+        index = index_of_label[y_index]
+        is_new_class = np.zeros(Z.shape[0], dtype=bool)
+        is_new_class[new_first_rows] = True
+
         n_rows = Z.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
@@ -259,7 +285,7 @@ class OnlineClassState:
             )
             self.update(Z[rows], index[rows])
             start = stop
-        return known_index, p_novel, pred_novel
+        return known_index, p_novel, pred_novel, is_new_class
 
     def _chunk_stop(self, index, start, n_rows):
         width = self.joint_coef.shape[1]
