@@ -236,6 +236,60 @@ default="auto"
         self._state = state
         return self
 
+    def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
+        """Start from known classes given as Gaussian embeddings.
+
+        This is how the large-context setting brings in the known-known
+        classes learned during (Sup-E) training: class ``n`` gets
+        ``q_n = mu_n / s_n`` and ``lam_n = 1 / s_n`` and the CRP count
+        ``known_count``. Like :meth:`fit`, it forgets any earlier state.
+
+        Parameters
+        ----------
+        classes : array-like of shape (n_classes,)
+            Distinct labels.
+        means : array-like of shape (n_classes, n_features)
+            Class means ``mu_n``.
+        variances : array-like of shape (n_classes,) or (n_classes, 1)
+            Isotropic class variances ``s_n`` (positive).
+        frozen : bool, default=True
+            Keep these classes fixed online, as the paper does; new classes
+            and their updates are unaffected.
+
+        Returns
+        -------
+        self : CRPGaussianClassifier
+            The head, with ``classes_`` equal to ``classes``.
+        """
+        self._validate_params()
+        with _unchanged_on_error(self):
+            means = validate_data(self, means, dtype=np.float64, reset=True)
+            classes = np.asarray(classes)
+            variances = np.asarray(variances, dtype=np.float64).reshape(-1, 1)
+            if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
+                raise ValueError("classes must be a 1-d array of distinct labels.")
+            if not (classes.shape[0] == means.shape[0] == variances.shape[0]):
+                raise ValueError(
+                    f"classes ({classes.shape[0]}), means ({means.shape[0]}) and "
+                    f"variances ({variances.shape[0]}) must have one row per class."
+                )
+            if not np.all(np.isfinite(variances) & (variances > 0)):
+                raise ValueError("variances must be positive and finite.")
+            if self.known_count == "observed" or self.b == "auto":
+                raise ValueError(
+                    "fit_class_embeddings needs a numeric known_count and b: "
+                    "there are no observed class sizes to estimate them from."
+                )
+            labels, y_index = self._check_labels(classes, None)
+            # The empirical-Bayes prior of class means applies as in fit.
+            state = self._new_state(means, y_index, labels)
+        order = np.argsort(y_index)  # classes_ follow ``classes``' sorted order
+        state.add_classes(labels, nat_mean=means[order] / variances[order],
+                          precision=1.0 / variances[order],
+                          crp_count=float(self.known_count), frozen=frozen)
+        self._state = state
+        return self
+
     def open_world_step(self, X, y):
         """Predict each row with the state before it, then learn its label.
 

@@ -127,18 +127,23 @@ class OnlineClassState:
         if dtype != self.labels.dtype:
             self.labels = self.labels.astype(dtype)
 
-    def add_classes(self, new_labels, *, frozen=False):
-        """Instantiate classes at the prior (``q0, lam0``, zero counts)."""
+    def add_classes(self, new_labels, *, nat_mean=None, precision=None,
+                    crp_count=0.0, frozen=False):
+        """Instantiate classes at the prior (``q0, lam0``, zero counts), or at
+        given natural parameters (known-known classes of the large context)."""
         n_new = len(new_labels)
         if n_new == 0:
             return
         start = self.n_classes
         stop = start + n_new
         self._grow(stop)
-        self.nat_mean[start:stop] = self.prior_nat_mean
-        self.precision[start:stop] = self.prior_precision
+        self.nat_mean[start:stop] = (self.prior_nat_mean if nat_mean is None
+                                     else nat_mean)
+        self.precision[start:stop] = (self.prior_precision if precision is None
+                                      else precision)
         self.n_obs[start:stop] = 0.0
-        self.crp_count[start:stop] = 0.0
+        self.crp_count[start:stop] = crp_count
+        self.crp_total += float(np.sum(self.crp_count[start:stop]))
         self.frozen[start:stop] = frozen
         self.labels[start:stop] = new_labels
         for offset, label in enumerate(np.asarray(new_labels).tolist()):

@@ -343,3 +343,46 @@ def test_float64_state_is_exact_over_a_million_updates():
     np.testing.assert_array_equal(clf.class_count_[order], n)
     expected_mean = (2.0 * total) / (1.0 + 2.0 * n)[:, None]
     np.testing.assert_array_equal(clf.class_mean_[order], expected_mean)
+
+
+# --------------------------------------------------------------- large context
+def test_fit_class_embeddings_sets_natural_parameters(rng):
+    """Check q_n = mu_n / s_n, lam_n = 1 / s_n and the known_count prior."""
+    means = rng.normal(size=(3, 4))
+    variances = np.array([0.5, 1.0, 2.0])
+    clf = CRPGaussianClassifier(b=1.0, known_count=2.0)
+    clf.fit_class_embeddings(["c", "a", "b"], means, variances)
+    assert clf.classes_.tolist() == ["a", "b", "c"]
+    np.testing.assert_allclose(clf.class_mean_, means[[1, 2, 0]])
+    np.testing.assert_allclose(clf.class_var_[:, 0], variances[[1, 2, 0]])
+    np.testing.assert_array_equal(clf.crp_count_, [2.0, 2.0, 2.0])
+    # predictive of class "a": N(mu, (s + sigma) I) with prior mass (2 - a)/(6 + b)
+    z = rng.normal(size=(1, 4))
+    joint = clf.predict_joint_log_proba(z)[0, 0]
+    expected = multivariate_normal(means[1], 1.5 * np.eye(4)).logpdf(z[0]) + np.log(
+        1.5 / 7.0
+    )
+    assert joint == pytest.approx(expected)
+
+
+def test_frozen_known_classes_do_not_move_online(rng):
+    """Check that known-known classes stay fixed while new classes learn."""
+    means = rng.normal(scale=3, size=(3, 4))
+    clf = CRPGaussianClassifier(b=1.0).fit_class_embeddings(
+        [0, 1, 2], means, np.ones(3)
+    )
+    reference = copy.deepcopy(clf)
+    X = rng.normal(size=(30, 4))
+    y = rng.integers(0, 6, size=30)
+    out = clf.open_world_step(X, y)
+    np.testing.assert_array_equal(clf.class_mean_[:3], means)
+    np.testing.assert_array_equal(clf.crp_count_[:3], 1.0)
+    y_known, p_novel, _, _ = row_by_row(reference, X, y)
+    np.testing.assert_allclose(out.p_novel, p_novel, rtol=1e-10)
+    np.testing.assert_array_equal(out.y_known, y_known)
+
+
+def test_fit_class_embeddings_needs_numeric_b(rng):
+    """Check that b='auto' is refused when there are no class sizes."""
+    with pytest.raises(ValueError, match="numeric known_count and b"):
+        CRPGaussianClassifier().fit_class_embeddings([0, 1], np.eye(2), [1, 1])
