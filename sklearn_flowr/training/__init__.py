@@ -1,0 +1,83 @@
+"""Training FLOWR encoders: Sup-E / Sup-FC pre-training, meta-training, fine-tuning.
+
+The training half of the package, in four layers:
+
+- losses (:func:`flowr_episode_logits`, :func:`meta_training_loss`,
+  :func:`sup_e_loss`), torch functions built on the same ``_core`` maths as the
+  NumPy head :class:`~sklearn_flowr.CRPGaussianClassifier`;
+- modules that put a head on an encoder (:class:`SupEModule`,
+  :class:`SupFCModule`, :class:`FLOWRMetaModule`);
+- skorch nets that train them (:class:`SupENet`, :class:`SupFCNet`,
+  :class:`EpisodicMetaNet`) on mini-batches or on episodes drawn by
+  :class:`EpisodeDataset`;
+- test-time helpers (:func:`embed`, :func:`fine_tune_last_layer`).
+
+Episode labels are column indices: known-known classes (large context) first,
+then the support classes, then one distinct value per unknown-unknown class,
+all of which count as *novel* (the last column of the logits).
+
+References
+----------
+.. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone, S. Waslander,
+   "Bayesian Embeddings for Few-Shot Open World Recognition", IEEE TPAMI, 2022.
+
+Examples
+--------
+Pre-train with Sup-E, meta-train in the small context, then hand the
+embeddings to the head:
+
+>>> import numpy as np
+>>> from sklearn.datasets import load_digits
+>>> from sklearn_flowr import CRPGaussianClassifier
+>>> from sklearn_flowr.encoders import MLPEncoder
+>>> from sklearn_flowr.training import (EpisodeDataset, EpisodicMetaNet,
+...     FLOWRMetaModule, SupENet, embed, fine_tune_last_layer)
+>>> X, y = load_digits(return_X_y=True)
+>>> X = (X / 16.0).astype(np.float32)
+>>> train = y < 7
+>>> encoder = MLPEncoder(64, hidden=(32,), embedding_dim=8)
+>>> sup_e = SupENet(module__encoder=encoder, module__n_classes=7,
+...                 max_epochs=2, verbose=0, random_state=0).fit(X[train], y[train])
+>>> meta = FLOWRMetaModule.from_sup_e(sup_e.module_, setting="small")
+>>> episodes = EpisodeDataset(X[train], y[train], n_way=5, n_unknown=2,
+...                           n_episodes=10, random_state=0)
+>>> net = EpisodicMetaNet(module=meta, max_epochs=2, verbose=0).fit(episodes)
+>>> support = np.flatnonzero(y == 7)[:3].tolist() + np.flatnonzero(y == 8)[:3].tolist()
+>>> tuned = fine_tune_last_layer(net.module_.encoder, net.module_, X[support],
+...                              y[support], steps=5)
+>>> head = CRPGaussianClassifier(**net.module_.head_kwargs(), known_count="observed")
+>>> head = head.fit(embed(tuned, X[support]), y[support])
+>>> head.predict_proba(embed(tuned, X[y == 9][:4])).shape
+(4, 3)
+"""
+
+from ._episodes import EpisodeDataset
+from ._fine_tune import embed, fine_tune_last_layer
+from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
+from ._losses import (
+    flowr_episode_logits,
+    meta_training_loss,
+    sup_e_logits,
+    sup_e_loss,
+    sup_e_penalty,
+)
+from ._nets import EpisodicMetaNet, FLOWRMetaLoss, SupELoss, SupENet, SupFCNet
+
+__all__ = [
+    "EpisodeDataset",
+    "EpisodicMetaNet",
+    "FLOWRMetaLoss",
+    "FLOWRMetaModule",
+    "SupELoss",
+    "SupEModule",
+    "SupENet",
+    "SupFCModule",
+    "SupFCNet",
+    "embed",
+    "flowr_episode_logits",
+    "fine_tune_last_layer",
+    "meta_training_loss",
+    "sup_e_logits",
+    "sup_e_loss",
+    "sup_e_penalty",
+]

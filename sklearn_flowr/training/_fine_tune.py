@@ -1,0 +1,228 @@
+"""Test-time helpers: embed data, fine-tune an encoder's last layer on a support set.
+
+In the small context FLOWR adapts to a new task by updating only the encoder's
+last linear layer with the meta-training loss on episodes cut from the task's
+support set (paper, sec. 4). The encoder is copied; the original and the
+meta-learned head parameters stay untouched.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..encoders import last_linear_layer
+from ._heads import FLOWRMetaModule
+from ._losses import meta_training_loss
+
+__all__ = ["embed", "fine_tune_last_layer"]
+
+
+def _module_device(module: nn.Module, device) -> torch.device:
+    if device is not None:
+        return torch.device(device)
+    parameter = next(module.parameters(), None)
+    return parameter.device if parameter is not None else torch.device("cpu")
+
+
+@torch.no_grad()
+def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
+          dtype: torch.dtype = torch.float32) -> np.ndarray:
+    """Embeddings ``phi(X)`` in evaluation mode, in chunks, as a NumPy array.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+    X : array-like or tensor of shape (n_samples, ...)
+    batch_size : int, default=256
+    device : str or torch.device, default=None
+        ``None`` uses the device of the encoder's parameters.
+    dtype : torch.dtype, default=torch.float32
+        Dtype the inputs are cast to.
+
+    Returns
+    -------
+    Z : ndarray of shape (n_samples, embedding_dim)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> embed(MLPEncoder(8, hidden=(16,), embedding_dim=4), np.zeros((3, 8))).shape
+    (3, 4)
+    """
+    device = _module_device(encoder, device)
+    was_training = encoder.training
+    encoder.eval()
+    try:
+        X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
+        chunks = [
+            encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
+            .cpu().numpy()
+            for start in range(0, X.shape[0], batch_size)
+        ]
+    finally:
+        encoder.train(was_training)
+    return np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
+
+
+def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator):
+    """One pseudo-episode cut from a support set.
+
+    A class with two or more rows gives a random non-empty proper subset of its
+    rows to the pseudo-support and the rest to the pseudo-query; a class with
+    a single row can only be a query, and then it is novel (unseen in the
+    pseudo-support), which is exactly the open-world situation.
+
+    Returns
+    -------
+    support_rows, support_labels, query_rows, query_labels : ndarrays
+        Labels follow the loss's column convention (novel >= n_way).
+    n_way : int
+    """
+    support_rows, support_labels, query_rows, query_labels = [], [], [], []
+    n_way = 0
+    singletons = []
+    for label in range(n_classes):
+        rows = rng.permutation(np.flatnonzero(y_index == label))
+        if rows.shape[0] < 2:
+            singletons.append(rows)
+            continue
+        n_shots = int(rng.integers(1, rows.shape[0]))
+        support_rows.append(rows[:n_shots])
+        support_labels.append(np.full(n_shots, n_way))
+        query_rows.append(rows[n_shots:])
+        query_labels.append(np.full(rows.shape[0] - n_shots, n_way))
+        n_way += 1
+    for offset, rows in enumerate(singletons):
+        query_rows.append(rows)
+        query_labels.append(np.full(rows.shape[0], n_way + offset))
+
+    def cat(parts):
+        return np.concatenate(parts).astype(np.int64) if parts else np.zeros(
+            0, np.int64)
+
+    return (cat(support_rows), cat(support_labels), cat(query_rows),
+            cat(query_labels), n_way)
+
+
+def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
+                         X_support, y_support, *, steps: int = 20,
+                         lr: float = 1e-3, random_state: int | None = 0,
+                         device=None) -> nn.Module:
+    """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
+
+    Each step cuts a pseudo-episode from the support set (see below) and takes
+    one Adam step on the meta-training loss *without* the adaptation loss,
+    with the meta-learned prior ``(mu0, s0, b)``, ``a`` and ``sigma`` of
+    ``meta_module`` held fixed. A class with several support rows is split at
+    random into pseudo-support and pseudo-query rows; a class with one row is
+    a pseudo-query of a novel class. The encoder runs in evaluation mode, so
+    batch-norm statistics and dropout stay as meta-training left them; when the
+    last linear layer is the encoder's final operation, its inputs are computed
+    once and only the layer runs per step.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+        The meta-trained encoder (e.g. ``meta_module.encoder``); not modified.
+    meta_module : FLOWRMetaModule
+        Source of the head parameters (its known-known table is not used: this
+        is the small-context procedure).
+    X_support : array-like or tensor of shape (n_support, ...)
+    y_support : array-like of shape (n_support,)
+        Any labels.
+    steps : int, default=20
+        Optimisation steps (one pseudo-episode each).
+    lr : float, default=1e-3
+    random_state : int or None, default=0
+        Seed of the pseudo-episode splits.
+    device : str or torch.device, default=None
+        ``None`` uses the device of the encoder's parameters.
+
+    Returns
+    -------
+    tuned : torch.nn.Module
+        A deep copy of ``encoder`` with an updated last linear layer, in
+        evaluation mode.
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
+    >>> X = np.random.default_rng(0).normal(size=(9, 8))
+    >>> tuned = fine_tune_last_layer(module.encoder, module, X,
+    ...                              [0, 0, 0, 1, 1, 1, 2, 2, 3], steps=3)
+    >>> bool(torch.equal(tuned.layers[0].weight, module.encoder.layers[0].weight))
+    True
+    """
+    device = _module_device(encoder, device)
+    tuned = copy.deepcopy(encoder).to(device)
+    tuned.eval()
+    layer = last_linear_layer(tuned)
+    flags = {name: p.requires_grad for name, p in tuned.named_parameters()}
+    for parameter in tuned.parameters():
+        parameter.requires_grad_(False)
+    for parameter in layer.parameters():
+        parameter.requires_grad_(True)
+    dtype = layer.weight.dtype
+    X = torch.as_tensor(np.asarray(X_support) if not torch.is_tensor(X_support)
+                        else X_support).to(device=device, dtype=dtype)
+    _, y_index = np.unique(np.asarray(y_support), return_inverse=True)
+    n_classes = int(y_index.max()) + 1 if y_index.size else 0
+    head = {
+        key: value.detach().to(device=device, dtype=dtype)
+        if torch.is_tensor(value) else value
+        for key, value in meta_module.head_params(include_known=False).items()
+    }
+    run_layer = _cached_last_layer(tuned, layer, X)
+    optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
+    rng = np.random.default_rng(random_state)
+    try:
+        for _ in range(steps):
+            s_rows, s_labels, q_rows, q_labels, n_way = _split_support(
+                y_index, n_classes, rng)
+            if q_rows.size == 0:
+                break
+            z = run_layer()
+            to = {"device": device}
+            loss = meta_training_loss(
+                z[torch.as_tensor(s_rows, **to)], torch.as_tensor(s_labels, **to),
+                z[torch.as_tensor(q_rows, **to)], torch.as_tensor(q_labels, **to),
+                n_way, lambda_adapt=0.0, **head)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    finally:
+        for name, parameter in tuned.named_parameters():
+            parameter.requires_grad_(flags[name])
+    return tuned
+
+
+def _cached_last_layer(encoder: nn.Module, layer: nn.Linear, X: torch.Tensor):
+    """A function returning ``encoder(X)`` that reruns as little as possible."""
+    captured = {}
+
+    def hook(module, inputs, output):
+        captured["input"], captured["output"] = inputs[0].detach(), output
+
+    handle = layer.register_forward_hook(hook)
+    try:
+        with torch.no_grad():
+            output = encoder(X)
+    finally:
+        handle.remove()
+    if output is captured.get("output"):
+        # The layer is the final operation: its input is fixed, cache it.
+        layer_input = captured["input"]
+        return lambda: layer(layer_input)
+    return lambda: encoder(X)

@@ -1,0 +1,314 @@
+"""Torch modules that put a training head on an encoder.
+
+Each module owns an encoder ``phi`` plus the parameters its training stage
+learns: class means and variances for Sup-E pre-training, a linear classifier
+for Sup-FC, and the FLOWR head parameters ``(mu0, log s0, beta_raw)`` -- plus,
+in the large context, the natural parameters of the known-known classes -- for
+meta-training. The skorch nets in :mod:`._nets` train them.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+from torch import nn
+
+from .._core import concentration_from_raw, raw_from_concentration
+from ..encoders import last_linear_layer
+from ._losses import sup_e_logits
+
+__all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
+
+
+def _embedding_dim(encoder: nn.Module, embedding_dim: int | None) -> int:
+    """The given dimension, or the width of the encoder's last linear layer."""
+    if embedding_dim is not None:
+        return int(embedding_dim)
+    return int(last_linear_layer(encoder).out_features)
+
+
+class SupEModule(nn.Module):
+    """Encoder plus Sup-E class embeddings ``N(mu_n, s_n I)``.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+        Maps inputs to ``(n, embedding_dim)`` embeddings.
+    n_classes : int
+        Number of training classes.
+    embedding_dim : int or None, default=None
+        ``d``; ``None`` reads it from the encoder's last ``nn.Linear``.
+    init_log_var : float, default=0.0
+        Initial ``log s_n`` of every class.
+
+    Attributes
+    ----------
+    class_means : torch.nn.Parameter of shape (n_classes, embedding_dim)
+        ``mu_n``, initialised from ``N(0, I / d)`` so that classes start apart.
+    class_log_var : torch.nn.Parameter of shape (n_classes,)
+        ``log s_n``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> module = SupEModule(MLPEncoder(8, hidden=(16,), embedding_dim=4), 3)
+    >>> module(torch.zeros(2, 8)).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(self, encoder: nn.Module, n_classes: int,
+                 embedding_dim: int | None = None, init_log_var: float = 0.0):
+        super().__init__()
+        self.encoder = encoder
+        d = _embedding_dim(encoder, embedding_dim)
+        self.class_means = nn.Parameter(torch.randn(n_classes, d) / d**0.5)
+        self.class_log_var = nn.Parameter(torch.full((n_classes,), float(init_log_var)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Sup-E logits ``log N(phi(x); mu_n, s_n I)``, shape (n, n_classes)."""
+        return sup_e_logits(self.encoder(x), self.class_means, self.class_log_var)
+
+
+class SupFCModule(nn.Module):
+    """Encoder plus a linear classification layer (the Sup-FC baseline).
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+    n_classes : int
+    embedding_dim : int or None, default=None
+        ``None`` reads it from the encoder's last ``nn.Linear``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> module = SupFCModule(MLPEncoder(8, hidden=(16,), embedding_dim=4), 3)
+    >>> module(torch.zeros(2, 8)).shape
+    torch.Size([2, 3])
+    """
+
+    def __init__(self, encoder: nn.Module, n_classes: int,
+                 embedding_dim: int | None = None):
+        super().__init__()
+        self.encoder = encoder
+        self.classifier = nn.Linear(_embedding_dim(encoder, embedding_dim), n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits, shape (n, n_classes)."""
+        return self.classifier(self.encoder(x))
+
+
+class FLOWRMetaModule(nn.Module):
+    """Encoder plus the learnable FLOWR head parameters, for meta-training.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+    embedding_dim : int or None, default=None
+        ``None`` reads it from the encoder's last ``nn.Linear``.
+    a : float, default=0.5
+        CRP discount (a fixed hyper-parameter).
+    sigma : float, default=0.5
+        Class-noise variance (a fixed hyper-parameter).
+    class_prior : {"crp", "uniform"}, default="crp"
+    prior_mean : float or array-like of shape (embedding_dim,), default=0.0
+        Initial ``mu0``.
+    prior_var : float or array-like of shape (1,) or (embedding_dim,), \
+default=1.0
+        Initial ``s0``; a float gives a learned isotropic variance.
+    b : float, default=1.0
+        Initial CRP concentration, ``> -a``.
+    known_means : array-like of shape (n_known, embedding_dim), default=None
+        Sup-E class means ``mu_n`` of the known-known classes (large context).
+    known_vars : array-like of shape (n_known,), default=None
+        Their Sup-E variances ``s_n``.
+    known_count : float, default=1.0
+        CRP pseudo-count of each known-known class (must exceed ``a``).
+
+    Attributes
+    ----------
+    prior_mean : torch.nn.Parameter of shape (embedding_dim,)
+    prior_log_var : torch.nn.Parameter of shape (1,) or (embedding_dim,)
+    beta_raw : torch.nn.Parameter of shape ()
+        ``b = -a + softplus(beta_raw)``.
+    known_nat_mean : torch.nn.Parameter of shape (n_known, embedding_dim)
+        ``q_n = mu_n / s_n``; only when ``known_means`` is given.
+    known_log_precision : torch.nn.Parameter of shape (n_known, 1)
+        ``log lam_n = -log s_n``; only when ``known_means`` is given.
+    known_counts : torch.Tensor of shape (n_known,)
+        A buffer (not learned).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
+    >>> module(torch.zeros(2, 8)).shape
+    torch.Size([2, 4])
+    >>> sorted(module.head_params())[:3]
+    ['a', 'beta_raw', 'class_prior']
+    >>> module.head_kwargs()["b"]  # doctest: +ELLIPSIS
+    1.0...
+    """
+
+    def __init__(self, encoder: nn.Module, embedding_dim: int | None = None, *,
+                 a: float = 0.5, sigma: float = 0.5, class_prior: str = "crp",
+                 prior_mean=0.0, prior_var=1.0, b: float = 1.0,
+                 known_means=None, known_vars=None, known_count: float = 1.0):
+        super().__init__()
+        if not 0.0 <= a < 1.0:
+            raise ValueError(f"a={a} must lie in [0, 1).")
+        if not sigma > 0:
+            raise ValueError(f"sigma={sigma} must be positive.")
+        if class_prior not in ("crp", "uniform"):
+            raise ValueError(
+                f"class_prior must be 'crp' or 'uniform'; got {class_prior!r}."
+            )
+        self.encoder = encoder
+        self.a = float(a)
+        self.sigma = float(sigma)
+        self.class_prior = class_prior
+        d = _embedding_dim(encoder, embedding_dim)
+        mean = np.broadcast_to(np.asarray(prior_mean, dtype=np.float32), (d,))
+        var = np.atleast_1d(np.asarray(prior_var, dtype=np.float32))
+        if var.shape not in ((1,), (d,)) or not np.all(var > 0):
+            raise ValueError(
+                f"prior_var must be positive, a float or of shape ({d},); got "
+                f"{prior_var!r}."
+            )
+        self.prior_mean = nn.Parameter(torch.tensor(mean.copy()))
+        self.prior_log_var = nn.Parameter(torch.log(torch.tensor(var.copy())))
+        self.beta_raw = nn.Parameter(torch.tensor(raw_from_concentration(b, a)))
+        if known_means is None:
+            self.known_nat_mean = None
+            self.known_log_precision = None
+            self.register_buffer("known_counts", None)
+            return
+        if known_vars is None:
+            raise ValueError("known_vars must be given with known_means.")
+        if not known_count > a:
+            raise ValueError(
+                f"known_count={known_count} must exceed a={a}: a class needs "
+                "c_n > a to have prior mass."
+            )
+        means = torch.as_tensor(np.asarray(known_means), dtype=torch.float32)
+        variances = torch.as_tensor(np.asarray(known_vars),
+                                    dtype=torch.float32).reshape(-1, 1)
+        if means.ndim != 2 or means.shape[1] != d or variances.shape[0] != len(means):
+            raise ValueError(
+                f"known_means must have shape (n_known, {d}) and known_vars shape "
+                f"(n_known,); got {tuple(means.shape)} and "
+                f"{tuple(variances.shape)}."
+            )
+        # (q_n, log lam_n) from Sup-E's (mu_n, s_n): q = mu / s, lam = 1 / s.
+        self.known_nat_mean = nn.Parameter(means / variances)
+        self.known_log_precision = nn.Parameter(-torch.log(variances))
+        self.register_buffer(
+            "known_counts", torch.full((len(means),), float(known_count))
+        )
+
+    @property
+    def n_known(self) -> int:
+        """Number of known-known classes (0 in the small context)."""
+        return 0 if self.known_nat_mean is None else self.known_nat_mean.shape[0]
+
+    def forward(self, x: torch.Tensor, **_episode) -> torch.Tensor:
+        """Embed ``x``, shape (n, embedding_dim).
+
+        Extra keyword arguments (the episode's ``is_query`` mask, which skorch
+        passes along with the images) are ignored: splitting an episode is the
+        loss's business.
+        """
+        return self.encoder(x)
+
+    def head_params(self, *, include_known: bool = True) -> dict:
+        """Keyword arguments of :func:`flowr_episode_logits` for this head.
+
+        Parameters
+        ----------
+        include_known : bool, default=True
+            Include the known-known class table (large context).
+
+        Returns
+        -------
+        dict
+            ``prior_mean``, ``prior_log_var``, ``beta_raw``, ``a``, ``sigma``,
+            ``class_prior`` and, if any, ``known_nat_mean``,
+            ``known_precision``, ``known_counts``; tensors keep their graph.
+        """
+        params = {
+            "prior_mean": self.prior_mean,
+            "prior_log_var": self.prior_log_var,
+            "beta_raw": self.beta_raw,
+            "a": self.a,
+            "sigma": self.sigma,
+            "class_prior": self.class_prior,
+        }
+        if include_known and self.n_known:
+            params.update(
+                known_nat_mean=self.known_nat_mean,
+                known_precision=torch.exp(self.known_log_precision),
+                known_counts=self.known_counts,
+            )
+        return params
+
+    def head_kwargs(self) -> dict:
+        """The learned head as :class:`~sklearn_flowr.CRPGaussianClassifier` kwargs.
+
+        Returns
+        -------
+        dict
+            ``a``, ``b`` (float), ``sigma``, ``class_prior``, ``prior_mean``
+            (ndarray of shape (embedding_dim,)) and ``prior_var`` (a float when
+            isotropic, else an ndarray), in float64.
+        """
+        var = np.exp(self.prior_log_var.detach().cpu().double().numpy())
+        b = concentration_from_raw(self.beta_raw.detach().cpu().double(), self.a)
+        return {
+            "a": self.a,
+            "b": float(b),
+            "sigma": self.sigma,
+            "class_prior": self.class_prior,
+            "prior_mean": self.prior_mean.detach().cpu().double().numpy(),
+            "prior_var": float(var[0]) if var.shape[0] == 1 else var,
+        }
+
+    @classmethod
+    def from_sup_e(cls, sup_e: SupEModule, *, setting: str = "small",
+                   copy_encoder: bool = True, **kwargs) -> FLOWRMetaModule:
+        """Start meta-training from a Sup-E pre-trained module.
+
+        The prior starts at the mean and spread of the Sup-E class means (the
+        same empirical-Bayes choice as the head's ``"auto"``), and in the large
+        context the known-known table starts at the Sup-E ``(mu_n / s_n,
+        1 / s_n)``.
+
+        Parameters
+        ----------
+        sup_e : SupEModule
+        setting : {"small", "large"}, default="small"
+        copy_encoder : bool, default=True
+            Deep-copy the encoder so that ``sup_e`` is left untouched.
+        **kwargs
+            Other :class:`FLOWRMetaModule` parameters (``a``, ``sigma``, ...).
+
+        Returns
+        -------
+        FLOWRMetaModule
+        """
+        if setting not in ("small", "large"):
+            raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+        means = sup_e.class_means.detach().cpu().numpy()
+        variances = np.exp(sup_e.class_log_var.detach().cpu().numpy())
+        kwargs.setdefault("prior_mean", means.mean(axis=0))
+        # Floored like the head's empirical Bayes: one class has no spread.
+        kwargs.setdefault("prior_var", max(float(means.var(axis=0).mean()), 1e-3))
+        if setting == "large":
+            kwargs.setdefault("known_means", means)
+            kwargs.setdefault("known_vars", variances)
+        encoder = copy.deepcopy(sup_e.encoder) if copy_encoder else sup_e.encoder
+        return cls(encoder, means.shape[1], **kwargs)

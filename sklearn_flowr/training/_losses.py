@@ -1,0 +1,429 @@
+"""Training losses of FLOWR, in torch, built on the shared ``_core`` maths.
+
+Column convention used throughout: an episode scores every query row against
+``n_classes = n_known + n_way + 1`` columns -- first the ``n_known`` known-known
+classes (large context; their natural parameters are learned), then the
+``n_way`` support classes (conditioned on the episode's support set, starting
+from the prior), and last the novel class. Labels are column indices, so a
+support label lies in ``[n_known, n_known + n_way)``. In a query, any label
+``>= n_known + n_way`` is *novel*; distinct values there name distinct
+unknown-unknown classes, which the adaptation loss needs.
+
+Nothing here re-derives a Gaussian or CRP formula: conditioning, predictive
+densities and prior masses come from :mod:`sklearn_flowr._core`, the same code
+the NumPy head runs.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.nn import functional as F
+
+from .._core import (
+    concentration_from_raw,
+    condition_on,
+    crp_log_normaliser,
+    crp_log_numerators,
+    log_density_coef,
+    log_density_features,
+)
+
+__all__ = [
+    "flowr_episode_logits",
+    "meta_training_loss",
+    "sup_e_logits",
+    "sup_e_loss",
+    "sup_e_penalty",
+]
+
+
+def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
+    """A tensor on ``like``'s device and dtype (tensors keep their graph)."""
+    if isinstance(value, torch.Tensor):
+        return value.to(device=like.device, dtype=like.dtype)
+    return torch.as_tensor(value, device=like.device, dtype=like.dtype)
+
+
+def _episode_coefficients(
+    z_support, y_support, n_way, *, prior_mean, prior_log_var, sigma,
+    known_nat_mean, known_precision, known_counts,
+):
+    """Density coefficients of every column and the CRP counts of the classes.
+
+    Returns
+    -------
+    coef : tensor of shape (n_known + n_way + 1, d + p + 1)
+        Rows for the known-known, support and novel classes (novel last).
+    counts : tensor of shape (n_known + n_way,)
+    prior_nat_mean, prior_precision : tensors of shape (d,) and (p,)
+        ``q0`` and ``lam0``, for classes instantiated later (adaptation loss).
+    """
+    dtype_like = z_support
+    # A scalar mean stands for the same value in every dimension.
+    prior_mean = torch.broadcast_to(_as_tensor(prior_mean, dtype_like),
+                                    z_support.shape[-1:])
+    prior_log_var = _as_tensor(prior_log_var, dtype_like).reshape(-1)
+    # q0 = mu0 / s0, lam0 = 1 / s0, through exp(-log s0) so s0 stays positive.
+    prior_precision = torch.exp(-prior_log_var)
+    prior_nat_mean = prior_mean * prior_precision
+    n_known = 0 if known_nat_mean is None else known_nat_mean.shape[0]
+    # Comparison rather than F.one_hot, which rejects an empty support set.
+    columns = torch.arange(n_known, n_known + n_way, device=z_support.device)
+    onehot = (y_support.long()[:, None] == columns).to(z_support.dtype)
+    nat_mean, precision = condition_on(
+        prior_nat_mean, prior_precision, z_support, onehot, sigma
+    )
+    counts = onehot.sum(dim=0)
+    # A support class without a row has count 0 < a: no prior mass, NaN logs.
+    if n_way and bool((counts == 0).any()):
+        raise ValueError(
+            f"Every one of the n_way={n_way} support classes needs at least one "
+            f"support row; got counts {counts.tolist()}."
+        )
+    if n_known:
+        known_precision = _as_tensor(known_precision, dtype_like)
+        # An isotropic table next to a diagonal prior (or the reverse) broadcasts.
+        width = max(known_precision.shape[-1], precision.shape[-1])
+        nat_mean = torch.cat([_as_tensor(known_nat_mean, dtype_like), nat_mean])
+        precision = torch.cat([
+            known_precision.expand(n_known, width),
+            precision.expand(n_way, width),
+        ])
+        if known_counts is None:
+            # The design's default pseudo-count for classes learned in fit.
+            known_counts = torch.ones(n_known, dtype=counts.dtype,
+                                      device=counts.device)
+        counts = torch.cat([_as_tensor(known_counts, dtype_like), counts])
+    prior_row_mean = prior_nat_mean[None]
+    prior_row_precision = prior_precision[None].expand(1, precision.shape[-1])
+    coef = log_density_coef(
+        torch.cat([nat_mean, prior_row_mean]),
+        torch.cat([precision, prior_row_precision]),
+        sigma,
+    )
+    return coef, counts, prior_nat_mean, prior_precision
+
+
+def flowr_episode_logits(
+    z_support: torch.Tensor,
+    y_support: torch.Tensor,
+    z_query: torch.Tensor,
+    n_way: int,
+    *,
+    prior_mean,
+    prior_log_var,
+    beta_raw,
+    a: float,
+    sigma: float,
+    class_prior: str = "crp",
+    known_nat_mean: torch.Tensor | None = None,
+    known_precision: torch.Tensor | None = None,
+    known_counts: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Log-joint scores ``log p(z, n)`` of query embeddings in one episode.
+
+    The support set conditions ``n_way`` classes instantiated from the shared
+    prior ``N(mu0, diag(s0))``; each query row is scored against the known-known
+    classes (if any), the support classes and the novel class with the
+    posterior predictive density plus the CRP log prior mass. Support counts
+    are the CRP counts of the support classes.
+
+    Parameters
+    ----------
+    z_support : tensor of shape (n_support, d)
+        Support embeddings (``n_support`` may be 0).
+    y_support : tensor of shape (n_support,)
+        Column index of each support row, in ``[n_known, n_known + n_way)``.
+        Every support class needs at least one row (its count must exceed
+        ``a``).
+    z_query : tensor of shape (n_query, d)
+        Query embeddings.
+    n_way : int
+        Number of support classes.
+    prior_mean : tensor or float, shape (d,) or ()
+        ``mu0``.
+    prior_log_var : tensor or float, shape (1,), (d,) or ()
+        ``log s0``; one entry means an isotropic prior.
+    beta_raw : tensor or float
+        Unconstrained concentration: ``b = -a + softplus(beta_raw)``.
+    a : float
+        CRP discount in [0, 1).
+    sigma : float
+        Class-noise variance ``Sigma_eps = sigma * I``.
+    class_prior : {"crp", "uniform"}, default="crp"
+        ``"uniform"`` gives every column the same prior mass.
+    known_nat_mean : tensor of shape (n_known, d), default=None
+        ``q_n`` of the known-known classes (large context).
+    known_precision : tensor of shape (n_known, 1) or (n_known, d), default=None
+        ``lam_n`` of the known-known classes.
+    known_counts : tensor of shape (n_known,), default=None
+        Their CRP counts; ``None`` gives the pseudo-count 1 of DESIGN.md.
+
+    Returns
+    -------
+    logits : tensor of shape (n_query, n_known + n_way + 1)
+        ``log N(z; m_n, v_n) + log p(n)``; the novel class is the last column.
+        ``log_softmax`` of a row equals the head's ``predict_log_proba``.
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 3.
+
+    Examples
+    --------
+    >>> import torch
+    >>> z_s = torch.tensor([[0.0, 0.0], [3.0, 3.0]])
+    >>> logits = flowr_episode_logits(
+    ...     z_s, torch.tensor([0, 1]), torch.tensor([[0.1, 0.0]]), 2,
+    ...     prior_mean=0.0, prior_log_var=2.0, beta_raw=0.0, a=0.5, sigma=0.5)
+    >>> logits.shape, int(logits.argmax())
+    (torch.Size([1, 3]), 0)
+    """
+    coef, counts, _, _ = _episode_coefficients(
+        z_support, y_support, n_way, prior_mean=prior_mean,
+        prior_log_var=prior_log_var, sigma=sigma, known_nat_mean=known_nat_mean,
+        known_precision=known_precision, known_counts=known_counts,
+    )
+    log_lik = _log_likelihood(z_query, coef)
+    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
+    return log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
+
+
+def _log_likelihood(z_query, coef):
+    """``log N(z; m_n, v_n)`` for every row and column: one matrix product."""
+    # coef rows are [m/v (d), -1/(2v) (p), const (1)]: p == 1 is isotropic.
+    isotropic = coef.shape[-1] == z_query.shape[-1] + 2
+    features = log_density_features(z_query, isotropic=isotropic)
+    return features @ coef.T
+
+
+def _log_prior(counts, *, a, b, class_prior):
+    """Log prior masses of the instantiated classes and of the novel class."""
+    n_classes = counts.shape[0]
+    log_known, log_novel = crp_log_numerators(
+        counts, n_classes, a=a, b=b, class_prior=class_prior
+    )
+    log_norm = crp_log_normaliser(counts.sum(), n_classes, b=b,
+                                  class_prior=class_prior)
+    return torch.cat([log_known, log_novel.reshape(1)]) + log_norm
+
+
+def meta_training_loss(
+    z_support: torch.Tensor,
+    y_support: torch.Tensor,
+    z_query: torch.Tensor,
+    y_query: torch.Tensor,
+    n_way: int,
+    *,
+    prior_mean,
+    prior_log_var,
+    beta_raw,
+    a: float,
+    sigma: float,
+    class_prior: str = "crp",
+    lambda_adapt: float = 0.1,
+    known_nat_mean: torch.Tensor | None = None,
+    known_precision: torch.Tensor | None = None,
+    known_counts: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """FLOWR's meta-training loss: open-world query NLL plus adaptation loss.
+
+    ``L = NLL + lambda_adapt * L_adapt``. The NLL is the mean cross-entropy
+    of the ``(n_known + n_way + 1)``-way query predictions, every
+    unknown-unknown query row labelled novel. ``L_adapt`` teaches the model to
+    learn a class from one example: for each unknown-unknown class of the
+    query, its first query row instantiates a new class from the prior (CRP
+    count 1, next to the existing classes), and the remaining rows of that class
+    must be classified as that new class against the existing classes, the new
+    class and the novel class. It is the mean cross-entropy over those remaining
+    rows (0 when no unknown-unknown class has two query rows), vectorised over
+    the unknown-unknown classes: the existing columns are shared with the NLL,
+    only one column per new class is computed.
+
+    Parameters
+    ----------
+    z_support, y_support, z_query, n_way
+        As in :func:`flowr_episode_logits`.
+    y_query : tensor of shape (n_query,)
+        Column index of each query row; values ``>= n_known + n_way`` are
+        unknown-unknown classes (novel), one value per class.
+    prior_mean, prior_log_var, beta_raw, a, sigma, class_prior
+        As in :func:`flowr_episode_logits`.
+    lambda_adapt : float, default=0.1
+        Weight of the adaptation loss (the paper's lambda).
+    known_nat_mean, known_precision, known_counts
+        As in :func:`flowr_episode_logits`.
+
+    Returns
+    -------
+    loss : 0-d tensor
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import torch
+    >>> z = torch.tensor([[0.0, 0.0], [3.0, 3.0], [0.1, 0.0], [-4.0, 5.0],
+    ...                   [-4.1, 5.0]])
+    >>> loss = meta_training_loss(
+    ...     z[:2], torch.tensor([0, 1]), z[2:], torch.tensor([0, 2, 2]), 2,
+    ...     prior_mean=0.0, prior_log_var=1.0, beta_raw=0.0, a=0.5, sigma=0.5)
+    >>> loss.ndim, bool(loss > 0)
+    (0, True)
+    """
+    coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
+        z_support, y_support, n_way, prior_mean=prior_mean,
+        prior_log_var=prior_log_var, sigma=sigma, known_nat_mean=known_nat_mean,
+        known_precision=known_precision, known_counts=known_counts,
+    )
+    n_classes = counts.shape[0]
+    y_query = y_query.long()
+    target = y_query.clamp(max=n_classes)
+    log_lik = _log_likelihood(z_query, coef)
+    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
+    logits = log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
+    loss = F.cross_entropy(logits, target)
+    if lambda_adapt == 0:
+        return loss
+    adapt = _adaptation_nll(
+        z_query, y_query, log_lik, counts, prior_nat_mean, prior_precision,
+        a=a, b=b, sigma=sigma, class_prior=class_prior,
+    )
+    return loss + lambda_adapt * adapt
+
+
+def _adaptation_nll(z_query, y_query, log_lik, counts, prior_nat_mean,
+                    prior_precision, *, a, b, sigma, class_prior):
+    """Mean NLL of recognising each unknown-unknown class from one example."""
+    n_classes = counts.shape[0]
+    positions = torch.nonzero(y_query >= n_classes).reshape(-1)
+    if positions.numel() < 2:
+        return z_query.new_zeros(())
+    _, group = torch.unique(y_query[positions], return_inverse=True)
+    n_groups = int(group.max()) + 1
+    # The first query row of each unknown-unknown class instantiates it.
+    first = torch.full((n_groups,), y_query.shape[0], device=positions.device,
+                       dtype=positions.dtype)
+    first = first.scatter_reduce(0, group, positions, reduce="amin")
+    rest = first[group] != positions
+    if not bool(rest.any()):
+        return z_query.new_zeros(())
+    rows, row_group = positions[rest], group[rest]
+    one = torch.ones(n_groups, 1, dtype=z_query.dtype, device=z_query.device)
+    new_nat_mean, new_precision = condition_on(
+        prior_nat_mean, prior_precision, z_query[first], torch.diag(one[:, 0]),
+        sigma,
+    )
+    new_coef = log_density_coef(new_nat_mean, new_precision, sigma)
+    features = log_density_features(
+        z_query[rows], isotropic=new_precision.shape[-1] == 1
+    )
+    new_log_lik = (features * new_coef[row_group]).sum(dim=-1, keepdim=True)
+    # The prior now holds one more class, of count 1; the shared normaliser
+    # -log(k + 1 + b) is a row constant and drops out of the cross-entropy.
+    log_known, log_novel = crp_log_numerators(
+        torch.cat([counts, one[0]]), n_classes + 1, a=a, b=b,
+        class_prior=class_prior,
+    )
+    logits = torch.cat([
+        log_lik[rows, :n_classes] + log_known[:n_classes],
+        new_log_lik + log_known[n_classes],
+        log_lik[rows, n_classes:] + log_novel,
+    ], dim=1)
+    target = torch.full_like(rows, n_classes)
+    return F.cross_entropy(logits, target)
+
+
+def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
+                 class_log_var: torch.Tensor) -> torch.Tensor:
+    """Sup-E logits ``log N(z; mu_n, s_n I)`` of each row under each class.
+
+    Parameters
+    ----------
+    z : tensor of shape (n_samples, d)
+    class_means : tensor of shape (n_classes, d)
+        ``mu_n``.
+    class_log_var : tensor of shape (n_classes,)
+        ``log s_n`` (isotropic class variances).
+
+    Returns
+    -------
+    logits : tensor of shape (n_samples, n_classes)
+    """
+    # A Gaussian with natural parameters (mu/s, 1/s) and no extra noise
+    # (sigma = 0) has predictive N(mu, s I): the same density code as the head.
+    precision = torch.exp(-class_log_var)[:, None]
+    coef = log_density_coef(class_means * precision, precision, 0.0)
+    return log_density_features(z, isotropic=True) @ coef.T
+
+
+def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
+                  beta: float = 0.1, l2: float = 1e-4) -> torch.Tensor:
+    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``.
+
+    With ``Sigma_n = s_n I``, ``tr(Sigma_n^-1) = d / s_n``: it keeps the class
+    variances from collapsing. The L2 term is a zero-mean Gaussian prior
+    ``N(0, I / (2 l2))`` on the class means (MAP estimation); we choose
+    ``l2 = 1e-4``, a weak prior that only stops the means drifting away.
+
+    Parameters
+    ----------
+    class_means : tensor of shape (n_classes, d)
+    class_log_var : tensor of shape (n_classes,)
+    beta : float, default=0.1
+    l2 : float, default=1e-4
+
+    Returns
+    -------
+    penalty : 0-d tensor
+    """
+    d = class_means.shape[-1]
+    trace = d * torch.exp(-class_log_var).sum()
+    return beta * trace + l2 * (class_means * class_means).sum()
+
+
+def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
+               class_log_var: torch.Tensor, *, beta: float = 0.1,
+               l2: float = 1e-4) -> torch.Tensor:
+    """Sup-E pre-training loss: cross-entropy of Gaussian logits + regulariser.
+
+    ``mean_i -log softmax(logits_i)[y_i] + sup_e_penalty(...)`` with
+    ``logits_n = log N(z; mu_n, s_n I)``. The cross-entropy is averaged over the
+    mini-batch while the penalty is not, as in the paper's per-step objective.
+
+    Parameters
+    ----------
+    z : tensor of shape (n_samples, d)
+    y : tensor of shape (n_samples,)
+        Class indices.
+    class_means : tensor of shape (n_classes, d)
+    class_log_var : tensor of shape (n_classes,)
+    beta, l2 : float
+        See :func:`sup_e_penalty`.
+
+    Returns
+    -------
+    loss : 0-d tensor
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import torch
+    >>> z = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> means = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> float(sup_e_loss(z, torch.tensor([0, 1]), means, torch.zeros(2),
+    ...                  beta=0.0, l2=0.0)) < 0.1
+    True
+    """
+    logits = sup_e_logits(z, class_means, class_log_var)
+    return F.cross_entropy(logits, y.long()) + sup_e_penalty(
+        class_means, class_log_var, beta=beta, l2=l2
+    )

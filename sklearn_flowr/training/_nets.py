@@ -1,0 +1,261 @@
+"""skorch nets for Sup-E / Sup-FC pre-training and FLOWR meta-training.
+
+The nets change skorch only through its hooks: constructor defaults,
+``initialize_module`` (seeding), ``get_loss`` (the FLOWR losses need module
+parameters or an episode split, not just ``(y_pred, y_true)``) and
+``on_epoch_begin`` (a fresh draw of episodes each epoch). The fit loop, the
+epoch table (``PrintLog``; ``verbose=0`` silences it), callbacks such as
+``Checkpoint`` / ``LoadInitState``, ``device`` and ``warm_start`` are skorch's
+own.
+
+Seeding: ``random_state`` (an int) is passed to ``torch.manual_seed`` in
+``initialize_module``, i.e. right before the module's parameters are created,
+so it fixes the initial weights and any torch randomness that follows
+(dropout). Episode sampling has its own seed (``EpisodeDataset.random_state``).
+"""
+
+from __future__ import annotations
+
+import torch
+from skorch import NeuralNet, NeuralNetClassifier
+from skorch.utils import to_tensor
+from torch import nn
+
+from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
+from ._losses import meta_training_loss, sup_e_penalty
+
+__all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"]
+
+
+def _softmax(logits: torch.Tensor) -> torch.Tensor:
+    """Closed-world class probabilities from Sup-E logits (``predict_proba``)."""
+    return torch.softmax(logits, dim=-1)
+
+
+class SupELoss(nn.Module):
+    """Sup-E criterion: cross-entropy plus :func:`sup_e_penalty`.
+
+    Parameters
+    ----------
+    beta : float, default=0.1
+        Weight of ``sum_n tr(Sigma_n^-1)``.
+    l2 : float, default=1e-4
+        Weight of the Gaussian prior ``sum_n ||mu_n||^2`` on the class means.
+    """
+
+    def __init__(self, beta: float = 0.1, l2: float = 1e-4):
+        super().__init__()
+        self.beta = beta
+        self.l2 = l2
+
+    def forward(self, logits, y, class_means, class_log_var):
+        """Loss of Sup-E ``logits`` (n, n_classes) for class indices ``y``."""
+        return nn.functional.cross_entropy(logits, y.long()) + sup_e_penalty(
+            class_means, class_log_var, beta=self.beta, l2=self.l2
+        )
+
+
+class FLOWRMetaLoss(nn.Module):
+    """Meta-training criterion: :func:`meta_training_loss` with a fixed lambda.
+
+    Parameters
+    ----------
+    lambda_adapt : float, default=0.1
+        Weight of the adaptation loss.
+    """
+
+    def __init__(self, lambda_adapt: float = 0.1):
+        super().__init__()
+        self.lambda_adapt = lambda_adapt
+
+    def forward(self, z_support, y_support, z_query, y_query, n_way, **head):
+        """Loss of one episode; ``head`` from ``FLOWRMetaModule.head_params``."""
+        return meta_training_loss(z_support, y_support, z_query, y_query, n_way,
+                                  lambda_adapt=self.lambda_adapt, **head)
+
+
+class _SeededInitMixin:
+    """Seed torch right before the module is built (see module docstring)."""
+
+    def initialize_module(self):
+        if self.random_state is not None:
+            torch.manual_seed(int(self.random_state))
+        return super().initialize_module()
+
+
+class SupENet(_SeededInitMixin, NeuralNetClassifier):
+    """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
+
+    The module (default :class:`SupEModule`) needs ``module__encoder`` and
+    ``module__n_classes``; ``y`` holds class indices ``0 .. n_classes - 1``.
+    ``predict_proba`` gives the closed-world softmax of the Sup-E logits.
+
+    Parameters
+    ----------
+    module : nn.Module class or instance, default=SupEModule
+    criterion : default=SupELoss
+        Settable through ``criterion__beta`` and ``criterion__l2``.
+    optimizer : default=torch.optim.Adam
+    lr : float, default=1e-3
+        The paper's rate for Conv4 (1e-4 for ResNets).
+    train_split : callable or None, default=None
+        No internal validation split unless asked for.
+    random_state : int or None, default=None
+        Seed of ``torch.manual_seed`` before the module is built.
+    **kwargs
+        Any other :class:`skorch.NeuralNetClassifier` parameter.
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
+    >>> y = np.repeat(np.arange(4), 10)
+    >>> net = SupENet(module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...               module__n_classes=4, max_epochs=2, verbose=0,
+    ...               random_state=0).fit(X, y)
+    >>> net.predict_proba(X).shape
+    (40, 4)
+    """
+
+    def __init__(self, module=SupEModule, *args, criterion=SupELoss,
+                 optimizer=torch.optim.Adam, lr: float = 1e-3, train_split=None,
+                 predict_nonlinearity=_softmax, random_state: int | None = None,
+                 **kwargs):
+        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
+                         lr=lr, train_split=train_split,
+                         predict_nonlinearity=predict_nonlinearity, **kwargs)
+        self.random_state = random_state
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """Sup-E loss: the penalty needs the module's class parameters."""
+        y_true = to_tensor(y_true, device=self.device)
+        return self.criterion_(y_pred, y_true, self.module_.class_means,
+                               self.module_.class_log_var)
+
+
+class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
+    """Sup-FC pre-training (encoder + linear layer, cross-entropy).
+
+    Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
+    ``torch.nn.CrossEntropyLoss`` as defaults.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
+    >>> y = np.repeat(np.arange(4), 10)
+    >>> net = SupFCNet(module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...                module__n_classes=4, max_epochs=1, verbose=0).fit(X, y)
+    >>> net.predict(X).shape
+    (40,)
+    """
+
+    def __init__(self, module=SupFCModule, *args,
+                 criterion=torch.nn.CrossEntropyLoss, optimizer=torch.optim.Adam,
+                 lr: float = 1e-3, train_split=None,
+                 random_state: int | None = None, **kwargs):
+        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
+                         lr=lr, train_split=train_split, **kwargs)
+        self.random_state = random_state
+
+
+class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
+    """FLOWR meta-training over episodes, small or large context.
+
+    ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
+    yields is a whole episode, so ``batch_size`` defaults to ``None`` (one
+    episode per step, not stacked). The module (default
+    :class:`FLOWRMetaModule`) learns the encoder, ``mu0``, ``log s0``,
+    ``beta_raw`` and, when it holds a known-known table, that table. The
+    context is the module's: with known-known classes the episode's queried
+    labels ``< n_known`` are scored against the table (large context);
+    without, against the episode's support classes (small context).
+
+    ``predict``/``forward`` are not meant for plain arrays here (with
+    ``batch_size=None`` skorch would feed them row by row): embed data with
+    :func:`embed` on ``net.module_.encoder``. With ``DataLoader`` workers keep
+    ``persistent_workers=False`` (the default), so that each epoch's workers see
+    the new episode draw.
+
+    Parameters
+    ----------
+    module : nn.Module class or instance, default=FLOWRMetaModule
+    criterion : default=FLOWRMetaLoss
+        ``criterion__lambda_adapt`` sets the adaptation-loss weight (0.1).
+    optimizer : default=torch.optim.Adam
+    lr : float, default=1e-3
+    batch_size : None, default=None
+    train_split : callable or None, default=None
+        For validation pass ``skorch.helper.predefined_split`` of another
+        :class:`EpisodeDataset` (its episodes are not redrawn each epoch).
+    random_state : int or None, default=None
+        Seed of ``torch.manual_seed`` before the module is built.
+    **kwargs
+        Any other :class:`skorch.NeuralNet` parameter (``max_epochs``,
+        ``device``, ``callbacks``, ``verbose``, ``module__*``, ...).
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> from sklearn_flowr.training import EpisodeDataset
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(6), 20)
+    >>> X = (rng.normal(size=(6, 8))[y] + rng.normal(size=(120, 8))).astype("f4")
+    >>> episodes = EpisodeDataset(X, y, n_way=3, n_unknown=2, n_episodes=5)
+    >>> net = EpisodicMetaNet(
+    ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...     max_epochs=2, verbose=0, random_state=0).fit(episodes)
+    >>> len(net.history)
+    2
+    """
+
+    def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
+                 optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
+                 train_split=None, random_state: int | None = None, **kwargs):
+        super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
+                         batch_size=batch_size, train_split=train_split, **kwargs)
+        self.random_state = random_state
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """Split the episode's embeddings into support and query; FLOWR loss.
+
+        ``y_pred`` are the embeddings of all the episode's rows (support
+        first), ``X["is_query"]`` marks the query rows and ``y_true`` holds
+        column indices (see :class:`EpisodeDataset`).
+        """
+        y_true = to_tensor(y_true, device=self.device).long()
+        is_query = to_tensor(X["is_query"], device=self.device).bool()
+        module = self.module_
+        n_known = module.n_known
+        y_support = y_true[~is_query]
+        # Support classes are numbered contiguously after the known classes.
+        n_way = int(y_support.max()) + 1 - n_known if y_support.numel() else 0
+        return self.criterion_(y_pred[~is_query], y_support, y_pred[is_query],
+                               y_true[is_query], n_way, **module.head_params())
+
+    def on_epoch_begin(self, net, dataset_train=None, dataset_valid=None,
+                       **kwargs):
+        """Start a new history row and draw this epoch's training episodes."""
+        super().on_epoch_begin(net, dataset_train=dataset_train,
+                               dataset_valid=dataset_valid, **kwargs)
+        # Keyed on the history length, so a run resumed from a checkpoint
+        # (LoadInitState restores the history) draws the episodes it would
+        # have drawn without the interruption.
+        dataset = dataset_train
+        while dataset is not None and not hasattr(dataset, "set_epoch"):
+            dataset = getattr(dataset, "dataset", None)
+        if dataset is not None:
+            dataset.set_epoch(len(self.history) - 1)
