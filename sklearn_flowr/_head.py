@@ -219,7 +219,10 @@ default="auto"
         """
         first_call = not self.__sklearn_is_fitted__()
         with _unchanged_on_error(self):
-            X, y = validate_data(self, X, y, dtype=np.float64, reset=first_call)
+            if first_call:
+                X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            else:
+                X, y = self._validate_rows(X, y)
             state = None if first_call else self._state
             labels, y_index = self._check_labels(y, state)
             if classes is not None:
@@ -327,7 +330,9 @@ default="auto"
         with _unchanged_on_error(self):
             if first_call:
                 self._validate_params()
-            X, y = validate_data(self, X, y, dtype=np.float64, reset=first_call)
+                X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            else:
+                X, y = self._validate_rows(X, y)
             state = None if first_call else self._state
             labels, y_index = self._check_labels(y, state)
             if first_call:
@@ -342,7 +347,7 @@ default="auto"
     # --------------------------------------------------------------- prediction
     def _joint_log_numerators(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X, _ = self._validate_rows(X)
         return self._state.joint_log_numerators(X)
 
     def predict_joint_log_proba(self, X):
@@ -409,6 +414,39 @@ default="auto"
         return self._labels_of(best)
 
     # ----------------------------------------------------------------- helpers
+    def _validate_rows(self, X, y=None):
+        """``validate_data(reset=False)``, with a shortcut for the hot path.
+
+        One online step at 10^4 classes costs about a matrix-vector product
+        (~0.1 ms) while ``validate_data`` costs ~0.2 ms; for float64 ndarrays
+        without feature names the same checks are made here directly, with
+        scikit-learn's messages. Anything else goes through ``validate_data``.
+        """
+        lean = (
+            isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
+            and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
+            and not hasattr(self, "feature_names_in_")
+        )
+        if not lean:
+            if y is None:
+                return validate_data(self, X, dtype=np.float64, reset=False), None
+            return validate_data(self, X, y, dtype=np.float64, reset=False)
+        if X.shape[0] == 0:
+            raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while "
+                             "a minimum of 1 is required.")
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(
+                f"X has {X.shape[1]} features, but {type(self).__name__} is "
+                f"expecting {self.n_features_in_} features as input."
+            )
+        if not np.isfinite(X).all():
+            kind = "NaN" if np.isnan(X).any() else "infinity or a value too large"
+            raise ValueError(f"Input X contains {kind}.")
+        if y is not None and y.shape[0] != X.shape[0]:
+            raise ValueError("Found input variables with inconsistent numbers of "
+                             f"samples: [{X.shape[0]}, {y.shape[0]}]")
+        return X, y
+
     def _labels_of(self, index):
         """Map class indices to labels, ``-1`` to ``novel_label_``."""
         labels = self._state.labels[: self._state.n_classes]
@@ -426,7 +464,10 @@ default="auto"
         if y.dtype.kind not in "biuU":
             # type_of_target costs ~1 ms; integer and str labels need no check.
             check_classification_targets(y)
-        labels, y_index = np.unique(y, return_inverse=True)
+        if y.shape[0] == 1:  # the online hot path
+            labels, y_index = y, np.zeros(1, dtype=np.intp)
+        else:
+            labels, y_index = np.unique(y, return_inverse=True)
         if state is None:
             novel = self._resolve_novel_label(labels)
         else:

@@ -178,6 +178,9 @@ class OnlineClassState:
         Sums per class through one sort and ``np.add.reduceat``: O(n d), and no
         (n_rows x n_classes) one-hot matrix.
         """
+        if index.shape[0] == 1:
+            self._update_one(Z[0], int(index[0]), crp_increment)
+            return
         live = ~self.frozen[index]
         if not live.all():
             Z, index = Z[live], index[live]
@@ -196,6 +199,17 @@ class OnlineClassState:
         self.crp_count[classes] += crp_increment * sizes
         self.crp_total += crp_increment * float(sizes.sum())
         self._refresh(classes)
+
+    def _update_one(self, z, i, crp_increment):
+        """The same conjugate update for a single row, without the grouping."""
+        if self.frozen[i]:
+            return
+        self.nat_mean[i] += z / self.sigma
+        self.precision[i] += 1.0 / self.sigma
+        self.n_obs[i] += 1.0
+        self.crp_count[i] += crp_increment
+        self.crp_total += crp_increment
+        self._refresh(np.array([i]))
 
     def learn(self, Z, labels, y_index):
         """Condition on labelled rows; labels not known yet become classes,
@@ -224,7 +238,12 @@ class OnlineClassState:
         The row constant ``-log(k + b)`` (or ``-log(N + 1)``) is left out: it
         cancels in the softmax. Shape (n_samples, n_classes + 1), novel last.
         """
-        return self.features(Z) @ self.joint_coef[: self.n_classes + 1].T
+        features = self.features(Z)
+        coef = self.joint_coef[: self.n_classes + 1]
+        if features.shape[0] == 1:
+            # A matrix-vector product: BLAS gemv beats gemm on one row.
+            return (coef @ features[0])[None, :]
+        return features @ coef.T
 
     def log_normaliser(self):
         """The row constant left out of :meth:`joint_log_numerators`."""
@@ -255,6 +274,8 @@ class OnlineClassState:
         is_new_class : ndarray of shape (n_rows,) of bool
             The row is the first of a class that did not exist before it.
         """
+        if Z.shape[0] == 1:
+            return (*self._score_one(Z), *self._learn_one(Z, labels))
         self.widen_label_dtype(labels)
         # Classes that exist keep their index; new ones get the next indices
         # in order of first appearance, as row-by-row learning would give them.
@@ -292,6 +313,27 @@ class OnlineClassState:
             start = stop
         return known_index, p_novel, pred_novel, is_new_class
 
+    def _score_one(self, Z):
+        """A lone row sees exactly the cached state: no prefix sums needed."""
+        scores = self.joint_log_numerators(Z)[0]
+        n = self.n_classes
+        if n == 0:
+            return np.array([-1]), np.array([1.0]), np.array([True])
+        best = int(np.argmax(scores[:n]))
+        pred_novel = scores[n] > scores[best]
+        # At 10^4 classes the exponentials cost as much as the mat-vec. Terms
+        # below exp(-37) / (N + 1) add up to less than half an ulp of the
+        # normaliser (which is >= 1), so they are skipped.
+        shifted = scores - max(scores[best], scores[n])
+        kept = shifted[shifted > -37.0 - np.log(n + 1.0)]
+        p_novel = np.exp(shifted[n]) / np.exp(kept).sum()
+        return np.array([best]), np.array([p_novel]), np.array([pred_novel])
+
+    def _learn_one(self, Z, labels):
+        is_new = labels[0] not in self.label_index
+        self.learn(Z, labels, np.zeros(1, dtype=np.intp))
+        return (np.array([is_new]),)
+
     def _chunk_stop(self, index, start, n_rows):
         width = self.joint_coef.shape[1]
         stop = start + min(
@@ -307,24 +349,48 @@ class OnlineClassState:
         return stop
 
     def _score_chunk(self, Z, index, is_new_class, first_new):
-        """Scores of one chunk: cached GEMM for untouched classes, prefix sums
-        of the chunk's own rows for the classes it touches."""
+        """Scores of one chunk against the states each row really sees.
+
+        Classes the chunk does not touch are scored through the cached GEMM.
+        A touched class ``j`` goes through ``n_j + 1`` states in the chunk
+        (after 0, 1, ..., ``n_j`` of its rows); all states of all touched
+        classes form a table of ``n_rows + n_touched`` natural parameters
+        (prefix sums of each class's rows), scored with one GEMM, and each
+        row picks the state of class ``j`` that precedes it. Cost
+        O(rows x (rows + touched) x d), no (rows x touched x d) tensor.
+        """
         n_classes = self.n_classes
         features = self.features(Z)
         scores = features @ self.joint_coef[: n_classes + 1].T
 
         touched, row_class = np.unique(index, return_inverse=True)
-        live = ~self.frozen[touched]
-        onehot = (row_class[:, None] == np.arange(touched.shape[0])) & live
-        onehot = onehot.astype(np.float64)
-        # Exclusive prefix sums: what each row's predecessors in the chunk add.
-        seen = np.cumsum(onehot, axis=0) - onehot  # (rows, touched)
-        sums = np.cumsum(onehot[:, :, None] * Z[:, None, :], axis=0)
-        sums -= onehot[:, :, None] * Z[:, None, :]  # (rows, touched, d)
-        nat_mean = self.nat_mean[touched] + sums / self.sigma
-        precision = self.precision[touched] + seen[:, :, None] / self.sigma
-        coef = log_density_coef(nat_mean, precision, self.sigma)
-        density = np.einsum("rk,rtk->rt", features, coef)
+        n_touched = touched.shape[0]
+        live = ~self.frozen[index]  # rows of frozen classes change nothing
+        onehot = (row_class[:, None] == np.arange(n_touched)) & live[:, None]
+        # seen[t, j]: rows of class j before row t (the state row t sees).
+        seen = np.cumsum(onehot, axis=0) - onehot
+
+        # State table: class j's block starts at offset[j]; entry k of the
+        # block is the class after its first k rows of the chunk.
+        changes = onehot.sum(axis=0)
+        offset = np.r_[0, np.cumsum(changes + 1)[:-1]]
+        order = np.flatnonzero(live)[np.argsort(row_class[live], kind="stable")]
+        group = row_class[order]
+        group_first = (np.cumsum(changes) - changes)[group]  # in ``order``
+        rank = np.arange(order.shape[0]) - group_first
+        cumulative = np.cumsum(Z[order], axis=0)
+        before = np.vstack([np.zeros((1, Z.shape[1])), cumulative])[group_first]
+        state_rows = offset[group] + rank + 1
+        n_states = int(changes.sum()) + n_touched
+        sums = np.zeros((n_states, Z.shape[1]))
+        sums[state_rows] = cumulative - before
+        counts = np.zeros(n_states)
+        counts[state_rows] = rank + 1.0
+        owner = np.repeat(touched, changes + 1)
+        nat_mean = self.nat_mean[owner] + sums / self.sigma
+        precision = self.precision[owner] + counts[:, None] / self.sigma
+        state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
+        density = np.take_along_axis(state_density, offset + seen, axis=1)
 
         # Per-row CRP prior: counts and N as they stand before each row.
         classes_before = first_new + np.cumsum(is_new_class) - is_new_class
