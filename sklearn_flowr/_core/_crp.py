@@ -12,7 +12,7 @@ mass, which does not normalise; we use the Pitman-Yor form on purpose.
 
 import math
 
-from array_api_compat import array_namespace
+from ._namespace import get_namespace
 
 
 def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
@@ -39,7 +39,7 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
     log_known : array of shape (..., n_classes)
     log_novel : array of shape (...,)
     """
-    xp = array_namespace(counts)
+    xp = get_namespace(counts)
     device = getattr(counts, "device", None)
     n_classes = xp.asarray(n_classes, dtype=counts.dtype, device=device)
     if class_prior == "uniform":
@@ -54,7 +54,7 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
 
 def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
     """``-log(k + b)`` for the CRP, ``-log(N + 1)`` for the uniform prior."""
-    xp = array_namespace(total)
+    xp = get_namespace(total)
     n_classes = xp.asarray(n_classes, dtype=total.dtype,
                            device=getattr(total, "device", None))
     if class_prior == "uniform":
@@ -83,7 +83,7 @@ def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
     log_novel : array of shape (...,)
         ``log_known`` and ``log_novel`` exponentiate to masses summing to one.
     """
-    xp = array_namespace(counts)
+    xp = get_namespace(counts)
     device = getattr(counts, "device", None)
     total = xp.asarray(total, dtype=counts.dtype, device=device)
     log_known, log_novel = crp_log_numerators(
@@ -95,7 +95,7 @@ def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
 
 def concentration_from_raw(beta_raw, a):
     """Map an unconstrained parameter to ``b = -a + softplus(beta_raw) > -a``."""
-    xp = array_namespace(beta_raw)
+    xp = get_namespace(beta_raw)
     # softplus(x) = log1p(exp(-|x|)) + max(x, 0), stable for large |x|.
     softplus = xp.log1p(xp.exp(-xp.abs(beta_raw))) + xp.maximum(
         beta_raw, xp.zeros_like(beta_raw)

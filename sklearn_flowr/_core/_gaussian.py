@@ -15,7 +15,7 @@ product ``features @ coef.T`` -- the O(N d) cost the design asks for.
 
 import math
 
-from array_api_compat import array_namespace
+from ._namespace import get_namespace
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -43,7 +43,7 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
     precision : array of shape (n_classes, p)
         ``lam_n = lam_prior + sum_i onehot[i, n] / sigma``.
     """
-    xp = array_namespace(Z, onehot)
+    xp = get_namespace(Z, onehot)
     onehot_t = xp.matrix_transpose(onehot)
     nat_mean = prior_nat_mean + (onehot_t @ Z) / sigma
     counts = xp.sum(onehot_t, axis=-1, keepdims=True)
@@ -74,7 +74,7 @@ def log_density_coef(nat_mean, precision, sigma):
         ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]`` so that
         ``log N(z; m_n, diag(v_n)) = log_density_features(z) . coef[n]``.
     """
-    xp = array_namespace(nat_mean, precision)
+    xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
     weight = mean * inv_var
@@ -97,7 +97,7 @@ def log_density_features(Z, *, isotropic):
     -------
     features : array of shape (..., d + p + 1)
     """
-    xp = array_namespace(Z)
+    xp = get_namespace(Z)
     square = Z * Z
     if isotropic:
         square = xp.sum(square, axis=-1, keepdims=True)
