@@ -156,11 +156,15 @@ class OnlineClassState:
     def _log_numerators(self, counts, n_classes):
         """CRP numerators; a class whose count is not above ``a`` has no mass
         (only a class not instantiated yet has such a count)."""
+        positive = counts > self.a
+        if positive.all():
+            return crp_log_numerators(counts, n_classes, a=self.a, b=self.b,
+                                      class_prior=self.class_prior)
         with np.errstate(divide="ignore", invalid="ignore"):
             log_known, log_novel = crp_log_numerators(
                 counts, n_classes, a=self.a, b=self.b, class_prior=self.class_prior
             )
-        return np.where(counts > self.a, log_known, -np.inf), log_novel
+        return np.where(positive, log_known, -np.inf), log_novel
 
     def _refresh(self, index):
         coef = log_density_coef(self.nat_mean[index], self.precision[index], self.sigma)
@@ -330,8 +334,13 @@ class OnlineClassState:
         return np.array([best]), np.array([p_novel]), np.array([pred_novel])
 
     def _learn_one(self, Z, labels):
-        is_new = labels[0] not in self.label_index
-        self.learn(Z, labels, np.zeros(1, dtype=np.intp))
+        index = self.label_index.get(labels.tolist()[0])
+        is_new = index is None
+        if is_new:
+            self.widen_label_dtype(labels)
+            self.add_classes(labels)
+            index = self.n_classes - 1
+        self._update_one(Z[0], index, 1.0)
         return (np.array([is_new]),)
 
     def _chunk_stop(self, index, start, n_rows):
