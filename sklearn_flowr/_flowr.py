@@ -1,0 +1,592 @@
+"""FLOWRClassifier: a skorch-trained torch encoder in front of the CRP-Gaussian head."""
+
+import copy
+import os
+from numbers import Integral, Real
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
+
+from ._core import condition_on, estimate_prior
+from ._head import CRPGaussianClassifier
+from ._inputs import as_model_input
+from .encoders import make_backbone
+from .training import (
+    EpisodeDataset,
+    EpisodicMetaNet,
+    FLOWRMetaModule,
+    SupENet,
+    SupFCNet,
+    embed,
+    fine_tune_last_layer,
+)
+
+__all__ = ["FLOWRClassifier"]
+
+# Share of the training classes that play the unknown-unknowns while the
+# large-context head is meta-trained (the others form its known-class table).
+_LARGE_CONTEXT_HELD_OUT = 0.2
+
+
+class FLOWRClassifier(ClassifierMixin, BaseEstimator):
+    """Few-shot open-world recognition: trained encoder + CRP-Gaussian head.
+
+    ``fit`` pre-trains a torch encoder (Sup-E by default), meta-trains it with
+    the FLOWR head in the small or large context, and builds a
+    :class:`~sklearn_flowr.CRPGaussianClassifier` on its embeddings. After that
+    the model learns new classes online from their labels (``partial_fit``,
+    ``open_world_step``) without touching the network.
+
+    Parameters
+    ----------
+    backbone : {"conv4", "resnet12", "resnet18", "mlp"} or torch.nn.Module, \
+default="conv4"
+        Encoder; a module instance is used as given and must end in a linear
+        layer to the embedding.
+    setting : {"small", "large"}, default="small"
+        ``"small"``: learn the representation and the prior; classes come from
+        a support set (:meth:`adapt`) or online. ``"large"``: the training
+        classes stay as known-known classes of the head.
+    pretrain : {"sup-e", "sup-fc"} or None, default="sup-e"
+        Supervised-embedding pre-training, the linear-head baseline, or none.
+    a : float, default=0.5
+        CRP discount.
+    sigma : float, default=0.5
+        Class-noise variance.
+    class_prior : {"crp", "uniform"}, default="crp"
+    known_count : float, default=1.0
+        CRP pseudo-count of the known-known classes (large context).
+    novel_label : object, default="auto"
+        See :class:`~sklearn_flowr.CRPGaussianClassifier`.
+    embedding_dim : int, default=64
+    pretrain_epochs : int, default=20
+    meta_epochs : int, default=10
+        0 skips meta-training (the prior then comes from the class means).
+    episodes_per_epoch : int, default=100
+    n_way : int, default=5
+        Support classes per small-context episode / known classes queried per
+        large-context episode.
+    n_query : int, default=5
+        Query rows per class in an episode.
+    n_unknown : int, default=2
+        Unknown-unknown classes per episode.
+    lr : float or None, default=None
+        ``None``: the paper's 1e-3 for Conv4/MLP, 1e-4 for ResNets.
+    batch_size : int, default=64
+        Pre-training batch size (and embedding batch size).
+    beta : float, default=0.1
+        Weight of the Sup-E variance penalty.
+    lambda_adapt : float, default=0.1
+        Weight of the adaptation loss.
+    fine_tune_steps : int, default=0
+        Last-layer fine-tuning steps in :meth:`adapt` (small context).
+    update_known : bool, default=False
+        Let online labels update the known-known classes (the paper keeps
+        them fixed).
+    device : {"auto", "cpu", "cuda"} or str, default="auto"
+        ``"auto"`` uses CUDA when available.
+    random_state : int, RandomState or None, default=None
+    verbose : int, default=1
+        0 is silent; 1 prints skorch's epoch tables and a tqdm bar over
+        episodes.
+    checkpoint_dir : str or None, default=None
+        Save every epoch there and resume an interrupted ``fit`` from it.
+
+    Attributes
+    ----------
+    head_ : CRPGaussianClassifier
+        The online head (its state changes with ``partial_fit``).
+    encoder_ : torch.nn.Module
+        The encoder in use (a fine-tuned copy after :meth:`adapt`).
+    meta_module_ : FLOWRMetaModule
+        Encoder and learned head parameters after ``fit``.
+    classes_ : ndarray of shape (n_classes,)
+        Known classes of the head.
+    train_classes_ : ndarray of shape (n_train_classes,)
+        Classes of the training data.
+    input_shape_ : tuple
+        Per-sample shape, channels first.
+    history_ : dict
+        skorch histories of the ``"pretrain"`` and ``"meta"`` stages.
+
+    References
+    ----------
+    .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone,
+       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn_flowr import FLOWRClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X = X.reshape(-1, 8, 8) / 16.0
+    >>> clf = FLOWRClassifier(backbone="conv4", setting="large", embedding_dim=16,
+    ...                       pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=5,
+    ...                       n_way=3, verbose=0, random_state=0)
+    >>> clf = clf.fit(X[y < 7], y[y < 7])
+    >>> clf.predict_proba(X[:2]).shape  # 7 known classes + novel
+    (2, 8)
+    >>> out = clf.open_world_step(X[y >= 7][:5], y[y >= 7][:5])
+    >>> bool(out.is_novel[0])
+    True
+    """
+
+    _parameter_constraints: dict = {
+        "backbone": [StrOptions({"conv4", "resnet12", "resnet18", "mlp"}),
+                     torch.nn.Module],
+        "setting": [StrOptions({"small", "large"})],
+        "pretrain": [StrOptions({"sup-e", "sup-fc"}), None],
+        "a": [Interval(Real, 0, 1, closed="left")],
+        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "class_prior": [StrOptions({"crp", "uniform"})],
+        "known_count": [Interval(Real, 0, None, closed="neither")],
+        "novel_label": "no_validation",
+        "embedding_dim": [Interval(Integral, 1, None, closed="left")],
+        "pretrain_epochs": [Interval(Integral, 0, None, closed="left")],
+        "meta_epochs": [Interval(Integral, 0, None, closed="left")],
+        "episodes_per_epoch": [Interval(Integral, 1, None, closed="left")],
+        "n_way": [Interval(Integral, 1, None, closed="left")],
+        "n_query": [Interval(Integral, 1, None, closed="left")],
+        "n_unknown": [Interval(Integral, 0, None, closed="left")],
+        "lr": [Interval(Real, 0, None, closed="neither"), None],
+        "batch_size": [Interval(Integral, 1, None, closed="left")],
+        "beta": [Interval(Real, 0, None, closed="left")],
+        "lambda_adapt": [Interval(Real, 0, None, closed="left")],
+        "fine_tune_steps": [Interval(Integral, 0, None, closed="left")],
+        "update_known": ["boolean"],
+        "device": [str, torch.device],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "checkpoint_dir": [str, os.PathLike, None],
+    }
+
+    def __init__(self, *, backbone="conv4", setting="small", pretrain="sup-e",
+                 a=0.5, sigma=0.5, class_prior="crp", known_count=1.0,
+                 novel_label="auto", embedding_dim=64, pretrain_epochs=20,
+                 meta_epochs=10, episodes_per_epoch=100, n_way=5, n_query=5,
+                 n_unknown=2, lr=None, batch_size=64, beta=0.1, lambda_adapt=0.1,
+                 fine_tune_steps=0, update_known=False, device="auto",
+                 random_state=None, verbose=1, checkpoint_dir=None):
+        self.backbone = backbone
+        self.setting = setting
+        self.pretrain = pretrain
+        self.a = a
+        self.sigma = sigma
+        self.class_prior = class_prior
+        self.known_count = known_count
+        self.novel_label = novel_label
+        self.embedding_dim = embedding_dim
+        self.pretrain_epochs = pretrain_epochs
+        self.meta_epochs = meta_epochs
+        self.episodes_per_epoch = episodes_per_epoch
+        self.n_way = n_way
+        self.n_query = n_query
+        self.n_unknown = n_unknown
+        self.lr = lr
+        self.batch_size = batch_size
+        self.beta = beta
+        self.lambda_adapt = lambda_adapt
+        self.fine_tune_steps = fine_tune_steps
+        self.update_known = update_known
+        self.device = device
+        self.random_state = random_state
+        self.verbose = verbose
+        self.checkpoint_dir = checkpoint_dir
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y):
+        """Pre-train, meta-train and build the head on labelled images.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, H, W), (n_samples, H, W, C), \
+(n_samples, C, H, W) or (n_samples, n_features)
+            uint8 images are scaled to [0, 1]; feature vectors need
+            ``backbone="mlp"`` or a module.
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        self : FLOWRClassifier
+        """
+        self._validate_params()
+        X = as_model_input(X, allow_features=self._takes_features())
+        y = column_or_1d(y, warn=True)
+        if y.shape[0] != X.shape[0]:
+            raise ValueError("Found input variables with inconsistent numbers of "
+                             f"samples: [{X.shape[0]}, {y.shape[0]}]")
+        check_classification_targets(y)
+        labels, y_index = np.unique(y, return_inverse=True)
+        if labels.shape[0] < 2:
+            raise ValueError(f"fit needs at least 2 classes; got {labels.shape[0]}.")
+        # Fail on a clashing novel label before any training.
+        self._new_head()._check_labels(y, None)
+
+        seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        torch.manual_seed(seed)
+        device = self._torch_device()
+        encoder = make_backbone(
+            self.backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
+            input_size=X.shape[2:] if X.ndim == 4 else None,
+            n_features=X.shape[1] if X.ndim == 2 else None,
+            embedding_dim=self.embedding_dim,
+        )
+        self.history_ = {}
+        encoder, means, variances = self._pretrain(encoder, X, y_index,
+                                                   len(labels), seed, device)
+        meta = self._meta_train(encoder, X, y_index, means, variances, seed, device)
+        meta.eval()
+        self.meta_module_ = meta
+        self.encoder_ = meta.encoder
+        self.train_classes_ = labels
+        self.input_shape_ = X.shape[1:]
+        head = self._new_head(**meta.head_kwargs())
+        if self.setting == "large":
+            means, variances = self._known_class_embeddings(meta, X, y_index, labels)
+            head.fit_class_embeddings(labels, means, variances,
+                                      frozen=not self.update_known)
+        self.head_ = head
+        self._fitted_head = copy.deepcopy(head)
+        return self
+
+    def _pretrain(self, encoder, X, y_index, n_classes, seed, device):
+        """Sup-E or Sup-FC pre-training; class embeddings for the prior."""
+        if self.pretrain is None:
+            encoder = encoder.to(device)
+            return (encoder, *_empirical_class_stats(embed(encoder, X), y_index,
+                                                     n_classes))
+        net_class = SupENet if self.pretrain == "sup-e" else SupFCNet
+        params = dict(module__encoder=encoder, module__n_classes=n_classes,
+                      lr=self._lr(), batch_size=self.batch_size, device=device,
+                      verbose=self.verbose, random_state=seed,
+                      iterator_train__shuffle=True)
+        if self.pretrain == "sup-e":
+            params["criterion__beta"] = self.beta
+        net = self._fit_net(net_class(**params), "pretrain", self.pretrain_epochs,
+                            X, y_index)
+        module = net.module_
+        if self.pretrain == "sup-e":
+            means = module.class_means.detach().cpu().double().numpy()
+            variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
+            return module.encoder, means, variances.reshape(-1)
+        return (module.encoder, *_empirical_class_stats(
+            embed(module.encoder, X), y_index, n_classes))
+
+    def _meta_train(self, encoder, X, y_index, means, variances, seed, device):
+        """Build the FLOWR meta-module from the class embeddings and train it."""
+        n_classes = means.shape[0]
+        prior_mean, prior_var = estimate_prior(means, np.arange(n_classes), n_classes)
+        kwargs = dict(a=self.a, sigma=self.sigma, class_prior=self.class_prior,
+                      prior_mean=prior_mean, prior_var=prior_var,
+                      known_count=self.known_count)
+        rng = np.random.default_rng(seed)
+        known = np.arange(n_classes)
+        if self.setting == "large":
+            held_out = max(self.n_unknown,
+                           int(np.ceil(_LARGE_CONTEXT_HELD_OUT * n_classes)))
+            known = np.sort(rng.permutation(n_classes)[: n_classes - held_out])
+            kwargs.update(known_means=means[known], known_vars=variances[known])
+        meta = FLOWRMetaModule(encoder, self.embedding_dim, **kwargs).to(device)
+        meta.known_classes_ = known
+        if self.meta_epochs == 0:
+            return meta
+        episodes = self._episodes(X, y_index, known, seed)
+        callbacks = []
+        if self.verbose:
+            from skorch.callbacks import ProgressBar
+
+            callbacks.append(ProgressBar())
+        net = EpisodicMetaNet(module=meta, lr=self._lr(), device=device,
+                              verbose=self.verbose, random_state=None,
+                              criterion__lambda_adapt=self.lambda_adapt,
+                              callbacks=callbacks)
+        net = self._fit_net(net, "meta", self.meta_epochs, episodes, None)
+        return net.module_
+
+    def _episodes(self, X, y_index, known, seed):
+        sizes = np.bincount(y_index)
+        max_shots = int(min(10, sizes.min() - self.n_query))
+        if max_shots < 1:
+            raise ValueError(
+                f"The smallest class has {sizes.min()} rows: episodes need at least "
+                f"n_query + 1 = {self.n_query + 1} rows per class."
+            )
+        if self.setting == "small":
+            n_way = min(self.n_way, len(sizes) - self.n_unknown)
+            return EpisodeDataset(X, y_index, setting="small", n_way=n_way,
+                                  shots=(1, max_shots), n_query=self.n_query,
+                                  n_unknown=self.n_unknown,
+                                  n_episodes=self.episodes_per_epoch,
+                                  random_state=seed)
+        return EpisodeDataset(X, y_index, setting="large",
+                              n_way=min(self.n_way, len(known)),
+                              n_query=self.n_query, n_unknown=self.n_unknown,
+                              known_classes=known,
+                              n_episodes=self.episodes_per_epoch, random_state=seed)
+
+    def _fit_net(self, net, stage, epochs, X, y):
+        """Fit a skorch net for ``epochs``, resuming from ``checkpoint_dir``."""
+        if self.checkpoint_dir is not None:
+            from skorch.callbacks import Checkpoint, LoadInitState
+
+            checkpoint = Checkpoint(monitor=None, dirname=os.path.join(
+                os.fspath(self.checkpoint_dir), stage))
+            done = _checkpointed_epochs(checkpoint)
+            net.set_params(callbacks=[*(net.callbacks or []),
+                                      ("checkpoint", checkpoint),
+                                      ("resume", LoadInitState(checkpoint))])
+            epochs = max(epochs - done, 0)
+        if epochs == 0:
+            net.initialize()
+            if self.checkpoint_dir is not None and done:
+                net.load_params(checkpoint=checkpoint)
+        else:
+            net.set_params(max_epochs=epochs)
+            net.fit(X, y)
+        self.history_[stage] = net.history
+        return net
+
+    def _known_class_embeddings(self, meta, X, y_index, labels):
+        """Means and variances of every training class for the large context.
+
+        Classes of the meta-trained table keep its ``(q_n, lam_n)``; the classes
+        held out as unknown-unknowns are conditioned from the learned prior on
+        their training embeddings, like any class learned online.
+        """
+        n_classes = labels.shape[0]
+        head = meta.head_kwargs()
+        prior_var = np.atleast_1d(head["prior_var"])[:1]
+        Z = embed(meta.encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
+        onehot = np.eye(n_classes)[y_index]
+        nat_mean, precision = condition_on(head["prior_mean"] / prior_var,
+                                           1.0 / prior_var, Z, onehot, self.sigma)
+        if meta.n_known:
+            rows = meta.known_classes_
+            nat_mean[rows] = meta.known_nat_mean.detach().cpu().double().numpy()
+            precision[rows] = np.exp(
+                meta.known_log_precision.detach().cpu().double().numpy())
+        return nat_mean / precision, 1.0 / precision[:, 0]
+
+    # -------------------------------------------------------------- adaptation
+    def adapt(self, X_support, y_support, *, fine_tune=None):
+        """Start a new small-context task: reset, fine-tune, condition on support.
+
+        Parameters
+        ----------
+        X_support : array-like
+            Support images (same format as in ``fit``).
+        y_support : array-like of shape (n_support,)
+            Their labels.
+        fine_tune : int, bool or None, default=None
+            Steps of last-layer fine-tuning on the support set: ``None`` uses
+            ``fine_tune_steps``, ``False`` none, ``True`` 20.
+
+        Returns
+        -------
+        self : FLOWRClassifier
+        """
+        check_is_fitted(self)
+        X_support = self._model_input(X_support)
+        steps = (self.fine_tune_steps if fine_tune is None
+                 else 20 if fine_tune is True else int(fine_tune))
+        self.reset()
+        if steps:
+            self.encoder_ = fine_tune_last_layer(
+                self.meta_module_.encoder, self.meta_module_, X_support,
+                np.asarray(y_support), steps=steps, lr=self._lr(),
+                device=self._torch_device(),
+            )
+        self.head_.partial_fit(self._embed(X_support), y_support)
+        return self
+
+    def reset(self):
+        """Return to the state right after ``fit`` (encoder and head).
+
+        Returns
+        -------
+        self : FLOWRClassifier
+        """
+        check_is_fitted(self)
+        self.encoder_ = self.meta_module_.encoder
+        self.head_ = copy.deepcopy(self._fitted_head)
+        return self
+
+    # ------------------------------------------------------- online and predict
+    def transform(self, X):
+        """Embeddings of ``X`` (batched, no gradient).
+
+        Parameters
+        ----------
+        X : array-like
+            Images or features, as in ``fit``.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, embedding_dim)
+        """
+        check_is_fitted(self)
+        return self._embed(self._model_input(X))
+
+    def partial_fit(self, X, y):
+        """Learn labelled samples online (new labels become classes).
+
+        Parameters
+        ----------
+        X : array-like
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : FLOWRClassifier
+        """
+        check_is_fitted(self)
+        self.head_.partial_fit(self.transform(X), y)
+        return self
+
+    def open_world_step(self, X, y):
+        """Predict each sample, then learn its label; see the head's method.
+
+        Parameters
+        ----------
+        X : array-like
+        y : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        result : :class:`~sklearn.utils.Bunch`
+            ``y_pred``, ``y_known``, ``p_novel``, ``is_novel`` per sample.
+        """
+        check_is_fitted(self)
+        return self.head_.open_world_step(self.transform(X), y)
+
+    def predict_proba(self, X):
+        """Probabilities of the known classes and, last, of the novel class.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes + 1)
+        """
+        return self._head_for_prediction().predict_proba(self.transform(X))
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes + 1)
+        """
+        return self._head_for_prediction().predict_log_proba(self.transform(X))
+
+    def predict(self, X):
+        """Most probable known class, or the novel label.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        return self._head_for_prediction().predict(self.transform(X))
+
+    @property
+    def classes_(self):
+        check_is_fitted(self)
+        return self._head_for_prediction().classes_
+
+    # ------------------------------------------------------------------ helpers
+    def _head_for_prediction(self):
+        check_is_fitted(self)
+        if not self.head_.__sklearn_is_fitted__():
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError(
+                "The small-context model has no classes yet: give it a support "
+                "set with adapt(X, y) or partial_fit(X, y) (open_world_step works "
+                "from the prior alone)."
+            )
+        return self.head_
+
+    def _new_head(self, **learned):
+        params = dict(a=self.a, sigma=self.sigma, class_prior=self.class_prior,
+                      known_count=self.known_count, novel_label=self.novel_label)
+        return CRPGaussianClassifier(**{**params, **learned})
+
+    def _takes_features(self):
+        return not isinstance(self.backbone, str) or self.backbone == "mlp"
+
+    def _model_input(self, X):
+        return as_model_input(X, allow_features=self._takes_features(),
+                              expected_shape=self.input_shape_)
+
+    def _embed(self, X):
+        return embed(self.encoder_, X, batch_size=4 * self.batch_size,
+                     device=self._torch_device()).astype(np.float64)
+
+    def _lr(self):
+        if self.lr is not None:
+            return self.lr
+        resnet = isinstance(self.backbone, str) and self.backbone.startswith("resnet")
+        return 1e-4 if resnet else 1e-3
+
+    def _torch_device(self):
+        if str(self.device) == "auto":
+            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        return torch.device(self.device)
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "head_")
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if "meta_module_" in state:
+            # One deepcopy keeps encoder_ and meta_module_.encoder one object
+            # when they are; CPU tensors load on machines without CUDA.
+            meta, encoder = copy.deepcopy((self.meta_module_, self.encoder_))
+            state["meta_module_"], state["encoder_"] = meta.cpu(), encoder.cpu()
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "meta_module_" in state:
+            device = self._torch_device()
+            self.meta_module_.to(device)
+            self.encoder_.to(device)
+
+
+def _empirical_class_stats(Z, y_index, n_classes):
+    """Class means and isotropic variances of embeddings (Sup-FC / no pre-training)."""
+    Z = Z.astype(np.float64)
+    counts = np.bincount(y_index, minlength=n_classes)[:, None]
+    means = np.zeros((n_classes, Z.shape[1]))
+    np.add.at(means, y_index, Z)
+    means /= counts
+    spread = np.zeros(n_classes)
+    np.add.at(spread, y_index, ((Z - means[y_index]) ** 2).mean(axis=1))
+    return means, np.maximum(spread / counts[:, 0], 1e-6)
+
+
+def _checkpointed_epochs(checkpoint):
+    """Epochs already saved by a skorch Checkpoint (0 when none)."""
+    from skorch.history import History
+
+    path = os.path.join(checkpoint.dirname, checkpoint.f_history)
+    if not os.path.exists(path):
+        return 0
+    return len(History.from_file(path))

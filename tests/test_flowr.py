@@ -1,0 +1,239 @@
+"""Tests of FLOWRClassifier: encoder + training + head, end to end on CPU."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_digits
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV
+
+from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+from sklearn_flowr.encoders import last_linear_layer
+from sklearn_flowr.metrics import novelty_scorer
+from sklearn_flowr.model_selection import OpenWorldSplit
+
+TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
+            n_way=3, n_unknown=2, verbose=0, random_state=0)
+
+
+@pytest.fixture(scope="module")
+def digits():
+    X, y = load_digits(return_X_y=True)
+    return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y
+
+
+@pytest.fixture(scope="module")
+def large_model(digits):
+    X, y = digits
+    return FLOWRClassifier(backbone="conv4", setting="large", **TINY).fit(
+        X[y < 7], y[y < 7])
+
+
+@pytest.fixture(scope="module")
+def small_model(digits):
+    X, y = digits
+    return FLOWRClassifier(backbone="conv4", setting="small", **TINY).fit(
+        X[y < 7], y[y < 7])
+
+
+def test_large_context_keeps_training_classes(large_model, digits):
+    """Check that the large context predicts N + 1 columns over the training classes."""
+    X, _ = digits
+    proba = large_model.predict_proba(X[:5])
+    assert proba.shape == (5, 8)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert large_model.classes_.tolist() == list(range(7))
+    np.testing.assert_array_equal(large_model.head_.crp_count_, np.ones(7))
+
+
+def test_open_world_step_matches_head_on_embeddings(large_model, digits):
+    """Check that the estimator's stream equals the head's stream on transform(X)."""
+    X, y = digits
+    model = copy.deepcopy(large_model)
+    head = copy.deepcopy(large_model.head_)
+    rows = np.flatnonzero(y >= 5)[:30]
+    out = model.open_world_step(X[rows], y[rows])
+    expected = head.open_world_step(model.transform(X[rows]), y[rows])
+    np.testing.assert_allclose(out.p_novel, expected.p_novel)
+    assert out.is_novel[np.flatnonzero(y[rows] == 7)[0]]
+    assert 7 in model.classes_.tolist()
+
+
+def test_transform_shape_dtype_and_determinism(large_model, digits):
+    """Check transform gives float64 (n, embedding_dim), the same twice."""
+    X, _ = digits
+    Z = large_model.transform(X[:4])
+    assert Z.shape == (4, 8) and Z.dtype == np.float64
+    np.testing.assert_array_equal(Z, large_model.transform(X[:4]))
+
+
+def test_small_context_adapt_then_reset(small_model, digits):
+    """Check adapt conditions on a support set and reset forgets it."""
+    X, y = digits
+    model = copy.deepcopy(small_model)
+    with pytest.raises(NotFittedError, match="no classes yet"):
+        model.predict_proba(X[:2])
+    support = np.r_[np.flatnonzero(y == 7)[:3], np.flatnonzero(y == 8)[:2]]
+    model.adapt(X[support], y[support])
+    assert model.predict_proba(X[:3]).shape == (3, 3)
+    assert model.classes_.tolist() == [7, 8]
+    model.reset()
+    with pytest.raises(NotFittedError):
+        model.predict(X[:1])
+
+
+def test_small_context_stream_from_the_prior(small_model, digits):
+    """Check open_world_step runs on the meta-learned prior alone."""
+    X, y = digits
+    model = copy.deepcopy(small_model)
+    out = model.open_world_step(X[y >= 7][:10], y[y >= 7][:10])
+    assert out.is_novel[0] and out.p_novel[0] == 1.0
+
+
+def test_fine_tuning_changes_only_the_last_layer(small_model, digits):
+    """Check adapt(fine_tune=...) tunes a copy's last linear layer only."""
+    X, y = digits
+    model = copy.deepcopy(small_model)
+    support = np.r_[np.flatnonzero(y == 7)[:4], np.flatnonzero(y == 8)[:4]]
+    model.adapt(X[support], y[support], fine_tune=3)
+    tuned, original = model.encoder_, model.meta_module_.encoder
+    assert tuned is not original
+    last = last_linear_layer(tuned)
+    last_name = next(name for name, mod in tuned.named_modules() if mod is last)
+    original_params = dict(original.named_parameters())
+    for name, param in tuned.named_parameters():
+        if name.startswith(last_name + "."):
+            assert not torch.equal(param, original_params[name])
+        else:
+            torch.testing.assert_close(param, original_params[name])
+    model.reset()
+    assert model.encoder_ is model.meta_module_.encoder
+
+
+@pytest.mark.parametrize("pretrain", ["sup-fc", None])
+def test_other_pretraining_choices(digits, pretrain):
+    """Check Sup-FC and no pre-training fit and predict too."""
+    X, y = digits
+    model = FLOWRClassifier(backbone="conv4", setting="large", pretrain=pretrain,
+                            **{**TINY, "meta_epochs": 0}).fit(X[y < 5], y[y < 5])
+    assert model.predict_proba(X[:2]).shape == (2, 6)
+
+
+def test_same_seed_same_model(digits):
+    """Check random_state makes CPU training reproducible."""
+    X, y = digits
+    params = dict(backbone="conv4", setting="small", **{**TINY, "meta_epochs": 0})
+    first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    second = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    np.testing.assert_array_equal(first.transform(X[:6]), second.transform(X[:6]))
+
+
+def test_pickle_round_trip_keeps_online_state(large_model, digits):
+    """Check pickling keeps encoder, head and what was learned online."""
+    X, y = digits
+    model = copy.deepcopy(large_model)
+    model.partial_fit(X[y == 9][:3], y[y == 9][:3])
+    loaded = pickle.loads(pickle.dumps(model))
+    assert loaded.classes_.tolist() == model.classes_.tolist()
+    np.testing.assert_allclose(loaded.predict_proba(X[:4]), model.predict_proba(X[:4]))
+    assert next(loaded.encoder_.parameters()).device.type == "cpu"
+
+
+@pytest.mark.parametrize("layout", ["nhwc", "nchw", "uint8"])
+def test_image_layouts_are_equivalent(large_model, digits, layout):
+    """Check (n,H,W,1), (n,1,H,W) and uint8 images embed like (n,H,W) floats."""
+    X, _ = digits
+    images = X[:3]
+    converted = {"nhwc": images[..., None], "nchw": images[:, None],
+                 "uint8": np.round(images * 255).astype(np.uint8)}[layout]
+    expected = large_model.transform(
+        np.round(images * 255) / 255 if layout == "uint8" else images)
+    np.testing.assert_allclose(large_model.transform(converted), expected, rtol=1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (np.zeros((2, 64)), "2-d feature vectors need backbone='mlp'"),
+        (np.zeros((2, 8, 9)), "fitted on"),
+        (np.zeros((2, 8, 8, 5)), "channel axis"),
+        (np.full((2, 8, 8), np.nan), "NaN"),
+        (np.zeros((0, 8, 8)), "empty"),
+        (np.array([["a"] * 8] * 8)[None], "numbers"),
+    ],
+)
+def test_bad_inputs_raise(large_model, bad, message):
+    """Check shape/dtype errors are clear."""
+    with pytest.raises(ValueError, match=message):
+        large_model.predict(bad)
+
+
+def test_novel_label_in_training_labels_fails_before_training(digits):
+    """Check a label equal to novel_label is refused up front."""
+    X, y = digits
+    with pytest.raises(ValueError, match="novel label"):
+        FLOWRClassifier(novel_label=3, **TINY).fit(X[y < 5], y[y < 5])
+
+
+def test_unfitted_use_raises(digits):
+    """Check predictions before fit raise NotFittedError."""
+    with pytest.raises(NotFittedError):
+        FLOWRClassifier().predict(digits[0][:2])
+
+
+def test_checkpoint_resume_trains_only_the_missing_epochs(digits, tmp_path):
+    """Check an interrupted fit resumes from checkpoint_dir."""
+    X, y = digits
+    params = dict(backbone="conv4", setting="small",
+                  **{**TINY, "meta_epochs": 0}, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**{**params, "pretrain_epochs": 1}).fit(X[y < 4], y[y < 4])
+    resumed = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(
+        X[y < 4], y[y < 4])
+    assert len(resumed.history_["pretrain"]) == 2
+    done = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(X[y < 4], y[y < 4])
+    np.testing.assert_array_equal(done.transform(X[:3]), resumed.transform(X[:3]))
+
+
+def test_grid_search_over_a_and_sigma(digits):
+    """Check GridSearchCV tunes a and sigma on the estimator with open-world CV."""
+    X, y = digits
+    features = X.reshape(len(X), -1)[y < 6]
+    search = GridSearchCV(
+        FLOWRClassifier(backbone="mlp", setting="large",
+                        **{**TINY, "meta_epochs": 0}),
+        {"a": [0.1, 0.5], "sigma": [0.3, 1.0]},
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=2, random_state=0),
+        scoring=novelty_scorer,
+    ).fit(features, y[y < 6])
+    assert set(search.best_params_) == {"a", "sigma"}
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+
+
+def test_head_alone_equals_flowr_head_on_embeddings(large_model, digits):
+    """Check the learned head is a plain CRPGaussianClassifier on embeddings."""
+    X, _ = digits
+    assert isinstance(large_model.head_, CRPGaussianClassifier)
+    np.testing.assert_allclose(
+        large_model.predict_log_proba(X[:3]),
+        large_model.head_.predict_log_proba(large_model.transform(X[:3])))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_fit_and_cpu_reload(digits):
+    """Check training on CUDA and loading the pickle where CUDA is absent."""
+    X, y = digits
+    model = FLOWRClassifier(setting="large", device="cuda", **TINY).fit(
+        X[y < 5], y[y < 5])
+    assert next(model.encoder_.parameters()).is_cuda
+    state = pickle.dumps(model)
+    loaded = pickle.loads(state)
+    loaded.set_params(device="cpu")
+    loaded.meta_module_.cpu()
+    loaded.encoder_.cpu()
+    np.testing.assert_allclose(loaded.predict_proba(X[:3]), model.predict_proba(X[:3]),
+                               rtol=1e-4)
