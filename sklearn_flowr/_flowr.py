@@ -6,7 +6,8 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
+from sklearn.utils import assert_all_finite
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
@@ -32,7 +33,7 @@ __all__ = ["FLOWRClassifier"]
 _LARGE_CONTEXT_HELD_OUT = 0.2
 
 
-class FLOWRClassifier(ClassifierMixin, BaseEstimator):
+class FLOWRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     """Few-shot open-world recognition: trained encoder + CRP-Gaussian head.
 
     ``fit`` pre-trains a torch encoder (Sup-E by default), meta-trains it with
@@ -110,6 +111,8 @@ default="conv4"
         Classes of the training data.
     input_shape_ : tuple
         Per-sample shape, channels first.
+    n_features_in_ : int
+        Number of input values per sample (features, or pixels x channels).
     history_ : dict
         skorch histories of the ``"pretrain"`` and ``"meta"`` stages.
 
@@ -219,13 +222,16 @@ default="conv4"
         self._validate_params()
         X = as_model_input(X, allow_features=self._takes_features())
         y = column_or_1d(y, warn=True)
+        if y.dtype.kind == "f":
+            assert_all_finite(y, input_name="y")
         if y.shape[0] != X.shape[0]:
             raise ValueError("Found input variables with inconsistent numbers of "
                              f"samples: [{X.shape[0]}, {y.shape[0]}]")
         check_classification_targets(y)
         labels, y_index = np.unique(y, return_inverse=True)
         if labels.shape[0] < 2:
-            raise ValueError(f"fit needs at least 2 classes; got {labels.shape[0]}.")
+            raise ValueError(
+                f"fit needs at least 2 classes; got {labels.shape[0]} class.")
         # Fail on a clashing novel label before any training.
         self._new_head()._check_labels(y, None)
 
@@ -247,6 +253,7 @@ default="conv4"
         self.encoder_ = meta.encoder
         self.train_classes_ = labels
         self.input_shape_ = X.shape[1:]
+        self.n_features_in_ = int(np.prod(X.shape[1:]))
         head = self._new_head(**meta.head_kwargs())
         if self.setting == "large":
             means, variances = self._known_class_embeddings(meta, X, y_index, labels)
@@ -434,20 +441,29 @@ default="conv4"
         check_is_fitted(self)
         return self._embed(self._model_input(X))
 
-    def partial_fit(self, X, y):
+    def partial_fit(self, X, y, classes=None):
         """Learn labelled samples online (new labels become classes).
+
+        On an unfitted model the first call trains it with :meth:`fit` on
+        this batch (as scikit-learn's incremental learners start), and in the
+        small context the head then also learns the batch's classes.
 
         Parameters
         ----------
         X : array-like
         y : array-like of shape (n_samples,)
+        classes : array-like, default=None
+            Optional guard, as in :meth:`CRPGaussianClassifier.partial_fit`.
 
         Returns
         -------
         self : FLOWRClassifier
         """
-        check_is_fitted(self)
-        self.head_.partial_fit(self.transform(X), y)
+        if not self.__sklearn_is_fitted__():
+            self.fit(X, y)
+            if self.setting == "large":
+                return self
+        self.head_.partial_fit(self.transform(X), y, classes=classes)
         return self
 
     def open_world_step(self, X, y):

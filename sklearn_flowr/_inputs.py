@@ -8,6 +8,7 @@ the layout torch wants, (n, C, H, W) or (n, n_features).
 
 import numpy as np
 import torch
+from sklearn.utils import check_array
 
 _CHANNELS = (1, 3, 4)
 
@@ -30,15 +31,15 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     """
     if torch.is_tensor(X):
         X = X.detach().cpu().numpy()
-    X = np.asarray(X)
-    if X.dtype == object or X.dtype.kind not in "uif":
+    # scikit-learn's checks (and messages) for sparse, complex, object, 1-d,
+    # empty and non-finite input; uint8 stays uint8 to be scaled below.
+    X = check_array(X, allow_nd=True, dtype="numeric", accept_sparse=False,
+                    ensure_all_finite=True, input_name="X")
+    if X.dtype.kind not in "uif":
         raise ValueError(
             f"X must hold numbers (uint8 or float images, or float features); got "
             f"dtype {X.dtype}."
         )
-    if X.ndim == 0 or X.shape[0] == 0:
-        raise ValueError(f"X is empty (shape {X.shape}); at least 1 sample is "
-                         "required.")
     if X.ndim == 2:
         if not allow_features:
             raise ValueError(
@@ -63,13 +64,16 @@ def as_model_input(X, *, allow_features, expected_shape=None):
         raise ValueError(
             f"X must be 2-d features or 3-d/4-d images; got shape {X.shape}."
         )
-    if X.dtype == np.uint8:
-        out = out.astype(np.float32) / 255.0
-    else:
-        out = out.astype(np.float32)
-        if not np.isfinite(out).all():
-            raise ValueError("Input X contains NaN or infinity.")
-    if expected_shape is not None and out.shape[1:] != tuple(expected_shape):
+    out = out.astype(np.float32) / 255.0 if X.dtype == np.uint8 else out.astype(
+        np.float32)
+    if expected_shape is None:
+        return np.ascontiguousarray(out)
+    if out.ndim == 2 and len(expected_shape) == 1 and out.shape[1:] != expected_shape:
+        raise ValueError(
+            f"X has {out.shape[1]} features, but FLOWRClassifier is expecting "
+            f"{expected_shape[0]} features as input."
+        )
+    if out.shape[1:] != tuple(expected_shape):
         raise ValueError(
             f"X has samples of shape {out.shape[1:]} (after moving channels first) "
             f"but the model was fitted on {tuple(expected_shape)}."

@@ -162,8 +162,8 @@ def test_image_layouts_are_equivalent(large_model, digits, layout):
         (np.zeros((2, 8, 9)), "fitted on"),
         (np.zeros((2, 8, 8, 5)), "channel axis"),
         (np.full((2, 8, 8), np.nan), "NaN"),
-        (np.zeros((0, 8, 8)), "empty"),
-        (np.array([["a"] * 8] * 8)[None], "numbers"),
+        (np.zeros((0, 8, 8)), "0 sample"),
+        (np.array([["a"] * 8] * 8)[None], "numeric"),
     ],
 )
 def test_bad_inputs_raise(large_model, bad, message):

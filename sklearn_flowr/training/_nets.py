@@ -8,6 +8,12 @@ epoch table (``PrintLog``; ``verbose=0`` silences it), callbacks such as
 ``Checkpoint`` / ``LoadInitState``, ``device`` and ``warm_start`` are skorch's
 own.
 
+The mini-batch nets (:class:`SupENet`, :class:`SupFCNet`) shuffle the training
+rows each epoch (``iterator_train__shuffle=True``; skorch's default is no
+shuffling) and read each mini-batch of array data with one index instead of
+row by row (:func:`_batch_index_loader`, their ``iterator_train`` and
+``iterator_valid``).
+
 Seeding: ``random_state`` (an int) is passed to ``torch.manual_seed`` in
 ``initialize_module``, i.e. right before the module's parameters are created,
 so it fixes the initial weights and any torch randomness that follows
@@ -16,10 +22,19 @@ so it fixes the initial weights and any torch randomness that follows
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
+from skorch.dataset import Dataset
 from skorch.utils import to_tensor
 from torch import nn
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+)
 
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._losses import meta_training_loss, sup_e_penalty
@@ -30,6 +45,83 @@ __all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"
 def _softmax(logits: torch.Tensor) -> torch.Tensor:
     """Closed-world class probabilities from Sup-E logits (``predict_proba``)."""
     return torch.softmax(logits, dim=-1)
+
+
+class _ArrayBatches(torch.utils.data.Dataset):
+    """Mini-batches ``(X[rows], y[rows])`` of a skorch ``Dataset`` over arrays.
+
+    ``index`` maps positions (what the sampler draws) to rows of the arrays,
+    through any ``Subset`` of skorch's internal validation split.
+    """
+
+    def __init__(self, X, y, index: np.ndarray):
+        self.X, self.y, self.index = X, y, index
+
+    def __len__(self) -> int:
+        return self.index.shape[0]
+
+    def __getitem__(self, positions):
+        rows = self.index[positions]
+        return tuple(
+            a[torch.as_tensor(rows, device=a.device)] if torch.is_tensor(a)
+            else a[rows]
+            for a in (self.X, self.y)
+        )
+
+
+def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
+                        drop_last: bool = False, generator=None,
+                        **kwargs) -> DataLoader:
+    """A ``DataLoader`` that reads each mini-batch of array data with one index.
+
+    torch's ``DataLoader`` calls ``dataset[i]`` once per row and stacks the
+    rows: some 10 us of Python a row, a large share of a training step of a
+    small encoder on a GPU. When ``dataset`` is skorch's own ``Dataset`` over
+    NumPy arrays or tensors (``dataset[i]`` is then just ``(X[i], y[i])``),
+    the rows of a batch are taken with one fancy index instead, the batch
+    indices coming from a ``BatchSampler`` (automatic batching off). The
+    batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
+    in the same order for the same torch seed. Any other dataset or data
+    (a ``Dataset`` subclass, pandas, sparse, dicts, ``y=None``), or a custom
+    ``sampler``, ``batch_sampler`` or ``collate_fn``, gets that ordinary
+    ``DataLoader``.
+
+    Parameters
+    ----------
+    dataset : torch.utils.data.Dataset
+    batch_size : int or None, default=128
+    shuffle, drop_last : bool, default=False
+    generator : torch.Generator or None, default=None
+        Random source of the shuffling.
+    **kwargs
+        Other ``DataLoader`` parameters (``num_workers``, ``pin_memory``, ...).
+
+    Returns
+    -------
+    torch.utils.data.DataLoader
+    """
+    subsets, rows = [], dataset
+    while isinstance(rows, Subset):  # skorch's internal validation split
+        subsets.append(rows)
+        rows = rows.dataset
+    arrays = (np.ndarray, torch.Tensor)
+    if (
+        type(rows) is not Dataset  # a subclass may transform row by row
+        or not isinstance(rows.X, arrays)
+        or not isinstance(rows.y, arrays)
+        or batch_size is None
+        or {"sampler", "batch_sampler", "collate_fn"} & kwargs.keys()
+    ):
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
+                          drop_last=drop_last, generator=generator, **kwargs)
+    index = np.arange(len(dataset))
+    for subset in subsets:
+        index = np.asarray(subset.indices)[index]
+    batches = _ArrayBatches(rows.X, rows.y, index)
+    order = (RandomSampler(batches, generator=generator) if shuffle
+             else SequentialSampler(batches))
+    return DataLoader(batches, batch_size=None, generator=generator,
+                      sampler=BatchSampler(order, batch_size, drop_last), **kwargs)
 
 
 class SupELoss(nn.Module):
@@ -100,6 +192,10 @@ class SupENet(_SeededInitMixin, NeuralNetClassifier):
         The paper's rate for Conv4 (1e-4 for ResNets).
     train_split : callable or None, default=None
         No internal validation split unless asked for.
+    iterator_train, iterator_valid : callable, default=_batch_index_loader
+        A ``DataLoader`` that reads a mini-batch of arrays with one index; the
+        training rows are shuffled each epoch (``iterator_train__shuffle``,
+        default True).
     random_state : int or None, default=None
         Seed of ``torch.manual_seed`` before the module is built.
     **kwargs
@@ -125,10 +221,15 @@ class SupENet(_SeededInitMixin, NeuralNetClassifier):
 
     def __init__(self, module=SupEModule, *args, criterion=SupELoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, train_split=None,
+                 iterator_train=_batch_index_loader,
+                 iterator_valid=_batch_index_loader,
                  predict_nonlinearity=_softmax, random_state: int | None = None,
                  **kwargs):
+        kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
                          lr=lr, train_split=train_split,
+                         iterator_train=iterator_train,
+                         iterator_valid=iterator_valid,
                          predict_nonlinearity=predict_nonlinearity, **kwargs)
         self.random_state = random_state
 
@@ -160,9 +261,14 @@ class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
     def __init__(self, module=SupFCModule, *args,
                  criterion=torch.nn.CrossEntropyLoss, optimizer=torch.optim.Adam,
                  lr: float = 1e-3, train_split=None,
+                 iterator_train=_batch_index_loader,
+                 iterator_valid=_batch_index_loader,
                  random_state: int | None = None, **kwargs):
+        kwargs.setdefault("iterator_train__shuffle", True)
         super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
-                         lr=lr, train_split=train_split, **kwargs)
+                         lr=lr, train_split=train_split,
+                         iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
         self.random_state = random_state
 
 
