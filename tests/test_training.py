@@ -9,6 +9,8 @@ from scipy.special import log_softmax as scipy_log_softmax
 from scipy.stats import multivariate_normal
 from sklearn.datasets import load_digits
 from skorch.callbacks import Checkpoint, LoadInitState
+from skorch.dataset import Dataset
+from torch.utils.data import DataLoader, Subset
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import concentration_from_raw
@@ -27,6 +29,7 @@ from sklearn_flowr.training import (
     sup_e_loss,
 )
 from sklearn_flowr.training._fine_tune import _split_support
+from sklearn_flowr.training._nets import _batch_index_loader
 
 A, SIGMA = 0.5, 0.5
 
@@ -317,6 +320,35 @@ def test_sup_e_net_loss_is_sup_e_loss(digits):
         expected = sup_e_loss(module.encoder(Xt), yt, module.class_means,
                               module.class_log_var, beta=0.1, l2=0.01)
     assert float(loss) == pytest.approx(float(expected))
+
+
+@pytest.mark.parametrize("as_tensor", [False, True])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_batch_index_loader_yields_dataloader_batches(rng, shuffle, as_tensor):
+    """Check the one-index batch loader yields DataLoader's batches, same order."""
+    X, y = rng.normal(size=(25, 3)).astype(np.float32), np.arange(25)
+    if as_tensor:
+        X, y = torch.as_tensor(X), torch.as_tensor(y)
+    # A Subset, as skorch's internal validation split hands to the loader.
+    dataset = Subset(Dataset(X, y), rng.permutation(25)[:20].tolist())
+
+    def batches(loader):
+        torch.manual_seed(0)
+        return list(loader(dataset, batch_size=6, shuffle=shuffle))
+
+    ours, expected = batches(_batch_index_loader), batches(DataLoader)
+    assert len(ours) == len(expected) == 4
+    for (X_ours, y_ours), (X_expected, y_expected) in zip(ours, expected,
+                                                          strict=True):
+        torch.testing.assert_close(X_ours, X_expected, rtol=0, atol=0)
+        torch.testing.assert_close(y_ours, y_expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("net_class", [SupENet, SupFCNet])
+def test_mini_batch_nets_shuffle_by_default(net_class):
+    """Check Sup-E / Sup-FC nets reshuffle the training rows every epoch."""
+    assert net_class().get_params()["iterator_train__shuffle"] is True
+    assert net_class(iterator_train__shuffle=False).iterator_train__shuffle is False
 
 
 def test_sup_fc_net_learns_digits(digits):

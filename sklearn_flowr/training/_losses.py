@@ -16,6 +16,8 @@ the NumPy head runs.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 from torch.nn import functional as F
 
@@ -180,14 +182,40 @@ def flowr_episode_logits(
     >>> logits.shape, int(logits.argmax())
     (torch.Size([1, 3]), 0)
     """
-    coef, counts, _, _ = _episode_coefficients(
-        z_support, y_support, n_way, prior_mean=prior_mean,
-        prior_log_var=prior_log_var, sigma=sigma, known_nat_mean=known_nat_mean,
+    return _score_episode(
+        z_support, y_support, z_query, n_way, prior_mean=prior_mean,
+        prior_log_var=prior_log_var, beta_raw=beta_raw, a=a, sigma=sigma,
+        class_prior=class_prior, known_nat_mean=known_nat_mean,
         known_precision=known_precision, known_counts=known_counts,
+    ).logits
+
+
+class _EpisodeScores(NamedTuple):
+    """An episode's query scores and what the adaptation loss reuses of them."""
+
+    logits: torch.Tensor  # (n_query, n_classes + 1): log N(z; m_n, v_n) + log p(n)
+    log_lik: torch.Tensor  # (n_query, n_classes + 1): log N(z; m_n, v_n)
+    counts: torch.Tensor  # (n_classes,): CRP counts of the instantiated classes
+    b: torch.Tensor  # CRP concentration
+    prior_nat_mean: torch.Tensor  # q0, (d,)
+    prior_precision: torch.Tensor  # lam0, (p,)
+
+
+def _score_episode(z_support, y_support, z_query, n_way, *, beta_raw, a,
+                   class_prior, **head) -> _EpisodeScores:
+    """Score the query rows of one episode (see :func:`flowr_episode_logits`).
+
+    ``head`` holds the remaining keyword arguments of
+    :func:`_episode_coefficients` (prior, ``sigma``, known-known table).
+    """
+    coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
+        z_support, y_support, n_way, **head
     )
     log_lik = _log_likelihood(z_query, coef)
     b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
-    return log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
+    logits = log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
+    return _EpisodeScores(logits, log_lik, counts, b, prior_nat_mean,
+                          prior_precision)
 
 
 def _log_likelihood(z_query, coef):
@@ -275,30 +303,27 @@ def meta_training_loss(
     >>> loss.ndim, bool(loss > 0)
     (0, True)
     """
-    coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
-        z_support, y_support, n_way, prior_mean=prior_mean,
-        prior_log_var=prior_log_var, sigma=sigma, known_nat_mean=known_nat_mean,
+    scores = _score_episode(
+        z_support, y_support, z_query, n_way, prior_mean=prior_mean,
+        prior_log_var=prior_log_var, beta_raw=beta_raw, a=a, sigma=sigma,
+        class_prior=class_prior, known_nat_mean=known_nat_mean,
         known_precision=known_precision, known_counts=known_counts,
     )
-    n_classes = counts.shape[0]
     y_query = y_query.long()
-    target = y_query.clamp(max=n_classes)
-    log_lik = _log_likelihood(z_query, coef)
-    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
-    logits = log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
-    loss = F.cross_entropy(logits, target)
+    # Every unknown-unknown query row is labelled novel, the last column.
+    target = y_query.clamp(max=scores.counts.shape[0])
+    loss = F.cross_entropy(scores.logits, target)
     if lambda_adapt == 0:
         return loss
-    adapt = _adaptation_nll(
-        z_query, y_query, log_lik, counts, prior_nat_mean, prior_precision,
-        a=a, b=b, sigma=sigma, class_prior=class_prior,
-    )
+    adapt = _adaptation_nll(z_query, y_query, scores, sigma=sigma,
+                            class_prior=class_prior, a=a)
     return loss + lambda_adapt * adapt
 
 
-def _adaptation_nll(z_query, y_query, log_lik, counts, prior_nat_mean,
-                    prior_precision, *, a, b, sigma, class_prior):
+def _adaptation_nll(z_query, y_query, scores: _EpisodeScores, *, a, sigma,
+                    class_prior):
     """Mean NLL of recognising each unknown-unknown class from one example."""
+    log_lik, counts, b = scores.log_lik, scores.counts, scores.b
     n_classes = counts.shape[0]
     positions = torch.nonzero(y_query >= n_classes).reshape(-1)
     if positions.numel() < 2:
@@ -315,8 +340,8 @@ def _adaptation_nll(z_query, y_query, log_lik, counts, prior_nat_mean,
     rows, row_group = positions[rest], group[rest]
     one = torch.ones(n_groups, 1, dtype=z_query.dtype, device=z_query.device)
     new_nat_mean, new_precision = condition_on(
-        prior_nat_mean, prior_precision, z_query[first], torch.diag(one[:, 0]),
-        sigma,
+        scores.prior_nat_mean, scores.prior_precision, z_query[first],
+        torch.diag(one[:, 0]), sigma,
     )
     new_coef = log_density_coef(new_nat_mean, new_precision, sigma)
     features = log_density_features(
