@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
 
-from ._core import condition_on, estimate_prior
+from ._core import class_means, condition_on, estimate_prior
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input
 from .encoders import make_backbone
@@ -589,13 +589,10 @@ default="conv4"
 def _empirical_class_stats(Z, y_index, n_classes):
     """Class means and isotropic variances of embeddings (Sup-FC / no pre-training)."""
     Z = Z.astype(np.float64)
-    counts = np.bincount(y_index, minlength=n_classes)[:, None]
-    means = np.zeros((n_classes, Z.shape[1]))
-    np.add.at(means, y_index, Z)
-    means /= counts
-    spread = np.zeros(n_classes)
-    np.add.at(spread, y_index, ((Z - means[y_index]) ** 2).mean(axis=1))
-    return means, np.maximum(spread / counts[:, 0], 1e-6)
+    means, sizes = class_means(Z, y_index, n_classes)
+    spread = np.bincount(y_index, weights=((Z - means[y_index]) ** 2).mean(axis=1),
+                         minlength=n_classes)
+    return means, np.maximum(spread / sizes, 1e-6)
 
 
 def _checkpointed_epochs(checkpoint):

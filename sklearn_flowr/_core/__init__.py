@@ -14,6 +14,7 @@ from ._crp import (
     raw_from_concentration,
 )
 from ._empirical_bayes import (
+    class_means,
     estimate_concentration,
     estimate_prior,
     pitman_yor_log_likelihood,
@@ -27,6 +28,7 @@ from ._gaussian import (
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 
 __all__ = [
+    "class_means",
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",

@@ -15,6 +15,14 @@ from scipy.special import gammaln
 _PRIOR_VAR_FLOOR = 1e-3
 
 
+def class_means(X, y_index, n_classes):
+    """Mean row of each class, shape (n_classes, n_features), and class sizes."""
+    sums = np.zeros((n_classes, X.shape[1]))
+    np.add.at(sums, y_index, X)
+    sizes = np.bincount(y_index, minlength=n_classes)
+    return sums / sizes[:, None], sizes
+
+
 def estimate_prior(X, y_index, n_classes):
     """Mean and isotropic spread of the class means.
 
@@ -34,12 +42,9 @@ def estimate_prior(X, y_index, n_classes):
         floored at ``1e-3`` times the mean feature variance of ``X`` (and at
         ``1e-12``). Isotropic, so that a prediction is a single matrix product.
     """
-    sums = np.zeros((n_classes, X.shape[1]))
-    np.add.at(sums, y_index, X)
-    sizes = np.bincount(y_index, minlength=n_classes)
-    class_means = sums / sizes[:, None]
-    prior_mean = class_means.mean(axis=0)
-    spread = float(np.mean(class_means.var(axis=0)))
+    means, _ = class_means(X, y_index, n_classes)
+    prior_mean = means.mean(axis=0)
+    spread = float(np.mean(means.var(axis=0)))
     floor = max(_PRIOR_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
     return prior_mean, max(spread, floor)
 
