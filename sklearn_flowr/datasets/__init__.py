@@ -1,0 +1,26 @@
+"""Offline data-set loaders: nothing is downloaded at run time.
+
+Each loader reads files already on disk -- MNIST-family idx files,
+MiniImageNet, TieredImageNet, Omniglot, any image-folder tree, font files for
+the glyphs -- or data shipped with a package (scikit-learn's digits), and
+returns a :class:`~sklearn.utils.Bunch` with ``data`` (uint8 images),
+``target`` (int64 class indices), ``target_names`` and ``split``.
+"""
+
+from ._folders import IMAGE_EXTENSIONS, load_image_folder, load_omniglot
+from ._glyphs import load_glyphs
+from ._idx import load_digits_images, load_fashion_mnist, load_idx_dataset, read_idx
+from ._imagenet import load_mini_imagenet, load_tiered_imagenet
+
+__all__ = [
+    "IMAGE_EXTENSIONS",
+    "load_digits_images",
+    "load_fashion_mnist",
+    "load_glyphs",
+    "load_idx_dataset",
+    "load_image_folder",
+    "load_mini_imagenet",
+    "load_omniglot",
+    "load_tiered_imagenet",
+    "read_idx",
+]

@@ -1,0 +1,258 @@
+"""Image data sets stored as folder trees: a generic class-per-folder tree and
+Omniglot's alphabet/character tree."""
+
+import os
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ._image_io import (
+    check_directory,
+    check_image_size,
+    check_split,
+    encode_labels,
+    load_image_files,
+)
+
+IMAGE_EXTENSIONS = (
+    ".bmp",
+    ".gif",
+    ".jpeg",
+    ".jpg",
+    ".pbm",
+    ".pgm",
+    ".png",
+    ".ppm",
+    ".tif",
+    ".tiff",
+    ".webp",
+)
+
+_OMNIGLOT_SPLITS = (None, "background", "evaluation")
+
+
+def _subfolders(path):
+    """Sorted names of the non-hidden folders directly in ``path``."""
+    with os.scandir(path) as entries:
+        return sorted(
+            e.name for e in entries if e.is_dir() and not e.name.startswith(".")
+        )
+
+
+def _image_files(folder, extensions, recursive):
+    """Sorted paths of the files under ``folder`` whose suffix is in ``extensions``."""
+    paths = []
+    for directory, subdirs, files in os.walk(folder, followlinks=True):
+        subdirs[:] = [d for d in subdirs if recursive and not d.startswith(".")]
+        paths.extend(
+            os.path.join(directory, name)
+            for name in files
+            if name.lower().endswith(extensions) and not name.startswith(".")
+        )
+    return sorted(paths)
+
+
+def _bunch(paths, labels, split, mode, image_size):
+    data = load_image_files(paths, mode=mode, image_size=image_size)
+    target, target_names = encode_labels(labels)
+    return Bunch(
+        data=data,
+        target=target,
+        target_names=target_names,
+        split=split,
+        filenames=np.asarray(paths),
+    )
+
+
+def load_image_folder(
+    root: str | os.PathLike,
+    *,
+    split: str | None = None,
+    extensions: tuple[str, ...] = IMAGE_EXTENSIONS,
+    image_size: int | tuple[int, int] | None = None,
+    mode: str | None = None,
+) -> Bunch:
+    """Load an image-folder tree ``root/<class>/<image files>``.
+
+    The layout of torchvision's ``ImageFolder``: each folder directly under
+    ``root`` is a class, and every file below it (sub-folders included) whose
+    name ends in one of ``extensions`` is an image of that class. Hidden files
+    and folders are skipped; other files are ignored.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The tree's top folder.
+
+    split : str, default=None
+        If given, read ``root/<split>`` instead, for trees stored as
+        ``root/train/<class>/...``, ``root/test/<class>/...``.
+
+    extensions : tuple of str, default=IMAGE_EXTENSIONS
+        File-name endings (case-insensitive) that mark an image.
+
+    image_size : int or (height, width), default=None
+        Resize every image (bilinear) to this size. Without it, images of
+        different sizes raise a ValueError.
+
+    mode : {None, "L", "RGB"}, default=None
+        Colour mode of the result. None gives grayscale when every image is
+        grayscale and RGB otherwise.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with attributes
+
+        data : ndarray of uint8 of shape (n_images, height, width[, 3])
+            The images, sorted by class folder then path.
+        target : ndarray of int64 of shape (n_images,)
+            Class index of each image, in ``0 .. n_classes - 1``.
+        target_names : ndarray of str of shape (n_classes,)
+            The sorted class-folder names.
+        split : str or None
+            The ``split`` argument.
+        filenames : ndarray of str of shape (n_images,)
+            Path of each image.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder is missing.
+    ValueError
+        If an argument is invalid, a class folder holds no image, or an image
+        cannot be decoded.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> from sklearn_flowr.datasets import load_image_folder
+    >>> root = tempfile.mkdtemp()
+    >>> for name in ["cat", "dog"]:
+    ...     os.makedirs(os.path.join(root, name))
+    ...     Image.new("L", (6, 4)).save(os.path.join(root, name, "a.png"))
+    >>> tree = load_image_folder(root)
+    >>> tree.data.shape, tree.target_names.tolist()
+    ((2, 4, 6), ['cat', 'dog'])
+    """
+    if mode not in (None, "L", "RGB"):
+        raise ValueError(f"mode must be None, 'L' or 'RGB'; got {mode!r}.")
+    if isinstance(extensions, str):
+        extensions = (extensions,)
+    extensions = tuple(e.lower() for e in extensions)
+    if not extensions:
+        raise ValueError("extensions must name at least one file-name ending.")
+    image_size = check_image_size(image_size)
+    expected = "an image-folder tree <root>/<class>/<image files>"
+    root = check_directory(root, expected)
+    folder = (
+        root
+        if split is None
+        else check_directory(
+            os.path.join(root, split), f"split folder {split!r} holding {expected}"
+        )
+    )
+    classes = _subfolders(folder)
+    if not classes:
+        raise ValueError(f"{folder!r} has no class folder; expected {expected}.")
+    paths, labels = [], []
+    for name in classes:
+        files = _image_files(os.path.join(folder, name), extensions, recursive=True)
+        if not files:
+            raise ValueError(
+                f"Class folder {os.path.join(folder, name)!r} holds no file ending "
+                f"in {list(extensions)}."
+            )
+        paths.extend(files)
+        labels.extend([name] * len(files))
+    return _bunch(paths, labels, split, mode, image_size)
+
+
+def load_omniglot(
+    root: str | os.PathLike,
+    *,
+    split: str | None = None,
+    image_size: int | tuple[int, int] | None = None,
+) -> Bunch:
+    """Load Omniglot (Lake et al., 2015) from its ``alphabet/character`` folders.
+
+    Reads ``root/<alphabet>/<character>/*.png``, the layout of the unzipped
+    ``images_background`` and ``images_evaluation`` archives. A class is one
+    character of one alphabet, named ``"<alphabet>/<character>"``.
+
+    Parameters
+    ----------
+    root : str or path-like
+        The folder holding the alphabet folders, or with ``split`` their parent.
+
+    split : {"background", "evaluation"}, default=None
+        If given, read ``root/images_<split>``: 964 background or 659
+        evaluation characters, 20 drawings each.
+
+    image_size : int or (height, width), default=None
+        Resize every image (bilinear) to this size; Omniglot's are 105 x 105.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with attributes
+
+        data : ndarray of uint8 of shape (n_images, height, width)
+            Grayscale images, 255 for the background and 0 for the strokes.
+        target : ndarray of int64 of shape (n_images,)
+            Class index of each image, in ``0 .. n_classes - 1``.
+        target_names : ndarray of str of shape (n_classes,)
+            Sorted ``"<alphabet>/<character>"`` names.
+        split : str or None
+            The ``split`` argument.
+        filenames : ndarray of str of shape (n_images,)
+            Path of each image.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder is missing.
+    ValueError
+        If ``split`` is unknown, the tree holds no character folder with PNG
+        files, or an image cannot be decoded.
+
+    References
+    ----------
+    .. [1] B. M. Lake, R. Salakhutdinov and J. B. Tenenbaum, "Human-level
+       concept learning through probabilistic program induction", Science 350,
+       2015.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from PIL import Image
+    >>> from sklearn_flowr.datasets import load_omniglot
+    >>> root = tempfile.mkdtemp()
+    >>> folder = os.path.join(root, "images_background", "Latin", "character01")
+    >>> os.makedirs(folder)
+    >>> Image.new("1", (105, 105), 1).save(os.path.join(folder, "0001_01.png"))
+    >>> omniglot = load_omniglot(root, split="background", image_size=28)
+    >>> omniglot.data.shape, omniglot.target_names.tolist()
+    ((1, 28, 28), ['Latin/character01'])
+    """
+    check_split(split, _OMNIGLOT_SPLITS)
+    image_size = check_image_size(image_size)
+    expected = "Omniglot folders <root>/<alphabet>/<character>/*.png"
+    root = check_directory(root, expected)
+    folder = (
+        root
+        if split is None
+        else check_directory(os.path.join(root, f"images_{split}"), expected)
+    )
+    paths, labels = [], []
+    for alphabet in _subfolders(folder):
+        for character in _subfolders(os.path.join(folder, alphabet)):
+            files = _image_files(
+                os.path.join(folder, alphabet, character), (".png",), recursive=False
+            )
+            paths.extend(files)
+            labels.extend([f"{alphabet}/{character}"] * len(files))
+    if not paths:
+        raise ValueError(f"{folder!r} holds no PNG file; expected {expected}.")
+    return _bunch(paths, labels, split, "L", image_size)

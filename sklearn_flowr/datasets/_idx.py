@@ -1,0 +1,342 @@
+"""MNIST-family idx files (MNIST, Fashion-MNIST, KMNIST) and scikit-learn's digits.
+
+The idx format (LeCun et al.) is a 4-byte magic number -- two zero bytes, a
+dtype code and the number of dimensions -- then one big-endian ``int32`` per
+dimension, then the values in C order, big-endian. The files are read whole and
+checked against that header, so a truncated download or a swapped file fails
+loudly instead of yielding garbage.
+"""
+
+import gzip
+import os
+import zlib
+
+import numpy as np
+from sklearn.datasets import load_digits
+from sklearn.utils import Bunch
+
+# idx dtype code -> big-endian numpy dtype
+_IDX_DTYPES = {
+    0x08: np.dtype(">u1"),
+    0x09: np.dtype(">i1"),
+    0x0B: np.dtype(">i2"),
+    0x0C: np.dtype(">i4"),
+    0x0D: np.dtype(">f4"),
+    0x0E: np.dtype(">f8"),
+}
+
+_IDX_FORMAT = (
+    "an idx file: bytes 0-1 zero, byte 2 a dtype code in "
+    "{0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E}, byte 3 the number of dimensions, "
+    "then one big-endian int32 per dimension and the values (optionally gzipped)"
+)
+
+_CLASS_NAMES = {
+    "fashion-mnist": (
+        "T-shirt/top",
+        "Trouser",
+        "Pullover",
+        "Dress",
+        "Coat",
+        "Sandal",
+        "Shirt",
+        "Sneaker",
+        "Bag",
+        "Ankle boot",
+    ),
+    "mnist": tuple("0123456789"),
+    # Kuzushiji-MNIST: romanised hiragana, in label order.
+    "kmnist": ("o", "ki", "su", "tsu", "na", "ha", "ma", "ya", "re", "wo"),
+}
+
+_SUBSETS = {"train": ("train",), "test": ("t10k",), "all": ("train", "t10k")}
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read one idx file, plain or gzip-compressed, into a native-endian array.
+
+    Compression is recognised from the file's first bytes, not its name.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The idx file, e.g. ``train-images-idx3-ubyte.gz``.
+
+    Returns
+    -------
+    array : ndarray
+        The values, with the shape stored in the header and the header's dtype
+        in native byte order.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the file is not a well-formed idx file: bad magic number, unknown
+        dtype code, or a length that disagrees with the header's dimensions.
+
+    Examples
+    --------
+    >>> import gzip, os, tempfile
+    >>> import numpy as np
+    >>> from sklearn_flowr.datasets import read_idx
+    >>> path = os.path.join(tempfile.mkdtemp(), "labels-idx1-ubyte.gz")
+    >>> header = bytes([0, 0, 0x08, 1]) + (3).to_bytes(4, "big")
+    >>> with gzip.open(path, "wb") as f:
+    ...     _ = f.write(header + bytes([7, 1, 4]))
+    >>> read_idx(path)
+    array([7, 1, 4], dtype=uint8)
+    """
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(
+            f"idx file not found: {path!r}; expected {_IDX_FORMAT}."
+        )
+    with open(path, "rb") as f:
+        raw = f.read()
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise ValueError(
+                f"Corrupt gzip stream in {path!r} ({exc}); expected {_IDX_FORMAT}."
+            ) from exc
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise ValueError(
+            f"Bad idx magic number {raw[:4].hex() or '(empty file)'} in {path!r}; "
+            f"expected {_IDX_FORMAT}."
+        )
+    dtype, ndim = _IDX_DTYPES[raw[2]], raw[3]
+    header_size = 4 + 4 * ndim
+    if ndim == 0 or len(raw) < header_size:
+        raise ValueError(
+            f"Truncated or invalid idx header in {path!r} ({ndim} dimensions, "
+            f"{len(raw)} bytes); expected {_IDX_FORMAT}."
+        )
+    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if len(raw) - header_size != expected:
+        raise ValueError(
+            f"idx file {path!r} holds {len(raw) - header_size} data bytes but its "
+            f"header {shape} of {dtype.name} asks for {expected}; the file is "
+            "truncated or corrupt."
+        )
+    array = np.frombuffer(raw, dtype=dtype, offset=header_size).reshape(shape)
+    return array.astype(dtype.newbyteorder("="))
+
+
+def _find_idx_file(directory, prefix, content, idx):
+    """Path of ``<prefix>-<content>-<idx>-ubyte`` in any of its usual spellings.
+
+    Besides the plain and ``.gz`` names, some unpackers write
+    ``train-images.idx3-ubyte``.
+    """
+    candidates = [
+        f"{prefix}-{content}{sep}{idx}-ubyte{gz}"
+        for sep in ("-", ".")
+        for gz in (".gz", "")
+    ]
+    for name in candidates:
+        path = os.path.join(directory, name)
+        if os.path.isfile(path):
+            return path
+    raise FileNotFoundError(
+        f"No {prefix}-{content}-{idx}-ubyte[.gz] in {directory!r}; expected the four "
+        "MNIST-family idx files train-images-idx3-ubyte, train-labels-idx1-ubyte, "
+        "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte (plain or .gz)."
+    )
+
+
+def _read_idx_pair(directory, prefix):
+    images_path = _find_idx_file(directory, prefix, "images", "idx3")
+    labels_path = _find_idx_file(directory, prefix, "labels", "idx1")
+    images, labels = read_idx(images_path), read_idx(labels_path)
+    if images.ndim != 3 or images.dtype != np.uint8:
+        raise ValueError(
+            f"{images_path!r} holds a {images.ndim}-d {images.dtype} array; expected "
+            "uint8 images of shape (n_images, height, width) (idx dtype 0x08, 3-d)."
+        )
+    if labels.ndim != 1:
+        raise ValueError(
+            f"{labels_path!r} holds a {labels.ndim}-d array; expected 1-d labels."
+        )
+    if labels.shape[0] != images.shape[0]:
+        raise ValueError(
+            f"{labels_path!r} has {labels.shape[0]} labels but {images_path!r} has "
+            f"{images.shape[0]} images."
+        )
+    return images, labels.astype(np.int64)
+
+
+def load_idx_dataset(
+    path: str | os.PathLike | None = None,
+    *,
+    kind: str | None = "fashion-mnist",
+    subset: str = "all",
+) -> Bunch:
+    """Load an MNIST-family data set from its idx files.
+
+    Parameters
+    ----------
+    path : str or path-like, default=None
+        Folder holding ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
+        ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte``, each plain or
+        ``.gz``. None means ``/usr/share/datasets/<kind>``, where Debian's
+        ``dataset-fashion-mnist`` package puts Fashion-MNIST.
+
+    kind : {"fashion-mnist", "mnist", "kmnist"} or None, default="fashion-mnist"
+        Which data set the files hold; it names the classes. None names each
+        class by its label value and then requires ``path``.
+
+    subset : {"all", "train", "test"}, default="all"
+        The official training part, the test part, or both (training rows first).
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with attributes
+
+        data : ndarray of uint8 of shape (n_images, height, width)
+            The images.
+        target : ndarray of int64 of shape (n_images,)
+            Class index of each image, in ``0 .. n_classes - 1``.
+        target_names : ndarray of str of shape (n_classes,)
+            Class names; ``target_names[target]`` names each image's class.
+        split : str
+            The ``subset`` that was loaded.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder or one of the needed files is missing.
+    ValueError
+        If a file is not a well-formed idx file, or images and labels disagree.
+
+    Examples
+    --------
+    >>> import os
+    >>> from sklearn_flowr.datasets import load_idx_dataset
+    >>> if os.path.isdir("/usr/share/datasets/fashion-mnist"):
+    ...     test = load_idx_dataset(kind="fashion-mnist", subset="test")
+    ...     print(test.data.shape, test.target_names[test.target[0]])
+    ... else:
+    ...     print("(10000, 28, 28) Ankle boot")
+    (10000, 28, 28) Ankle boot
+    """
+    if kind is not None and kind not in _CLASS_NAMES:
+        raise ValueError(
+            f"kind must be one of {sorted(_CLASS_NAMES)} or None; got {kind!r}."
+        )
+    if subset not in _SUBSETS:
+        raise ValueError(f"subset must be one of {sorted(_SUBSETS)}; got {subset!r}.")
+    if path is None:
+        if kind is None:
+            raise ValueError("path is required when kind is None.")
+        path = os.path.join("/usr/share/datasets", kind)
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"idx data folder not found: {path!r}; expected a folder with the "
+            "MNIST-family files train-images-idx3-ubyte[.gz] etc."
+        )
+    parts = [_read_idx_pair(path, prefix) for prefix in _SUBSETS[subset]]
+    images = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    labels = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    if kind is None:
+        values, target = np.unique(labels, return_inverse=True)
+        target_names = values.astype(str)
+    else:
+        target_names = np.asarray(_CLASS_NAMES[kind])
+        if labels.size and (labels.min() < 0 or labels.max() >= len(target_names)):
+            raise ValueError(
+                f"Labels in {path!r} range over [{labels.min()}, {labels.max()}]; "
+                f"{kind} has classes 0..{len(target_names) - 1}."
+            )
+        target = labels
+    return Bunch(
+        data=images,
+        target=target.astype(np.int64),
+        target_names=target_names,
+        split=subset,
+    )
+
+
+def load_fashion_mnist(
+    path: str | os.PathLike = "/usr/share/datasets/fashion-mnist",
+    *,
+    subset: str = "all",
+) -> Bunch:
+    """Load Fashion-MNIST (Xiao et al., 2017) from its idx files.
+
+    Shorthand for ``load_idx_dataset(path, kind="fashion-mnist", subset=subset)``.
+
+    Parameters
+    ----------
+    path : str or path-like, default="/usr/share/datasets/fashion-mnist"
+        Folder with the four idx files, plain or ``.gz``; the default is where
+        Debian's ``dataset-fashion-mnist`` package installs them.
+
+    subset : {"all", "train", "test"}, default="all"
+        60000 training images, 10000 test images, or all 70000.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``data`` (n_images, 28, 28) uint8, ``target`` int64 in 0..9,
+        ``target_names`` and ``split``, as in :func:`load_idx_dataset`.
+
+    References
+    ----------
+    .. [1] H. Xiao, K. Rasul and R. Vollgraf, "Fashion-MNIST: a novel image
+       dataset for benchmarking machine learning algorithms", arXiv:1708.07747.
+
+    Examples
+    --------
+    >>> import os
+    >>> from sklearn_flowr.datasets import load_fashion_mnist
+    >>> if os.path.isdir("/usr/share/datasets/fashion-mnist"):
+    ...     print(load_fashion_mnist(subset="train").data.shape)
+    ... else:
+    ...     print((60000, 28, 28))
+    (60000, 28, 28)
+    """
+    return load_idx_dataset(path, kind="fashion-mnist", subset=subset)
+
+
+def load_digits_images() -> Bunch:
+    """Scikit-learn's 8x8 digits as uint8 images in ``0 .. 255``.
+
+    The bundled values are pixel counts in ``0 .. 16``; they are scaled by
+    ``255 / 16`` and rounded, so the images share the value range of the other
+    loaders.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        Dictionary-like object with attributes
+
+        data : ndarray of uint8 of shape (1797, 8, 8)
+            The images.
+        target : ndarray of int64 of shape (1797,)
+            The digit shown, 0 .. 9.
+        target_names : ndarray of str of shape (10,)
+            ``"0"`` .. ``"9"``.
+        split : str
+            ``"all"``: the data set has no official split.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import load_digits_images
+    >>> digits = load_digits_images()
+    >>> digits.data.shape, digits.data.dtype, int(digits.data.max())
+    ((1797, 8, 8), dtype('uint8'), 255)
+    """
+    digits = load_digits()
+    images = np.rint(digits.images * (255.0 / 16.0)).astype(np.uint8)
+    return Bunch(
+        data=images,
+        target=digits.target.astype(np.int64),
+        target_names=np.asarray(digits.target_names).astype(str),
+        split="all",
+    )

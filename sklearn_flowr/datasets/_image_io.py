@@ -1,0 +1,199 @@
+"""Decoding image files and byte strings into one stacked uint8 array.
+
+Shared by the image-data-set loaders: one place decides colour modes, resizing
+and the error raised for an unreadable image or a size mismatch.
+"""
+
+import io
+import os
+import pickle
+from numbers import Integral
+
+import numpy as np
+from PIL import Image
+
+# Pillow modes that carry no colour: they are read as 8-bit grayscale.
+_GRAY_MODES = frozenset({"1", "L", "LA", "La", "I", "I;16", "I;16B", "I;16L", "F"})
+
+
+def check_image_size(image_size):
+    """``image_size`` as a ``(height, width)`` tuple of positive ints, or None."""
+    if image_size is None:
+        return None
+    if isinstance(image_size, Integral) and not isinstance(image_size, bool):
+        size = (int(image_size), int(image_size))
+    else:
+        try:
+            size = tuple(image_size)
+        except TypeError:
+            size = ()
+        ok = len(size) == 2 and all(
+            isinstance(s, Integral) and not isinstance(s, bool) for s in size
+        )
+        if not ok:
+            raise ValueError(
+                "image_size must be None, an int or a (height, width) pair of ints; "
+                f"got {image_size!r}."
+            )
+        size = (int(size[0]), int(size[1]))
+    if min(size) < 1:
+        raise ValueError(f"image_size must be positive; got {image_size!r}.")
+    return size
+
+
+def check_split(split, allowed):
+    """Raise a ValueError naming the allowed values unless ``split`` is one."""
+    if split not in allowed:
+        raise ValueError(f"split must be one of {list(allowed)}; got {split!r}.")
+
+
+def check_directory(path, expected):
+    """``path`` as a str; FileNotFoundError naming ``expected`` if no folder."""
+    path = os.fspath(path)
+    if not os.path.isdir(path):
+        raise FileNotFoundError(
+            f"Data folder not found: {path!r}; expected {expected}."
+        )
+    return path
+
+
+def load_pickle(path, expected):
+    """Unpickle ``path``; a ValueError naming ``expected`` if it cannot be read.
+
+    ``encoding="latin1"`` lets pickles written by Python 2 (as several of the
+    few-shot caches were) load: their byte strings arrive as ``str`` and are
+    turned back into bytes by :func:`as_bytes`.
+    """
+    try:
+        with open(path, "rb") as f:
+            return pickle.load(f, encoding="latin1")
+    except FileNotFoundError:
+        raise FileNotFoundError(
+            f"Pickle file not found: {path!r}; expected {expected}."
+        ) from None
+    except Exception as exc:  # unpickling can fail in almost any way
+        raise ValueError(
+            f"Cannot unpickle {path!r} ({type(exc).__name__}: {exc}); "
+            f"expected {expected}."
+        ) from exc
+
+
+def as_bytes(encoded):
+    """An encoded image stored as bytes, a latin-1 ``str`` or a uint8 array."""
+    if isinstance(encoded, bytes | bytearray | memoryview):
+        return bytes(encoded)
+    if isinstance(encoded, str):
+        return encoded.encode("latin1")
+    if isinstance(encoded, np.ndarray) and encoded.dtype == np.uint8:
+        return encoded.tobytes()
+    raise TypeError(f"an encoded image must be bytes; got {type(encoded).__name__}")
+
+
+def _as_pil_mode(image, mode):
+    """Convert to ``mode``; None keeps gray images gray and makes others RGB."""
+    if mode is None:
+        mode = "L" if image.mode in _GRAY_MODES else "RGB"
+    if image.mode == mode:
+        return image
+    if mode == "RGB" and image.mode in ("RGBA", "LA", "PA", "P"):
+        # Composite on white, so transparent pixels do not turn black.
+        rgba = image.convert("RGBA")
+        background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(background, rgba).convert("RGB")
+    return image.convert(mode)
+
+
+def resize_array(image, image_size):
+    """Resize one uint8 array image to ``(height, width)`` with Pillow."""
+    height, width = image_size
+    if image.shape[:2] == (height, width):
+        return image
+    resized = Image.fromarray(image).resize(
+        (width, height), resample=Image.Resampling.BILINEAR
+    )
+    return np.asarray(resized, dtype=np.uint8)
+
+
+def decode_image(source, *, mode=None, image_size=None, where=None):
+    """Read one image from a path or encoded bytes into a uint8 array.
+
+    Parameters
+    ----------
+    source : str or bytes
+        A file path, or the encoded image (PNG, JPEG, ...).
+    mode : {None, "L", "RGB"}
+        Target colour mode; None keeps grayscale images grayscale.
+    image_size : (height, width) or None
+        Resize (bilinear, antialiased) to this size if given.
+    where : str, optional
+        How error messages name the image; defaults to the path.
+
+    Returns
+    -------
+    image : ndarray of uint8 of shape (height, width) or (height, width, 3)
+    """
+    where = where if where is not None else repr(source)
+    stream = io.BytesIO(source) if isinstance(source, bytes) else source
+    try:
+        with Image.open(stream) as image:
+            image.load()
+            image = _as_pil_mode(image, mode)
+            if image_size is not None and image.size != image_size[::-1]:
+                image = image.resize(
+                    image_size[::-1], resample=Image.Resampling.BILINEAR
+                )
+            return np.asarray(image, dtype=np.uint8)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"Image file not found: {where}.") from None
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
+        raise ValueError(
+            f"Cannot decode image {where} ({exc}); expected an image file that "
+            "Pillow can read (PNG, JPEG, ...)."
+        ) from exc
+
+
+class ImageStack:
+    """Preallocated ``(n_images, ...)`` uint8 array, filled one image at a time.
+
+    The first image fixes the shape. Under ``mode=None`` a colour image after
+    grayscale ones turns the whole stack RGB (and later grayscale images are
+    repeated over the three channels); any other shape difference is an error
+    that points at ``image_size``.
+    """
+
+    def __init__(self, n_images):
+        self.n_images = n_images
+        self.data = None
+        self._first = None
+
+    def put(self, index, image, where):
+        if self.data is None:
+            self.data = np.empty((self.n_images, *image.shape), dtype=np.uint8)
+            self._first = where
+        elif image.ndim == 2 and self.data.ndim == 4 and self.data.shape[3] == 3:
+            image = np.repeat(image[:, :, None], 3, axis=2)
+        elif image.ndim == 3 and image.shape[2] == 3 and self.data.ndim == 3:
+            self.data = np.repeat(self.data[..., None], 3, axis=3)
+        if image.shape != self.data.shape[1:]:
+            raise ValueError(
+                f"Image {where} has shape {image.shape} but {self._first} has shape "
+                f"{self.data.shape[1:]}; pass image_size=(height, width) to resize "
+                "every image to one size."
+            )
+        self.data[index] = image
+
+
+def load_image_files(paths, *, mode=None, image_size=None):
+    """Decode every path in ``paths`` into one ``(n_images, ...)`` uint8 array."""
+    stack = ImageStack(len(paths))
+    for index, path in enumerate(paths):
+        where = repr(path)
+        image = decode_image(path, mode=mode, image_size=image_size, where=where)
+        stack.put(index, image, where)
+    return stack.data
+
+
+def encode_labels(labels):
+    """Class indices ``0 .. K - 1`` and the sorted class names they index."""
+    target_names, target = np.unique(np.asarray(labels), return_inverse=True)
+    return target.astype(np.int64).reshape(-1), target_names

@@ -1,0 +1,600 @@
+"""Tests of the sklearn_flowr.datasets loaders on miniature files in each format."""
+
+import gzip
+import io
+import os
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+from PIL import Image
+from sklearn.datasets import load_digits
+
+from sklearn_flowr.datasets import (
+    load_digits_images,
+    load_fashion_mnist,
+    load_idx_dataset,
+    load_image_folder,
+    load_mini_imagenet,
+    load_omniglot,
+    load_tiered_imagenet,
+    read_idx,
+)
+
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+# --------------------------------------------------------------------- helpers
+
+_IDX_CODES = {"u1": 0x08, "i1": 0x09, "i2": 0x0B, "i4": 0x0C, "f4": 0x0D, "f8": 0x0E}
+
+
+def _idx_bytes(array):
+    array = np.asarray(array)
+    code = _IDX_CODES[array.dtype.str[1:]]
+    header = bytes([0, 0, code, array.ndim])
+    header += b"".join(int(d).to_bytes(4, "big") for d in array.shape)
+    return header + array.astype(array.dtype.newbyteorder(">")).tobytes()
+
+
+def _write(path, payload, gz=False):
+    opener = gzip.open if gz else open
+    with opener(path, "wb") as f:
+        f.write(payload)
+    return path
+
+
+def _write_idx_folder(folder, rng, n_train=5, n_test=3, gz=True):
+    """Four idx files as the MNIST family ships them; returns the arrays."""
+    os.makedirs(folder, exist_ok=True)
+    arrays = {}
+    for prefix, n in (("train", n_train), ("t10k", n_test)):
+        images = rng.integers(0, 256, size=(n, 4, 3), dtype=np.uint8)
+        labels = rng.integers(0, 10, size=n).astype(np.uint8)
+        suffix = ".gz" if gz else ""
+        _write(
+            os.path.join(folder, f"{prefix}-images-idx3-ubyte{suffix}"),
+            _idx_bytes(images),
+            gz,
+        )
+        _write(
+            os.path.join(folder, f"{prefix}-labels-idx1-ubyte{suffix}"),
+            _idx_bytes(labels),
+            gz,
+        )
+        arrays[prefix] = (images, labels)
+    return arrays
+
+
+def _save_image(path, array, mode=None):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    image = Image.fromarray(np.asarray(array, dtype=np.uint8))
+    if mode is not None:
+        image = image.convert(mode)
+    image.save(path)
+    return path
+
+
+def _png_bytes(array):
+    buffer = io.BytesIO()
+    Image.fromarray(np.asarray(array, dtype=np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _dump(path, obj):
+    with open(path, "wb") as f:
+        pickle.dump(obj, f)
+    return path
+
+
+def _rgb(rng, n, height=5, width=4):
+    return rng.integers(0, 256, size=(n, height, width, 3), dtype=np.uint8)
+
+
+def _write_ravi(root, split, rng, classes=("n02", "n01"), per_class=2, size=(5, 4)):
+    """A Ravi-Larochelle csv with PNG images; returns the rows and pixels."""
+    rows, pixels = [], []
+    for name in classes:
+        for k in range(per_class):
+            filename = f"{name}{split}{k:04d}.png"
+            image = _rgb(rng, 1, *size)[0]
+            _save_image(os.path.join(root, "images", filename), image)
+            rows.append((filename, name))
+            pixels.append(image)
+    lines = ["filename,label"] + [f"{f},{c}" for f, c in rows]
+    with open(os.path.join(root, f"{split}.csv"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    return rows, np.stack(pixels)
+
+
+def _write_tiered_labels(root, split, specific, general=None):
+    labels = {
+        "label_specific": np.asarray(specific),
+        "label_specific_str": [f"n{k:02d}" for k in range(max(specific) + 1)],
+    }
+    if general is not None:
+        labels["label_general"] = np.asarray(general)
+        labels["label_general_str"] = [f"g{k}" for k in range(max(general) + 1)]
+    return _dump(os.path.join(root, f"{split}_labels.pkl"), labels)
+
+
+# ------------------------------------------------------------------- idx files
+
+
+@pytest.mark.parametrize("dtype", ["u1", "i1", "i2", "i4", "f4", "f8"])
+@pytest.mark.parametrize("gz", [False, True])
+def test_read_idx_round_trip(tmp_path, rng, dtype, gz):
+    """Check that read_idx returns the stored values, shape and native dtype."""
+    array = (rng.normal(size=(3, 2, 4)) * 50).astype(dtype)
+    path = _write(tmp_path / "x-idx3-ubyte", _idx_bytes(array), gz)
+    result = read_idx(path)
+    assert result.dtype == np.dtype(dtype)
+    assert result.dtype.isnative
+    assert_array_equal(result, array)
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [b"\x01\x00\x08\x01\x00\x00\x00\x00", b"\x00\x00\x07\x01\x00\x00\x00\x00", b""],
+    ids=["nonzero-prefix", "unknown-dtype-code", "empty"],
+)
+def test_read_idx_rejects_bad_magic(tmp_path, payload):
+    """Check that a bad magic number is a ValueError naming the path."""
+    path = _write(tmp_path / "bad-idx1-ubyte", payload)
+    with pytest.raises(ValueError, match=r"Bad idx magic number.*bad-idx1-ubyte"):
+        read_idx(path)
+
+
+def test_read_idx_rejects_truncated_header(tmp_path):
+    """Check that a header shorter than its dimension count is a ValueError."""
+    path = _write(tmp_path / "x-idx3-ubyte", bytes([0, 0, 8, 3, 0, 0, 0, 2]))
+    with pytest.raises(ValueError, match="Truncated or invalid idx header"):
+        read_idx(path)
+
+
+def test_read_idx_rejects_truncated_data(tmp_path):
+    """Check that missing data bytes are reported as a truncated file."""
+    payload = _idx_bytes(np.zeros((4, 3, 3), dtype=np.uint8))[:-5]
+    path = _write(tmp_path / "x-idx3-ubyte.gz", payload, gz=True)
+    with pytest.raises(ValueError, match="truncated or corrupt"):
+        read_idx(path)
+
+
+def test_read_idx_rejects_corrupt_gzip(tmp_path):
+    """Check that a broken gzip stream is a ValueError naming the path."""
+    compressed = gzip.compress(_idx_bytes(np.zeros((50, 4), dtype=np.uint8)))
+    path = _write(tmp_path / "x-idx2-ubyte.gz", compressed[: len(compressed) // 2])
+    with pytest.raises(ValueError, match=r"Corrupt gzip stream in .*x-idx2-ubyte"):
+        read_idx(path)
+
+
+def test_read_idx_missing_file(tmp_path):
+    """Check that a missing idx file is a FileNotFoundError naming the format."""
+    with pytest.raises(FileNotFoundError, match="idx file not found.*big-endian"):
+        read_idx(tmp_path / "nothing-idx1-ubyte")
+
+
+@pytest.mark.parametrize("gz", [True, False])
+def test_load_idx_dataset_subsets(tmp_path, rng, gz):
+    """Check that train, test and all select and order the idx files' rows."""
+    arrays = _write_idx_folder(tmp_path, rng, gz=gz)
+    train = load_idx_dataset(tmp_path, subset="train")
+    test = load_idx_dataset(tmp_path, subset="test")
+    full = load_idx_dataset(tmp_path, subset="all")
+    assert_array_equal(train.data, arrays["train"][0])
+    assert_array_equal(test.target, arrays["t10k"][1])
+    assert full.data.shape == (8, 4, 3) and full.data.dtype == np.uint8
+    assert full.target.dtype == np.int64
+    assert_array_equal(full.data, np.concatenate([train.data, test.data]))
+    assert (train.split, test.split, full.split) == ("train", "test", "all")
+    assert full.target_names[0] == "T-shirt/top" and len(full.target_names) == 10
+
+
+def test_load_idx_dataset_accepts_dotted_names(tmp_path, rng):
+    """Check that files spelled train-images.idx3-ubyte are found too."""
+    _write_idx_folder(tmp_path, rng, gz=False)
+    for name in os.listdir(tmp_path):
+        os.rename(tmp_path / name, tmp_path / name.replace("-idx", ".idx"))
+    assert load_idx_dataset(tmp_path, kind="mnist").data.shape == (8, 4, 3)
+
+
+def test_load_idx_dataset_kind_none_names_labels(tmp_path):
+    """Check that kind=None names each class by its label value."""
+    _write(tmp_path / "train-images-idx3-ubyte", _idx_bytes(np.zeros((3, 2, 2), "u1")))
+    _write(tmp_path / "train-labels-idx1-ubyte", _idx_bytes(np.array([7, 3, 7], "u1")))
+    bunch = load_idx_dataset(tmp_path, kind=None, subset="train")
+    assert_array_equal(bunch.target, [1, 0, 1])
+    assert_array_equal(bunch.target_names[bunch.target], ["7", "3", "7"])
+
+
+def test_load_idx_dataset_length_mismatch(tmp_path):
+    """Check that images and labels of different lengths are a ValueError."""
+    _write(tmp_path / "train-images-idx3-ubyte", _idx_bytes(np.zeros((3, 2, 2), "u1")))
+    _write(tmp_path / "train-labels-idx1-ubyte", _idx_bytes(np.zeros(2, "u1")))
+    with pytest.raises(ValueError, match="has 2 labels but .* has 3 images"):
+        load_idx_dataset(tmp_path, subset="train")
+
+
+def test_load_idx_dataset_rejects_non_uint8_images(tmp_path):
+    """Check that an images file of another dtype is a ValueError."""
+    _write(tmp_path / "train-images-idx3-ubyte", _idx_bytes(np.zeros((3, 2, 2), "i2")))
+    _write(tmp_path / "train-labels-idx1-ubyte", _idx_bytes(np.zeros(3, "u1")))
+    with pytest.raises(ValueError, match="expected uint8 images"):
+        load_idx_dataset(tmp_path, subset="train")
+
+
+def test_load_idx_dataset_rejects_labels_outside_kind(tmp_path):
+    """Check that a label beyond the kind's classes is a ValueError."""
+    _write(tmp_path / "train-images-idx3-ubyte", _idx_bytes(np.zeros((2, 2, 2), "u1")))
+    _write(tmp_path / "train-labels-idx1-ubyte", _idx_bytes(np.array([0, 12], "u1")))
+    with pytest.raises(ValueError, match="classes 0..9"):
+        load_idx_dataset(tmp_path, kind="kmnist", subset="train")
+
+
+def test_load_idx_dataset_missing_file(tmp_path, rng):
+    """Check that a missing idx file is a FileNotFoundError naming it."""
+    _write_idx_folder(tmp_path, rng)
+    os.remove(tmp_path / "t10k-images-idx3-ubyte.gz")
+    with pytest.raises(FileNotFoundError, match="No t10k-images-idx3-ubyte"):
+        load_idx_dataset(tmp_path)
+
+
+def test_load_idx_dataset_missing_folder(tmp_path):
+    """Check that a missing folder is a FileNotFoundError naming it."""
+    with pytest.raises(FileNotFoundError, match="idx data folder not found.*nope"):
+        load_fashion_mnist(tmp_path / "nope")
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"subset": "validation"}, "subset must be one of"),
+        ({"kind": "emnist"}, "kind must be one of"),
+        ({"kind": None, "path": None}, "path is required"),
+    ],
+)
+def test_load_idx_dataset_rejects_bad_arguments(tmp_path, kwargs, message):
+    """Check that an unknown subset or kind, or no path for kind=None, raise."""
+    kwargs = {"path": tmp_path, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        load_idx_dataset(**kwargs)
+
+
+@pytest.mark.skipif(not os.path.isdir(FASHION_MNIST), reason="no Debian fashion-mnist")
+def test_load_fashion_mnist_real_files():
+    """Check that Debian's Fashion-MNIST loads as 70000 28x28 images, 10 classes."""
+    bunch = load_fashion_mnist(subset="all")
+    assert bunch.data.shape == (70000, 28, 28) and bunch.data.dtype == np.uint8
+    assert_array_equal(np.bincount(bunch.target), np.full(10, 7000))
+    assert len(bunch.target_names) == 10
+
+
+def test_load_digits_images_scales_to_uint8():
+    """Check that the digits are 8x8 uint8 images with 0..16 mapped to 0..255."""
+    bunch = load_digits_images()
+    digits = load_digits()
+    assert bunch.data.shape == (1797, 8, 8) and bunch.data.dtype == np.uint8
+    assert_array_equal(bunch.data, np.rint(digits.images * 255 / 16))
+    assert_array_equal(bunch.target_names[bunch.target], digits.target.astype(str))
+
+
+# ---------------------------------------------------------------- MiniImageNet
+
+
+def test_load_mini_imagenet_ravi_layout(tmp_path, rng):
+    """Check that the csv layout gives the images and names of each row."""
+    rows, pixels = _write_ravi(tmp_path, "train", rng)
+    bunch = load_mini_imagenet(tmp_path, split="train")
+    assert bunch.data.shape == (4, 5, 4, 3) and bunch.data.dtype == np.uint8
+    assert_array_equal(bunch.data, pixels)
+    assert_array_equal(bunch.target_names, ["n01", "n02"])
+    assert_array_equal(bunch.target_names[bunch.target], [c for _, c in rows])
+    assert bunch.target.dtype == np.int64
+    assert os.path.basename(bunch.filenames[0]) == rows[0][0]
+
+
+def test_load_mini_imagenet_selects_split(tmp_path, rng):
+    """Check that each split reads its own csv and classes."""
+    _write_ravi(tmp_path, "train", rng, classes=("n01", "n02"))
+    _write_ravi(tmp_path, "test", rng, classes=("n07",), per_class=3)
+    test = load_mini_imagenet(tmp_path, split="test")
+    assert test.split == "test" and test.data.shape[0] == 3
+    assert_array_equal(test.target_names, ["n07"])
+
+
+def test_load_mini_imagenet_resizes_mismatched_images(tmp_path, rng):
+    """Check that mixed sizes raise without image_size and stack with it."""
+    _write_ravi(tmp_path, "val", rng, size=(5, 4))
+    _save_image(tmp_path / "images" / "n02val0000.png", _rgb(rng, 1, 7, 9)[0])
+    with pytest.raises(ValueError, match="pass image_size"):
+        load_mini_imagenet(tmp_path, split="val")
+    bunch = load_mini_imagenet(tmp_path, split="val", image_size=(3, 6))
+    assert bunch.data.shape == (4, 3, 6, 3)
+
+
+def test_load_mini_imagenet_pickle_cache(tmp_path, rng):
+    """Check that the pickle cache maps class_dict rows to target."""
+    images = _rgb(rng, 5)
+    cache = {"image_data": images, "class_dict": {"b": [0, 3], "a": [1, 2, 4]}}
+    _dump(tmp_path / "mini-imagenet-cache-test.pkl", cache)
+    bunch = load_mini_imagenet(tmp_path, split="test")
+    assert_array_equal(bunch.data, images)
+    assert_array_equal(bunch.target_names[bunch.target], ["b", "a", "a", "b", "a"])
+    assert bunch.split == "test"
+    resized = load_mini_imagenet(tmp_path, split="test", image_size=2)
+    assert resized.data.shape == (5, 2, 2, 3)
+
+
+@pytest.mark.parametrize(
+    "cache, message",
+    [
+        ({"class_dict": {"a": [0]}}, "does not hold a pickled dict"),
+        ({"image_data": np.zeros((2, 3, 3), np.uint8), "class_dict": {}}, "shape"),
+        (
+            {"image_data": np.zeros((2, 3, 3, 3), np.uint8), "class_dict": {"a": [0]}},
+            "1 rows of 'image_data' .* belong to no class",
+        ),
+        (
+            {
+                "image_data": np.zeros((2, 3, 3, 3), np.uint8),
+                "class_dict": {"a": [0, 1], "b": [1]},
+            },
+            "overlap",
+        ),
+        (
+            {"image_data": np.zeros((2, 3, 3, 3), np.uint8), "class_dict": {"a": [5]}},
+            "rows outside",
+        ),
+    ],
+    ids=["no-image-data", "not-rgb", "uncovered-row", "overlap", "out-of-range"],
+)
+def test_load_mini_imagenet_rejects_malformed_cache(tmp_path, cache, message):
+    """Check that a cache with missing keys or inconsistent rows is a ValueError."""
+    _dump(tmp_path / "mini-imagenet-cache-train.pkl", cache)
+    with pytest.raises(ValueError, match=message):
+        load_mini_imagenet(tmp_path)
+
+
+def test_load_mini_imagenet_rejects_truncated_pickle(tmp_path, rng):
+    """Check that a truncated pickle is a ValueError naming the expected format."""
+    payload = pickle.dumps({"image_data": _rgb(rng, 2), "class_dict": {"a": [0, 1]}})
+    _write(tmp_path / "mini-imagenet-cache-train.pkl", payload[:40])
+    with pytest.raises(ValueError, match="Cannot unpickle .*'image_data'"):
+        load_mini_imagenet(tmp_path)
+
+
+def test_load_mini_imagenet_missing_files(tmp_path):
+    """Check that a missing root or split is a FileNotFoundError naming layouts."""
+    with pytest.raises(FileNotFoundError, match="Data folder not found"):
+        load_mini_imagenet(tmp_path / "absent")
+    with pytest.raises(FileNotFoundError, match="Neither .*val.csv.*Ravi-Larochelle"):
+        load_mini_imagenet(tmp_path, split="val")
+
+
+def test_load_mini_imagenet_rejects_bad_csv_header(tmp_path):
+    """Check that a csv without the filename,label header is a ValueError."""
+    (tmp_path / "train.csv").write_text("file,class\na.jpg,n01\n")
+    with pytest.raises(ValueError, match="expected the header 'filename,label'"):
+        load_mini_imagenet(tmp_path)
+
+
+def test_load_mini_imagenet_missing_image(tmp_path, rng):
+    """Check that a csv row whose image is absent is a FileNotFoundError."""
+    rows, _ = _write_ravi(tmp_path, "train", rng)
+    os.remove(tmp_path / "images" / rows[1][0])
+    with pytest.raises(FileNotFoundError, match=f"Image file not found.*{rows[1][0]}"):
+        load_mini_imagenet(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_load_mini_imagenet_unreadable_image(tmp_path, rng, damage):
+    """Check that a garbage or truncated image file is a ValueError naming it."""
+    rows, _ = _write_ravi(tmp_path, "train", rng, size=(40, 40))
+    path = tmp_path / "images" / rows[2][0]
+    payload = path.read_bytes()
+    path.write_bytes(b"not an image" if damage == "garbage" else payload[:80])
+    with pytest.raises(ValueError, match=f"Cannot decode image .*{rows[2][0]}"):
+        load_mini_imagenet(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "loader", [load_mini_imagenet, load_tiered_imagenet, load_omniglot]
+)
+def test_loaders_reject_unknown_split(tmp_path, loader):
+    """Check that an unknown split is a ValueError listing the allowed ones."""
+    with pytest.raises(ValueError, match="split must be one of"):
+        loader(tmp_path, split="validation")
+
+
+@pytest.mark.parametrize("image_size", [0, (3,), "big", (2.5, 3), True, (4, -1)])
+def test_loaders_reject_bad_image_size(tmp_path, image_size):
+    """Check that image_size must be a positive int or (height, width) pair."""
+    with pytest.raises(ValueError, match="image_size must be"):
+        load_mini_imagenet(tmp_path, image_size=image_size)
+
+
+# -------------------------------------------------------------- TieredImageNet
+
+
+@pytest.mark.parametrize("encoding", ["bytes", "uint8-array", "latin1-str"])
+def test_load_tiered_imagenet_png_pickle(tmp_path, rng, encoding):
+    """Check that PNG byte strings, however pickled, decode to the stored pixels."""
+    images = _rgb(rng, 4)
+    encoded = [_png_bytes(image) for image in images]
+    if encoding == "uint8-array":  # what cv2.imencode returns
+        encoded = [np.frombuffer(b, dtype=np.uint8) for b in encoded]
+    elif encoding == "latin1-str":  # how a Python 2 str arrives under latin1
+        encoded = [b.decode("latin1") for b in encoded]
+    _dump(tmp_path / "train_images_png.pkl", encoded)
+    _write_tiered_labels(tmp_path, "train", [2, 0, 2, 1])
+    bunch = load_tiered_imagenet(tmp_path)
+    assert_array_equal(bunch.data, images)
+    assert_array_equal(bunch.target, [2, 0, 2, 1])
+    assert_array_equal(bunch.target_names[bunch.target], ["n02", "n00", "n02", "n01"])
+
+
+def test_load_tiered_imagenet_general_labels(tmp_path, rng):
+    """Check that label_level='general' classifies by high-level category."""
+    _dump(tmp_path / "val_images_png.pkl", [_png_bytes(i) for i in _rgb(rng, 3)])
+    _write_tiered_labels(tmp_path, "val", [0, 1, 2], general=[3, 3, 5])
+    bunch = load_tiered_imagenet(tmp_path, split="val", label_level="general")
+    assert_array_equal(bunch.target, [0, 0, 1])
+    assert_array_equal(bunch.target_names, ["g3", "g5"])
+
+
+def test_load_tiered_imagenet_npz_channel_order(tmp_path, rng):
+    """Check that the npz is preferred, BGR is flipped to RGB and 'rgb' is kept."""
+    images = _rgb(rng, 3)
+    np.savez(tmp_path / "test_images.npz", images=images)
+    _dump(tmp_path / "test_images_png.pkl", [b"ignored"] * 3)
+    _write_tiered_labels(tmp_path, "test", [0, 1, 1])
+    bgr = load_tiered_imagenet(tmp_path, split="test")
+    rgb = load_tiered_imagenet(tmp_path, split="test", npz_channel_order="rgb")
+    assert_array_equal(bgr.data, images[..., ::-1])
+    assert_array_equal(rgb.data, images)
+    resized = load_tiered_imagenet(tmp_path, split="test", image_size=(2, 3))
+    assert resized.data.shape == (3, 2, 3, 3)
+
+
+def test_load_tiered_imagenet_labels_only_variant(tmp_path, rng):
+    """Check that a labels dict with only a 'labels' key is read as specific."""
+    np.savez(tmp_path / "train_images.npz", images=_rgb(rng, 2))
+    _dump(tmp_path / "train_labels.pkl", {"labels": [4, 9]})
+    bunch = load_tiered_imagenet(tmp_path)
+    assert_array_equal(bunch.target_names[bunch.target], ["4", "9"])
+
+
+def test_load_tiered_imagenet_label_count_mismatch(tmp_path, rng):
+    """Check that a label count unlike the image count is a ValueError."""
+    np.savez(tmp_path / "train_images.npz", images=_rgb(rng, 3))
+    _write_tiered_labels(tmp_path, "train", [0, 1])
+    with pytest.raises(ValueError, match="2 labels for 3 images"):
+        load_tiered_imagenet(tmp_path)
+
+
+def test_load_tiered_imagenet_corrupt_png(tmp_path, rng):
+    """Check that an undecodable PNG item is a ValueError naming its index."""
+    encoded = [_png_bytes(_rgb(rng, 1)[0]), b"\x89PNG broken"]
+    _dump(tmp_path / "train_images_png.pkl", encoded)
+    _write_tiered_labels(tmp_path, "train", [0, 1])
+    with pytest.raises(ValueError, match="Cannot decode image 1 of .*png.pkl"):
+        load_tiered_imagenet(tmp_path)
+
+
+def test_load_tiered_imagenet_missing_files(tmp_path, rng):
+    """Check that missing images or labels are FileNotFoundErrors naming them."""
+    with pytest.raises(FileNotFoundError, match="Neither .*train_images.npz"):
+        load_tiered_imagenet(tmp_path)
+    np.savez(tmp_path / "train_images.npz", images=_rgb(rng, 2))
+    with pytest.raises(FileNotFoundError, match="train_labels.pkl.*label_specific"):
+        load_tiered_imagenet(tmp_path)
+
+
+def test_load_tiered_imagenet_corrupt_npz(tmp_path, rng):
+    """Check that a corrupt npz or one without 'images' is a ValueError."""
+    _write_tiered_labels(tmp_path, "train", [0, 1])
+    np.savez(tmp_path / "train_images.npz", pictures=_rgb(rng, 2))
+    with pytest.raises(ValueError, match="has no 'images' array"):
+        load_tiered_imagenet(tmp_path)
+    _write(tmp_path / "train_images.npz", b"PK\x03\x04 broken zip")
+    with pytest.raises(ValueError, match="Cannot read .*train_images.npz"):
+        load_tiered_imagenet(tmp_path)
+
+
+def test_load_tiered_imagenet_rejects_bad_label_level(tmp_path):
+    """Check that an unknown label_level is a ValueError."""
+    with pytest.raises(ValueError, match="label_level must be"):
+        load_tiered_imagenet(tmp_path, label_level="fine")
+
+
+# -------------------------------------------------------------------- Omniglot
+
+
+def _write_omniglot(root, rng, alphabets=("Latin", "Greek"), characters=2, n=2):
+    for alphabet in alphabets:
+        for c in range(1, characters + 1):
+            for k in range(n):
+                strokes = rng.integers(0, 2, size=(6, 6)) * 255
+                path = os.path.join(root, alphabet, f"character{c:02d}", f"{k}.png")
+                _save_image(path, strokes, mode="1")
+
+
+def test_load_omniglot_split(tmp_path, rng):
+    """Check that a split reads images_<split> with alphabet/character classes."""
+    _write_omniglot(tmp_path / "images_background", rng)
+    _write_omniglot(tmp_path / "images_evaluation", rng, alphabets=("Tengwar",))
+    bunch = load_omniglot(tmp_path, split="background")
+    assert bunch.data.shape == (8, 6, 6) and bunch.data.dtype == np.uint8
+    assert set(np.unique(bunch.data)) <= {0, 255}
+    assert "Greek/character02" in bunch.target_names and len(bunch.target_names) == 4
+    for name, path in zip(
+        bunch.target_names[bunch.target], bunch.filenames, strict=True
+    ):
+        assert path.split(os.sep)[-3:-1] == name.split("/")
+    evaluation = load_omniglot(tmp_path / "images_evaluation", image_size=3)
+    assert evaluation.data.shape == (4, 3, 3) and evaluation.split is None
+
+
+def test_load_omniglot_empty_tree(tmp_path):
+    """Check that a tree without character PNGs is a ValueError."""
+    os.makedirs(tmp_path / "Latin" / "character01")
+    with pytest.raises(ValueError, match="holds no PNG file"):
+        load_omniglot(tmp_path)
+
+
+# ---------------------------------------------------------------- image folder
+
+
+def test_load_image_folder_layout(tmp_path, rng):
+    """Check that classes are the top folders and only image files count."""
+    _save_image(tmp_path / "dog" / "b.PNG", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / "dog" / "deeper" / "c.jpg", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / "cat" / "a.png", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / "cat" / ".hidden.png", rng.integers(0, 256, (3, 4)))
+    (tmp_path / "cat" / "notes.txt").write_text("not an image")
+    bunch = load_image_folder(tmp_path)
+    assert bunch.data.shape == (3, 3, 4) and bunch.data.dtype == np.uint8
+    assert_array_equal(bunch.target_names[bunch.target], ["cat", "dog", "dog"])
+    only_png = load_image_folder(tmp_path, extensions=(".png",))
+    assert only_png.data.shape[0] == 2
+
+
+def test_load_image_folder_mixed_colour(tmp_path, rng):
+    """Check that one RGB image makes the stack RGB unless mode='L' is asked."""
+    gray = rng.integers(0, 256, (3, 4))
+    _save_image(tmp_path / "a" / "0.png", gray)
+    _save_image(tmp_path / "b" / "0.png", _rgb(rng, 1, 3, 4)[0])
+    _save_image(tmp_path / "c" / "0.png", gray)
+    bunch = load_image_folder(tmp_path)
+    assert bunch.data.shape == (3, 3, 4, 3)
+    for index in (0, 2):
+        assert_array_equal(bunch.data[index], np.repeat(gray[..., None], 3, axis=2))
+    assert load_image_folder(tmp_path, mode="L").data.shape == (3, 3, 4)
+
+
+def test_load_image_folder_sizes_and_split(tmp_path, rng):
+    """Check that split picks a sub-tree and image_size unifies sizes."""
+    _save_image(tmp_path / "train" / "a" / "0.png", _rgb(rng, 1, 3, 4)[0])
+    _save_image(tmp_path / "train" / "b" / "0.png", _rgb(rng, 1, 5, 5)[0])
+    with pytest.raises(ValueError, match="has shape .* pass image_size"):
+        load_image_folder(tmp_path, split="train")
+    bunch = load_image_folder(tmp_path, split="train", image_size=4)
+    assert bunch.data.shape == (2, 4, 4, 3) and bunch.split == "train"
+    with pytest.raises(FileNotFoundError, match="split folder 'test'"):
+        load_image_folder(tmp_path, split="test")
+
+
+def test_load_image_folder_rejects_empty(tmp_path, rng):
+    """Check that no class folder, or an empty one, is a ValueError."""
+    with pytest.raises(ValueError, match="has no class folder"):
+        load_image_folder(tmp_path)
+    _save_image(tmp_path / "a" / "0.png", rng.integers(0, 256, (3, 4)))
+    os.makedirs(tmp_path / "b")
+    with pytest.raises(ValueError, match=r"Class folder .*b' holds no file"):
+        load_image_folder(tmp_path)
+
+
+def test_load_image_folder_rejects_bad_mode(tmp_path):
+    """Check that an unknown colour mode is a ValueError."""
+    with pytest.raises(ValueError, match="mode must be"):
+        load_image_folder(tmp_path, mode="CMYK")
