@@ -1,0 +1,134 @@
+"""Tests of the ``glyphs`` dataset (characters rendered from fonts)."""
+
+import numpy as np
+import pytest
+
+from sklearn_flowr.datasets._glyphs import _split_of, glyph_fonts, load_glyphs
+
+LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+
+
+@pytest.fixture(scope="module")
+def glyphs_all():
+    return load_glyphs(characters=LETTERS, split="all", n_augment=1)
+
+
+def test_default_fonts_found():
+    """Check that matplotlib's fonts are found, sorted, without duplicates."""
+    fonts = glyph_fonts()
+    names = [f.name.lower() for f in fonts]
+    assert "dejavusans.ttf" in names
+    assert names == sorted(names)
+    assert len(set(names)) == len(names)
+
+
+def test_shapes_dtypes_and_names(glyphs_all):
+    """Check that images are uint8 squares and target_names index the classes."""
+    assert glyphs_all.data.dtype == np.uint8
+    assert glyphs_all.data.shape[1:] == (28, 28)
+    assert glyphs_all.target.shape == (glyphs_all.data.shape[0],)
+    assert glyphs_all.fonts.shape == glyphs_all.target.shape
+    assert set(np.unique(glyphs_all.target)) == set(range(len(glyphs_all.target_names)))
+    assert set(glyphs_all.target_names) <= set(LETTERS)
+    # Every class has several fonts: latin letters are in every text font.
+    assert np.bincount(glyphs_all.target).min() >= 5
+
+
+def test_case_pairs_stay_distinct_classes(glyphs_all):
+    """Check that the baseline anchor keeps 'o' and 'O' apart (no size fit)."""
+    names = list(glyphs_all.target_names)
+    assert "o" in names and "O" in names
+
+
+def test_cross_script_lookalikes_are_merged():
+    """Check that Latin 'A' and Cyrillic 'A' (one glyph in most fonts) are one class."""
+    glyphs = load_glyphs(characters="AB\u0410", split="all", n_augment=0,
+                         min_fonts=2)
+    assert list(glyphs.target_names) == ["A", "B"]
+
+
+def test_splits_are_class_disjoint_and_cover_all(glyphs_all):
+    """Check that train/val/test hold disjoint classes whose union is 'all'."""
+    seen = []
+    for split in ("train", "val", "test"):
+        part = load_glyphs(characters=LETTERS, split=split, n_augment=1)
+        assert part.split == split
+        assert set(part.class_split) == {split}
+        assert np.array_equal(np.unique(part.target), np.arange(len(part.target_names)))
+        seen.append(set(part.target_names))
+    train, val, test = seen
+    assert not (train & val) and not (train & test) and not (val & test)
+    assert seen[0] | seen[1] | seen[2] == set(glyphs_all.target_names)
+
+
+def test_split_depends_only_on_the_character():
+    """Check that a character's split does not depend on the fonts available."""
+    few = load_glyphs(characters=LETTERS[:20], split="all", n_augment=0)
+    for name, split in zip(few.target_names, few.class_split, strict=True):
+        assert split == _split_of(name)
+    shares = np.mean([_split_of(chr(c)) == "train" for c in range(0x21, 0x17F)])
+    assert 0.5 < shares < 0.7
+
+
+def test_deterministic_and_seeded():
+    """Check that the same seed gives the same images and another seed others."""
+    a = load_glyphs(characters="abc", split="all", random_state=1)
+    b = load_glyphs(characters="abc", split="all", random_state=1)
+    c = load_glyphs(characters="abc", split="all", random_state=2)
+    assert np.array_equal(a.data, b.data)
+    assert not np.array_equal(a.data, c.data)
+    assert a.data.shape[0] == 2 * (a.data.shape[0] // 2)  # n_augment=2 copies
+
+
+def test_cache_round_trip(tmp_path):
+    """Check that a cached load returns exactly the rendered arrays."""
+    first = load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    assert len(list(tmp_path.glob("glyphs-*.npz"))) == 1
+    second = load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    for key in ("data", "target", "target_names", "fonts", "class_split"):
+        assert np.array_equal(first[key], second[key])
+
+
+def test_max_fonts_and_return_X_y():
+    """Check that max_fonts caps instances per class and return_X_y gives arrays."""
+    X, y = load_glyphs(characters="ab", split="all", n_augment=0, max_fonts=5,
+                       return_X_y=True)
+    assert np.bincount(y).max() == 5
+    assert X.shape == (y.shape[0], 28, 28)
+
+
+def test_extra_font_folder_adds_instances(tmp_path):
+    """Check that a given font folder is searched (here: a copy of one font)."""
+    import shutil
+
+    source = next(f for f in glyph_fonts() if f.name == "DejaVuSans.ttf")
+    shutil.copy(source, tmp_path / "Copy-DejaVuSans-Extra.ttf")
+    base = load_glyphs(characters="k", split="all", n_augment=0, min_fonts=1)
+    more = load_glyphs([tmp_path], characters="k", split="all", n_augment=0,
+                       min_fonts=1)
+    assert more.data.shape[0] == base.data.shape[0] + 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"split": "dev"}, "split must be one of"),
+        ({"image_size": 4}, "image_size must be an integer >= 8"),
+        ({"n_augment": -1}, "n_augment must be an integer >= 0"),
+        ({"min_fonts": 0}, "min_fonts must be an integer >= 1"),
+        ({"max_fonts": 2, "min_fonts": 3}, "max_fonts must be None or an integer"),
+        ({"characters": ["ab"]}, "single characters"),
+        ({"characters": "\u4e00", "min_fonts": 50}, "No character is covered"),
+    ],
+)
+def test_bad_arguments(kwargs, match):
+    """Check that bad arguments raise clear errors."""
+    kwargs.setdefault("characters", "ab")
+    with pytest.raises(ValueError, match=match):
+        load_glyphs(**kwargs)
+
+
+def test_missing_font_folder(tmp_path):
+    """Check that a missing font folder is named in the error."""
+    with pytest.raises(FileNotFoundError, match="does-not-exist"):
+        load_glyphs([tmp_path / "does-not-exist"], characters="ab")
