@@ -1,0 +1,98 @@
+"""Thresholded prototypical network: softmax over distances to class means."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils._param_validation import Interval
+
+from ._prototypes import PrototypeBaseline
+
+__all__ = ["ProtoNetClassifier"]
+
+
+class ProtoNetClassifier(PrototypeBaseline):
+    """Prototypical-network classifier with a thresholded novelty probability.
+
+    Each class has a prototype, the mean of its rows, updated online. A row's
+    class probabilities are the softmax of the negative squared Euclidean
+    distances to the prototypes, ``p(n | x) ∝ exp(-||x - mu_n||^2)``; the
+    novelty score is ``1 - max_n p(n | x)``, and a row is declared novel when
+    it reaches ``threshold``.
+
+    Parameters
+    ----------
+    threshold : float in [0, 1], default=0.5
+        Novelty score at or above which :meth:`predict` and
+        ``open_world_step``'s ``y_pred`` declare a row novel (i.e. the most
+        probable class has probability at most ``1 - threshold``).
+    novel_label : object, default="auto"
+        Label returned for the novel class: ``"novel"`` for string labels, -1
+        (or one below the smallest label) for numeric ones. It may not occur
+        in ``y``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Known labels: sorted in ``fit``, new ones appended in order of arrival.
+    n_classes_ : int
+        Number of known classes.
+    class_count_ : ndarray of shape (n_classes,)
+        Rows each class was learned from.
+    class_mean_ : ndarray of shape (n_classes, n_features)
+        Prototypes ``mu_n``.
+    novel_label_ : object
+        Label used for the novel class.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during ``fit`` (only when ``X`` has string
+        column names).
+
+    See Also
+    --------
+    NCMClassifier : the same prototypes with a distance score.
+
+    Notes
+    -----
+    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
+    ``1 - max_n p(n | x)`` (1 while no class exists). With a single class the
+    softmax is 1, so nothing is novel: the score only compares known classes,
+    which is why this baseline is weak at novelty detection.
+
+    References
+    ----------
+    .. [1] J. Snell, K. Swersky and R. Zemel, "Prototypical Networks for
+       Few-shot Learning", NeurIPS, 2017.
+    .. [2] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022 (thresholded ProtoNet baseline).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import ProtoNetClassifier
+    >>> X = np.array([[0.0, 0.0], [2.0, 0.0]])
+    >>> proto = ProtoNetClassifier().fit(X, [0, 1])
+    >>> proto.novelty_score([[0.0, 0.0], [1.0, 0.0]]).round(4)
+    array([0.018, 0.5  ])
+    >>> proto.predict([[0.0, 0.0], [1.0, 0.0]])
+    array([ 0, -1])
+    """
+
+    _parameter_constraints: dict = {
+        "threshold": [Interval(Real, 0, 1, closed="both")],
+        "novel_label": "no_validation",
+    }
+
+    def __init__(self, *, threshold=0.5, novel_label="auto"):
+        self.threshold = threshold
+        self.novel_label = novel_label
+
+    def _from_distances(self, distances):
+        # max_n softmax(-D)_n = 1 / sum_n exp(-(D_n - min D)); classes without
+        # rows have D = inf and add exp(-inf) = 0.
+        shifted = distances - np.min(distances, axis=1, keepdims=True)
+        return 1.0 - 1.0 / np.exp(-shifted).sum(axis=1)
+
+    def _declares_novel(self, score):
+        return score >= self.threshold
