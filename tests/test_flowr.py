@@ -122,6 +122,34 @@ def test_other_pretraining_choices(digits, pretrain):
     assert model.predict_proba(X[:2]).shape == (2, 6)
 
 
+@pytest.mark.parametrize("class_stats", ["empirical", "learned"])
+def test_class_stats_seed_the_prior(digits, class_stats):
+    """Check the prior mean comes from the chosen class statistics of Sup-E."""
+    X, y = digits
+    model = FLOWRClassifier(backbone="conv4", setting="small",
+                            class_stats=class_stats,
+                            **{**TINY, "meta_epochs": 0}).fit(X[y < 4], y[y < 4])
+    Z = model.transform(X[y < 4])
+    empirical = np.stack([Z[y[y < 4] == c].mean(axis=0) for c in range(4)])
+    learned = model.history_["pretrain"]  # Sup-E ran in both cases
+    assert len(learned) == TINY["pretrain_epochs"]
+    prior_mean = model.head_.prior_mean
+    if class_stats == "empirical":
+        np.testing.assert_allclose(prior_mean, empirical.mean(axis=0), rtol=1e-4,
+                                   atol=1e-5)
+    else:
+        assert not np.allclose(prior_mean, empirical.mean(axis=0), atol=1e-3)
+
+
+def test_learned_class_stats_need_sup_e(digits):
+    """Check class_stats='learned' with Sup-FC fails before any training."""
+    X, y = digits
+    model = FLOWRClassifier(pretrain="sup-fc", class_stats="learned", **TINY)
+    with pytest.raises(ValueError, match="needs pretrain='sup-e'"):
+        model.fit(X[y < 4], y[y < 4])
+    assert not hasattr(model, "head_")
+
+
 def test_same_seed_same_model(digits):
     """Check random_state makes CPU training reproducible."""
     X, y = digits

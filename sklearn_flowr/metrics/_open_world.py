@@ -17,8 +17,9 @@ def _check_p_novel(p_novel):
     )
     if p_novel.ndim != 1:
         raise ValueError(f"p_novel must be one-dimensional; got shape {p_novel.shape}.")
-    if np.any((p_novel < 0.0) | (p_novel > 1.0)):
-        raise ValueError("p_novel must hold probabilities in [0, 1].")
+    # Thresholds at a TPR, AUROC and H-measure depend only on the ranking, so
+    # any finite novelty score works: FLOWR's P(novel), or a baseline's
+    # distance to the nearest class (check_array already refused nan/inf).
     return p_novel
 
 
@@ -55,7 +56,8 @@ def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     Parameters
     ----------
     p_novel : array-like of shape (n_samples,)
-        Probability that each row belongs to a novel class.
+        Probability that each row belongs to a novel class, or any finite
+        novelty score (higher = more likely novel).
 
     is_novel : array-like of bool of shape (n_samples,)
         Whether each row's class was unseen at the moment it was predicted.
@@ -174,7 +176,9 @@ def open_world_report(
         Most probable known class of each query (used when not declared novel).
 
     p_novel : array-like of shape (n_samples,)
-        Probability that the query belongs to a class not seen yet.
+        Probability that the query belongs to a class not seen yet, or any
+        finite novelty score (higher = more likely novel; a baseline's
+        distance to the nearest class, say).
 
     is_novel : array-like of bool of shape (n_samples,)
         Whether the query's class had not been seen at that moment.
