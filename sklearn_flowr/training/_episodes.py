@@ -13,6 +13,10 @@ An episode is one "sample" of the dataset: ``(X_episode, y_episode)`` with
 Every leaf has the same length (support plus query), which skorch's batch
 bookkeeping requires; iterate with ``batch_size=None`` so the ``DataLoader``
 does not stack episodes.
+
+The rows are drawn by the same functions as the test tasks of
+:mod:`sklearn_flowr.protocol`, so meta-training episodes and evaluation tasks
+follow one sampling rule.
 """
 
 from __future__ import annotations
@@ -22,6 +26,14 @@ from numbers import Integral
 import numpy as np
 import torch
 from torch.utils.data import Dataset
+
+from ..protocol._tasks import (
+    _check_class_sizes,
+    _check_n_classes,
+    _draw_large_context,
+    _draw_small_context,
+    _rows_by_class,
+)
 
 __all__ = ["EpisodeDataset"]
 
@@ -105,48 +117,34 @@ class EpisodeDataset(Dataset):
         self.random_state = int(random_state)
         self.dtype = dtype
         self.epoch = 0
-        labels = np.unique(y)
-        self._rows = {label: np.flatnonzero(y == label) for label in labels.tolist()}
+        labels, class_rows = _rows_by_class(y)
+        self._class_rows = class_rows
         if setting == "small":
             self.known_classes = None
-            self._pool = labels
-            self._unknown_pool = labels
             self.n_way = 5 if n_way is None else int(n_way)
-            self._check_classes(labels, self.n_way + self.n_unknown,
-                                "n_way + n_unknown")
-            self._check_sizes(labels, high + self.n_query,
-                              f"{high} shots + {self.n_query} queries")
+            _check_n_classes(len(labels), self.n_way + self.n_unknown,
+                             "n_way + n_unknown", "An episode")
+            _check_class_sizes(labels, class_rows, high + self.n_query,
+                               f"{high} shots + {self.n_query} queries")
         else:
             known = labels if known_classes is None else np.asarray(known_classes)
             missing = np.setdiff1d(known, labels)
             if missing.size:
                 raise ValueError(f"known_classes {missing.tolist()} have no rows in y.")
             self.known_classes = known
-            self._pool = np.arange(len(known))
-            self._unknown_pool = np.setdiff1d(labels, known)
+            position = {label: i for i, label in enumerate(labels.tolist())}
+            self._known_rows = [class_rows[position[label]]
+                                for label in known.tolist()]
+            unknown = np.flatnonzero(~np.isin(labels, known))
+            self._unknown_rows = [class_rows[i] for i in unknown.tolist()]
             self.n_way = len(known) if n_way is None else int(n_way)
-            self._check_classes(known, self.n_way, "n_way known-known")
-            self._check_classes(self._unknown_pool, self.n_unknown,
-                                "n_unknown (labels outside known_classes)")
-            self._check_sizes(labels, self.n_query, f"{self.n_query} queries")
-
-    # ------------------------------------------------------------- validation
-    @staticmethod
-    def _check_classes(labels, needed, what):
-        if len(labels) < needed:
-            raise ValueError(
-                f"An episode needs {needed} classes ({what}) but only "
-                f"{len(labels)} are available."
-            )
-
-    def _check_sizes(self, labels, needed, what):
-        sizes = {label: len(self._rows[label]) for label in labels.tolist()}
-        small = {label: n for label, n in sizes.items() if n < needed}
-        if small:
-            raise ValueError(
-                f"Every class needs at least {needed} examples ({what}); classes "
-                f"with fewer (label: count): {small}."
-            )
+            _check_n_classes(len(known), self.n_way, "n_way known-known",
+                             "An episode")
+            _check_n_classes(len(unknown), self.n_unknown,
+                             "n_unknown (labels outside known_classes)",
+                             "An episode")
+            _check_class_sizes(labels, class_rows, self.n_query,
+                               f"{self.n_query} queries")
 
     # --------------------------------------------------------------- sampling
     def __len__(self) -> int:
@@ -168,39 +166,27 @@ class EpisodeDataset(Dataset):
         n_support : int
         """
         rng = np.random.default_rng([self.random_state, self.epoch, int(index)])
-        support_rows, support_labels, query_rows, query_labels = [], [], [], []
         if self.setting == "small":
-            chosen = rng.choice(self._pool, self.n_way + self.n_unknown, replace=False)
-            known, unknown = chosen[: self.n_way], chosen[self.n_way:]
-            low, high = self.shots
-            for column, label in enumerate(known.tolist()):
-                n_shots = int(rng.integers(low, high + 1))
-                rows = rng.choice(self._rows[label], n_shots + self.n_query,
-                                  replace=False)
-                support_rows.append(rows[:n_shots])
-                support_labels.append(np.full(n_shots, column))
-                query_rows.append(rows[n_shots:])
-                query_labels.append(np.full(self.n_query, column))
-            first_novel = self.n_way
+            _, support_rows, query_rows, order = _draw_small_context(
+                rng, self._class_rows, self.n_way, self.shots, self.n_unknown,
+                self.n_query)
+            # Support classes are columns 0 .. n_way - 1, unknowns after them.
+            query_columns = np.arange(self.n_way + self.n_unknown)
         else:
-            columns = rng.choice(self._pool, self.n_way, replace=False)
-            for column in np.sort(columns).tolist():
-                label = self.known_classes[column].item()
-                query_rows.append(rng.choice(self._rows[label], self.n_query,
-                                             replace=False))
-                query_labels.append(np.full(self.n_query, column))
-            unknown = rng.choice(self._unknown_pool, self.n_unknown, replace=False)
-            first_novel = len(self.known_classes)
-        for offset, label in enumerate(unknown.tolist()):
-            query_rows.append(rng.choice(self._rows[label], self.n_query,
-                                         replace=False))
-            query_labels.append(np.full(self.n_query, first_novel + offset))
+            known, _, query_rows, order = _draw_large_context(
+                rng, self._known_rows, self._unknown_rows, self.n_way,
+                self.n_unknown, self.n_query)
+            support_rows = []
+            # Known-known classes keep their table column; unknowns come after.
+            query_columns = np.r_[known, len(self.known_classes)
+                                  + np.arange(self.n_unknown)]
+        support_labels = [np.full(len(rows), column)
+                          for column, rows in enumerate(support_rows)]
+        query_labels = np.repeat(query_columns, self.n_query)
         query_rows = np.concatenate(query_rows)
-        order = rng.permutation(query_rows.shape[0])
         rows = np.concatenate([*support_rows, query_rows[order]]).astype(np.intp)
-        labels = np.concatenate(
-            [*support_labels, np.concatenate(query_labels)[order]]
-        ).astype(np.int64)
+        labels = np.concatenate([*support_labels, query_labels[order]]).astype(
+            np.int64)
         n_support = int(sum(len(r) for r in support_rows))
         return rows, labels, n_support
 

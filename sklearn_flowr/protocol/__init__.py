@@ -1,0 +1,24 @@
+"""The few-shot open-world evaluation protocol (FLOWR, section 6).
+
+- :class:`SmallContextTasks` and :class:`LargeContextTasks` draw seeded,
+  reproducible test tasks as index arrays (:class:`Task`) into the caller's
+  arrays, so the protocol runs on images and on cached features alike;
+- :func:`evaluate_online` runs an estimator through them (learn the support
+  set, then predict-then-label along the query stream), in parallel through
+  joblib, and scores the run with
+  :func:`~sklearn_flowr.metrics.open_world_report`.
+
+The meta-training episodes of :class:`~sklearn_flowr.training.EpisodeDataset`
+are drawn by the same sampling code.
+
+References
+----------
+.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+   S. Waslander, "Bayesian embeddings for few-shot open world recognition",
+   IEEE TPAMI, section 6.
+"""
+
+from ._evaluate import evaluate_online
+from ._tasks import LargeContextTasks, SmallContextTasks, Task
+
+__all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "evaluate_online"]

@@ -1,0 +1,463 @@
+"""Tests of sklearn_flowr.protocol: task samplers and online evaluation."""
+
+import copy
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import roc_curve
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.metrics import open_world_report
+from sklearn_flowr.protocol import (
+    LargeContextTasks,
+    SmallContextTasks,
+    Task,
+    evaluate_online,
+)
+
+# --------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture
+def seed():
+    """The seed every sampler of a test is built with."""
+    return 7
+
+
+@pytest.fixture
+def features(rng):
+    """20 Gaussian classes in 8-d, 25 rows each, overlapping a little."""
+    centres = rng.normal(scale=3.0, size=(20, 8))
+    y = np.repeat(np.arange(20), 25)
+    X = centres[y] + rng.normal(size=(y.shape[0], 8))
+    return X, y
+
+
+@pytest.fixture
+def head():
+    """An unfitted head with a given prior, ready for small-context tasks."""
+    return CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0, sigma=1.0)
+
+
+class AdaptingHead(CRPGaussianClassifier):
+    """A head whose support set must come through ``adapt`` (module level, so
+    that joblib can pickle it)."""
+
+    def adapt(self, X_support, y_support):
+        self.adapted_rows_ = len(y_support)
+        return self.partial_fit(X_support, y_support)
+
+    def open_world_step(self, X, y):
+        assert self.adapted_rows_ == self.class_count_.sum()
+        return super().open_world_step(X, y)
+
+
+def _hand_loop(estimator, X, y, tasks, tpr):
+    """The protocol written out: one copy per task, support, stream, report."""
+    columns = {k: [] for k in ["y_true", "y_known", "p_novel", "is_novel",
+                               "task_id", "support_mask"]}
+    for task in tasks:
+        est = copy.deepcopy(estimator)
+        est.partial_fit(X[task.support], y[task.support])
+        out = est.open_world_step(X[task.query], y[task.query])
+        columns["y_true"].append(y[task.query])
+        columns["y_known"].append(out.y_known)
+        columns["p_novel"].append(out.p_novel)
+        columns["is_novel"].append(out.is_novel)
+        columns["task_id"].append(np.full(task.query.shape[0], task.task_id))
+        columns["support_mask"].append(np.isin(y[task.query], y[task.support]))
+    c = {k: np.concatenate(v) for k, v in columns.items()}
+    return open_world_report(c["y_true"], c["y_known"], c["p_novel"],
+                             c["is_novel"], tpr=tpr, task_ids=c["task_id"],
+                             support_mask=c["support_mask"])
+
+
+# ------------------------------------------------------------ small context
+def test_small_context_task_composition(seed):
+    """Check class counts, query counts, shot range and disjoint rows/classes."""
+    y = np.repeat(np.arange(30), 25)
+    tasks = SmallContextTasks(y, n_tasks=40, random_state=seed)
+    assert len(tasks) == 40
+    for i, task in enumerate(tasks):
+        assert task.task_id == i
+        support_classes = np.unique(y[task.support])
+        query_classes, query_counts = np.unique(y[task.query], return_counts=True)
+        assert support_classes.shape[0] == 10
+        assert query_classes.shape[0] == 15
+        assert np.all(query_counts == 10)
+        shots = np.bincount(y[task.support])[support_classes]
+        assert shots.min() >= 1 and shots.max() <= 10
+        assert set(support_classes) <= set(query_classes)
+        # Queries never reuse support rows, and no row appears twice.
+        rows = np.r_[task.support, task.query]
+        assert np.unique(rows).shape[0] == rows.shape[0]
+        novel = np.setdiff1d(query_classes, support_classes)
+        assert novel.shape[0] == 5
+        assert not np.isin(novel, support_classes).any()
+
+
+def test_small_context_shots_are_unbalanced(seed):
+    """Check that shots vary within tasks and cover 1..10 across tasks."""
+    y = np.repeat(np.arange(20), 25)
+    tasks = SmallContextTasks(y, n_tasks=50, random_state=seed)
+    all_shots, unequal = [], 0
+    for task in tasks:
+        shots = np.unique(y[task.support], return_counts=True)[1]
+        all_shots.extend(shots.tolist())
+        unequal += np.unique(shots).shape[0] > 1
+    assert set(all_shots) == set(range(1, 11))
+    assert unequal == len(tasks)
+
+
+def test_queries_are_permuted(seed):
+    """Check that the query stream interleaves classes instead of grouping them."""
+    y = np.repeat(np.arange(20), 25)
+    task = SmallContextTasks(y, n_tasks=1, random_state=seed)[0]
+    stream = y[task.query]
+    changes = np.count_nonzero(stream[1:] != stream[:-1])
+    assert changes > 100  # grouped would give 14 changes in 150 rows
+    # Novel classes do not all come last either.
+    novel = np.setdiff1d(stream, y[task.support])
+    assert np.flatnonzero(np.isin(stream, novel)).min() < 50
+
+
+def test_tasks_are_reproducible_by_seed(seed):
+    """Check same seed -> same tasks, another seed -> other tasks."""
+    y = np.repeat(np.arange(20), 25)
+    a = SmallContextTasks(y, n_tasks=5, random_state=seed)
+    b = SmallContextTasks(y, n_tasks=5, random_state=seed)
+    c = SmallContextTasks(y, n_tasks=5, random_state=seed + 1)
+    assert list(a) == list(b)
+    assert all(ta != tc for ta, tc in zip(a, c, strict=True))
+
+
+def test_task_depends_only_on_seed_and_index(seed):
+    """Check that order of access, slicing, pickling and workers change nothing."""
+    y = np.repeat(np.arange(20), 25)
+    tasks = SmallContextTasks(y, n_tasks=8, random_state=seed)
+    forward = list(tasks)
+    backward = [tasks[i] for i in reversed(range(8))][::-1]
+    assert forward == backward
+    assert tasks[2:5] == forward[2:5]
+    assert tasks[-1] == forward[7]
+    assert list(pickle.loads(pickle.dumps(tasks))) == forward
+    in_workers = joblib.Parallel(n_jobs=2, backend="threading")(
+        joblib.delayed(tasks.__getitem__)(i) for i in range(8))
+    assert in_workers == forward
+
+
+def test_random_state_none_and_generator():
+    """Check None fixes a fresh seed at construction; a Generator seeds too."""
+    y = np.repeat(np.arange(20), 25)
+    tasks = SmallContextTasks(y, n_tasks=3)
+    assert tasks[1] == tasks[1]
+    assert SmallContextTasks(y, n_tasks=3)[1] != tasks[1]
+    from_generator = SmallContextTasks(y, n_tasks=3,
+                                       random_state=np.random.default_rng(3))
+    again = SmallContextTasks(y, n_tasks=3, random_state=np.random.default_rng(3))
+    assert list(from_generator) == list(again)
+
+
+def test_task_indexing_errors(seed):
+    """Check out-of-range and non-integer task indices raise clear errors."""
+    tasks = SmallContextTasks(np.repeat(np.arange(20), 25), n_tasks=3,
+                              random_state=seed)
+    with pytest.raises(IndexError, match="Task index 3 out of range for 3"):
+        tasks[3]
+    with pytest.raises(TypeError, match="ints or slices"):
+        tasks["0"]
+    assert repr(tasks[0]).startswith("Task(task_id=0, n_support=")
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_support_classes=10, n_novel_classes=5),
+     r"needs 15 classes \(n_support_classes=10 \+ n_novel_classes=5\) but only 12"),
+    (dict(shots=(0, 3)), r"1 <= low <= high; got \(0, 3\)"),
+    (dict(shots=(5, 2)), r"1 <= low <= high; got \(5, 2\)"),
+    (dict(shots=3), "shots must be a pair"),
+    (dict(n_novel_classes=-1), "n_novel_classes must be an int >= 0; got -1"),
+    (dict(n_support_classes=0), "n_support_classes must be an int >= 1"),
+    (dict(n_query=0), "n_query must be an int >= 1"),
+    (dict(n_tasks=2.5), "n_tasks must be an int >= 1; got 2.5"),
+    (dict(random_state=-3), "random_state must be None, a non-negative int"),
+])
+def test_small_context_parameter_errors(kwargs, match):
+    """Check bad parameters and too few classes fail before any sampling."""
+    y = np.repeat(np.arange(12), 30)
+    params = dict(n_support_classes=5, n_novel_classes=2) | kwargs
+    with pytest.raises(ValueError, match=match):
+        SmallContextTasks(y, **params)
+
+
+def test_small_context_names_small_classes():
+    """Check the error names each too-small class, its size and the need."""
+    y = np.r_[np.repeat(np.arange(14), 20), np.full(12, 14), np.full(19, 15)]
+    with pytest.raises(ValueError, match=(
+        r"at least 20 examples \(up to 10 shots \+ n_query=10 queries.*"
+        r"2 of 16 classes have fewer: 14 \(12 examples\), 15 \(19 examples\)"
+        r".*Lower shots\[1\] or n_query")):
+        SmallContextTasks(y)
+
+
+def test_string_labels_in_messages():
+    """Check labels keep their own form (not numpy reprs) in the messages."""
+    y = np.repeat(np.array(["cat", "dog", "eel"]), [30, 30, 4])
+    with pytest.raises(ValueError, match=r"'eel' \(4 examples\)"):
+        SmallContextTasks(y, n_support_classes=2, n_novel_classes=1)
+
+
+# ------------------------------------------------------------ large context
+def test_large_context_task_composition(seed):
+    """Check every known class is queried, plus novel classes from the rest."""
+    y = np.repeat(np.arange(12), 15)
+    known = np.array([9, 0, 4, 2, 7, 5])
+    tasks = LargeContextTasks(y, known, n_tasks=10, random_state=seed)
+    assert_array_equal(tasks.novel_pool, [1, 3, 6, 8, 10, 11])
+    seen_novel = set()
+    for task in tasks:
+        assert task.support.shape == (0,)
+        classes, counts = np.unique(y[task.query], return_counts=True)
+        assert np.all(counts == 10)
+        assert set(known) <= set(classes)
+        novel = np.setdiff1d(classes, known)
+        assert novel.shape[0] == 5
+        seen_novel |= set(novel.tolist())
+        stream = y[task.query]
+        assert np.count_nonzero(stream[1:] != stream[:-1]) > 40
+    assert seen_novel == {1, 3, 6, 8, 10, 11}
+
+
+def test_large_context_subsamples_known_classes(seed):
+    """Check n_known_query_classes draws that many known classes per task."""
+    y = np.repeat(np.arange(12), 15)
+    tasks = LargeContextTasks(y, range(8), n_novel_classes=2,
+                              n_known_query_classes=3, n_tasks=20,
+                              random_state=seed)
+    queried = set()
+    for task in tasks:
+        classes = np.unique(y[task.query])
+        assert np.count_nonzero(classes < 8) == 3
+        assert np.count_nonzero(classes >= 8) == 2
+        queried |= set(classes[classes < 8].tolist())
+    assert queried == set(range(8))
+
+
+@pytest.mark.parametrize("known, kwargs, match", [
+    ([0, 1, 99], {}, r"known_classes \[99\] \(1 of 3\) have no rows in y"),
+    ([0, 1, 1], {}, "repeated labels"),
+    ([], {}, "non-empty 1-d array"),
+    (range(8), {}, r"needs 5 classes \(n_novel_classes, drawn from the labels of y "
+                   r"outside known_classes\) but only 4"),
+    (range(4), dict(n_query=16), r"at least 16 examples.*12 of 12 classes"),
+    (range(4), dict(n_known_query_classes=5),
+     r"needs 5 classes \(n_known_query_classes\) but only 4"),
+    (range(4), dict(n_known_query_classes=0, n_novel_classes=0),
+     "both 0"),
+    (range(4), dict(n_novel_classes=-2), "n_novel_classes must be an int >= 0"),
+])
+def test_large_context_errors(known, kwargs, match):
+    """Check clear errors for bad known classes, pools and counts."""
+    y = np.repeat(np.arange(12), 15)
+    with pytest.raises(ValueError, match=match):
+        LargeContextTasks(y, known, **kwargs)
+
+
+# ------------------------------------------------------------ evaluation
+def test_evaluate_online_equals_hand_loop(features, head, seed):
+    """Check the report equals a per-task loop scored by open_world_report."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=6, random_state=seed)
+    report = evaluate_online(head, X, y, tasks)
+    expected = _hand_loop(head, X, y, tasks, tpr=0.15)
+    for key, value in expected.items():
+        assert_allclose(report[key], value, err_msg=key)
+    assert not hasattr(head, "classes_")  # the given estimator is untouched
+
+
+def _assert_same_run(one, two):
+    for key in one.rows:
+        assert_array_equal(one.rows[key], two.rows[key], err_msg=key)
+    for key in ["accuracy", "accuracy_ci", "h_measure", "auroc", "threshold"]:
+        assert one[key] == two[key]
+
+
+def test_evaluate_online_is_independent_of_n_jobs(features, head, seed):
+    """Check that n_jobs=1 and n_jobs=2 give identical rows and report."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=24, random_state=seed)
+    one = evaluate_online(head, X, y, tasks, n_jobs=1, return_rows=True)
+    with joblib.parallel_config(backend="threading"):
+        two = evaluate_online(head, X, y, tasks, n_jobs=2, return_rows=True)
+    _assert_same_run(one, two)
+
+
+@pytest.mark.slow
+def test_evaluate_online_in_loky_processes(features, head, seed):
+    """Check n_jobs=2 in loky worker processes (the default backend) gives the
+    sequential result; slow only because each worker imports torch."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=24, random_state=seed)
+    one = evaluate_online(head, X, y, tasks, n_jobs=1, return_rows=True)
+    two = evaluate_online(head, X, y, tasks, n_jobs=2, return_rows=True)
+    _assert_same_run(one, two)
+
+
+def test_evaluate_online_report_fields(features, head, seed):
+    """Check the report's fields, the ROC curve and the pooled rows."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=10, random_state=seed)
+    report = evaluate_online(head, X, y, tasks, return_rows=True)
+    for key in ["accuracy", "accuracy_ci", "support_accuracy",
+                "support_accuracy_ci", "incremental_accuracy",
+                "incremental_accuracy_ci", "h_measure", "auroc", "threshold",
+                "novel_tpr", "task_accuracy"]:
+        assert np.all(np.isfinite(report[key])), key
+    assert report.n_tasks == 10 and report.setting == "small"
+    assert report.target_tpr == 0.15 and report.novel_tpr >= 0.15
+    rows = report.rows
+    fpr, tpr, thresholds = roc_curve(rows.is_novel, rows.p_novel)
+    assert_allclose(report.fpr, fpr)
+    assert_allclose(report.tpr_curve, tpr)
+    assert_allclose(report.roc_thresholds, thresholds)
+    assert_array_equal(rows.index, np.concatenate([t.query for t in tasks]))
+    assert_array_equal(rows.y_true, y[rows.index])
+    for task in tasks:
+        mine = rows.task_id == task.task_id
+        # One novel row per novel class: the first time it shows up.
+        assert rows.is_novel[mine].sum() == 5
+        assert_array_equal(rows.support_mask[mine],
+                           np.isin(y[task.query], y[task.support]))
+
+
+def test_evaluate_online_uses_adapt(features, seed):
+    """Check that adapt, when present, learns the support set."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=3, random_state=seed)
+    adapting = AdaptingHead(prior_mean=0.0, prior_var=9.0, b=1.0, sigma=1.0)
+    plain = CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0, sigma=1.0)
+    a = evaluate_online(adapting, X, y, tasks, return_rows=True)
+    b = evaluate_online(plain, X, y, tasks, return_rows=True)
+    assert_array_equal(a.rows.p_novel, b.rows.p_novel)
+
+
+def test_evaluate_online_takes_a_list_of_tasks(features, head, seed):
+    """Check that any iterable of Task objects runs like the sampler."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=4, random_state=seed)
+    from_sampler = evaluate_online(head, X, y, tasks, return_rows=True)
+    from_list = evaluate_online(head, X, y, iter(list(tasks)), return_rows=True)
+    assert_array_equal(from_sampler.rows.p_novel, from_list.rows.p_novel)
+
+
+def test_evaluate_online_large_context(features, seed):
+    """Check a fitted head on query-only tasks: known rows are support rows."""
+    X, y = features
+    known = y < 12
+    # Training rows of the known classes fit the head; the rest is held out.
+    train = known & (np.arange(y.shape[0]) % 25 < 10)
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0,
+                                 sigma=1.0).fit(X[train], y[train])
+    X_eval, y_eval = X[~train], y[~train]
+    tasks = LargeContextTasks(y_eval, range(12), n_tasks=5, random_state=seed)
+    report = evaluate_online(head, X_eval, y_eval, tasks, setting="large",
+                             return_rows=True)
+    assert report.target_tpr == 0.6 and report.novel_tpr >= 0.6
+    assert_array_equal(report.rows.support_mask, report.rows.y_true < 12)
+    assert report.rows.is_novel.sum() == 5 * 5
+    assert np.isfinite(report.support_accuracy)
+
+
+def test_evaluate_online_progress_bar(features, head, seed, capsys):
+    """Check verbose=1 draws a progress bar and verbose=0 stays silent."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=4, random_state=seed)
+    evaluate_online(head, X, y, tasks)
+    assert capsys.readouterr().err == ""
+    evaluate_online(head, X, y, tasks, verbose=1)
+    assert "small-context tasks" in capsys.readouterr().err
+
+
+class NoStream:
+    def partial_fit(self, X, y):
+        return self
+
+
+class NoLearning:
+    def open_world_step(self, X, y):
+        return {}
+
+
+class EmptyStep(CRPGaussianClassifier):
+    def open_world_step(self, X, y):
+        return {"p_novel": np.zeros(len(y))}
+
+
+@pytest.mark.parametrize("change, error, match", [
+    (dict(setting="medium"), ValueError, "setting must be 'small' or 'large'"),
+    (dict(tpr=0.0), ValueError, r"tpr must be a float in \(0, 1\]"),
+    (dict(X=np.zeros((10, 8))), ValueError, "different numbers of rows: 10 and 500"),
+    (dict(estimator=NoStream()), TypeError, "no open_world_step"),
+    (dict(estimator=NoLearning()), TypeError, "neither adapt.*nor partial_fit"),
+    (dict(estimator=EmptyStep(prior_mean=0.0, prior_var=9.0, b=1.0)), ValueError,
+     r"\['y_known', 'is_novel'\] missing"),
+    (dict(setting="large"), ValueError, "setting='large' runs query-only tasks"),
+    (dict(tasks=[Task(np.array([0]), np.array([500]), 0)]), ValueError,
+     r"query indices must lie in \[0, 500\)"),
+    (dict(tasks=[Task(np.array([0]), np.array([0.5]), 0)]), ValueError,
+     "1-d integer array"),
+    (dict(tasks=[Task(np.array([0]), np.array([], dtype=int), 0)]), ValueError,
+     "no query rows"),
+    (dict(tasks=[Task(np.array([0]), np.array([1]), 0)] * 2), ValueError,
+     "task_id values must be distinct"),
+    (dict(tasks=[]), ValueError, "tasks is empty"),
+    (dict(tasks=[(np.array([0]), np.array([1]))]), TypeError,
+     "support, query and task_id"),
+    (dict(tasks=3), TypeError, "tasks must be SmallContextTasks"),
+])
+def test_evaluate_online_errors(features, head, seed, change, error, match):
+    """Check clear errors for bad settings, inputs, estimators and tasks."""
+    X, y = features
+    args = dict(estimator=head, X=X, y=y,
+                tasks=SmallContextTasks(y, n_tasks=2, random_state=seed))
+    args |= change
+    with pytest.raises(error, match=match):
+        evaluate_online(**args)
+
+
+def test_evaluate_online_rejects_tasks_of_other_labels(features, head, seed):
+    """Check that a sampler built on other labels is refused."""
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=2, random_state=seed)
+    with pytest.raises(ValueError, match="drawn from other labels than y"):
+        evaluate_online(head, X, np.roll(y, 1), tasks)
+
+
+def test_evaluate_online_large_context_needs_fitted(features, head, seed):
+    """Check that the large context refuses an unfitted estimator."""
+    X, y = features
+    tasks = LargeContextTasks(y, range(12), n_tasks=2, random_state=seed)
+    with pytest.raises(NotFittedError, match="setting='large' needs a fitted"):
+        evaluate_online(head, X, y, tasks, setting="large")
+
+
+def test_evaluate_online_under_dask(features, head, seed):
+    """Check the dask joblib backend gives the sequential result."""
+    distributed = pytest.importorskip("distributed")
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=8, random_state=seed)
+    expected = evaluate_online(head, X, y, tasks, return_rows=True)
+    with (
+        distributed.LocalCluster(n_workers=1, threads_per_worker=1,
+                                 processes=False, host="127.0.0.1",
+                                 protocol="tcp://", dashboard_address=None)
+        as cluster,
+        distributed.Client(cluster),
+        joblib.parallel_backend("dask"),
+    ):
+        report = evaluate_online(head, X, y, tasks, return_rows=True)
+    assert_array_equal(report.rows.p_novel, expected.rows.p_novel)
+    assert report.accuracy == expected.accuracy
