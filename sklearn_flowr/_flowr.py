@@ -115,6 +115,9 @@ default="conv4"
         The encoder in use (a fine-tuned copy after :meth:`adapt`).
     meta_module_ : FLOWRMetaModule
         Encoder and learned head parameters after ``fit``.
+    pretrained_encoder_ : torch.nn.Module
+        The encoder after pre-training, before meta-training (what baselines
+        are compared on).
     classes_ : ndarray of shape (n_classes,)
         Known classes of the head.
     train_classes_ : ndarray of shape (n_train_classes,)
@@ -264,6 +267,10 @@ default="conv4"
         self.history_ = {}
         encoder, means, variances = self._pretrain(encoder, X, y_index,
                                                    len(labels), seed, device)
+        # Baselines are compared on the pre-trained encoder, before FLOWR's
+        # meta-training changes it (same object when there is none).
+        pretrained = encoder if self.meta_epochs == 0 else copy.deepcopy(encoder)
+        self.pretrained_encoder_ = pretrained.eval()
         meta = self._meta_train(encoder, X, y_index, means, variances, seed, device)
         meta.eval()
         self.meta_module_ = meta
@@ -290,7 +297,10 @@ default="conv4"
         params = dict(module__encoder=encoder, module__n_classes=n_classes,
                       lr=self._lr(), batch_size=self.batch_size, device=device,
                       verbose=self.verbose, random_state=seed,
-                      iterator_train__shuffle=True)
+                      iterator_train__shuffle=True,
+                      # A last batch of one row breaks batch norm in training
+                      # mode ("expected more than 1 value per channel").
+                      iterator_train__drop_last=X.shape[0] % self.batch_size == 1)
         if self.pretrain == "sup-e":
             params["criterion__beta"] = self.beta
         net = self._fit_net(net_class(**params), "pretrain", self.pretrain_epochs,
@@ -443,20 +453,29 @@ default="conv4"
         return self
 
     # ------------------------------------------------------- online and predict
-    def transform(self, X):
+    def transform(self, X, *, encoder="current"):
         """Embeddings of ``X`` (batched, no gradient).
 
         Parameters
         ----------
         X : array-like
             Images or features, as in ``fit``.
+        encoder : {"current", "pretrained"}, default="current"
+            ``"current"``: the encoder in use (meta-trained, fine-tuned after
+            :meth:`adapt`). ``"pretrained"``: the encoder right after
+            pre-training, as baselines use it.
 
         Returns
         -------
         Z : ndarray of shape (n_samples, embedding_dim)
         """
         check_is_fitted(self)
-        return self._embed(self._model_input(X))
+        if encoder not in ("current", "pretrained"):
+            raise ValueError("encoder must be 'current' or 'pretrained'; got "
+                             f"{encoder!r}.")
+        X = self._model_input(X)
+        return self._embed(X, self.pretrained_encoder_ if encoder == "pretrained"
+                           else self.encoder_)
 
     def partial_fit(self, X, y, classes=None):
         """Learn labelled samples online (new labels become classes).
@@ -568,8 +587,9 @@ default="conv4"
         return as_model_input(X, allow_features=self._takes_features(),
                               expected_shape=self.input_shape_)
 
-    def _embed(self, X):
-        return embed(self.encoder_, X, batch_size=4 * self.batch_size,
+    def _embed(self, X, encoder=None):
+        encoder = self.encoder_ if encoder is None else encoder
+        return embed(encoder, X, batch_size=4 * self.batch_size,
                      device=self._torch_device()).astype(np.float64)
 
     def _lr(self):
@@ -591,8 +611,10 @@ default="conv4"
         if "meta_module_" in state:
             # One deepcopy keeps encoder_ and meta_module_.encoder one object
             # when they are; CPU tensors load on machines without CUDA.
-            meta, encoder = copy.deepcopy((self.meta_module_, self.encoder_))
+            meta, encoder, pretrained = copy.deepcopy(
+                (self.meta_module_, self.encoder_, self.pretrained_encoder_))
             state["meta_module_"], state["encoder_"] = meta.cpu(), encoder.cpu()
+            state["pretrained_encoder_"] = pretrained.cpu()
         return state
 
     def __setstate__(self, state):
@@ -601,6 +623,7 @@ default="conv4"
             device = self._torch_device()
             self.meta_module_.to(device)
             self.encoder_.to(device)
+            self.pretrained_encoder_.to(device)
 
 
 def _empirical_class_stats(Z, y_index, n_classes):

@@ -150,6 +150,30 @@ def test_learned_class_stats_need_sup_e(digits):
     assert not hasattr(model, "head_")
 
 
+def test_pretrained_encoder_is_kept_apart_from_meta_training(small_model, digits):
+    """Check transform(encoder="pretrained") embeds with the pre-meta encoder."""
+    X, _ = digits
+    current = small_model.transform(X[:5])
+    pretrained = small_model.transform(X[:5], encoder="pretrained")
+    assert pretrained.shape == current.shape
+    assert not np.allclose(pretrained, current)  # meta-training moved it
+    with pytest.raises(ValueError, match="encoder must be"):
+        small_model.transform(X[:5], encoder="meta")
+    clone = pickle.loads(pickle.dumps(small_model))
+    np.testing.assert_allclose(clone.transform(X[:5], encoder="pretrained"),
+                               pretrained, rtol=1e-6)
+
+
+def test_last_batch_of_one_row_is_dropped(digits):
+    """Check a training set of k * batch_size + 1 rows trains (batch norm needs
+    two rows per batch)."""
+    X, y = digits
+    rows = np.flatnonzero(y < 3)[:33]
+    model = FLOWRClassifier(backbone="conv4", batch_size=16,
+                            **{**TINY, "meta_epochs": 0}).fit(X[rows], y[rows])
+    assert len(model.history_["pretrain"]) == TINY["pretrain_epochs"]
+
+
 def test_same_seed_same_model(digits):
     """Check random_state makes CPU training reproducible."""
     X, y = digits
