@@ -2,6 +2,7 @@
 
 import copy
 import os
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -15,7 +16,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, column
 from ._core import class_means, condition_on, estimate_prior
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input
-from .encoders import make_backbone
+from .encoders import last_linear_layer, make_backbone
 from .training import (
     EpisodeDataset,
     EpisodicMetaNet,
@@ -68,6 +69,14 @@ default="conv4"
         CRP discount.
     sigma : float, default=0.5
         Class-noise variance.
+    match_sigma : bool, default=True
+        After pre-training, rescale the encoder's last linear layer so that
+        the mean within-class variance of the training embeddings equals
+        ``sigma``. The head's Gaussian model assumes class noise ``sigma * I``;
+        pre-training fixes no scale (measured on digits: within-class variance
+        0.008 against sigma = 0.5, which leaves every likelihood flat and
+        P(novel) equal to the CRP prior). The rescaling is an empirical-Bayes
+        step on the scale that meta-training then refines. Not in the paper.
     class_prior : {"crp", "uniform"}, default="crp"
     known_count : float, default=1.0
         CRP pseudo-count of the known-known classes (large context).
@@ -162,6 +171,7 @@ default="conv4"
         "a": [Interval(Real, 0, 1, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "class_prior": [StrOptions({"crp", "uniform"})],
+        "match_sigma": ["boolean"],
         "known_count": [Interval(Real, 0, None, closed="neither")],
         "novel_label": "no_validation",
         "embedding_dim": [Interval(Integral, 1, None, closed="left")],
@@ -184,8 +194,8 @@ default="conv4"
     }
 
     def __init__(self, *, backbone="conv4", setting="small", pretrain="sup-e",
-                 class_stats="empirical", a=0.5, sigma=0.5, class_prior="crp",
-                 known_count=1.0,
+                 class_stats="empirical", a=0.5, sigma=0.5, match_sigma=True,
+                 class_prior="crp", known_count=1.0,
                  novel_label="auto", embedding_dim=64, pretrain_epochs=20,
                  meta_epochs=10, episodes_per_epoch=100, n_way=5, n_query=5,
                  n_unknown=2, lr=None, batch_size=64, beta=0.1, lambda_adapt=0.1,
@@ -197,6 +207,7 @@ default="conv4"
         self.class_stats = class_stats
         self.a = a
         self.sigma = sigma
+        self.match_sigma = match_sigma
         self.class_prior = class_prior
         self.known_count = known_count
         self.novel_label = novel_label
@@ -267,6 +278,9 @@ default="conv4"
         self.history_ = {}
         encoder, means, variances = self._pretrain(encoder, X, y_index,
                                                    len(labels), seed, device)
+        if self.match_sigma:
+            means, variances = self._match_noise_scale(encoder, X, y_index, means,
+                                                       variances)
         # Baselines are compared on the pre-trained encoder, before FLOWR's
         # meta-training changes it (same object when there is none).
         pretrained = encoder if self.meta_epochs == 0 else copy.deepcopy(encoder)
@@ -312,6 +326,30 @@ default="conv4"
             return module.encoder, means, variances.reshape(-1)
         return (module.encoder, *_empirical_class_stats(
             embed(module.encoder, X), y_index, n_classes))
+
+    def _match_noise_scale(self, encoder, X, y_index, means, variances):
+        """Scale the last linear layer so within-class variance equals sigma."""
+        Z = embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
+        _, within = _empirical_class_stats(Z, y_index, means.shape[0])
+        factor = float(np.sqrt(self.sigma / max(within.mean(), 1e-12)))
+        layer = last_linear_layer(encoder)
+        with torch.no_grad():
+            layer.weight.mul_(factor)
+            if layer.bias is not None:
+                layer.bias.mul_(factor)
+        probe = embed(encoder, X[:8]).astype(np.float64)
+        if not np.allclose(probe, factor * Z[:8], rtol=1e-3, atol=1e-5 * factor):
+            # A user module whose last linear layer is not the output (a norm
+            # or activation follows): undo and keep the scale it has.
+            with torch.no_grad():
+                layer.weight.div_(factor)
+                if layer.bias is not None:
+                    layer.bias.div_(factor)
+            warnings.warn("match_sigma: the encoder's output is not linear in its "
+                          "last linear layer; the embedding was not rescaled.",
+                          stacklevel=3)
+            return means, variances
+        return means * factor, variances * factor**2
 
     def _meta_train(self, encoder, X, y_index, means, variances, seed, device):
         """Build the FLOWR meta-module from the class embeddings and train it."""

@@ -289,3 +289,20 @@ def test_cuda_fit_and_cpu_reload(digits):
     loaded.encoder_.cpu()
     np.testing.assert_allclose(loaded.predict_proba(X[:3]), model.predict_proba(X[:3]),
                                rtol=1e-4)
+
+
+def test_match_sigma_sets_within_class_variance_to_sigma(digits):
+    """Check the pre-trained embedding is rescaled so the mean within-class
+    variance of the training embeddings equals sigma."""
+    X, y = digits
+    rows = y < 4
+    params = dict(backbone="conv4", setting="small", sigma=0.3,
+                  **{**TINY, "meta_epochs": 0})
+    model = FLOWRClassifier(**params).fit(X[rows], y[rows])
+    Z = model.transform(X[rows])
+    within = np.mean([Z[y[rows] == c].var(axis=0).mean() for c in range(4)])
+    assert within == pytest.approx(0.3, rel=0.05)
+    raw = FLOWRClassifier(**params, match_sigma=False).fit(X[rows], y[rows])
+    Z_raw = raw.transform(X[rows])
+    ratio = np.linalg.norm(Z) / np.linalg.norm(Z_raw)
+    np.testing.assert_allclose(Z, ratio * Z_raw, rtol=1e-3, atol=1e-4 * ratio)

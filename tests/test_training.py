@@ -530,3 +530,22 @@ def test_meta_training_on_gpu(digits):
             z[~q.cuda()].cpu(), y_ep[~q], z[q.cuda()].cpu(), n_way,
             **{k: v.cpu() if torch.is_tensor(v) else v for k, v in head.items()})
     torch.testing.assert_close(gpu.cpu(), cpu)
+
+
+def test_meta_module_keeps_batch_norm_frozen_in_training_mode():
+    """Check meta-training mode leaves batch-norm running statistics untouched
+    (frozen by default) and updates them when asked not to freeze."""
+    from sklearn_flowr.encoders import Conv4
+    from sklearn_flowr.training import FLOWRMetaModule
+
+    x = torch.randn(6, 1, 8, 8)
+    for freeze in (True, False):
+        module = FLOWRMetaModule(Conv4(in_channels=1, embedding_dim=4,
+                                       input_size=(8, 8)),
+                                 freeze_batch_norm=freeze).train()
+        norm = next(m for m in module.modules()
+                    if isinstance(m, torch.nn.BatchNorm2d))
+        before = norm.running_mean.clone()
+        module(x)
+        assert module.training
+        assert torch.equal(norm.running_mean, before) is freeze

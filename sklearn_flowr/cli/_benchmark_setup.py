@@ -1,0 +1,190 @@
+"""Data, trained encoders and method templates of ``flowr-benchmark``.
+
+Everything expensive is cached under one folder, keyed by a hash of what it
+depends on: the dataset arrays, the fitted ``FLOWRClassifier`` of each
+(setting, pre-training) pair and the features it extracts. A re-run with the
+same arguments only evaluates.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import joblib
+import numpy as np
+
+from .._flowr import FLOWRClassifier
+from ..baselines import (
+    EVMClassifier,
+    NCMClassifier,
+    PEELERClassifier,
+    ProtoNetClassifier,
+)
+from ..datasets import load_digits_images, load_fashion_mnist, load_glyphs
+
+DATASETS = ("glyphs", "fashion-mnist", "digits")
+METHODS = ("flowr", "ncm", "protonet", "peeler", "evm")
+METHOD_NAMES = {"flowr": "FLOWR", "ncm": "NCM", "protonet": "ProtoNet",
+                "peeler": "PEELER", "evm": "EVM"}
+# Ten-class datasets: the first five classes train the encoder, the last five
+# are the test split (few-shot tasks need classes the encoder never saw).
+_TEN_CLASS_TRAIN = np.arange(5)
+
+
+@dataclass
+class BenchmarkData:
+    """Class-disjoint train and test images of one dataset."""
+
+    name: str
+    X_train: np.ndarray
+    y_train: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+
+    def fingerprint(self) -> str:
+        digest = hashlib.sha256(self.name.encode())
+        for array in (self.X_train, self.y_train, self.X_test, self.y_test):
+            digest.update(str(array.shape).encode())
+            digest.update(np.ascontiguousarray(array).tobytes())
+        return digest.hexdigest()[:16]
+
+
+def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
+                        max_per_class: int | None = None, cache_dir=None,
+                        random_state: int = 0) -> BenchmarkData:
+    """Train/test images of a benchmark dataset, as float32 in [0, 1].
+
+    ``max_per_class`` keeps at most that many rows of every class (a seeded
+    choice), to bound training time on large datasets.
+    """
+    if name == "glyphs":
+        train = load_glyphs(font_dirs or None, split="train", cache_dir=cache_dir)
+        test = load_glyphs(font_dirs or None, split="test", cache_dir=cache_dir)
+        parts = (train.data, train.target, test.data, test.target)
+    elif name in ("fashion-mnist", "digits"):
+        if name == "digits":
+            full = load_digits_images()
+        else:
+            full = (load_fashion_mnist() if data_path is None
+                    else load_fashion_mnist(data_path))
+        is_train = np.isin(full.target, _TEN_CLASS_TRAIN)
+        parts = (full.data[is_train], full.target[is_train],
+                 full.data[~is_train], full.target[~is_train])
+    else:
+        raise ValueError(f"Unknown dataset {name!r}; choose one of {DATASETS}.")
+    X_train, y_train, X_test, y_test = parts
+    if max_per_class is not None:
+        rng = np.random.default_rng(random_state)
+        X_train, y_train = _cap_per_class(X_train, y_train, max_per_class, rng)
+        X_test, y_test = _cap_per_class(X_test, y_test, max_per_class, rng)
+    # Test labels are offset so a test class never shares a label with a
+    # training class (the large context mixes both).
+    offset = int(y_train.max()) + 1
+    return BenchmarkData(name, _as_unit_float(X_train), y_train.astype(np.int64),
+                         _as_unit_float(X_test), y_test.astype(np.int64) + offset)
+
+
+def _cap_per_class(X, y, cap, rng):
+    keep = np.concatenate([
+        np.sort(rng.permutation(np.flatnonzero(y == label))[:cap])
+        for label in np.unique(y)
+    ])
+    keep.sort()
+    return X[keep], y[keep]
+
+
+def _as_unit_float(images):
+    return (images.astype(np.float32) / 255.0 if images.dtype == np.uint8
+            else images.astype(np.float32))
+
+
+def split_fit_and_held_out(y, random_state):
+    """Half of every training class fits the large-context model; the other
+    half is the held-out query pool of the known-known classes."""
+    rng = np.random.default_rng([random_state, 1])
+    fit_rows = []
+    for label in np.unique(y):
+        rows = rng.permutation(np.flatnonzero(y == label))
+        fit_rows.append(rows[: rows.shape[0] // 2])
+    is_fit = np.zeros(y.shape[0], dtype=bool)
+    is_fit[np.concatenate(fit_rows)] = True
+    return np.flatnonzero(is_fit), np.flatnonzero(~is_fit)
+
+
+def _digest(payload) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True,
+                                     default=str).encode()).hexdigest()[:16]
+
+
+def fit_or_load_model(params: dict, X, y, *, data_key: str, cache_dir,
+                      log=print) -> FLOWRClassifier:
+    """Fit ``FLOWRClassifier(**params)`` on (X, y), or load it from the cache."""
+    path = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / "models" / f"{_digest([params, data_key])}.joblib"
+        if path.exists():
+            log(f"  loading cached model {path.name}")
+            return joblib.load(path)
+    model = FLOWRClassifier(**params).fit(X, y)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        joblib.dump(model, tmp)
+        os.replace(tmp, path)
+    return model
+
+
+def features_or_load(model_key: str, model: FLOWRClassifier, arrays: dict, *,
+                     cache_dir) -> dict:
+    """Embeddings of each named array, by the meta-trained ("flowr") and the
+    pre-trained ("base") encoder, cached next to the model."""
+    path = None
+    if cache_dir is not None:
+        path = Path(cache_dir) / "features" / f"{model_key}.npz"
+        if path.exists():
+            with np.load(path) as cached:
+                return {key: cached[key] for key in cached.files}
+    features = {}
+    for name, X in arrays.items():
+        features[f"flowr/{name}"] = model.transform(X)
+        features[f"base/{name}"] = model.transform(X, encoder="pretrained")
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp.npz")
+        np.savez(tmp, **features)
+        os.replace(tmp, path)
+    return features
+
+
+def model_key(params: dict, data_key: str) -> str:
+    return _digest([params, data_key])
+
+
+def method_template(method: str, setting: str, model: FLOWRClassifier,
+                    Z_train, y_train):
+    """The estimator ``evaluate_online`` copies for every task.
+
+    Small context: an unfitted estimator (FLOWR: the head with the
+    meta-learned prior; PEELER: with the precision learned on the training
+    classes). Large context: fitted on the training classes' features.
+    """
+    if method == "flowr":
+        return model.head_
+    if method == "ncm":
+        estimator = NCMClassifier()
+    elif method == "protonet":
+        estimator = ProtoNetClassifier()
+    elif method == "evm":
+        estimator = EVMClassifier()
+    elif method == "peeler":
+        precision = PEELERClassifier().fit(Z_train, y_train).precision_
+        estimator = PEELERClassifier(precision=precision)
+    else:
+        raise ValueError(f"Unknown method {method!r}; choose from {METHODS}.")
+    if setting == "large":
+        estimator.fit(Z_train, y_train)
+    return estimator
