@@ -19,3 +19,52 @@ def test_demo_is_reproducible():
     second = run_demo(n_tasks=4, random_state=3)
     assert first.accuracy == second.accuracy
     assert np.isfinite(first.h_measure)
+
+
+TINY_BENCHMARK = ["--dataset", "digits", "--tasks", "6", "--pretrain-epochs", "1",
+                  "--meta-epochs", "1", "--episodes-per-epoch", "2",
+                  "--embedding-dim", "8", "--evm-tasks", "3", "--verbose", "0"]
+
+
+def test_benchmark_writes_table_json_and_roc(tmp_path, capsys):
+    """Check that a tiny flowr-benchmark run prints both tables, writes the JSON
+    of every (setting, pre-training, method) row and the ROC figure, and that a
+    re-run loads the cached models and gives the same figures."""
+    import json
+
+    from sklearn_flowr.cli import benchmark_main
+
+    args = [*TINY_BENCHMARK, "--out", str(tmp_path / "out"), "--cache-dir",
+            str(tmp_path / "cache")]
+    assert benchmark_main(args) == 0
+    printed = capsys.readouterr().out
+    assert "Small context" in printed and "Large context" in printed
+    assert "H-measure" in printed and "Support Acc" in printed
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert (tmp_path / "out" / "roc.png").stat().st_size > 0
+    for setting in ("small", "large"):
+        rows = results["settings"][setting]["rows"]
+        assert {(r["method"], r["pretrain"]) for r in rows} == {
+            (m, p) for m in ("flowr", "ncm", "protonet", "peeler", "evm")
+            for p in ("sup-e", "sup-fc")}
+        assert all(r["n_tasks"] == (3 if r["method"] == "evm" else 6)
+                   for r in rows)
+        assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
+    models = sorted((tmp_path / "cache" / "models").iterdir())
+    assert len(models) == 4  # two pre-trainings x two settings
+
+    assert benchmark_main([*args, "--out", str(tmp_path / "again")]) == 0
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert sorted((tmp_path / "cache" / "models").iterdir()) == models
+    first_row = results["settings"]["small"]["rows"][0]
+    assert again["settings"]["small"]["rows"][0]["h_measure"] == first_row[
+        "h_measure"]
+
+
+def test_benchmark_small_context_scales_to_small_splits():
+    """Check the paper's 10 + 5 classes are kept for large splits and scaled in
+    proportion for ten-class datasets."""
+    from sklearn_flowr.cli._benchmark import _small_context_sizes
+
+    assert _small_context_sizes(88) == (10, 5)
+    assert _small_context_sizes(5) == (3, 2)
