@@ -55,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--setting", nargs="+", choices=("small", "large"),
         default=["small", "large"])
     add("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    add("--pretrain", nargs="+", choices=("sup-e", "sup-fc"),
-        default=["sup-e", "sup-fc"])
+    add("--pretrain", nargs="+", choices=("sup-e", "sup-fc", "none"),
+        default=["sup-e", "sup-fc"],
+        help="'none' keeps the encoder untrained (a reference row)")
     add("--backbone", choices=("conv4", "resnet12", "resnet18"), default="conv4")
     add("--tasks", type=int, default=1000, help="tasks per setting")
     add("--evm-tasks", type=int, default=None,
@@ -157,7 +158,8 @@ def _run_setting(setting, args, data, data_key, cache, log):
     log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
     out = {"protocol": protocol, "tpr": _TPR[setting], "rows": []}
     for pretrain in args.pretrain:
-        params = dict(backbone=args.backbone, setting=setting, pretrain=pretrain,
+        params = dict(backbone=args.backbone, setting=setting,
+                      pretrain=None if pretrain == "none" else pretrain,
                       embedding_dim=args.embedding_dim,
                       pretrain_epochs=args.pretrain_epochs,
                       meta_epochs=args.meta_epochs,
