@@ -17,6 +17,7 @@ from ._core import (
     log_softmax,
     softmax_rows_inplace,
 )
+from ._labels import check_new_labels, label_result_dtype, resolve_novel_label
 from ._online_state import OnlineClassState
 
 __all__ = ["CRPGaussianClassifier"]
@@ -453,7 +454,7 @@ default="auto"
         novel = index < 0
         if not novel.any():
             return labels[index]
-        out = np.empty(index.shape[0], dtype=_label_result_dtype(labels,
+        out = np.empty(index.shape[0], dtype=label_result_dtype(labels,
                                                                  self.novel_label_))
         out[~novel] = labels[index[~novel]]
         out[novel] = self.novel_label_
@@ -469,31 +470,12 @@ default="auto"
         else:
             labels, y_index = np.unique(y, return_inverse=True)
         if state is None:
-            novel = self._resolve_novel_label(labels)
+            novel = resolve_novel_label(self.novel_label, labels)
+            check_new_labels(labels, novel)
         else:
             novel = self.novel_label_
-            numeric_known = state.labels.dtype.kind in "biuf"
-            if numeric_known != (labels.dtype.kind in "biuf"):
-                raise ValueError(
-                    f"Labels of dtype {labels.dtype} cannot join the known classes "
-                    f"of dtype {state.labels.dtype}: numeric and string labels "
-                    "cannot be mixed."
-                )
-        if any(_same_label(lbl, novel) for lbl in labels.tolist()):
-            raise ValueError(
-                f"y contains the novel label {novel!r}, which is reserved for "
-                "the novel class; pass another novel_label."
-            )
+            check_new_labels(labels, novel, state.labels)
         return labels, y_index
-
-    def _resolve_novel_label(self, labels):
-        if self.novel_label != "auto":
-            return self.novel_label
-        if labels.dtype.kind not in "biuf":
-            return "novel"
-        # -1, unless the labels themselves go that low (e.g. {-1, 1}).
-        lowest = labels.min() - 1 if labels.shape[0] else -1
-        return labels.dtype.type(min(-1, lowest))
 
     def _new_state(self, X, y_index, labels):
         """Fix the prior and the hyper-parameters for a fresh state."""
@@ -524,7 +506,7 @@ default="auto"
             b = estimate_concentration(np.bincount(y_index), a)
         else:
             b = float(self.b)
-        novel = self._resolve_novel_label(labels)
+        novel = resolve_novel_label(self.novel_label, labels)
         label_dtype = labels.dtype if labels.dtype.kind in "biuf" else object
         state = OnlineClassState(prior_mean, prior_var, sigma=self.sigma, a=a, b=b,
                                  class_prior=self.class_prior,
@@ -598,20 +580,6 @@ def _prior_array(value, n_features, name):
     if name == "prior_mean" and array.shape[0] == 1 and n_features != 1:
         array = np.full(n_features, array[0])
     return array
-
-
-def _same_label(label, novel):
-    try:
-        return bool(label == novel)
-    except (TypeError, ValueError):
-        return False
-
-
-def _label_result_dtype(labels, novel):
-    try:
-        return np.result_type(labels.dtype, np.asarray(novel).dtype)
-    except TypeError:
-        return object
 
 
 @contextmanager

@@ -24,7 +24,8 @@ from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._head import _label_result_dtype, _same_label, _unchanged_on_error
+from .._head import _unchanged_on_error
+from .._labels import check_new_labels, label_result_dtype, resolve_novel_label
 
 
 class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
@@ -217,7 +218,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ labels
     def _reset(self, labels):
-        self.novel_label_ = self._resolve_novel_label(labels)
+        self.novel_label_ = resolve_novel_label(self.novel_label, labels)
         dtype = labels.dtype if labels.dtype.kind in "biuf" else object
         self._labels = np.empty(0, dtype=dtype)
         self._label_index = {}
@@ -249,7 +250,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
         if not novel.any():
             return self._labels[index]
         out = np.empty(index.shape[0],
-                       dtype=_label_result_dtype(self._labels, self.novel_label_))
+                       dtype=label_result_dtype(self._labels, self.novel_label_))
         out[~novel] = self._labels[index[~novel]]
         out[novel] = self.novel_label_
         return out
@@ -260,33 +261,12 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
             check_classification_targets(y)
         labels, y_index = np.unique(y, return_inverse=True)
         if first_call:
-            novel = self._resolve_novel_label(labels)
+            novel = resolve_novel_label(self.novel_label, labels)
+            check_new_labels(labels, novel)
         else:
             novel = self.novel_label_
-            numeric_known = self._labels.dtype.kind in "biuf"
-            if numeric_known != (labels.dtype.kind in "biuf"):
-                raise ValueError(
-                    f"Labels of dtype {labels.dtype} cannot join the known classes "
-                    f"of dtype {self._labels.dtype}: numeric and string labels "
-                    "cannot be mixed."
-                )
-        if any(_same_label(lbl, novel) for lbl in labels.tolist()):
-            raise ValueError(
-                f"y contains the novel label {novel!r}, which is reserved for "
-                "the novel class; pass another novel_label."
-            )
+            check_new_labels(labels, novel, self._labels)
         return labels, y_index
-
-    def _resolve_novel_label(self, labels):
-        if not (isinstance(self.novel_label, str) and self.novel_label == "auto"):
-            return self.novel_label
-        if labels.dtype.kind not in "biuf":
-            return "novel"
-        # -1, unless the labels themselves go that low (e.g. {-1, 1}).
-        value = min(-1, int(labels.min()) - 1) if labels.shape[0] else -1
-        if labels.dtype.kind in "bu":  # no negative value in that dtype
-            return np.int64(value)
-        return labels.dtype.type(value)
 
     # -------------------------------------------------------------- attributes
     def __sklearn_is_fitted__(self):
