@@ -386,3 +386,14 @@ def test_fit_class_embeddings_needs_numeric_b(rng):
     """Check that b='auto' is refused when there are no class sizes."""
     with pytest.raises(ValueError, match="numeric known_count and b"):
         CRPGaussianClassifier().fit_class_embeddings([0, 1], np.eye(2), [1, 1])
+
+
+def test_auto_novel_label_for_unsigned_labels(rng):
+    """Check unsigned integer labels get the novel label -1 (not a wrapped value)."""
+    from sklearn_flowr import CRPGaussianClassifier
+
+    X = rng.normal(size=(30, 3))
+    y = np.repeat(np.arange(3, dtype=np.uint8), 10)
+    head = CRPGaussianClassifier().fit(X, y)
+    assert head.novel_label_ == -1
+    assert set(head.predict(X + 100.0).tolist()) <= {-1, 0, 1, 2}
