@@ -7,9 +7,19 @@ maths (written once against the array API so it serves NumPy and torch),
 ``training`` the torch half, and ``FLOWRClassifier`` puts them together.
 """
 
-from ._flowr import FLOWRClassifier
 from ._head import CRPGaussianClassifier
 
 __version__ = "0.1.0.dev0"
 
 __all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "__version__"]
+
+
+def __getattr__(name):
+    # torch loads only when FLOWRClassifier is asked for: the head, metrics,
+    # protocol and baselines run on NumPy, and joblib workers that evaluate
+    # tasks on cached features then start in a fraction of the time.
+    if name == "FLOWRClassifier":
+        from ._flowr import FLOWRClassifier
+
+        return FLOWRClassifier
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -461,3 +461,15 @@ def test_evaluate_online_under_dask(features, head, seed):
         report = evaluate_online(head, X, y, tasks, return_rows=True)
     assert_array_equal(report.rows.p_novel, expected.rows.p_novel)
     assert report.accuracy == expected.accuracy
+
+
+def test_protocol_and_baselines_import_without_torch():
+    """Check the NumPy half of the package (what joblib workers load to evaluate
+    tasks on cached features) does not import torch; FLOWRClassifier still does."""
+    import subprocess
+    import sys
+
+    code = ("import sys, sklearn_flowr.protocol, sklearn_flowr.baselines, "
+            "sklearn_flowr.metrics; assert 'torch' not in sys.modules; "
+            "from sklearn_flowr import FLOWRClassifier; assert 'torch' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
