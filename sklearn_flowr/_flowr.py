@@ -87,15 +87,27 @@ default="conv4"
     meta_epochs : int, default=10
         0 skips meta-training (the prior then comes from the class means).
     episodes_per_epoch : int, default=100
-    n_way : int, default=5
+    n_way : int, default=10
         Support classes per small-context episode / known classes queried per
-        large-context episode.
+        large-context episode. 10 matches the evaluation tasks' 10 support
+        classes (measured on glyphs, 32-d, 1,000 episodes at ``meta_lr=1e-4``:
+        small-context H-measure 0.462 with 10 against 0.423 with 5).
     n_query : int, default=5
         Query rows per class in an episode.
     n_unknown : int, default=2
         Unknown-unknown classes per episode.
     lr : float or None, default=None
-        ``None``: the paper's 1e-3 for Conv4/MLP, 1e-4 for ResNets.
+        Pre-training learning rate (Adam); also the rate of :meth:`adapt`'s
+        fine-tuning. ``None``: the paper's 1e-3 for Conv4/MLP, 1e-4 for ResNets.
+    meta_lr : float or None, default=None
+        Meta-training learning rate. ``None``: a tenth of ``lr``. A deviation
+        from the paper, which uses one rate for both stages: meta-training
+        starts from a pre-trained encoder, and at 1e-3 Adam's first steps
+        undo what pre-training learned faster than the episodes refine it
+        (measured on glyphs, Conv4, 32-d: the episode loss rose from 1.05 to
+        1.44 over 90 steps, and small-context H-measure fell from 0.344 before
+        meta-training to 0.237 after; at 1e-4 the loss fell and H rose to 0.394
+        after 90 steps, 0.423 after 1,000).
     batch_size : int, default=64
         Pre-training batch size (and embedding batch size).
     beta : float, default=0.1
@@ -182,6 +194,7 @@ default="conv4"
         "n_query": [Interval(Integral, 1, None, closed="left")],
         "n_unknown": [Interval(Integral, 0, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither"), None],
+        "meta_lr": [Interval(Real, 0, None, closed="neither"), None],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "beta": [Interval(Real, 0, None, closed="left")],
         "lambda_adapt": [Interval(Real, 0, None, closed="left")],
@@ -197,8 +210,9 @@ default="conv4"
                  class_stats="empirical", a=0.5, sigma=0.5, match_sigma=True,
                  class_prior="crp", known_count=1.0,
                  novel_label="auto", embedding_dim=64, pretrain_epochs=20,
-                 meta_epochs=10, episodes_per_epoch=100, n_way=5, n_query=5,
-                 n_unknown=2, lr=None, batch_size=64, beta=0.1, lambda_adapt=0.1,
+                 meta_epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
+                 n_unknown=2, lr=None, meta_lr=None, batch_size=64, beta=0.1,
+                 lambda_adapt=0.1,
                  fine_tune_steps=0, update_known=False, device="auto",
                  random_state=None, verbose=1, checkpoint_dir=None):
         self.backbone = backbone
@@ -219,6 +233,7 @@ default="conv4"
         self.n_query = n_query
         self.n_unknown = n_unknown
         self.lr = lr
+        self.meta_lr = meta_lr
         self.batch_size = batch_size
         self.beta = beta
         self.lambda_adapt = lambda_adapt
@@ -375,7 +390,7 @@ default="conv4"
             from skorch.callbacks import ProgressBar
 
             callbacks.append(ProgressBar())
-        net = EpisodicMetaNet(module=meta, lr=self._lr(), device=device,
+        net = EpisodicMetaNet(module=meta, lr=self._meta_lr(), device=device,
                               verbose=self.verbose, random_state=None,
                               criterion__lambda_adapt=self.lambda_adapt,
                               callbacks=callbacks)
@@ -635,6 +650,10 @@ default="conv4"
             return self.lr
         resnet = isinstance(self.backbone, str) and self.backbone.startswith("resnet")
         return 1e-4 if resnet else 1e-3
+
+    def _meta_lr(self):
+        # A pre-trained encoder is refined, not re-learned (see ``meta_lr``).
+        return self._lr() / 10 if self.meta_lr is None else self.meta_lr
 
     def _torch_device(self):
         if str(self.device) == "auto":

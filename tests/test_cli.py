@@ -68,3 +68,40 @@ def test_benchmark_small_context_scales_to_small_splits():
 
     assert _small_context_sizes(88) == (10, 5)
     assert _small_context_sizes(5) == (3, 2)
+
+
+def test_benchmark_ablation_options(tmp_path):
+    """Check --lambda-adapt keys a separately cached model and --fine-tune-steps
+    evaluates FLOWR on images with a per-task fine-tuned encoder, leaving the
+    baselines' figures unchanged."""
+    import json
+
+    from sklearn_flowr.cli import benchmark_main
+
+    base = [*TINY_BENCHMARK, "--setting", "small", "--methods", "flowr", "ncm",
+            "--pretrain", "sup-e", "--cache-dir", str(tmp_path / "cache")]
+
+    def rows(*extra, out):
+        assert benchmark_main([*base, *extra, "--out", str(tmp_path / out)]) == 0
+        results = json.loads((tmp_path / out / "results.json").read_text())
+        return {r["method"]: r for r in results["settings"]["small"]["rows"]}
+
+    plain = rows(out="plain")
+    tuned = rows("--fine-tune-steps", "3", out="tuned")
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 1
+    assert tuned["ncm"]["h_measure"] == plain["ncm"]["h_measure"]
+    assert tuned["flowr"]["h_measure"] != plain["flowr"]["h_measure"]
+    rows("--lambda-adapt", "0", out="no-adapt")
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
+
+
+def test_benchmark_rejects_negative_ablation_values():
+    """Check bad ablation values stop with a usage error."""
+    import pytest
+
+    from sklearn_flowr.cli._benchmark import parse_args
+
+    for bad in (["--lambda-adapt", "-1"], ["--fine-tune-steps", "-2"],
+                ["--meta-lr", "0"]):
+        with pytest.raises(SystemExit):
+            parse_args(bad)

@@ -306,3 +306,25 @@ def test_match_sigma_sets_within_class_variance_to_sigma(digits):
     Z_raw = raw.transform(X[rows])
     ratio = np.linalg.norm(Z) / np.linalg.norm(Z_raw)
     np.testing.assert_allclose(Z, ratio * Z_raw, rtol=1e-3, atol=1e-4 * ratio)
+
+
+@pytest.mark.parametrize("lr, meta_lr, expected", [(None, None, 1e-4),
+                                                   (2e-3, None, 2e-4),
+                                                   (None, 5e-4, 5e-4)])
+def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
+                                                      monkeypatch, digits):
+    """Check that meta-training runs at meta_lr, a tenth of lr when unset."""
+    from sklearn_flowr import _flowr
+
+    seen = []
+    original = _flowr.EpisodicMetaNet.initialize_optimizer
+
+    def spy(net, *args, **kwargs):
+        seen.append(net.lr)
+        return original(net, *args, **kwargs)
+
+    monkeypatch.setattr(_flowr.EpisodicMetaNet, "initialize_optimizer", spy)
+    X, y = digits
+    FLOWRClassifier(**{**TINY, "pretrain_epochs": 0}, lr=lr,
+                    meta_lr=meta_lr).fit(X[y < 5], y[y < 5])
+    assert seen and seen[-1] == pytest.approx(expected)

@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     add("--pretrain-epochs", type=int, default=20)
     add("--meta-epochs", type=int, default=10)
     add("--episodes-per-epoch", type=int, default=100)
+    add("--meta-lr", type=float, default=None,
+        help="meta-training learning rate (default: a tenth of the pre-training rate)")
+    add("--lambda-adapt", type=float, default=0.1,
+        help="weight of the adaptation loss in meta-training")
+    add("--fine-tune-steps", type=int, default=0,
+        help="small context: last-layer fine-tuning steps on each task's support "
+        "set (FLOWR runs on images then, not on cached features)")
     add("--n-jobs", type=int, default=1, help="joblib workers over tasks")
     add("--device", default="auto")
     add("--seed", type=int, default=0)
@@ -95,6 +102,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     for name in ("tasks", "embedding_dim", "episodes_per_epoch", "n_jobs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    for name in ("lambda_adapt", "fine_tune_steps"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0")
+    if args.meta_lr is not None and not args.meta_lr > 0:
+        parser.error("--meta-lr must be > 0")
     return args
 
 
@@ -164,6 +176,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
                       pretrain_epochs=args.pretrain_epochs,
                       meta_epochs=args.meta_epochs,
                       episodes_per_epoch=args.episodes_per_epoch,
+                      meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
                       device=args.device, random_state=args.seed,
                       verbose=max(args.verbose - 1, 0))
         tic = time.perf_counter()
@@ -177,11 +190,16 @@ def _run_setting(setting, args, data, data_key, cache, log):
             kind = "flowr" if method == "flowr" else "base"
             template = method_template(method, setting, model,
                                        features[f"{kind}/fit"], y_fit)
+            X_method = features[f"{kind}/eval"]
+            if method == "flowr" and setting == "small" and args.fine_tune_steps:
+                # Fine-tuning changes the encoder per task: stream images.
+                template = model.set_params(fine_tune_steps=args.fine_tune_steps)
+                X_method = X_eval
             method_tasks = tasks
             if method == "evm" and args.evm_tasks is not None:
                 method_tasks = tasks[: min(args.evm_tasks, len(tasks))]
             tic = time.perf_counter()
-            report = evaluate_online(template, features[f"{kind}/eval"], y_eval,
+            report = evaluate_online(template, X_method, y_eval,
                                      method_tasks, setting=setting,
                                      n_jobs=args.n_jobs, verbose=args.verbose > 1)
             row = _row(method, pretrain, report, time.perf_counter() - tic)
