@@ -52,6 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--data-path", default=None, help="folder of the idx files (fashion-mnist)")
     add("--font-dir", action="append", default=[],
         help="extra font folder for glyphs (repeatable), e.g. /usr/share/fonts")
+    add("--max-fonts", type=int, default=None,
+        help="glyphs: at most this many fonts per class (a seeded choice)")
     add("--setting", nargs="+", choices=("small", "large"),
         default=["small", "large"])
     add("--methods", nargs="+", choices=METHODS, default=list(METHODS))
@@ -124,6 +126,7 @@ def run_benchmark(args, log=print) -> dict:
     start = time.perf_counter()
     data = load_benchmark_data(args.dataset, data_path=args.data_path,
                                font_dirs=args.font_dir,
+                               max_fonts=args.max_fonts,
                                max_per_class=args.max_per_class,
                                cache_dir=None if cache is None
                                else Path(cache) / "data",

@@ -54,7 +54,7 @@ class BenchmarkData:
 
 
 def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
-                        max_per_class: int | None = None, cache_dir=None,
+                        max_fonts: int | None = None, max_per_class: int | None = None, cache_dir=None,
                         random_state: int = 0) -> BenchmarkData:
     """Train/test images of a benchmark dataset, as float32 in [0, 1].
 
@@ -62,8 +62,9 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
     choice), to bound training time on large datasets.
     """
     if name == "glyphs":
-        train = load_glyphs(font_dirs or None, split="train", cache_dir=cache_dir)
-        test = load_glyphs(font_dirs or None, split="test", cache_dir=cache_dir)
+        glyphs = dict(max_fonts=max_fonts, cache_dir=cache_dir)
+        train = load_glyphs(font_dirs or None, split="train", **glyphs)
+        test = load_glyphs(font_dirs or None, split="test", **glyphs)
         parts = (train.data, train.target, test.data, test.target)
     elif name in ("fashion-mnist", "digits"):
         if name == "digits":
