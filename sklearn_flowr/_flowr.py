@@ -260,6 +260,25 @@ default="conv4"
         Returns
         -------
         self : FLOWRClassifier
+
+        Examples
+        --------
+        In the large context the training classes stay known:
+
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4])
+        >>> clf.predict_proba(X[:2]).shape  # 5 known classes + novel
+        (2, 6)
         """
         self._validate_params()
         if self.class_stats == "learned" and self.pretrain != "sup-e":
@@ -478,6 +497,27 @@ default="conv4"
         Returns
         -------
         self : FLOWRClassifier
+
+        Examples
+        --------
+        A small-context task with two classes of three shots:
+
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="small", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> support = np.r_[np.flatnonzero(y == 5)[:3], np.flatnonzero(y == 6)[:3]]
+        >>> clf = clf.adapt(X[support], y[support])
+        >>> clf.classes_, clf.head_.class_count_
+        (array([5, 6]), array([3., 3.]))
+        >>> clf.predict_proba(X[y == 7][:4]).shape  # classes 5, 6 + novel
+        (4, 3)
         """
         check_is_fitted(self)
         X_support = self._model_input(X_support)
@@ -499,6 +539,24 @@ default="conv4"
         Returns
         -------
         self : FLOWRClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> clf = clf.partial_fit(X[y == 9][:2], y[y == 9][:2])
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 9])
+        >>> clf.reset().classes_  # the class learned online is forgotten
+        array([0, 1, 2, 3, 4])
         """
         check_is_fitted(self)
         self.encoder_ = self.meta_module_.encoder
@@ -521,6 +579,24 @@ default="conv4"
         Returns
         -------
         Z : ndarray of shape (n_samples, embedding_dim)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="small", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> Z = clf.transform(X[:3])
+        >>> Z.shape, Z.dtype
+        ((3, 4), dtype('float64'))
+        >>> clf.transform(X[:3], encoder="pretrained").shape
+        (3, 4)
         """
         check_is_fitted(self)
         if encoder not in ("current", "pretrained"):
@@ -547,6 +623,26 @@ default="conv4"
         Returns
         -------
         self : FLOWRClassifier
+
+        Examples
+        --------
+        The first call fits the model; later calls learn new classes:
+
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="small", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.partial_fit(X[y < 5], y[y < 5])
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4])
+        >>> clf = clf.partial_fit(X[y == 9][:1], y[y == 9][:1])  # one shot
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 9])
         """
         if not self.__sklearn_is_fitted__():
             self.fit(X, y)
@@ -567,6 +663,27 @@ default="conv4"
         -------
         result : :class:`~sklearn.utils.Bunch`
             ``y_pred``, ``y_known``, ``p_novel``, ``is_novel`` per sample.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> stream = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 0)[:2]]
+        >>> out = clf.open_world_step(X[stream], y[stream])
+        >>> out.is_novel  # class 8 is new at its first sample only
+        array([ True, False, False, False, False])
+        >>> out.p_novel.shape
+        (5,)
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 8])
         """
         check_is_fitted(self)
         return self.head_.open_world_step(self.transform(X), y)
@@ -581,6 +698,24 @@ default="conv4"
         Returns
         -------
         proba : ndarray of shape (n_samples, n_classes + 1)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> proba = clf.predict_proba(X[:3])
+        >>> proba.shape  # 5 known classes, then the novel class
+        (3, 6)
+        >>> bool(np.allclose(proba.sum(axis=1), 1.0))
+        True
         """
         return self._head_for_prediction().predict_proba(self.transform(X))
 
@@ -594,6 +729,24 @@ default="conv4"
         Returns
         -------
         log_proba : ndarray of shape (n_samples, n_classes + 1)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> log_proba = clf.predict_log_proba(X[:3])
+        >>> log_proba.shape
+        (3, 6)
+        >>> bool(np.allclose(np.exp(log_proba), clf.predict_proba(X[:3])))
+        True
         """
         return self._head_for_prediction().predict_log_proba(self.transform(X))
 
@@ -607,6 +760,23 @@ default="conv4"
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn.datasets import load_digits
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> X, y = load_digits(return_X_y=True)
+        >>> X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+        >>> clf = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=4,
+        ...                       pretrain_epochs=1, meta_epochs=1,
+        ...                       episodes_per_epoch=2, n_way=3, n_unknown=1,
+        ...                       verbose=0, random_state=0)
+        >>> clf = clf.fit(X[y < 5], y[y < 5])
+        >>> y_pred = clf.predict(X[:5])
+        >>> labels = np.r_[clf.classes_, -1]  # -1: the "auto" novel label
+        >>> bool(np.array_equal(y_pred, labels[clf.predict_proba(X[:5]).argmax(1)]))
+        True
         """
         return self._head_for_prediction().predict(self.transform(X))
 

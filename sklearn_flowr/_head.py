@@ -181,6 +181,17 @@ default="auto"
         -------
         self : CRPGaussianClassifier
             The fitted head.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+        >>> clf.classes_, clf.class_count_
+        (array([0, 1]), array([2., 2.]))
+        >>> clf.prior_mean_  # "auto": the mean of the class means
+        array([2.05, 2.05])
         """
         with _unchanged_on_error(self):
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
@@ -217,6 +228,19 @@ default="auto"
         -------
         self : CRPGaussianClassifier
             The updated head.
+
+        Examples
+        --------
+        With the prior given, the head can start from a single class:
+
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=10.0, b=1.0)
+        >>> clf = clf.partial_fit([[0.0, 0.0]], ["cat"])
+        >>> clf = clf.partial_fit([[5.0, 5.0], [0.1, 0.0]], ["dog", "cat"])
+        >>> clf.classes_, clf.class_count_
+        (array(['cat', 'dog'], dtype=object), array([2., 1.]))
+        >>> clf.predict([[4.8, 5.1], [-9.0, 9.0]])
+        array(['dog', 'novel'], dtype=object)
         """
         first_call = not self.__sklearn_is_fitted__()
         with _unchanged_on_error(self):
@@ -264,6 +288,16 @@ default="auto"
         -------
         self : CRPGaussianClassifier
             The head, with ``classes_`` equal to ``classes``.
+
+        Examples
+        --------
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier(b=1.0).fit_class_embeddings(
+        ...     ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
+        >>> clf.class_mean_, clf.crp_count_
+        (array([[0., 0.], [3., 3.]]), array([1., 1.]))
+        >>> clf.predict([[2.9, 3.1], [0.0, 0.2], [-5.0, 5.0]])
+        array(['b', 'a', 'novel'], dtype=object)
         """
         self._validate_params()
         with _unchanged_on_error(self):
@@ -318,6 +352,21 @@ default="auto"
             (best known class, ``novel_label_`` while none exists),
             ``p_novel`` (probability of the novel class) and ``is_novel``
             (the label was unseen at that moment).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+        >>> out = clf.open_world_step([[-6.0, 7.0], [-6.1, 7.0], [0.1, 0.1]],
+        ...                           [2, 2, 0])
+        >>> out.y_pred  # class 2 is novel at first sight, then recognised
+        array([-1,  2,  0])
+        >>> out.is_novel
+        array([ True, False, False])
+        >>> clf.classes_
+        array([0, 1, 2])
         """
         first_call = not self.__sklearn_is_fitted__()
         if first_call and "auto" in (
@@ -364,6 +413,23 @@ default="auto"
         joint : ndarray of shape (n_samples, n_classes + 1)
             ``log N(x; m_n, v_n) + log p(n)``; columns follow ``classes_``, the
             last column is the novel class.
+
+        Examples
+        --------
+        Normalising the joint over the columns gives the posterior:
+
+        >>> import numpy as np
+        >>> from scipy.special import logsumexp
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+        >>> joint = clf.predict_joint_log_proba([[0.1, 0.0], [-6.0, 7.0]])
+        >>> joint.shape
+        (2, 3)
+        >>> log_evidence = logsumexp(joint, axis=1, keepdims=True)  # log p(x)
+        >>> bool(np.allclose(joint - log_evidence,
+        ...                  clf.predict_log_proba([[0.1, 0.0], [-6.0, 7.0]])))
+        True
         """
         return self._joint_log_numerators(X) + self._state.log_normaliser()
 
@@ -379,6 +445,19 @@ default="auto"
         -------
         log_proba : ndarray of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last column is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+        >>> log_proba = clf.predict_log_proba([[0.1, 0.0], [-6.0, 7.0]])
+        >>> bool(np.all(log_proba <= 0))
+        True
+        >>> bool(np.allclose(np.exp(log_proba),
+        ...                  clf.predict_proba([[0.1, 0.0], [-6.0, 7.0]])))
+        True
         """
         return log_softmax(self._joint_log_numerators(X))
 
@@ -394,6 +473,19 @@ default="auto"
         -------
         proba : ndarray of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last column is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+        >>> proba = clf.predict_proba([[0.1, 0.0], [-6.0, 7.0]])
+        >>> proba.round(3)  # columns: class 0, class 1, novel
+        array([[0.872, 0.   , 0.128],
+               [0.   , 0.   , 1.   ]])
+        >>> proba.sum(axis=1)
+        array([1., 1.])
         """
         return softmax_rows_inplace(self._joint_log_numerators(X))
 
@@ -409,6 +501,16 @@ default="auto"
         -------
         y_pred : ndarray of shape (n_samples,)
             Labels from ``classes_`` or ``novel_label_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]])
+        >>> clf = CRPGaussianClassifier(novel_label="unknown")
+        >>> clf = clf.fit(X, ["a", "a", "b", "b"])
+        >>> clf.predict([[0.1, 0.0], [3.9, 4.1], [-6.0, 7.0]])
+        array(['a', 'b', 'unknown'], dtype=object)
         """
         best = np.argmax(self._joint_log_numerators(X), axis=1)
         best[best == self._state.n_classes] = -1

@@ -266,6 +266,34 @@ def plot_roc(results, path) -> None:
 
 
 def main(argv=None) -> int:
+    """Run ``flowr-benchmark``: train, evaluate, print the tables, save figures.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        Command-line arguments (see ``flowr-benchmark --help``); ``None`` reads
+        ``sys.argv``.
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+
+    Examples
+    --------
+    From a shell, a few minutes on two CPU cores::
+
+        flowr-benchmark --quick --out flowr-benchmark-out
+
+    The options, without running a benchmark:
+
+    >>> from sklearn_flowr.cli._benchmark import build_parser, parse_args
+    >>> print(build_parser().format_usage())  # doctest: +ELLIPSIS
+    usage: flowr-benchmark [-h] [--dataset {glyphs,fashion-mnist,digits}] ...
+    >>> args = parse_args(["--quick", "--tasks", "50"])  # --quick keeps --tasks
+    >>> args.dataset, args.tasks, args.pretrain_epochs
+    ('glyphs', 50, 3)
+    """
     args = parse_args(argv)
     log = print if args.verbose else (lambda *a, **k: None)
     results = run_benchmark(args, log=log)

@@ -54,7 +54,8 @@ class BenchmarkData:
 
 
 def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
-                        max_fonts: int | None = None, max_per_class: int | None = None, cache_dir=None,
+                        max_fonts: int | None = None,
+                        max_per_class: int | None = None, cache_dir=None,
                         random_state: int = 0) -> BenchmarkData:
     """Train/test images of a benchmark dataset, as float32 in [0, 1].
 

@@ -60,6 +60,35 @@ def run_demo(*, n_tasks=200, n_known=5, n_novel=5, queries_per_class=10, tpr=0.6
 
 
 def main(argv=None):
+    """Run ``flowr-demo``: print the open-world report of the head on digits.
+
+    Parameters
+    ----------
+    argv : list of str or None, default=None
+        Command-line arguments (``--n-tasks``, ``--tpr``, ``--random-state``);
+        ``None`` reads ``sys.argv``.
+
+    Returns
+    -------
+    int
+        The exit status, 0.
+
+    Examples
+    --------
+    From a shell: ``flowr-demo --n-tasks 50``. In Python, figures elided:
+
+    >>> from sklearn_flowr.cli import demo_main
+    >>> demo_main(["--n-tasks", "3"])  # doctest: +ELLIPSIS
+    FLOWR head on digits: 5 known + 5 novel classes, 3 tasks of 100 queries,
+    threshold at novelty TPR 0.6
+      accuracy               0... +/- 0...
+      support_accuracy       0... +/- 0...
+      incremental_accuracy   0... +/- 0...
+      h_measure              ...
+      auroc                  0...
+      (... s)
+    0
+    """
     parser = argparse.ArgumentParser(prog="flowr-demo", description=__doc__.split(
         "\n")[0])
     parser.add_argument("--n-tasks", type=int, default=200)

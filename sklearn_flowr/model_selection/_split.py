@@ -105,6 +105,12 @@ class OpenWorldSplit(BaseCrossValidator):
         -------
         n_splits : int
             The number of splits.
+
+        Examples
+        --------
+        >>> from sklearn_flowr.model_selection import OpenWorldSplit
+        >>> OpenWorldSplit(n_splits=3).get_n_splits()
+        3
         """
         return self.n_splits
 
@@ -130,6 +136,23 @@ class OpenWorldSplit(BaseCrossValidator):
         test : ndarray of shape (n_test,)
             Test indices: all rows of the held-out classes plus the test share
             of the kept classes.
+
+        Examples
+        --------
+        With ``n_novel_classes=None`` the held-out classes partition the
+        classes, and no held-out class has a training row:
+
+        >>> import numpy as np
+        >>> from sklearn_flowr.model_selection import OpenWorldSplit
+        >>> y = np.repeat([0, 1, 2, 3, 4], 4)
+        >>> cv = OpenWorldSplit(n_splits=5, n_novel_classes=None, random_state=0)
+        >>> held_out = [np.setdiff1d(y[test], y[train]).item()
+        ...             for train, test in cv.split(np.zeros((20, 1)), y)]
+        >>> sorted(held_out)
+        [0, 1, 2, 3, 4]
+        >>> train, test = next(cv.split(np.zeros((20, 1)), y))
+        >>> len(train) + len(test), np.intersect1d(train, test).size
+        (20, 0)
         """
         if y is None:
             raise ValueError("OpenWorldSplit needs y: it splits by class.")

@@ -187,6 +187,25 @@ class Task:
         Rows of the stream, in order.
     task_id : int
         Index of the task in its sampler.
+
+    Examples
+    --------
+    Samplers such as :class:`SmallContextTasks` return tasks; index the
+    caller's arrays with them:
+
+    >>> import numpy as np
+    >>> from sklearn_flowr.protocol import SmallContextTasks, Task
+    >>> y = np.repeat(np.arange(6), 8)
+    >>> task = SmallContextTasks(y, n_support_classes=3, shots=(1, 2),
+    ...                          n_novel_classes=1, n_query=4, n_tasks=2,
+    ...                          random_state=0)[1]
+    >>> task  # doctest: +ELLIPSIS
+    Task(task_id=1, n_support=..., n_query=16)
+    >>> np.unique(y[task.query]).shape[0]  # 3 support + 1 novel class
+    4
+    >>> task == Task(support=task.support.copy(), query=task.query.copy(),
+    ...              task_id=1)
+    True
     """
 
     support: np.ndarray

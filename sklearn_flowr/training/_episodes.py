@@ -151,11 +151,36 @@ class EpisodeDataset(Dataset):
         return self.n_episodes
 
     def set_epoch(self, epoch: int) -> None:
-        """Draw the episodes of epoch ``epoch`` from now on."""
+        """Draw the episodes of epoch ``epoch`` from now on.
+
+        Parameters
+        ----------
+        epoch : int
+            Epoch number; episode ``i`` depends on ``(random_state, epoch, i)``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training import EpisodeDataset
+        >>> y = np.repeat(np.arange(5), 20)
+        >>> episodes = EpisodeDataset(np.zeros((100, 3)), y, n_way=3, n_unknown=2)
+        >>> first = episodes.sample_indices(0)[0]
+        >>> episodes.set_epoch(1)  # a fresh draw
+        >>> bool(np.array_equal(episodes.sample_indices(0)[0], first))
+        False
+        >>> episodes.set_epoch(0)  # the draws of epoch 0 again
+        >>> bool(np.array_equal(episodes.sample_indices(0)[0], first))
+        True
+        """
         self.epoch = int(epoch)
 
     def sample_indices(self, index: int):
         """Row indices and episode labels of episode ``index``, in NumPy.
+
+        Parameters
+        ----------
+        index : int
+            Episode number within the current epoch.
 
         Returns
         -------
@@ -164,6 +189,23 @@ class EpisodeDataset(Dataset):
         labels : ndarray of shape (n_rows,)
             Column indices as described in the module docstring.
         n_support : int
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training import EpisodeDataset
+        >>> y = np.repeat(np.arange(5), 20)
+        >>> episodes = EpisodeDataset(np.zeros((100, 3)), y, n_way=3,
+        ...                           n_unknown=2, n_query=4, n_episodes=10)
+        >>> rows, labels, n_support = episodes.sample_indices(0)
+        >>> rows.shape[0] - n_support  # 4 query rows of each of 3 + 2 classes
+        20
+        >>> np.unique(labels[:n_support])  # support classes: columns 0 .. 2
+        array([0, 1, 2])
+        >>> np.unique(labels[n_support:])  # and unknown-unknowns 3, 4
+        array([0, 1, 2, 3, 4])
+        >>> bool(np.array_equal(rows, episodes.sample_indices(0)[0]))  # seeded
+        True
         """
         rng = np.random.default_rng([self.random_state, self.epoch, int(index)])
         if self.setting == "small":

@@ -259,6 +259,26 @@ default=1.0
             ``prior_mean``, ``prior_log_var``, ``beta_raw``, ``a``, ``sigma``,
             ``class_prior`` and, if any, ``known_nat_mean``,
             ``known_precision``, ``known_counts``; tensors keep their graph.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> import torch
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> from sklearn_flowr.training import flowr_episode_logits
+        >>> encoder = MLPEncoder(8, hidden=(16,), embedding_dim=4)
+        >>> module = FLOWRMetaModule(encoder)
+        >>> z = module(torch.zeros(5, 8))
+        >>> logits = flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
+        ...                               **module.head_params())
+        >>> logits.shape  # 2 support classes + novel
+        torch.Size([3, 3])
+        >>> large = FLOWRMetaModule(encoder, known_means=np.zeros((3, 4)),
+        ...                         known_vars=np.ones(3))
+        >>> sorted(set(large.head_params()) - set(module.head_params()))
+        ['known_counts', 'known_nat_mean', 'known_precision']
+        >>> len(large.head_params(include_known=False))
+        6
         """
         params = {
             "prior_mean": self.prior_mean,
@@ -285,6 +305,20 @@ default=1.0
             ``a``, ``b`` (float), ``sigma``, ``class_prior``, ``prior_mean``
             (ndarray of shape (embedding_dim,)) and ``prior_var`` (a float when
             isotropic, else an ndarray), in float64.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4),
+        ...                          prior_var=2.0, b=1.5)
+        >>> kwargs = module.head_kwargs()
+        >>> round(kwargs["b"], 6), round(kwargs["prior_var"], 6)
+        (1.5, 2.0)
+        >>> head = CRPGaussianClassifier(**kwargs).partial_fit(np.zeros((1, 4)), [7])
+        >>> head.predict_proba(np.zeros((1, 4))).shape  # class 7 + novel
+        (1, 2)
         """
         var = np.exp(self.prior_log_var.detach().cpu().double().numpy())
         b = concentration_from_raw(self.beta_raw.detach().cpu().double(), self.a)
@@ -319,6 +353,17 @@ default=1.0
         Returns
         -------
         FLOWRMetaModule
+
+        Examples
+        --------
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> from sklearn_flowr.training import SupEModule
+        >>> sup_e = SupEModule(MLPEncoder(8, hidden=(16,), embedding_dim=4), 3)
+        >>> meta = FLOWRMetaModule.from_sup_e(sup_e, setting="large")
+        >>> meta.n_known  # the Sup-E classes form the known-known table
+        3
+        >>> meta.encoder is sup_e.encoder
+        False
         """
         if setting not in ("small", "large"):
             raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")

@@ -378,6 +378,16 @@ def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
     Returns
     -------
     logits : tensor of shape (n_samples, n_classes)
+
+    Examples
+    --------
+    With unit variances in two dimensions the logits are
+    ``-log(2 pi) - ||z - mu_n||^2 / 2``:
+
+    >>> import torch
+    >>> means = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> sup_e_logits(torch.tensor([[0.0, 0.0]]), means, torch.zeros(2))
+    tensor([[-1.8379, -5.8379]])
     """
     # A Gaussian with natural parameters (mu/s, 1/s) and no extra noise
     # (sigma = 0) has predictive N(mu, s I): the same density code as the head.
@@ -405,6 +415,17 @@ def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
     Returns
     -------
     penalty : 0-d tensor
+
+    Examples
+    --------
+    >>> import torch
+    >>> means, log_var = torch.tensor([[1.0, 0.0], [0.0, 2.0]]), torch.zeros(2)
+    >>> # beta * sum_n d / s_n = 0.1 * (2 / 1 + 2 / 1)
+    >>> round(float(sup_e_penalty(means, log_var, beta=0.1, l2=0.0)), 6)
+    0.4
+    >>> # l2 * sum_n ||mu_n||^2 = 1 + 4
+    >>> float(sup_e_penalty(means, log_var, beta=0.0, l2=1.0))
+    5.0
     """
     d = class_means.shape[-1]
     trace = d * torch.exp(-class_log_var).sum()

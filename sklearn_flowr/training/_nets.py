@@ -133,6 +133,21 @@ class SupELoss(nn.Module):
         Weight of ``sum_n tr(Sigma_n^-1)``.
     l2 : float, default=1e-4
         Weight of the Gaussian prior ``sum_n ||mu_n||^2`` on the class means.
+
+    Examples
+    --------
+    The criterion of :class:`SupENet` equals :func:`sup_e_loss` on the
+    embeddings:
+
+    >>> import torch
+    >>> from sklearn_flowr.training import sup_e_logits, sup_e_loss
+    >>> z = torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.3, 0.1]])
+    >>> y = torch.tensor([0, 1, 0])
+    >>> means, log_var = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.zeros(2)
+    >>> criterion = SupELoss(beta=0.1)
+    >>> loss = criterion(sup_e_logits(z, means, log_var), y, means, log_var)
+    >>> bool(torch.isclose(loss, sup_e_loss(z, y, means, log_var, beta=0.1)))
+    True
     """
 
     def __init__(self, beta: float = 0.1, l2: float = 1e-4):
@@ -154,6 +169,23 @@ class FLOWRMetaLoss(nn.Module):
     ----------
     lambda_adapt : float, default=0.1
         Weight of the adaptation loss.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> from sklearn_flowr.training import FLOWRMetaModule
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
+    >>> z = module(torch.randn(7, 8))  # 2 support rows, then 5 query rows
+    >>> y_support = torch.tensor([0, 1])
+    >>> y_query = torch.tensor([0, 1, 2, 2, 0])  # 2: an unknown-unknown class
+    >>> loss = FLOWRMetaLoss(lambda_adapt=0.1)(z[:2], y_support, z[2:], y_query,
+    ...                                        2, **module.head_params())
+    >>> loss.shape
+    torch.Size([])
+    >>> loss.backward()  # gradients reach the learned head parameters
+    >>> module.beta_raw.grad is not None
+    True
     """
 
     def __init__(self, lambda_adapt: float = 0.1):
