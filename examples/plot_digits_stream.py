@@ -40,13 +40,16 @@ out = head.open_world_step(embed.transform(X[stream]), y[stream])
 correct = np.where(out.is_novel, out.y_pred == head.novel_label_,
                    out.y_pred == y[stream])
 
-fig, (ax0, ax1) = plt.subplots(2, 1, figsize=(8, 5), sharex=True)
+fig, (ax0, ax2, ax1) = plt.subplots(3, 1, figsize=(8, 6.5), sharex=True)
 t = np.arange(len(stream))
 ax0.plot(t, out.p_novel, lw=0.6, color="0.6")
 ax0.scatter(t[out.is_novel], out.p_novel[out.is_novel], color="C3", zorder=3,
             label="first sample of a new class")
 ax0.set_ylabel("P(novel)")
 ax0.legend(loc="upper right")
+# A class is known from its first label on: five from fit, then each new one.
+ax2.step(t, 5 + np.cumsum(out.is_novel), where="post")
+ax2.set_ylabel("known classes\n(after the label)")
 ax1.plot(t, np.cumsum(correct) / (t + 1))
 ax1.set_xlabel("stream position")
 ax1.set_ylabel("accuracy so far")

@@ -72,7 +72,9 @@ def load_image_folder(
     image_size: int | tuple[int, int] | None = None,
     mode: str | None = None,
 ) -> Bunch:
-    """Load an image-folder tree ``root/<class>/<image files>``.
+    """Load an image-folder tree: one sub-folder of images per class.
+
+    The tree is ``root/<class>/<image files>``.
 
     The layout of torchvision's ``ImageFolder``: each folder directly under
     ``root`` is a class, and every file below it (sub-folders included) whose

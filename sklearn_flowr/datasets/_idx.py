@@ -305,7 +305,7 @@ def load_fashion_mnist(
 
 
 def load_digits_images() -> Bunch:
-    """Scikit-learn's 8x8 digits as uint8 images in ``0 .. 255``.
+    """Scikit-learn's 8x8 digits as uint8 images, values 0 to 255.
 
     The bundled values are pixel counts in ``0 .. 16``; they are scaled by
     ``255 / 16`` and rounded, so the images share the value range of the other
