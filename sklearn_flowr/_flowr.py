@@ -116,6 +116,18 @@ default="conv4"
         Weight of the adaptation loss.
     fine_tune_steps : int, default=0
         Last-layer fine-tuning steps in :meth:`adapt` (small context).
+    known_table : {"refit", "learned"}, default="refit"
+        Large context: how the head's known-known classes are built after
+        meta-training. ``"refit"``: every training class is conditioned from
+        the learned prior on its training embeddings under the final encoder,
+        exactly as the head learns any class online. ``"learned"``: the
+        meta-trained table ``(q_n, lam_n)`` (the paper's reading; held-out
+        classes are conditioned as in ``"refit"``). The default deviates on
+        purpose: each known class is queried in few episodes, so its learned
+        parameters lag behind the encoder that meta-training moves (measured on
+        glyphs, 224 classes, 500 episodes: closed-set accuracy of the learned
+        table on held-out rows 0.59 against 0.80 for the refitted one, and
+        large-context accuracy 0.42 against 0.66).
     update_known : bool, default=False
         Let online labels update the known-known classes (the paper keeps
         them fixed).
@@ -199,6 +211,7 @@ default="conv4"
         "beta": [Interval(Real, 0, None, closed="left")],
         "lambda_adapt": [Interval(Real, 0, None, closed="left")],
         "fine_tune_steps": [Interval(Integral, 0, None, closed="left")],
+        "known_table": [StrOptions({"refit", "learned"})],
         "update_known": ["boolean"],
         "device": [str, torch.device],
         "random_state": ["random_state"],
@@ -213,7 +226,8 @@ default="conv4"
                  meta_epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
                  n_unknown=2, lr=None, meta_lr=None, batch_size=64, beta=0.1,
                  lambda_adapt=0.1,
-                 fine_tune_steps=0, update_known=False, device="auto",
+                 fine_tune_steps=0, known_table="refit", update_known=False,
+                 device="auto",
                  random_state=None, verbose=1, checkpoint_dir=None):
         self.backbone = backbone
         self.setting = setting
@@ -238,6 +252,7 @@ default="conv4"
         self.beta = beta
         self.lambda_adapt = lambda_adapt
         self.fine_tune_steps = fine_tune_steps
+        self.known_table = known_table
         self.update_known = update_known
         self.device = device
         self.random_state = random_state
@@ -462,9 +477,10 @@ default="conv4"
     def _known_class_embeddings(self, meta, X, y_index, labels):
         """Means and variances of every training class for the large context.
 
-        Classes of the meta-trained table keep its ``(q_n, lam_n)``; the classes
-        held out as unknown-unknowns are conditioned from the learned prior on
-        their training embeddings, like any class learned online.
+        Every class is conditioned from the learned prior on its training
+        embeddings, like any class learned online; with
+        ``known_table="learned"`` the classes of the meta-trained table keep its
+        ``(q_n, lam_n)`` instead.
         """
         n_classes = labels.shape[0]
         head = meta.head_kwargs()
@@ -473,7 +489,7 @@ default="conv4"
         onehot = np.eye(n_classes)[y_index]
         nat_mean, precision = condition_on(head["prior_mean"] / prior_var,
                                            1.0 / prior_var, Z, onehot, self.sigma)
-        if meta.n_known:
+        if meta.n_known and self.known_table == "learned":
             rows = meta.known_classes_
             nat_mean[rows] = meta.known_nat_mean.detach().cpu().double().numpy()
             precision[rows] = np.exp(

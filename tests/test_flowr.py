@@ -328,3 +328,29 @@ def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
     FLOWRClassifier(**{**TINY, "pretrain_epochs": 0}, lr=lr,
                     meta_lr=meta_lr).fit(X[y < 5], y[y < 5])
     assert seen and seen[-1] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("known_table", ["refit", "learned"])
+def test_known_table_after_meta_training(known_table, digits):
+    """Check that "refit" conditions every training class from the learned prior
+    on its final embeddings and "learned" keeps the meta-trained table."""
+    X, y = digits
+    X, y = X[y < 7], y[y < 7]
+    clf = FLOWRClassifier(setting="large", known_table=known_table, **TINY).fit(X, y)
+    head, meta = clf.head_, clf.meta_module_
+    Z = clf.transform(X)
+    prior = meta.head_kwargs()
+    prior_var = np.atleast_1d(prior["prior_var"])[0]
+    counts = np.bincount(y)
+    precision = 1.0 / prior_var + counts / clf.sigma
+    sums = np.stack([Z[y == k].sum(axis=0) for k in range(7)])
+    refit_means = ((prior["prior_mean"] / prior_var + sums / clf.sigma)
+                   / precision[:, None])
+    expected = refit_means.copy()
+    if known_table == "learned":
+        rows = meta.known_classes_
+        table = meta.known_nat_mean.detach().double().numpy()
+        lam = np.exp(meta.known_log_precision.detach().double().numpy())
+        expected[rows] = table / lam
+        assert not np.allclose(expected[rows], refit_means[rows], atol=1e-4)
+    np.testing.assert_allclose(head.class_mean_, expected, rtol=1e-4, atol=1e-5)
