@@ -105,3 +105,13 @@ def test_benchmark_rejects_negative_ablation_values():
                 ["--meta-lr", "0"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
+
+
+def test_model_cache_key_covers_every_parameter():
+    """Check that the model cache key reads every FLOWRClassifier parameter:
+    spelling out a default keeps the key, changing any parameter changes it."""
+    from sklearn_flowr.cli._benchmark_setup import model_key
+
+    assert model_key({}, "data") == model_key({"known_table": "refit"}, "data")
+    assert model_key({}, "data") != model_key({"known_table": "learned"}, "data")
+    assert model_key({}, "data") != model_key({}, "other data")

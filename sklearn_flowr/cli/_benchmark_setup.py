@@ -127,7 +127,7 @@ def fit_or_load_model(params: dict, X, y, *, data_key: str, cache_dir,
     """Fit ``FLOWRClassifier(**params)`` on (X, y), or load it from the cache."""
     path = None
     if cache_dir is not None:
-        path = Path(cache_dir) / "models" / f"{_digest([params, data_key])}.joblib"
+        path = Path(cache_dir) / "models" / f"{model_key(params, data_key)}.joblib"
         if path.exists():
             log(f"  loading cached model {path.name}")
             return joblib.load(path)
@@ -163,7 +163,10 @@ def features_or_load(model_key: str, model: FLOWRClassifier, arrays: dict, *,
 
 
 def model_key(params: dict, data_key: str) -> str:
-    return _digest([params, data_key])
+    """Cache key of a model: every parameter of ``FLOWRClassifier``, defaults
+    included, so a model cached before a parameter was added or a default
+    changed is not mistaken for a current one."""
+    return _digest([FLOWRClassifier(**params).get_params(), data_key])
 
 
 def method_template(method: str, setting: str, model: FLOWRClassifier,
