@@ -163,12 +163,17 @@ def _run_setting(setting, args, data, data_key, cache, log):
         X_eval = np.concatenate([data.X_train[held_rows], data.X_test])
         y_eval = np.concatenate([data.y_train[held_rows], data.y_test])
         n_novel = min(5, np.unique(data.y_test).shape[0])
+        n_known = int(np.unique(y_fit).shape[0])
+        # A cap above the number of known classes (--quick on a ten-class
+        # dataset) means "all of them".
+        n_queried = (None if args.lc_known_query_classes is None
+                     or args.lc_known_query_classes >= n_known
+                     else args.lc_known_query_classes)
         tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
-                                  n_tasks=args.tasks,
-                                  n_known_query_classes=args.lc_known_query_classes,
+                                  n_tasks=args.tasks, n_known_query_classes=n_queried,
                                   random_state=args.seed)
-        protocol = {"n_known_classes": int(np.unique(y_fit).shape[0]),
-                    "n_known_query_classes": args.lc_known_query_classes,
+        protocol = {"n_known_classes": n_known,
+                    "n_known_query_classes": n_queried,
                     "n_novel_classes": n_novel, "n_query": 10}
     log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
     out = {"protocol": protocol, "tpr": _TPR[setting], "rows": []}
