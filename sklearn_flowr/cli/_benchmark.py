@@ -16,6 +16,7 @@ cluster.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -200,8 +201,10 @@ def _run_setting(setting, args, data, data_key, cache, log):
                                        features[f"{kind}/fit"], y_fit)
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
-                # Fine-tuning changes the encoder per task: stream images.
-                template = model.set_params(fine_tune_steps=args.fine_tune_steps)
+                # Fine-tuning changes the encoder per task: stream images. A
+                # copy, so the cached model keeps its own parameters.
+                template = copy.deepcopy(model).set_params(
+                    fine_tune_steps=args.fine_tune_steps)
                 X_method = X_eval
             method_tasks = tasks
             if method == "evm" and args.evm_tasks is not None:
