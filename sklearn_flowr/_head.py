@@ -13,8 +13,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._core import (
     estimate_concentration,
-    estimate_prior,
     log_softmax,
+    resolve_covariances,
     softmax_rows_inplace,
 )
 from ._labels import check_new_labels, label_result_dtype, resolve_novel_label
@@ -41,15 +41,30 @@ class CRPGaussianClassifier(ClassifierMixin, BaseEstimator):
     b : float or "auto", default="auto"
         CRP concentration, ``> -a``. ``"auto"`` maximises the Pitman-Yor
         likelihood of the class sizes seen in ``fit``.
-    sigma : float, default=0.5
-        Class-noise variance ``Sigma_eps = sigma * I`` (the paper's default).
+    sigma : float, array-like of shape (n_features, n_features) or "auto", \
+default="auto"
+        Class-noise variance ``Sigma_eps = sigma * I``. ``"auto"`` takes the
+        pooled within-class variance of ``fit``'s data, averaged over features
+        (floored), so the head needs no knowledge of the feature scale; it
+        needs a class with two or more samples. The paper fixes ``sigma=0.5``
+        for embeddings meta-learned to that scale; pass it explicitly to
+        reproduce it. ``covariance="full"``: a float or the full matrix
+        ``Sigma_eps``; "auto" the shrunk pooled within-class covariance.
     prior_mean : float, array-like of shape (n_features,) or "auto", \
 default="auto"
         ``mu0``; ``"auto"`` takes the mean of the class means in ``fit``.
     prior_var : float, array-like of shape (n_features,) or "auto", \
 default="auto"
         ``s0`` (a variance); ``"auto"`` takes the mean variance of the class
-        means (isotropic, floored). An array gives a diagonal prior.
+        means (isotropic, floored). An array gives a diagonal prior;
+        ``covariance="full"`` also takes a full matrix, and "auto" is then the
+        shrunk covariance of the class means.
+    covariance : {"isotropic", "full"}, default="isotropic"
+        ``"isotropic"``: the paper's ``Sigma_eps = sigma * I``. ``"full"``: a
+        full shared class noise and a full prior covariance (PLDA's
+        two-covariance model [2]_ under the CRP prior), exact and conjugate,
+        run as the diagonal head in the basis that whitens ``Sigma_eps`` and
+        diagonalises ``s0`` (an extra O(d^2) per row). See Notes.
     class_prior : {"crp", "uniform"}, default="crp"
         ``"uniform"`` gives each known class and the novel class mass
         ``1/(N+1)`` (the paper's ablation).
@@ -76,11 +91,16 @@ default="auto"
     class_mean_ : ndarray of shape (n_classes, n_features)
         Posterior mean ``m_n = q_n / lam_n`` of each class embedding.
     class_var_ : ndarray of shape (n_classes, n_features)
-        Posterior variance ``1 / lam_n`` of each class embedding.
+        Posterior variance ``1 / lam_n`` of each class embedding (the
+        diagonal of its posterior covariance with ``covariance="full"``).
     prior_mean_ : ndarray of shape (n_features,)
         ``mu0``.
-    prior_var_ : ndarray of shape (1,) or (n_features,)
-        ``s0``; one entry when isotropic.
+    prior_var_ : ndarray of shape (1,), (n_features,) or \
+(n_features, n_features)
+        ``s0``; one entry when isotropic, a matrix with ``covariance="full"``.
+    sigma_ : float or ndarray of shape (n_features, n_features)
+        Class-noise variance in use: ``sigma``, or its estimate when "auto";
+        the full ``Sigma_eps`` with ``covariance="full"``.
     b_ : float
         Concentration in use.
     novel_label_ : object
@@ -102,11 +122,18 @@ default="auto"
     which does not normalise), and classes learned in ``fit`` get the
     pseudo-count ``known_count`` rather than 0.
 
+    ``covariance="full"`` goes beyond the paper: meta-trained embeddings
+    concentrate their within-class scatter in a few directions, where the
+    isotropic predictive ranks novel classes below a nearest-mean distance on
+    the same embedding (``benchmarks/compare_head_predictives.py``).
+    :meth:`fit_class_embeddings` does not support it.
+
     References
     ----------
     .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone,
        S. Waslander, "Bayesian Embeddings for Few-Shot Open World
        Recognition", IEEE TPAMI, 2022.
+    .. [2] S. Ioffe, "Probabilistic Linear Discriminant Analysis", ECCV, 2006.
 
     Examples
     --------
@@ -118,21 +145,38 @@ default="auto"
     array([ 0, -1])
     >>> clf.predict_proba([[0.1, 0.0]]).shape  # two known classes + novel
     (1, 3)
+    >>> round(clf.sigma_, 6)  # "auto": pooled within-class variance
+    0.01
     >>> _ = clf.partial_fit([[-6.0, 7.0]], [2])  # a new class from one sample
     >>> clf.predict([[-6.0, 7.0]])
     array([2])
+
+    Full covariances, for anisotropic embeddings:
+
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(60, 2)) * [3.0, 0.1] + np.repeat(
+    ...     rng.normal(size=(6, 2)) * 5.0, 10, axis=0)
+    >>> full = CRPGaussianClassifier(covariance="full").fit(X, np.repeat(
+    ...     np.arange(6), 10))
+    >>> full.sigma_.shape, full.prior_var_.shape
+    ((2, 2), (2, 2))
     """
 
     _parameter_constraints: dict = {
         "a": [Interval(Real, 0, 1, closed="left")],
         "b": [StrOptions({"auto"}), Real],
-        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "sigma": [
+            StrOptions({"auto"}),
+            Interval(Real, 0, None, closed="neither"),
+            "array-like",
+        ],
         "prior_mean": [StrOptions({"auto"}), Real, "array-like"],
         "prior_var": [
             StrOptions({"auto"}),
             Interval(Real, 0, None, closed="neither"),
             "array-like",
         ],
+        "covariance": [StrOptions({"isotropic", "full"})],
         "class_prior": [StrOptions({"crp", "uniform"})],
         "known_count": [
             StrOptions({"observed"}),
@@ -146,9 +190,10 @@ default="auto"
         *,
         a=0.5,
         b="auto",
-        sigma=0.5,
+        sigma="auto",
         prior_mean="auto",
         prior_var="auto",
+        covariance="isotropic",
         class_prior="crp",
         known_count=1.0,
         novel_label="auto",
@@ -158,6 +203,7 @@ default="auto"
         self.sigma = sigma
         self.prior_mean = prior_mean
         self.prior_var = prior_var
+        self.covariance = covariance
         self.class_prior = class_prior
         self.known_count = known_count
         self.novel_label = novel_label
@@ -165,7 +211,7 @@ default="auto"
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Learn the prior (when "auto") and the class statistics.
+        """Learn the prior and sigma (when "auto") and the class statistics.
 
         Any state from earlier ``partial_fit`` or ``open_world_step`` calls is
         forgotten.
@@ -209,7 +255,9 @@ default="auto"
 
         On an unfitted head the prior must be given (``prior_mean``,
         ``prior_var``, ``b``) or estimable from this batch (two or more
-        classes).
+        classes), and so must ``sigma`` (a class with two or more samples).
+        Once fitted, ``sigma_`` stays fixed, so later batches in any chunking
+        give the same state.
 
         Parameters
         ----------
@@ -231,10 +279,12 @@ default="auto"
 
         Examples
         --------
-        With the prior given, the head can start from a single class:
+        With the prior and the class noise given, the head can start from a
+        single sample:
 
         >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=10.0, b=1.0)
+        >>> clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=10.0, b=1.0,
+        ...                             sigma=0.5)
         >>> clf = clf.partial_fit([[0.0, 0.0]], ["cat"])
         >>> clf = clf.partial_fit([[5.0, 5.0], [0.1, 0.0]], ["dog", "cat"])
         >>> clf.classes_, clf.class_count_
@@ -271,6 +321,10 @@ default="auto"
         classes learned during (Sup-E) training: class ``n`` gets
         ``q_n = mu_n / s_n`` and ``lam_n = 1 / s_n`` and the CRP count
         ``known_count``. Like :meth:`fit`, it forgets any earlier state.
+        There are no samples to estimate ``b``, ``sigma`` or observed counts
+        from, so ``b`` and ``sigma`` must be floats and ``known_count``
+        numeric (``prior_mean`` and ``prior_var`` may stay "auto": they come
+        from the spread of ``means``).
 
         Parameters
         ----------
@@ -292,7 +346,7 @@ default="auto"
         Examples
         --------
         >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier(b=1.0).fit_class_embeddings(
+        >>> clf = CRPGaussianClassifier(b=1.0, sigma=0.5).fit_class_embeddings(
         ...     ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
         >>> clf.class_mean_, clf.crp_count_
         (array([[0., 0.], [3., 3.]]), array([1., 1.]))
@@ -313,10 +367,21 @@ default="auto"
                 )
             if not np.all(np.isfinite(variances) & (variances > 0)):
                 raise ValueError("variances must be positive and finite.")
-            if self.known_count == "observed" or self.b == "auto":
+            if self.covariance != "isotropic":
                 raise ValueError(
-                    "fit_class_embeddings needs a numeric known_count and b: "
-                    "there are no observed class sizes to estimate them from."
+                    "fit_class_embeddings takes isotropic class variances; it "
+                    f"does not support covariance={self.covariance!r}."
+                )
+            # Class embeddings carry no samples: nothing to estimate the
+            # concentration, the class noise or the observed counts from.
+            given = {"known_count": self.known_count, "b": self.b,
+                     "sigma": self.sigma}
+            missing = [f"{k}={v!r}" for k, v in given.items() if isinstance(v, str)]
+            if missing:
+                raise ValueError(
+                    "fit_class_embeddings needs a numeric known_count, b and sigma "
+                    f"(got {', '.join(missing)}): there are no observed samples "
+                    "to estimate them from."
                 )
             labels, y_index = self._check_labels(classes, None)
             # The empirical-Bayes prior of class means applies as in fit.
@@ -369,13 +434,13 @@ default="auto"
         array([0, 1, 2])
         """
         first_call = not self.__sklearn_is_fitted__()
-        if first_call and "auto" in (
-            _as_key(self.prior_mean), _as_key(self.prior_var), _as_key(self.b)
-        ):
+        if first_call and any(isinstance(value, str) and value == "auto" for value
+                              in (self.prior_mean, self.prior_var, self.b,
+                                  self.sigma)):
             raise NotFittedError(
                 "open_world_step on an unfitted CRPGaussianClassifier needs the "
-                "prior: call fit/partial_fit first or give prior_mean, prior_var "
-                "and b (not 'auto')."
+                "prior: call fit/partial_fit first or give prior_mean, prior_var, "
+                "b and sigma (not 'auto')."
             )
         with _unchanged_on_error(self):
             if first_call:
@@ -482,7 +547,7 @@ default="auto"
         >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
         >>> proba = clf.predict_proba([[0.1, 0.0], [-6.0, 7.0]])
         >>> proba.round(3)  # columns: class 0, class 1, novel
-        array([[0.872, 0.   , 0.128],
+        array([[0.997, 0.   , 0.003],
                [0.   , 0.   , 1.   ]])
         >>> proba.sum(axis=1)
         array([1., 1.])
@@ -589,33 +654,26 @@ default="auto"
                 f"known_count={self.known_count} must exceed a={a}: a class "
                 "needs c_n > a to have prior mass."
             )
-        n_features = X.shape[1]
-        prior_mean = _prior_array(self.prior_mean, n_features, "prior_mean")
-        prior_var = _prior_array(self.prior_var, n_features, "prior_var")
-        if prior_var is not None and not np.all(prior_var > 0):
-            raise ValueError("prior_var must be positive.")
-        if prior_mean is None or prior_var is None or self.b == "auto":
-            if labels.shape[0] < 2:
-                raise ValueError(
-                    "Estimating the prior ('auto') needs at least 2 classes in "
-                    f"the first batch; got {labels.shape[0]} class. Give "
-                    "prior_mean, prior_var and b."
-                )
-            mean_hat, var_hat = estimate_prior(X, y_index, labels.shape[0])
-            prior_mean = mean_hat if prior_mean is None else prior_mean
-            prior_var = np.array([var_hat]) if prior_var is None else prior_var
+        # sigma, mu0, s0 ("auto": empirical Bayes) and, for full covariances,
+        # the basis where the noise is I and the prior diagonal.
+        hyper = resolve_covariances(
+            X, y_index, labels.shape[0], covariance=self.covariance,
+            sigma=self.sigma, prior_mean=self.prior_mean, prior_var=self.prior_var,
+            need_classes=self.b == "auto",
+        )
         if self.b == "auto":
             b = estimate_concentration(np.bincount(y_index), a)
         else:
             b = float(self.b)
         novel = resolve_novel_label(self.novel_label, labels)
         label_dtype = labels.dtype if labels.dtype.kind in "biuf" else object
-        state = OnlineClassState(prior_mean, prior_var, sigma=self.sigma, a=a, b=b,
-                                 class_prior=self.class_prior,
-                                 label_dtype=label_dtype)
-        self.prior_mean_ = np.asarray(prior_mean, dtype=np.float64)
-        self.prior_var_ = np.asarray(prior_var, dtype=np.float64)
+        state = OnlineClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a,
+                                 b=b, class_prior=self.class_prior,
+                                 label_dtype=label_dtype, basis=hyper.basis)
+        self.prior_mean_ = hyper.prior_mean
+        self.prior_var_ = hyper.prior_var
         self.b_ = b
+        self.sigma_ = hyper.sigma
         self.novel_label_ = novel
         return state
 
@@ -650,38 +708,11 @@ default="auto"
 
     @property
     def class_mean_(self):
-        state = self._fitted_state("class_mean_")
-        n = state.n_classes
-        return state.nat_mean[:n] / state.precision[:n]
+        return self._fitted_state("class_mean_").class_mean()
 
     @property
     def class_var_(self):
-        state = self._fitted_state("class_var_")
-        n = state.n_classes
-        return np.broadcast_to(1.0 / state.precision[:n], (n, state.n_features)).copy()
-
-
-def _as_key(value):
-    return value if isinstance(value, str) else None
-
-
-def _prior_array(value, n_features, name):
-    """A float or (n_features,) array, or None for "auto"."""
-    if isinstance(value, str):
-        return None
-    array = np.asarray(value, dtype=np.float64)
-    if array.ndim == 0:
-        array = np.full(1 if name == "prior_var" else n_features, float(array))
-    if array.ndim != 1 or array.shape[0] not in (1, n_features):
-        raise ValueError(
-            f"{name} must be a float or an array of shape ({n_features},); got "
-            f"shape {np.shape(value)}."
-        )
-    if not np.all(np.isfinite(array)):
-        raise ValueError(f"{name} must be finite.")
-    if name == "prior_mean" and array.shape[0] == 1 and n_features != 1:
-        array = np.full(n_features, array[0])
-    return array
+        return self._fitted_state("class_var_").class_var()
 
 
 @contextmanager

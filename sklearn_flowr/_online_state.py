@@ -10,6 +10,11 @@ a prediction is one matrix product against the cached coefficients: O(N d).
 Row ``N`` of the coefficient buffer (just after the ``N`` known classes) always
 holds the novel class, so the joint log-likelihood of a batch against all
 ``N + 1`` columns is a single contiguous GEMM.
+
+With full covariances (``covariance="full"``) the state lives in the basis
+where the noise is ``I`` and the prior diagonal (``_core._covariance``): rows
+are mapped into it on the way in, class means and variances back on the way
+out; everything in between is the diagonal head unchanged.
 """
 
 import numpy as np
@@ -44,10 +49,20 @@ class OnlineClassState:
     class_prior : {"crp", "uniform"}
     label_dtype : numpy dtype
         Initial dtype of the label buffer (widened when needed).
+    basis : tuple of ndarray or None, default=None
+        ``(shift, T, T_inv)``: rows ``z`` are stored and scored as
+        ``(z - shift) @ T``; ``prior_mean``, ``prior_var`` and ``sigma`` are
+        those of that basis. ``None``: the identity.
     """
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
-                 label_dtype):
+                 label_dtype, basis=None):
+        self.basis_shift, self.basis, self.basis_inverse = (
+            (None, None, None) if basis is None else basis
+        )
+        # Densities of z = densities of u = (z - shift) @ T times |det T|.
+        self.log_jacobian = (0.0 if self.basis is None
+                             else float(np.linalg.slogdet(self.basis)[1]))
         self.sigma = float(sigma)
         self.a = float(a)
         self.b = float(b)
@@ -215,9 +230,31 @@ class OnlineClassState:
         self.crp_total += crp_increment
         self._refresh(np.array([i]))
 
+    def to_basis(self, Z):
+        """Rows in the state's basis (``Z`` itself without a basis)."""
+        return Z if self.basis is None else (Z - self.basis_shift) @ self.basis
+
+    def class_mean(self):
+        """Posterior means ``m_n`` of the classes, in the rows' basis."""
+        n = self.n_classes
+        mean = self.nat_mean[:n] / self.precision[:n]
+        if self.basis is None:
+            return mean
+        return self.basis_shift + mean @ self.basis_inverse
+
+    def class_var(self):
+        """Marginal posterior variances of the class means, shape (N, d)."""
+        n = self.n_classes
+        var = 1.0 / self.precision[:n]
+        if self.basis is None:
+            return np.broadcast_to(var, (n, self.n_features)).copy()
+        # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
+        return var @ (self.basis_inverse * self.basis_inverse)
+
     def learn(self, Z, labels, y_index):
         """Condition on labelled rows; labels not known yet become classes,
         in the order of ``labels``."""
+        Z = self.to_basis(Z)
         self.widen_label_dtype(labels)
         new = np.array([lbl not in self.label_index for lbl in labels.tolist()],
                        dtype=bool)
@@ -242,6 +279,9 @@ class OnlineClassState:
         The row constant ``-log(k + b)`` (or ``-log(N + 1)``) is left out: it
         cancels in the softmax. Shape (n_samples, n_classes + 1), novel last.
         """
+        return self._joint_log_numerators(self.to_basis(Z))
+
+    def _joint_log_numerators(self, Z):
         features = self.features(Z)
         coef = self.joint_coef[: self.n_classes + 1]
         if features.shape[0] == 1:
@@ -250,8 +290,9 @@ class OnlineClassState:
         return features @ coef.T
 
     def log_normaliser(self):
-        """The row constant left out of :meth:`joint_log_numerators`."""
-        return float(crp_log_normaliser(
+        """The row constant left out of :meth:`joint_log_numerators` (and the
+        basis' log-Jacobian, common to all columns)."""
+        return self.log_jacobian + float(crp_log_normaliser(
             np.asarray(self.crp_total), self.n_classes, b=self.b,
             class_prior=self.class_prior,
         ))
@@ -278,6 +319,7 @@ class OnlineClassState:
         is_new_class : ndarray of shape (n_rows,) of bool
             The row is the first of a class that did not exist before it.
         """
+        Z = self.to_basis(Z)
         if Z.shape[0] == 1:
             return (*self._score_one(Z), *self._learn_one(Z, labels))
         self.widen_label_dtype(labels)
@@ -319,7 +361,7 @@ class OnlineClassState:
 
     def _score_one(self, Z):
         """A lone row sees exactly the cached state: no prefix sums needed."""
-        scores = self.joint_log_numerators(Z)[0]
+        scores = self._joint_log_numerators(Z)[0]
         n = self.n_classes
         if n == 0:
             return np.array([-1]), np.array([1.0]), np.array([True])

@@ -13,6 +13,7 @@ from sklearn_flowr._core import (
     condition_on,
     crp_log_prior,
     estimate_concentration,
+    estimate_noise_var,
     estimate_prior,
     log_density_coef,
     log_density_features,
@@ -187,6 +188,50 @@ def test_estimate_prior_floors_a_single_class(rng):
     X = rng.normal(size=(10, 3))
     _, var = estimate_prior(X, np.zeros(10, dtype=int), 1)
     assert var > 0
+
+
+def brute_force_pooled_variance(X, y):
+    """Pooled within-class variance per feature, averaged, by explicit loops."""
+    labels = sorted(set(y.tolist()))
+    total = 0.0
+    for label in labels:
+        rows = [X[i] for i in range(len(y)) if y[i] == label]
+        centre = [sum(row[j] for row in rows) / len(rows) for j in range(X.shape[1])]
+        for row in rows:
+            total += sum((row[j] - centre[j]) ** 2 for j in range(X.shape[1]))
+    return total / (len(y) - len(labels)) / X.shape[1]
+
+
+def test_estimate_noise_var_is_pooled_within_class_variance(rng):
+    """Check that sigma is the pooled within-class variance, unequal class sizes."""
+    y = np.array([0] * 3 + [1] * 11 + [2] * 1 + [3] * 6)
+    X = rng.normal(scale=2.0, size=(y.shape[0], 4)) + 10.0 * y[:, None]
+    sigma = estimate_noise_var(X, y, 4)
+    assert sigma == pytest.approx(brute_force_pooled_variance(X, y), rel=1e-12)
+
+
+def test_estimate_noise_var_ignores_the_class_means(rng):
+    """Check that moving whole classes leaves sigma unchanged."""
+    X = rng.normal(size=(40, 3))
+    y = np.repeat(np.arange(4), 10)
+    shifted = X + rng.normal(scale=100.0, size=(4, 3))[y]
+    assert estimate_noise_var(shifted, y, 4) == pytest.approx(
+        estimate_noise_var(X, y, 4), rel=1e-9
+    )
+
+
+def test_estimate_noise_var_floors_repeated_rows(rng):
+    """Check that classes of identical rows give a small positive sigma."""
+    centres = rng.normal(scale=3.0, size=(3, 5))
+    y = np.repeat(np.arange(3), 4)
+    sigma = estimate_noise_var(centres[y], y, 3)
+    assert 0 < sigma == pytest.approx(1e-6 * centres[y].var(axis=0).mean())
+
+
+def test_estimate_noise_var_needs_a_repeated_class(rng):
+    """Check that one sample per class raises a clear error naming sigma."""
+    with pytest.raises(ValueError, match="Give sigma as a float"):
+        estimate_noise_var(rng.normal(size=(3, 2)), np.arange(3), 3)
 
 
 def test_softmax_rows_inplace_matches_scipy(rng):

@@ -6,6 +6,13 @@ serve the scikit-learn head (NumPy, float64, fast single steps) and training
 (torch, autograd, GPU). See DESIGN.md section 2 for the model.
 """
 
+from ._covariance import (
+    estimate_noise_covariance,
+    estimate_prior_covariance,
+    prior_array,
+    resolve_covariances,
+    whitening_basis,
+)
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
@@ -16,6 +23,7 @@ from ._crp import (
 from ._empirical_bayes import (
     class_means,
     estimate_concentration,
+    estimate_noise_var,
     estimate_prior,
     pitman_yor_log_likelihood,
 )
@@ -35,13 +43,19 @@ __all__ = [
     "crp_log_numerators",
     "crp_log_prior",
     "estimate_concentration",
+    "estimate_noise_covariance",
+    "estimate_noise_var",
     "estimate_prior",
+    "estimate_prior_covariance",
     "log_density_coef",
     "log_density_features",
     "log_softmax",
     "logsumexp",
     "pitman_yor_log_likelihood",
     "predictive_moments",
+    "prior_array",
     "raw_from_concentration",
+    "resolve_covariances",
     "softmax_rows_inplace",
+    "whitening_basis",
 ]

@@ -11,8 +11,21 @@ mass, which does not normalise; we use the Pitman-Yor form on purpose.
 """
 
 import math
+from numbers import Real
 
 from ._namespace import get_namespace
+
+
+def _like(value, like, xp):
+    """``value`` as an array of ``like``'s dtype on ``like``'s device.
+
+    A Python number is filled on the device: building it on the host and
+    copying it over would make a GPU training step wait for its queue.
+    """
+    device = getattr(like, "device", None)
+    if isinstance(value, Real):
+        return xp.full((), value, dtype=like.dtype, device=device)
+    return xp.asarray(value, dtype=like.dtype, device=device)
 
 
 def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
@@ -40,8 +53,7 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
     log_novel : array of shape (...,)
     """
     xp = get_namespace(counts)
-    device = getattr(counts, "device", None)
-    n_classes = xp.asarray(n_classes, dtype=counts.dtype, device=device)
+    n_classes = _like(n_classes, counts, xp)
     if class_prior == "uniform":
         return xp.zeros_like(counts), xp.zeros_like(n_classes)
     log_known = xp.log(counts - a)
@@ -55,8 +67,7 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
 def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
     """``-log(k + b)`` for the CRP, ``-log(N + 1)`` for the uniform prior."""
     xp = get_namespace(total)
-    n_classes = xp.asarray(n_classes, dtype=total.dtype,
-                           device=getattr(total, "device", None))
+    n_classes = _like(n_classes, total, xp)
     if class_prior == "uniform":
         return -xp.log(n_classes + 1.0)
     empty = n_classes == 0
@@ -84,8 +95,7 @@ def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
         ``log_known`` and ``log_novel`` exponentiate to masses summing to one.
     """
     xp = get_namespace(counts)
-    device = getattr(counts, "device", None)
-    total = xp.asarray(total, dtype=counts.dtype, device=device)
+    total = _like(total, counts, xp)
     log_known, log_novel = crp_log_numerators(
         counts, n_classes, a=a, b=b, class_prior=class_prior
     )

@@ -1,9 +1,13 @@
 """Empirical-Bayes estimates for a head fitted on plain features.
 
 Without meta-training there is nothing to learn the prior from but the data, so
-the head sets ``mu0`` to the mean of the class means, ``s0`` to their spread,
-and ``b`` to the maximiser of the Pitman-Yor (Ewens-Pitman) likelihood of the
-observed class sizes. NumPy/SciPy only: this runs once per ``fit``.
+the head sets ``sigma`` to the pooled within-class variance, ``mu0`` to the
+mean of the class means, ``s0`` to their spread, and ``b`` to the maximiser of
+the Pitman-Yor (Ewens-Pitman) likelihood of the observed class sizes. The three
+estimates are independent of each other (``s0`` is the raw spread of the class
+means, not corrected by ``sigma``), so their order does not matter and a given
+float ``sigma`` leaves ``mu0`` and ``s0`` exactly as they were. NumPy/SciPy
+only: this runs once per ``fit``.
 """
 
 import numpy as np
@@ -13,6 +17,11 @@ from scipy.special import gammaln
 # Relative floor on the prior variance: one class (or identical class means)
 # would otherwise give s0 = 0 and a degenerate novel-class predictive.
 _PRIOR_VAR_FLOOR = 1e-3
+# Relative floor on the class-noise variance: classes of repeated rows would
+# otherwise give sigma = 0 and an infinite likelihood precision. It is far
+# below the prior's floor because well separated classes legitimately have a
+# within-class variance many orders below the total variance of X.
+_NOISE_VAR_FLOOR = 1e-6
 
 
 def class_means(X, y_index, n_classes):
@@ -47,6 +56,57 @@ def estimate_prior(X, y_index, n_classes):
     spread = float(np.mean(means.var(axis=0)))
     floor = max(_PRIOR_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
     return prior_mean, max(spread, floor)
+
+
+def estimate_noise_var(X, y_index, n_classes):
+    """Pooled within-class variance, averaged over features.
+
+    The empirical-Bayes ``sigma``: the unbiased pooled estimate
+    ``sum_n sum_{i in n} ||x_i - xbar_n||^2 / ((n_samples - n_classes) d)`` of
+    the variance of ``N(mu_n, sigma I)`` observations around their class mean.
+    It uses only deviations from the class means, so it does not depend on the
+    prior ``(mu0, s0)`` and can be estimated before it.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y_index : ndarray of shape (n_samples,)
+        Class index of each row, in ``range(n_classes)``; every class occurs.
+    n_classes : int
+
+    Returns
+    -------
+    float
+        ``sigma``, floored at ``1e-6`` times the mean feature variance of
+        ``X`` (and at ``1e-12``) so that it is positive.
+
+    Raises
+    ------
+    ValueError
+        When ``n_samples == n_classes`` (one row per class): no within-class
+        variance can be estimated.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
+    >>> round(estimate_noise_var(X, np.array([0, 0, 1, 1]), 2), 6)
+    0.025
+    """
+    n_samples, n_features = X.shape
+    dof = n_samples - n_classes
+    if dof < 1:
+        raise ValueError(
+            "sigma='auto' estimates the class noise from the within-class "
+            "variance, which needs a class with at least 2 samples; got "
+            f"{n_samples} sample(s) in {n_classes} class(es). Give sigma as a "
+            "float (the paper uses sigma=0.5 on meta-learned embeddings)."
+        )
+    means, _ = class_means(X, y_index, n_classes)
+    residual = X - means[y_index]
+    pooled = float(np.einsum("ij,ij->", residual, residual)) / (dof * n_features)
+    floor = max(_NOISE_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
+    return max(pooled, floor)
 
 
 def pitman_yor_log_likelihood(counts, a, b):
