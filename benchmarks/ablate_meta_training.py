@@ -98,7 +98,7 @@ def main(argv=None):
                                                   len(labels))
         tic = time.perf_counter()
         meta = model._meta_train(encoder, X, y_index, means, variances, args.seed,
-                                 torch.device("cpu"))
+                                 torch.device("cpu"), model.history_)
         meta.eval()
         model.meta_module_, model.encoder_ = meta, meta.encoder
         model.head_ = model._new_head(**meta.head_kwargs())

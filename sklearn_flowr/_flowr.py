@@ -9,9 +9,14 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
 from sklearn.utils import assert_all_finite
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_random_state, column_or_1d
+from sklearn.utils.validation import (
+    _check_feature_names,
+    check_is_fitted,
+    check_random_state,
+    column_or_1d,
+)
 
 from ._core import class_means, condition_on, estimate_prior
 from ._head import CRPGaussianClassifier
@@ -23,8 +28,16 @@ from .training import (
     FLOWRMetaModule,
     SupENet,
     SupFCNet,
+    accelerated,
     embed,
     fine_tune_last_layer,
+)
+from .training._checkpoints import check_fingerprint, checkpointed_epochs
+from .training._device import (
+    deterministic_cuda,
+    place_modules,
+    resolve_device,
+    to_device_if_fits,
 )
 
 __all__ = ["FLOWRClassifier"]
@@ -99,6 +112,16 @@ default="conv4"
     lr : float or None, default=None
         Pre-training learning rate (Adam); also the rate of :meth:`adapt`'s
         fine-tuning. ``None``: the paper's 1e-3 for Conv4/MLP, 1e-4 for ResNets.
+    head_lr : float or None, default=1e-2
+        Learning rate of the head's parameters during meta-training (``mu0``,
+        ``s0``, ``b``, the known-known table, ``sigma`` when learned); ``None``
+        trains them at ``meta_lr`` like the encoder, as the paper does. With
+        Adam a parameter moves about one learning rate per step, so at
+        ``meta_lr`` a log-variance or ``b`` barely moves in thousands of
+        episodes while the encoder changes the embedding under them.
+    learn_sigma : bool, default=False
+        Meta-train ``sigma`` with the head (its start is ``sigma``); the
+        fitted head uses the learned value. The paper keeps it fixed.
     meta_lr : float or None, default=None
         Meta-training learning rate. ``None``: a tenth of ``lr``. A deviation
         from the paper, which uses one rate for both stages: meta-training
@@ -131,14 +154,33 @@ default="conv4"
     update_known : bool, default=False
         Let online labels update the known-known classes (the paper keeps
         them fixed).
+    autocast : {"bf16"} or None, default=None
+        ``"bf16"`` runs the encoder under bfloat16 autocast during
+        meta-training (the loss stays float32); a GPU speed option.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
-        ``"auto"`` uses CUDA when available.
+        ``"auto"`` uses CUDA when available. Read whenever the model runs:
+        ``set_params(device=...)`` after ``fit`` moves it, and a model trained
+        on a GPU loads and predicts on a CPU-only machine with ``"auto"``.
+        Training on CUDA uses cuDNN's deterministic algorithms (same seed,
+        same model), predictions run without TF32 (CPU and CUDA agree to
+        float32 rounding).
+    accelerator : accelerate.Accelerator or None, default=None
+        Train through Hugging Face accelerate (skorch's ``AccelerateMixin``):
+        DDP over the processes ``accelerate launch`` starts, on its devices,
+        with its mixed precision. Pre-training and meta-training run on
+        ``accelerator.device``; prediction follows ``device``. See
+        :doc:`/multi_gpu`.
     random_state : int, RandomState or None, default=None
     verbose : int, default=1
-        0 is silent; 1 prints skorch's epoch tables and a tqdm bar over
-        episodes.
+        0 is silent; 1 prints skorch's epoch tables with tqdm bars over the
+        pre-training batches, the meta-training episodes and the fine-tuning
+        steps of :meth:`adapt`.
     checkpoint_dir : str or None, default=None
-        Save every epoch there and resume an interrupted ``fit`` from it.
+        Save every epoch there and resume an interrupted ``fit`` from it
+        (exactly: epochs are seeded by their number). The folder remembers a
+        fingerprint of the data and parameters; a fit that differs (other
+        than in epoch counts, ``device`` or ``verbose``) raises rather than
+        resume another fit's checkpoints.
 
     Attributes
     ----------
@@ -159,6 +201,14 @@ default="conv4"
         Per-sample shape, channels first.
     n_features_in_ : int
         Number of input values per sample (features, or pixels x channels).
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Column names of a feature DataFrame given to ``fit`` (feature inputs
+        only).
+    novel_label_ : object
+        Label :meth:`predict` gives the novel class.
+    noise_scale_ : float
+        Factor ``match_sigma`` applied to the embedding (1.0 when off or not
+        possible).
     history_ : dict
         skorch histories of the ``"pretrain"`` and ``"meta"`` stages.
 
@@ -207,13 +257,17 @@ default="conv4"
         "n_unknown": [Interval(Integral, 0, None, closed="left")],
         "lr": [Interval(Real, 0, None, closed="neither"), None],
         "meta_lr": [Interval(Real, 0, None, closed="neither"), None],
+        "head_lr": [Interval(Real, 0, None, closed="neither"), None],
+        "learn_sigma": ["boolean"],
         "batch_size": [Interval(Integral, 1, None, closed="left")],
         "beta": [Interval(Real, 0, None, closed="left")],
         "lambda_adapt": [Interval(Real, 0, None, closed="left")],
         "fine_tune_steps": [Interval(Integral, 0, None, closed="left")],
         "known_table": [StrOptions({"refit", "learned"})],
         "update_known": ["boolean"],
+        "autocast": [StrOptions({"bf16"}), None],
         "device": [str, torch.device],
+        "accelerator": [HasMethods(["prepare", "backward"]), None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "checkpoint_dir": [str, os.PathLike, None],
@@ -224,10 +278,11 @@ default="conv4"
                  class_prior="crp", known_count=1.0,
                  novel_label="auto", embedding_dim=64, pretrain_epochs=20,
                  meta_epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
-                 n_unknown=2, lr=None, meta_lr=None, batch_size=64, beta=0.1,
+                 n_unknown=2, lr=None, meta_lr=None, head_lr=1e-2,
+                 learn_sigma=False, batch_size=64, beta=0.1,
                  lambda_adapt=0.1,
                  fine_tune_steps=0, known_table="refit", update_known=False,
-                 device="auto",
+                 autocast=None, device="auto", accelerator=None,
                  random_state=None, verbose=1, checkpoint_dir=None):
         self.backbone = backbone
         self.setting = setting
@@ -248,13 +303,17 @@ default="conv4"
         self.n_unknown = n_unknown
         self.lr = lr
         self.meta_lr = meta_lr
+        self.head_lr = head_lr
+        self.learn_sigma = learn_sigma
         self.batch_size = batch_size
         self.beta = beta
         self.lambda_adapt = lambda_adapt
         self.fine_tune_steps = fine_tune_steps
         self.known_table = known_table
         self.update_known = update_known
+        self.autocast = autocast
         self.device = device
+        self.accelerator = accelerator
         self.random_state = random_state
         self.verbose = verbose
         self.checkpoint_dir = checkpoint_dir
@@ -300,14 +359,9 @@ default="conv4"
             raise ValueError("class_stats='learned' takes Sup-E's learned class "
                              f"parameters and needs pretrain='sup-e'; got "
                              f"pretrain={self.pretrain!r}.")
+        X_raw = X
         X = as_model_input(X, allow_features=self._takes_features())
-        y = column_or_1d(y, warn=True)
-        if y.dtype.kind == "f":
-            assert_all_finite(y, input_name="y")
-        if y.shape[0] != X.shape[0]:
-            raise ValueError("Found input variables with inconsistent numbers of "
-                             f"samples: [{X.shape[0]}, {y.shape[0]}]")
-        check_classification_targets(y)
+        y = _check_labels_like(y, X.shape[0])
         labels, y_index = np.unique(y, return_inverse=True)
         if labels.shape[0] < 2:
             raise ValueError(
@@ -315,70 +369,161 @@ default="conv4"
         # Fail on a clashing novel label before any training.
         self._new_head()._check_labels(y, None)
 
+        device, seed = self._training_device_and_seed()
+        self._check_training_plan(y_index, labels.shape[0], seed)
+        if self.checkpoint_dir is not None:
+            check_fingerprint(self.checkpoint_dir, X, y,
+                              self.get_params(deep=False))
+        with deterministic_cuda(device.type == "cuda"):
+            fitted = self._train(X, labels, y_index, seed, device)
+        # Learned state is set only once training has succeeded.
+        if X.ndim == 2:
+            _check_feature_names(self, X_raw, reset=True)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        for name, value in fitted.items():
+            setattr(self, name, value)
+        self._fitted_head = copy.deepcopy(self.head_)
+        return self
+
+    def _check_training_plan(self, y_index, n_classes, seed):
+        """Fail before pre-training on what meta-training would reject later."""
+        if self.known_count <= self.a:
+            raise ValueError(
+                f"known_count={self.known_count} must exceed a={self.a}: a class "
+                "needs a CRP count c_n > a to have prior mass.")
+        if not self.meta_epochs:
+            # Without meta-training there are no episodes: n_unknown, n_way and
+            # the large-context hold-out are never used.
+            return
+        known = self._known_classes(n_classes, seed)
+        n_support = (n_classes - self.n_unknown if self.setting == "small"
+                     else len(known))
+        if n_support < 1:
+            raise ValueError(
+                f"n_unknown={self.n_unknown} leaves no support class among the "
+                f"{n_classes} training classes ({self.setting} context): lower "
+                "n_unknown or give more classes.")
+        # The episode sampler's own checks (class sizes, counts) on the labels
+        # alone: no images needed.
+        self._episodes(np.empty((len(y_index), 0), np.float32), y_index, known, seed)
+
+    def _known_classes(self, n_classes, seed):
+        """Training classes meta-training treats as known (large: a hold-out)."""
+        if self.setting == "small":
+            return np.arange(n_classes)
+        held_out = max(self.n_unknown,
+                       int(np.ceil(_LARGE_CONTEXT_HELD_OUT * n_classes)))
+        rng = np.random.default_rng(seed)
+        return np.sort(rng.permutation(n_classes)[: max(n_classes - held_out, 0)])
+
+    def _training_device_and_seed(self):
+        """Where training runs, and the seed every process must share."""
         seed = int(check_random_state(self.random_state).randint(2**31 - 1))
+        if self.accelerator is None:
+            return resolve_device(self.device), seed
+        if self.accelerator.num_processes > 1:
+            # random_state=None draws a different seed in each process; the
+            # main process's draw makes them train one model.
+            from accelerate.utils import broadcast_object_list
+
+            seed = broadcast_object_list([seed])[0]
+        return torch.device(self.accelerator.device), seed
+
+    def _net(self, net_class, **params):
+        """A training net of ``net_class``, through the accelerator if any."""
+        if self.accelerator is None:
+            return net_class(**params)
+        # The accelerator places modules and shards the (host) data.
+        return accelerated(net_class)(**{**params, "device": None},
+                                      accelerator=self.accelerator)
+
+    def _train(self, X, labels, y_index, seed, device):
+        """Pre-train, match the scale, meta-train, build the head.
+
+        Returns the learned attributes as a dict; nothing is set on ``self``.
+        """
         torch.manual_seed(seed)
-        device = self._torch_device()
+        # On a GPU the training images live there when they fit, so batches
+        # and episodes are gathered on the device.
+        X_train = X if self.accelerator is not None else to_device_if_fits(X, device)
         encoder = make_backbone(
             self.backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
             input_size=X.shape[2:] if X.ndim == 4 else None,
             n_features=X.shape[1] if X.ndim == 2 else None,
             embedding_dim=self.embedding_dim,
         )
-        self.history_ = {}
-        encoder, means, variances = self._pretrain(encoder, X, y_index,
-                                                   len(labels), seed, device)
+        history = {}
+        encoder, means, variances = self._pretrain(
+            encoder, X_train, y_index, len(labels), seed, device, history)
+        noise_scale = 1.0
         if self.match_sigma:
-            means, variances = self._match_noise_scale(encoder, X, y_index, means,
-                                                       variances)
+            means, variances, noise_scale = self._match_noise_scale(
+                encoder, X_train, y_index, means, variances)
         # Baselines are compared on the pre-trained encoder, before FLOWR's
         # meta-training changes it (same object when there is none).
         pretrained = encoder if self.meta_epochs == 0 else copy.deepcopy(encoder)
-        self.pretrained_encoder_ = pretrained.eval()
-        meta = self._meta_train(encoder, X, y_index, means, variances, seed, device)
+        meta = self._meta_train(encoder, X_train, y_index, means, variances, seed,
+                                device, history)
         meta.eval()
-        self.meta_module_ = meta
-        self.encoder_ = meta.encoder
-        self.train_classes_ = labels
-        self.input_shape_ = X.shape[1:]
-        self.n_features_in_ = int(np.prod(X.shape[1:]))
         head = self._new_head(**meta.head_kwargs())
         if self.setting == "large":
-            means, variances = self._known_class_embeddings(meta, X, y_index, labels)
+            means, variances = self._known_class_embeddings(meta, X_train, y_index,
+                                                            labels)
             head.fit_class_embeddings(labels, means, variances,
                                       frozen=not self.update_known)
-        self.head_ = head
-        self._fitted_head = copy.deepcopy(head)
-        return self
+        return dict(history_=history, pretrained_encoder_=pretrained.eval(),
+                    meta_module_=meta, encoder_=meta.encoder,
+                    train_classes_=labels, input_shape_=X.shape[1:],
+                    n_features_in_=int(np.prod(X.shape[1:])),
+                    noise_scale_=noise_scale, head_=head)
 
-    def _pretrain(self, encoder, X, y_index, n_classes, seed, device):
+    def _progress(self, batches_per_epoch="auto"):
+        """skorch callbacks of a training stage: a tqdm bar when verbose."""
+        if not self.verbose or not getattr(self.accelerator, "is_main_process",
+                                           True):
+            return []
+        from skorch.callbacks import ProgressBar
+
+        return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
+
+    def _pretrain(self, encoder, X, y_index, n_classes, seed, device, history):
         """Sup-E or Sup-FC pre-training; class embeddings for the prior."""
         if self.pretrain is None:
             encoder = encoder.to(device)
-            return (encoder, *_empirical_class_stats(embed(encoder, X), y_index,
-                                                     n_classes))
+            return (encoder, *_empirical_class_stats(self._embed_train(encoder, X),
+                                                     y_index, n_classes))
         net_class = SupENet if self.pretrain == "sup-e" else SupFCNet
         params = dict(module__encoder=encoder, module__n_classes=n_classes,
                       lr=self._lr(), batch_size=self.batch_size, device=device,
                       verbose=self.verbose, random_state=seed,
+                      callbacks=self._progress(),
                       iterator_train__shuffle=True,
                       # A last batch of one row breaks batch norm in training
                       # mode ("expected more than 1 value per channel").
                       iterator_train__drop_last=X.shape[0] % self.batch_size == 1)
         if self.pretrain == "sup-e":
             params["criterion__beta"] = self.beta
-        net = self._fit_net(net_class(**params), "pretrain", self.pretrain_epochs,
-                            X, y_index)
+        net = self._fit_net(self._net(net_class, **params), "pretrain",
+                            self.pretrain_epochs, X, y_index, history)
         module = net.module_
         if self.class_stats == "learned":
             means = module.class_means.detach().cpu().double().numpy()
             variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
             return module.encoder, means, variances.reshape(-1)
         return (module.encoder, *_empirical_class_stats(
-            embed(module.encoder, X), y_index, n_classes))
+            self._embed_train(module.encoder, X), y_index, n_classes))
+
+    def _embed_train(self, encoder, X):
+        return embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
 
     def _match_noise_scale(self, encoder, X, y_index, means, variances):
-        """Scale the last linear layer so within-class variance equals sigma."""
-        Z = embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
+        """Scale the last linear layer so within-class variance equals sigma.
+
+        Returns the rescaled class statistics and the factor applied (1.0 when
+        the encoder's output is not linear in its last linear layer).
+        """
+        Z = self._embed_train(encoder, X)
         _, within = _empirical_class_stats(Z, y_index, means.shape[0])
         factor = float(np.sqrt(self.sigma / max(within.mean(), 1e-12)))
         layer = last_linear_layer(encoder)
@@ -386,49 +531,57 @@ default="conv4"
             layer.weight.mul_(factor)
             if layer.bias is not None:
                 layer.bias.mul_(factor)
-        probe = embed(encoder, X[:8]).astype(np.float64)
-        if not np.allclose(probe, factor * Z[:8], rtol=1e-3, atol=1e-5 * factor):
+        # Linearity probe on the same rows, batched alike; embed runs without
+        # TF32, so on a GPU as on the CPU the two agree to float32 rounding
+        # when the layer is the output.
+        n_probe = min(X.shape[0], 4 * self.batch_size)
+        probe = self._embed_train(encoder, X[:n_probe])
+        expected = factor * Z[:n_probe]
+        if np.linalg.norm(probe - expected) > 1e-4 * np.linalg.norm(expected):
             # A user module whose last linear layer is not the output (a norm
             # or activation follows): undo and keep the scale it has.
             with torch.no_grad():
                 layer.weight.div_(factor)
                 if layer.bias is not None:
                     layer.bias.div_(factor)
-            warnings.warn("match_sigma: the encoder's output is not linear in its "
-                          "last linear layer; the embedding was not rescaled.",
-                          stacklevel=3)
-            return means, variances
-        return means * factor, variances * factor**2
+            warnings.warn(
+                "match_sigma: the encoder's output is not linear in its last "
+                f"linear layer; the embedding was not rescaled (its within-class "
+                f"variance is {within.mean():.3g}, sigma={self.sigma}). Pass "
+                "match_sigma=False to silence this, or end the encoder in its "
+                "linear layer.", UserWarning, stacklevel=4)
+            return means, variances, 1.0
+        return means * factor, variances * factor**2, factor
 
-    def _meta_train(self, encoder, X, y_index, means, variances, seed, device):
+    def _meta_train(self, encoder, X, y_index, means, variances, seed, device,
+                    history):
         """Build the FLOWR meta-module from the class embeddings and train it."""
         n_classes = means.shape[0]
         prior_mean, prior_var = estimate_prior(means, np.arange(n_classes), n_classes)
-        kwargs = dict(a=self.a, sigma=self.sigma, class_prior=self.class_prior,
+        kwargs = dict(a=self.a, sigma=self.sigma, learn_sigma=self.learn_sigma,
+                      class_prior=self.class_prior,
                       prior_mean=prior_mean, prior_var=prior_var,
                       known_count=self.known_count)
-        rng = np.random.default_rng(seed)
-        known = np.arange(n_classes)
+        known = self._known_classes(n_classes, seed)
         if self.setting == "large":
-            held_out = max(self.n_unknown,
-                           int(np.ceil(_LARGE_CONTEXT_HELD_OUT * n_classes)))
-            known = np.sort(rng.permutation(n_classes)[: n_classes - held_out])
             kwargs.update(known_means=means[known], known_vars=variances[known])
         meta = FLOWRMetaModule(encoder, self.embedding_dim, **kwargs).to(device)
         meta.known_classes_ = known
         if self.meta_epochs == 0:
             return meta
         episodes = self._episodes(X, y_index, known, seed)
-        callbacks = []
-        if self.verbose:
-            from skorch.callbacks import ProgressBar
-
-            callbacks.append(ProgressBar())
-        net = EpisodicMetaNet(module=meta, lr=self._meta_lr(), device=device,
-                              verbose=self.verbose, random_state=None,
-                              criterion__lambda_adapt=self.lambda_adapt,
-                              callbacks=callbacks)
-        net = self._fit_net(net, "meta", self.meta_epochs, episodes, None)
+        net = self._net(
+            EpisodicMetaNet, module=meta, lr=self._meta_lr(), device=device,
+            verbose=self.verbose, random_state=None,
+            criterion__lambda_adapt=self.lambda_adapt,
+            optimizer__param_groups=[
+                (name, {"lr": self.head_lr})
+                for name in FLOWRMetaModule.head_parameter_names
+            ] if self.head_lr is not None else [],
+            autocast=torch.bfloat16 if self.autocast == "bf16" else None,
+            # One episode per step: the bar counts episodes.
+            callbacks=self._progress(batches_per_epoch=len(episodes)))
+        net = self._fit_net(net, "meta", self.meta_epochs, episodes, None, history)
         return net.module_
 
     def _episodes(self, X, y_index, known, seed):
@@ -452,14 +605,14 @@ default="conv4"
                               known_classes=known,
                               n_episodes=self.episodes_per_epoch, random_state=seed)
 
-    def _fit_net(self, net, stage, epochs, X, y):
+    def _fit_net(self, net, stage, epochs, X, y, history):
         """Fit a skorch net for ``epochs``, resuming from ``checkpoint_dir``."""
         if self.checkpoint_dir is not None:
             from skorch.callbacks import Checkpoint, LoadInitState
 
             checkpoint = Checkpoint(monitor=None, dirname=os.path.join(
                 os.fspath(self.checkpoint_dir), stage))
-            done = _checkpointed_epochs(checkpoint)
+            done = checkpointed_epochs(checkpoint)
             net.set_params(callbacks=[*(net.callbacks or []),
                                       ("checkpoint", checkpoint),
                                       ("resume", LoadInitState(checkpoint))])
@@ -471,7 +624,16 @@ default="conv4"
         else:
             net.set_params(max_epochs=epochs)
             net.fit(X, y)
-        self.history_[stage] = net.history
+            # skorch ends fit quietly on Ctrl-C; a half-trained stage must not
+            # pass for a finished one (the checkpoint keeps the last epoch).
+            finished = sum("train_loss" in row for row in net.history)
+            expected = epochs + (done if self.checkpoint_dir is not None else 0)
+            if finished < expected:
+                raise KeyboardInterrupt(
+                    f"{stage} interrupted after {finished} of {expected} epochs"
+                    + ("; fit again with the same checkpoint_dir to resume."
+                       if self.checkpoint_dir is not None else "."))
+        history[stage] = net.history
         return net
 
     def _known_class_embeddings(self, meta, X, y_index, labels):
@@ -537,16 +699,28 @@ default="conv4"
         """
         check_is_fitted(self)
         X_support = self._model_input(X_support)
-        steps = (self.fine_tune_steps if fine_tune is None
-                 else 20 if fine_tune is True else int(fine_tune))
-        self.reset()
+        y_support = _check_labels_like(y_support, X_support.shape[0])
+        if fine_tune is None:
+            steps = self.fine_tune_steps
+        elif isinstance(fine_tune, (bool, np.bool_)):
+            steps = 20 if fine_tune else 0
+        elif isinstance(fine_tune, Integral) and fine_tune >= 0:
+            steps = int(fine_tune)
+        else:
+            raise ValueError("fine_tune must be None, a bool or an int >= 0; got "
+                             f"{fine_tune!r}.")
+        # Everything that can fail runs on new objects; the model changes only
+        # once the new task's encoder and head are ready.
+        head = copy.deepcopy(self._fitted_head)
+        head._check_labels(y_support, None)
+        device = self._place_modules()
+        encoder = self.meta_module_.encoder
         if steps:
-            self.encoder_ = fine_tune_last_layer(
-                self.meta_module_.encoder, self.meta_module_, X_support,
-                np.asarray(y_support), steps=steps, lr=self._lr(),
-                device=self._torch_device(),
-            )
-        self.head_.partial_fit(self._embed(X_support), y_support)
+            encoder = fine_tune_last_layer(
+                encoder, self.meta_module_, X_support, y_support, steps=steps,
+                lr=self._lr(), device=device, verbose=self.verbose)
+        head.partial_fit(self._embed(X_support, encoder), y_support)
+        self.encoder_, self.head_ = encoder, head
         return self
 
     def reset(self):
@@ -801,6 +975,12 @@ default="conv4"
         check_is_fitted(self)
         return self._head_for_prediction().classes_
 
+    @property
+    def novel_label_(self):
+        """The label :meth:`predict` gives the novel class (as the head's)."""
+        check_is_fitted(self)
+        return self.head_.novel_label_
+
     # ------------------------------------------------------------------ helpers
     def _head_for_prediction(self):
         check_is_fitted(self)
@@ -827,9 +1007,9 @@ default="conv4"
                               expected_shape=self.input_shape_)
 
     def _embed(self, X, encoder=None):
+        self._place_modules()
         encoder = self.encoder_ if encoder is None else encoder
-        return embed(encoder, X, batch_size=4 * self.batch_size,
-                     device=self._torch_device()).astype(np.float64)
+        return embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
 
     def _lr(self):
         if self.lr is not None:
@@ -841,16 +1021,26 @@ default="conv4"
         # A pre-trained encoder is refined, not re-learned (see ``meta_lr``).
         return self._lr() / 10 if self.meta_lr is None else self.meta_lr
 
-    def _torch_device(self):
-        if str(self.device) == "auto":
-            return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        return torch.device(self.device)
+    def _place_modules(self):
+        """Put every fitted module on the device ``device`` names now.
+
+        The one place a fitted model's modules move: called before any of
+        them runs, so ``set_params(device=...)``, unpickling (CPU tensors) and
+        copies all run where ``device`` says, with inputs following the
+        module (see :func:`~sklearn_flowr.training.embed`).
+        """
+        device = resolve_device(self.device)
+        place_modules(device, self.meta_module_, self.encoder_,
+                      self.pretrained_encoder_)
+        return device
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_")
 
     def __getstate__(self):
-        state = super().__getstate__()
+        # A copy: on Python >= 3.11 object.__getstate__ returns the live
+        # __dict__, and the CPU copies below must not replace the live modules.
+        state = dict(super().__getstate__())
         if "meta_module_" in state:
             # One deepcopy keeps encoder_ and meta_module_.encoder one object
             # when they are; CPU tensors load on machines without CUDA.
@@ -860,13 +1050,20 @@ default="conv4"
             state["pretrained_encoder_"] = pretrained.cpu()
         return state
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        if "meta_module_" in state:
-            device = self._torch_device()
-            self.meta_module_.to(device)
-            self.encoder_.to(device)
-            self.pretrained_encoder_.to(device)
+    # Unpickling leaves the modules on the CPU; _place_modules moves them on
+    # first use, so a GPU-trained model loads on a machine without CUDA.
+
+
+def _check_labels_like(y, n_samples):
+    """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
+    y = column_or_1d(y, warn=True)
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    if y.shape[0] != n_samples:
+        raise ValueError("Found input variables with inconsistent numbers of "
+                         f"samples: [{n_samples}, {y.shape[0]}]")
+    check_classification_targets(y)
+    return y
 
 
 def _empirical_class_stats(Z, y_index, n_classes):
@@ -876,13 +1073,3 @@ def _empirical_class_stats(Z, y_index, n_classes):
     spread = np.bincount(y_index, weights=((Z - means[y_index]) ** 2).mean(axis=1),
                          minlength=n_classes)
     return means, np.maximum(spread / sizes, 1e-6)
-
-
-def _checkpointed_epochs(checkpoint):
-    """Epochs already saved by a skorch Checkpoint (0 when none)."""
-    from skorch.history import History
-
-    path = os.path.join(checkpoint.dirname, checkpoint.f_history)
-    if not os.path.exists(path):
-        return 0
-    return len(History.from_file(path))

@@ -14,6 +14,7 @@ from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.encoders import last_linear_layer
 from sklearn_flowr.metrics import novelty_scorer
 from sklearn_flowr.model_selection import OpenWorldSplit
+from sklearn_flowr.training._device import resolve_device
 
 TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
             n_way=3, n_unknown=2, verbose=0, random_state=0)
@@ -189,9 +190,12 @@ def test_pickle_round_trip_keeps_online_state(large_model, digits):
     model = copy.deepcopy(large_model)
     model.partial_fit(X[y == 9][:3], y[y == 9][:3])
     loaded = pickle.loads(pickle.dumps(model))
+    # The pickle holds CPU tensors; the loaded model runs where device says.
+    assert next(loaded.encoder_.parameters()).device.type == "cpu"
     assert loaded.classes_.tolist() == model.classes_.tolist()
     np.testing.assert_allclose(loaded.predict_proba(X[:4]), model.predict_proba(X[:4]))
-    assert next(loaded.encoder_.parameters()).device.type == "cpu"
+    assert (next(loaded.encoder_.parameters()).device.type
+            == resolve_device(model.device).type)
 
 
 @pytest.mark.parametrize("layout", ["nhwc", "nchw", "uint8"])
@@ -349,8 +353,185 @@ def test_known_table_after_meta_training(known_table, digits):
     expected = refit_means.copy()
     if known_table == "learned":
         rows = meta.known_classes_
-        table = meta.known_nat_mean.detach().double().numpy()
-        lam = np.exp(meta.known_log_precision.detach().double().numpy())
+        table = meta.known_nat_mean.detach().cpu().double().numpy()
+        lam = np.exp(meta.known_log_precision.detach().cpu().double().numpy())
         expected[rows] = table / lam
         assert not np.allclose(expected[rows], refit_means[rows], atol=1e-4)
     np.testing.assert_allclose(head.class_mean_, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_default_verbose_shows_progress(digits, setting, capsys):
+    """Check that fit with the default verbose trains and prints epoch tables and bars.
+
+    Every README example runs with the defaults; a progress-bar crash there
+    once hid behind tests that all pinned ``verbose=0``.
+    """
+    X, y = digits
+    params = {key: value for key, value in TINY.items() if key != "verbose"}
+    model = FLOWRClassifier(backbone="mlp", setting=setting, **params)
+    assert model.verbose == 1
+    model.fit(X.reshape(len(X), -1)[y < 7], y[y < 7])
+    support = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 9)[:3]]
+    model.adapt(X.reshape(len(X), -1)[support], y[support], fine_tune=2)
+    captured = capsys.readouterr()
+    assert captured.out.count("train_loss") == 2  # pre-training and meta tables
+    assert "0/4" in captured.err  # the meta-training bar counts the episodes
+    assert "fine-tuning" in captured.err
+
+
+def test_verbose_zero_is_silent(digits, capsys):
+    """Check that verbose=0 prints nothing while fitting and adapting."""
+    X, y = digits
+    model = FLOWRClassifier(backbone="mlp", setting="small", **TINY)
+    model.fit(X.reshape(len(X), -1)[y < 7], y[y < 7])
+    support = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 9)[:3]]
+    model.adapt(X.reshape(len(X), -1)[support], y[support], fine_tune=2)
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err == ""
+
+
+def test_novel_label_and_feature_names(digits):
+    """Check novel_label_ and feature_names_in_ on a feature DataFrame."""
+    pd = pytest.importorskip("pandas")
+    X, y = digits
+    frame = pd.DataFrame(X.reshape(len(X), -1)[y < 7],
+                         columns=[f"px{i}" for i in range(64)])
+    model = FLOWRClassifier(backbone="mlp", setting="large", **TINY).fit(
+        frame, y[y < 7])
+    assert model.novel_label_ == -1
+    np.testing.assert_array_equal(model.feature_names_in_, frame.columns)
+    assert model.predict(frame.iloc[:3]).shape == (3,)
+
+
+@pytest.mark.parametrize("learn_sigma", [False, True])
+def test_meta_training_moves_the_head(digits, learn_sigma):
+    """Check meta-training moves every learned head parameter from where
+    pre-training leaves it (the same seed without meta-training), at the
+    default head_lr, and that the fitted head uses the learned values."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", learn_sigma=learn_sigma,
+                  episodes_per_epoch=20)
+    start = FLOWRClassifier(**{**params, "meta_epochs": 0}).fit(X[y < 7], y[y < 7])
+    model = FLOWRClassifier(**params).fit(X[y < 7], y[y < 7])
+    before = start.meta_module_.head_kwargs()
+    after = model.meta_module_.head_kwargs()
+    assert abs(after["b"] - before["b"]) > 0.02  # at meta_lr: < 0.002
+    assert abs(np.log(after["prior_var"] / before["prior_var"])) > 0.02
+    assert np.abs(after["prior_mean"] - before["prior_mean"]).max() > 0.02
+    assert (after["sigma"] != before["sigma"]) is learn_sigma
+    assert model.head_.b == pytest.approx(after["b"])
+    assert model.head_.sigma == pytest.approx(after["sigma"])
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+@pytest.mark.parametrize("params, message", [
+    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(n_unknown=7, n_way=3), "leaves no support class"),
+    (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
+])
+def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
+                                                 params, message):
+    """Check that what meta-training would reject fails before any training,
+    leaving a fitted model exactly as it was."""
+    from sklearn_flowr.training import SupENet
+
+    X, y = digits
+    X, y = X[y < 7][:300], y[y < 7][:300]
+    model = FLOWRClassifier(**{**TINY, "setting": setting}).fit(X, y)
+    state = {k: v for k, v in vars(model).items() if k.endswith("_")}
+    proba = model.predict_proba(X[:20]) if setting == "large" else None
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("pre-training started")
+
+    monkeypatch.setattr(SupENet, "fit", no_training)
+    with pytest.raises(ValueError, match=message):
+        model.set_params(**params).fit(X, y)
+    after = {k: v for k, v in vars(model).items() if k.endswith("_")}
+    assert after.keys() == state.keys()
+    assert all(after[k] is state[k] for k in state)
+    if proba is not None:
+        np.testing.assert_array_equal(model.predict_proba(X[:20]), proba)
+
+
+@pytest.mark.parametrize("stage", ["pretrain", "meta"])
+def test_ctrl_c_stops_fit_and_resume_finishes(digits, tmp_path, monkeypatch,
+                                             stage):
+    """Check Ctrl-C during training raises KeyboardInterrupt out of fit (skorch
+    would end fit quietly), sets nothing, and a fit with the same
+    checkpoint_dir resumes to exactly the model an uninterrupted fit gives."""
+    from sklearn_flowr.training import EpisodicMetaNet, SupENet
+
+    X, y = digits
+    X, y = X[y < 5], y[y < 5]
+    params = dict(TINY, backbone="mlp", pretrain_epochs=3, meta_epochs=3)
+    net_class = SupENet if stage == "pretrain" else EpisodicMetaNet
+    original = net_class.train_step_single
+    calls = []
+
+    def interrupted(self, batch, **fit_params):
+        calls.append(1)
+        if len(calls) > 2 * (-(-len(X) // 64) if stage == "pretrain" else 4):
+            raise KeyboardInterrupt
+        return original(self, batch, **fit_params)
+
+    monkeypatch.setattr(net_class, "train_step_single", interrupted)
+    model = FLOWRClassifier(**params, checkpoint_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt, match=f"{stage} interrupted after 2 of 3"):
+        model.fit(X, y)
+    assert not hasattr(model, "head_")
+    monkeypatch.setattr(net_class, "train_step_single", original)
+    model.fit(X, y)
+    assert len(model.history_[stage]) == 3
+    # Per-epoch seeds: the resumed fit is the uninterrupted one.
+    uninterrupted = FLOWRClassifier(**params).fit(X, y)
+    np.testing.assert_array_equal(model.transform(X[:20]),
+                                  uninterrupted.transform(X[:20]))
+    with pytest.raises(KeyboardInterrupt):  # without a checkpoint_dir too
+        monkeypatch.setattr(net_class, "train_step_single", interrupted)
+        calls.clear()
+        FLOWRClassifier(**params).fit(X, y)
+
+
+def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
+    """Check a reused checkpoint_dir refuses a fit on other data or with other
+    parameters, saying what differs, and names an unreadable history file."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    with pytest.raises(ValueError, match="the training data differ"):
+        FLOWRClassifier(**params).fit(X[y >= 4], y[y >= 4])
+    with pytest.raises(ValueError, match="embedding_dim: 8 -> 4"):
+        FLOWRClassifier(**{**params, "embedding_dim": 4}).fit(X[y < 4], y[y < 4])
+    # More epochs, or another device or verbosity, resume the same fit.
+    FLOWRClassifier(**{**params, "pretrain_epochs": 3, "verbose": 1}).fit(
+        X[y < 4], y[y < 4])
+    (tmp_path / "pretrain" / "history.json").write_text("{not json")
+    with pytest.raises(ValueError, match="history.json"):
+        FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda Xs, ys: (Xs, ys[:-1]), "samples"),
+    (lambda Xs, ys: (Xs, np.where(np.arange(len(ys)) == 0, np.nan, ys)), None),
+    (lambda Xs, ys: (Xs[:, :4], ys), None),
+])
+@pytest.mark.parametrize("fine_tune", [None, 2])
+def test_failed_adapt_keeps_the_previous_task(small_model, digits, bad, message,
+                                             fine_tune):
+    """Check a rejected adapt leaves the previous task's head and encoder, and
+    bad fine_tune values are rejected clearly."""
+    X, y = digits
+    model = copy.deepcopy(small_model)
+    support = np.flatnonzero(y >= 7)[:9]
+    model.adapt(X[support], y[support])
+    head, encoder = model.head_, model.encoder_
+    proba = model.predict_proba(X[:10])
+    with pytest.raises(ValueError, match=message):
+        model.adapt(*bad(X[support[:6]], y[support[:6]]), fine_tune=fine_tune)
+    assert model.head_ is head and model.encoder_ is encoder
+    np.testing.assert_array_equal(model.predict_proba(X[:10]), proba)
+    for value in (-1, "x", 1.5):
+        with pytest.raises((ValueError, TypeError), match="fine_tune"):
+            model.adapt(X[support], y[support], fine_tune=value)

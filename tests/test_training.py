@@ -387,6 +387,15 @@ def test_end_to_end_sup_e_then_meta_training_on_digits(digits, capsys):
     after = fixed_episode_loss(net.module_, held_out)
     assert after < before
     assert np.isfinite(net.history[:, "train_loss"]).all()
+    # The episode losses, read once per epoch, fill every batch row, and the
+    # epoch's train_loss is their mean weighted by rows, as skorch's is.
+    for row in net.history:
+        batch_losses = [batch["train_loss"] for batch in row["batches"]]
+        assert len(batch_losses) == row["train_batch_count"] == 20
+        assert all(isinstance(v, float) for v in batch_losses)
+        rows = [batch["train_batch_size"] for batch in row["batches"]]
+        assert row["train_loss"] == pytest.approx(np.average(batch_losses,
+                                                             weights=rows))
 
 
 def test_verbose_zero_is_silent(digits, capsys):
@@ -532,6 +541,31 @@ def test_meta_training_on_gpu(digits):
     torch.testing.assert_close(gpu.cpu(), cpu)
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_meta_training_step_does_not_synchronise(digits, setting):
+    """Check a meta-training episode step on CUDA (images on the device, as
+    FLOWRClassifier holds them) never waits for the GPU: torch's sync debug
+    mode turns every synchronising call into an error."""
+    X, y = digits
+    kwargs = {}
+    if setting == "large":
+        kwargs = dict(known_means=np.zeros((5, 8)), known_vars=np.ones(5))
+    module = FLOWRMetaModule(small_encoder(), **kwargs)
+    episodes = EpisodeDataset(
+        torch.as_tensor(X, device="cuda"), y, setting=setting, n_episodes=3,
+        known_classes=np.arange(5) if setting == "large" else None)
+    net = EpisodicMetaNet(module=module, device="cuda", verbose=0).initialize()
+    net.train_step_single(episodes[0])  # lazy initialisation may synchronise
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        net.train_step_single(episodes[1])
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def test_meta_module_keeps_batch_norm_frozen_in_training_mode():
     """Check meta-training mode leaves batch-norm running statistics untouched
     (frozen by default) and updates them when asked not to freeze."""
@@ -549,3 +583,62 @@ def test_meta_module_keeps_batch_norm_frozen_in_training_mode():
         module(x)
         assert module.training
         assert torch.equal(norm.running_mean, before) is freeze
+
+
+def _mean_episode_loss(episodes, head):
+    total = 0.0
+    with torch.no_grad():
+        for i in range(len(episodes)):
+            X_ep, labels = episodes[i]
+            q, z = X_ep["is_query"], X_ep["x"]
+            n_way = int(labels[~q].max()) + 1
+            total += float(meta_training_loss(z[~q], labels[~q], z[q], labels[q],
+                                              n_way, lambda_adapt=0.1, **head))
+    return total / len(episodes)
+
+
+@pytest.mark.parametrize("learn_sigma", [False, True])
+def test_meta_training_recovers_the_generating_prior(learn_sigma):
+    """Check that meta-training the head alone (a fixed identity embedding) on
+    data drawn from FLOWR's own model moves mu0, s0, b (and sigma when
+    learned) from a wrong start to the generating values: mu0 and s0 near the
+    truth, and an episode loss no worse than the best b on a grid at the
+    true prior (the episode sampler is not a CRP, so b has no 'true' value
+    but a best one)."""
+    from sklearn_flowr._core import raw_from_concentration
+
+    rng = np.random.default_rng(0)
+    mu0, s0, sigma = np.array([1.0, -2.0, 0.5, 3.0]), 4.0, 0.5
+    means = mu0 + np.sqrt(s0) * rng.normal(size=(200, 4))
+    y = np.repeat(np.arange(200), 20)
+    X = (means[y] + np.sqrt(sigma) * rng.normal(size=(4000, 4))).astype("f4")
+    torch.manual_seed(0)
+    module = FLOWRMetaModule(torch.nn.Identity(), 4,
+                             sigma=1.0 if learn_sigma else sigma,
+                             learn_sigma=learn_sigma, prior_mean=0.0,
+                             prior_var=1.0, b=1.0)
+    episodes = EpisodeDataset(X, y, n_way=10, n_unknown=5, n_episodes=100,
+                              random_state=0)
+    net = EpisodicMetaNet(module=module, lr=0.1, max_epochs=3, verbose=0,
+                          random_state=0).fit(episodes)
+    learned = net.module_.head_kwargs()
+    np.testing.assert_allclose(learned["prior_mean"], mu0, atol=0.5)
+    assert 2.0 < learned["prior_var"] < 6.0  # from 1.0, truth 4.0
+    if learn_sigma:
+        assert 0.35 < learned["sigma"] < 0.7  # from 1.0, truth 0.5
+    held_out = EpisodeDataset(X, y, n_way=10, n_unknown=5, n_episodes=30,
+                              random_state=1)
+
+    def head(prior_mean, prior_var, b, sigma):
+        return dict(prior_mean=torch.tensor(prior_mean, dtype=torch.float32),
+                    prior_log_var=torch.tensor([np.log(prior_var)],
+                                               dtype=torch.float32),
+                    beta_raw=torch.tensor(raw_from_concentration(b, 0.5)), a=0.5,
+                    sigma=sigma)
+
+    best_at_truth = min(_mean_episode_loss(held_out, head(mu0, s0, b, sigma))
+                        for b in np.exp(np.linspace(np.log(0.1), np.log(30), 13)))
+    at_learned = _mean_episode_loss(held_out, head(
+        learned["prior_mean"], learned["prior_var"], learned["b"], learned["sigma"]))
+    assert at_learned < best_at_truth + 0.02
+    assert learned["b"] != pytest.approx(1.0, abs=0.3)  # b moved

@@ -12,6 +12,11 @@ The training half of the package, in four layers:
   :class:`EpisodeDataset`;
 - test-time helpers (:func:`embed`, :func:`fine_tune_last_layer`).
 
+The same nets train on several GPUs or machines through Hugging Face
+accelerate: :func:`accelerated` gives :class:`AcceleratedSupENet`,
+:class:`AcceleratedSupFCNet` and :class:`AcceleratedEpisodicMetaNet` (``pip
+install "sklearn-flowr[accelerate]"``; see the user guide's multi-GPU page).
+
 Episode labels are column indices: known-known classes (large context) first,
 then the support classes, then one distinct value per unknown-unknown class,
 all of which count as *novel* (the last column of the logits).
@@ -51,6 +56,12 @@ embeddings to the head:
 (4, 3)
 """
 
+from ._accelerate import (
+    AcceleratedEpisodicMetaNet,
+    AcceleratedSupENet,
+    AcceleratedSupFCNet,
+    accelerated,
+)
 from ._episodes import EpisodeDataset
 from ._fine_tune import embed, fine_tune_last_layer
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
@@ -64,6 +75,9 @@ from ._losses import (
 from ._nets import EpisodicMetaNet, FLOWRMetaLoss, SupELoss, SupENet, SupFCNet
 
 __all__ = [
+    "AcceleratedEpisodicMetaNet",
+    "AcceleratedSupENet",
+    "AcceleratedSupFCNet",
     "EpisodeDataset",
     "EpisodicMetaNet",
     "FLOWRMetaLoss",
@@ -73,6 +87,7 @@ __all__ = [
     "SupENet",
     "SupFCModule",
     "SupFCNet",
+    "accelerated",
     "embed",
     "flowr_episode_logits",
     "fine_tune_last_layer",

@@ -34,6 +34,7 @@ from ..protocol._tasks import (
     _draw_small_context,
     _rows_by_class,
 )
+from ._device import to_device
 
 __all__ = ["EpisodeDataset"]
 
@@ -43,8 +44,10 @@ class EpisodeDataset(Dataset):
 
     Parameters
     ----------
-    X : array-like of shape (n_samples, ...)
-        Images or feature vectors.
+    X : array-like or tensor of shape (n_samples, ...)
+        Images or feature vectors. A tensor stays where it is (e.g. on the
+        GPU, see :func:`~sklearn_flowr.training.to_device_if_fits`) and each
+        episode's rows are gathered there.
     y : array-like of shape (n_samples,)
         Class labels.
     setting : {"small", "large"}, default="small"
@@ -234,6 +237,13 @@ class EpisodeDataset(Dataset):
 
     def __getitem__(self, index: int):
         rows, labels, n_support = self.sample_indices(index)
-        x = torch.as_tensor(np.asarray(self.X[rows]), dtype=self.dtype)
+        if torch.is_tensor(self.X):
+            # A tensor (e.g. resident on the GPU) is indexed where it lives:
+            # one small index copy, no image data through the host.
+            x = self.X[to_device(rows, self.X.device)].to(self.dtype)
+        else:
+            x = torch.as_tensor(np.asarray(self.X[rows]), dtype=self.dtype)
+        # Masks and labels stay on the host: the loss does its label
+        # bookkeeping there without synchronising with the GPU.
         is_query = torch.arange(rows.shape[0]) >= n_support
         return {"x": x, "is_query": is_query}, torch.as_tensor(labels)

@@ -13,19 +13,14 @@ import copy
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from ..encoders import last_linear_layer
+from ._device import deterministic_cuda, exact_float32, module_device, place_modules
 from ._heads import FLOWRMetaModule
 from ._losses import meta_training_loss
 
 __all__ = ["embed", "fine_tune_last_layer"]
-
-
-def _module_device(module: nn.Module, device) -> torch.device:
-    if device is not None:
-        return torch.device(device)
-    parameter = next(module.parameters(), None)
-    return parameter.device if parameter is not None else torch.device("cpu")
 
 
 @torch.no_grad()
@@ -33,13 +28,19 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
           dtype: torch.dtype = torch.float32) -> np.ndarray:
     """Embeddings ``phi(X)`` in evaluation mode, in chunks, as a NumPy array.
 
+    The inputs go to the encoder's device; TF32 is off and cuDNN's algorithms
+    are the deterministic ones (see :mod:`sklearn_flowr.training._device`), so
+    the same model gives the same embeddings every time, and CPU and CUDA agree
+    within float32 rounding.
+
     Parameters
     ----------
     encoder : torch.nn.Module
     X : array-like or tensor of shape (n_samples, ...)
     batch_size : int, default=256
     device : str or torch.device, default=None
-        ``None`` uses the device of the encoder's parameters.
+        ``None`` runs where the encoder's parameters are; a device moves the
+        encoder there first.
     dtype : torch.dtype, default=torch.float32
         Dtype the inputs are cast to.
 
@@ -54,16 +55,19 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
     >>> embed(MLPEncoder(8, hidden=(16,), embedding_dim=4), np.zeros((3, 8))).shape
     (3, 4)
     """
-    device = _module_device(encoder, device)
+    if device is not None:
+        place_modules(torch.device(device), encoder)
+    device = module_device(encoder)
     was_training = encoder.training
     encoder.eval()
     try:
         X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
-        chunks = [
-            encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
-            .cpu().numpy()
-            for start in range(0, X.shape[0], batch_size)
-        ]
+        with exact_float32(), deterministic_cuda(device.type == "cuda"):
+            chunks = [
+                encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
+                .cpu().numpy()
+                for start in range(0, X.shape[0], batch_size)
+            ]
     finally:
         encoder.train(was_training)
     return np.concatenate(chunks) if chunks else np.zeros((0, 0), np.float32)
@@ -112,7 +116,7 @@ def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator
 def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          X_support, y_support, *, steps: int = 20,
                          lr: float = 1e-3, random_state: int | None = 0,
-                         device=None) -> nn.Module:
+                         device=None, verbose: int = 0) -> nn.Module:
     """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
 
     Each step cuts a pseudo-episode from the support set (see below) and takes
@@ -142,6 +146,8 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
         Seed of the pseudo-episode splits.
     device : str or torch.device, default=None
         ``None`` uses the device of the encoder's parameters.
+    verbose : int, default=0
+        A tqdm bar over the steps when > 0.
 
     Returns
     -------
@@ -165,7 +171,7 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     >>> bool(torch.equal(tuned.layers[0].weight, module.encoder.layers[0].weight))
     True
     """
-    device = _module_device(encoder, device)
+    device = module_device(encoder) if device is None else torch.device(device)
     tuned = copy.deepcopy(encoder).to(device)
     tuned.eval()
     layer = last_linear_layer(tuned)
@@ -188,7 +194,8 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     rng = np.random.default_rng(random_state)
     try:
-        for _ in range(steps):
+        for _ in tqdm(range(steps), desc="fine-tuning", unit="step",
+                      disable=not verbose, leave=False):
             s_rows, s_labels, q_rows, q_labels, n_way = _split_support(
                 y_index, n_classes, rng)
             if q_rows.size == 0:

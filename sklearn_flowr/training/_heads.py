@@ -113,7 +113,12 @@ class FLOWRMetaModule(nn.Module):
     a : float, default=0.5
         CRP discount (a fixed hyper-parameter).
     sigma : float, default=0.5
-        Class-noise variance (a fixed hyper-parameter).
+        Class-noise variance (fixed, or its initial value when
+        ``learn_sigma``).
+    learn_sigma : bool, default=False
+        Learn ``sigma`` (as ``log_sigma``) with the rest of the head, so the
+        noise the head assumes follows the encoder's within-class spread as
+        meta-training changes it. The paper keeps ``sigma`` fixed.
     class_prior : {"crp", "uniform"}, default="crp"
     prior_mean : float or array-like of shape (embedding_dim,), default=0.0
         Initial ``mu0``.
@@ -144,6 +149,8 @@ default=1.0
     prior_log_var : torch.nn.Parameter of shape (1,) or (embedding_dim,)
     beta_raw : torch.nn.Parameter of shape ()
         ``b = -a + softplus(beta_raw)``.
+    log_sigma : torch.nn.Parameter of shape () or None
+        ``log sigma``; only when ``learn_sigma``.
     known_nat_mean : torch.nn.Parameter of shape (n_known, embedding_dim)
         ``q_n = mu_n / s_n``; only when ``known_means`` is given.
     known_log_precision : torch.nn.Parameter of shape (n_known, 1)
@@ -165,7 +172,8 @@ default=1.0
     """
 
     def __init__(self, encoder: nn.Module, embedding_dim: int | None = None, *,
-                 a: float = 0.5, sigma: float = 0.5, class_prior: str = "crp",
+                 a: float = 0.5, sigma: float = 0.5, learn_sigma: bool = False,
+                 class_prior: str = "crp",
                  prior_mean=0.0, prior_var=1.0, b: float = 1.0,
                  known_means=None, known_vars=None, known_count: float = 1.0,
                  freeze_batch_norm: bool = True):
@@ -194,6 +202,8 @@ default=1.0
         self.prior_mean = nn.Parameter(torch.tensor(mean.copy()))
         self.prior_log_var = nn.Parameter(torch.log(torch.tensor(var.copy())))
         self.beta_raw = nn.Parameter(torch.tensor(raw_from_concentration(b, a)))
+        self.log_sigma = (nn.Parameter(torch.tensor(float(np.log(sigma))))
+                          if learn_sigma else None)
         if known_means is None:
             self.known_nat_mean = None
             self.known_log_precision = None
@@ -221,6 +231,11 @@ default=1.0
         self.register_buffer(
             "known_counts", torch.full((len(means),), float(known_count))
         )
+
+    #: Names of the head's parameters (the rest belong to the encoder), e.g.
+    #: for an optimizer parameter group of their own.
+    head_parameter_names = ("prior_mean", "prior_log_var", "beta_raw", "log_sigma",
+                            "known_nat_mean", "known_log_precision")
 
     def train(self, mode: bool = True):
         """Set training mode; batch norm stays in evaluation mode if frozen."""
@@ -285,7 +300,7 @@ default=1.0
             "prior_log_var": self.prior_log_var,
             "beta_raw": self.beta_raw,
             "a": self.a,
-            "sigma": self.sigma,
+            "sigma": self.sigma if self.log_sigma is None else self.log_sigma.exp(),
             "class_prior": self.class_prior,
         }
         if include_known and self.n_known:
@@ -325,7 +340,8 @@ default=1.0
         return {
             "a": self.a,
             "b": float(b),
-            "sigma": self.sigma,
+            "sigma": (self.sigma if self.log_sigma is None
+                      else float(self.log_sigma.detach().double().exp())),
             "class_prior": self.class_prior,
             "prior_mean": self.prior_mean.detach().cpu().double().numpy(),
             "prior_var": float(var[0]) if var.shape[0] == 1 else var,

@@ -29,6 +29,7 @@ from .._core import (
     log_density_coef,
     log_density_features,
 )
+from ._device import to_device
 
 __all__ = [
     "flowr_episode_logits",
@@ -44,6 +45,11 @@ def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
     if isinstance(value, torch.Tensor):
         return value.to(device=like.device, dtype=like.dtype)
     return torch.as_tensor(value, device=like.device, dtype=like.dtype)
+
+
+def _on_host(labels: torch.Tensor) -> torch.Tensor:
+    """Labels as a CPU int64 tensor (a copy from the GPU synchronises once)."""
+    return labels.detach().to("cpu").long()
 
 
 def _episode_coefficients(
@@ -69,19 +75,25 @@ def _episode_coefficients(
     prior_precision = torch.exp(-prior_log_var)
     prior_nat_mean = prior_mean * prior_precision
     n_known = 0 if known_nat_mean is None else known_nat_mean.shape[0]
+    # A support class without a row has count 0 < a: no prior mass, NaN logs.
+    # Checked on the host copy of the labels (no GPU synchronisation when the
+    # labels come from the host, as the episode sampler gives them).
+    columns_host = _on_host(y_support) - n_known
+    host_counts = torch.bincount(
+        columns_host[(columns_host >= 0) & (columns_host < n_way)], minlength=n_way)
+    if n_way and bool((host_counts == 0).any()):
+        raise ValueError(
+            f"Every one of the n_way={n_way} support classes needs at least one "
+            f"support row; got counts {host_counts.tolist()}."
+        )
     # Comparison rather than F.one_hot, which rejects an empty support set.
     columns = torch.arange(n_known, n_known + n_way, device=z_support.device)
-    onehot = (y_support.long()[:, None] == columns).to(z_support.dtype)
+    y_support = to_device(y_support, z_support.device).long()
+    onehot = (y_support[:, None] == columns).to(z_support.dtype)
     nat_mean, precision = condition_on(
         prior_nat_mean, prior_precision, z_support, onehot, sigma
     )
     counts = onehot.sum(dim=0)
-    # A support class without a row has count 0 < a: no prior mass, NaN logs.
-    if n_way and bool((counts == 0).any()):
-        raise ValueError(
-            f"Every one of the n_way={n_way} support classes needs at least one "
-            f"support row; got counts {counts.tolist()}."
-        )
     if n_known:
         known_precision = _as_tensor(known_precision, dtype_like)
         # An isotropic table next to a diagonal prior (or the reverse) broadcasts.
@@ -309,35 +321,43 @@ def meta_training_loss(
         class_prior=class_prior, known_nat_mean=known_nat_mean,
         known_precision=known_precision, known_counts=known_counts,
     )
-    y_query = y_query.long()
+    y_host = _on_host(y_query)
     # Every unknown-unknown query row is labelled novel, the last column.
-    target = y_query.clamp(max=scores.counts.shape[0])
-    loss = F.cross_entropy(scores.logits, target)
+    target = y_host.clamp(max=scores.counts.shape[0])
+    loss = F.cross_entropy(scores.logits,
+                           to_device(target, z_query.device))
     if lambda_adapt == 0:
         return loss
-    adapt = _adaptation_nll(z_query, y_query, scores, sigma=sigma,
+    adapt = _adaptation_nll(z_query, y_host, scores, sigma=sigma,
                             class_prior=class_prior, a=a)
     return loss + lambda_adapt * adapt
 
 
-def _adaptation_nll(z_query, y_query, scores: _EpisodeScores, *, a, sigma,
+def _adaptation_nll(z_query, y_host, scores: _EpisodeScores, *, a, sigma,
                     class_prior):
-    """Mean NLL of recognising each unknown-unknown class from one example."""
+    """Mean NLL of recognising each unknown-unknown class from one example.
+
+    ``y_host`` are the query labels on the CPU: which rows instantiate a class
+    and which are scored is bookkeeping on labels, done on the host so that a
+    GPU episode needs no synchronisation for it.
+    """
     log_lik, counts, b = scores.log_lik, scores.counts, scores.b
     n_classes = counts.shape[0]
-    positions = torch.nonzero(y_query >= n_classes).reshape(-1)
+    positions = torch.nonzero(y_host >= n_classes).reshape(-1)
     if positions.numel() < 2:
         return z_query.new_zeros(())
-    _, group = torch.unique(y_query[positions], return_inverse=True)
+    _, group = torch.unique(y_host[positions], return_inverse=True)
     n_groups = int(group.max()) + 1
     # The first query row of each unknown-unknown class instantiates it.
-    first = torch.full((n_groups,), y_query.shape[0], device=positions.device,
-                       dtype=positions.dtype)
+    first = torch.full((n_groups,), y_host.shape[0], dtype=positions.dtype)
     first = first.scatter_reduce(0, group, positions, reduce="amin")
     rest = first[group] != positions
     if not bool(rest.any()):
         return z_query.new_zeros(())
-    rows, row_group = positions[rest], group[rest]
+    device = z_query.device
+    rows = to_device(positions[rest], device)
+    row_group = to_device(group[rest], device)
+    first = to_device(first, device)
     one = torch.ones(n_groups, 1, dtype=z_query.dtype, device=z_query.device)
     new_nat_mean, new_precision = condition_on(
         scores.prior_nat_mean, scores.prior_precision, z_query[first],

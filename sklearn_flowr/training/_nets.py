@@ -22,10 +22,12 @@ so it fixes the initial weights and any torch randomness that follows
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
-from skorch.dataset import Dataset
+from skorch.dataset import Dataset, get_len
 from skorch.utils import to_tensor
 from torch import nn
 from torch.utils.data import (
@@ -36,10 +38,21 @@ from torch.utils.data import (
     Subset,
 )
 
+from ._device import to_device
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._losses import meta_training_loss, sup_e_penalty
 
 __all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"]
+
+
+def _host_tensor(value) -> torch.Tensor:
+    """A CPU tensor of episode labels or masks (a GPU copy synchronises once)."""
+    return value.detach().cpu() if torch.is_tensor(value) else torch.as_tensor(value)
+
+
+def _device_type(device) -> str:
+    """``"cuda"`` / ``"cpu"`` of a skorch ``device`` setting (None: the CPU)."""
+    return "cpu" if device is None else torch.device(device).type
 
 
 def _softmax(logits: torch.Tensor) -> torch.Tensor:
@@ -63,8 +76,7 @@ class _ArrayBatches(torch.utils.data.Dataset):
     def __getitem__(self, positions):
         rows = self.index[positions]
         return tuple(
-            a[torch.as_tensor(rows, device=a.device)] if torch.is_tensor(a)
-            else a[rows]
+            a[to_device(rows, a.device)] if torch.is_tensor(a) else a[rows]
             for a in (self.X, self.y)
         )
 
@@ -199,15 +211,76 @@ class FLOWRMetaLoss(nn.Module):
 
 
 class _SeededInitMixin:
-    """Seed torch right before the module is built (see module docstring)."""
+    """Seed torch right before the module is built (see module docstring), and
+    at the start of every epoch from ``(random_state, epoch)``.
+
+    Per-epoch seeds make an epoch's shuffling (and any dropout) depend on its
+    number only, so a fit resumed from a checkpoint trains the epochs it had
+    left exactly as an uninterrupted fit would.
+    """
 
     def initialize_module(self):
         if self.random_state is not None:
             torch.manual_seed(int(self.random_state))
         return super().initialize_module()
 
+    def on_epoch_begin(self, net, dataset_train=None, dataset_valid=None,
+                       **kwargs):
+        super().on_epoch_begin(net, dataset_train=dataset_train,
+                               dataset_valid=dataset_valid, **kwargs)
+        if self.random_state is not None:
+            epoch = len(self.history) - 1
+            seed = np.random.SeedSequence([int(self.random_state), epoch])
+            torch.manual_seed(int(seed.generate_state(1)[0]))
 
-class SupENet(_SeededInitMixin, NeuralNetClassifier):
+
+class _EpochLossReads:
+    """Read the training losses once per epoch rather than once per step."""
+
+    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
+        """skorch's epoch loop, reading the step losses once, at its end.
+
+        skorch reads each step's loss as it is taken (``loss.item()``), which
+        on a GPU waits for the step's backward pass and optimizer step before
+        the host may prepare the next batch or episode. The losses are kept on
+        the device and written into the history's batch rows in one read when
+        the pass is over, before ``on_epoch_end`` (epoch scores, the printed
+        table) sees them; a progress bar shows no per-step loss.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> from sklearn_flowr.training import EpisodeDataset
+        >>> y = np.repeat(np.arange(5), 12)
+        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
+        >>> net = EpisodicMetaNet(
+        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+        ...     max_epochs=1, verbose=0, random_state=0)
+        >>> net = net.fit(EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2,
+        ...                                n_episodes=3))
+        >>> [type(v).__name__ for v in net.history[-1, "batches", :, "train_loss"]]
+        ['float', 'float', 'float']
+        """
+        if iterator is None:
+            return
+        losses = []
+        for batch in iterator:
+            self.notify("on_batch_begin", batch=batch, training=training)
+            step = step_fn(batch, **fit_params)
+            losses.append(step["loss"].detach().reshape(()))
+            self.history.record_batch(prefix + "_batch_size", get_len(
+                batch[0] if isinstance(batch, (tuple, list)) else batch))
+            self.notify("on_batch_end", batch=batch, training=training, **step)
+        if losses:
+            values = torch.stack(losses).float().cpu().tolist()
+            for row, value in zip(self.history[-1]["batches"][-len(losses):],
+                                  values, strict=True):
+                row[prefix + "_loss"] = value
+        self.history.record(prefix + "_batch_count", len(losses))
+
+
+class SupENet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     The module (default :class:`SupEModule`) needs ``module__encoder`` and
@@ -272,7 +345,7 @@ class SupENet(_SeededInitMixin, NeuralNetClassifier):
                                self.module_.class_log_var)
 
 
-class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
+class SupFCNet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
     """Sup-FC pre-training (encoder + linear layer, cross-entropy).
 
     Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
@@ -304,7 +377,7 @@ class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
         self.random_state = random_state
 
 
-class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
+class EpisodicMetaNet(_EpochLossReads, _SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
     ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
@@ -335,6 +408,9 @@ class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
         :class:`EpisodeDataset` (its episodes are not redrawn each epoch).
     random_state : int or None, default=None
         Seed of ``torch.manual_seed`` before the module is built.
+    autocast : torch.dtype or None, default=None
+        Run the encoder under ``torch.autocast`` with this dtype (e.g.
+        ``torch.bfloat16`` on a GPU); the loss always runs in float32.
     **kwargs
         Any other :class:`skorch.NeuralNet` parameter (``max_epochs``,
         ``device``, ``callbacks``, ``verbose``, ``module__*``, ...).
@@ -362,27 +438,84 @@ class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
-                 train_split=None, random_state: int | None = None, **kwargs):
+                 train_split=None, random_state: int | None = None,
+                 autocast: torch.dtype | None = None, **kwargs):
         super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
                          batch_size=batch_size, train_split=train_split, **kwargs)
         self.random_state = random_state
+        self.autocast = autocast
+
+    def train_step_single(self, batch, **fit_params):
+        """One episode; the encoder runs under ``autocast`` when it is set.
+
+        Examples
+        --------
+        >>> import numpy as np, torch
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> from sklearn_flowr.training import EpisodeDataset
+        >>> y = np.repeat(np.arange(5), 12)
+        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
+        >>> net = EpisodicMetaNet(
+        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+        ...     autocast=torch.bfloat16, verbose=0, random_state=0).initialize()
+        >>> step = net.train_step_single(
+        ...     EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0])
+        >>> step["loss"].dtype  # the loss stays float32
+        torch.float32
+        """
+        with torch.autocast(_device_type(self.device), dtype=self.autocast,
+                            enabled=self.autocast is not None):
+            return super().train_step_single(batch, **fit_params)
+
+    def infer(self, x, **fit_params):
+        """Embed the episode's images; its host-side mask stays on the host.
+
+        skorch would copy every entry of the episode dict to ``device``, and
+        the loss reads ``is_query`` on the host: only ``x`` goes to the module.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.encoders import MLPEncoder
+        >>> from sklearn_flowr.training import EpisodeDataset
+        >>> y = np.repeat(np.arange(5), 12)
+        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
+        >>> net = EpisodicMetaNet(
+        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+        ...     verbose=0).initialize()
+        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1,
+        ...                                 n_query=2)[0]
+        >>> net.infer(episode).shape == (len(labels), 4)  # one embedding a row
+        True
+        """
+        if isinstance(x, Mapping):
+            x = {"x": x["x"]}
+        return super().infer(x, **fit_params)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         """Split the episode's embeddings into support and query; FLOWR loss.
 
         ``y_pred`` are the embeddings of all the episode's rows (support
         first), ``X["is_query"]`` marks the query rows and ``y_true`` holds
-        column indices (see :class:`EpisodeDataset`).
+        column indices (see :class:`EpisodeDataset`). The labels stay on the
+        host, where :class:`EpisodeDataset` makes them: the split and the
+        loss's label bookkeeping then need no GPU synchronisation. The loss
+        runs in float32 outside ``autocast``.
         """
-        y_true = to_tensor(y_true, device=self.device).long()
-        is_query = to_tensor(X["is_query"], device=self.device).bool()
+        y_true = _host_tensor(y_true).long()
+        is_query = _host_tensor(X["is_query"]).bool()
         module = self.module_
         n_known = module.n_known
         y_support = y_true[~is_query]
         # Support classes are numbered contiguously after the known classes.
         n_way = int(y_support.max()) + 1 - n_known if y_support.numel() else 0
-        return self.criterion_(y_pred[~is_query], y_support, y_pred[is_query],
-                               y_true[is_query], n_way, **module.head_params())
+        device = y_pred.device
+        support = to_device(torch.nonzero(~is_query).reshape(-1), device)
+        query = to_device(torch.nonzero(is_query).reshape(-1), device)
+        with torch.autocast(device.type, enabled=False):
+            z = y_pred.float()
+            return self.criterion_(z[support], y_support, z[query],
+                                   y_true[is_query], n_way, **module.head_params())
 
     def on_epoch_begin(self, net, dataset_train=None, dataset_valid=None,
                        **kwargs):

@@ -1,0 +1,509 @@
+"""Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate.
+
+The nets of :mod:`._nets` train on one device. For more, this module puts
+skorch's :class:`skorch.hf.AccelerateMixin` in front of each of them: the
+module, criterion and optimizer go through ``accelerator.prepare`` (DDP over
+the processes ``accelerate launch`` starts), every ``DataLoader`` is sharded
+across the processes, and ``accelerator.backward`` syncs the gradients. The
+engine is accelerate's; what this module adds is the FLOWR-specific glue:
+
+- iterators that accelerate can shard: the mini-batch nets read a batch of
+  array rows with one index through torch's batched-fetch hook
+  (``__getitems__``) behind an ordinary ``BatchSampler`` (accelerate cannot
+  re-build the ``sampler=BatchSampler`` loader of :class:`~._nets.SupENet`),
+  and :class:`AcceleratedEpisodicMetaNet` loads one episode per step as a batch
+  of one (accelerate cannot shard a ``batch_size=None`` loader);
+- the losses read class means and head parameters off the module; under DDP
+  ``module_`` is a wrapper that does not forward attribute access, so the
+  loss sees the bare module (:meth:`_AcceleratedNet.get_loss`);
+- episode draws: accelerate's loader calls ``dataset.set_epoch(n)`` with its
+  own pass count ``n`` as each pass starts, which would undo the epoch
+  :meth:`~._nets.EpisodicMetaNet.on_epoch_begin` keys on the history (and
+  redraw validation episodes). The loader is told the dataset's own epoch
+  first, so a resumed run draws what an uninterrupted one would.
+
+accelerate itself is imported only when it is needed (:func:`accelerated`),
+so this module imports without it.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import torch
+from skorch.hf import AccelerateMixin
+from torch.utils.data import DataLoader
+
+from ._nets import (
+    EpisodicMetaNet,
+    SupENet,
+    SupFCNet,
+    _ArrayBatches,
+    _batch_index_loader,
+)
+
+__all__ = [
+    "AcceleratedEpisodicMetaNet",
+    "AcceleratedSupENet",
+    "AcceleratedSupFCNet",
+    "accelerated",
+]
+
+_INSTALL_HINT = (
+    "Multi-GPU and multi-node training needs Hugging Face accelerate; install "
+    'it with: pip install "sklearn-flowr[accelerate]"'
+)
+
+
+def _import_accelerate():
+    """The ``accelerate`` module, or an ImportError that names the extra."""
+    try:
+        import accelerate
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return accelerate
+
+
+# ----------------------------------------------------------------- iterators
+class _ArrayRows(_ArrayBatches):
+    """``_ArrayBatches`` behind torch's batched fetch (``__getitems__``).
+
+    With automatic batching, torch's ``DataLoader`` hands the whole list of
+    a batch's indices to ``__getitems__`` when the dataset has one, so the
+    batch is still read with one index, while the loader keeps an ordinary
+    ``batch_sampler`` that accelerate knows how to shard. The batch is made
+    of tensors, as torch's default collation would make it: accelerate moves
+    tensors to its device, not NumPy arrays (and skorch, with ``device=None``,
+    leaves them where they are).
+    """
+
+    def __getitems__(self, positions):
+        return tuple(torch.as_tensor(a) for a in self[positions])
+
+
+def _as_is(batch):
+    """``collate_fn`` of :class:`_ArrayRows`: the batch is already stacked."""
+    return batch
+
+
+def _accelerate_batch_loader(dataset, batch_size=128, *, shuffle: bool = False,
+                             drop_last: bool = False, generator=None,
+                             **kwargs) -> DataLoader:
+    """``_batch_index_loader`` in a form ``accelerator.prepare`` can shard.
+
+    The batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
+    in the same order for the same torch seed; data that ``_batch_index_loader``
+    would not read by index gets the same ordinary ``DataLoader``.
+    """
+    loader = _batch_index_loader(dataset, batch_size, shuffle=shuffle,
+                                 drop_last=drop_last, generator=generator, **kwargs)
+    if not isinstance(loader.dataset, _ArrayBatches):
+        return loader
+    batches = loader.dataset
+    return DataLoader(_ArrayRows(batches.X, batches.y, batches.index),
+                      batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
+                      generator=generator, collate_fn=_as_is, **kwargs)
+
+
+def _single_episode(batch):
+    """``collate_fn`` of a batch of one episode: that episode, not stacked."""
+    (episode,) = batch
+    return episode
+
+
+def _episode_loader(dataset, batch_size=None, **kwargs) -> DataLoader:
+    """One whole episode per step, as a batch of one that accelerate can shard.
+
+    ``batch_size=None`` (the :class:`~._nets.EpisodicMetaNet` default) gives the
+    episodes of ``DataLoader(dataset, batch_size=None)`` in the same order,
+    but through a ``BatchSampler`` of size 1: accelerate shards that (process
+    ``p`` of ``P`` takes episodes ``p, p + P, ...``), while it cannot shard a
+    loader without one. Other settings get that plain ``DataLoader``.
+    """
+    if batch_size is None and not {"sampler", "batch_sampler",
+                                    "collate_fn"} & kwargs.keys():
+        return DataLoader(dataset, batch_size=1, collate_fn=_single_episode,
+                          **kwargs)
+    return DataLoader(dataset, batch_size=batch_size, **kwargs)
+
+
+def _discard(text):
+    """Print-log sink of the processes other than the main one."""
+
+
+def _forget(accelerator, registry: str, keep) -> None:
+    """Drop from an accelerator registry the objects ``keep`` rejects.
+
+    ``accelerator.prepare`` keeps every object it prepares in a list (for
+    ``accelerator.save_state``). A net's training loaders, modules and
+    optimizers are its own: left there, they would pin every fit's modules
+    and data in memory, and go into the pickle of every net holding the
+    accelerator.
+    """
+    objects = getattr(accelerator, registry, None)
+    if isinstance(objects, list):
+        objects[:] = [obj for obj in objects if keep(obj)]
+
+
+def _epoch_source(dataset):
+    """The dataset (or one it wraps) that has ``set_epoch``, or None."""
+    while dataset is not None and not hasattr(dataset, "set_epoch"):
+        dataset = getattr(dataset, "dataset", None)
+    return dataset
+
+
+# -------------------------------------------------------------------- mixins
+class _AcceleratedNet:
+    """What the FLOWR nets add to :class:`skorch.hf.AccelerateMixin`.
+
+    Comes before ``AccelerateMixin`` in the bases, so that ``super()`` reaches
+    the mixin's versions of these methods.
+    """
+
+    def initialize(self):
+        """Initialise, with a clear error when no accelerator is given."""
+        if self.accelerator is None:
+            _import_accelerate()
+            raise ValueError(
+                f"{type(self).__name__} needs accelerator=accelerate.Accelerator(...)."
+            )
+        return super().initialize()
+
+    def _initialize_accelerator(self):
+        # accelerate wraps every module it prepares in DDP on a multi-CPU
+        # run (on GPUs only those with trainable parameters), and DDP refuses
+        # a module without any: the FLOWR criteria. Such a criterion needs
+        # no more than a move to the accelerator's device, which is what
+        # accelerate does with it on GPUs.
+        if self._wrapped_with_accelerator:
+            return self
+        criteria = self._criteria
+        plain = []
+        for name in criteria:
+            criterion = getattr(self, name + "_")
+            if isinstance(criterion, torch.nn.Module) and not any(
+                    p.requires_grad for p in criterion.parameters()):
+                plain.append(name)
+                if self.accelerator.device_placement:
+                    criterion.to(self.accelerator.device)
+        self._criteria = [name for name in criteria if name not in plain]
+        try:
+            return super()._initialize_accelerator()
+        finally:
+            self._criteria = criteria
+
+    def _initialize_callbacks(self):
+        # skorch's PrintLog prints to any sink but ``print`` whatever
+        # ``verbose`` says, so AccelerateMixin's "auto" sink
+        # (``accelerator.print``) would ignore verbose=0: print on the main
+        # process (honouring ``verbose``) and nowhere else.
+        if self.callbacks__print_log__sink == "auto":
+            self.callbacks__print_log__sink = (
+                print if self.accelerator.is_main_process else _discard)
+        return super()._initialize_callbacks()
+
+    def get_iterator(self, dataset, training=False):
+        """AccelerateMixin's prepared loader, not kept by the accelerator."""
+        iterator = super().get_iterator(dataset, training=training)
+        _forget(self.accelerator, "_dataloaders", lambda obj: obj is not iterator)
+        return iterator
+
+    def on_train_end(self, net, X=None, y=None, **kwargs):
+        """Unwrap (AccelerateMixin), then release the accelerator's references.
+
+        With ``unwrap_after_train=True`` (the default) the accelerator forgets
+        the net's modules, criteria and optimizers, which it kept since they
+        were prepared; a later ``fit`` prepares new ones.
+        """
+        super().on_train_end(net, X=X, y=y, **kwargs)
+        if self.unwrap_after_train:
+            accelerator = self.accelerator
+            modules = {id(accelerator.unwrap_model(getattr(self, name + "_")))
+                       for name in self._modules + self._criteria
+                       if isinstance(getattr(self, name + "_"), torch.nn.Module)}
+            optimizers = {id(getattr(self, name + "_")) for name in self._optimizers}
+            _forget(accelerator, "_models",
+                    lambda obj: id(accelerator.unwrap_model(obj)) not in modules)
+            _forget(accelerator, "_optimizers",
+                    lambda obj: id(obj) not in optimizers)
+        return self
+
+    def __setstate__(self, state):
+        # skorch loads a net pickled with device=None onto the CPU and sets
+        # device="cpu" (with a DeviceWarning), which the accelerator's device
+        # placement then refuses at the next fit, while the data would go to
+        # the accelerator's device. Load onto the accelerator's device instead
+        # (modules and optimizer state alike) and keep device=None; where that
+        # device does not exist here, skorch falls back to the CPU and says so.
+        accelerator = state.get("accelerator")
+        if state.get("device") is not None or not getattr(
+                accelerator, "device_placement", False):
+            return super().__setstate__(state)
+        target = torch.device(accelerator.device)
+        super().__setstate__({**state, "device": target})
+        if torch.device(self.device) == target:
+            self.device = None
+
+    @contextmanager
+    def _bare_module(self):
+        """``module_`` without accelerate's wrapper (DDP) for the block.
+
+        The FLOWR losses read parameters off the module (Sup-E class means,
+        the FLOWR head); ``DistributedDataParallel`` does not forward attribute
+        access. The parameters are the very tensors DDP wraps, so gradients
+        through them are synchronised like any others.
+        """
+        wrapped = self.module_
+        bare = self.accelerator.unwrap_model(wrapped)
+        if bare is wrapped:
+            yield
+            return
+        self.module_ = bare
+        try:
+            yield
+        finally:
+            self.module_ = wrapped
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """The net's own loss, computed on the bare module."""
+        with self._bare_module():
+            return super().get_loss(y_pred, y_true, X=X, training=training)
+
+    def train_step_single(self, batch, **fit_params):
+        """AccelerateMixin's step, under the net's own ``autocast`` if it has one.
+
+        Accelerate's mixed precision (``Accelerator(mixed_precision="bf16")``)
+        is the usual way; a net ``autocast`` dtype is honoured on the
+        accelerator's device too.
+        """
+        dtype = getattr(self, "autocast", None)
+        with torch.autocast(self.accelerator.device.type, dtype=dtype,
+                            enabled=dtype is not None):
+            return super().train_step_single(batch, **fit_params)
+
+
+class _AcceleratedEpisodes(_AcceleratedNet):
+    """Keep accelerate's per-pass ``set_epoch`` on the dataset's own epoch."""
+
+    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
+        """Run one pass; the loader first learns the episodes' current epoch.
+
+        accelerate's prepared loader calls ``dataset.set_epoch(n)`` with its
+        own pass count ``n`` as each pass starts. ``on_epoch_begin`` has set
+        the training episodes to the epoch of the history (a resumed run goes
+        on where it stopped) and validation episodes keep theirs, so the
+        loader is set to that epoch first.
+        """
+        if iterator is not None and hasattr(iterator, "set_epoch"):
+            source = _epoch_source(getattr(iterator, "dataset", None))
+            epoch = getattr(source, "epoch", None)
+            if epoch is not None:
+                iterator.set_epoch(int(epoch))
+        return super().run_single_epoch(iterator, training, prefix, step_fn,
+                                        **fit_params)
+
+
+_ACCELERATOR_PARAMS = """\
+    accelerator : accelerate.Accelerator
+        Runs the training: device placement, DDP across the processes that
+        ``accelerate launch`` starts, mixed precision, gradient accumulation.
+    device : None, default=None
+        Leave device placement to the accelerator.
+    unwrap_after_train : bool, default=True
+        Restore the bare module after ``fit`` (needed to pickle the net)."""
+
+
+class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
+    """:class:`~sklearn_flowr.training.SupENet` trained through accelerate.
+
+    Sup-E pre-training on one or many GPUs or machines: each process trains on
+    its shard of every epoch's mini-batches and the gradients are averaged
+    over the processes, so the effective batch size is ``batch_size`` times
+    the number of processes. Launch the script with ``accelerate launch``
+    (see :doc:`/multi_gpu`); in a single process it trains like
+    :class:`~sklearn_flowr.training.SupENet`.
+
+    Parameters
+    ----------
+{accelerator}
+    iterator_train, iterator_valid : callable, default=_accelerate_batch_loader
+        Mini-batches of arrays read with one index, shardable by accelerate.
+    *args, **kwargs
+        The parameters of :class:`~sklearn_flowr.training.SupENet`.
+
+    See Also
+    --------
+    accelerated : The accelerated class of a net class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pytest
+    >>> Accelerator = pytest.importorskip("accelerate").Accelerator
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
+    >>> y = np.repeat(np.arange(4), 10)
+    >>> net = AcceleratedSupENet(
+    ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...     module__n_classes=4, max_epochs=2, verbose=0, random_state=0,
+    ...     accelerator=Accelerator(cpu=True)).fit(X, y)
+    >>> net.predict_proba(X).shape
+    (40, 4)
+    """
+
+    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
+                 iterator_valid=_accelerate_batch_loader, **kwargs):
+        super().__init__(*args, iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
+
+
+class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
+    """:class:`~sklearn_flowr.training.SupFCNet` trained through accelerate.
+
+    Parameters
+    ----------
+{accelerator}
+    iterator_train, iterator_valid : callable, default=_accelerate_batch_loader
+        Mini-batches of arrays read with one index, shardable by accelerate.
+    *args, **kwargs
+        The parameters of :class:`~sklearn_flowr.training.SupFCNet`.
+
+    See Also
+    --------
+    accelerated : The accelerated class of a net class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pytest
+    >>> Accelerator = pytest.importorskip("accelerate").Accelerator
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
+    >>> y = np.repeat(np.arange(4), 10)
+    >>> net = AcceleratedSupFCNet(
+    ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...     module__n_classes=4, max_epochs=1, verbose=0,
+    ...     accelerator=Accelerator(cpu=True)).fit(X, y)
+    >>> net.predict(X).shape
+    (40,)
+    """
+
+    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
+                 iterator_valid=_accelerate_batch_loader, **kwargs):
+        super().__init__(*args, iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
+
+
+class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
+                                 EpisodicMetaNet):
+    """:class:`~sklearn_flowr.training.EpisodicMetaNet` trained through accelerate.
+
+    Each training step takes one episode per process: process ``p`` of ``P``
+    trains on episodes ``p, p + P, ...`` of the epoch's draw (an epoch is still
+    ``n_episodes`` episodes, in ``n_episodes / P`` steps), and the gradients of
+    the encoder and of the FLOWR head are averaged over the ``P`` episodes of a
+    step. Episode ``i`` of epoch ``e`` is the same on every process and in a
+    single-process run, which trains like
+    :class:`~sklearn_flowr.training.EpisodicMetaNet`.
+
+    Parameters
+    ----------
+{accelerator}
+    iterator_train, iterator_valid : callable, default=_episode_loader
+        One episode per step, as a batch of one that accelerate can shard.
+    *args, **kwargs
+        The parameters of :class:`~sklearn_flowr.training.EpisodicMetaNet`.
+
+    See Also
+    --------
+    accelerated : The accelerated class of a net class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pytest
+    >>> Accelerator = pytest.importorskip("accelerate").Accelerator
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> from sklearn_flowr.training import EpisodeDataset
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(6), 20)
+    >>> X = (rng.normal(size=(6, 8))[y] + rng.normal(size=(120, 8))).astype("f4")
+    >>> episodes = EpisodeDataset(X, y, n_way=3, n_unknown=2, n_episodes=5)
+    >>> net = AcceleratedEpisodicMetaNet(
+    ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...     max_epochs=2, verbose=0, random_state=0,
+    ...     accelerator=Accelerator(cpu=True)).fit(episodes)
+    >>> len(net.history), episodes.epoch  # the second epoch drew new episodes
+    (2, 1)
+    """
+
+    def __init__(self, *args, iterator_train=_episode_loader,
+                 iterator_valid=_episode_loader, **kwargs):
+        super().__init__(*args, iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
+
+
+for _cls in (AcceleratedSupENet, AcceleratedSupFCNet, AcceleratedEpisodicMetaNet):
+    _cls.__doc__ = _cls.__doc__.replace("{accelerator}", _ACCELERATOR_PARAMS)
+del _cls
+
+_ACCELERATED = {
+    SupENet: AcceleratedSupENet,
+    SupFCNet: AcceleratedSupFCNet,
+    EpisodicMetaNet: AcceleratedEpisodicMetaNet,
+}
+
+
+def accelerated(net_class):
+    """The accelerate-trained counterpart of a FLOWR net class.
+
+    Parameters
+    ----------
+    net_class : {SupENet, SupFCNet, EpisodicMetaNet}
+        One of the nets of :mod:`sklearn_flowr.training` (an accelerated class
+        is returned as it is).
+
+    Returns
+    -------
+    type
+        ``AcceleratedSupENet``, ``AcceleratedSupFCNet`` or
+        ``AcceleratedEpisodicMetaNet``: the class with skorch's
+        :class:`skorch.hf.AccelerateMixin` in front, defined at module level (so
+        the nets pickle) and the same object on every call. It takes the
+        parameters of ``net_class`` plus ``accelerator``.
+
+    Raises
+    ------
+    TypeError
+        If ``net_class`` is not one of the three nets.
+    ImportError
+        If accelerate is not installed (``pip install
+        "sklearn-flowr[accelerate]"``).
+
+    Examples
+    --------
+    >>> import pytest
+    >>> _ = pytest.importorskip("accelerate")
+    >>> from sklearn_flowr.training import EpisodicMetaNet, SupENet
+    >>> accelerated(SupENet).__name__
+    'AcceleratedSupENet'
+    >>> accelerated(EpisodicMetaNet) is accelerated(EpisodicMetaNet)
+    True
+    >>> accelerated(dict)
+    Traceback (most recent call last):
+    ...
+    TypeError: accelerated() takes SupENet, SupFCNet or EpisodicMetaNet; got dict.
+    """
+    if net_class in _ACCELERATED.values():
+        result = net_class
+    else:
+        try:
+            result = _ACCELERATED[net_class]
+        except (KeyError, TypeError):
+            name = getattr(net_class, "__name__", repr(net_class))
+            raise TypeError(
+                "accelerated() takes SupENet, SupFCNet or EpisodicMetaNet; got "
+                f"{name}."
+            ) from None
+    _import_accelerate()
+    return result
