@@ -59,13 +59,14 @@ class AdaptingHead(CRPGaussianClassifier):
 def _hand_loop(estimator, X, y, tasks, tpr):
     """The protocol written out: one copy per task, support, stream, report."""
     columns = {k: [] for k in ["y_true", "y_known", "p_novel", "is_novel",
-                               "task_id", "support_mask"]}
+                               "task_id", "support_mask", "y_pred"]}
     for task in tasks:
         est = copy.deepcopy(estimator)
         est.partial_fit(X[task.support], y[task.support])
         out = est.open_world_step(X[task.query], y[task.query])
         columns["y_true"].append(y[task.query])
         columns["y_known"].append(out.y_known)
+        columns["y_pred"].append(out.y_pred)
         columns["p_novel"].append(out.p_novel)
         columns["is_novel"].append(out.is_novel)
         columns["task_id"].append(np.full(task.query.shape[0], task.task_id))
@@ -73,7 +74,8 @@ def _hand_loop(estimator, X, y, tasks, tpr):
     c = {k: np.concatenate(v) for k, v in columns.items()}
     return open_world_report(c["y_true"], c["y_known"], c["p_novel"],
                              c["is_novel"], tpr=tpr, task_ids=c["task_id"],
-                             support_mask=c["support_mask"])
+                             support_mask=c["support_mask"], y_pred=c["y_pred"],
+                             novel_label=est.novel_label_)
 
 
 # ------------------------------------------------------------ small context
@@ -273,8 +275,13 @@ def test_evaluate_online_equals_hand_loop(features, head, seed):
     tasks = SmallContextTasks(y, n_tasks=6, random_state=seed)
     report = evaluate_online(head, X, y, tasks)
     expected = _hand_loop(head, X, y, tasks, tpr=0.15)
+    assert expected.argmax_accuracy is not None
     for key, value in expected.items():
-        assert_allclose(report[key], value, err_msg=key)
+        if key == "reliability":
+            for name, bins in value.items():
+                assert_allclose(report[key][name], bins, err_msg=name)
+        else:
+            assert_allclose(report[key], value, err_msg=key)
     assert not hasattr(head, "classes_")  # the given estimator is untouched
 
 
@@ -331,6 +338,50 @@ def test_evaluate_online_report_fields(features, head, seed):
         assert rows.is_novel[mine].sum() == 5
         assert_array_equal(rows.support_mask[mine],
                            np.isin(y[task.query], y[task.support]))
+
+
+def test_evaluate_online_reports_calibration_and_argmax(features, head, seed):
+    """Check a probabilistic head gets the calibration of P(novel) against the
+    first sightings and the accuracy of its own argmax decision, both from the
+    pooled rows."""
+    from sklearn.metrics import brier_score_loss
+
+    from sklearn_flowr.metrics import expected_calibration_error
+
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=8, random_state=seed)
+    report = evaluate_online(head, X, y, tasks, return_rows=True)
+    rows = report.rows
+    assert report.probability is True
+    assert report.ece == expected_calibration_error(rows.is_novel, rows.p_novel)
+    assert report.brier == brier_score_loss(rows.is_novel, rows.p_novel)
+    assert_array_equal(rows.pred_novel, rows.y_pred == -1)
+    correct = np.where(rows.pred_novel, rows.is_novel,
+                       ~rows.is_novel & (rows.y_pred == rows.y_true))
+    per_task = [correct[rows.task_id == t].mean() for t in range(8)]
+    assert_allclose(report.task_argmax_accuracy, per_task)
+    assert_allclose(report.argmax_accuracy, np.mean(per_task))
+    assert report.argmax_novel_tpr == rows.pred_novel[rows.is_novel].mean()
+
+
+def test_evaluate_online_gives_a_distance_no_calibration(features, seed):
+    """Check a baseline (no predict_proba: its p_novel is a distance) gets no
+    calibration or argmax figure, and probability=False does the same for the
+    head."""
+    from sklearn_flowr.baselines import NCMClassifier
+
+    X, y = features
+    tasks = SmallContextTasks(y, n_tasks=4, random_state=seed)
+    report = evaluate_online(NCMClassifier(), X, y, tasks)
+    assert report.probability is False
+    assert report.ece is None and report.brier is None
+    assert report.reliability is None and report.argmax_accuracy is None
+    assert np.isfinite(report.h_measure)
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0, sigma=1.0)
+    forced = evaluate_online(head, X, y, tasks, probability=False)
+    assert forced.ece is None and forced.argmax_accuracy is None
+    with pytest.raises(ValueError, match="probability must be"):
+        evaluate_online(head, X, y, tasks, probability="yes")
 
 
 def test_evaluate_online_uses_adapt(features, seed):

@@ -1,10 +1,12 @@
-"""Open-world evaluation: H-measure, the paper's report, and a CV scorer."""
+"""Open-world evaluation: H-measure, calibration, the paper's report, a CV scorer."""
 
+from ._calibration import expected_calibration_error
 from ._h_measure import h_measure
 from ._open_world import novelty_threshold_at_tpr, open_world_report
 from ._scorer import novelty_scorer
 
 __all__ = [
+    "expected_calibration_error",
     "h_measure",
     "novelty_scorer",
     "novelty_threshold_at_tpr",

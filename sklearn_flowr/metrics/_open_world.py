@@ -1,13 +1,18 @@
 """Open-world evaluation at a fixed novelty true-positive rate (FLOWR, section 6)."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from scipy import stats
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.utils import Bunch, check_array, check_consistent_length, column_or_1d
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
+from ._calibration import (
+    DEFAULT_N_BINS,
+    expected_calibration_error,
+    reliability_bins,
+)
 from ._h_measure import h_measure
 
 
@@ -136,6 +141,10 @@ def _per_task_accuracy(correct, rows, task_index, n_tasks):
         "task_ids": ["array-like", None],
         "confidence": [Interval(Real, 0.0, 1.0, closed="neither")],
         "support_mask": ["array-like", None],
+        "y_pred": ["array-like", None],
+        "novel_label": "no_validation",
+        "probability": [StrOptions({"auto"}), "boolean"],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
     },
     prefer_skip_nested_validation=True,
 )
@@ -149,6 +158,10 @@ def open_world_report(
     task_ids=None,
     confidence: float = 0.95,
     support_mask=None,
+    y_pred=None,
+    novel_label=None,
+    probability="auto",
+    n_bins: int = DEFAULT_N_BINS,
 ) -> Bunch:
     """Score an open-world run the way the FLOWR paper reports it.
 
@@ -166,6 +179,18 @@ def open_world_report(
     incremental) rows is left out of that average. The H-measure and AUROC of
     ``p_novel`` against ``is_novel`` are computed on the pooled rows, like the
     threshold.
+
+    When ``p_novel`` is a probability, the report also says how well it is
+    calibrated against the first sightings ``is_novel``: the expected
+    calibration error (:func:`expected_calibration_error`, ``n_bins``
+    equal-width bins, 15 by default), the Brier score
+    (:func:`sklearn.metrics.brier_score_loss`) and the reliability-diagram bins
+    (:func:`sklearn.calibration.calibration_curve`), pooled over the run. With
+    ``y_pred``, the threshold-free decision of the model (the argmax over its
+    N + 1 columns: novel when ``P(novel)`` beats every known class) is scored
+    like the thresholded one, next to it. A novelty score that is not a
+    probability (a baseline's distance) gets none of these: the keys are
+    None.
 
     Parameters
     ----------
@@ -198,6 +223,26 @@ def open_world_report(
         Rows whose class was known before the stream started. If None, a row is
         a support row when its class has no ``is_novel`` row in its task.
 
+    y_pred : array-like of shape (n_samples,), default=None
+        The model's own threshold-free decision, a known class or
+        ``novel_label``: the argmax over the N + 1 columns of
+        ``predict_proba`` (``open_world_step``'s ``y_pred`` for FLOWR). Scored
+        only when ``p_novel`` is a probability.
+
+    novel_label : object, default=None
+        The label ``y_pred`` uses for "novel"; required with ``y_pred``.
+
+    probability : bool or "auto", default="auto"
+        Whether ``p_novel`` is the probability P(novel), so that its
+        calibration and the argmax decision are reported. ``"auto"``: when
+        every value lies in [0, 1]. Pass False for a score that happens to lie
+        there without being a probability (a cosine distance, ``1 -`` a
+        softmax over the known classes only).
+
+    n_bins : int, default=15
+        Equal-width bins of [0, 1] of the calibration error and the
+        reliability diagram.
+
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
@@ -208,6 +253,13 @@ def open_world_report(
         arrays ``task_accuracy``, ``task_support_accuracy`` and
         ``task_incremental_accuracy`` of shape (n_tasks,). Incremental rows are
         all rows of the classes with at least one ``is_novel`` row in the task.
+        Calibration: ``probability`` (bool), ``ece``, ``brier`` (floats), and
+        ``reliability`` (a Bunch of ``prob_pred``, ``prob_true``, ``count``
+        over the non-empty bins, and ``n_bins``). Threshold-free decision:
+        ``argmax_accuracy`` and its ``argmax_accuracy_ci`` (mean over tasks,
+        as ``accuracy``), ``argmax_novel_tpr`` (its pooled novelty TPR) and
+        ``task_argmax_accuracy``. All of them None when ``p_novel`` is not a
+        probability; the argmax ones also when ``y_pred`` is not given.
 
     References
     ----------
@@ -225,6 +277,23 @@ def open_world_report(
     >>> report = open_world_report(y_true, y_known, p_novel, is_novel, tpr=1.0)
     >>> report.threshold, round(report.accuracy, 3), report.support_accuracy
     (0.9, 0.833, 0.75)
+    >>> round(report.brier, 4), round(report.ece, 4)  # P(novel) vs first sightings
+    (0.0583, 0.2167)
+
+    The model's own argmax decision, here novel only for the third row:
+
+    >>> y_pred = [0, 1, -1, 2, 0, 0]
+    >>> report = open_world_report(y_true, y_known, p_novel, is_novel, tpr=1.0,
+    ...                            y_pred=y_pred, novel_label=-1)
+    >>> round(report.argmax_accuracy, 3), report.argmax_novel_tpr
+    (0.833, 1.0)
+
+    A distance is not a probability: no calibration figure.
+
+    >>> report = open_world_report(y_true, y_known, [3.0, 1.0, 9.0, 2.0, 1.5, 4.0],
+    ...                            is_novel, tpr=1.0)
+    >>> report.probability, report.ece
+    (False, None)
     """
     y_true = column_or_1d(y_true)
     y_known = column_or_1d(y_known)
@@ -239,7 +308,21 @@ def open_world_report(
     if support_mask is not None:
         support_mask = _check_boolean(support_mask, "support_mask")
         arrays.append(support_mask)
+    if y_pred is not None:
+        y_pred = column_or_1d(y_pred)
+        arrays.append(y_pred)
+        if novel_label is None:
+            raise ValueError("novel_label is required with y_pred: it says which "
+                             "decisions are 'novel'.")
     check_consistent_length(*arrays)
+    in_unit_interval = bool(p_novel.min() >= 0.0 and p_novel.max() <= 1.0)
+    if probability == "auto":
+        probability = in_unit_interval
+    elif probability and not in_unit_interval:
+        raise ValueError(
+            "probability=True but p_novel has values outside [0, 1]; pass "
+            "probability=False (or 'auto') for a novelty score."
+        )
     if is_novel.all():
         raise ValueError(
             "Every row is novel; the report needs known rows as well to score "
@@ -248,13 +331,8 @@ def open_world_report(
 
     threshold = novelty_threshold_at_tpr(p_novel, is_novel, tpr)
     declared_novel = p_novel >= threshold
-    # Compare as objects when the label dtypes differ (e.g. an int novel_label
-    # next to string classes), so numpy never refuses the comparison.
-    if y_true.dtype != y_known.dtype:
-        known_match = y_known.astype(object) == y_true.astype(object)
-    else:
-        known_match = y_known == y_true
-    correct = np.where(declared_novel, is_novel, ~is_novel & known_match)
+    correct = np.where(declared_novel, is_novel,
+                       ~is_novel & _same_labels(y_known, y_true))
 
     tasks, task_index = np.unique(task_ids, return_inverse=True)
     n_tasks = tasks.shape[0]
@@ -291,4 +369,39 @@ def open_world_report(
         ("incremental_accuracy", task_incremental),
     ]:
         report[name], report[f"{name}_ci"] = _mean_and_half_width(per_task, confidence)
+    report.update(_calibration(p_novel, is_novel, probability, n_bins))
+    argmax = dict.fromkeys(["argmax_accuracy", "argmax_accuracy_ci",
+                            "argmax_novel_tpr", "task_argmax_accuracy"])
+    if probability and y_pred is not None:
+        pred_novel = _same_labels(y_pred, np.full(y_pred.shape[0], novel_label,
+                                                  dtype=object))
+        argmax_correct = np.where(pred_novel, is_novel,
+                                  ~is_novel & _same_labels(y_pred, y_true))
+        per_task = _per_task_accuracy(argmax_correct.astype(np.float64), all_rows,
+                                      task_index, n_tasks)
+        mean, half_width = _mean_and_half_width(per_task, confidence)
+        argmax.update(argmax_accuracy=mean, argmax_accuracy_ci=half_width,
+                      argmax_novel_tpr=float(np.mean(pred_novel[is_novel])),
+                      task_argmax_accuracy=per_task)
+    report.update(argmax)
     return report
+
+
+def _same_labels(a, b):
+    """Elementwise label equality; as objects when the dtypes differ (e.g. an
+    int novel_label next to string classes), so numpy never refuses it."""
+    if a.dtype != b.dtype:
+        return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
+    return a == b
+
+
+def _calibration(p_novel, is_novel, probability, n_bins):
+    """ECE, Brier score and reliability bins of P(novel), or None for a score."""
+    if not probability:
+        return dict(probability=False, ece=None, brier=None, reliability=None)
+    return dict(
+        probability=True,
+        ece=expected_calibration_error(is_novel, p_novel, n_bins=n_bins),
+        brier=float(brier_score_loss(is_novel, p_novel)),
+        reliability=reliability_bins(is_novel, p_novel, n_bins=n_bins),
+    )

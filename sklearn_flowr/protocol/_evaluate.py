@@ -3,7 +3,9 @@
 Every task runs on its own copy of the estimator: learn the support set (small
 context), then stream the queries through ``open_world_step`` (predict, then
 reveal the label). The pooled rows are scored by
-:func:`~sklearn_flowr.metrics.open_world_report`.
+:func:`~sklearn_flowr.metrics.open_world_report`: calibration and the argmax
+decision only for an estimator whose ``p_novel`` is a probability (it has
+``predict_proba``), not for a baseline's distance.
 
 Tasks go to joblib in a few batches rather than one job per task, so the
 dispatch cost stays small next to the work; the batch function is a plain
@@ -33,6 +35,9 @@ from ._tasks import LargeContextTasks, Task, _TaskSampler
 __all__ = ["evaluate_online"]
 
 _DEFAULT_TPR = {"small": 0.15, "large": 0.6}
+# The label of a "novel" decision in the pooled rows: equal to no class, even
+# when tasks resolved their own novel labels differently.
+_NOVEL_DECISION = object()
 _STEP_FIELDS = ("y_known", "p_novel", "is_novel")
 # Enough batches to balance uneven tasks across workers and to move a progress
 # bar, few enough that dispatching them costs nothing next to their work.
@@ -42,7 +47,8 @@ _MIN_BATCHES = 10
 
 def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
                     tpr: float | None = None, n_jobs: int | None = None,
-                    verbose: int = 0, return_rows: bool = False) -> Bunch:
+                    verbose: int = 0, return_rows: bool = False,
+                    probability: bool | str = "auto") -> Bunch:
     """Run an estimator through few-shot open-world tasks and score it.
 
     For each task, on a deep copy of ``estimator``:
@@ -56,7 +62,12 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     The rows of all tasks are pooled; the novelty threshold is set on the
     pooled run at the novelty true-positive rate ``tpr``, and the accuracies
     are averaged over tasks (see
-    :func:`~sklearn_flowr.metrics.open_world_report`).
+    :func:`~sklearn_flowr.metrics.open_world_report`). When ``p_novel`` is a
+    probability, the report adds its calibration against the first sightings
+    (expected calibration error over 15 equal-width bins, Brier score,
+    reliability bins) and the accuracy of the estimator's threshold-free
+    decision ``y_pred`` (the argmax over its N + 1 columns) next to the
+    fixed-TPR accuracy.
 
     Parameters
     ----------
@@ -90,6 +101,12 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
         Above 0, a progress bar over task batches.
     return_rows : bool, default=False
         Also return the pooled per-row arrays under ``rows``.
+    probability : bool or "auto", default="auto"
+        Whether ``p_novel`` is the probability P(novel), so that its
+        calibration and the argmax decision are reported. ``"auto"``: when the
+        estimator has ``predict_proba`` (FLOWR's head and
+        :class:`~sklearn_flowr.FLOWRClassifier` do, the baselines' distances do
+        not).
 
     Returns
     -------
@@ -97,13 +114,18 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
         The keys of :func:`~sklearn_flowr.metrics.open_world_report`
         (``accuracy``, ``support_accuracy``, ``incremental_accuracy``, their
         ``*_ci`` 95% half-widths over tasks, ``h_measure``, ``auroc``,
-        ``threshold``, ``novel_tpr``, ``n_tasks`` and the per-task arrays),
-        plus ``setting``, ``target_tpr``, the ROC curve of ``p_novel`` against
-        ``is_novel`` (``fpr``, ``tpr_curve``, ``roc_thresholds``, from
-        :func:`sklearn.metrics.roc_curve`) and, with ``return_rows``, ``rows``:
-        a Bunch of arrays of shape (n_rows,) -- ``y_true``, ``y_pred`` (when
-        the estimator returns it), ``y_known``, ``p_novel``, ``is_novel``,
-        ``support_mask`` (the row's class was known before the stream),
+        ``threshold``, ``novel_tpr``, ``n_tasks``, the per-task arrays, and
+        the calibration keys ``probability``, ``ece``, ``brier``,
+        ``reliability`` and the argmax keys ``argmax_accuracy``,
+        ``argmax_accuracy_ci``, ``argmax_novel_tpr``, None for a novelty score
+        that is not a probability), plus ``setting``, ``target_tpr``, the ROC
+        curve of ``p_novel`` against ``is_novel`` (``fpr``, ``tpr_curve``,
+        ``roc_thresholds``, from :func:`sklearn.metrics.roc_curve`) and, with
+        ``return_rows``, ``rows``: a Bunch of arrays of shape (n_rows,) --
+        ``y_true``, ``y_pred`` and ``pred_novel`` (``y_pred`` is the novel
+        label; both when the estimator returns ``y_pred``), ``y_known``,
+        ``p_novel``, ``is_novel``, ``support_mask`` (the row's class was known
+        before the stream),
         ``task_id`` and ``index`` (the row of ``X``).
 
     References
@@ -128,6 +150,8 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     (20, 0.15)
     >>> 0.5 < report.auroc <= 1.0
     True
+    >>> 0.0 <= report.ece <= 1.0 and 0.0 <= report.argmax_accuracy <= 1.0
+    True
     """
     if setting not in _DEFAULT_TPR:
         raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
@@ -137,6 +161,11 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
         raise ValueError(f"tpr must be a float in (0, 1]; got {tpr!r}.")
     if not isinstance(verbose, Integral):
         raise ValueError(f"verbose must be an int; got {verbose!r}.")
+    if not (probability == "auto" or isinstance(probability, bool)):
+        raise ValueError(f"probability must be a bool or 'auto'; got "
+                         f"{probability!r}.")
+    if probability == "auto":
+        probability = callable(getattr(estimator, "predict_proba", None))
     y = column_or_1d(y)
     if not hasattr(X, "shape") or not hasattr(X, "__getitem__"):
         X = np.asarray(X)
@@ -165,9 +194,14 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     rows = Bunch(**{name: np.concatenate([part[name] for part in parts])
                     for name in parts[0]})
 
+    y_pred = None
+    if "pred_novel" in rows:
+        y_pred = np.where(rows.pred_novel, _NOVEL_DECISION,
+                          rows.y_pred.astype(object))
     report = open_world_report(
         rows.y_true, rows.y_known, rows.p_novel, rows.is_novel, tpr=tpr,
-        task_ids=rows.task_id, support_mask=rows.support_mask,
+        task_ids=rows.task_id, support_mask=rows.support_mask, y_pred=y_pred,
+        novel_label=_NOVEL_DECISION, probability=probability,
     )
     fpr, tpr_curve, thresholds = roc_curve(rows.is_novel, rows.p_novel)
     report.update(setting=setting, target_tpr=float(tpr), fpr=fpr,
@@ -307,6 +341,11 @@ def _evaluate_task(estimator, X, y, task, setting):
     rows = {"y_true": y_query}
     if "y_pred" in out:
         rows["y_pred"] = np.asarray(out["y_pred"])
+        novel_label = getattr(est, "novel_label_", None)
+        if novel_label is not None:
+            # Per task: each copy resolved its own novel label.
+            rows["pred_novel"] = np.asarray(
+                rows["y_pred"].astype(object) == novel_label, dtype=bool)
     return rows | {
         "y_known": np.asarray(out["y_known"]),
         "p_novel": np.asarray(out["p_novel"], dtype=np.float64),
