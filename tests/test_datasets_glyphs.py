@@ -1,5 +1,8 @@
 """Tests of the ``glyphs`` dataset (characters rendered from fonts)."""
 
+import warnings
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -89,6 +92,49 @@ def test_cache_round_trip(tmp_path):
         assert np.array_equal(first[key], second[key])
 
 
+def _truncated(path):
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+
+def _garbage(path):
+    path.write_bytes(b"not an npz archive")
+
+
+def _missing_key(path):
+    with np.load(path) as cached:
+        arrays = {key: cached[key] for key in cached.files if key != "fonts"}
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize("damage", [_truncated, _garbage, _missing_key])
+def test_unreadable_cache_is_rebuilt(tmp_path, damage):
+    """Check that a damaged cache file gives a warning naming it, the same
+    arrays as a fresh render, and a rewritten file that loads silently."""
+    fresh = load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    (cache_file,) = tmp_path.glob("glyphs-*.npz")
+    damage(cache_file)
+    with pytest.warns(UserWarning, match=rf"{cache_file.name}.*is unreadable"):
+        rebuilt = load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    for key in ("data", "target", "target_names", "fonts", "class_split"):
+        assert np.array_equal(fresh[key], rebuilt[key])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        again = load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    assert np.array_equal(again.data, fresh.data)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [cache_file.name]
+
+
+def test_unwritable_cache_warns_and_returns_the_data(tmp_path):
+    """Check that a cache folder that cannot be created costs the cache, not
+    the data: a warning names the file."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.warns(UserWarning, match="Cannot write cache file"):
+        glyphs = load_glyphs(characters="xyz", split="all", n_augment=0,
+                             cache_dir=blocker / "cache")
+    assert glyphs.data.shape[0] > 0
+
+
 def test_max_fonts_and_return_X_y():
     """Check that max_fonts caps instances per class and return_X_y gives arrays."""
     X, y = load_glyphs(characters="ab", split="all", n_augment=0, max_fonts=5,
@@ -126,6 +172,23 @@ def test_bad_arguments(kwargs, match):
     kwargs.setdefault("characters", "ab")
     with pytest.raises(ValueError, match=match):
         load_glyphs(**kwargs)
+
+
+@pytest.mark.parametrize("as_type", [str, Path])
+def test_single_font_folder_is_one_folder(tmp_path, as_type):
+    """Check that a str or path for font_dirs is one folder, not an iterable of
+    one-character folder names."""
+    import shutil
+
+    source = next(f for f in glyph_fonts() if f.name == "DejaVuSans.ttf")
+    shutil.copy(source, tmp_path / "Copy-DejaVuSans-Extra.ttf")
+    fonts = glyph_fonts(as_type(tmp_path), include_default=False)
+    assert [f.name for f in fonts] == ["Copy-DejaVuSans-Extra.ttf"]
+    one = load_glyphs(as_type(tmp_path), characters="k", split="all",
+                      n_augment=0, min_fonts=1)
+    listed = load_glyphs([tmp_path], characters="k", split="all", n_augment=0,
+                         min_fonts=1)
+    assert np.array_equal(one.data, listed.data)
 
 
 def test_missing_font_folder(tmp_path):

@@ -168,6 +168,17 @@ def test_read_idx_rejects_corrupt_gzip(tmp_path):
         read_idx(path)
 
 
+@pytest.mark.parametrize("shape", [(-2, -3), (-1, 0), (4, -2)])
+def test_read_idx_rejects_negative_dimensions(tmp_path, shape):
+    """Check that a header with a negative dimension is a ValueError naming the
+    file, not numpy's reshape message."""
+    header = bytes([0, 0, 0x08, len(shape)])
+    header += b"".join(d.to_bytes(4, "big", signed=True) for d in shape)
+    path = _write(tmp_path / "neg-idx2-ubyte", header + bytes(6))
+    with pytest.raises(ValueError, match=r"neg-idx2-ubyte.*negative dimensions"):
+        read_idx(path)
+
+
 def test_read_idx_missing_file(tmp_path):
     """Check that a missing idx file is a FileNotFoundError naming the format."""
     with pytest.raises(FileNotFoundError, match="idx file not found.*big-endian"):
@@ -591,6 +602,32 @@ def test_load_image_folder_rejects_empty(tmp_path, rng):
     _save_image(tmp_path / "a" / "0.png", rng.integers(0, 256, (3, 4)))
     os.makedirs(tmp_path / "b")
     with pytest.raises(ValueError, match=r"Class folder .*b' holds no file"):
+        load_image_folder(tmp_path)
+
+
+@pytest.mark.parametrize("mode", [None, "L", "RGB"])
+@pytest.mark.parametrize("suffix", [".png", ".tif"])
+def test_load_image_folder_rescales_16_bit_images(tmp_path, mode, suffix):
+    """Check that 16-bit images are mapped onto 0..255 (v * 255 / 65535), not
+    clipped at 255 as Pillow's own conversion does."""
+    wide = np.array([[0, 257, 4000], [32768, 60000, 65535]], dtype=np.uint16)
+    path = tmp_path / "a" / f"0{suffix}"
+    os.makedirs(path.parent)
+    Image.fromarray(wide).save(path)
+    data = load_image_folder(tmp_path, mode=mode).data[0]
+    expected = np.rint(wide * (255 / 65535)).astype(np.uint8)
+    if mode == "RGB":
+        expected = np.repeat(expected[..., None], 3, axis=2)
+    assert_array_equal(data, expected)
+
+
+def test_load_image_folder_rejects_out_of_range_wide_images(tmp_path):
+    """Check that a 32-bit image beyond 16 bits raises, naming the file, instead
+    of saturating."""
+    path = tmp_path / "a" / "big.tif"
+    os.makedirs(path.parent)
+    Image.fromarray(np.array([[0, 70000]], dtype=np.int32)).save(path)
+    with pytest.raises(ValueError, match=r"big\.tif.*values in \[0, 70000\]"):
         load_image_folder(tmp_path)
 
 

@@ -4,10 +4,17 @@ For every pre-training (Sup-E, Sup-FC) and setting (small, large context) it
 trains a ``FLOWRClassifier`` on the training classes, extracts features of the
 evaluation images with the meta-trained encoder (FLOWR) and with the
 pre-trained encoder (the baselines), and runs every method through the same
-seeded tasks with :func:`~sklearn_flowr.protocol.evaluate_online`. It prints
-the paper-style table (Acc, Support Acc, Inc. Acc as mean +- 95% CI over
-tasks; H-measure and AUROC of P(novel) pooled over the run), writes a JSON of
-all figures and a PNG of the ROC curves. Trained models and features are
+seeded tasks with :func:`~sklearn_flowr.protocol.evaluate_online`. Two
+ablation rows ride along: FLOWR's head without meta-training (empirical Bayes
+on the pre-trained embedding) and NCM on FLOWR's meta-trained embedding, so
+every table says whether meta-training helps and whether the head beats a
+distance on the same features. It prints the paper-style table (Acc, Support
+Acc, Inc. Acc at the fixed novelty TPR, and the accuracy of the threshold-free
+argmax decision, as mean +- 95% CI over tasks; H-measure, AUROC, expected
+calibration error over 15 equal-width bins and Brier score of P(novel)
+against first sightings, pooled over the run; n/a for a baseline, whose
+novelty output is not a probability), writes a JSON of all figures and a PNG
+of the ROC curves and reliability diagrams. Trained models and features are
 cached, so a re-run only evaluates. ``--n-jobs`` spreads tasks over joblib
 workers; inside ``joblib.parallel_config(backend="dask")`` they go to a Dask
 cluster.
@@ -17,14 +24,28 @@ from __future__ import annotations
 
 import argparse
 import copy
+import functools
+import inspect
 import json
+import math
+import os
+import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
 
+from ..datasets import load_fashion_mnist, load_glyphs
 from ..protocol import LargeContextTasks, SmallContextTasks, evaluate_online
+from ._benchmark_report import (
+    CALIBRATION,
+    ablation,
+    format_table,
+    plot_figures,
+    row_from_report,
+)
 from ._benchmark_setup import (
     DATASETS,
     METHOD_NAMES,
@@ -32,84 +53,189 @@ from ._benchmark_setup import (
     features_or_load,
     fit_or_load_model,
     load_benchmark_data,
+    method_features,
     method_template,
     model_key,
     split_fit_and_held_out,
 )
 
+__all__ = ["build_parser", "format_table", "main", "parse_args", "run_benchmark"]
+
 _TPR = {"small": 0.15, "large": 0.6}
-_COLUMNS = ("accuracy", "support_accuracy", "incremental_accuracy")
+_FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
+    "path"].default
+_MIN_FONTS = inspect.signature(load_glyphs).parameters["min_fonts"].default
+# Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
+_MAX_SEED = 2**32 - 1
+# What --quick sets, on options left at their defaults. The --help text of
+# --quick is generated from this dict, so the two cannot drift apart.
 _QUICK = dict(dataset="glyphs", tasks=200, lc_known_query_classes=20,
               pretrain_epochs=3, meta_epochs=3, episodes_per_epoch=30,
               embedding_dim=32, evm_tasks=50)
 
 
+def _integer(low: int, high: int | None = None, *, why: str = ""):
+    """An argparse ``type=`` for an integer in ``[low, high]``: a bad value
+    stops with a usage error naming the option and the allowed range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer; got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(
+                f"must be an integer {allowed}{why}; got {value}")
+        return value
+
+    return parse
+
+
+def _real(low: float, *, closed: bool = True):
+    """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
+    ``closed``); nan and inf are refused."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number; got {text!r}") from None
+        if not (math.isfinite(value) and (value >= low if closed else value > low)):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {'>=' if closed else '>'} {low:g}; got "
+                f"{text}")
+        return value
+
+    return parse
+
+
+def _plain_text(text: str) -> str:
+    """Strip reST markup for the terminal (roles keep their last name,
+    literals lose their double backticks) and refill the paragraphs."""
+    text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
+    text = text.replace("``", "")
+    return "\n\n".join(textwrap.fill(" ".join(paragraph.split()), width=79,
+                                     break_on_hyphens=False)
+                       for paragraph in text.strip().split("\n\n"))
+
+
+def _quick_help() -> str:
+    values = ", ".join(f"--{key.replace('_', '-')} {value}"
+                       for key, value in _QUICK.items())
+    return (f"a short run (about 10 minutes on 2 CPU cores); sets {values}. An "
+            "option given explicitly keeps its value")
+
+
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with the description as written and every default stated once.
+
+    A help text that already says its default (``default:``) is left alone;
+    flags (``--quick``, ``--quiet``) get none. Lines break at spaces only, so
+    option names such as ``--lc-known-query-classes`` stay whole.
+    """
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if ("default:" in help_text or action.default is argparse.SUPPRESS
+                or action.nargs == 0):
+            return help_text
+        default = action.default
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default)) or "none"
+        return f"{help_text} (default: {str(default).replace('%', '%%')})"
+
+    def _split_lines(self, text, width):
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``flowr-benchmark`` (``--quick`` not applied)."""
     parser = argparse.ArgumentParser(
-        prog="flowr-benchmark", description=__doc__.split("\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        prog="flowr-benchmark", description=_plain_text(__doc__),
+        formatter_class=_HelpFormatter)
     add = parser.add_argument
-    add("--dataset", choices=DATASETS, default="glyphs")
-    add("--data-path", default=None, help="folder of the idx files (fashion-mnist)")
+    add("--dataset", choices=DATASETS, default="glyphs",
+        help="images to run on: rendered font glyphs (bundled fonts), "
+        "Fashion-MNIST (idx files) or scikit-learn's 8x8 digits")
+    add("--data-path", default=None,
+        help="folder of the idx files (fashion-mnist; default: "
+        f"{_FASHION_MNIST_PATH})")
     add("--font-dir", action="append", default=[],
         help="extra font folder for glyphs (repeatable), e.g. /usr/share/fonts")
-    add("--max-fonts", type=int, default=None,
-        help="glyphs: at most this many fonts per class (a seeded choice)")
+    add("--max-fonts", type=_integer(_MIN_FONTS, why=" (a glyph class needs "
+                                     f"{_MIN_FONTS} fonts)"), default=None,
+        help="glyphs: at most this many fonts per class, a seeded choice "
+        "(default: all)")
     add("--setting", nargs="+", choices=("small", "large"),
-        default=["small", "large"])
-    add("--methods", nargs="+", choices=METHODS, default=list(METHODS))
+        default=["small", "large"], help="evaluation settings (contexts) to run")
+    add("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+        help="methods to evaluate on the same tasks; flowr-no-meta (FLOWR's "
+        "head by empirical Bayes on the pre-trained embedding, no "
+        "meta-training) and ncm-flowr-emb (NCM on FLOWR's meta-trained "
+        "embedding) are the ablation")
     add("--pretrain", nargs="+", choices=("sup-e", "sup-fc", "none"),
         default=["sup-e", "sup-fc"],
-        help="'none' keeps the encoder untrained (a reference row)")
-    add("--backbone", choices=("conv4", "resnet12", "resnet18"), default="conv4")
-    add("--tasks", type=int, default=1000, help="tasks per setting")
-    add("--evm-tasks", type=int, default=None,
-        help="evaluate EVM on the first N tasks only (it is ~50x slower)")
-    add("--lc-known-query-classes", type=int, default=None,
+        help="encoder pre-trainings; 'none' keeps the encoder untrained "
+        "(a reference row)")
+    add("--backbone", choices=("conv4", "resnet12", "resnet18"), default="conv4",
+        help="encoder architecture")
+    add("--tasks", type=_integer(1), default=1000, help="tasks per setting")
+    add("--evm-tasks", type=_integer(1), default=None,
+        help="evaluate EVM on the first N tasks only, it is ~50x slower "
+        "(default: all tasks)")
+    add("--lc-known-query-classes", type=_integer(1), default=None,
         help="known classes queried per large-context task (default: all)")
-    add("--max-per-class", type=int, default=None,
-        help="cap on images per class (bounds training time)")
-    add("--embedding-dim", type=int, default=64)
-    add("--pretrain-epochs", type=int, default=20)
-    add("--meta-epochs", type=int, default=10)
-    add("--episodes-per-epoch", type=int, default=100)
-    add("--meta-lr", type=float, default=None,
-        help="meta-training learning rate (default: a tenth of the pre-training rate)")
-    add("--lambda-adapt", type=float, default=0.1,
+    add("--max-per-class", type=_integer(2, why=": the large context fits on "
+                                         "half of each class and queries the "
+                                         "other half"), default=None,
+        help="cap on images per class, bounds training time (default: no cap)")
+    add("--embedding-dim", type=_integer(1), default=64,
+        help="embedding dimension")
+    add("--pretrain-epochs", type=_integer(0), default=20,
+        help="epochs of Sup-E / Sup-FC pre-training")
+    add("--meta-epochs", type=_integer(0), default=10,
+        help="epochs of meta-training")
+    add("--episodes-per-epoch", type=_integer(1), default=100,
+        help="meta-training episodes per epoch")
+    add("--meta-lr", type=_real(0.0, closed=False), default=None,
+        help="meta-training learning rate (default: a tenth of the pre-training "
+        "rate)")
+    add("--lambda-adapt", type=_real(0.0), default=0.1,
         help="weight of the adaptation loss in meta-training")
-    add("--fine-tune-steps", type=int, default=0,
+    add("--fine-tune-steps", type=_integer(0), default=0,
         help="small context: last-layer fine-tuning steps on each task's support "
         "set (FLOWR runs on images then, not on cached features)")
-    add("--n-jobs", type=int, default=1, help="joblib workers over tasks")
-    add("--device", default="auto")
-    add("--seed", type=int, default=0)
-    add("--out", default="flowr-benchmark-out", help="folder for JSON and PNG")
+    add("--n-jobs", type=_integer(1), default=1, help="joblib workers over tasks")
+    add("--device", default="auto",
+        help="torch device of training and feature extraction: auto (CUDA when "
+        "available), cpu, cuda, cuda:1, ...")
+    add("--seed", type=_integer(0, _MAX_SEED), default=0,
+        help="seed of data subsampling, training and task sampling")
+    add("--out", default="flowr-benchmark-out",
+        help="folder for results.json and roc.png")
     add("--cache-dir", default=str(Path.home() / ".cache" / "sklearn_flowr"),
         help="cache of rendered data, trained models and features ('' disables)")
-    add("--quick", action="store_true",
-        help="a few minutes on 2 CPU cores: glyphs, short training, "
-        f"{_QUICK['tasks']} tasks, {_QUICK['lc_known_query_classes']} known "
-        "classes queried per large-context task")
-    add("--verbose", type=int, default=1)
+    add("--quick", action="store_true", help=_quick_help())
+    add("-v", "--verbose", type=_integer(0), default=1, metavar="LEVEL",
+        help="0: only the tables; 1: a line per stage, training progress bars "
+        "and a progress bar per evaluation; 2: also FLOWR's per-task "
+        "fine-tuning bars")
+    add("-q", "--quiet", action="store_const", const=0, dest="verbose",
+        help="same as --verbose 0")
     return parser
 
 
 def parse_args(argv=None) -> argparse.Namespace:
+    """Parse the options; ``--quick`` changes the defaults, not given values."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.quick:
-        defaults = parser.parse_args([])
-        for key, value in _QUICK.items():
-            if getattr(args, key) == getattr(defaults, key):
-                setattr(args, key, value)
-    for name in ("tasks", "embedding_dim", "episodes_per_epoch", "n_jobs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    for name in ("lambda_adapt", "fine_tune_steps"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0")
-    if args.meta_lr is not None and not args.meta_lr > 0:
-        parser.error("--meta-lr must be > 0")
+        parser.set_defaults(**_QUICK)
+        args = parser.parse_args(argv)
     return args
 
 
@@ -125,6 +251,7 @@ def run_benchmark(args, log=print) -> dict:
     """Train, extract and evaluate; return every figure as a JSON-able dict."""
     cache = args.cache_dir or None
     start = time.perf_counter()
+    log(f"loading {args.dataset} ...")
     data = load_benchmark_data(args.dataset, data_path=args.data_path,
                                font_dirs=args.font_dir,
                                max_fonts=args.max_fonts,
@@ -140,7 +267,8 @@ def run_benchmark(args, log=print) -> dict:
     data_key = data.fingerprint()
     results = {"args": vars(args), "dataset": {
         "name": args.dataset, "n_train_classes": int(n_train_classes),
-        "n_test_classes": int(n_test_classes)}, "settings": {}}
+        "n_test_classes": int(n_test_classes)}, "calibration": CALIBRATION,
+        "settings": {}}
     for setting in args.setting:
         results["settings"][setting] = _run_setting(setting, args, data, data_key,
                                                     cache, log)
@@ -187,90 +315,81 @@ def _run_setting(setting, args, data, data_key, cache, log):
                       episodes_per_epoch=args.episodes_per_epoch,
                       meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
                       device=args.device, random_state=args.seed,
-                      verbose=max(args.verbose - 1, 0))
+                      # Training progress (skorch's epoch tables and bars).
+                      verbose=int(args.verbose >= 1))
         tic = time.perf_counter()
-        log(f"-- {pretrain}: training FLOWR ({setting} context)")
+        log(f"-- {pretrain} pre-training, {setting} context")
         model = fit_or_load_model(params, X_fit, y_fit, data_key=data_key,
                                   cache_dir=cache, log=log)
         features = features_or_load(model_key(params, data_key), model,
-                                    {"fit": X_fit, "eval": X_eval}, cache_dir=cache)
+                                    {"fit": X_fit, "eval": X_eval}, cache_dir=cache,
+                                    log=log)
         log(f"   model and features in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
-            kind = "flowr" if method == "flowr" else "base"
+            kind = method_features(method)
             template = method_template(method, setting, model,
                                        features[f"{kind}/fit"], y_fit)
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A
                 # copy, so the cached model keeps its own parameters.
+                # Its per-task fine-tuning bars only at --verbose 2: one bar
+                # per task otherwise floods the terminal.
                 template = copy.deepcopy(model).set_params(
-                    fine_tune_steps=args.fine_tune_steps)
+                    fine_tune_steps=args.fine_tune_steps,
+                    verbose=int(args.verbose >= 2))
                 X_method = X_eval
             method_tasks = tasks
             if method == "evm" and args.evm_tasks is not None:
                 method_tasks = tasks[: min(args.evm_tasks, len(tasks))]
             tic = time.perf_counter()
+            log(f"   evaluating {METHOD_NAMES[method]} on {len(method_tasks)} "
+                "tasks ...")
             report = evaluate_online(template, X_method, y_eval,
                                      method_tasks, setting=setting,
-                                     n_jobs=args.n_jobs, verbose=args.verbose > 1)
-            row = _row(method, pretrain, report, time.perf_counter() - tic)
+                                     n_jobs=args.n_jobs,
+                                     verbose=int(args.verbose >= 1))
+            row = row_from_report(method, pretrain, report,
+                                  time.perf_counter() - tic)
             out["rows"].append(row)
-            log(f"   {METHOD_NAMES[method]:9s} H={row['h_measure']:.3f} "
-                f"Acc={row['accuracy']:.3f} ({row['n_tasks']} tasks, "
-                f"{row['seconds']:.1f} s)")
+            calibration = ("" if row["ece"] is None
+                           else f" ECE={row['ece']:.3f}")
+            log(f"   {METHOD_NAMES[method]:13s} H={row['h_measure']:.3f} "
+                f"Acc={row['accuracy']:.3f}{calibration} ({row['n_tasks']} "
+                f"tasks, {row['seconds']:.1f} s)")
+    out["ablation"] = ablation(out["rows"])
     return out
 
 
-def _row(method, pretrain, report, seconds):
-    row = {"method": method, "pretrain": pretrain, "seconds": seconds,
-           "n_tasks": int(report.n_tasks), "h_measure": float(report.h_measure),
-           "auroc": float(report.auroc), "threshold": float(report.threshold),
-           "novel_tpr": float(report.novel_tpr),
-           "roc": {"fpr": report.fpr.tolist(), "tpr": report.tpr_curve.tolist()}}
-    for key in _COLUMNS:
-        row[key] = float(report[key])
-        row[key + "_ci"] = float(report[key + "_ci"])
-    return row
+def _output_problem(args) -> str | None:
+    """Why the run could not write its results or cache, or None.
 
-
-def format_table(setting_result, setting) -> str:
-    """The paper-style table of one setting."""
-    head = (f"{'Method':10s} {'Pre-train':9s} {'Acc':>14s} {'Support Acc':>14s} "
-            f"{'Inc. Acc':>14s} {'H-measure':>9s} {'AUROC':>6s} {'tasks':>5s}")
-    lines = [f"{setting.capitalize()} context (threshold at novelty TPR "
-             f"{setting_result['tpr']}; mean +- 95% CI over tasks)", head,
-             "-" * len(head)]
-    for row in setting_result["rows"]:
-        cells = " ".join(f"{100 * row[k]:6.2f}+-{100 * row[k + '_ci']:5.2f}"
-                         for k in _COLUMNS)
-        lines.append(f"{METHOD_NAMES[row['method']]:10s} {row['pretrain']:9s} "
-                     f"{cells} {row['h_measure']:9.3f} {row['auroc']:6.3f} "
-                     f"{row['n_tasks']:5d}")
-    return "\n".join(lines)
-
-
-def plot_roc(results, path) -> None:
-    """One panel of ROC curves (P(novel) vs is_novel) per setting."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    settings = list(results["settings"])
-    fig, axes = plt.subplots(1, len(settings), figsize=(5 * len(settings), 4.5),
-                             squeeze=False)
-    for ax, setting in zip(axes[0], settings, strict=True):
-        for row in results["settings"][setting]["rows"]:
-            ax.plot(row["roc"]["fpr"], row["roc"]["tpr"],
-                    label=f"{METHOD_NAMES[row['method']]} ({row['pretrain']}), "
-                    f"AUROC {row['auroc']:.2f}")
-        ax.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--")
-        ax.set(title=f"{results['dataset']['name']}: {setting} context",
-               xlabel="false novel rate", ylabel="novelty TPR")
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    Creates the folders (as the run would) and opens each output file for
+    appending, which creates no content and truncates nothing; files it had
+    to create are removed again.
+    """
+    checks = [(Path(args.out), ("results.json", "roc.png"), "--out",
+               "pass a folder you can write to")]
+    if args.cache_dir:
+        checks.append((Path(args.cache_dir), (), "--cache-dir",
+                       "pass a folder you can write to, or --cache-dir '' to "
+                       "run without a cache"))
+    for folder, names, option, fix in checks:
+        probe = f".flowr-benchmark-write-test-{os.getpid()}"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name in (*names, probe):
+                target = folder / name
+                existed = target.exists()
+                with open(target, "ab"):
+                    pass
+                if not existed:
+                    target.unlink()
+        except OSError as exc:
+            where = str(exc.filename) if exc.filename else str(folder)
+            return (f"{option} {str(folder)!r} cannot be written: {where!r}: "
+                    f"{exc.strerror or exc}; {fix}.")
+    return None
 
 
 def main(argv=None) -> int:
@@ -285,7 +404,9 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit status, 0.
+        The exit status, 0. An out-of-range option or an ``--out`` /
+        ``--cache-dir`` that cannot be written stops earlier, before any data
+        is loaded, with a usage error (``SystemExit`` with status 2).
 
     Examples
     --------
@@ -303,18 +424,28 @@ def main(argv=None) -> int:
     ('glyphs', 50, 3)
     """
     args = parse_args(argv)
-    log = print if args.verbose else (lambda *a, **k: None)
+    # Outputs first: a folder that cannot be written must stop the run before
+    # hours of training, not after them.
+    problem = _output_problem(args)
+    if problem:
+        build_parser().error(problem)
+    # Flushed, so stage lines keep their place among the progress bars (on
+    # stderr) when the output goes to a file.
+    log = (functools.partial(print, flush=True) if args.verbose
+           else (lambda *a, **k: None))
     results = run_benchmark(args, log=log)
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    plot_roc(results, out / "roc.png")
+    # The tables are printed before the files are written: a failing write
+    # (a full disk) cannot take them along.
     print()
     for setting, setting_result in results["settings"].items():
         print(format_table(setting_result, setting))
         print()
-    print(f"Figures: {out / 'results.json'}, ROC curves: {out / 'roc.png'} "
-          f"({results['seconds']:.0f} s)")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(results, indent=1))
+    plot_figures(results, out / "roc.png")
+    print(f"Figures: {out / 'results.json'}, ROC curves and reliability "
+          f"diagrams: {out / 'roc.png'} ({results['seconds']:.0f} s)")
     return 0
 
 

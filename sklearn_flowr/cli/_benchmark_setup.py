@@ -3,19 +3,22 @@
 Everything expensive is cached under one folder, keyed by a hash of what it
 depends on: the dataset arrays, the fitted ``FLOWRClassifier`` of each
 (setting, pre-training) pair and the features it extracts. A re-run with the
-same arguments only evaluates.
+same arguments only evaluates. A cache file that cannot be read back is
+recomputed and rewritten, with a warning naming it.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import joblib
 import numpy as np
+from sklearn.base import clone
+from sklearn.utils.validation import check_is_fitted
 
 from .._flowr import FLOWRClassifier
 from ..baselines import (
@@ -25,14 +28,26 @@ from ..baselines import (
     ProtoNetClassifier,
 )
 from ..datasets import load_digits_images, load_fashion_mnist, load_glyphs
+from ..datasets._cache import read_cache, write_cache
 
 DATASETS = ("glyphs", "fashion-mnist", "digits")
-METHODS = ("flowr", "ncm", "protonet", "peeler", "evm")
-METHOD_NAMES = {"flowr": "FLOWR", "ncm": "NCM", "protonet": "ProtoNet",
-                "peeler": "PEELER", "evm": "EVM"}
+# The ablation rides along as two methods of its own: FLOWR's head without
+# meta-training (on the pre-trained embedding) and NCM on FLOWR's meta-trained
+# embedding, so every table answers "does meta-training help?" (flowr vs
+# flowr-no-meta) and "does the head beat a distance on the same features?"
+# (flowr vs ncm-flowr-emb).
+METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet",
+           "peeler", "evm")
+METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
+                "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
+                "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
+# The encoder whose features a method runs on: "flowr" the meta-trained one,
+# "base" the pre-trained one (before meta-training).
+METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split (few-shot tasks need classes the encoder never saw).
 _TEN_CLASS_TRAIN = np.arange(5)
+_PRETRAIN_NAMES = {"sup-e": "Sup-E", "sup-fc": "Sup-FC", None: "untrained"}
 
 
 @dataclass
@@ -124,49 +139,90 @@ def _digest(payload) -> str:
 
 def fit_or_load_model(params: dict, X, y, *, data_key: str, cache_dir,
                       log=print) -> FLOWRClassifier:
-    """Fit ``FLOWRClassifier(**params)`` on (X, y), or load it from the cache."""
+    """Fit ``FLOWRClassifier(**params)`` on (X, y), or load it from the cache.
+
+    An unreadable cache file (truncated, damaged, pickled by an incompatible
+    version) is not an error: a warning names it and the model is trained
+    again and re-cached.
+    """
     path = None
     if cache_dir is not None:
         path = Path(cache_dir) / "models" / f"{model_key(params, data_key)}.joblib"
-        if path.exists():
-            log(f"  loading cached model {path.name}")
-            return joblib.load(path)
-    model = FLOWRClassifier(**params).fit(X, y)
+        if path.is_file():
+            log(f"   loading cached model {path} ...")
+            model = read_cache(path, _read_model)
+            if model is not None:
+                return model
+    model = FLOWRClassifier(**params)
+    log(f"   training FLOWR {_PRETRAIN_NAMES.get(model.pretrain, model.pretrain)} "
+        f"encoder on {X.shape[0]} images ({model.pretrain_epochs} pre-training + "
+        f"{model.meta_epochs} meta-training epochs) ...")
+    model.fit(X, y)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        joblib.dump(model, tmp)
-        os.replace(tmp, path)
+        write_cache(path, functools.partial(joblib.dump, model))
+    return model
+
+
+def _read_model(path: Path) -> FLOWRClassifier:
+    model = joblib.load(path)
+    if not isinstance(model, FLOWRClassifier):
+        raise TypeError(f"it holds a {type(model).__name__}, not a FLOWRClassifier")
+    check_is_fitted(model)
     return model
 
 
 def features_or_load(model_key: str, model: FLOWRClassifier, arrays: dict, *,
-                     cache_dir) -> dict:
+                     cache_dir, log=print) -> dict:
     """Embeddings of each named array, by the meta-trained ("flowr") and the
-    pre-trained ("base") encoder, cached next to the model."""
+    pre-trained ("base") encoder, cached next to the model.
+
+    A cache file that is unreadable or does not hold the embeddings of these
+    arrays is recomputed and rewritten, with a warning naming it.
+    """
     path = None
     if cache_dir is not None:
         path = Path(cache_dir) / "features" / f"{model_key}.npz"
-        if path.exists():
-            with np.load(path) as cached:
-                return {key: cached[key] for key in cached.files}
+        if path.is_file():
+            log("   loading cached features ...")
+            features = read_cache(path, functools.partial(_read_features,
+                                                          arrays=arrays))
+            if features is not None:
+                return features
+    log(f"   extracting features of {sum(len(X) for X in arrays.values())} "
+        "images ...")
     features = {}
     for name, X in arrays.items():
         features[f"flowr/{name}"] = model.transform(X)
         features[f"base/{name}"] = model.transform(X, encoder="pretrained")
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, **features)
-        os.replace(tmp, path)
+        write_cache(path, lambda file: np.savez(file, **features))
+    return features
+
+
+def _read_features(path: Path, arrays: dict) -> dict:
+    with np.load(path, allow_pickle=False) as cached:
+        features = {f"{kind}/{name}": cached[f"{kind}/{name}"]
+                    for name in arrays for kind in ("flowr", "base")}
+    for key, Z in features.items():
+        n_rows = len(arrays[key.split("/", 1)[1]])
+        if Z.ndim != 2 or Z.shape[0] != n_rows:
+            raise ValueError(f"{key!r} has shape {Z.shape}; expected ({n_rows}, "
+                             "embedding_dim)")
     return features
 
 
 def model_key(params: dict, data_key: str) -> str:
     """Cache key of a model: every parameter of ``FLOWRClassifier``, defaults
     included, so a model cached before a parameter was added or a default
-    changed is not mistaken for a current one."""
-    return _digest([FLOWRClassifier(**params).get_params(), data_key])
+    changed is not mistaken for a current one. ``verbose`` is keyed as 0: it
+    changes what training prints, not the model."""
+    key_params = FLOWRClassifier(**params).get_params() | {"verbose": 0}
+    return _digest([key_params, data_key])
+
+
+def method_features(method: str) -> str:
+    """``"flowr"`` (meta-trained encoder) or ``"base"`` (pre-trained encoder)."""
+    return METHOD_FEATURES.get(method, "base")
 
 
 def method_template(method: str, setting: str, model: FLOWRClassifier,
@@ -176,10 +232,14 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     Small context: an unfitted estimator (FLOWR: the head with the
     meta-learned prior; PEELER: with the precision learned on the training
     classes). Large context: fitted on the training classes' features.
+    ``Z_train`` are the training features of the method's encoder
+    (:func:`method_features`).
     """
     if method == "flowr":
         return model.head_
-    if method == "ncm":
+    if method == "flowr-no-meta":
+        return no_meta_head(setting, model, Z_train, y_train)
+    if method in ("ncm", "ncm-flowr-emb"):
         estimator = NCMClassifier()
     elif method == "protonet":
         estimator = ProtoNetClassifier()
@@ -193,3 +253,28 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     if setting == "large":
         estimator.fit(Z_train, y_train)
     return estimator
+
+
+def no_meta_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
+    """FLOWR without meta-training: its head on the pre-trained embedding.
+
+    The head's hyper-parameters are FLOWR's (``a``, the class prior, the
+    known-class pseudo-count); what meta-training would learn -- the prior
+    ``(mu0, s0)``, the concentration ``b`` -- and the class noise ``sigma``
+    come from empirical Bayes on the training classes' pre-trained features
+    (``CRPGaussianClassifier``'s "auto"), the best a head can do without
+    training. Small context: unfitted, with that prior. Large context: the
+    training classes conditioned from it, kept fixed online unless
+    ``update_known``, as FLOWR's own large-context head.
+    """
+    empirical = clone(model.head_).set_params(
+        b="auto", sigma="auto", prior_mean="auto", prior_var="auto",
+    ).fit(Z_train, y_train)
+    head = clone(empirical).set_params(
+        b=empirical.b_, sigma=empirical.sigma_,
+        prior_mean=empirical.prior_mean_, prior_var=empirical.prior_var_)
+    if setting == "large":
+        head.fit_class_embeddings(empirical.classes_, empirical.class_mean_,
+                                  empirical.class_var_[:, 0],
+                                  frozen=not model.update_known)
+    return head

@@ -21,8 +21,12 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
+from ._cache import read_cache, write_cache
+
 __all__ = ["glyph_fonts", "load_glyphs"]
 
+# One folder or several: a str or path is one folder, never its characters.
+FontDirs = str | os.PathLike | Iterable[str | os.PathLike] | None
 _FONT_SUFFIXES = (".ttf", ".otf")
 _SPLITS = ("train", "val", "test")
 # Two renders correlating this much are the same glyph (up to anti-aliasing).
@@ -30,6 +34,8 @@ _SAME_GLYPH = 0.995
 _PROBE_LETTERS = "ABCDEFGHIJKLMNabcdefghijklmn0123456789"
 # Buckets of crc32(code point) % 10: 6 train, 2 val, 2 test (60/20/20).
 _SPLIT_OF_BUCKET = ("train",) * 6 + ("val",) * 2 + ("test",) * 2
+# The arrays a cache file holds, each (n_rows, ...) or (n_classes,).
+_CACHED = ("data", "target", "target_names", "fonts", "class_split")
 # Renders are drawn at this multiple of ``image_size`` then box-filtered down:
 # anti-aliased edges and sub-pixel augmentation for free.
 _SUPERSAMPLE = 2
@@ -53,14 +59,15 @@ def _split_of(character: str) -> str:
     return _SPLIT_OF_BUCKET[zlib.crc32(character.encode("utf-8")) % 10]
 
 
-def glyph_fonts(font_dirs: Iterable[str | os.PathLike] | None = None, *,
+def glyph_fonts(font_dirs: FontDirs = None, *,
                 include_default: bool = True) -> list[Path]:
     """Font files used by :func:`load_glyphs`, in a deterministic order.
 
     Parameters
     ----------
-    font_dirs : iterable of path-like, default=None
-        Extra folders searched recursively for ``.ttf`` / ``.otf`` files.
+    font_dirs : path-like or iterable of path-like, default=None
+        Extra folders searched recursively for ``.ttf`` / ``.otf`` files; a
+        single str or path is one folder.
     include_default : bool, default=True
         Include the fonts matplotlib ships.
 
@@ -75,6 +82,9 @@ def glyph_fonts(font_dirs: Iterable[str | os.PathLike] | None = None, *,
     >>> any(f.name == "DejaVuSans.ttf" for f in fonts)
     True
     """
+    if isinstance(font_dirs, str | bytes | os.PathLike):
+        # One folder, not an iterable of one-character folder names.
+        font_dirs = [font_dirs]
     folders = []
     if include_default:
         import matplotlib
@@ -248,7 +258,7 @@ def _cache_key(fonts, params) -> str:
     return digest.hexdigest()[:20]
 
 
-def load_glyphs(font_dirs: Iterable[str | os.PathLike] | None = None, *,
+def load_glyphs(font_dirs: FontDirs = None, *,
                 split: str = "train", image_size: int = 28, n_augment: int = 2,
                 characters: Sequence[str] | None = None, min_fonts: int = 5,
                 max_fonts: int | None = None, include_default_fonts: bool = True,
@@ -270,9 +280,10 @@ def load_glyphs(font_dirs: Iterable[str | os.PathLike] | None = None, *,
 
     Parameters
     ----------
-    font_dirs : iterable of path-like, default=None
+    font_dirs : path-like or iterable of path-like, default=None
         Extra font folders (searched recursively for .ttf/.otf), e.g.
-        ``["/usr/share/fonts"]`` after installing Debian's font packages.
+        ``"/usr/share/fonts"`` after installing Debian's font packages; a
+        single str or path is one folder.
     split : {"train", "val", "test", "all"}, default="train"
     image_size : int, default=28
         Side of the square uint8 images.
@@ -299,7 +310,8 @@ def load_glyphs(font_dirs: Iterable[str | os.PathLike] | None = None, *,
         Seed of the augmentation and of the ``max_fonts`` choice.
     cache_dir : path-like, default=None
         Folder for a cache of the rendered arrays (re-used when the fonts and
-        parameters are unchanged).
+        parameters are unchanged). An unreadable cache file (truncated,
+        damaged) is rendered again and rewritten, with a warning naming it.
     return_X_y : bool, default=False
         Return ``(data, target)`` instead of a Bunch.
 
@@ -343,23 +355,30 @@ def load_glyphs(font_dirs: Iterable[str | os.PathLike] | None = None, *,
 
     params = (tuple(candidates), image_size, n_augment, min_fonts, max_fonts,
               min_similarity, homoglyph_share, random_state)
-    cache_file = None
+    cache_file = full = None
     if cache_dir is not None:
         cache_file = Path(cache_dir) / f"glyphs-{_cache_key(fonts, params)}.npz"
-        if cache_file.exists():
-            with np.load(cache_file, allow_pickle=False) as cached:
-                full = Bunch(**{key: cached[key] for key in cached.files})
-            return _select_split(full, split, return_X_y)
-
-    full = _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts,
-                         max_fonts, min_similarity, homoglyph_share,
-                         random_state)
-    if cache_file is not None:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache_file.with_suffix(".tmp.npz")
-        np.savez(tmp, **full)
-        os.replace(tmp, cache_file)
+        full = read_cache(cache_file, _read_glyphs_cache)
+    if full is None:
+        full = _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts,
+                             max_fonts, min_similarity, homoglyph_share,
+                             random_state)
+        if cache_file is not None:
+            write_cache(cache_file, lambda file: np.savez(file, **full))
     return _select_split(full, split, return_X_y)
+
+
+def _read_glyphs_cache(path: Path) -> Bunch:
+    """The arrays of a glyphs cache file, checked to fit together."""
+    with np.load(path, allow_pickle=False) as cached:
+        full = Bunch(**{key: cached[key] for key in _CACHED})
+    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
+    if (full.data.ndim != 3 or full.data.dtype != np.uint8
+            or full.target.shape != (n_rows,) or full.fonts.shape != (n_rows,)
+            or full.class_split.shape != (n_classes,) or n_rows == 0
+            or full.target.min() < 0 or full.target.max() >= n_classes):
+        raise ValueError("its arrays do not fit together")
+    return full
 
 
 def _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts, max_fonts,

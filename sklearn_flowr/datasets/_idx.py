@@ -8,6 +8,7 @@ loudly instead of yielding garbage.
 """
 
 import gzip
+import math
 import os
 import zlib
 
@@ -74,7 +75,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         If ``path`` does not exist.
     ValueError
         If the file is not a well-formed idx file: bad magic number, unknown
-        dtype code, or a length that disagrees with the header's dimensions.
+        dtype code, a negative dimension, or a length that disagrees with the
+        header's dimensions.
 
     Examples
     --------
@@ -115,7 +117,13 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             f"{len(raw)} bytes); expected {_IDX_FORMAT}."
         )
     shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if min(shape) < 0:
+        raise ValueError(
+            f"idx file {path!r} has negative dimensions {shape} in its header; "
+            f"the file is corrupt. Expected {_IDX_FORMAT}."
+        )
+    # Python ints: a product of int32 sizes can overflow int64.
+    expected = math.prod(shape) * dtype.itemsize
     if len(raw) - header_size != expected:
         raise ValueError(
             f"idx file {path!r} holds {len(raw) - header_size} data bytes but its "

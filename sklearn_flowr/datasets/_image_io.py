@@ -1,7 +1,9 @@
 """Decoding image files and byte strings into one stacked uint8 array.
 
 Shared by the image-data-set loaders: one place decides colour modes, resizing
-and the error raised for an unreadable image or a size mismatch.
+and the error raised for an unreadable image or a size mismatch. Images of
+more than 8 bits per channel (16-bit PNG, TIFF, PGM) are rescaled to 0..255,
+never clipped.
 """
 
 import io
@@ -89,6 +91,34 @@ def as_bytes(encoded):
     raise TypeError(f"an encoded image must be bytes; got {type(encoded).__name__}")
 
 
+def _wide_to_8bit(image, where):
+    """Grayscale images of more than 8 bits, rescaled (not clipped) to mode L.
+
+    Pillow's own ``convert("L")`` clips at 255, which turns a 16-bit PNG
+    almost white. Modes ``I;16*`` (16-bit PNG, TIFF) and ``I`` (how Pillow
+    opens 16-bit PGM files, whatever their maximum value, scaled to
+    0..65535) are mapped by 255 / 65535; mode ``F`` (float TIFF) is kept if
+    its values lie in 0..255. Values outside those ranges raise instead of
+    saturating. Other modes pass unchanged.
+    """
+    if image.mode.startswith("I;16") or image.mode == "I":
+        full_scale = 65535.0
+    elif image.mode == "F":
+        full_scale = 255.0
+    else:
+        return image
+    values = np.asarray(image, dtype=np.float64)
+    low, high = (float(values.min()), float(values.max())) if values.size else (0, 0)
+    if not (np.isfinite(low) and np.isfinite(high)) or low < 0 or high > full_scale:
+        raise ValueError(
+            f"Image {where} (Pillow mode {image.mode}) holds values in [{low:g}, "
+            f"{high:g}]; expected 0..{full_scale:g}, which is mapped onto 0..255. "
+            "Convert it to an 8- or 16-bit image first."
+        )
+    pixels = np.rint(values * (255.0 / full_scale)).astype(np.uint8)
+    return Image.fromarray(pixels)  # 2-d uint8: mode L
+
+
 def _as_pil_mode(image, mode):
     """Convert to ``mode``; None keeps gray images gray and makes others RGB."""
     if mode is None:
@@ -131,13 +161,15 @@ def decode_image(source, *, mode=None, image_size=None, where=None):
     Returns
     -------
     image : ndarray of uint8 of shape (height, width) or (height, width, 3)
+        16-bit and 32-bit grayscale images are rescaled to 0..255, not
+        clipped; values outside their range raise a ValueError.
     """
     where = where if where is not None else repr(source)
     stream = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
         with Image.open(stream) as image:
             image.load()
-            image = _as_pil_mode(image, mode)
+            image = _as_pil_mode(_wide_to_8bit(image, where), mode)
             if image_size is not None and image.size != image_size[::-1]:
                 image = image.resize(
                     image_size[::-1], resample=Image.Resampling.BILINEAR
