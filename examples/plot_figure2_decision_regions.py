@@ -16,6 +16,10 @@ new examples of a known class sharpen (and move) its predictive.
 # %%
 # Three known classes
 # -------------------
+# Every stage is kept (a copy of the head and the points it has seen) and drawn
+# at the end, as one figure with a panel per stage.
+import copy
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -31,7 +35,31 @@ y = np.repeat([0, 1, 2], shots)
 # The prior is the paper's: mean 0, spread s0 = 4 per dimension; sigma = 0.25.
 head = CRPGaussianClassifier(a=0.5, b=1.0, sigma=0.25, prior_mean=0.0,
                              prior_var=4.0).fit(X, y)
+stages = [("known classes (grey: novel wins)", copy.deepcopy(head), X, y)]
 
+# %%
+# A point from a new class, then more examples of a known class
+# -------------------------------------------------------------
+# ``open_world_step`` predicts the point first (novel, with high probability),
+# then learns its label: class 3 is instantiated from the prior.
+new_point = np.array([[3.0, 4.0]])
+step = head.open_world_step(new_point, [3])
+print(f"P(novel) of the new point before its label: {step.p_novel[0]:.2f}")
+X, y = np.concatenate([X, new_point]), np.append(y, 3)
+stages.append(("one example instantiates class 3", copy.deepcopy(head), X, y))
+
+# Class 2 had one example; four more move its mean towards them, tighten its
+# predictive and raise its CRP prior mass (count 5), so its region grows.
+more = centres[2] + [0.6, 0.3] + rng.normal(scale=0.5, size=(4, 2))
+head.partial_fit(more, [2] * 4)
+X, y = np.concatenate([X, more]), np.append(y, [2] * 4)
+stages.append(("four more examples update class 2", copy.deepcopy(head), X, y))
+
+# %%
+# Decision regions at each stage
+# ------------------------------
+# Each point of the plane is coloured by the class the head predicts there,
+# grey where the novel class wins; the black line is P(novel) = 0.5.
 grid = np.stack(np.meshgrid(np.linspace(-5, 5, 241), np.linspace(-4, 6, 241)),
                 axis=-1)
 flat = grid.reshape(-1, 2)
@@ -56,27 +84,9 @@ def draw(ax, head, X, y, title):
     ax.set_yticks([])
 
 
-fig, axes = plt.subplots(1, 3, figsize=(12, 4.2))
-draw(axes[0], head, X, y, "known classes (grey: novel wins)")
-
-# %%
-# A point from a new class, then more examples of a known class
-# -------------------------------------------------------------
-# ``open_world_step`` predicts the point first (novel, with high probability),
-# then learns its label: class 3 is instantiated from the prior.
-new_point = np.array([[3.0, 4.0]])
-step = head.open_world_step(new_point, [3])
-print(f"P(novel) of the new point before its label: {step.p_novel[0]:.2f}")
-X, y = np.concatenate([X, new_point]), np.append(y, 3)
-draw(axes[1], head, X, y, "one example instantiates class 3")
-
-# Class 2 had one example; four more move its mean towards them, tighten its
-# predictive and raise its CRP prior mass (count 5), so its region grows.
-more = centres[2] + [0.6, 0.3] + rng.normal(scale=0.5, size=(4, 2))
-head.partial_fit(more, [2] * 4)
-X, y = np.concatenate([X, more]), np.append(y, [2] * 4)
-draw(axes[2], head, X, y, "four more examples update class 2")
-fig.tight_layout()
+fig, axes = plt.subplots(1, len(stages), figsize=(12, 4.6), layout="constrained")
+for ax, (title, stage_head, stage_X, stage_y) in zip(axes, stages, strict=True):
+    draw(ax, stage_head, stage_X, stage_y, title)
 plt.show()
 
 # %%
