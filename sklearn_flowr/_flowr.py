@@ -21,6 +21,7 @@ from sklearn.utils.validation import (
 from ._core import class_means, condition_on, estimate_prior
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input
+from ._params import check_params_unchanged, snapshot_params
 from .encoders import last_linear_layer, make_backbone
 from .training import (
     EpisodeDataset,
@@ -45,6 +46,11 @@ __all__ = ["FLOWRClassifier"]
 # Share of the training classes that play the unknown-unknowns while the
 # large-context head is meta-trained (the others form its known-class table).
 _LARGE_CONTEXT_HELD_OUT = 0.2
+# Parameters a fitted model reads when it runs, so set_params may change them
+# after fit: where it runs, how much it prints, adapt's fine-tuning, the
+# embedding batch. Any other change needs a refit (sklearn_flowr._params).
+_RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "lr",
+                             "batch_size", "accelerator", "checkpoint_dir"})
 
 
 class FLOWRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -384,6 +390,7 @@ default="conv4"
         for name, value in fitted.items():
             setattr(self, name, value)
         self._fitted_head = copy.deepcopy(self.head_)
+        self._fitted_params = snapshot_params(self)
         return self
 
     def _check_training_plan(self, y_index, n_classes, seed):
@@ -1003,6 +1010,9 @@ default="conv4"
         return not isinstance(self.backbone, str) or self.backbone == "mlp"
 
     def _model_input(self, X):
+        # Every method of a fitted model reads its input through here.
+        check_params_unchanged(self, getattr(self, "_fitted_params", None),
+                               runtime=_RUNTIME_PARAMS)
         return as_model_input(X, allow_features=self._takes_features(),
                               expected_shape=self.input_shape_)
 

@@ -19,6 +19,7 @@ from ._core import (
 )
 from ._labels import check_new_labels, label_result_dtype, resolve_novel_label
 from ._online_state import OnlineClassState
+from ._params import check_params_unchanged, snapshot_params
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -82,8 +83,9 @@ default="auto"
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        Known class labels: sorted in ``fit``, new ones appended in order of
-        arrival afterwards.
+        Known class labels: sorted in ``fit``; :meth:`partial_fit` and
+        :meth:`open_world_step` append new ones in order of arrival (a batch
+        in the order its rows would arrive one by one).
     class_count_ : ndarray of shape (n_classes,)
         Number of samples each class was conditioned on.
     crp_count_ : ndarray of shape (n_classes,)
@@ -241,6 +243,7 @@ default="auto"
         """
         with _unchanged_on_error(self):
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            _check_magnitude(X)
             labels, y_index = self._check_labels(y, None)
             state = self._new_state(X, y_index, labels)
         state.learn(X, labels, y_index)
@@ -296,10 +299,11 @@ default="auto"
         with _unchanged_on_error(self):
             if first_call:
                 X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+                _check_magnitude(X)
             else:
                 X, y = self._validate_rows(X, y)
             state = None if first_call else self._state
-            labels, y_index = self._check_labels(y, state)
+            labels, y_index = self._check_labels(y, state, arrival_order=True)
             if classes is not None:
                 unexpected = np.setdiff1d(labels, np.asarray(classes))
                 if unexpected.size:
@@ -356,6 +360,7 @@ default="auto"
         self._validate_params()
         with _unchanged_on_error(self):
             means = validate_data(self, means, dtype=np.float64, reset=True)
+            _check_magnitude(means)
             classes = np.asarray(classes)
             variances = np.asarray(variances, dtype=np.float64).reshape(-1, 1)
             if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
@@ -446,6 +451,7 @@ default="auto"
             if first_call:
                 self._validate_params()
                 X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+                _check_magnitude(X)
             else:
                 X, y = self._validate_rows(X, y)
             state = None if first_call else self._state
@@ -590,6 +596,12 @@ default="auto"
         without feature names the same checks are made here directly, with
         scikit-learn's messages. Anything else goes through ``validate_data``.
         """
+        check_params_unchanged(self, getattr(self, "_fitted_params", None))
+        X, y = self._validate_rows_data(X, y)
+        _check_magnitude(X)
+        return X, y
+
+    def _validate_rows_data(self, X, y):
         lean = (
             isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
             and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
@@ -627,13 +639,25 @@ default="auto"
         out[novel] = self.novel_label_
         return out
 
-    def _check_labels(self, y, state):
-        """Validate labels against the novel label and the known label type."""
+    def _check_labels(self, y, state, *, arrival_order=False):
+        """Validate labels against the novel label and the known label type.
+
+        ``labels`` are sorted, or in order of first appearance in ``y`` with
+        ``arrival_order`` (``partial_fit``: one batch then creates its new
+        classes in the order the same rows would one by one).
+        """
         if y.dtype.kind not in "biuU":
             # type_of_target costs ~1 ms; integer and str labels need no check.
             check_classification_targets(y)
         if y.shape[0] == 1:  # the online hot path
             labels, y_index = y, np.zeros(1, dtype=np.intp)
+        elif arrival_order:
+            labels, first, y_index = np.unique(y, return_index=True,
+                                               return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.shape[0])
+            labels, y_index = labels[order], rank[y_index.reshape(-1)]
         else:
             labels, y_index = np.unique(y, return_inverse=True)
         if state is None:
@@ -647,8 +671,8 @@ default="auto"
     def _new_state(self, X, y_index, labels):
         """Fix the prior and the hyper-parameters for a fresh state."""
         a = float(self.a)
-        if self.b != "auto" and not self.b > -a:
-            raise ValueError(f"b={self.b} must be greater than -a={-a}.")
+        if self.b != "auto" and not (self.b > -a and np.isfinite(self.b)):
+            raise ValueError(f"b={self.b} must be finite and greater than -a={-a}.")
         if self.known_count != "observed" and not self.known_count > a:
             raise ValueError(
                 f"known_count={self.known_count} must exceed a={a}: a class "
@@ -675,6 +699,7 @@ default="auto"
         self.b_ = b
         self.sigma_ = hyper.sigma
         self.novel_label_ = novel
+        self._fitted_params = snapshot_params(self)
         return state
 
     def __sklearn_is_fitted__(self):
@@ -713,6 +738,21 @@ default="auto"
     @property
     def class_var_(self):
         return self._fitted_state("class_var_").class_var()
+
+
+# Largest |x| the head scores: squared distances of float64 rows stay finite
+# (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
+MAX_ABS_INPUT = 1e100
+
+
+def _check_magnitude(X):
+    """Refuse finite values too large to score in float64 (they give NaN)."""
+    if X.size and np.abs(X).max() > MAX_ABS_INPUT:
+        raise ValueError(
+            f"X holds values up to {np.abs(X).max():.3g} in magnitude; the head "
+            f"scores values up to {MAX_ABS_INPUT:g} (squared distances overflow "
+            "float64 beyond). Rescale the features, e.g. with StandardScaler."
+        )
 
 
 @contextmanager

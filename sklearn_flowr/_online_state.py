@@ -52,14 +52,28 @@ class OnlineClassState:
     basis : tuple of ndarray or None, default=None
         ``(shift, T, T_inv)``: rows ``z`` are stored and scored as
         ``(z - shift) @ T``; ``prior_mean``, ``prior_var`` and ``sigma`` are
-        those of that basis. ``None``: the identity.
+        those of that basis. ``None``: rows are only centred on ``prior_mean``
+        (``shift = mu0``, ``T = I``).
+
+    Notes
+    -----
+    Scores expand the quadratic ``||z - m||^2`` into ``||z||^2 - 2 z.m +
+    ||m||^2`` (one GEMM for all classes), which loses the digits of ``z``'s
+    distance from the origin of the frame. In a frame centred on ``mu0`` the
+    precision depends on the distance from the prior mean, not from the
+    origin, so shifting the data (and the prior with it) leaves the results
+    unchanged to float64 rounding.
     """
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  label_dtype, basis=None):
-        self.basis_shift, self.basis, self.basis_inverse = (
-            (None, None, None) if basis is None else basis
-        )
+        if basis is None:
+            # Centre on the prior mean; the state's prior mean is then zero.
+            self.basis_shift = np.array(prior_mean, dtype=np.float64, copy=True)
+            self.basis = self.basis_inverse = None
+            prior_mean = np.zeros_like(self.basis_shift)
+        else:
+            self.basis_shift, self.basis, self.basis_inverse = basis
         # Densities of z = densities of u = (z - shift) @ T times |det T|.
         self.log_jacobian = (0.0 if self.basis is None
                              else float(np.linalg.slogdet(self.basis)[1]))
@@ -145,10 +159,19 @@ class OnlineClassState:
     def add_classes(self, new_labels, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
         """Instantiate classes at the prior (``q0, lam0``, zero counts), or at
-        given natural parameters (known-known classes of the large context)."""
+        given natural parameters of the rows' frame (known-known classes of the
+        large context; states without a basis only)."""
         n_new = len(new_labels)
         if n_new == 0:
             return
+        if nat_mean is not None:
+            if self.basis is not None:
+                raise ValueError("Natural parameters of the rows' frame need a "
+                                 "state without a basis.")
+            if self.basis_shift is not None:
+                # q = m lam in the rows' frame is (m - shift) lam centred.
+                nat_mean = nat_mean - self.basis_shift * np.reshape(precision,
+                                                                 (n_new, -1))
         start = self.n_classes
         stop = start + n_new
         self._grow(stop)
@@ -232,14 +255,19 @@ class OnlineClassState:
 
     def to_basis(self, Z):
         """Rows in the state's basis (``Z`` itself without a basis)."""
-        return Z if self.basis is None else (Z - self.basis_shift) @ self.basis
+        if self.basis_shift is None:  # states pickled before centring
+            return Z
+        centred = Z - self.basis_shift
+        return centred if self.basis is None else centred @ self.basis
 
     def class_mean(self):
         """Posterior means ``m_n`` of the classes, in the rows' basis."""
         n = self.n_classes
         mean = self.nat_mean[:n] / self.precision[:n]
-        if self.basis is None:
+        if self.basis_shift is None:
             return mean
+        if self.basis is None:
+            return self.basis_shift + mean
         return self.basis_shift + mean @ self.basis_inverse
 
     def class_var(self):

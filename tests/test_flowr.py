@@ -446,11 +446,14 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
         raise AssertionError("pre-training started")
 
     monkeypatch.setattr(SupENet, "fit", no_training)
+    fitted_params = model.get_params()
     with pytest.raises(ValueError, match=message):
         model.set_params(**params).fit(X, y)
     after = {k: v for k, v in vars(model).items() if k.endswith("_")}
     assert after.keys() == state.keys()
     assert all(after[k] is state[k] for k in state)
+    # The fitted model answers for the parameters it was fitted with.
+    model.set_params(**fitted_params)
     if proba is not None:
         np.testing.assert_array_equal(model.predict_proba(X[:20]), proba)
 
@@ -509,6 +512,23 @@ def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
         X[y < 4], y[y < 4])
     (tmp_path / "pretrain" / "history.json").write_text("{not json")
     with pytest.raises(ValueError, match="history.json"):
+        FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+
+
+@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt", "criterion.pt"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
+    """Check that a truncated or garbage torch file of a checkpoint fails with
+    an error naming the file and the fix, not torch's raw error."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    path = tmp_path / "pretrain" / name
+    assert path.exists()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate"
+                     else b"not a torch file")
+    with pytest.raises(ValueError, match=f"{name}.*Delete"):
         FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
 
 

@@ -103,7 +103,8 @@ def checkpointed_epochs(checkpoint) -> int:
     Raises
     ------
     ValueError
-        If the saved history cannot be read; the message names the file.
+        If the saved history or one of the saved torch files (parameters,
+        optimizer, criterion) cannot be read; the message names the file.
 
     Examples
     --------
@@ -118,9 +119,30 @@ def checkpointed_epochs(checkpoint) -> int:
     if not os.path.exists(path):
         return 0
     try:
-        return len(History.from_file(path))
+        epochs = len(History.from_file(path))
     except (OSError, ValueError, TypeError) as exc:
-        raise ValueError(
-            f"Cannot read the checkpoint history {path} ({type(exc).__name__}: "
-            f"{exc}). Delete {checkpoint.dirname} to restart that training stage."
-        ) from exc
+        raise _unreadable(path, checkpoint, exc) from exc
+    # skorch's LoadInitState would fail on a damaged file with torch's raw
+    # error (no file name); read each one first.
+    import torch
+
+    for attribute in ("f_params", "f_optimizer", "f_criterion"):
+        name = getattr(checkpoint, attribute, None)
+        if not isinstance(name, str):
+            continue
+        path = os.path.join(checkpoint.dirname, name)
+        if not os.path.exists(path):
+            continue
+        try:
+            torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:  # torch raises many types for a bad file
+            raise _unreadable(path, checkpoint, exc) from exc
+    return epochs
+
+
+def _unreadable(path, checkpoint, exc) -> ValueError:
+    return ValueError(
+        f"Cannot read the checkpoint file {path} ({type(exc).__name__}: "
+        f"{str(exc).splitlines()[0] if str(exc) else ''}). Delete "
+        f"{checkpoint.dirname} to restart that training stage."
+    )

@@ -1,0 +1,75 @@
+"""Hyper-parameters changed after ``fit``: validated, and refused when the
+fitted state was built from the old values.
+
+scikit-learn validates parameters in ``fit`` and in the first ``partial_fit``
+only. A fitted open-world model keeps learning (``partial_fit``,
+``open_world_step``), so ``set_params(a=1.5)`` after ``fit`` would otherwise
+run on silently with the old value. Each estimator records the parameters its
+fitted state was built from (:func:`snapshot_params`) and checks them on every
+later call (:func:`check_params_unchanged`): an invalid new value fails with
+scikit-learn's parameter error; a valid one that the fitted state cannot take
+fails with the names, the old and new values and the fix (refit, or set it
+back). Parameters read at call time (``device``, ``verbose``, ...) may change.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["check_params_unchanged", "snapshot_params"]
+
+
+def snapshot_params(estimator) -> dict:
+    """The estimator's parameters as its fitted state uses them."""
+    return dict(estimator.get_params(deep=False))
+
+
+def _same(old, new) -> bool:
+    if old is new:
+        return True
+    if isinstance(old, str) or isinstance(new, str):
+        return isinstance(old, str) and isinstance(new, str) and old == new
+    try:
+        return bool(np.array_equal(np.asarray(old), np.asarray(new)))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=()):
+    """Fail if a parameter changed since ``snapshot`` was taken.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        A fitted estimator with scikit-learn's ``_validate_params``.
+    snapshot : dict or None
+        :func:`snapshot_params` of the fit; ``None`` (a model pickled before
+        snapshots existed) checks nothing.
+    runtime : collection of str, default=()
+        Parameters read at call time: a valid new value is used as it is.
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        A changed parameter has an invalid value.
+    ValueError
+        A valid new value of a parameter the fitted state was built from.
+    """
+    if snapshot is None:
+        return
+    # Identity first: the common case costs a dict walk, no comparisons.
+    changed = [name for name, old in snapshot.items()
+               if getattr(estimator, name, old) is not old
+               and not _same(old, getattr(estimator, name))]
+    if not changed:
+        return
+    estimator._validate_params()
+    fixed = [name for name in changed if name not in runtime]
+    if fixed:
+        what = ", ".join(f"{name}: {snapshot[name]!r} -> {getattr(estimator, name)!r}"
+                         for name in fixed)
+        raise ValueError(
+            f"{type(estimator).__name__}'s parameters changed after fitting "
+            f"({what}), but the fitted state was built from the old values: call "
+            "fit again to use the new ones, or set them back."
+        )
