@@ -313,7 +313,16 @@ _ACCELERATOR_PARAMS = """\
         Restore the bare module after ``fit`` (needed to pickle the net)."""
 
 
-class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
+class _AcceleratedBatches(_AcceleratedNet):
+    """Mini-batch nets: accelerate's shardable one-index batch loader."""
+
+    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
+                 iterator_valid=_accelerate_batch_loader, **kwargs):
+        super().__init__(*args, iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
+
+
+class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
     """:class:`~sklearn_flowr.training.SupENet` trained through accelerate.
 
     Sup-E pre-training on one or many GPUs or machines: each process trains on
@@ -351,13 +360,8 @@ class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
     (40, 4)
     """
 
-    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
-                 iterator_valid=_accelerate_batch_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
 
-
-class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
+class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
     """:class:`~sklearn_flowr.training.SupFCNet` trained through accelerate.
 
     Parameters
@@ -387,11 +391,6 @@ class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
     >>> net.predict(X).shape
     (40,)
     """
-
-    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
-                 iterator_valid=_accelerate_batch_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
 
 
 class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
