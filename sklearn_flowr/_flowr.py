@@ -19,6 +19,7 @@ from sklearn.utils.validation import (
 )
 
 from ._core import class_means, condition_on, estimate_prior
+from ._empirical_head import empirical_bayes_head
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input
 from ._params import check_params_unchanged, snapshot_params
@@ -97,6 +98,17 @@ default="conv4"
         P(novel) equal to the CRP prior). The rescaling is an empirical-Bayes
         step on the scale that meta-training then refines. Not in the paper.
     class_prior : {"crp", "uniform"}, default="crp"
+    covariance : {"isotropic", "full"}, default="isotropic"
+        The head built after meta-training. ``"isotropic"``: the paper's head,
+        class noise ``sigma * I`` and the meta-learned prior ``(mu0, s0)``.
+        ``"full"`` (not in the paper): ``mu0``, a full prior covariance and a
+        full class-noise covariance by empirical Bayes on the training
+        classes' meta-trained embeddings (``CRPGaussianClassifier(
+        covariance="full")``; ``a`` and the meta-learned ``b`` are kept). The
+        embeddings are far from isotropic, and the isotropic predictive ranks
+        novelty below a nearest-mean distance on the same embedding (measured
+        on glyphs, ``flowr-benchmark --quick``: see the README's measured
+        figures and docs/user_guide.rst). Meta-training itself is unchanged.
     known_count : float, default=1.0
         CRP pseudo-count of the known-known classes (large context).
     novel_label : object, default="auto"
@@ -251,6 +263,7 @@ default="conv4"
         "a": [Interval(Real, 0, 1, closed="left")],
         "sigma": [Interval(Real, 0, None, closed="neither")],
         "class_prior": [StrOptions({"crp", "uniform"})],
+        "covariance": [StrOptions({"isotropic", "full"})],
         "match_sigma": ["boolean"],
         "known_count": [Interval(Real, 0, None, closed="neither")],
         "novel_label": "no_validation",
@@ -281,7 +294,7 @@ default="conv4"
 
     def __init__(self, *, backbone="conv4", setting="small", pretrain="sup-e",
                  class_stats="empirical", a=0.5, sigma=0.5, match_sigma=True,
-                 class_prior="crp", known_count=1.0,
+                 class_prior="crp", covariance="isotropic", known_count=1.0,
                  novel_label="auto", embedding_dim=64, pretrain_epochs=20,
                  meta_epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
                  n_unknown=2, lr=None, meta_lr=None, head_lr=1e-2,
@@ -298,6 +311,7 @@ default="conv4"
         self.sigma = sigma
         self.match_sigma = match_sigma
         self.class_prior = class_prior
+        self.covariance = covariance
         self.known_count = known_count
         self.novel_label = novel_label
         self.embedding_dim = embedding_dim
@@ -399,6 +413,11 @@ default="conv4"
             raise ValueError(
                 f"known_count={self.known_count} must exceed a={self.a}: a class "
                 "needs a CRP count c_n > a to have prior mass.")
+        if self.covariance == "full" and self.known_table == "learned":
+            raise ValueError(
+                "known_table='learned' keeps the meta-trained isotropic class "
+                "table, which covariance='full' replaces by empirical Bayes; use "
+                "known_table='refit' with covariance='full'.")
         if not self.meta_epochs:
             # Without meta-training there are no episodes: n_unknown, n_way and
             # the large-context hold-out are never used.
@@ -474,7 +493,13 @@ default="conv4"
                                 device, history)
         meta.eval()
         head = self._new_head(**meta.head_kwargs())
-        if self.setting == "large":
+        if self.covariance == "full":
+            Z = self._embed_train(meta.encoder, X_train)
+            head = empirical_bayes_head(head, Z, labels[y_index],
+                                        setting=self.setting,
+                                        frozen=not self.update_known,
+                                        covariance="full")
+        elif self.setting == "large":
             means, variances = self._known_class_embeddings(meta, X_train, y_index,
                                                             labels)
             head.fit_class_embeddings(labels, means, variances,
@@ -654,7 +679,7 @@ default="conv4"
         n_classes = labels.shape[0]
         head = meta.head_kwargs()
         prior_var = np.atleast_1d(head["prior_var"])[:1]
-        Z = embed(meta.encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
+        Z = self._embed_train(meta.encoder, X)
         onehot = np.eye(n_classes)[y_index]
         nat_mean, precision = condition_on(head["prior_mean"] / prior_var,
                                            1.0 / prior_var, Z, onehot, self.sigma)

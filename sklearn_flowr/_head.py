@@ -702,6 +702,18 @@ default="auto"
         self._fitted_params = snapshot_params(self)
         return state
 
+    def _freeze_classes(self, frozen=True):
+        """Keep the classes learned so far fixed online (or release them).
+
+        The large context's known-known classes are frozen, as in the paper
+        and :meth:`fit_class_embeddings`; this is the same switch for classes
+        learned by :meth:`fit` (e.g. under ``covariance="full"``, which
+        ``fit_class_embeddings`` does not take). Package-internal.
+        """
+        state = self._fitted_state("_freeze_classes")
+        state.frozen[: state.n_classes] = bool(frozen)
+        return self
+
     def __sklearn_is_fitted__(self):
         return hasattr(self, "_state")
 

@@ -67,8 +67,8 @@ def test_benchmark_writes_table_json_and_roc(tiny_run):
     for setting in ("small", "large"):
         rows = results["settings"][setting]["rows"]
         assert {(r["method"], r["pretrain"]) for r in rows} == {
-            (m, p) for m in ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm",
-                             "protonet", "peeler", "evm")
+            (m, p) for m in ("flowr", "flowr-full", "flowr-no-meta",
+                             "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
             for p in ("sup-e", "sup-fc")}
         assert all(r["n_tasks"] == (3 if r["method"] == "evm" else 6)
                    for r in rows)
@@ -99,10 +99,10 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
                 if r["pretrain"] == pretrain}
         assert {r["embedding"] for r in rows.values()} == {"meta-trained",
                                                           "pre-trained"}
-        assert rows["flowr"]["embedding"] == rows["ncm-flowr-emb"][
-            "embedding"] == "meta-trained"
+        assert (rows["flowr"]["embedding"] == rows["flowr-full"]["embedding"]
+                == rows["ncm-flowr-emb"]["embedding"] == "meta-trained")
         assert rows["flowr-no-meta"]["embedding"] == "pre-trained"
-        for method in ("flowr", "flowr-no-meta"):
+        for method in ("flowr", "flowr-full", "flowr-no-meta"):
             row = rows[method]
             assert row["probability"] is True
             assert 0.0 <= row["ece"] <= 1.0 and 0.0 <= row["brier"] <= 1.0
@@ -118,9 +118,13 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
             rows["flowr"]["h_measure"] - rows["flowr-no-meta"]["h_measure"])
         assert entry["head_vs_distance"]["h_measure_gain"] == (
             rows["flowr"]["h_measure"] - rows["ncm-flowr-emb"]["h_measure"])
+        assert entry["full_covariance_vs_distance"]["h_measure_gain"] == (
+            rows["flowr-full"]["h_measure"] - rows["ncm-flowr-emb"]["h_measure"])
+        assert entry["full_covariance_vs_isotropic"]["accuracy_gain"] == (
+            rows["flowr-full"]["accuracy"] - rows["flowr"]["accuracy"])
     table = [line for line in printed.splitlines()
              if line.startswith(("FLOWR", "NCM", "ProtoNet", "PEELER", "EVM"))]
-    assert len(table) == 28  # seven methods x two pre-trainings x two settings
+    assert len(table) == 32  # eight methods x two pre-trainings x two settings
     for line in table:
         n_na = line.split().count("n/a")
         assert n_na == (0 if line.startswith("FLOWR") else 3), line
@@ -129,6 +133,7 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
     assert printed.count("Ablation sup-e: meta-training vs none") == 2
     assert printed.count("Ablation sup-fc: meta-training vs none") == 2
     assert "FLOWR head vs NCM on the same embedding" in printed
+    assert printed.count("full-cov head vs NCM on it") == 4
 
 
 def test_no_meta_head_is_flowr_head_by_empirical_bayes(rng):
@@ -158,6 +163,34 @@ def test_no_meta_head_is_flowr_head_by_empirical_bayes(rng):
     np.testing.assert_array_equal(large.classes_, empirical.classes_)
     np.testing.assert_allclose(large.class_mean_, empirical.class_mean_)
     np.testing.assert_allclose(large.crp_count_, 2.0)
+    before = large.class_mean_.copy()
+    large.open_world_step(Z[:5], y[:5])  # known classes stay fixed online
+    np.testing.assert_array_equal(large.class_mean_, before)
+
+
+def test_full_covariance_head_matches_flowr_classifier_option(rng):
+    """Check the benchmark's flowr-full row is the head
+    FLOWRClassifier(covariance="full") builds: full-covariance empirical
+    Bayes on the embedding with FLOWR's a and meta-learned b kept."""
+    from types import SimpleNamespace
+
+    from sklearn_flowr import CRPGaussianClassifier
+    from sklearn_flowr.cli._benchmark_setup import full_covariance_head
+
+    centres = rng.normal(scale=3.0, size=(6, 4))
+    y = np.repeat(np.arange(6), 10)
+    Z = centres[y] + rng.normal(size=(60, 4)) * [1.0, 0.1, 2.0, 0.5]
+    model = SimpleNamespace(update_known=False, head_=CRPGaussianClassifier(
+        a=0.3, b=1.7, sigma=0.5, prior_mean=0.0, prior_var=1.0))
+    empirical = CRPGaussianClassifier(a=0.3, b=1.7, covariance="full").fit(Z, y)
+    small = full_covariance_head("small", model, Z, y)
+    assert not small.__sklearn_is_fitted__()
+    assert small.covariance == "full" and small.b == 1.7 and small.a == 0.3
+    np.testing.assert_allclose(small.sigma, empirical.sigma_)
+    np.testing.assert_allclose(small.prior_var, empirical.prior_var_)
+    large = full_covariance_head("large", model, Z, y)
+    np.testing.assert_allclose(large.predict_proba(Z[:7]),
+                               empirical.predict_proba(Z[:7]))
     before = large.class_mean_.copy()
     large.open_world_step(Z[:5], y[:5])  # known classes stay fixed online
     np.testing.assert_array_equal(large.class_mean_, before)

@@ -425,10 +425,55 @@ def test_meta_training_moves_the_head(digits, learn_sigma):
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
+def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
+        digits, setting):
+    """Check covariance="full" builds the head by full-covariance empirical
+    Bayes on the training classes' meta-trained embeddings (an independent
+    fit of CRPGaussianClassifier on transform(X)), keeps a and the
+    meta-learned b, leaves meta-training itself unchanged, and (large context)
+    keeps the training classes fixed online unless update_known."""
+    X, y = digits
+    X, y = X[y < 7], y[y < 7]
+    params = dict(TINY, backbone="mlp", setting=setting)
+    isotropic = FLOWRClassifier(**params).fit(X, y)
+    model = FLOWRClassifier(**params, covariance="full").fit(X, y)
+    Z = model.transform(X)
+    np.testing.assert_allclose(Z, isotropic.transform(X), rtol=1e-6, atol=1e-6)
+    reference = CRPGaussianClassifier(covariance="full", a=model.a,
+                                      b=isotropic.head_.b).fit(Z, y)
+    head = model.head_
+    assert head.covariance == "full" and head.b == isotropic.head_.b
+    if setting == "small":
+        assert not head.__sklearn_is_fitted__()
+        np.testing.assert_allclose(head.prior_var, reference.prior_var_)
+        np.testing.assert_allclose(head.sigma, reference.sigma_)
+        np.testing.assert_allclose(head.prior_mean, reference.prior_mean_)
+        rows = np.flatnonzero(digits[1] >= 7)[:12]
+        model.adapt(digits[0][rows], digits[1][rows])
+        proba = model.predict_proba(digits[0][rows[:3]])
+        assert proba.shape == (3, np.unique(digits[1][rows]).shape[0] + 1)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        return
+    np.testing.assert_allclose(head.prior_var_, reference.prior_var_)
+    np.testing.assert_allclose(model.predict_proba(X[:20]),
+                               reference.predict_proba(Z[:20]), atol=1e-10)
+    np.testing.assert_array_equal(head.crp_count_, np.ones(7))
+    before = head.class_mean_.copy()
+    model.partial_fit(X[:5], y[:5])
+    np.testing.assert_array_equal(model.head_.class_mean_, before)
+    model.reset()
+    model.set_params(update_known=True).fit(X, y)
+    before = model.head_.class_mean_.copy()
+    model.partial_fit(X[:5], y[:5])
+    assert not np.allclose(model.head_.class_mean_, before)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
 @pytest.mark.parametrize("params, message", [
     (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
     (dict(n_unknown=7, n_way=3), "leaves no support class"),
     (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
+    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
 ])
 def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
                                                  params, message):

@@ -50,21 +50,34 @@ def row_from_report(method: str, pretrain: str, report, seconds: float) -> dict:
     return row
 
 
+# (ablation entry, method, the method it is compared with): does meta-training
+# help, does the head beat a distance on the same features, and does the full
+# covariance head (FLOWRClassifier(covariance="full")) beat it too?
+_ABLATIONS = (("meta_training", "flowr", "flowr-no-meta"),
+              ("head_vs_distance", "flowr", "ncm-flowr-emb"),
+              ("full_covariance_vs_distance", "flowr-full", "ncm-flowr-emb"),
+              ("full_covariance_vs_isotropic", "flowr-full", "flowr"))
+
+_ABLATION_TITLES = {
+    "meta_training": "meta-training vs none",
+    "head_vs_distance": "FLOWR head vs NCM on the same embedding",
+    "full_covariance_vs_distance": "full-cov head vs NCM on it",
+    "full_covariance_vs_isotropic": "full-cov vs isotropic head",
+}
+
+
 def ablation(rows) -> list[dict]:
-    """Per pre-training: does meta-training help, and does the head beat a
-    distance on the same features? (H-measure and accuracy differences.)"""
+    """Per pre-training, the comparisons of ``_ABLATIONS`` whose two methods
+    both ran (H-measure and accuracy differences)."""
     out = []
     for pretrain in dict.fromkeys(row["pretrain"] for row in rows):
         mine = {row["method"]: row for row in rows if row["pretrain"] == pretrain}
-        if "flowr" not in mine:
-            continue
         entry = {"pretrain": pretrain}
-        for key, other in (("meta_training", "flowr-no-meta"),
-                           ("head_vs_distance", "ncm-flowr-emb")):
-            if other in mine:
+        for key, method, other in _ABLATIONS:
+            if method in mine and other in mine:
                 entry[key] = {
-                    "compared_with": other,
-                    **{f"{metric}_gain": mine["flowr"][metric] - mine[other][metric]
+                    "method": method, "compared_with": other,
+                    **{f"{metric}_gain": mine[method][metric] - mine[other][metric]
                        for metric in ("h_measure", "accuracy")}}
         if len(entry) > 1:
             out.append(entry)
@@ -114,16 +127,9 @@ def format_table(setting_result, setting) -> str:
     lines.extend(textwrap.fill(note, width=len(head), break_on_hyphens=False)
                  for note in notes)
     for entry in setting_result.get("ablation", []):
-        parts = []
-        if "meta_training" in entry:
-            gain = entry["meta_training"]
-            parts.append(f"meta-training vs none: H {gain['h_measure_gain']:+.3f}, "
-                         f"Acc {100 * gain['accuracy_gain']:+.2f}")
-        if "head_vs_distance" in entry:
-            gain = entry["head_vs_distance"]
-            parts.append("FLOWR head vs NCM on the same embedding: H "
-                         f"{gain['h_measure_gain']:+.3f}, Acc "
-                         f"{100 * gain['accuracy_gain']:+.2f}")
+        parts = [f"{title}: H {entry[key]['h_measure_gain']:+.3f}, Acc "
+                 f"{100 * entry[key]['accuracy_gain']:+.2f}"
+                 for key, title in _ABLATION_TITLES.items() if key in entry]
         lines.append(f"Ablation {entry['pretrain']}: " + "; ".join(parts))
     return "\n".join(lines)
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import joblib
 import numpy as np
-from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
+from .._empirical_head import empirical_bayes_head
 from .._flowr import FLOWRClassifier
 from ..baselines import (
     EVMClassifier,
@@ -35,15 +35,17 @@ DATASETS = ("glyphs", "fashion-mnist", "digits")
 # meta-training (on the pre-trained embedding) and NCM on FLOWR's meta-trained
 # embedding, so every table answers "does meta-training help?" (flowr vs
 # flowr-no-meta) and "does the head beat a distance on the same features?"
-# (flowr vs ncm-flowr-emb).
-METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet",
-           "peeler", "evm")
-METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
+# (flowr vs ncm-flowr-emb). flowr-full is the switchable improvement
+# FLOWRClassifier(covariance="full"), built from the same cached features.
+METHODS = ("flowr", "flowr-full", "flowr-no-meta", "ncm-flowr-emb", "ncm",
+           "protonet", "peeler", "evm")
+METHOD_NAMES = {"flowr": "FLOWR", "flowr-full": "FLOWR full",
+                "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
                 "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
 # The encoder whose features a method runs on: "flowr" the meta-trained one,
 # "base" the pre-trained one (before meta-training).
-METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
+METHOD_FEATURES = {"flowr": "flowr", "flowr-full": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split (few-shot tasks need classes the encoder never saw).
 _TEN_CLASS_TRAIN = np.arange(5)
@@ -239,6 +241,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
         return model.head_
     if method == "flowr-no-meta":
         return no_meta_head(setting, model, Z_train, y_train)
+    if method == "flowr-full":
+        return full_covariance_head(setting, model, Z_train, y_train)
     if method in ("ncm", "ncm-flowr-emb"):
         estimator = NCMClassifier()
     elif method == "protonet":
@@ -267,14 +271,18 @@ def no_meta_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
     training classes conditioned from it, kept fixed online unless
     ``update_known``, as FLOWR's own large-context head.
     """
-    empirical = clone(model.head_).set_params(
-        b="auto", sigma="auto", prior_mean="auto", prior_var="auto",
-    ).fit(Z_train, y_train)
-    head = clone(empirical).set_params(
-        b=empirical.b_, sigma=empirical.sigma_,
-        prior_mean=empirical.prior_mean_, prior_var=empirical.prior_var_)
-    if setting == "large":
-        head.fit_class_embeddings(empirical.classes_, empirical.class_mean_,
-                                  empirical.class_var_[:, 0],
-                                  frozen=not model.update_known)
-    return head
+    return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
+                                frozen=not model.update_known, b="auto")
+
+
+def full_covariance_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
+    """FLOWR's head with full covariances on its meta-trained embedding.
+
+    What ``FLOWRClassifier(covariance="full")`` builds after meta-training,
+    from the cached features of the isotropic model: ``mu0``, the full prior
+    covariance and the full class noise by empirical Bayes on the training
+    classes' meta-trained embeddings; ``a`` and the meta-learned ``b`` kept.
+    """
+    return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
+                                frozen=not model.update_known,
+                                covariance="full")

@@ -1,0 +1,53 @@
+"""A FLOWR head whose prior and class noise come from empirical Bayes.
+
+Two places need "FLOWR's head, with ``mu0``, ``s0`` and ``sigma`` estimated
+from labelled training embeddings instead of meta-learned": the benchmark's
+no-meta-training ablation (on the pre-trained embedding) and
+``FLOWRClassifier(covariance="full")`` (on the meta-trained embedding, where
+the isotropic head cannot express a full covariance). Both build it here, so
+the two cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from sklearn.base import clone
+
+__all__ = ["empirical_bayes_head"]
+
+
+def empirical_bayes_head(template, Z, y, *, setting, frozen=True, **params):
+    """FLOWR's head with its prior and noise fitted to labelled embeddings.
+
+    Parameters
+    ----------
+    template : CRPGaussianClassifier
+        Supplies every other hyper-parameter (``a``, ``b``, the class prior,
+        ``known_count``, ``novel_label``, ``covariance``); it is not changed.
+    Z : ndarray of shape (n_samples, n_features)
+        Embeddings of the training classes.
+    y : ndarray of shape (n_samples,)
+        Their labels.
+    setting : {"small", "large"}
+        ``"small"``: an unfitted head carrying the estimated prior, which
+        learns every task's classes from it. ``"large"``: the head fitted on
+        ``Z, y`` (every training class conditioned from the estimated prior),
+        its classes kept fixed online when ``frozen``.
+    frozen : bool, default=True
+        Large context: keep the training classes fixed online (the paper's
+        known-known classes); ignored in the small context.
+    **params
+        Overrides of the template's parameters, e.g. ``b="auto"`` to estimate
+        the concentration too, or ``covariance="full"``.
+
+    Returns
+    -------
+    head : CRPGaussianClassifier
+    """
+    empirical = clone(template).set_params(
+        **{"prior_mean": "auto", "prior_var": "auto", "sigma": "auto", **params}
+    ).fit(Z, y)
+    if setting == "large":
+        return empirical._freeze_classes(frozen)
+    return clone(empirical).set_params(
+        prior_mean=empirical.prior_mean_, prior_var=empirical.prior_var_,
+        b=empirical.b_, sigma=empirical.sigma_)
