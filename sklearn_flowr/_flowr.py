@@ -41,6 +41,7 @@ from .training._device import (
     resolve_device,
     to_device_if_fits,
 )
+from .training._persistence import modules_from_state, modules_to_state
 
 __all__ = ["FLOWRClassifier"]
 
@@ -1074,19 +1075,49 @@ default="conv4"
 
     def __getstate__(self):
         # A copy: on Python >= 3.11 object.__getstate__ returns the live
-        # __dict__, and the CPU copies below must not replace the live modules.
+        # __dict__, and the stored modules must not replace the live ones.
         state = dict(super().__getstate__())
-        if "meta_module_" in state:
-            # One deepcopy keeps encoder_ and meta_module_.encoder one object
-            # when they are; CPU tensors load on machines without CUDA.
-            meta, encoder, pretrained = copy.deepcopy(
-                (self.meta_module_, self.encoder_, self.pretrained_encoder_))
-            state["meta_module_"], state["encoder_"] = meta.cpu(), encoder.cpu()
-            state["pretrained_encoder_"] = pretrained.cpu()
+        if isinstance(state.get("_fitted_params"), dict):
+            state["_fitted_params"] = dict(state["_fitted_params"])
+        slots = _module_slots(state)
+        if slots:
+            # Tensors as NumPy arrays: CUDA-trained models load on CPU-only
+            # machines, and skops.io can store the model (it refuses tensors).
+            # One copy of all modules keeps shared modules shared (encoder_
+            # and meta_module_.encoder; a module backbone and its snapshot).
+            stored = modules_to_state(tuple(place[name] for place, name in slots))
+            for (place, name), module in zip(slots, stored, strict=True):
+                place[name] = module
+            state["_stored_modules"] = [(place is not state, name)
+                                        for place, name in slots]
         return state
+
+    def __setstate__(self, state):
+        state = dict(state)
+        slots = state.pop("_stored_modules", [])
+        modules_from_state(tuple(
+            (state["_fitted_params"] if in_snapshot else state)[name]
+            for in_snapshot, name in slots))
+        super().__setstate__(state)
 
     # Unpickling leaves the modules on the CPU; _place_modules moves them on
     # first use, so a GPU-trained model loads on a machine without CUDA.
+
+
+# Attributes (and the one parameter) that may hold torch modules.
+_MODULE_ATTRIBUTES = ("meta_module_", "encoder_", "pretrained_encoder_", "backbone")
+
+
+def _module_slots(state):
+    """``(dict, key)`` of every torch module in a pickled state: the module
+    attributes, and a module ``backbone`` in the fitted-parameter snapshot."""
+    slots = [(state, name) for name in _MODULE_ATTRIBUTES
+             if isinstance(state.get(name), torch.nn.Module)]
+    snapshot = state.get("_fitted_params")
+    if isinstance(snapshot, dict):
+        slots += [(snapshot, name) for name, value in snapshot.items()
+                  if isinstance(value, torch.nn.Module)]
+    return slots
 
 
 def _check_labels_like(y, n_samples):

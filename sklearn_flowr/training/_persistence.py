@@ -1,0 +1,141 @@
+"""Torch modules in a form pickle and skops.io both store safely.
+
+A fitted :class:`~sklearn_flowr.FLOWRClassifier` holds torch modules.
+``pickle`` stores them, but a CUDA tensor then needs CUDA to load, and
+``skops.io`` -- which loads without running pickle -- refuses tensors
+altogether ("Cannot directly construct TensorBase"). Here every tensor of a
+module tree becomes a :class:`TensorState`: a NumPy array plus whether it was
+a parameter and needed gradients. The rest of each module (its class, its
+plain attributes, its child modules) is what skops already persists as
+objects, so a saved model lists exactly the module classes it contains
+among the types to trust (``skops.io.get_untrusted_types``).
+
+:func:`modules_to_state` copies the modules (the live ones never move or
+change); :func:`modules_from_state` turns the copies back into CPU modules,
+in place. Modules shared between the saved objects stay shared.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+__all__ = ["TensorState", "modules_from_state", "modules_to_state"]
+
+# Where nn.Module keeps its tensors.
+_TENSOR_STORES = ("_parameters", "_buffers")
+
+
+class TensorState:
+    """A tensor as a NumPy array (CPU, same dtype) and how to rebuild it.
+
+    Parameters
+    ----------
+    tensor : torch.Tensor
+        Any tensor, on any device; ``torch.nn.Parameter`` is remembered.
+    """
+
+    def __init__(self, tensor: torch.Tensor):
+        self.parameter = isinstance(tensor, torch.nn.Parameter)
+        self.requires_grad = bool(tensor.requires_grad)
+        tensor = tensor.detach()
+        # NumPy has no bfloat16: stored as float32, which holds it exactly.
+        self.dtype = "bfloat16" if tensor.dtype == torch.bfloat16 else None
+        if self.dtype is not None:
+            tensor = tensor.float()
+        self.array = tensor.cpu().numpy().copy()
+
+    def to_tensor(self) -> torch.Tensor:
+        """The CPU tensor (a ``Parameter`` when it was one)."""
+        tensor = torch.from_numpy(np.array(self.array, copy=True))
+        if self.dtype == "bfloat16":
+            tensor = tensor.to(torch.bfloat16)
+        if self.parameter:
+            return torch.nn.Parameter(tensor, requires_grad=self.requires_grad)
+        return tensor.requires_grad_(self.requires_grad)
+
+
+def _swap_tensors(modules, convert, kind):
+    """Replace, in place, every value of kind ``kind`` held by the modules'
+    tensor stores and plain attributes (lists, tuples and dicts one level
+    deep included)."""
+    seen = set()
+    for root in modules:
+        if root is None:
+            continue
+        for module in root.modules():
+            if id(module) in seen:
+                continue
+            seen.add(id(module))
+            for store in _TENSOR_STORES:
+                values = module.__dict__[store]
+                for name, value in list(values.items()):
+                    if isinstance(value, kind):
+                        values[name] = convert(value)
+            for name, value in list(module.__dict__.items()):
+                if name in _TENSOR_STORES:
+                    continue
+                module.__dict__[name] = _convert_value(value, convert, kind)
+
+
+def _convert_value(value, convert, kind):
+    if isinstance(value, kind):
+        return convert(value)
+    if isinstance(value, (list, tuple)) and any(isinstance(v, kind) for v in value):
+        return type(value)(convert(v) if isinstance(v, kind) else v for v in value)
+    if isinstance(value, dict) and any(isinstance(v, kind) for v in value.values()):
+        return type(value)((k, convert(v) if isinstance(v, kind) else v)
+                           for k, v in value.items())
+    return value
+
+
+def modules_to_state(modules: tuple) -> tuple:
+    """Copies of ``modules`` (``None`` entries allowed) holding
+    :class:`TensorState` objects instead of tensors.
+
+    One deep copy of the whole tuple, so modules shared between (or inside)
+    the entries stay shared in the copies; the live modules are untouched.
+    """
+    # Deep-copying CUDA tensors would allocate on the GPU: copy structure only,
+    # with the tensors swapped for their states on the way.
+    memo = {}
+    for root in modules:
+        if root is None:
+            continue
+        for module in root.modules():
+            for store in _TENSOR_STORES:
+                for value in module.__dict__[store].values():
+                    if isinstance(value, torch.Tensor) and id(value) not in memo:
+                        memo[id(value)] = TensorState(value)
+            for value in module.__dict__.values():
+                for tensor in _tensors_in(value):
+                    if id(tensor) not in memo:
+                        memo[id(tensor)] = TensorState(tensor)
+    return copy.deepcopy(modules, memo)
+
+
+def _tensors_in(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [v for v in value if isinstance(v, torch.Tensor)]
+    if isinstance(value, dict):
+        return [v for v in value.values() if isinstance(v, torch.Tensor)]
+    return []
+
+
+def modules_from_state(modules: tuple) -> tuple:
+    """Turn the :class:`TensorState` objects of :func:`modules_to_state`'s
+    copies back into CPU tensors, in place; returns ``modules``."""
+    rebuilt = {}
+
+    def to_tensor(state):
+        # One tensor per state: tied weights stay tied.
+        if id(state) not in rebuilt:
+            rebuilt[id(state)] = state.to_tensor()
+        return rebuilt[id(state)]
+
+    _swap_tensors(modules, to_tensor, TensorState)
+    return modules
