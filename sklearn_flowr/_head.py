@@ -761,9 +761,10 @@ def _check_magnitude(X):
     """Refuse finite values too large to score in float64 (they give NaN)."""
     if X.size and np.abs(X).max() > MAX_ABS_INPUT:
         raise ValueError(
-            f"X holds values up to {np.abs(X).max():.3g} in magnitude; the head "
-            f"scores values up to {MAX_ABS_INPUT:g} (squared distances overflow "
-            "float64 beyond). Rescale the features, e.g. with StandardScaler."
+            f"X holds values up to {np.abs(X).max():.3g} in magnitude; the "
+            f"open-world estimators score values up to {MAX_ABS_INPUT:g} (squared "
+            "distances overflow float64 beyond). Rescale the features, e.g. with "
+            "StandardScaler."
         )
 
 

@@ -15,3 +15,13 @@ def blobs(rng):
     y = np.repeat(np.arange(4), 15)
     X = centres[y] + rng.normal(scale=0.7, size=(60, 5))
     return X, y
+
+
+@pytest.fixture(scope="session")
+def digits():
+    """scikit-learn's digits as 8 x 8 float32 images in [0, 1], and labels
+    (the images FLOWRClassifier's tests train on)."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y

@@ -209,6 +209,9 @@ BAD_INPUTS = [
     (np.zeros((1, 16)), [-1], "novel label"),
     (np.zeros((1, 16)), ["a"], "cannot be mixed"),
     (np.zeros((2, 16)), [0], "inconsistent numbers"),
+    # Finite but beyond float64's squared distances: once gave y_known equal
+    # to the novel label and an infinite score, and learned the row.
+    (np.full((1, 16), 1e200), [0], "magnitude"),
 ]
 
 
@@ -225,6 +228,21 @@ def test_bad_input_leaves_state_unchanged(cls, method, X_bad, y_bad, message,
         getattr(estimator, method)(X_bad, np.asarray(y_bad))
     assert pickle.dumps(estimator) == before
     assert_array_equal(estimator.classes_, [0, 1, 2])
+
+
+@pytest.mark.parametrize("cls", BASELINES, ids=_names(BASELINES))
+def test_huge_rows_are_refused_in_prediction_and_edge_rows_scored(
+        cls, open_world_blobs):
+    """Check rows beyond the documented range fail in prediction too, and rows
+    at its edge get finite novelty scores."""
+    from sklearn_flowr._head import MAX_ABS_INPUT
+
+    X, y, _, _ = open_world_blobs
+    estimator = cls().fit(X, y)
+    with pytest.raises(ValueError, match="magnitude"):
+        estimator.predict(np.full((1, X.shape[1]), -1e200))
+    edge = estimator.open_world_step(np.full((1, X.shape[1]), MAX_ABS_INPUT), [5])
+    assert np.isfinite(edge["p_novel"]).all()
 
 
 @pytest.mark.parametrize("cls", BASELINES, ids=_names(BASELINES))

@@ -10,7 +10,6 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits
 from torch import nn
 
 from sklearn_flowr import FLOWRClassifier
@@ -26,12 +25,6 @@ from sklearn_flowr.training._device import (
 TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
             n_way=3, n_unknown=2, verbose=0, random_state=0)
 CUDA = torch.cuda.is_available()
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
@@ -18,12 +17,6 @@ from sklearn_flowr.training._device import resolve_device
 
 TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
             n_way=3, n_unknown=2, verbose=0, random_state=0)
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from sklearn.datasets import load_digits
 
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.training._persistence import (
@@ -29,12 +28,6 @@ TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1,
 # classes, torch's layers, skorch's training history. Nothing else (no
 # functions, no pickle).
 TRUSTED_PREFIXES = ("sklearn_flowr.", "torch.nn.modules.", "skorch.history.")
-
-
-@pytest.fixture(scope="module")
-def digits():
-    X, y = load_digits(return_X_y=True)
-    return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,7 @@ from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._head import _unchanged_on_error
+from .._head import _check_magnitude, _unchanged_on_error
 from .._labels import check_new_labels, label_result_dtype, resolve_novel_label
 
 
@@ -57,6 +57,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
         """
         with _unchanged_on_error(self):
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            _check_magnitude(X)
             labels, y_index = self._check_labels(y, first_call=True)
             self._check_hyper_parameters(X.shape[1])
         self._reset(labels)
@@ -89,6 +90,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
         first_call = not self.__sklearn_is_fitted__()
         with _unchanged_on_error(self):
             X, y = validate_data(self, X, y, dtype=np.float64, reset=first_call)
+            _check_magnitude(X)
             labels, y_index = self._check_labels(y, first_call=first_call)
             if classes is not None:
                 unexpected = np.setdiff1d(labels, np.asarray(classes))
@@ -133,6 +135,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
             if first_call:
                 self._validate_params()
             X, y = validate_data(self, X, y, dtype=np.float64, reset=first_call)
+            _check_magnitude(X)
             labels, y_index = self._check_labels(y, first_call=first_call)
             if first_call:
                 self._check_hyper_parameters(X.shape[1])
@@ -166,6 +169,7 @@ class OpenWorldBaseline(ClassifierMixin, BaseEstimator):
     def _score_rows(self, X):
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
+        _check_magnitude(X)
         return self._score(X)
 
     def novelty_score(self, X):
