@@ -234,7 +234,7 @@ class OnlineClassState:
         classes = sorted_index[starts]
         sizes = np.diff(np.r_[starts, sorted_index.shape[0]]).astype(np.float64)
         sums = np.add.reduceat(Z[order], starts, axis=0)
-        # q_n += sum z / sigma, lam_n += count / sigma (DESIGN.md section 2).
+        # q_n += sum z / sigma, lam_n += count / sigma (docs/design.rst, section 1).
         self.nat_mean[classes] += sums / self.sigma
         self.precision[classes] += sizes[:, None] / self.sigma
         self.n_obs[classes] += sizes

@@ -5,8 +5,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 
 # The only conflict with scikit-learn's classifier contract is deliberate:
-# DESIGN.md section 3 gives predict_proba one column per known class *plus*
-# the novel class.
+# docs/design.rst (section 1) gives predict_proba one column per known class
+# *plus* the novel class.
 EXPECTED_FAILED_CHECKS = {
     "CRPGaussianClassifier": {
         "check_classifiers_train": (

@@ -3,7 +3,7 @@
 Every function here takes NumPy arrays or torch tensors (through
 ``array_api_compat``) and uses only array-API operations, so the same formulas
 serve the scikit-learn head (NumPy, float64, fast single steps) and training
-(torch, autograd, GPU). See DESIGN.md section 2 for the model.
+(torch, autograd, GPU). See docs/design.rst, section 1, for the model.
 """
 
 from ._covariance import (

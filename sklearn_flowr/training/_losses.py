@@ -171,7 +171,8 @@ def flowr_episode_logits(
     known_precision : tensor of shape (n_known, 1) or (n_known, d), default=None
         ``lam_n`` of the known-known classes.
     known_counts : tensor of shape (n_known,), default=None
-        Their CRP counts; ``None`` gives the pseudo-count 1 of DESIGN.md.
+        Their CRP counts; ``None`` gives the pseudo-count 1
+        (docs/design.rst, section 3).
 
     Returns
     -------
