@@ -24,6 +24,7 @@ from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input
 from ._params import check_params_unchanged, snapshot_params
 from .encoders import last_linear_layer, make_backbone
+from .encoders._factory import BACKBONE_NAMES
 from .training import (
     EpisodeDataset,
     EpisodicMetaNet,
@@ -256,7 +257,7 @@ default="conv4"
     """
 
     _parameter_constraints: dict = {
-        "backbone": [StrOptions({"conv4", "resnet12", "resnet18", "mlp"}),
+        "backbone": [StrOptions(set(BACKBONE_NAMES)),
                      torch.nn.Module],
         "setting": [StrOptions({"small", "large"})],
         "pretrain": [StrOptions({"sup-e", "sup-fc"}), None],

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..datasets import load_fashion_mnist, load_glyphs
+from ..encoders._factory import BACKBONE_NAMES
 from ..protocol import LargeContextTasks, SmallContextTasks, evaluate_online
 from ._benchmark_report import (
     CALIBRATION,
@@ -181,7 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
         default=["sup-e", "sup-fc"],
         help="encoder pre-trainings; 'none' keeps the encoder untrained "
         "(a reference row)")
-    add("--backbone", choices=("conv4", "resnet12", "resnet18"), default="conv4",
+    # Image backbones: "mlp" takes feature vectors, not the benchmark's images.
+    add("--backbone", choices=[name for name in BACKBONE_NAMES if name != "mlp"],
+        default="conv4",
         help="encoder architecture")
     add("--tasks", type=_integer(1), default=1000, help="tasks per setting")
     add("--evm-tasks", type=_integer(1), default=None,
