@@ -50,20 +50,18 @@ def row_from_report(method: str, pretrain: str, report, seconds: float) -> dict:
     return row
 
 
-# (ablation entry, method, the method it is compared with): does meta-training
-# help, does the head beat a distance on the same features, and does the full
-# covariance head (FLOWRClassifier(covariance="full")) beat it too?
-_ABLATIONS = (("meta_training", "flowr", "flowr-no-meta"),
-              ("head_vs_distance", "flowr", "ncm-flowr-emb"),
-              ("full_covariance_vs_distance", "flowr-full", "ncm-flowr-emb"),
-              ("full_covariance_vs_isotropic", "flowr-full", "flowr"))
-
-_ABLATION_TITLES = {
-    "meta_training": "meta-training vs none",
-    "head_vs_distance": "FLOWR head vs NCM on the same embedding",
-    "full_covariance_vs_distance": "full-cov head vs NCM on it",
-    "full_covariance_vs_isotropic": "full-cov vs isotropic head",
-}
+# (ablation entry, method, the method it is compared with, printed title):
+# does meta-training help, does the head beat a distance on the same features,
+# and does the full covariance head (FLOWRClassifier(covariance="full")) too?
+_ABLATIONS = (
+    ("meta_training", "flowr", "flowr-no-meta", "meta-training vs none"),
+    ("head_vs_distance", "flowr", "ncm-flowr-emb",
+     "FLOWR head vs NCM on the same embedding"),
+    ("full_covariance_vs_distance", "flowr-full", "ncm-flowr-emb",
+     "full-cov head vs NCM on it"),
+    ("full_covariance_vs_isotropic", "flowr-full", "flowr",
+     "full-cov vs isotropic head"),
+)
 
 
 def ablation(rows) -> list[dict]:
@@ -73,7 +71,7 @@ def ablation(rows) -> list[dict]:
     for pretrain in dict.fromkeys(row["pretrain"] for row in rows):
         mine = {row["method"]: row for row in rows if row["pretrain"] == pretrain}
         entry = {"pretrain": pretrain}
-        for key, method, other in _ABLATIONS:
+        for key, method, other, _ in _ABLATIONS:
             if method in mine and other in mine:
                 entry[key] = {
                     "method": method, "compared_with": other,
@@ -129,7 +127,7 @@ def format_table(setting_result, setting) -> str:
     for entry in setting_result.get("ablation", []):
         parts = [f"{title}: H {entry[key]['h_measure_gain']:+.3f}, Acc "
                  f"{100 * entry[key]['accuracy_gain']:+.2f}"
-                 for key, title in _ABLATION_TITLES.items() if key in entry]
+                 for key, _, _, title in _ABLATIONS if key in entry]
         lines.append(f"Ablation {entry['pretrain']}: " + "; ".join(parts))
     return "\n".join(lines)
 

@@ -100,15 +100,13 @@ def modules_to_state(modules: tuple) -> tuple:
     """
     # Deep-copying CUDA tensors would allocate on the GPU: copy structure only,
     # with the tensors swapped for their states on the way.
+    # The tensor stores (_parameters, _buffers) are dicts among the module's
+    # attributes, so one pass over the attributes finds every tensor.
     memo = {}
     for root in modules:
         if root is None:
             continue
         for module in root.modules():
-            for store in _TENSOR_STORES:
-                for value in module.__dict__[store].values():
-                    if isinstance(value, torch.Tensor) and id(value) not in memo:
-                        memo[id(value)] = TensorState(value)
             for value in module.__dict__.values():
                 for tensor in _tensors_in(value):
                     if id(tensor) not in memo:
