@@ -26,7 +26,9 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.utils import check_array
+from sklearn.utils import assert_all_finite, check_array
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
 
 _CHANNELS = (1, 3, 4)
 # Pixel dtypes and the divisor that maps their full range onto [0, 1]. A
@@ -148,3 +150,15 @@ def _scaled(X, *, is_image):
                 stacklevel=3,
             )
     return X.astype(np.float32)
+
+
+def check_labels(y, n_samples):
+    """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
+    y = column_or_1d(y, warn=True)
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    if y.shape[0] != n_samples:
+        raise ValueError("Found input variables with inconsistent numbers of "
+                         f"samples: [{n_samples}, {y.shape[0]}]")
+    check_classification_targets(y)
+    return y

@@ -1,4 +1,5 @@
-"""Label bookkeeping shared by the head and the baselines: the novel label."""
+"""Label bookkeeping shared by the head and the baselines: the novel label and
+the registry of known labels."""
 
 import numpy as np
 
@@ -49,3 +50,119 @@ def _same_label(label, novel):
         return bool(label == novel)
     except (TypeError, ValueError):
         return False
+
+
+class LabelRegistry:
+    """The known labels of an online classifier, in the order they arrived.
+
+    Class ``i`` of the numeric state is ``labels[i]``. The buffer grows by
+    doubling (a new class costs amortised O(1)) and widens its dtype when new
+    labels need it (e.g. longer strings; string labels are stored as objects).
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        Initial dtype of the labels (numeric, or object).
+    """
+
+    def __init__(self, dtype):
+        self._labels = np.empty(4, dtype=dtype)
+        self._index = {}
+        self.n_labels = 0
+
+    @classmethod
+    def for_labels(cls, labels):
+        """An empty registry for labels like ``labels``."""
+        return cls(labels.dtype if labels.dtype.kind in "biuf" else object)
+
+    def __len__(self):
+        return self.n_labels
+
+    @property
+    def labels(self):
+        """The known labels, shape (n_labels,) (a view of the buffer)."""
+        return self._labels[: self.n_labels]
+
+    def add(self, new_labels):
+        """Append labels not known yet, in the order given."""
+        n_new = len(new_labels)
+        if n_new == 0:
+            return
+        dtype = np.result_type(self._labels.dtype, np.asarray(new_labels).dtype)
+        stop = self.n_labels + n_new
+        if dtype != self._labels.dtype or stop > self._labels.shape[0]:
+            grown = np.empty(max(stop, 2 * self._labels.shape[0]), dtype=dtype)
+            grown[: self.n_labels] = self.labels
+            self._labels = grown
+        self._labels[self.n_labels : stop] = new_labels
+        for offset, label in enumerate(np.asarray(new_labels).tolist()):
+            self._index[label] = self.n_labels + offset
+        self.n_labels = stop
+
+    def register(self, labels):
+        """Index of each of the distinct ``labels``; unknown ones are added in
+        the order of ``labels``."""
+        keys = labels.tolist()
+        self.add(labels[[key not in self._index for key in keys]])
+        return np.array([self._index[key] for key in keys], dtype=np.intp)
+
+    def register_stream(self, labels, y_index):
+        """Class index of each row of a stream, and whether it opens a class.
+
+        Known labels keep their index; unknown ones get the next indices in
+        order of first appearance in the rows, as row-by-row learning gives
+        them.
+
+        Parameters
+        ----------
+        labels : ndarray of shape (n_labels,)
+            Distinct labels of the rows.
+        y_index : ndarray of shape (n_rows,)
+            Position of each row's label in ``labels``.
+
+        Returns
+        -------
+        index : ndarray of shape (n_rows,)
+        is_new : ndarray of shape (n_rows,) of bool
+            The row is the first of a label that was not known before it.
+        """
+        if y_index.shape[0] == 1:  # the online hot path
+            known = self._index.get(labels.tolist()[0])
+            if known is None:
+                self.add(labels)
+            index = self.n_labels - 1 if known is None else known
+            return np.array([index], dtype=np.intp), np.array([known is None])
+        first_row = np.unique(y_index, return_index=True)[1]
+        exists = np.array([key in self._index for key in labels.tolist()],
+                          dtype=bool)
+        new_first_rows = np.sort(first_row[~exists])
+        index_of_label = np.empty(labels.shape[0], dtype=np.intp)
+        index_of_label[exists] = [self._index[key]
+                                  for key in labels[exists].tolist()]
+        index_of_label[y_index[new_first_rows]] = self.n_labels + np.arange(
+            new_first_rows.shape[0]
+        )
+        self.add(labels[y_index[new_first_rows]])
+        is_new = np.zeros(y_index.shape[0], dtype=bool)
+        is_new[new_first_rows] = True
+        return index_of_label[y_index], is_new
+
+    def labels_of(self, index, novel):
+        """Labels of class indices, ``novel`` for ``-1``."""
+        labels = self.labels
+        is_novel = index < 0
+        if not is_novel.any():
+            return labels[index]
+        out = np.empty(index.shape[0], dtype=label_result_dtype(labels, novel))
+        out[~is_novel] = labels[index[~is_novel]]
+        out[is_novel] = novel
+        return out
+
+    def __getstate__(self):
+        # Pickle the used labels only; the index is rebuilt from them (dict
+        # keys of arbitrary label types do not travel well through skops).
+        return {"_labels": self.labels.copy(), "n_labels": self.n_labels}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._index = {label: i for i, label in enumerate(self.labels.tolist())}

@@ -1,7 +1,8 @@
 """Growable float64 per-class state of the CRP-Gaussian head, with its caches.
 
-The head's estimator validates input and speaks scikit-learn; this object only
-keeps numbers: natural parameters ``(q_n, lam_n)``, observation and CRP counts,
+The head's estimator validates input, keeps the labels and speaks
+scikit-learn; this object only keeps numbers, per class index: natural
+parameters ``(q_n, lam_n)``, observation and CRP counts,
 and, per class, the coefficients that make ``log N(z; m_n, v_n) + log(c_n - a)``
 one dot product with ``[z, ||z||**2, 1]`` (see ``_core._gaussian``). Buffers grow
 by doubling, so instantiating a class and updating one are amortised O(d), and
@@ -20,17 +21,86 @@ out; everything in between is the diagonal head unchanged.
 import numpy as np
 
 from ._core import (
+    add_observations,
     crp_log_normaliser,
     crp_log_numerators,
+    estimate_concentration,
     log_density_coef,
     log_density_features,
     log_softmax,
+    resolve_covariances,
 )
+from ._streaming import chunk_slices, group_sums, prefix_states
 
-# Elements of the per-chunk temporaries in ``stream``: bounds memory whatever
-# the sequence length or number of classes (~32 MB of float64).
-_CHUNK_ELEMENTS = 4_000_000
-_MAX_CHUNK_ROWS = 512
+
+def new_head_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
+                   covariance, class_prior, known_count):
+    """A fresh state from the head's hyper-parameters, checked against each
+    other; "auto" values are estimated from ``X`` (empirical Bayes).
+
+    Returns
+    -------
+    state : OnlineClassState
+        Without classes.
+    hyper : Bunch
+        The resolved covariances (``prior_mean``, ``prior_var``, ``sigma``
+        in the rows' frame; see ``_core.resolve_covariances``).
+    b : float
+        The concentration in use.
+    """
+    if b != "auto" and not (b > -a and np.isfinite(b)):
+        raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
+    if known_count != "observed" and not known_count > a:
+        raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
+                         "needs c_n > a to have prior mass.")
+    # sigma, mu0, s0 and, for full covariances, the basis where the noise is I
+    # and the prior diagonal.
+    hyper = resolve_covariances(
+        X, y_index, n_classes, covariance=covariance, sigma=sigma,
+        prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
+    )
+    b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
+    state = OnlineClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
+                             class_prior=class_prior, basis=hyper.basis)
+    return state, hyper, b
+
+
+def check_class_embeddings(classes, means, variances, *, covariance, **given):
+    """Check class embeddings ``(classes, means, variances)`` for the head, and
+    that the hyper-parameters ``given`` (``known_count``, ``b``, ``sigma``)
+    need no samples.
+
+    Returns
+    -------
+    classes : ndarray of shape (n_classes,)
+    variances : ndarray of shape (n_classes, 1)
+    """
+    classes = np.asarray(classes)
+    variances = np.asarray(variances, dtype=np.float64).reshape(-1, 1)
+    if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
+        raise ValueError("classes must be a 1-d array of distinct labels.")
+    if not (classes.shape[0] == means.shape[0] == variances.shape[0]):
+        raise ValueError(
+            f"classes ({classes.shape[0]}), means ({means.shape[0]}) and "
+            f"variances ({variances.shape[0]}) must have one row per class."
+        )
+    if not np.all(np.isfinite(variances) & (variances > 0)):
+        raise ValueError("variances must be positive and finite.")
+    if covariance != "isotropic":
+        raise ValueError(
+            "fit_class_embeddings takes isotropic class variances; it "
+            f"does not support covariance={covariance!r}."
+        )
+    # Class embeddings carry no samples: nothing to estimate the
+    # concentration, the class noise or the observed counts from.
+    missing = [f"{k}={v!r}" for k, v in given.items() if isinstance(v, str)]
+    if missing:
+        raise ValueError(
+            "fit_class_embeddings needs a numeric known_count, b and sigma "
+            f"(got {', '.join(missing)}): there are no observed samples "
+            "to estimate them from."
+        )
+    return classes, variances
 
 
 class OnlineClassState:
@@ -47,8 +117,6 @@ class OnlineClassState:
     a, b : float
         CRP discount and concentration.
     class_prior : {"crp", "uniform"}
-    label_dtype : numpy dtype
-        Initial dtype of the label buffer (widened when needed).
     basis : tuple of ndarray or None, default=None
         ``(shift, T, T_inv)``: rows ``z`` are stored and scored as
         ``(z - shift) @ T``; ``prior_mean``, ``prior_var`` and ``sigma`` are
@@ -66,7 +134,7 @@ class OnlineClassState:
     """
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
-                 label_dtype, basis=None):
+                 basis=None):
         if basis is None:
             # Centre on the prior mean; the state's prior mean is then zero.
             self.basis_shift = np.array(prior_mean, dtype=np.float64, copy=True)
@@ -90,11 +158,14 @@ class OnlineClassState:
         )[0]
         self.n_classes = 0
         self.crp_total = 0.0
-        self._allocate(4, np.dtype(label_dtype))
+        self._allocate(4)
         self._refresh_novel()
 
     # ------------------------------------------------------------------ storage
-    def _allocate(self, capacity, label_dtype):
+    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
+                "joint_coef")
+
+    def _allocate(self, capacity):
         d, p = self.n_features, self.prior_precision.shape[0]
         self.nat_mean = np.empty((capacity, d))
         self.precision = np.empty((capacity, p))
@@ -103,65 +174,32 @@ class OnlineClassState:
         self.frozen = np.zeros(capacity, dtype=bool)
         # One spare row for the novel class.
         self.joint_coef = np.empty((capacity + 1, self.prior_coef.shape[0]))
-        self.labels = np.empty(capacity, dtype=label_dtype)
-        self.label_index = {}
 
     def _grow(self, needed):
-        capacity = self.labels.shape[0]
+        capacity = self.n_obs.shape[0]
         if needed <= capacity:
             return
-        new_capacity = max(needed, 2 * capacity)
-        old = (self.nat_mean, self.precision, self.n_obs, self.crp_count,
-               self.frozen, self.joint_coef, self.labels)
-        index = self.label_index
-        self._allocate(new_capacity, self.labels.dtype)
-        self.label_index = index
-        n = self.n_classes
-        for new, prev in zip(
-            (self.nat_mean, self.precision, self.n_obs, self.crp_count,
-             self.frozen, self.joint_coef, self.labels), old, strict=True
-        ):
-            rows = n + 1 if new is self.joint_coef else n
-            new[:rows] = prev[:rows]
+        old = [getattr(self, name) for name in self._BUFFERS]
+        self._allocate(max(needed, 2 * capacity))
+        for name, prev in zip(self._BUFFERS, old, strict=True):
+            rows = self.n_classes + (name == "joint_coef")
+            getattr(self, name)[:rows] = prev[:rows]
 
     def compact(self):
         """Shrink buffers to the used size (for pickling)."""
-        n = self.n_classes
-        self.nat_mean = self.nat_mean[:n].copy()
-        self.precision = self.precision[:n].copy()
-        self.n_obs = self.n_obs[:n].copy()
-        self.crp_count = self.crp_count[:n].copy()
-        self.frozen = self.frozen[:n].copy()
-        self.joint_coef = self.joint_coef[: n + 1].copy()
-        self.labels = self.labels[:n].copy()
+        for name in self._BUFFERS:
+            rows = self.n_classes + (name == "joint_coef")
+            setattr(self, name, getattr(self, name)[:rows].copy())
 
     def __getstate__(self):
         self.compact()
-        state = self.__dict__.copy()
-        # Rebuilt from ``labels``; dict keys of arbitrary label types do not
-        # travel well through skops.
-        del state["label_index"]
-        return state
+        return self.__dict__.copy()
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-        self.label_index = {
-            label: i for i, label in enumerate(self.labels[: self.n_classes].tolist())
-        }
-
-    # ------------------------------------------------------------------ labels
-    def widen_label_dtype(self, new_labels):
-        """Widen the label buffer so that ``new_labels`` fit (e.g. longer str)."""
-        dtype = np.result_type(self.labels.dtype, np.asarray(new_labels).dtype)
-        if dtype != self.labels.dtype:
-            self.labels = self.labels.astype(dtype)
-
-    def add_classes(self, new_labels, *, nat_mean=None, precision=None,
+    def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
-        """Instantiate classes at the prior (``q0, lam0``, zero counts), or at
-        given natural parameters of the rows' frame (known-known classes of the
-        large context; states without a basis only)."""
-        n_new = len(new_labels)
+        """Instantiate ``n_new`` classes at the prior (``q0, lam0``, zero
+        counts), or at given natural parameters of the rows' frame (known-known
+        classes of the large context; states without a basis only)."""
         if n_new == 0:
             return
         if nat_mean is not None:
@@ -183,9 +221,6 @@ class OnlineClassState:
         self.crp_count[start:stop] = crp_count
         self.crp_total += float(np.sum(self.crp_count[start:stop]))
         self.frozen[start:stop] = frozen
-        self.labels[start:stop] = new_labels
-        for offset, label in enumerate(np.asarray(new_labels).tolist()):
-            self.label_index[label] = start + offset
         self.n_classes = stop
         self._refresh(np.arange(start, stop))
         self._refresh_novel()
@@ -215,11 +250,8 @@ class OnlineClassState:
         self.joint_coef[self.n_classes] = row
 
     def update(self, Z, index, *, crp_increment=1.0):
-        """Condition classes ``index`` on rows ``Z``; frozen classes are skipped.
-
-        Sums per class through one sort and ``np.add.reduceat``: O(n d), and no
-        (n_rows x n_classes) one-hot matrix.
-        """
+        """Condition classes ``index`` on rows ``Z`` (in the state's basis);
+        frozen classes are skipped."""
         if index.shape[0] == 1:
             self._update_one(Z[0], int(index[0]), crp_increment)
             return
@@ -228,26 +260,21 @@ class OnlineClassState:
             Z, index = Z[live], index[live]
         if index.shape[0] == 0:
             return
-        order = np.argsort(index, kind="stable")
-        sorted_index = index[order]
-        starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
-        classes = sorted_index[starts]
-        sizes = np.diff(np.r_[starts, sorted_index.shape[0]]).astype(np.float64)
-        sums = np.add.reduceat(Z[order], starts, axis=0)
-        # q_n += sum z / sigma, lam_n += count / sigma (docs/design.rst, section 1).
-        self.nat_mean[classes] += sums / self.sigma
-        self.precision[classes] += sizes[:, None] / self.sigma
-        self.n_obs[classes] += sizes
-        self.crp_count[classes] += crp_increment * sizes
-        self.crp_total += crp_increment * float(sizes.sum())
+        classes, sums, counts = group_sums(Z, index)
+        self.nat_mean[classes], self.precision[classes] = add_observations(
+            self.nat_mean[classes], self.precision[classes], sums, counts[:, None],
+            self.sigma)
+        self.n_obs[classes] += counts
+        self.crp_count[classes] += crp_increment * counts
+        self.crp_total += crp_increment * float(counts.sum())
         self._refresh(classes)
 
-    def _update_one(self, z, i, crp_increment):
+    def _update_one(self, z, i, crp_increment=1.0):
         """The same conjugate update for a single row, without the grouping."""
         if self.frozen[i]:
             return
-        self.nat_mean[i] += z / self.sigma
-        self.precision[i] += 1.0 / self.sigma
+        self.nat_mean[i], self.precision[i] = add_observations(
+            self.nat_mean[i], self.precision[i], z, 1.0, self.sigma)
         self.n_obs[i] += 1.0
         self.crp_count[i] += crp_increment
         self.crp_total += crp_increment
@@ -259,6 +286,18 @@ class OnlineClassState:
             return Z
         centred = Z - self.basis_shift
         return centred if self.basis is None else centred @ self.basis
+
+    def class_count(self):
+        """Rows each class was conditioned on, shape (N,) (a view)."""
+        return self.n_obs[: self.n_classes]
+
+    def crp_counts(self):
+        """CRP counts ``c_n``, shape (N,) (a view)."""
+        return self.crp_count[: self.n_classes]
+
+    def freeze(self, frozen=True):
+        """Keep the classes instantiated so far fixed (or release them)."""
+        self.frozen[: self.n_classes] = frozen
 
     def class_mean(self):
         """Posterior means ``m_n`` of the classes, in the rows' basis."""
@@ -279,16 +318,11 @@ class OnlineClassState:
         # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
         return var @ (self.basis_inverse * self.basis_inverse)
 
-    def learn(self, Z, labels, y_index):
-        """Condition on labelled rows; labels not known yet become classes,
-        in the order of ``labels``."""
-        Z = self.to_basis(Z)
-        self.widen_label_dtype(labels)
-        new = np.array([lbl not in self.label_index for lbl in labels.tolist()],
-                       dtype=bool)
-        self.add_classes(labels[new])
-        index = np.array([self.label_index[lbl] for lbl in labels.tolist()])
-        self.update(Z, index[y_index])
+    def learn(self, Z, index, n_classes):
+        """Condition on rows of the classes ``index``; the state first grows to
+        ``n_classes`` classes (new ones at the prior)."""
+        self.add_classes(n_classes - self.n_classes)
+        self.update(self.to_basis(Z), index)
 
     def set_crp_counts(self, counts):
         """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
@@ -325,16 +359,17 @@ class OnlineClassState:
             class_prior=self.class_prior,
         ))
 
-    def stream(self, Z, labels, y_index):
+    def stream(self, Z, index, is_new_class):
         """Predict each row with the state before it, then learn it.
 
         Parameters
         ----------
         Z : ndarray of shape (n_rows, d)
-        labels : ndarray of shape (n_labels,)
-            Distinct labels of the rows (validated by the caller).
-        y_index : ndarray of shape (n_rows,)
-            Position of each row's label in ``labels``.
+        index : ndarray of shape (n_rows,)
+            Class index of each row; classes beyond ``n_classes`` are new, in
+            order of first appearance.
+        is_new_class : ndarray of shape (n_rows,) of bool
+            The row is the first of a class that did not exist before it.
 
         Returns
         -------
@@ -344,48 +379,28 @@ class OnlineClassState:
             Posterior probability of the novel class.
         pred_novel : ndarray of shape (n_rows,) of bool
             The novel class is the maximum a posteriori decision.
-        is_new_class : ndarray of shape (n_rows,) of bool
-            The row is the first of a class that did not exist before it.
         """
         Z = self.to_basis(Z)
         if Z.shape[0] == 1:
-            return (*self._score_one(Z), *self._learn_one(Z, labels))
-        self.widen_label_dtype(labels)
-        # Classes that exist keep their index; new ones get the next indices
-        # in order of first appearance, as row-by-row learning would give them.
-        first_row = np.unique(y_index, return_index=True)[1]
-        exists = np.array([lbl in self.label_index for lbl in labels.tolist()],
-                          dtype=bool)
-        new_first_rows = np.sort(first_row[~exists])
-        new_labels = labels[y_index[new_first_rows]]
-        index_of_label = np.empty(labels.shape[0], dtype=np.intp)
-        index_of_label[exists] = [self.label_index[lbl]
-                                  for lbl in labels[exists].tolist()]
-        index_of_label[y_index[new_first_rows]] = self.n_classes + np.arange(
-            new_first_rows.shape[0]
-        )
-        index = index_of_label[y_index]
-        is_new_class = np.zeros(Z.shape[0], dtype=bool)
-        is_new_class[new_first_rows] = True
-
+            scored = self._score_one(Z)
+            self.add_classes(int(is_new_class[0]))
+            self._update_one(Z[0], int(index[0]))
+            return scored
         n_rows = Z.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
         pred_novel = np.empty(n_rows, dtype=bool)
-        start = 0
-        while start < n_rows:
-            stop = self._chunk_stop(index, start, n_rows)
-            rows = slice(start, stop)
-            n_new = int(is_new_class[rows].sum())
+        for rows in chunk_slices(
+            index, n_classes=self.n_classes + int(is_new_class.sum()),
+            width=self.joint_coef.shape[1],
+        ):
             first_new = self.n_classes
-            self.add_classes(new_labels[: n_new])
-            new_labels = new_labels[n_new:]
+            self.add_classes(int(is_new_class[rows].sum()))
             known_index[rows], p_novel[rows], pred_novel[rows] = self._score_chunk(
                 Z[rows], index[rows], is_new_class[rows], first_new
             )
             self.update(Z[rows], index[rows])
-            start = stop
-        return known_index, p_novel, pred_novel, is_new_class
+        return known_index, p_novel, pred_novel
 
     def _score_one(self, Z):
         """A lone row sees exactly the cached state: no prefix sums needed."""
@@ -403,73 +418,23 @@ class OnlineClassState:
         p_novel = np.exp(shifted[n]) / np.exp(kept).sum()
         return np.array([best]), np.array([p_novel]), np.array([pred_novel])
 
-    def _learn_one(self, Z, labels):
-        index = self.label_index.get(labels.tolist()[0])
-        is_new = index is None
-        if is_new:
-            self.widen_label_dtype(labels)
-            self.add_classes(labels)
-            index = self.n_classes - 1
-        self._update_one(Z[0], index, 1.0)
-        return (np.array([is_new]),)
-
-    def _chunk_stop(self, index, start, n_rows):
-        width = self.joint_coef.shape[1]
-        stop = start + min(
-            _MAX_CHUNK_ROWS, max(1, _CHUNK_ELEMENTS // (self.n_classes + 2))
-        )
-        stop = min(stop, n_rows)
-        # The per-row statistics of touched classes cost rows * touched * width.
-        while stop - start > 1:
-            touched = np.unique(index[start:stop]).shape[0]
-            if (stop - start) * touched * width <= _CHUNK_ELEMENTS:
-                break
-            stop = start + (stop - start) // 2
-        return stop
-
     def _score_chunk(self, Z, index, is_new_class, first_new):
         """Scores of one chunk against the states each row really sees.
 
-        Classes the chunk does not touch are scored through the cached GEMM.
-        A touched class ``j`` goes through ``n_j + 1`` states in the chunk
-        (after 0, 1, ..., ``n_j`` of its rows); all states of all touched
-        classes form a table of ``n_rows + n_touched`` natural parameters
-        (prefix sums of each class's rows), scored with one GEMM, and each
-        row picks the state of class ``j`` that precedes it. Cost
-        O(rows x (rows + touched) x d), no (rows x touched x d) tensor.
+        Classes the chunk does not touch are scored through the cached GEMM;
+        the states of touched classes come from ``_streaming.prefix_states``
+        (rows of frozen classes change nothing) and are scored with one GEMM.
         """
         n_classes = self.n_classes
         features = self.features(Z)
         scores = features @ self.joint_coef[: n_classes + 1].T
-
-        touched, row_class = np.unique(index, return_inverse=True)
-        n_touched = touched.shape[0]
-        live = ~self.frozen[index]  # rows of frozen classes change nothing
-        onehot = (row_class[:, None] == np.arange(n_touched)) & live[:, None]
-        # seen[t, j]: rows of class j before row t (the state row t sees).
-        seen = np.cumsum(onehot, axis=0) - onehot
-
-        # State table: class j's block starts at offset[j]; entry k of the
-        # block is the class after its first k rows of the chunk.
-        changes = onehot.sum(axis=0)
-        offset = np.r_[0, np.cumsum(changes + 1)[:-1]]
-        order = np.flatnonzero(live)[np.argsort(row_class[live], kind="stable")]
-        group = row_class[order]
-        group_first = (np.cumsum(changes) - changes)[group]  # in ``order``
-        rank = np.arange(order.shape[0]) - group_first
-        cumulative = np.cumsum(Z[order], axis=0)
-        before = np.vstack([np.zeros((1, Z.shape[1])), cumulative])[group_first]
-        state_rows = offset[group] + rank + 1
-        n_states = int(changes.sum()) + n_touched
-        sums = np.zeros((n_states, Z.shape[1]))
-        sums[state_rows] = cumulative - before
-        counts = np.zeros(n_states)
-        counts[state_rows] = rank + 1.0
-        owner = np.repeat(touched, changes + 1)
-        nat_mean = self.nat_mean[owner] + sums / self.sigma
-        precision = self.precision[owner] + counts[:, None] / self.sigma
+        table = prefix_states(Z, index, live=~self.frozen[index])
+        touched, seen = table.touched, table.seen
+        nat_mean, precision = add_observations(
+            self.nat_mean[table.owner], self.precision[table.owner], table.sums,
+            table.counts[:, None], self.sigma)
         state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
-        density = np.take_along_axis(state_density, offset + seen, axis=1)
+        density = np.take_along_axis(state_density, table.pick, axis=1)
 
         # Per-row CRP prior: counts and N as they stand before each row.
         classes_before = first_new + np.cumsum(is_new_class) - is_new_class

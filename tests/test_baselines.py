@@ -11,12 +11,12 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from sklearn_flowr import _streaming
 from sklearn_flowr.baselines import (
     EVMClassifier,
     NCMClassifier,
     PEELERClassifier,
     ProtoNetClassifier,
-    _prototypes,
 )
 from sklearn_flowr.baselines._weibull import fit_weibull, weibull_inclusion
 
@@ -144,12 +144,24 @@ def test_classes_follow_order_of_arrival(cls, open_world_blobs):
     assert_array_equal(estimator.classes_, np.r_[[0, 1, 2], first])
 
 
+@pytest.mark.parametrize("cls", BASELINES, ids=_names(BASELINES))
+def test_partial_fit_creates_classes_in_order_of_arrival(cls, open_world_blobs):
+    """Check a batch creates its new classes in the order its rows arrive, as
+    the head does and as the same rows one by one would."""
+    X_train, y_train, X_stream, y_stream = open_world_blobs
+    batch = cls().fit(X_train, y_train).partial_fit(X_stream, y_stream)
+    rows = cls().fit(X_train, y_train)
+    for row in range(X_stream.shape[0]):
+        rows.partial_fit(X_stream[row : row + 1], y_stream[row : row + 1])
+    assert_array_equal(batch.classes_, rows.classes_)
+
+
 @pytest.mark.parametrize("cls", PROTOTYPE_BASELINES, ids=_names(PROTOTYPE_BASELINES))
 def test_chunked_stream_equals_whole(cls, open_world_blobs, monkeypatch):
     """Check that a stream cut into chunks of 4 rows gives the same results."""
     X_train, y_train, X_stream, y_stream = open_world_blobs
     whole = cls().fit(X_train, y_train).open_world_step(X_stream, y_stream)
-    monkeypatch.setattr(_prototypes, "_MAX_CHUNK_ROWS", 4)
+    monkeypatch.setattr(_streaming, "_MAX_CHUNK_ROWS", 4)
     chunked = cls().fit(X_train, y_train).open_world_step(X_stream, y_stream)
     assert_array_equal(chunked.y_pred, whole.y_pred)
     assert_allclose(chunked.p_novel, whole.p_novel, rtol=1e-9)

@@ -9,6 +9,7 @@ from scipy.special import logsumexp as scipy_logsumexp
 from scipy.stats import multivariate_normal
 
 from sklearn_flowr._core import (
+    add_observations,
     concentration_from_raw,
     condition_on,
     crp_log_prior,
@@ -115,6 +116,23 @@ def test_condition_on_adds_natural_parameters(rng):
     q, lam = condition_on(np.ones(3), np.array([2.0]), Z, onehot, 0.5)
     np.testing.assert_allclose(q[1], 1 + Z[[1, 2, 4]].sum(0) / 0.5)
     np.testing.assert_allclose(lam[:, 0], [2 + 2 / 0.5, 2 + 3 / 0.5])
+
+
+@pytest.mark.parametrize("prior_var", [np.array([2.0]), np.array([0.5, 1.0, 4.0])])
+def test_add_observations_gives_the_textbook_posterior(rng, prior_var):
+    """Check that conditioning the prior on rows, at once or one at a time,
+    gives the posterior of a Gaussian mean: 1/v = 1/s0 + n/sigma,
+    m = v (mu0/s0 + sum z/sigma)."""
+    Z, mu0, sigma = rng.normal(size=(6, 3)), rng.normal(size=3), 0.7
+    q, lam = add_observations(mu0 / prior_var, 1.0 / prior_var, Z.sum(0), 6.0, sigma)
+    post_var = 1.0 / (1.0 / prior_var + 6 / sigma)
+    np.testing.assert_allclose(1.0 / lam, post_var)
+    np.testing.assert_allclose(q / lam, post_var * (mu0 / prior_var + Z.sum(0) / sigma))
+    q_row, lam_row = mu0 / prior_var, 1.0 / prior_var
+    for z in Z:
+        q_row, lam_row = add_observations(q_row, lam_row, z, 1.0, sigma)
+    np.testing.assert_allclose(q_row, q)
+    np.testing.assert_allclose(lam_row, lam)
 
 
 def test_logsumexp_matches_scipy_and_handles_masked_rows(rng):

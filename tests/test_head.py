@@ -1,18 +1,17 @@
-"""Tests of the CRP-Gaussian head, ``CRPGaussianClassifier``."""
+"""Tests of the CRP-Gaussian head, ``CRPGaussianClassifier``: the posterior,
+learning, streaming and the large context's class embeddings (input checks,
+labels and persistence: ``test_head_inputs.py``; ``sigma="auto"``:
+``test_head_sigma.py``)."""
 
 import copy
-import pickle
 
-import joblib
 import numpy as np
 import pytest
 from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
-from sklearn.datasets import load_digits
 from sklearn.exceptions import NotFittedError
-from sklearn.model_selection import GridSearchCV, StratifiedKFold
 
-import sklearn_flowr._online_state as online_state
+import sklearn_flowr._streaming as streaming
 from sklearn_flowr import CRPGaussianClassifier
 
 # A prior and class noise given in full: the head can start from any batch.
@@ -154,8 +153,8 @@ def test_open_world_step_chunks_give_the_same_result(blobs, rng, monkeypatch):
     X_stream = rng.normal(scale=4, size=(120, 5))
     y_stream = rng.integers(0, 30, size=120)
     whole = clf.open_world_step(X_stream, y_stream)
-    monkeypatch.setattr(online_state, "_MAX_CHUNK_ROWS", 7)
-    monkeypatch.setattr(online_state, "_CHUNK_ELEMENTS", 500)
+    monkeypatch.setattr(streaming, "_MAX_CHUNK_ROWS", 7)
+    monkeypatch.setattr(streaming, "_CHUNK_ELEMENTS", 500)
     parts = chunked.open_world_step(X_stream, y_stream)
     np.testing.assert_allclose(parts.p_novel, whole.p_novel, rtol=1e-10)
     np.testing.assert_array_equal(parts.y_pred, whole.y_pred)
@@ -182,26 +181,6 @@ def test_open_world_step_unfitted_auto_prior_raises(rng, params):
                                                         [0, 1, 0])
 
 
-def test_string_labels_and_custom_novel_label(blobs):
-    """Check string labels, the "novel" default and a user novel_label."""
-    X, y = blobs
-    names = np.array(["ant", "bee", "cat", "dog"])[y]
-    clf = CRPGaussianClassifier().fit(X, names)
-    far = np.full((1, 5), 50.0)
-    assert clf.predict(far)[0] == "novel"
-    clf2 = CRPGaussianClassifier(novel_label="??").fit(X, names)
-    assert clf2.predict(far)[0] == "??"
-    clf2.partial_fit(far, ["a-much-longer-label"])
-    assert clf2.predict(far)[0] == "a-much-longer-label"
-
-
-def test_auto_novel_label_avoids_minus_one_labels(blobs):
-    """Check that labels {-1, 1} get novel label -2."""
-    X, y = blobs
-    clf = CRPGaussianClassifier().fit(X[y < 2], np.where(y[y < 2] == 0, -1, 1))
-    assert clf.novel_label_ == -2
-
-
 def test_stream_state_equals_partial_fit(blobs, rng):
     """Check that open_world_step leaves the same state as partial_fit."""
     X, y = blobs
@@ -213,120 +192,6 @@ def test_stream_state_equals_partial_fit(blobs, rng):
     sort_a, sort_b = np.argsort(a.classes_), np.argsort(b.classes_)
     np.testing.assert_allclose(a.class_mean_[sort_a], b.class_mean_[sort_b])
     np.testing.assert_array_equal(a.crp_count_[sort_a], b.crp_count_[sort_b])
-
-
-# --------------------------------------------------------------- bad input
-def _bad_calls(X, y):
-    nan = X.copy()
-    nan[0, 0] = np.nan
-    inf = X.copy()
-    inf[1, 2] = np.inf
-    return [
-        ("partial_fit", (nan, y), "NaN"),
-        ("partial_fit", (inf, y), "infinity"),
-        ("partial_fit", (X[:, :3], y), "features"),
-        ("partial_fit", (X[:0], y[:0]), "0 sample"),
-        ("partial_fit", (X, np.where(y == 0, -1, y)), "novel label"),
-        ("partial_fit", (X, y[:-1]), "inconsistent numbers of samples"),
-        ("partial_fit", (X, y + 0.5), "Unknown label type"),
-        ("partial_fit", (X, np.array(["x"] * len(y))), "cannot join"),
-        ("open_world_step", (nan, y), "NaN"),
-        ("open_world_step", (X[:, :2], y), "features"),
-        ("open_world_step", (X, np.where(y == 0, -1, y)), "novel label"),
-        ("predict_proba", (X[:, :2],), "features"),
-        ("predict", (nan,), "NaN"),
-    ]
-
-
-@pytest.mark.parametrize("case", range(13))
-def test_bad_input_raises_and_leaves_state_unchanged(blobs, case):
-    """Check each bad input gives a clear error before any state changes."""
-    X, y = blobs
-    clf = CRPGaussianClassifier().fit(X, y)
-    method, args, message = _bad_calls(X, y)[case]
-    before = pickle.dumps(clf)
-    with pytest.raises(ValueError, match=message):
-        getattr(clf, method)(*args)
-    assert pickle.dumps(clf) == before
-
-
-@pytest.mark.parametrize(
-    "params, message",
-    [
-        (dict(a=1.0), "'a' parameter"),
-        (dict(a=-0.1), "'a' parameter"),
-        (dict(b=-0.6, a=0.5), "greater than -a"),
-        (dict(sigma=0.0), "'sigma' parameter"),
-        (dict(sigma="pooled"), "'sigma' parameter"),
-        (dict(prior_var=-1.0), "'prior_var' parameter"),
-        (dict(prior_mean=[0.0, 1.0]), "prior_mean must be"),
-        (dict(known_count=0.3, a=0.5), "must exceed a"),
-        (dict(class_prior="dirichlet"), "'class_prior' parameter"),
-    ],
-)
-def test_bad_hyper_parameters_raise(blobs, params, message):
-    """Check hyper-parameters out of range raise and leave no fitted state."""
-    X, y = blobs
-    clf = CRPGaussianClassifier(**params)
-    with pytest.raises(ValueError, match=message):
-        clf.fit(X, y)
-    assert not hasattr(clf, "n_features_in_")
-
-
-def test_unfitted_use_raises(blobs):
-    """Check predictions before fitting raise NotFittedError."""
-    with pytest.raises(NotFittedError):
-        CRPGaussianClassifier().predict_proba(blobs[0])
-
-
-def test_partial_fit_unfitted_auto_prior_needs_two_classes(blobs):
-    """Check that "auto" prior from a one-class first batch is refused."""
-    X, y = blobs
-    clf = CRPGaussianClassifier()
-    with pytest.raises(ValueError, match="at least 2 classes"):
-        clf.partial_fit(X[y == 0], y[y == 0])
-    assert not hasattr(clf, "n_features_in_")
-
-
-def test_partial_fit_classes_guard(blobs):
-    """Check that labels outside a given `classes` are refused."""
-    X, y = blobs
-    with pytest.raises(ValueError, match="not in `classes`"):
-        CRPGaussianClassifier().partial_fit(X, y, classes=[0, 1])
-
-
-# --------------------------------------------------------------- persistence
-def test_joblib_round_trip_keeps_online_state(blobs, rng, tmp_path):
-    """Check a joblib round trip predicts and continues learning identically."""
-    X, y = blobs
-    clf = CRPGaussianClassifier().fit(X, y)
-    clf.partial_fit(X[:4], [9, 9, 8, 1])
-    joblib.dump(clf, tmp_path / "head.joblib")
-    loaded = joblib.load(tmp_path / "head.joblib")
-    queries = rng.normal(size=(6, 5))
-    np.testing.assert_array_equal(loaded.predict_proba(queries),
-                                  clf.predict_proba(queries))
-    X_more, y_more = rng.normal(size=(10, 5)), rng.integers(0, 12, size=10)
-    np.testing.assert_array_equal(loaded.open_world_step(X_more, y_more).p_novel,
-                                  clf.open_world_step(X_more, y_more).p_novel)
-
-
-def test_skops_round_trip(blobs, rng):
-    """Check persistence through skops.io with explicitly trusted types."""
-    sio = pytest.importorskip("skops.io")
-    X, y = blobs
-    names = np.array(["a", "b", "c", "d"])[y]
-    clf = CRPGaussianClassifier().fit(X, names)
-    clf.partial_fit(X[:2], ["e", "e"])
-    dumped = sio.dumps(clf)
-    untrusted = sio.get_untrusted_types(data=dumped)
-    assert all(t.startswith(("sklearn_flowr.", "builtins.", "numpy."))
-               for t in untrusted)
-    loaded = sio.loads(dumped, trusted=untrusted)
-    queries = rng.normal(size=(3, 5))
-    np.testing.assert_array_equal(loaded.predict(queries), clf.predict(queries))
-    loaded.partial_fit(X[:1], ["f"])
-    assert loaded.classes_.tolist() == ["a", "b", "c", "d", "e", "f"]
 
 
 # --------------------------------------------------------------- precision
@@ -389,168 +254,3 @@ def test_frozen_known_classes_do_not_move_online(rng):
     y_known, p_novel, _, _ = row_by_row(reference, X, y)
     np.testing.assert_allclose(out.p_novel, p_novel, rtol=1e-10)
     np.testing.assert_array_equal(out.y_known, y_known)
-
-
-@pytest.mark.parametrize(
-    "params, named",
-    [
-        (dict(sigma=0.5), "b='auto'"),
-        (dict(b=1.0), "sigma='auto'"),
-        (dict(b=1.0, sigma=0.5, known_count="observed"), "known_count='observed'"),
-    ],
-)
-def test_fit_class_embeddings_needs_numeric_b_and_sigma(params, named):
-    """Check that b, sigma and known_count cannot be estimated without samples."""
-    clf = CRPGaussianClassifier(**params)
-    with pytest.raises(ValueError, match=f"numeric known_count, b and sigma.*{named}"):
-        clf.fit_class_embeddings([0, 1], np.eye(2), [1, 1])
-    assert not hasattr(clf, "n_features_in_")
-
-
-def test_auto_novel_label_for_unsigned_labels(rng):
-    """Check unsigned integer labels get the novel label -1 (not a wrapped value)."""
-    from sklearn_flowr import CRPGaussianClassifier
-
-    X = rng.normal(size=(30, 3))
-    y = np.repeat(np.arange(3, dtype=np.uint8), 10)
-    head = CRPGaussianClassifier().fit(X, y)
-    assert head.novel_label_ == -1
-    assert set(head.predict(X + 100.0).tolist()) <= {-1, 0, 1, 2}
-
-
-# --------------------------------------------------------------- sigma="auto"
-def pooled_within_class_variance(X, y):
-    """Brute-force pooled within-class variance, averaged over features."""
-    squares, n_classes = 0.0, 0
-    for label in np.unique(y):
-        rows = X[y == label]
-        n_classes += 1
-        for row in rows:
-            for j in range(X.shape[1]):
-                squares += (row[j] - rows[:, j].mean()) ** 2
-    return squares / (X.shape[0] - n_classes) / X.shape[1]
-
-
-@pytest.fixture(scope="module")
-def raw_digits():
-    """Raw 0-16 digit pixels: classes 0-5 split into fit and held-out rows,
-    classes 6-9 never seen."""
-    X, y = load_digits(return_X_y=True)
-    known = y < 6
-    X_known, y_known = X[known], y[known]
-    fit = np.arange(y_known.shape[0]) % 2 == 0
-    return (X_known[fit], y_known[fit], X_known[~fit], y_known[~fit], X[~known])
-
-
-def test_sigma_auto_is_pooled_within_class_variance(blobs, rng):
-    """Check that sigma='auto' (the default) equals a brute-force pooled
-    within-class variance and that every prediction uses it."""
-    X, y = blobs
-    keep = np.r_[0:3, 15:30, 30:31, 45:52]  # unequal sizes, one singleton class
-    X, y = X[keep] * 3.0, y[keep]
-    clf = CRPGaussianClassifier().fit(X, y)
-    assert clf.sigma == "auto"
-    assert isinstance(clf.sigma_, float)
-    assert clf.sigma_ == pytest.approx(pooled_within_class_variance(X, y),
-                                       rel=1e-12)
-    fixed = CRPGaussianClassifier(sigma=clf.sigma_).fit(X, y)
-    queries = rng.normal(scale=4, size=(6, 5))
-    np.testing.assert_array_equal(clf.predict_joint_log_proba(queries),
-                                  fixed.predict_joint_log_proba(queries))
-    np.testing.assert_array_equal(clf.class_var_, fixed.class_var_)
-
-
-def test_float_sigma_is_kept_and_leaves_the_prior_unchanged(blobs):
-    """Check that a float sigma is used as given and that the prior estimate
-    does not depend on sigma."""
-    X, y = blobs
-    auto = CRPGaussianClassifier().fit(X, y)
-    fixed = CRPGaussianClassifier(sigma=0.5).fit(X, y)
-    assert fixed.sigma_ == 0.5
-    np.testing.assert_array_equal(fixed.prior_mean_, auto.prior_mean_)
-    np.testing.assert_array_equal(fixed.prior_var_, auto.prior_var_)
-    assert fixed.b_ == auto.b_
-
-
-def test_sigma_auto_fixes_raw_digit_pixels(raw_digits):
-    """Check that the default head recognises raw digit pixels (feature scale
-    ~16) where the paper's sigma=0.5 calls everything novel, and that unseen
-    digits get more novel mass than held-out known ones."""
-    X_fit, y_fit, X_test, y_test, X_unseen = raw_digits
-    auto = CRPGaussianClassifier(a=0.5).fit(X_fit, y_fit)
-    paper = CRPGaussianClassifier(a=0.5, sigma=0.5).fit(X_fit, y_fit)
-    assert np.mean(auto.predict(X_test) == y_test) > 0.8
-    assert np.mean(paper.predict(X_test) == y_test) < 0.05
-    p_novel_known = auto.predict_proba(X_test)[:, -1].mean()
-    p_novel_unseen = auto.predict_proba(X_unseen)[:, -1].mean()
-    assert p_novel_unseen > p_novel_known + 0.3
-
-
-def test_partial_fit_after_auto_fit_keeps_sigma_in_any_chunking(blobs, rng):
-    """Check that sigma_ from fit stays fixed online, so partial_fit in chunks
-    equals partial_fit of the whole batch."""
-    X, y = blobs
-    first = np.arange(60) % 3 == 0
-    whole = CRPGaussianClassifier(known_count="observed").fit(X[first], y[first])
-    sigma = whole.sigma_
-    chunked = copy.deepcopy(whole)
-    X_more = np.vstack([X[~first], rng.normal(scale=5, size=(9, 5))])
-    y_more = np.r_[y[~first], rng.integers(4, 7, size=9)]
-    whole.partial_fit(X_more, y_more)
-    order = rng.permutation(y_more.shape[0])
-    for part in np.array_split(order, [1, 5, 22]):
-        chunked.partial_fit(X_more[part], y_more[part])
-    assert whole.sigma_ == chunked.sigma_ == sigma
-    sort_w, sort_c = np.argsort(whole.classes_), np.argsort(chunked.classes_)
-    np.testing.assert_array_equal(chunked.classes_[sort_c], whole.classes_[sort_w])
-    np.testing.assert_allclose(chunked.class_mean_[sort_c], whole.class_mean_[sort_w])
-    np.testing.assert_allclose(chunked.class_var_[sort_c], whole.class_var_[sort_w])
-    queries = rng.normal(scale=4, size=(5, 5))
-    n = whole.classes_.shape[0]
-    np.testing.assert_allclose(chunked.predict_proba(queries)[:, np.r_[sort_c, n]],
-                               whole.predict_proba(queries)[:, np.r_[sort_w, n]],
-                               rtol=1e-10)
-
-
-def test_partial_fit_unfitted_estimates_sigma_from_first_batch(blobs):
-    """Check that partial_fit on an unfitted head estimates sigma from its
-    first batch, even with one class when the prior is given."""
-    X, y = blobs
-    clf = CRPGaussianClassifier(**dict(GIVEN_PRIOR, sigma="auto"))
-    clf.partial_fit(X[y == 2], y[y == 2])
-    assert clf.sigma_ == pytest.approx(
-        pooled_within_class_variance(X[y == 2], y[y == 2]), rel=1e-12
-    )
-    clf.partial_fit(X[y != 2], y[y != 2])
-    assert clf.sigma_ == pytest.approx(
-        pooled_within_class_variance(X[y == 2], y[y == 2]), rel=1e-12
-    )
-
-
-@pytest.mark.parametrize("method", ["fit", "partial_fit"])
-def test_sigma_auto_with_single_sample_classes_raises(blobs, method):
-    """Check that one sample per class gives a clear error asking for a float
-    sigma, and leaves no fitted state."""
-    X, y = blobs
-    rows = np.array([0, 15, 30])
-    clf = CRPGaussianClassifier(**dict(GIVEN_PRIOR, sigma="auto"))
-    with pytest.raises(ValueError, match="at least 2 samples.*Give sigma as a float"):
-        getattr(clf, method)(X[rows], y[rows])
-    assert not hasattr(clf, "n_features_in_")
-    clf.set_params(sigma=0.5)
-    getattr(clf, method)(X[rows], y[rows])
-    assert clf.sigma_ == 0.5
-
-
-def test_grid_search_over_sigma(raw_digits):
-    """Check that GridSearchCV tunes sigma over floats and "auto"."""
-    X_fit, y_fit, _, _, _ = raw_digits
-    grid = {"sigma": [0.5, 20.0, "auto"]}
-    cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=0)
-    search = GridSearchCV(CRPGaussianClassifier(), grid, cv=cv,
-                          error_score="raise").fit(X_fit, y_fit)
-    scores = dict(zip(map(str, grid["sigma"]),
-                      search.cv_results_["mean_test_score"], strict=True))
-    assert scores["0.5"] < 0.05 < 0.8 < min(scores["20.0"], scores["auto"])
-    assert search.best_params_["sigma"] in (20.0, "auto")
-    assert search.best_estimator_.sigma_ > 1.0

@@ -28,6 +28,7 @@ from ._empirical_bayes import (
     pitman_yor_log_likelihood,
 )
 from ._gaussian import (
+    add_observations,
     condition_on,
     log_density_coef,
     log_density_features,
@@ -36,6 +37,7 @@ from ._gaussian import (
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 
 __all__ = [
+    "add_observations",
     "class_means",
     "concentration_from_raw",
     "condition_on",

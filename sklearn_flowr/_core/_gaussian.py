@@ -45,10 +45,39 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
     """
     xp = get_namespace(Z, onehot)
     onehot_t = xp.matrix_transpose(onehot)
-    nat_mean = prior_nat_mean + (onehot_t @ Z) / sigma
     counts = xp.sum(onehot_t, axis=-1, keepdims=True)
-    precision = prior_precision + counts / sigma
-    return nat_mean, precision
+    return add_observations(prior_nat_mean, prior_precision, onehot_t @ Z, counts,
+                            sigma)
+
+
+def add_observations(nat_mean, precision, sums, counts, sigma):
+    """The conjugate update: condition classes on the sums of their rows.
+
+    The one place the update is written; :func:`condition_on`, the head's
+    online state and its prefix states all call it.
+
+    Parameters
+    ----------
+    nat_mean : array of shape (..., d)
+        ``q`` before the update.
+    precision : array of shape (..., p), p in {1, d}
+        ``lam`` before the update.
+    sums : array of shape (..., d)
+        Sum of the new rows of each class.
+    counts : array or float, broadcastable to (..., 1)
+        Number of new rows of each class (weights are allowed).
+    sigma : float
+        Class-noise variance ``Sigma_eps = sigma * I``.
+
+    Returns
+    -------
+    nat_mean : array of shape (..., d)
+        ``q + sums / sigma``.
+    precision : array of shape (..., p)
+        ``lam + counts / sigma``.
+    """
+    # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
+    return nat_mean + sums / sigma, precision + counts / sigma
 
 
 def predictive_moments(nat_mean, precision, sigma):

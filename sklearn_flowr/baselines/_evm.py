@@ -126,7 +126,7 @@ class EVMClassifier(OpenWorldBaseline):
         self.novel_label = novel_label
 
     # ------------------------------------------------------------------ hooks
-    def _start(self, X, y_index, n_labels, fitting):
+    def _start(self, X, y_index, labels, *, fitting):
         self._points = np.zeros((0, X.shape[1]))
         self._point_class = np.zeros(0, dtype=np.intp)
         self._tails = np.zeros((0, self.tail_size))
@@ -203,26 +203,21 @@ class EVMClassifier(OpenWorldBaseline):
         return margins
 
     # -------------------------------------------------------------- attributes
-    def _fitted_attribute(self, name, value):
-        if not self.__sklearn_is_fitted__():
-            raise AttributeError(f"{name} exists once the estimator is fitted.")
-        return value()
-
     @property
     def points_(self):
-        return self._fitted_attribute("points_", lambda: self._points)
+        return self._fitted("points_")._points
 
     @property
     def point_class_(self):
-        return self._fitted_attribute("point_class_", lambda: self._point_class)
+        return self._fitted("point_class_")._point_class
 
     @property
     def weibull_shape_(self):
-        return self._fitted_attribute("weibull_shape_", lambda: self._shape)
+        return self._fitted("weibull_shape_")._shape
 
     @property
     def weibull_scale_(self):
-        return self._fitted_attribute("weibull_scale_", lambda: self._scale)
+        return self._fitted("weibull_scale_")._scale
 
 
 def _unit_rows(X):

@@ -134,30 +134,24 @@ class PEELERClassifier(PrototypeBaseline):
         self.var_smoothing = var_smoothing
         self.novel_label = novel_label
 
-    def _check_hyper_parameters(self, n_features):
-        if self.precision is None:
-            return
-        precision = np.asarray(self.precision, dtype=np.float64)
-        if precision.ndim > 1 or precision.size not in (1, n_features):
-            raise ValueError(
-                f"precision must be a float or an array of shape ({n_features},); "
-                f"got shape {precision.shape}."
-            )
-        if not np.all(np.isfinite(precision) & (precision > 0)):
-            raise ValueError("precision must be positive and finite.")
-
-    def _start(self, X, y_index, n_labels, fitting):
-        super()._start(X, y_index, n_labels, fitting)
+    def _start(self, X, y_index, labels, *, fitting):
         n_features = X.shape[1]
         if self.precision is not None:
-            precision = np.broadcast_to(
-                np.asarray(self.precision, dtype=np.float64), (n_features,)
-            ).copy()
+            precision = np.asarray(self.precision, dtype=np.float64)
+            if precision.ndim > 1 or precision.size not in (1, n_features):
+                raise ValueError(
+                    f"precision must be a float or an array of shape "
+                    f"({n_features},); got shape {precision.shape}."
+                )
+            if not np.all(np.isfinite(precision) & (precision > 0)):
+                raise ValueError("precision must be positive and finite.")
+            precision = np.broadcast_to(precision, (n_features,)).copy()
         elif fitting:
-            precision = 1.0 / _pooled_variance(X, y_index, n_labels,
+            precision = 1.0 / _pooled_variance(X, y_index, labels.shape[0],
                                                self.var_smoothing)
         else:
             precision = np.ones(n_features)
+        super()._start(X, y_index, labels, fitting=fitting)
         self.precision_ = precision
 
     def _metric_weights(self):
@@ -172,8 +166,7 @@ class PEELERClassifier(PrototypeBaseline):
 
     @property
     def threshold_(self):
-        if not self.__sklearn_is_fitted__():
-            raise AttributeError("threshold_ exists once the estimator is fitted.")
+        self._fitted("threshold_")
         if isinstance(self.threshold, str):  # "auto"
             n_features = self.n_features_in_
             return float(chi2.ppf(0.95, n_features) / n_features)

@@ -1,0 +1,144 @@
+"""Per-class sums, prefix states and chunking: the numerics of online streams.
+
+The head and the class-mean baselines keep, per class, sums of its rows. A
+batch updates them through :func:`group_sums`. A stream (predict each row with
+the state before it, then learn it) is vectorised with :func:`prefix_states`:
+the states a chunk's classes pass through, as a table of prefix sums, scored in
+one matrix product. :func:`chunk_slices` cuts a stream into chunks whose
+temporaries stay within ``_CHUNK_ELEMENTS``. See docs/design.rst, section 1.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+# Elements of the per-chunk temporaries of a stream: bounds memory whatever
+# the sequence length or number of classes (~32 MB of float64).
+_CHUNK_ELEMENTS = 4_000_000
+_MAX_CHUNK_ROWS = 512
+
+
+def group_sums(Z, index):
+    """Sum and count the rows of each class, through one sort.
+
+    ``np.add.reduceat`` over the sorted rows: O(n d) and no (n_rows x
+    n_classes) one-hot matrix.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_rows, d)
+    index : ndarray of shape (n_rows,)
+        Class index of each row.
+
+    Returns
+    -------
+    classes : ndarray of shape (n_groups,)
+        The distinct classes of ``index``, sorted.
+    sums : ndarray of shape (n_groups, d)
+    counts : ndarray of shape (n_groups,) of float64
+    """
+    order = np.argsort(index, kind="stable")
+    sorted_index = index[order]
+    starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
+    counts = np.diff(np.r_[starts, sorted_index.shape[0]]).astype(np.float64)
+    return sorted_index[starts], np.add.reduceat(Z[order], starts, axis=0), counts
+
+
+class PrefixStates(NamedTuple):
+    """The states the classes of a chunk go through, one row of the chunk at a
+    time (see :func:`prefix_states`)."""
+
+    touched: np.ndarray  # (n_touched,) classes with rows in the chunk, sorted
+    owner: np.ndarray  # (n_states,) class of each state
+    sums: np.ndarray  # (n_states, d) sum of the chunk's rows the state took in
+    counts: np.ndarray  # (n_states,) how many rows that is
+    seen: np.ndarray  # (n_rows, n_touched) rows of class j before row t
+    pick: np.ndarray  # (n_rows, n_touched) the state of class j row t sees
+
+
+def prefix_states(Z, index, live=None):
+    """Every state a chunk's classes pass through, as prefix sums of their rows.
+
+    A touched class ``j`` goes through ``n_j + 1`` states in the chunk (after
+    0, 1, ..., ``n_j`` of its rows). All states of all touched classes form a
+    table of ``n_rows + n_touched`` entries: class ``j``'s block starts at
+    ``offset[j]`` and entry ``k`` of the block holds the sum and count of its
+    first ``k`` rows. Row ``t`` sees entry ``pick[t, j]`` of class ``j``. The
+    caller adds the table to the classes' state before the chunk and scores it
+    with one matrix product: O(rows x (rows + touched) x d), no
+    (rows x touched x d) tensor.
+
+    Parameters
+    ----------
+    Z : ndarray of shape (n_rows, d)
+    index : ndarray of shape (n_rows,)
+        Class index of each row.
+    live : ndarray of shape (n_rows,) of bool, default=None
+        Rows that change their class (``None``: all); the others are left out
+        of the sums (the head's frozen classes).
+
+    Returns
+    -------
+    states : PrefixStates
+    """
+    touched, row_class = np.unique(index, return_inverse=True)
+    row_class = row_class.reshape(-1)
+    n_touched = touched.shape[0]
+    onehot = row_class[:, None] == np.arange(n_touched)
+    if live is not None:
+        onehot &= live[:, None]
+    seen = np.cumsum(onehot, axis=0) - onehot
+    changes = onehot.sum(axis=0)
+    offset = np.r_[0, np.cumsum(changes + 1)[:-1]]
+    # The live rows grouped by class, in stream order within a class.
+    order = np.flatnonzero(onehot.any(axis=1))
+    order = order[np.argsort(row_class[order], kind="stable")]
+    group = row_class[order]
+    group_first = (np.cumsum(changes) - changes)[group]
+    rank = np.arange(order.shape[0]) - group_first
+    cumulative = np.cumsum(Z[order], axis=0)
+    before = np.vstack([np.zeros((1, Z.shape[1])), cumulative])[group_first]
+    n_states = int(changes.sum()) + n_touched
+    state_rows = offset[group] + rank + 1
+    sums = np.zeros((n_states, Z.shape[1]))
+    sums[state_rows] = cumulative - before
+    counts = np.zeros(n_states)
+    counts[state_rows] = rank + 1.0
+    return PrefixStates(touched=touched, owner=np.repeat(touched, changes + 1),
+                        sums=sums, counts=counts, seen=seen, pick=offset + seen)
+
+
+def chunk_slices(index, *, n_classes, width):
+    """Cut a stream into chunks whose temporaries stay bounded.
+
+    A chunk scores its rows against ``n_classes + 1`` columns and against the
+    ``rows + touched`` states of :func:`prefix_states`, each ``width`` wide:
+    both stay within ``_CHUNK_ELEMENTS`` (one row at least).
+
+    Parameters
+    ----------
+    index : ndarray of shape (n_rows,)
+        Class index of each row of the stream.
+    n_classes : int
+        Classes known by the end of the stream (an upper bound is enough).
+    width : int
+        Width of a class state (or of a row's features).
+
+    Yields
+    ------
+    rows : slice
+        Consecutive chunks covering ``range(n_rows)``, in order.
+    """
+    n_rows = index.shape[0]
+    start = 0
+    while start < n_rows:
+        stop = min(n_rows, start + min(_MAX_CHUNK_ROWS,
+                                       max(1, _CHUNK_ELEMENTS // (n_classes + 2))))
+        while stop - start > 1:
+            rows = stop - start
+            touched = np.unique(index[start:stop]).shape[0]
+            if rows * (rows + touched) * width <= _CHUNK_ELEMENTS:
+                break
+            stop = start + rows // 2
+        yield slice(start, stop)
+        start = stop

@@ -1,0 +1,121 @@
+"""Tests of the label bookkeeping (``sklearn_flowr._labels``)."""
+
+import pickle
+
+import numpy as np
+import pytest
+
+from sklearn_flowr._labels import (
+    LabelRegistry,
+    check_new_labels,
+    label_result_dtype,
+    resolve_novel_label,
+)
+
+
+def stream_by_hand(known, rows):
+    """Index and is-new of each row, appending unseen labels one row at a time."""
+    known = list(known)
+    index, is_new = [], []
+    for label in rows:
+        is_new.append(label not in known)
+        if is_new[-1]:
+            known.append(label)
+        index.append(known.index(label))
+    return np.array(index), np.array(is_new), known
+
+
+@pytest.mark.parametrize(
+    "novel_label, labels, expected",
+    [
+        ("auto", np.array(["a", "b"]), "novel"),
+        ("auto", np.array([0, 3]), -1),
+        ("auto", np.array([-1, 1]), -2),
+        ("auto", np.array([-5, 2]), -6),
+        ("auto", np.array([0.5, 2.0]), -1.0),
+        ("unknown", np.array([0, 1]), "unknown"),
+        (99, np.array(["a"]), 99),
+    ],
+)
+def test_resolve_novel_label(novel_label, labels, expected):
+    """Check "auto" gives "novel" for strings and one below min(-1, labels) for
+    numbers; any other value is kept."""
+    assert resolve_novel_label(novel_label, labels) == expected
+
+
+def test_auto_novel_label_of_unsigned_labels_is_signed():
+    """Check uint8 labels get an int64 -1, not a wrapped 255."""
+    novel = resolve_novel_label("auto", np.array([0, 1], dtype=np.uint8))
+    assert novel == -1 and np.asarray(novel).dtype == np.int64
+
+
+def test_check_new_labels_refuses_the_novel_label_and_mixed_kinds():
+    """Check the novel label and numbers joining strings are refused."""
+    check_new_labels(np.array([0, 1]), -1)
+    with pytest.raises(ValueError, match="contains the novel label -1"):
+        check_new_labels(np.array([-1, 1]), -1)
+    with pytest.raises(ValueError, match="cannot be mixed"):
+        check_new_labels(np.array([3]), "novel", np.array(["a"], dtype=object))
+
+
+def test_label_result_dtype():
+    """Check the dtype holding known labels and the novel label."""
+    assert label_result_dtype(np.array([1, 2]), np.int64(-1)) == np.int64
+    assert label_result_dtype(np.array(["a"], dtype=object), "novel") == np.dtype("O")
+
+
+def test_register_returns_indices_in_order_of_the_labels():
+    """Check register gives known labels their index and appends new ones in
+    the order given."""
+    registry = LabelRegistry(np.int64)
+    np.testing.assert_array_equal(registry.register(np.array([5, 2])), [0, 1])
+    np.testing.assert_array_equal(registry.register(np.array([7, 5, 9])), [2, 0, 3])
+    np.testing.assert_array_equal(registry.labels, [5, 2, 7, 9])
+    assert len(registry) == 4
+
+
+@pytest.mark.parametrize("n_rows", [1, 2, 40])
+def test_register_stream_equals_a_row_loop(rng, n_rows):
+    """Check indices and first sightings of a stream against a loop over rows."""
+    registry = LabelRegistry(np.int64)
+    registry.add(np.array([3, 1]))
+    rows = rng.integers(0, 8, size=n_rows)
+    labels, y_index = np.unique(rows, return_inverse=True)
+    index, is_new = registry.register_stream(labels, y_index)
+    expected_index, expected_new, known = stream_by_hand([3, 1], rows.tolist())
+    np.testing.assert_array_equal(index, expected_index)
+    np.testing.assert_array_equal(is_new, expected_new)
+    np.testing.assert_array_equal(registry.labels, known)
+
+
+def test_buffer_grows_and_widens():
+    """Check many single additions keep every label, and string labels of any
+    length are kept whole (stored as objects)."""
+    registry = LabelRegistry.for_labels(np.array(["a"]))
+    names = [f"label-{'x' * k}" for k in range(50)]
+    for name in names:
+        registry.add(np.array([name]))
+    assert registry.labels.tolist() == names
+    assert registry.labels.dtype == object
+    numeric = LabelRegistry.for_labels(np.array([1], dtype=np.int8))
+    numeric.add(np.array([1], dtype=np.int8))
+    numeric.add(np.array([100_000]))
+    assert numeric.labels.tolist() == [1, 100_000]
+
+
+def test_labels_of_maps_minus_one_to_the_novel_label():
+    """Check indices map to labels and -1 to the novel label."""
+    registry = LabelRegistry(object)
+    registry.add(np.array(["a", "b"]))
+    assert registry.labels_of(np.array([1, 0]), "novel").tolist() == ["b", "a"]
+    out = registry.labels_of(np.array([1, -1, 0]), "novel")
+    assert out.tolist() == ["b", "novel", "a"]
+
+
+def test_pickle_keeps_labels_and_rebuilds_the_index():
+    """Check a pickled registry holds the used labels only and indexes them."""
+    registry = LabelRegistry(np.int64)
+    registry.add(np.array([4, 8, 6]))
+    restored = pickle.loads(pickle.dumps(registry))
+    assert restored._labels.shape == (3,)
+    np.testing.assert_array_equal(restored.register(np.array([6, 4, 1])), [2, 0, 3])

@@ -1,0 +1,150 @@
+"""Tests of the head's numeric state (``sklearn_flowr._online_state``) against
+the conjugate-Gaussian and Pitman-Yor formulas written out independently."""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy.stats import multivariate_normal
+
+from sklearn_flowr._online_state import (
+    OnlineClassState,
+    check_class_embeddings,
+    new_head_state,
+)
+
+A, B, SIGMA, MU0 = 0.3, 1.2, 0.6, 0.5
+
+
+def textbook_joint(X, index, queries, *, prior_var, n_classes):
+    """``log p(x, n)`` for the classes and the novel class (last column), from
+    the posterior of each class mean and the Pitman-Yor prior, one row of
+    counts per class (CRP count = number of rows)."""
+    d = X.shape[1]
+    s0 = np.broadcast_to(prior_var, (d,))
+    counts = np.bincount(index, minlength=n_classes).astype(float)
+    k = counts.sum()
+    columns = []
+    for n in range(n_classes):
+        rows = X[index == n]
+        post_var = 1.0 / (1.0 / s0 + rows.shape[0] / SIGMA)
+        post_mean = post_var * (MU0 / s0 + rows.sum(axis=0) / SIGMA)
+        density = multivariate_normal(post_mean, np.diag(post_var + SIGMA))
+        columns.append(np.atleast_1d(density.logpdf(queries))
+                       + np.log((counts[n] - A) / (k + B)))
+    novel = multivariate_normal(np.full(d, MU0), np.diag(s0 + SIGMA))
+    columns.append(np.atleast_1d(novel.logpdf(queries))
+                   + np.log((B + A * n_classes) / (k + B)))
+    return np.stack(columns, axis=1)
+
+
+def make_state(prior_var, d):
+    return OnlineClassState(np.full(d, MU0), np.atleast_1d(prior_var), sigma=SIGMA,
+                            a=A, b=B, class_prior="crp")
+
+
+@pytest.mark.parametrize("prior_var", [np.array([2.0]), np.array([0.5, 1.0, 3.0])])
+def test_learned_state_scores_the_textbook_joint(rng, prior_var):
+    """Check learn + joint log-numerators + normaliser against the posterior
+    predictive and the Pitman-Yor prior, isotropic and diagonal."""
+    X = rng.normal(size=(40, 3))
+    index = rng.integers(0, 4, size=40)
+    state = make_state(prior_var, 3)
+    state.learn(X[:15], index[:15], int(index[:15].max()) + 1)
+    state.learn(X[15:], index[15:], 4)
+    queries = rng.normal(scale=2.0, size=(6, 3))
+    joint = state.joint_log_numerators(queries) + state.log_normaliser()
+    expected = textbook_joint(X, index, queries, prior_var=prior_var, n_classes=4)
+    np.testing.assert_allclose(joint, expected, rtol=1e-10)
+
+
+def test_stream_equals_the_textbook_posterior_before_each_row(rng):
+    """Check each row of a stream is scored with the rows before it only, new
+    classes appearing as they arrive (chunked and whole alike)."""
+    X = rng.normal(size=(60, 2)) * 2.0
+    labels = rng.integers(0, 7, size=60)
+    state = make_state(np.array([3.0]), 2)
+    state.learn(X[:10], labels[:10] % 2, 2)  # classes 0 and 1 to start from
+    index = labels[:10] % 2
+    order = {0: 0, 1: 1}
+    stream_index, is_new = [], []
+    for label in labels[10:].tolist():
+        is_new.append(label not in order)
+        order.setdefault(label, len(order))
+        stream_index.append(order[label])
+    stream_index, is_new = np.array(stream_index), np.array(is_new)
+    known, p_novel, pred_novel = state.stream(X[10:], stream_index, is_new)
+    for t in range(50):
+        seen_index = np.r_[index, stream_index[:t]]
+        n_classes = int(seen_index.max()) + 1
+        joint = textbook_joint(X[: 10 + t], seen_index, X[10 + t : 11 + t],
+                               prior_var=np.array([3.0]), n_classes=n_classes)[0]
+        posterior = np.exp(joint - np.logaddexp.reduce(joint))
+        assert p_novel[t] == pytest.approx(posterior[-1], rel=1e-9, abs=1e-300)
+        assert known[t] == np.argmax(joint[:-1])
+        assert pred_novel[t] == (joint[-1] > joint[:-1].max())
+    assert state.n_classes == len(order)
+
+
+def test_frozen_classes_stay_fixed(rng):
+    """Check classes given as natural parameters and frozen do not learn, in a
+    batch update as in a stream, while the others do."""
+    means = rng.normal(size=(2, 3))
+    state = make_state(np.array([1.0]), 3)
+    state.add_classes(2, nat_mean=means / 0.5, precision=np.full((2, 1), 2.0),
+                      crp_count=1.0, frozen=True)
+    np.testing.assert_allclose(state.class_mean(), means, atol=1e-14)
+    X = rng.normal(size=(8, 3))
+    state.learn(X, np.array([0, 1, 2, 2, 0, 1, 2, 0]), 3)
+    state.stream(X, np.array([0, 2, 3, 1, 3, 0, 2, 2]),
+                 np.array([False, False, True] + [False] * 5))
+    np.testing.assert_allclose(state.class_mean()[:2], means, atol=1e-14)
+    np.testing.assert_array_equal(state.crp_count[:4], [1.0, 1.0, 6.0, 2.0])
+    post_var = 1.0 / (1.0 / 1.0 + 2 / SIGMA)  # class 3: stream rows 2 and 4
+    np.testing.assert_allclose(state.class_mean()[3],
+                               post_var * (MU0 / 1.0 + X[[2, 4]].sum(0) / SIGMA))
+
+
+def test_pickle_compacts_and_keeps_learning(rng):
+    """Check a pickled state scores alike, holds only used rows and grows."""
+    state = make_state(np.array([1.0]), 2)
+    state.learn(rng.normal(size=(5, 2)), np.array([0, 1, 2, 0, 1]), 3)
+    restored = pickle.loads(pickle.dumps(state))
+    assert restored.nat_mean.shape == (3, 2)
+    queries = rng.normal(size=(3, 2))
+    np.testing.assert_array_equal(restored.joint_log_numerators(queries),
+                                  state.joint_log_numerators(queries))
+    restored.learn(queries, np.array([3, 4, 5]), 6)
+    assert restored.n_classes == 6
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(b=-0.5), "greater than -a"),
+        (dict(known_count=0.2), "must exceed a"),
+    ],
+)
+def test_new_head_state_checks_b_and_known_count_against_a(params, message):
+    """Check b > -a and known_count > a are required."""
+    X, y_index = np.eye(2), np.array([0, 1])
+    kwargs = dict(a=0.3, b=1.0, sigma=1.0, prior_mean=0.0, prior_var=1.0,
+                  covariance="isotropic", class_prior="crp", known_count=1.0)
+    with pytest.raises(ValueError, match=message):
+        new_head_state(X, y_index, 2, **{**kwargs, **params})
+
+
+@pytest.mark.parametrize(
+    "classes, variances, given, message",
+    [
+        ([0, 0], [1, 1], {}, "distinct labels"),
+        ([0, 1, 2], [1, 1], {}, "one row per class"),
+        ([0, 1], [1, -1], {}, "positive and finite"),
+        ([0, 1], [1, 1], dict(b="auto"), "b='auto'"),
+    ],
+)
+def test_check_class_embeddings(classes, variances, given, message):
+    """Check malformed class embeddings and sample-free "auto" values fail."""
+    with pytest.raises(ValueError, match=message):
+        check_class_embeddings(classes, np.eye(2), variances,
+                               covariance="isotropic", **given)
