@@ -16,8 +16,9 @@ Usage::
         '{"meta_epochs": 3, "episodes_per_epoch": 30, "meta_lr": 1e-3}' \
         '{"meta_epochs": 3, "episodes_per_epoch": 30, "meta_lr": 1e-4}'
 
-It reaches into ``FLOWRClassifier``'s private stages (``_meta_train``) so that
-the variants share one pre-training; it is a diagnostic, not an API example.
+It runs the meta-training stage of ``sklearn_flowr.training`` (``meta_train``)
+on the shared pre-trained encoder, so that the variants share one
+pre-training; it is a diagnostic, not an API example.
 """
 
 from __future__ import annotations
@@ -32,13 +33,17 @@ import joblib
 import numpy as np
 import torch
 
-from sklearn_flowr import FLOWRClassifier
-from sklearn_flowr._core._empirical_bayes import estimate_prior
-from sklearn_flowr._flowr import _empirical_class_stats
+from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+from sklearn_flowr._inputs import as_model_input
 from sklearn_flowr.baselines import NCMClassifier
 from sklearn_flowr.cli._benchmark_setup import load_benchmark_data
 from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
 from sklearn_flowr.training import embed
+from sklearn_flowr.training._class_stats import class_statistics, initial_prior
+from sklearn_flowr.training._config import FLOWRConfig
+from sklearn_flowr.training._head_building import build_head
+from sklearn_flowr.training._meta_training import meta_train
+from sklearn_flowr.training._runner import StageRunner
 
 
 def parse_args(argv=None):
@@ -57,10 +62,9 @@ def evaluate(name, model, data, tasks, labels, y_index, reestimate=False):
     Z_test = model.transform(data.X_test)
     head = model.head_
     if reestimate:
-        means, _ = _empirical_class_stats(model.transform(data.X_train), y_index,
-                                          len(labels))
-        prior_mean, prior_var = estimate_prior(means, np.arange(len(labels)),
-                                               len(labels))
+        means, _ = class_statistics(model.transform(data.X_train), y_index,
+                                    len(labels))
+        prior_mean, prior_var = initial_prior(means)
         head = copy.deepcopy(head).set_params(prior_mean=prior_mean,
                                               prior_var=prior_var)
     flowr = evaluate_online(head, Z_test, data.y_test, tasks, setting="small")
@@ -90,18 +94,21 @@ def main(argv=None):
     tasks = SmallContextTasks(data.y_test, n_support_classes=10, n_novel_classes=5,
                               n_tasks=args.tasks, random_state=args.seed)
     evaluate("pre-trained only", base, data, tasks, labels, y_index)
-    X = base._model_input(data.X_train)
+    config = FLOWRConfig.from_params(base.get_params(deep=False))
+    X = as_model_input(data.X_train, allow_features=config.takes_features)
     for spec in args.variants:
         model = copy.deepcopy(base).set_params(**json.loads(spec))
+        config = FLOWRConfig.from_params(model.get_params(deep=False))
         encoder = copy.deepcopy(base.pretrained_encoder_)
-        means, variances = _empirical_class_stats(embed(encoder, X), y_index,
-                                                  len(labels))
+        means, variances = class_statistics(embed(encoder, X), y_index, len(labels))
+        runner = StageRunner(torch.device("cpu"), args.seed, verbose=0,
+                             history=model.history_)
         tic = time.perf_counter()
-        meta = model._meta_train(encoder, X, y_index, means, variances, args.seed,
-                                 torch.device("cpu"), model.history_)
+        meta = meta_train(encoder, X, y_index, means, variances, config, runner)
         meta.eval()
         model.meta_module_, model.encoder_ = meta, meta.encoder
-        model.head_ = model._new_head(**meta.head_kwargs())
+        model.head_ = build_head(CRPGaussianClassifier(**config.head_params()),
+                                 meta, None, y_index, labels, config)
         history = model.history_["meta"]
         print(f"  {spec}: meta-training {time.perf_counter() - tic:.0f} s, episode "
               f"loss first epoch {history[0]['train_loss']:.3f}, last "

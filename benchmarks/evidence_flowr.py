@@ -61,16 +61,17 @@ so a detector is only informative where it beats this row.
 
 Diagnostics
 -----------
-``--prior-init empirical`` swaps in a subclass (:class:`EmpiricalInitFLOWR`)
-that starts meta-training from the empirical class statistics of the Sup-E
-embeddings instead of Sup-E's learned ``(mu_n, s_n)`` -- the same treatment the
-package gives Sup-FC / untrained encoders. ``--pretrain-epochs`` /
+``--class-stats learned`` starts meta-training of the Sup-E configurations
+from Sup-E's learned class parameters ``(mu_n, s_n)`` instead of the empirical
+class statistics of the pre-trained embeddings (the package default,
+``FLOWRClassifier(class_stats="empirical")``, which every other encoder uses
+too). ``--pretrain-epochs`` /
 ``--meta-epochs`` change the budget of every configuration alike.
 
 Usage
 -----
     python benchmarks/evidence_flowr.py --seeds 3 --tasks 150 --out results.json
-    python benchmarks/evidence_flowr.py --seeds 3 --tasks 150 --prior-init empirical
+    python benchmarks/evidence_flowr.py --seeds 3 --tasks 150 --class-stats learned
     python benchmarks/evidence_flowr.py --smoke      # tiny run, ~10 s
 
 Torch is limited to ``--threads`` (1) threads: on a small shared machine more
@@ -92,7 +93,6 @@ from sklearn.metrics import roc_auc_score
 
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.metrics import h_measure, open_world_report
-from sklearn_flowr.training import embed
 
 LC_KNOWN, LC_NOVEL = list(range(7)), [7, 8, 9]
 SC_TRAIN, SC_TEST = list(range(5)), [5, 6, 7, 8, 9]
@@ -115,29 +115,6 @@ LABELS = {
     "sup-fc_only": "(b) Sup-FC only (no meta)",
     "untrained": "(a) untrained encoder",
 }
-
-
-class EmpiricalInitFLOWR(FLOWRClassifier):
-    """Diagnostic variant (``--prior-init empirical``), not a package feature.
-
-    ``FLOWRClassifier`` starts meta-training (prior ``mu0, s0``; in the large
-    context also the known-known table) from Sup-E's *learned* class
-    parameters ``(mu_n, s_n)``. On this small budget they stay near their
-    initialisation while the encoder moves the embeddings far away from them
-    (see the report). This subclass uses the empirical class means and
-    variances of the pre-trained embeddings instead -- what the package already
-    does after Sup-FC or no pre-training -- so all encoders are treated alike.
-    """
-
-    def _pretrain(self, encoder, X, y_index, n_classes, seed, device):
-        encoder, means, variances = super()._pretrain(encoder, X, y_index,
-                                                      n_classes, seed, device)
-        if self.pretrain == "sup-e":
-            Z = embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
-            means = np.stack([Z[y_index == c].mean(0) for c in range(n_classes)])
-            variances = np.maximum([((Z[y_index == c] - means[c]) ** 2).mean()
-                                    for c in range(n_classes)], 1e-6)
-        return encoder, means, variances
 
 
 # ----------------------------------------------------------------- data
@@ -346,10 +323,11 @@ def parse_args(argv=None):
     p.add_argument("--contexts", nargs="+", default=["lc", "sc"],
                    choices=["lc", "sc"])
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--prior-init", choices=["sup-e", "empirical"], default="sup-e",
-                   help="sup-e: the package (prior and LC table from Sup-E's "
-                   "learned parameters); empirical: diagnostic subclass using "
-                   "the embeddings' class statistics")
+    p.add_argument("--class-stats", choices=["empirical", "learned"],
+                   default="empirical",
+                   help="FLOWRClassifier's class_stats for the Sup-E "
+                   "configurations: empirical class statistics of the "
+                   "embeddings (default) or Sup-E's learned parameters")
     args = p.parse_args(argv)
     if args.smoke:
         args.seeds, args.tasks = 1, 4
@@ -365,9 +343,10 @@ def fit(setting, name, X, y, seed, args):
                   episodes_per_epoch=args.episodes_per_epoch, sigma=args.sigma,
                   device="cpu", verbose=0, random_state=seed)
     params.update(CONFIGS[name])
+    if params["pretrain"] == "sup-e":  # "learned" needs Sup-E's parameters
+        params["class_stats"] = args.class_stats
     start = time.perf_counter()
-    cls = EmpiricalInitFLOWR if args.prior_init == "empirical" else FLOWRClassifier
-    model = cls(**params).fit(X, y)
+    model = FLOWRClassifier(**params).fit(X, y)
     return model, time.perf_counter() - start
 
 
@@ -437,7 +416,7 @@ def main(argv=None):
     claims = {}
     print(f"\nDigits, conv4 d={args.embedding_dim}, pretrain {args.pretrain_epochs} "
           f"ep, meta {args.meta_epochs} x {args.episodes_per_epoch} episodes, "
-          f"sigma={args.sigma}, prior init {args.prior_init}, {args.seeds} seeds x "
+          f"sigma={args.sigma}, class stats {args.class_stats}, {args.seeds} seeds x "
           f"{args.tasks} tasks. Cells: mean+-sd over seeds; H/AUROC pooled per seed.")
     baselines = ["flowr", "sup-e_only", "sup-fc_only", "untrained"]
     for ctx, tpr in [("lc", LC_TPR), ("sc", SC_TPR)]:

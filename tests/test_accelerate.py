@@ -33,8 +33,10 @@ from sklearn_flowr.training import (
     SupFCNet,
     accelerated,
 )
-from sklearn_flowr.training._accelerate import _accelerate_batch_loader
-from sklearn_flowr.training._nets import _batch_index_loader
+from sklearn_flowr.training._loaders import (
+    _accelerate_batch_loader,
+    _batch_index_loader,
+)
 
 accelerate = pytest.importorskip("accelerate")
 

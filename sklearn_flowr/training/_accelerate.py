@@ -32,15 +32,9 @@ from contextlib import contextmanager
 
 import torch
 from skorch.hf import AccelerateMixin
-from torch.utils.data import DataLoader
 
-from ._nets import (
-    EpisodicMetaNet,
-    SupENet,
-    SupFCNet,
-    _ArrayBatches,
-    _batch_index_loader,
-)
+from ._loaders import _accelerate_batch_loader, _episode_loader
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
@@ -62,69 +56,6 @@ def _import_accelerate():
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return accelerate
-
-
-# ----------------------------------------------------------------- iterators
-class _ArrayRows(_ArrayBatches):
-    """``_ArrayBatches`` behind torch's batched fetch (``__getitems__``).
-
-    With automatic batching, torch's ``DataLoader`` hands the whole list of
-    a batch's indices to ``__getitems__`` when the dataset has one, so the
-    batch is still read with one index, while the loader keeps an ordinary
-    ``batch_sampler`` that accelerate knows how to shard. The batch is made
-    of tensors, as torch's default collation would make it: accelerate moves
-    tensors to its device, not NumPy arrays (and skorch, with ``device=None``,
-    leaves them where they are).
-    """
-
-    def __getitems__(self, positions):
-        return tuple(torch.as_tensor(a) for a in self[positions])
-
-
-def _as_is(batch):
-    """``collate_fn`` of :class:`_ArrayRows`: the batch is already stacked."""
-    return batch
-
-
-def _accelerate_batch_loader(dataset, batch_size=128, *, shuffle: bool = False,
-                             drop_last: bool = False, generator=None,
-                             **kwargs) -> DataLoader:
-    """``_batch_index_loader`` in a form ``accelerator.prepare`` can shard.
-
-    The batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
-    in the same order for the same torch seed; data that ``_batch_index_loader``
-    would not read by index gets the same ordinary ``DataLoader``.
-    """
-    loader = _batch_index_loader(dataset, batch_size, shuffle=shuffle,
-                                 drop_last=drop_last, generator=generator, **kwargs)
-    if not isinstance(loader.dataset, _ArrayBatches):
-        return loader
-    batches = loader.dataset
-    return DataLoader(_ArrayRows(batches.X, batches.y, batches.index),
-                      batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
-                      generator=generator, collate_fn=_as_is, **kwargs)
-
-
-def _single_episode(batch):
-    """``collate_fn`` of a batch of one episode: that episode, not stacked."""
-    (episode,) = batch
-    return episode
-
-
-def _episode_loader(dataset, batch_size=None, **kwargs) -> DataLoader:
-    """One whole episode per step, as a batch of one that accelerate can shard.
-
-    ``batch_size=None`` (the :class:`~._nets.EpisodicMetaNet` default) gives the
-    episodes of ``DataLoader(dataset, batch_size=None)`` in the same order,
-    but through a ``BatchSampler`` of size 1: accelerate shards that (process
-    ``p`` of ``P`` takes episodes ``p, p + P, ...``), while it cannot shard a
-    loader without one. Other settings get that plain ``DataLoader``.
-    """
-    if batch_size is None and not {"sampler", "batch_sampler",
-                                    "collate_fn"} & kwargs.keys():
-        return DataLoader(dataset, batch_size=1, collate_fn=_single_episode,
-                          **kwargs)
-    return DataLoader(dataset, batch_size=batch_size, **kwargs)
 
 
 def _discard(text):

@@ -17,6 +17,8 @@ from torch import nn
 
 from .._core import concentration_from_raw, raw_from_concentration
 from ..encoders import last_linear_layer
+from ._class_stats import initial_prior
+from ._config import check_head_hyperparameters
 from ._losses import sup_e_logits
 
 __all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
@@ -179,14 +181,10 @@ default=1.0
                  freeze_batch_norm: bool = True):
         super().__init__()
         self.freeze_batch_norm = bool(freeze_batch_norm)
-        if not 0.0 <= a < 1.0:
-            raise ValueError(f"a={a} must lie in [0, 1).")
-        if not sigma > 0:
-            raise ValueError(f"sigma={sigma} must be positive.")
-        if class_prior not in ("crp", "uniform"):
-            raise ValueError(
-                f"class_prior must be 'crp' or 'uniform'; got {class_prior!r}."
-            )
+        # The estimator's configuration checks the same values the same way.
+        check_head_hyperparameters(
+            a=a, sigma=sigma, class_prior=class_prior,
+            known_count=None if known_means is None else known_count)
         self.encoder = encoder
         self.a = float(a)
         self.sigma = float(sigma)
@@ -211,11 +209,6 @@ default=1.0
             return
         if known_vars is None:
             raise ValueError("known_vars must be given with known_means.")
-        if not known_count > a:
-            raise ValueError(
-                f"known_count={known_count} must exceed a={a}: a class needs "
-                "c_n > a to have prior mass."
-            )
         means = torch.as_tensor(np.asarray(known_means), dtype=torch.float32)
         variances = torch.as_tensor(np.asarray(known_vars),
                                     dtype=torch.float32).reshape(-1, 1)
@@ -352,8 +345,9 @@ default=1.0
                    copy_encoder: bool = True, **kwargs) -> FLOWRMetaModule:
         """Start meta-training from a Sup-E pre-trained module.
 
-        The prior starts at the mean and spread of the Sup-E class means (the
-        same empirical-Bayes choice as the head's ``"auto"``), and in the large
+        The prior starts at the mean and spread of the Sup-E class means
+        (:func:`~._class_stats.initial_prior`, as in
+        :class:`~sklearn_flowr.FLOWRClassifier`), and in the large
         context the known-known table starts at the Sup-E ``(mu_n / s_n,
         1 / s_n)``.
 
@@ -385,9 +379,10 @@ default=1.0
             raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
         means = sup_e.class_means.detach().cpu().numpy()
         variances = np.exp(sup_e.class_log_var.detach().cpu().numpy())
-        kwargs.setdefault("prior_mean", means.mean(axis=0))
-        # Floored like the head's empirical Bayes: one class has no spread.
-        kwargs.setdefault("prior_var", max(float(means.var(axis=0).mean()), 1e-3))
+        # The same empirical-Bayes start as FLOWRClassifier's meta-training.
+        prior_mean, prior_var = initial_prior(means)
+        kwargs.setdefault("prior_mean", prior_mean)
+        kwargs.setdefault("prior_var", prior_var)
         if setting == "large":
             kwargs.setdefault("known_means", means)
             kwargs.setdefault("known_vars", variances)

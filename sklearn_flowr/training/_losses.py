@@ -24,8 +24,8 @@ from torch.nn import functional as F
 from .._core import (
     concentration_from_raw,
     condition_on,
-    crp_log_normaliser,
     crp_log_numerators,
+    crp_log_prior,
     log_density_coef,
     log_density_features,
 )
@@ -241,13 +241,9 @@ def _log_likelihood(z_query, coef):
 
 def _log_prior(counts, *, a, b, class_prior):
     """Log prior masses of the instantiated classes and of the novel class."""
-    n_classes = counts.shape[0]
-    log_known, log_novel = crp_log_numerators(
-        counts, n_classes, a=a, b=b, class_prior=class_prior
-    )
-    log_norm = crp_log_normaliser(counts.sum(), n_classes, b=b,
-                                  class_prior=class_prior)
-    return torch.cat([log_known, log_novel.reshape(1)]) + log_norm
+    log_known, log_novel = crp_log_prior(counts, counts.sum(), counts.shape[0],
+                                         a=a, b=b, class_prior=class_prior)
+    return torch.cat([log_known, log_novel.reshape(1)])
 
 
 def meta_training_loss(
@@ -490,7 +486,24 @@ def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
     ...                  beta=0.0, l2=0.0)) < 0.1
     True
     """
-    logits = sup_e_logits(z, class_means, class_log_var)
+    return sup_e_objective(sup_e_logits(z, class_means, class_log_var), y,
+                           class_means, class_log_var, beta=beta, l2=l2)
+
+
+def sup_e_objective(logits: torch.Tensor, y: torch.Tensor,
+                    class_means: torch.Tensor, class_log_var: torch.Tensor, *,
+                    beta: float = 0.1, l2: float = 1e-4) -> torch.Tensor:
+    """:func:`sup_e_loss` from its logits (what a skorch criterion receives).
+
+    Examples
+    --------
+    >>> import torch
+    >>> z, y = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.tensor([0, 1])
+    >>> means, log_var = z.clone(), torch.zeros(2)
+    >>> loss = sup_e_objective(sup_e_logits(z, means, log_var), y, means, log_var)
+    >>> bool(loss == sup_e_loss(z, y, means, log_var))
+    True
+    """
     return F.cross_entropy(logits, y.long()) + sup_e_penalty(
         class_means, class_log_var, beta=beta, l2=l2
     )

@@ -27,20 +27,14 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
-from skorch.dataset import Dataset, get_len
+from skorch.dataset import get_len
 from skorch.utils import to_tensor
 from torch import nn
-from torch.utils.data import (
-    BatchSampler,
-    DataLoader,
-    RandomSampler,
-    SequentialSampler,
-    Subset,
-)
 
 from ._device import to_device
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
-from ._losses import meta_training_loss, sup_e_penalty
+from ._loaders import _batch_index_loader
+from ._losses import meta_training_loss, sup_e_objective
 
 __all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"]
 
@@ -58,82 +52,6 @@ def _device_type(device) -> str:
 def _softmax(logits: torch.Tensor) -> torch.Tensor:
     """Closed-world class probabilities from Sup-E logits (``predict_proba``)."""
     return torch.softmax(logits, dim=-1)
-
-
-class _ArrayBatches(torch.utils.data.Dataset):
-    """Mini-batches ``(X[rows], y[rows])`` of a skorch ``Dataset`` over arrays.
-
-    ``index`` maps positions (what the sampler draws) to rows of the arrays,
-    through any ``Subset`` of skorch's internal validation split.
-    """
-
-    def __init__(self, X, y, index: np.ndarray):
-        self.X, self.y, self.index = X, y, index
-
-    def __len__(self) -> int:
-        return self.index.shape[0]
-
-    def __getitem__(self, positions):
-        rows = self.index[positions]
-        return tuple(
-            a[to_device(rows, a.device)] if torch.is_tensor(a) else a[rows]
-            for a in (self.X, self.y)
-        )
-
-
-def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
-                        drop_last: bool = False, generator=None,
-                        **kwargs) -> DataLoader:
-    """A ``DataLoader`` that reads each mini-batch of array data with one index.
-
-    torch's ``DataLoader`` calls ``dataset[i]`` once per row and stacks the
-    rows: some 10 us of Python a row, a large share of a training step of a
-    small encoder on a GPU. When ``dataset`` is skorch's own ``Dataset`` over
-    NumPy arrays or tensors (``dataset[i]`` is then just ``(X[i], y[i])``),
-    the rows of a batch are taken with one fancy index instead, the batch
-    indices coming from a ``BatchSampler`` (automatic batching off). The
-    batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
-    in the same order for the same torch seed. Any other dataset or data
-    (a ``Dataset`` subclass, pandas, sparse, dicts, ``y=None``), or a custom
-    ``sampler``, ``batch_sampler`` or ``collate_fn``, gets that ordinary
-    ``DataLoader``.
-
-    Parameters
-    ----------
-    dataset : torch.utils.data.Dataset
-    batch_size : int or None, default=128
-    shuffle, drop_last : bool, default=False
-    generator : torch.Generator or None, default=None
-        Random source of the shuffling.
-    **kwargs
-        Other ``DataLoader`` parameters (``num_workers``, ``pin_memory``, ...).
-
-    Returns
-    -------
-    torch.utils.data.DataLoader
-    """
-    subsets, rows = [], dataset
-    while isinstance(rows, Subset):  # skorch's internal validation split
-        subsets.append(rows)
-        rows = rows.dataset
-    arrays = (np.ndarray, torch.Tensor)
-    if (
-        type(rows) is not Dataset  # a subclass may transform row by row
-        or not isinstance(rows.X, arrays)
-        or not isinstance(rows.y, arrays)
-        or batch_size is None
-        or {"sampler", "batch_sampler", "collate_fn"} & kwargs.keys()
-    ):
-        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
-                          drop_last=drop_last, generator=generator, **kwargs)
-    index = np.arange(len(dataset))
-    for subset in subsets:
-        index = np.asarray(subset.indices)[index]
-    batches = _ArrayBatches(rows.X, rows.y, index)
-    order = (RandomSampler(batches, generator=generator) if shuffle
-             else SequentialSampler(batches))
-    return DataLoader(batches, batch_size=None, generator=generator,
-                      sampler=BatchSampler(order, batch_size, drop_last), **kwargs)
 
 
 class SupELoss(nn.Module):
@@ -169,9 +87,8 @@ class SupELoss(nn.Module):
 
     def forward(self, logits, y, class_means, class_log_var):
         """Loss of Sup-E ``logits`` (n, n_classes) for class indices ``y``."""
-        return nn.functional.cross_entropy(logits, y.long()) + sup_e_penalty(
-            class_means, class_log_var, beta=self.beta, l2=self.l2
-        )
+        return sup_e_objective(logits, y, class_means, class_log_var,
+                               beta=self.beta, l2=self.l2)
 
 
 class FLOWRMetaLoss(nn.Module):

@@ -13,6 +13,8 @@ among the types to trust (``skops.io.get_untrusted_types``).
 :func:`modules_to_state` copies the modules (the live ones never move or
 change); :func:`modules_from_state` turns the copies back into CPU modules,
 in place. Modules shared between the saved objects stay shared.
+:func:`store_modules` and :func:`restore_modules` do both for an estimator's
+pickled ``__dict__``.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ import copy
 import numpy as np
 import torch
 
-__all__ = ["TensorState", "modules_from_state", "modules_to_state"]
+__all__ = ["TensorState", "modules_from_state", "modules_to_state",
+           "restore_modules", "store_modules"]
 
 # Where nn.Module keeps its tensors.
 _TENSOR_STORES = ("_parameters", "_buffers")
@@ -137,3 +140,84 @@ def modules_from_state(modules: tuple) -> tuple:
 
     _swap_tensors(modules, to_tensor, TensorState)
     return modules
+
+
+# Attributes (and the one parameter) of an estimator that may hold torch modules.
+_MODULE_ATTRIBUTES = ("meta_module_", "encoder_", "pretrained_encoder_", "backbone")
+# The key of the stored modules' places in a pickled state.
+_STORED = "_stored_modules"
+
+
+def _module_slots(state):
+    """``(dict, key)`` of every torch module in a pickled state: the module
+    attributes, and a module ``backbone`` in the fitted-parameter snapshot."""
+    slots = [(state, name) for name in _MODULE_ATTRIBUTES
+             if isinstance(state.get(name), torch.nn.Module)]
+    snapshot = state.get("_fitted_params")
+    if isinstance(snapshot, dict):
+        slots += [(snapshot, name) for name, value in snapshot.items()
+                  if isinstance(value, torch.nn.Module)]
+    return slots
+
+
+def store_modules(state: dict) -> dict:
+    """An estimator's pickled state with its modules as stored copies.
+
+    Parameters
+    ----------
+    state : dict
+        What ``BaseEstimator.__getstate__`` returns; not changed (on Python
+        >= 3.11 it is the live ``__dict__``).
+
+    Returns
+    -------
+    dict
+        A copy in which every module (fitted attributes, and a module
+        ``backbone`` in the ``_fitted_params`` snapshot) is replaced by its
+        :func:`modules_to_state` copy. One copy of all modules keeps shared
+        modules shared (``encoder_`` and ``meta_module_.encoder``; a module
+        backbone and its snapshot).
+
+    Examples
+    --------
+    >>> from torch import nn
+    >>> layer = nn.Linear(2, 2)
+    >>> stored = store_modules({"encoder_": layer, "pretrained_encoder_": layer})
+    >>> stored["encoder_"] is stored["pretrained_encoder_"] is not layer
+    True
+    >>> restored = restore_modules(stored)
+    >>> type(restored["encoder_"].weight).__name__
+    'Parameter'
+    """
+    state = dict(state)
+    if isinstance(state.get("_fitted_params"), dict):
+        state["_fitted_params"] = dict(state["_fitted_params"])
+    slots = _module_slots(state)
+    if slots:
+        stored = modules_to_state(tuple(place[name] for place, name in slots))
+        for (place, name), module in zip(slots, stored, strict=True):
+            place[name] = module
+        state[_STORED] = [(place is not state, name) for place, name in slots]
+    return state
+
+
+def restore_modules(state: dict) -> dict:
+    """Inverse of :func:`store_modules`: CPU modules back in their places.
+
+    Parameters
+    ----------
+    state : dict
+        A state :func:`store_modules` made (or one without modules).
+
+    Returns
+    -------
+    dict
+        A copy without the bookkeeping key, its stored modules rebuilt in
+        place (see :func:`store_modules` for an example).
+    """
+    state = dict(state)
+    slots = state.pop(_STORED, [])
+    modules_from_state(tuple(
+        (state["_fitted_params"] if in_snapshot else state)[name]
+        for in_snapshot, name in slots))
+    return state

@@ -1,0 +1,54 @@
+"""The fitted model the docstring examples of ``FLOWRClassifier`` share.
+
+Every method of :class:`~sklearn_flowr.FLOWRClassifier` shows its use on the
+model of the class's Examples section (an MLP on scikit-learn's digits,
+fitted on digits 0-4). It is fitted once per context and process, and each
+call hands out a copy, so an example that changes its model leaves the others
+theirs.
+"""
+
+import copy
+import functools
+
+__all__ = ["flowr_example"]
+
+
+@functools.cache
+def _fitted(setting):
+    from sklearn.datasets import load_digits
+
+    from ._flowr import FLOWRClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0  # 64 pixel features, for the "mlp" backbone
+    clf = FLOWRClassifier(backbone="mlp", setting=setting, embedding_dim=4,
+                          pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2,
+                          n_way=3, n_unknown=1, verbose=0, random_state=0)
+    return clf.fit(X[y < 5], y[y < 5]), X, y
+
+
+def flowr_example(setting="large"):
+    """A copy of the class example's fitted model, and the digits.
+
+    Parameters
+    ----------
+    setting : {"small", "large"}, default="large"
+
+    Returns
+    -------
+    clf : FLOWRClassifier
+        ``FLOWRClassifier(backbone="mlp", setting=setting, embedding_dim=4,
+        pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2, n_way=3,
+        n_unknown=1, verbose=0, random_state=0)`` fitted on digits 0-4.
+    X : ndarray of shape (1797, 64)
+        The digits' pixels in [0, 1].
+    y : ndarray of shape (1797,)
+
+    Examples
+    --------
+    >>> clf, X, y = flowr_example("large")
+    >>> clf.classes_
+    array([0, 1, 2, 3, 4])
+    """
+    clf, X, y = _fitted(setting)
+    return copy.deepcopy(clf), X, y

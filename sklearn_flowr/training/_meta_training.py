@@ -1,0 +1,220 @@
+"""Stage 3 of FLOWR's training: episodic meta-training.
+
+:func:`meta_train` builds the :class:`~._heads.FLOWRMetaModule` from the
+pre-trained encoder and class table and trains it on episodes;
+:func:`check_meta_training_plan` runs the episode sampler's checks on the
+labels alone, so that ``fit`` fails on them before pre-training.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ._class_stats import initial_prior
+from ._config import FLOWRConfig
+from ._episodes import EpisodeDataset
+from ._heads import FLOWRMetaModule
+from ._nets import EpisodicMetaNet
+from ._runner import StageRunner
+
+__all__ = ["check_meta_training_plan", "episode_dataset", "known_classes",
+           "meta_train"]
+
+# Share of the training classes that play the unknown-unknowns while the
+# large-context head is meta-trained (the others form its known-class table).
+LARGE_CONTEXT_HELD_OUT = 0.2
+
+
+def known_classes(config: FLOWRConfig, n_classes: int, seed: int) -> np.ndarray:
+    """Training classes meta-training treats as known (large: a hold-out).
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+    n_classes : int
+    seed : int
+        Draws the held-out classes of the large context.
+
+    Returns
+    -------
+    ndarray of shape (n_known,)
+        Sorted class indices: all classes in the small context; in the large
+        one all but ``max(n_unknown, ceil(0.2 * n_classes))`` of them.
+
+    Examples
+    --------
+    >>> known_classes(FLOWRConfig(setting="small"), 4, seed=0)
+    array([0, 1, 2, 3])
+    >>> known_classes(FLOWRConfig(setting="large", n_unknown=2), 10, seed=0).shape
+    (8,)
+    """
+    if config.setting == "small":
+        return np.arange(n_classes)
+    held_out = max(config.n_unknown,
+                   int(np.ceil(LARGE_CONTEXT_HELD_OUT * n_classes)))
+    rng = np.random.default_rng(seed)
+    return np.sort(rng.permutation(n_classes)[: max(n_classes - held_out, 0)])
+
+
+def episode_dataset(config: FLOWRConfig, X, y_index, known, seed: int):
+    """The :class:`EpisodeDataset` of meta-training.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+        ``setting``, ``n_way``, ``n_query``, ``n_unknown``,
+        ``episodes_per_epoch``.
+    X : ndarray or tensor of shape (n_samples, ...)
+    y_index : ndarray of shape (n_samples,)
+    known : ndarray
+        :func:`known_classes`.
+    seed : int
+
+    Returns
+    -------
+    EpisodeDataset
+
+    Raises
+    ------
+    ValueError
+        When a class has fewer than ``n_query + 1`` rows, or the sampler
+        refuses the counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.repeat(np.arange(5), 8)
+    >>> config = FLOWRConfig(n_way=3, n_unknown=1, episodes_per_epoch=2)
+    >>> episodes = episode_dataset(config, np.zeros((40, 2), "f4"), y,
+    ...                            np.arange(5), seed=0)
+    >>> len(episodes)
+    2
+    """
+    sizes = np.bincount(y_index)
+    max_shots = int(min(10, sizes.min() - config.n_query))
+    if max_shots < 1:
+        raise ValueError(
+            f"The smallest class has {sizes.min()} rows: episodes need at least "
+            f"n_query + 1 = {config.n_query + 1} rows per class."
+        )
+    if config.setting == "small":
+        n_way = min(config.n_way, len(sizes) - config.n_unknown)
+        return EpisodeDataset(X, y_index, setting="small", n_way=n_way,
+                              shots=(1, max_shots), n_query=config.n_query,
+                              n_unknown=config.n_unknown,
+                              n_episodes=config.episodes_per_epoch,
+                              random_state=seed)
+    return EpisodeDataset(X, y_index, setting="large",
+                          n_way=min(config.n_way, len(known)),
+                          n_query=config.n_query, n_unknown=config.n_unknown,
+                          known_classes=known,
+                          n_episodes=config.episodes_per_epoch, random_state=seed)
+
+
+def check_meta_training_plan(config: FLOWRConfig, y_index, n_classes: int,
+                             seed: int) -> None:
+    """Fail on what meta-training would reject, from the labels alone.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+    y_index : ndarray of shape (n_samples,)
+    n_classes : int
+    seed : int
+
+    Raises
+    ------
+    ValueError
+        No support class is left once ``n_unknown`` classes are held out,
+        or the episode sampler refuses the class sizes or counts.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> y = np.repeat(np.arange(3), 8)
+    >>> check_meta_training_plan(FLOWRConfig(n_unknown=3), y, 3, seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: n_unknown=3 leaves no support class among the 3 training ...
+    """
+    if not config.meta_epochs:
+        # Without meta-training there are no episodes: n_unknown, n_way and
+        # the large-context hold-out are never used.
+        return
+    known = known_classes(config, n_classes, seed)
+    n_support = (n_classes - config.n_unknown if config.setting == "small"
+                 else len(known))
+    if n_support < 1:
+        raise ValueError(
+            f"n_unknown={config.n_unknown} leaves no support class among the "
+            f"{n_classes} training classes ({config.setting} context): lower "
+            "n_unknown or give more classes.")
+    # The sampler's own checks need the labels only: no images.
+    episode_dataset(config, np.empty((len(y_index), 0), np.float32), y_index,
+                    known, seed)
+
+
+def meta_train(encoder, X, y_index, means, variances, config: FLOWRConfig,
+               runner: StageRunner) -> FLOWRMetaModule:
+    """Build the FLOWR meta-module from the class table and meta-train it.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+        The pre-trained encoder (trained in place).
+    X : ndarray or tensor of shape (n_samples, ...)
+    y_index : ndarray of shape (n_samples,)
+    means : ndarray of shape (n_classes, embedding_dim)
+    variances : ndarray of shape (n_classes,)
+        The class table: the prior starts at :func:`initial_prior` of
+        ``means``; in the large context the known classes' rows start the
+        known-known table.
+    config : FLOWRConfig
+    runner : StageRunner
+        The history goes under ``"meta"``.
+
+    Returns
+    -------
+    FLOWRMetaModule
+        With ``known_classes_``, the classes of its known-known table
+        (large context). Untrained when ``config.meta_epochs == 0``.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> y = np.repeat(np.arange(5), 8)
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
+    >>> config = FLOWRConfig(n_way=3, n_unknown=1, n_query=2, meta_epochs=1,
+    ...                      episodes_per_epoch=2, embedding_dim=4, verbose=0)
+    >>> meta = meta_train(MLPEncoder(8, embedding_dim=4), X, y, np.eye(5, 4),
+    ...                   np.ones(5), config, StageRunner(torch.device("cpu"), 0))
+    >>> meta.n_known, meta.known_classes_
+    (0, array([0, 1, 2, 3, 4]))
+    """
+    n_classes = means.shape[0]
+    prior_mean, prior_var = initial_prior(means)
+    known = known_classes(config, n_classes, runner.seed)
+    table = (dict(known_means=means[known], known_vars=variances[known])
+             if config.setting == "large" else {})
+    meta = FLOWRMetaModule(encoder, config.embedding_dim,
+                           **config.meta_module_params(), prior_mean=prior_mean,
+                           prior_var=prior_var, **table).to(runner.device)
+    meta.known_classes_ = known
+    if config.meta_epochs == 0:
+        return meta
+    episodes = episode_dataset(config, X, y_index, known, runner.seed)
+    net = runner.net(
+        EpisodicMetaNet, module=meta, lr=config.meta_lr, device=runner.device,
+        verbose=config.verbose, random_state=None,
+        criterion__lambda_adapt=config.lambda_adapt,
+        optimizer__param_groups=[
+            (name, {"lr": config.head_lr})
+            for name in FLOWRMetaModule.head_parameter_names
+        ] if config.head_lr is not None else [],
+        autocast=torch.bfloat16 if config.autocast == "bf16" else None,
+        # One episode per step: the bar counts episodes.
+        callbacks=runner.progress(batches_per_epoch=len(episodes)))
+    net = runner.fit(net, "meta", config.meta_epochs, episodes)
+    return net.module_

@@ -1,0 +1,122 @@
+"""FLOWR's training as one pipeline of stages.
+
+``pre-train -> match the noise scale -> meta-train -> build the head``
+(docs/design.rst, section 5). :func:`check_training_plan` runs every check
+the stages would make on the labels before any of them starts;
+:func:`train_flowr` runs them and returns the fitted attributes of
+:class:`~sklearn_flowr.FLOWRClassifier`, setting nothing on it.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from ._config import FLOWRConfig
+from ._device import to_device_if_fits
+from ._head_building import build_head
+from ._meta_training import check_meta_training_plan, meta_train
+from ._pretraining import build_encoder, embed_rows, match_noise_scale, pretrain
+from ._runner import StageRunner
+
+__all__ = ["check_training_plan", "train_flowr"]
+
+
+def check_training_plan(config: FLOWRConfig, y_index, n_classes: int,
+                        seed: int) -> None:
+    """Fail before any training on labels the stages would reject.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+        Already checked on its own (building it checks it).
+    y_index : ndarray of shape (n_samples,)
+    n_classes : int
+    seed : int
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 classes, or what meta-training's episodes would refuse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_training_plan(FLOWRConfig(), np.zeros(10, int), 1, seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: fit needs at least 2 classes; got 1 class.
+    """
+    if n_classes < 2:
+        raise ValueError(f"fit needs at least 2 classes; got {n_classes} class.")
+    check_meta_training_plan(config, y_index, n_classes, seed)
+
+
+def train_flowr(X, labels, y_index, config: FLOWRConfig, runner: StageRunner,
+                head_template) -> dict:
+    """Pre-train, match the scale, meta-train and build the head.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
+        Model input (see :func:`sklearn_flowr._inputs.as_model_input`).
+    labels : ndarray of shape (n_classes,)
+    y_index : ndarray of shape (n_samples,)
+        Class index of each row.
+    config : FLOWRConfig
+    runner : StageRunner
+    head_template : CRPGaussianClassifier
+        Unfitted head with the configuration's hyper-parameters.
+
+    Returns
+    -------
+    dict
+        The fitted attributes: ``history_``, ``pretrained_encoder_``,
+        ``meta_module_``, ``encoder_``, ``train_classes_``, ``input_shape_``,
+        ``n_features_in_``, ``noise_scale_``, ``head_``.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = (X[y < 4] / 16).astype("f4"), y[y < 4]
+    >>> config = FLOWRConfig(backbone="mlp", setting="large", embedding_dim=4,
+    ...                      pretrain_epochs=1, meta_epochs=1,
+    ...                      episodes_per_epoch=2, n_way=2, n_unknown=1,
+    ...                      verbose=0)
+    >>> fitted = train_flowr(X, np.arange(4), y, config,
+    ...                      StageRunner(torch.device("cpu"), seed=0),
+    ...                      CRPGaussianClassifier(**config.head_params()))
+    >>> fitted["head_"].classes_, sorted(fitted["history_"])
+    (array([0, 1, 2, 3]), ['meta', 'pretrain'])
+    """
+    torch.manual_seed(runner.seed)
+    # On a GPU the training images live there when they fit, so batches and
+    # episodes are gathered on the device.
+    X_train = (X if runner.accelerator is not None
+               else to_device_if_fits(X, runner.device))
+    encoder = build_encoder(config, X)
+    encoder, means, variances = pretrain(encoder, X_train, y_index, len(labels),
+                                         config, runner)
+    noise_scale = 1.0
+    if config.match_sigma:
+        means, variances, noise_scale = match_noise_scale(
+            encoder, X_train, y_index, means, variances, sigma=config.sigma,
+            batch_size=config.batch_size)
+    # Baselines are compared on the pre-trained encoder, before FLOWR's
+    # meta-training changes it (same object when there is none).
+    pretrained = encoder if config.meta_epochs == 0 else copy.deepcopy(encoder)
+    meta = meta_train(encoder, X_train, y_index, means, variances, config, runner)
+    meta.eval()
+    needs_embeddings = config.covariance == "full" or config.setting == "large"
+    Z = (embed_rows(meta.encoder, X_train, config.batch_size) if needs_embeddings
+         else None)
+    head = build_head(head_template, meta, Z, y_index, labels, config)
+    return dict(history_=runner.history, pretrained_encoder_=pretrained.eval(),
+                meta_module_=meta, encoder_=meta.encoder, train_classes_=labels,
+                input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
+                noise_scale_=noise_scale, head_=head)

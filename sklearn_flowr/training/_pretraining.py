@@ -1,0 +1,202 @@
+"""Stages 1 and 2 of FLOWR's training: pre-training and scale matching.
+
+:func:`pretrain` trains the encoder with Sup-E or Sup-FC (or leaves it as
+built) and returns the class statistics that start meta-training;
+:func:`match_noise_scale` rescales the encoder's last linear layer so that the
+head's class noise ``sigma`` fits the embedding (docs/design.rst, section 5).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from ..encoders import last_linear_layer, make_backbone
+from ._class_stats import class_statistics
+from ._config import FLOWRConfig
+from ._fine_tune import embed
+from ._nets import SupENet, SupFCNet
+from ._runner import StageRunner
+
+__all__ = ["build_encoder", "embed_rows", "match_noise_scale", "pretrain"]
+
+
+def build_encoder(config: FLOWRConfig, X) -> torch.nn.Module:
+    """The untrained encoder ``config.backbone`` names, sized for ``X``.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+    X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
+
+    Returns
+    -------
+    torch.nn.Module
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> encoder = build_encoder(FLOWRConfig(backbone="mlp", embedding_dim=4),
+    ...                         np.zeros((2, 8), np.float32))
+    >>> last_linear_layer(encoder).out_features
+    4
+    """
+    return make_backbone(
+        config.backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
+        input_size=X.shape[2:] if X.ndim == 4 else None,
+        n_features=X.shape[1] if X.ndim == 2 else None,
+        embedding_dim=config.embedding_dim,
+    )
+
+
+def embed_rows(encoder, X, batch_size: int) -> np.ndarray:
+    """float64 embeddings of ``X``, in batches of ``4 * batch_size`` rows."""
+    return embed(encoder, X, batch_size=4 * batch_size).astype(np.float64)
+
+
+def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
+             runner: StageRunner):
+    """Pre-train ``encoder`` (Sup-E, Sup-FC or none) and read the class table.
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+        Trained in place.
+    X : ndarray or tensor of shape (n_samples, ...)
+    y_index : ndarray of shape (n_samples,)
+        Class indices, in ``range(n_classes)``.
+    n_classes : int
+    config : FLOWRConfig
+        ``pretrain``, ``pretrain_epochs``, ``lr``, ``batch_size``, ``beta``,
+        ``class_stats``.
+    runner : StageRunner
+        Device, seed, checkpoints; the history goes under ``"pretrain"``.
+
+    Returns
+    -------
+    encoder : torch.nn.Module
+    means : ndarray of shape (n_classes, embedding_dim)
+        ``mu_n``: Sup-E's learned class means with
+        ``class_stats="learned"``, else the embeddings' class means.
+    variances : ndarray of shape (n_classes,)
+        ``s_n``, likewise.
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
+    >>> config = FLOWRConfig(backbone="mlp", embedding_dim=4, pretrain_epochs=1,
+    ...                      verbose=0)
+    >>> encoder = build_encoder(config, X)
+    >>> runner = StageRunner(torch.device("cpu"), seed=0)
+    >>> encoder, means, variances = pretrain(encoder, X, np.arange(40) % 4, 4,
+    ...                                      config, runner)
+    >>> means.shape, variances.shape, len(runner.history["pretrain"])
+    ((4, 4), (4,), 1)
+    """
+    if config.pretrain is None:
+        encoder = encoder.to(runner.device)
+        return (encoder, *class_statistics(
+            embed_rows(encoder, X, config.batch_size), y_index, n_classes))
+    net_class = SupENet if config.pretrain == "sup-e" else SupFCNet
+    params = dict(module__encoder=encoder, module__n_classes=n_classes,
+                  lr=config.lr, batch_size=config.batch_size, device=runner.device,
+                  verbose=config.verbose, random_state=runner.seed,
+                  callbacks=runner.progress(), iterator_train__shuffle=True,
+                  # A last batch of one row breaks batch norm in training
+                  # mode ("expected more than 1 value per channel").
+                  iterator_train__drop_last=X.shape[0] % config.batch_size == 1)
+    if config.pretrain == "sup-e":
+        params["criterion__beta"] = config.beta
+    net = runner.fit(runner.net(net_class, **params), "pretrain",
+                     config.pretrain_epochs, X, y_index)
+    module = net.module_
+    if config.class_stats == "learned":
+        means = module.class_means.detach().cpu().double().numpy()
+        variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
+        return module.encoder, means, variances.reshape(-1)
+    return (module.encoder, *class_statistics(
+        embed_rows(module.encoder, X, config.batch_size), y_index, n_classes))
+
+
+def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
+    layer = last_linear_layer(encoder)
+    with torch.no_grad():
+        for tensor in (layer.weight, layer.bias):
+            if tensor is None:
+                continue
+            if undo:
+                tensor.div_(factor)
+            else:
+                tensor.mul_(factor)
+
+
+def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
+                      batch_size: int):
+    """Scale the last linear layer so the within-class variance equals sigma.
+
+    The head's Gaussian model assumes class noise ``sigma * I``; pre-training
+    fixes no scale. The mean over classes of the within-class variance of the
+    embeddings of ``X`` becomes ``sigma`` (an empirical-Bayes step on the
+    scale, not in the paper).
+
+    Parameters
+    ----------
+    encoder : torch.nn.Module
+        Rescaled in place, when its output is linear in its last linear layer.
+    X : ndarray or tensor of shape (n_samples, ...)
+    y_index : ndarray of shape (n_samples,)
+    means : ndarray of shape (n_classes, embedding_dim)
+    variances : ndarray of shape (n_classes,)
+        The class table of :func:`pretrain`, rescaled alike.
+    sigma : float
+    batch_size : int
+        Embeddings are computed ``4 * batch_size`` rows at a time.
+
+    Returns
+    -------
+    means, variances : ndarray
+        ``factor * means`` and ``factor ** 2 * variances``.
+    factor : float
+        The scale applied (1.0, with a warning, when the encoder's output is
+        not linear in its last linear layer).
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.arange(60) % 3
+    >>> X = (rng.normal(size=(3, 8))[y] + rng.normal(size=(60, 8))).astype("f4")
+    >>> torch.manual_seed(0) and None
+    >>> encoder = MLPEncoder(8, hidden=(16,), embedding_dim=4)
+    >>> means, variances = class_statistics(embed_rows(encoder, X, 64), y, 3)
+    >>> means, variances, factor = match_noise_scale(
+    ...     encoder, X, y, means, variances, sigma=0.5, batch_size=64)
+    >>> round(float(class_statistics(embed_rows(encoder, X, 64), y, 3)[1].mean()), 4)
+    0.5
+    """
+    Z = embed_rows(encoder, X, batch_size)
+    _, within = class_statistics(Z, y_index, means.shape[0])
+    factor = float(np.sqrt(sigma / max(within.mean(), 1e-12)))
+    _scale_last_layer(encoder, factor)
+    # Linearity probe on the same rows, batched alike; embed runs without
+    # TF32, so on a GPU as on the CPU the two agree to float32 rounding
+    # when the layer is the output.
+    n_probe = min(X.shape[0], 4 * batch_size)
+    probe = embed_rows(encoder, X[:n_probe], batch_size)
+    expected = factor * Z[:n_probe]
+    if np.linalg.norm(probe - expected) > 1e-4 * np.linalg.norm(expected):
+        # A user module whose last linear layer is not the output (a norm
+        # or activation follows): undo and keep the scale it has.
+        _scale_last_layer(encoder, factor, undo=True)
+        warnings.warn(
+            "match_sigma: the encoder's output is not linear in its last "
+            f"linear layer; the embedding was not rescaled (its within-class "
+            f"variance is {within.mean():.3g}, sigma={sigma}). Pass "
+            "match_sigma=False to silence this, or end the encoder in its "
+            "linear layer.", UserWarning, stacklevel=4)
+        return means, variances, 1.0
+    return means * factor, variances * factor**2, factor

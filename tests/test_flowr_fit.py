@@ -1,0 +1,381 @@
+"""Tests of FLOWRClassifier.fit: what each training choice does, checkpoints,
+and the checks that run before any training (see also test_training_stages)."""
+
+import numpy as np
+import pytest
+from sklearn.exceptions import NotFittedError
+
+from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+
+TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
+            n_way=3, n_unknown=2, verbose=0, random_state=0)
+
+
+@pytest.mark.parametrize("pretrain", ["sup-fc", None])
+def test_other_pretraining_choices(digits, pretrain):
+    """Check Sup-FC trains the encoder otherwise than Sup-E (its own loss and
+    weights), and pretrain=None trains nothing: its encoder does not depend on
+    the data it is fitted on."""
+    X, y = digits
+    params = dict(backbone="conv4", setting="large", pretrain=pretrain,
+                  match_sigma=False, **{**TINY, "meta_epochs": 0})
+    model = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
+    assert model.predict_proba(X[:2]).shape == (2, 6)
+    other_data = FLOWRClassifier(**params).fit(X[y >= 5], y[y >= 5])
+    sup_e = FLOWRClassifier(**{**params, "pretrain": "sup-e"}).fit(X[y < 5],
+                                                                   y[y < 5])
+    Z = model.transform(X[:20])
+    assert not np.allclose(Z, sup_e.transform(X[:20]), atol=1e-4)
+    if pretrain is None:
+        assert "pretrain" not in model.history_
+        np.testing.assert_array_equal(Z, other_data.transform(X[:20]))
+        return
+    losses = [row["train_loss"] for row in model.history_["pretrain"]]
+    assert losses[-1] < losses[0]
+    assert losses != [row["train_loss"] for row in sup_e.history_["pretrain"]]
+    assert not np.allclose(Z, other_data.transform(X[:20]), atol=1e-4)
+
+
+@pytest.mark.parametrize("class_stats", ["empirical", "learned"])
+def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
+    """Check the prior (mu0, s0) is empirical Bayes on the chosen class means:
+    the embeddings' class means, or Sup-E's learned ones (read off the
+    pre-training net), both rescaled by match_sigma's factor."""
+    from sklearn_flowr.training import SupENet
+
+    nets = []
+    original = SupENet.fit
+
+    def keep(net, *args, **kwargs):
+        nets.append(net)
+        return original(net, *args, **kwargs)
+
+    monkeypatch.setattr(SupENet, "fit", keep)
+    X, y = digits
+    model = FLOWRClassifier(backbone="conv4", setting="small",
+                            class_stats=class_stats,
+                            **{**TINY, "meta_epochs": 0}).fit(X[y < 4], y[y < 4])
+    assert len(nets) == 1 and len(model.history_["pretrain"]) == 2
+    Z = model.transform(X[y < 4])
+    empirical = np.stack([Z[y[y < 4] == c].mean(axis=0) for c in range(4)])
+    learned = (model.noise_scale_
+               * nets[0].module_.class_means.detach().cpu().double().numpy())
+    means = empirical if class_stats == "empirical" else learned
+    np.testing.assert_allclose(model.head_.prior_mean, means.mean(axis=0),
+                               rtol=1e-4, atol=1e-5)
+    assert model.head_.prior_var == pytest.approx(means.var(axis=0).mean(),
+                                                  rel=1e-4)
+    assert not np.allclose(empirical.mean(axis=0), learned.mean(axis=0),
+                           atol=1e-3)
+
+
+def test_learned_class_stats_need_sup_e(digits):
+    """Check class_stats='learned' with Sup-FC fails before any training."""
+    X, y = digits
+    model = FLOWRClassifier(pretrain="sup-fc", class_stats="learned", **TINY)
+    with pytest.raises(ValueError, match="needs pretrain='sup-e'"):
+        model.fit(X[y < 4], y[y < 4])
+    assert not hasattr(model, "head_")
+
+
+@pytest.mark.parametrize("n_rows, batches", [(33, [16, 16]), (34, [16, 16, 2])])
+def test_last_batch_of_one_row_is_dropped(digits, n_rows, batches):
+    """Check a training set of k * batch_size + 1 rows drops its last batch of
+    one row in every pre-training epoch (batch norm needs two rows per
+    batch), and only then."""
+    X, y = digits
+    rows = np.flatnonzero(y < 3)[:n_rows]
+    model = FLOWRClassifier(backbone="conv4", batch_size=16,
+                            **{**TINY, "meta_epochs": 0}).fit(X[rows], y[rows])
+    history = model.history_["pretrain"]
+    assert len(history) == TINY["pretrain_epochs"]
+    for epoch in history:
+        assert [batch["train_batch_size"] for batch in epoch["batches"]] == batches
+
+
+def test_same_seed_same_model(digits):
+    """Check random_state makes CPU training reproducible."""
+    X, y = digits
+    params = dict(backbone="conv4", setting="small", **{**TINY, "meta_epochs": 0})
+    first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    second = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    np.testing.assert_array_equal(first.transform(X[:6]), second.transform(X[:6]))
+
+
+def test_checkpoint_resume_trains_only_the_missing_epochs(digits, tmp_path):
+    """Check an interrupted fit resumes from checkpoint_dir."""
+    X, y = digits
+    params = dict(backbone="conv4", setting="small",
+                  **{**TINY, "meta_epochs": 0}, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**{**params, "pretrain_epochs": 1}).fit(X[y < 4], y[y < 4])
+    resumed = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(
+        X[y < 4], y[y < 4])
+    assert len(resumed.history_["pretrain"]) == 2
+    done = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(X[y < 4], y[y < 4])
+    np.testing.assert_array_equal(done.transform(X[:3]), resumed.transform(X[:3]))
+
+
+def test_match_sigma_sets_within_class_variance_to_sigma(digits):
+    """Check the pre-trained embedding is rescaled so the mean within-class
+    variance of the training embeddings equals sigma."""
+    X, y = digits
+    rows = y < 4
+    params = dict(backbone="conv4", setting="small", sigma=0.3,
+                  **{**TINY, "meta_epochs": 0})
+    model = FLOWRClassifier(**params).fit(X[rows], y[rows])
+    Z = model.transform(X[rows])
+    within = np.mean([Z[y[rows] == c].var(axis=0).mean() for c in range(4)])
+    assert within == pytest.approx(0.3, rel=0.05)
+    raw = FLOWRClassifier(**params, match_sigma=False).fit(X[rows], y[rows])
+    Z_raw = raw.transform(X[rows])
+    ratio = np.linalg.norm(Z) / np.linalg.norm(Z_raw)
+    np.testing.assert_allclose(Z, ratio * Z_raw, rtol=1e-3, atol=1e-4 * ratio)
+
+
+@pytest.mark.parametrize("lr, meta_lr, expected", [(None, None, 1e-4),
+                                                   (2e-3, None, 2e-4),
+                                                   (None, 5e-4, 5e-4)])
+def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
+                                                      monkeypatch, digits):
+    """Check that meta-training runs at meta_lr, a tenth of lr when unset."""
+    from sklearn_flowr.training import EpisodicMetaNet
+
+    seen = []
+    original = EpisodicMetaNet.initialize_optimizer
+
+    def spy(net, *args, **kwargs):
+        seen.append(net.lr)
+        return original(net, *args, **kwargs)
+
+    monkeypatch.setattr(EpisodicMetaNet, "initialize_optimizer", spy)
+    X, y = digits
+    FLOWRClassifier(**{**TINY, "pretrain_epochs": 0}, lr=lr,
+                    meta_lr=meta_lr).fit(X[y < 5], y[y < 5])
+    assert seen and seen[-1] == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("known_table", ["refit", "learned"])
+def test_known_table_after_meta_training(known_table, digits):
+    """Check that "refit" conditions every training class from the learned prior
+    on its final embeddings and "learned" keeps the meta-trained table."""
+    X, y = digits
+    X, y = X[y < 7], y[y < 7]
+    clf = FLOWRClassifier(setting="large", known_table=known_table, **TINY).fit(X, y)
+    head, meta = clf.head_, clf.meta_module_
+    Z = clf.transform(X)
+    prior = meta.head_kwargs()
+    prior_var = np.atleast_1d(prior["prior_var"])[0]
+    counts = np.bincount(y)
+    precision = 1.0 / prior_var + counts / clf.sigma
+    sums = np.stack([Z[y == k].sum(axis=0) for k in range(7)])
+    refit_means = ((prior["prior_mean"] / prior_var + sums / clf.sigma)
+                   / precision[:, None])
+    expected = refit_means.copy()
+    if known_table == "learned":
+        rows = meta.known_classes_
+        table = meta.known_nat_mean.detach().cpu().double().numpy()
+        lam = np.exp(meta.known_log_precision.detach().cpu().double().numpy())
+        expected[rows] = table / lam
+        assert not np.allclose(expected[rows], refit_means[rows], atol=1e-4)
+    np.testing.assert_allclose(head.class_mean_, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("learn_sigma", [False, True])
+def test_meta_training_moves_the_head(digits, learn_sigma):
+    """Check meta-training moves every learned head parameter from where
+    pre-training leaves it (the same seed without meta-training), at the
+    default head_lr, and that the fitted head uses the learned values."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", learn_sigma=learn_sigma,
+                  episodes_per_epoch=20)
+    start = FLOWRClassifier(**{**params, "meta_epochs": 0}).fit(X[y < 7], y[y < 7])
+    model = FLOWRClassifier(**params).fit(X[y < 7], y[y < 7])
+    before = start.meta_module_.head_kwargs()
+    after = model.meta_module_.head_kwargs()
+    assert abs(after["b"] - before["b"]) > 0.02  # at meta_lr: < 0.002
+    assert abs(np.log(after["prior_var"] / before["prior_var"])) > 0.02
+    assert np.abs(after["prior_mean"] - before["prior_mean"]).max() > 0.02
+    assert (after["sigma"] != before["sigma"]) is learn_sigma
+    assert model.head_.b == pytest.approx(after["b"])
+    assert model.head_.sigma == pytest.approx(after["sigma"])
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
+        digits, setting):
+    """Check covariance="full" builds the head by full-covariance empirical
+    Bayes on the training classes' meta-trained embeddings (an independent
+    fit of CRPGaussianClassifier on transform(X)), keeps a and the
+    meta-learned b, leaves meta-training itself unchanged, and (large context)
+    keeps the training classes fixed online unless update_known."""
+    X, y = digits
+    X, y = X[y < 7], y[y < 7]
+    params = dict(TINY, backbone="mlp", setting=setting)
+    isotropic = FLOWRClassifier(**params).fit(X, y)
+    model = FLOWRClassifier(**params, covariance="full").fit(X, y)
+    Z = model.transform(X)
+    np.testing.assert_allclose(Z, isotropic.transform(X), rtol=1e-6, atol=1e-6)
+    reference = CRPGaussianClassifier(covariance="full", a=model.a,
+                                      b=isotropic.head_.b).fit(Z, y)
+    head = model.head_
+    assert head.covariance == "full" and head.b == isotropic.head_.b
+    if setting == "small":
+        assert not head.__sklearn_is_fitted__()
+        np.testing.assert_allclose(head.prior_var, reference.prior_var_)
+        np.testing.assert_allclose(head.sigma, reference.sigma_)
+        np.testing.assert_allclose(head.prior_mean, reference.prior_mean_)
+        rows = np.flatnonzero(digits[1] >= 7)[:12]
+        model.adapt(digits[0][rows], digits[1][rows])
+        proba = model.predict_proba(digits[0][rows[:3]])
+        assert proba.shape == (3, np.unique(digits[1][rows]).shape[0] + 1)
+        np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+        return
+    np.testing.assert_allclose(head.prior_var_, reference.prior_var_)
+    np.testing.assert_allclose(model.predict_proba(X[:20]),
+                               reference.predict_proba(Z[:20]), atol=1e-10)
+    np.testing.assert_array_equal(head.crp_count_, np.ones(7))
+    before = head.class_mean_.copy()
+    model.partial_fit(X[:5], y[:5])
+    np.testing.assert_array_equal(model.head_.class_mean_, before)
+    model.reset()
+    model.set_params(update_known=True).fit(X, y)
+    before = model.head_.class_mean_.copy()
+    model.partial_fit(X[:5], y[:5])
+    assert not np.allclose(model.head_.class_mean_, before)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+@pytest.mark.parametrize("params, message", [
+    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(n_unknown=7, n_way=3), "leaves no support class"),
+    (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
+    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
+])
+def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
+                                                 params, message):
+    """Check that what meta-training would reject fails before any training,
+    leaving a fitted model exactly as it was."""
+    from sklearn_flowr.training import SupENet
+
+    X, y = digits
+    X, y = X[y < 7][:300], y[y < 7][:300]
+    model = FLOWRClassifier(**{**TINY, "setting": setting}).fit(X, y)
+    state = {k: v for k, v in vars(model).items() if k.endswith("_")}
+    proba = model.predict_proba(X[:20]) if setting == "large" else None
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("pre-training started")
+
+    monkeypatch.setattr(SupENet, "fit", no_training)
+    fitted_params = model.get_params()
+    with pytest.raises(ValueError, match=message):
+        model.set_params(**params).fit(X, y)
+    after = {k: v for k, v in vars(model).items() if k.endswith("_")}
+    assert after.keys() == state.keys()
+    assert all(after[k] is state[k] for k in state)
+    # The fitted model answers for the parameters it was fitted with.
+    model.set_params(**fitted_params)
+    if proba is not None:
+        np.testing.assert_array_equal(model.predict_proba(X[:20]), proba)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+@pytest.mark.parametrize("params, message", [
+    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(pretrain="sup-fc", class_stats="learned"), "needs pretrain='sup-e'"),
+    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
+    (dict(n_unknown=7, n_way=3), "leaves no support class"),
+    (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
+])
+def test_bad_configuration_fails_before_training_an_unfitted_model(
+        digits, monkeypatch, setting, params, message):
+    """Check that a bad combination of parameters fails in fit before any
+    training, with a message naming it, and leaves the model unfitted."""
+    from sklearn_flowr.training import SupENet, SupFCNet
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("pre-training started")
+
+    monkeypatch.setattr(SupENet, "fit", no_training)
+    monkeypatch.setattr(SupFCNet, "fit", no_training)
+    X, y = digits
+    model = FLOWRClassifier(**{**TINY, "setting": setting, **params})
+    with pytest.raises(ValueError, match=message):
+        model.fit(X[y < 7][:300], y[y < 7][:300])
+    assert not [name for name in vars(model) if name.endswith("_")]
+    with pytest.raises(NotFittedError):
+        model.predict(X[:1])
+
+
+@pytest.mark.parametrize("stage", ["pretrain", "meta"])
+def test_ctrl_c_stops_fit_and_resume_finishes(digits, tmp_path, monkeypatch,
+                                             stage):
+    """Check Ctrl-C during training raises KeyboardInterrupt out of fit (skorch
+    would end fit quietly), sets nothing, and a fit with the same
+    checkpoint_dir resumes to exactly the model an uninterrupted fit gives."""
+    from sklearn_flowr.training import EpisodicMetaNet, SupENet
+
+    X, y = digits
+    X, y = X[y < 5], y[y < 5]
+    params = dict(TINY, backbone="mlp", pretrain_epochs=3, meta_epochs=3)
+    net_class = SupENet if stage == "pretrain" else EpisodicMetaNet
+    original = net_class.train_step_single
+    calls = []
+
+    def interrupted(self, batch, **fit_params):
+        calls.append(1)
+        if len(calls) > 2 * (-(-len(X) // 64) if stage == "pretrain" else 4):
+            raise KeyboardInterrupt
+        return original(self, batch, **fit_params)
+
+    monkeypatch.setattr(net_class, "train_step_single", interrupted)
+    model = FLOWRClassifier(**params, checkpoint_dir=tmp_path)
+    with pytest.raises(KeyboardInterrupt, match=f"{stage} interrupted after 2 of 3"):
+        model.fit(X, y)
+    assert not hasattr(model, "head_")
+    monkeypatch.setattr(net_class, "train_step_single", original)
+    model.fit(X, y)
+    assert len(model.history_[stage]) == 3
+    # Per-epoch seeds: the resumed fit is the uninterrupted one.
+    uninterrupted = FLOWRClassifier(**params).fit(X, y)
+    np.testing.assert_array_equal(model.transform(X[:20]),
+                                  uninterrupted.transform(X[:20]))
+    with pytest.raises(KeyboardInterrupt):  # without a checkpoint_dir too
+        monkeypatch.setattr(net_class, "train_step_single", interrupted)
+        calls.clear()
+        FLOWRClassifier(**params).fit(X, y)
+
+
+def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
+    """Check a reused checkpoint_dir refuses a fit on other data or with other
+    parameters, saying what differs, and names an unreadable history file."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    with pytest.raises(ValueError, match="the training data differ"):
+        FLOWRClassifier(**params).fit(X[y >= 4], y[y >= 4])
+    with pytest.raises(ValueError, match="embedding_dim: 8 -> 4"):
+        FLOWRClassifier(**{**params, "embedding_dim": 4}).fit(X[y < 4], y[y < 4])
+    # More epochs, or another device or verbosity, resume the same fit.
+    FLOWRClassifier(**{**params, "pretrain_epochs": 3, "verbose": 1}).fit(
+        X[y < 4], y[y < 4])
+    (tmp_path / "pretrain" / "history.json").write_text("{not json")
+    with pytest.raises(ValueError, match="history.json"):
+        FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+
+
+@pytest.mark.parametrize("name", ["params.pt", "optimizer.pt", "criterion.pt"])
+@pytest.mark.parametrize("damage", ["truncate", "garbage"])
+def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
+    """Check that a truncated or garbage torch file of a checkpoint fails with
+    an error naming the file and the fix, not torch's raw error."""
+    X, y = digits
+    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    path = tmp_path / "pretrain" / name
+    assert path.exists()
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2] if damage == "truncate"
+                     else b"not a torch file")
+    with pytest.raises(ValueError, match=f"{name}.*Delete"):
+        FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
