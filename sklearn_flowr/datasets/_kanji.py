@@ -1,0 +1,519 @@
+"""``kanji``: Omniglot-like characters drawn from KanjiVG's stroke data.
+
+KanjiVG gives every kanji and kana as its strokes, each an SVG path of cubic
+Bezier curves in a 109 x 109 box. Drawing the strokes with random per-stroke
+jitter (control points, position, width) and a small affine per instance gives
+an Omniglot-like data set: thousands of classes (one per character), as many
+instances per class as wanted, class-disjoint splits.
+
+The data are read at run time from the user's installed ``kanjivg`` package
+(``pip install sklearn-flowr[kanji]``; CC BY-SA 3.0, Ulrich Apel), never copied
+into this one. The split of a character is fixed by a hash of the character,
+and every class is drawn from its own seed, so a class renders the same
+whichever other characters are asked for.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.metadata
+import os
+import re
+import xml.etree.ElementTree as ET
+import zlib
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ._cache import read_cache, write_cache
+from ._glyphs import _split_of
+
+__all__ = ["kanji_characters", "kanji_strokes", "load_kanji", "render_kanji"]
+
+_DISTRIBUTION = "kanjivg"
+_EXTRA_HINT = ("pip install sklearn-flowr[kanji]  (or: pip install kanjivg); "
+               "or pass data_dir, a folder of KanjiVG .svg files")
+_SPLITS = ("train", "val", "test")
+_VIEWBOX = 109.0  # KanjiVG draws every character in a 109 x 109 box.
+_SVG_NS = "{http://www.w3.org/2000/svg}"
+_SUPERSAMPLE = 4  # strokes of 1-2 pixels need the finer canvas to anti-alias
+_POINTS_PER_CURVE = 8
+_CACHED = ("data", "target", "target_names", "instance", "class_split")
+# Path syntax: a command letter or a number (".5.5" is two numbers in SVG).
+_TOKEN = re.compile(r"[MmLlHhVvCcSsZz]|[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+_ARITY = {"M": 2, "L": 2, "H": 1, "V": 1, "C": 6, "S": 4, "Z": 0}
+
+
+def _is_kanji_or_kana(code_point: int) -> bool:
+    return (0x3041 <= code_point <= 0x30FF  # hiragana, katakana
+            or 0x3400 <= code_point <= 0x4DBF  # CJK extension A
+            or 0x4E00 <= code_point <= 0x9FFF  # CJK unified ideographs
+            or 0x20000 <= code_point <= 0x2FFFF)  # CJK extensions B and later
+
+
+def _kanjivg_dir(data_dir: str | os.PathLike | None = None) -> Path:
+    """The folder of KanjiVG's SVG files: ``data_dir`` or the installed package's."""
+    if data_dir is not None:
+        folder = Path(data_dir)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"KanjiVG folder {str(folder)!r} does not exist.")
+        return folder
+    try:
+        distribution = importlib.metadata.distribution(_DISTRIBUTION)
+    except importlib.metadata.PackageNotFoundError as exc:
+        raise ImportError(f"The kanji data set needs the KanjiVG data: {_EXTRA_HINT}."
+                          ) from exc
+    # The wheel installs its SVG files as a top-level ``kanji`` folder.
+    folder = Path(distribution.locate_file("kanji"))
+    if not folder.is_dir():
+        raise ImportError(f"The installed {_DISTRIBUTION!r} package has no 'kanji' "
+                          f"folder of SVG files at {str(folder)!r}; reinstall it: "
+                          f"{_EXTRA_HINT}.")
+    return folder
+
+
+def _data_version(folder: Path, classes: list[str], installed: bool) -> str:
+    """What the cache key holds of the data: the package's version, or the
+    size and modification time of each SVG file of a user's folder."""
+    if installed:
+        return f"kanjivg {importlib.metadata.version(_DISTRIBUTION)}"
+    digest = hashlib.sha256(os.fspath(folder.resolve()).encode())
+    for character in classes:
+        stat = (folder / f"{ord(character):05x}.svg").stat()
+        digest.update(f"{character}|{stat.st_size}|{stat.st_mtime_ns}".encode())
+    return digest.hexdigest()
+
+
+def kanji_characters(data_dir: str | os.PathLike | None = None) -> list[str]:
+    """Kanji and kana that KanjiVG draws, in code-point order.
+
+    Only the main drawing of each character counts (KanjiVG's variants, such
+    as ``04e14-Kaisho.svg``, are left out), and only kanji and kana: Latin
+    letters, digits and punctuation are not.
+
+    Parameters
+    ----------
+    data_dir : path-like, default=None
+        A folder of KanjiVG ``.svg`` files (named by code point, e.g.
+        ``06c34.svg``); None uses the installed ``kanjivg`` package.
+
+    Returns
+    -------
+    characters : list of str
+
+    Raises
+    ------
+    ImportError
+        If ``data_dir`` is None and ``kanjivg`` is not installed.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import kanji_characters
+    >>> characters = kanji_characters()
+    >>> len(characters) > 6000, "水" in characters
+    (True, True)
+    """
+    folder = _kanjivg_dir(data_dir)
+    code_points = []
+    for path in folder.glob("*.svg"):
+        try:
+            code_points.append(int(path.stem, 16))
+        except ValueError:
+            continue  # a variant drawing ("04e14-Kaisho") or another file
+    return [chr(c) for c in sorted(code_points) if _is_kanji_or_kana(c)]
+
+
+def _parse_path(d: str) -> list[np.ndarray]:
+    """Cubic Bezier nodes of an SVG path, one ``(3k + 1, 2)`` array per subpath.
+
+    Rows ``3i .. 3i + 3`` of an array are the start, the two control points
+    and the end of its i-th curve. Lines become cubics with control points at
+    thirds. KanjiVG uses M, C, S (absolute and relative); L, H, V and Z are
+    read too. A command letter may be followed by several argument groups.
+    """
+    tokens = _TOKEN.findall(d)
+    subpaths, nodes = [], []
+    current = start = np.zeros(2)
+    last_control = None  # second control point of the previous curve, for S
+    command = None
+    i = 0
+
+    def close_subpath():
+        if len(nodes) > 1:
+            subpaths.append(np.asarray(nodes))
+
+    while i < len(tokens):
+        if tokens[i].isalpha():
+            command, i = tokens[i], i + 1
+        elif command is None:
+            raise ValueError(f"SVG path {d!r} does not start with a command.")
+        upper = command.upper()
+        arity = _ARITY[upper]
+        args = np.asarray(tokens[i:i + arity], dtype=np.float64)
+        if args.shape[0] != arity:
+            raise ValueError(f"SVG path {d!r}: {command} needs {arity} numbers.")
+        i += arity
+        offset = current if command.islower() else np.zeros(2)
+        if upper == "M":
+            close_subpath()
+            current = start = args + offset
+            nodes, last_control = [current], None
+            command = "l" if command == "m" else "L"  # implicit lines follow
+            continue
+        if upper in "LHVZ":
+            if upper == "Z":
+                end = start
+            elif upper == "H":
+                end = np.array([args[0] + offset[0], current[1]])
+            elif upper == "V":
+                end = np.array([current[0], args[0] + offset[1]])
+            else:
+                end = args + offset
+            step = (end - current) / 3
+            first, second = current + step, current + 2 * step
+        elif upper == "C":
+            first, second, end = (args[:2] + offset, args[2:4] + offset,
+                                  args[4:] + offset)
+        else:  # S: the first control point mirrors the previous curve's second
+            first = current if last_control is None else 2 * current - last_control
+            second, end = args[:2] + offset, args[2:] + offset
+        if not nodes:
+            nodes = [current]
+        nodes.extend([first, second, end])
+        last_control = second if upper in "CS" else None
+        current = end
+        if upper == "Z":
+            close_subpath()
+            nodes = []
+    close_subpath()
+    return subpaths
+
+
+@functools.lru_cache(maxsize=8192)
+def _strokes_of_file(path: str) -> tuple[np.ndarray, ...]:
+    root = ET.parse(path).getroot()
+    strokes = []
+    for element in root.iter(f"{_SVG_NS}path"):
+        for nodes in _parse_path(element.get("d", "")):
+            nodes.setflags(write=False)
+            strokes.append(nodes)
+    if not strokes:
+        raise ValueError(f"KanjiVG file {path!r} holds no stroke.")
+    return tuple(strokes)
+
+
+def kanji_strokes(character: str, *,
+                  data_dir: str | os.PathLike | None = None) -> list[np.ndarray]:
+    """The strokes of a character, in KanjiVG's stroke order.
+
+    Parameters
+    ----------
+    character : str
+        One character that KanjiVG draws.
+    data_dir : path-like, default=None
+        A folder of KanjiVG ``.svg`` files; None uses the installed package.
+
+    Returns
+    -------
+    strokes : list of ndarray of shape (3 * n_curves + 1, 2)
+        Cubic Bezier nodes of each stroke (start, control, control, end, ...)
+        as ``(x, y)`` in KanjiVG's 109 x 109 box, y pointing down.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import kanji_strokes
+    >>> len(kanji_strokes("水"))
+    4
+    """
+    if not isinstance(character, str) or len(character) != 1:
+        raise ValueError(f"character must be a single character; got {character!r}.")
+    path = _kanjivg_dir(data_dir) / f"{ord(character):05x}.svg"
+    if not path.is_file():
+        raise ValueError(f"KanjiVG has no drawing of {character!r} "
+                         f"(U+{ord(character):04X}).")
+    return [nodes.copy() for nodes in _strokes_of_file(os.fspath(path))]
+
+
+def _cubic_basis(n_points: int) -> np.ndarray:
+    t = np.linspace(0.0, 1.0, n_points)[:, None]
+    return np.hstack([(1 - t) ** 3, 3 * t * (1 - t) ** 2, 3 * t**2 * (1 - t), t**3])
+
+
+_BASIS = _cubic_basis(_POINTS_PER_CURVE)
+
+
+def _bezier_points(nodes: np.ndarray) -> np.ndarray:
+    """Points along the cubic curves of ``nodes``, ``(n_points, 2)``."""
+    n_curves = (nodes.shape[0] - 1) // 3
+    # Curve k's four nodes are rows 3k .. 3k + 3: a strided window.
+    index = 3 * np.arange(n_curves)[:, None] + np.arange(4)
+    return np.einsum("pf,cfd->cpd", _BASIS, nodes[index]).reshape(-1, 2)
+
+
+def _affine(rng: np.random.Generator, jitter: float) -> np.ndarray:
+    """A small random affine of the box about its centre, ``(2, 3)``."""
+    angle = np.deg2rad(rng.uniform(-6.0, 6.0) * jitter)
+    scale = 1.0 + rng.uniform(-0.08, 0.08, size=2) * jitter
+    shear = rng.uniform(-0.1, 0.1) * jitter
+    rotation = np.array([[np.cos(angle), -np.sin(angle)],
+                         [np.sin(angle), np.cos(angle)]])
+    linear = rotation @ np.array([[1.0, shear], [0.0, 1.0]]) @ np.diag(scale)
+    centre = np.full(2, _VIEWBOX / 2)
+    shift = rng.uniform(-3.0, 3.0, size=2) * jitter
+    return np.hstack([linear, (centre + shift - linear @ centre)[:, None]])
+
+
+def _draw(strokes, rng, *, image_size: int, stroke_width: float,
+          jitter: float) -> np.ndarray:
+    """One instance: jittered strokes drawn on a supersampled canvas, shrunk."""
+    from PIL import Image, ImageDraw
+
+    canvas = image_size * _SUPERSAMPLE
+    pixels_per_unit = canvas / _VIEWBOX
+    image = Image.new("L", (canvas, canvas))
+    draw = ImageDraw.Draw(image)
+    affine = _affine(rng, jitter) if jitter > 0 else None
+    # Instance-level width (a drawer's pen), varied a little per stroke.
+    width = stroke_width * (rng.uniform(0.75, 1.3) if jitter > 0 else 1.0)
+    for nodes in strokes:
+        stroke_widths = width
+        if jitter > 0:
+            # Each node moves on its own (the curve's shape), the stroke as a
+            # whole moves a little (where the drawer put it).
+            nodes = (nodes + rng.normal(0.0, 1.2 * jitter, size=nodes.shape)
+                     + rng.normal(0.0, 1.0 * jitter, size=2))
+            nodes = nodes @ affine[:, :2].T + affine[:, 2]
+            stroke_widths = width * rng.uniform(0.85, 1.15)
+        points = _bezier_points(nodes) * pixels_per_unit
+        radius = max(stroke_widths * pixels_per_unit / 2, 0.5)
+        draw.line(points.ravel().tolist(), fill=255,
+                  width=max(int(round(2 * radius)), 1))
+        # Round caps (KanjiVG's style) and round joins where curves meet: a
+        # sharp turn happens only there, inside a curve segments turn little.
+        for x, y in points[::_POINTS_PER_CURVE].tolist() + [points[-1].tolist()]:
+            draw.ellipse((x - radius, y - radius, x + radius, y + radius), fill=255)
+    return np.asarray(image.resize((image_size, image_size), Image.Resampling.BOX))
+
+
+def render_kanji(character: str, *, image_size: int = 28, stroke_width: float = 7.0,
+                 jitter: float = 0.0, random_state=None,
+                 data_dir: str | os.PathLike | None = None) -> np.ndarray:
+    """Draw one character; ``jitter=0`` gives the clean drawing.
+
+    Parameters
+    ----------
+    character : str
+    image_size : int, default=28
+    stroke_width : float, default=7.0
+        Pen width in KanjiVG's 109-unit box (7 is about 1.8 pixels at 28).
+    jitter : float, default=0.0
+        Scale of the random deformations (see :func:`load_kanji`).
+    random_state : int, array-like or numpy.random.Generator, default=None
+    data_dir : path-like, default=None
+
+    Returns
+    -------
+    image : ndarray of shape (image_size, image_size), dtype uint8
+        White (255) strokes on black (0).
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import render_kanji
+    >>> clean = render_kanji("水")
+    >>> clean.shape, clean.dtype.name, bool(clean.max() == 255)
+    ((28, 28), 'uint8', True)
+    >>> drawn = render_kanji("水", jitter=1.0, random_state=0)
+    >>> bool((drawn != clean).any())
+    True
+    """
+    rng = np.random.default_rng(random_state)
+    return _draw(kanji_strokes(character, data_dir=data_dir), rng,
+                 image_size=image_size, stroke_width=stroke_width, jitter=jitter)
+
+
+def _class_seed(random_state: int, character: str) -> list[int]:
+    return [int(random_state), ord(character)]
+
+
+def _choose(characters: list[str], max_classes: int | None) -> list[str]:
+    """At most ``max_classes`` characters, by a fixed hash: stable and nested
+    (a larger cap keeps every class of a smaller one), code-point order kept."""
+    if max_classes is None or len(characters) <= max_classes:
+        return characters
+    rank = sorted(characters, key=lambda c: zlib.crc32(f"kanji:{c}".encode()))
+    kept = set(rank[:max_classes])
+    return [c for c in characters if c in kept]
+
+
+def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int = 20,
+               characters: Sequence[str] | None = None,
+               max_classes: int | None = None, jitter: float = 1.0,
+               stroke_width: float = 7.0, random_state: int = 0,
+               data_dir: str | os.PathLike | None = None,
+               cache_dir: str | os.PathLike | None = None,
+               return_X_y: bool = False):
+    """Load the ``kanji`` few-shot data set: KanjiVG strokes drawn with jitter.
+
+    Each class is a kanji or kana and each instance a drawing of its strokes
+    with random deformations, the way Omniglot has class = character and
+    instance = drawer: every control point moves (normal, 1.2 units of the
+    109-unit box times ``jitter``), every stroke shifts (1 unit) and varies
+    its width (+-15%), and the instance gets a pen width (0.75-1.3 times
+    ``stroke_width``) and a small affine (rotation within +-6 degrees, scale
+    and shear within +-8% and +-0.1, shift within +-3 units), all scaled by
+    ``jitter``. Class ``c``'s drawings come from the seed
+    ``(random_state, ord(c))`` alone.
+
+    The split of a character is fixed by a hash of the character (60% train,
+    20% val, 20% test, class-disjoint), as for :func:`load_glyphs`.
+
+    Parameters
+    ----------
+    split : {"train", "val", "test", "all"}, default="train"
+    image_size : int, default=28
+        Side of the square uint8 images.
+    n_instances : int, default=20
+        Drawings per character.
+    characters : sequence of str, default=None
+        Characters to draw; None uses every kanji and kana of KanjiVG
+        (:func:`kanji_characters`, about 6,600).
+    max_classes : int or None, default=None
+        Keep at most this many of the characters (before the split), chosen by
+        a fixed hash so that a larger cap keeps every class of a smaller one.
+    jitter : float, default=1.0
+        Scale of all deformations; 0 draws every instance clean.
+    stroke_width : float, default=7.0
+        Pen width in the 109-unit box (about 1.8 pixels at 28).
+    random_state : int, default=0
+        Seed of the deformations.
+    data_dir : path-like, default=None
+        A folder of KanjiVG ``.svg`` files; None uses the installed ``kanjivg``
+        package (``pip install sklearn-flowr[kanji]``).
+    cache_dir : path-like, default=None
+        Folder for a cache of the drawn arrays, re-used when the data and
+        parameters are unchanged; an unreadable cache file is drawn again and
+        rewritten, with a warning naming it.
+    return_X_y : bool, default=False
+        Return ``(data, target)`` instead of a Bunch.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``data`` uint8 array of shape (n_samples, image_size, image_size)
+        (white strokes on black), ``target`` int64 class index of shape
+        (n_samples,), ``target_names`` (the characters), ``instance`` (index
+        of each drawing within its class), ``class_split`` (split of each
+        class) and ``split``.
+
+    Raises
+    ------
+    ImportError
+        If ``data_dir`` is None and the ``kanjivg`` package is not installed.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import load_kanji
+    >>> kanji = load_kanji(characters="一二三水火", split="all", n_instances=3)
+    >>> kanji.data.shape, [str(c) for c in kanji.target_names]
+    ((15, 28, 28), ['一', '三', '二', '水', '火'])
+    """
+    if split not in (*_SPLITS, "all"):
+        raise ValueError(f"split must be one of {[*_SPLITS, 'all']}; got {split!r}.")
+    for name, value, low in (("image_size", image_size, 8),
+                             ("n_instances", n_instances, 1)):
+        if not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    if max_classes is not None and (not isinstance(max_classes, (int, np.integer))
+                                    or max_classes < 1):
+        raise ValueError(f"max_classes must be None or a positive integer; "
+                         f"got {max_classes!r}.")
+    for name, value in (("jitter", jitter), ("stroke_width", stroke_width)):
+        if not np.isfinite(value) or value < 0 or (name == "stroke_width"
+                                                   and value == 0):
+            raise ValueError(f"{name} must be a finite number "
+                             f"{'>= 0' if name == 'jitter' else '> 0'}; "
+                             f"got {value!r}.")
+    folder = _kanjivg_dir(data_dir)
+    if characters is None:
+        candidates = kanji_characters(folder)
+    else:
+        candidates = list(dict.fromkeys(characters))
+        if not candidates or any(not isinstance(c, str) or len(c) != 1
+                                 for c in candidates):
+            raise ValueError("characters must be a non-empty sequence of single "
+                             "characters.")
+        missing = [c for c in candidates
+                   if not (folder / f"{ord(c):05x}.svg").is_file()]
+        if missing:
+            raise ValueError(f"KanjiVG has no drawing of {missing[:10]}"
+                             f"{' ...' if len(missing) > 10 else ''}.")
+    classes = sorted(_choose(sorted(candidates), max_classes))
+    params = (tuple(classes), image_size, n_instances, float(jitter),
+              float(stroke_width), int(random_state),
+              _data_version(folder, classes, installed=data_dir is None))
+    cache_file = full = None
+    if cache_dir is not None:
+        key = hashlib.sha256(repr(params).encode()).hexdigest()[:20]
+        cache_file = Path(cache_dir) / f"kanji-{key}.npz"
+        full = read_cache(cache_file, _read_kanji_cache)
+    if full is None:
+        full = _build_kanji(folder, classes, image_size, n_instances, jitter,
+                            stroke_width, random_state)
+        if cache_file is not None:
+            write_cache(cache_file, lambda file: np.savez(file, **full))
+    return _select_split(full, split, return_X_y)
+
+
+def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
+                 random_state) -> Bunch:
+    data = np.empty((len(classes) * n_instances, image_size, image_size), np.uint8)
+    row = 0
+    for character in classes:
+        strokes = _strokes_of_file(os.fspath(folder / f"{ord(character):05x}.svg"))
+        rng = np.random.default_rng(_class_seed(random_state, character))
+        for _ in range(n_instances):
+            data[row] = _draw(strokes, rng, image_size=image_size,
+                              stroke_width=stroke_width, jitter=jitter)
+            row += 1
+    return Bunch(
+        data=data,
+        target=np.repeat(np.arange(len(classes), dtype=np.int64), n_instances),
+        target_names=np.asarray(classes),
+        instance=np.tile(np.arange(n_instances, dtype=np.int64), len(classes)),
+        class_split=np.asarray([_split_of(c) for c in classes]),
+    )
+
+
+def _read_kanji_cache(path: Path) -> Bunch:
+    """The arrays of a kanji cache file, checked to fit together."""
+    with np.load(path, allow_pickle=False) as cached:
+        full = Bunch(**{key: cached[key] for key in _CACHED})
+    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
+    if (full.data.ndim != 3 or full.data.dtype != np.uint8 or n_rows == 0
+            or full.target.shape != (n_rows,) or full.instance.shape != (n_rows,)
+            or full.class_split.shape != (n_classes,)
+            or full.target.min() < 0 or full.target.max() >= n_classes):
+        raise ValueError("its arrays do not fit together")
+    return full
+
+
+def _select_split(full: Bunch, split: str, return_X_y: bool):
+    if split == "all":
+        out = Bunch(**full, split="all")
+    else:
+        kept = np.flatnonzero(full.class_split == split)
+        if kept.size == 0:
+            raise ValueError(f"The {split!r} split has no class among these "
+                             "characters; give more characters.")
+        rows = np.isin(full.target, kept)
+        # Re-index the split's classes 0..K-1, as every loader returns.
+        remap = np.full(full.target_names.shape[0], -1, dtype=np.int64)
+        remap[kept] = np.arange(kept.size)
+        out = Bunch(data=full.data[rows], target=remap[full.target[rows]],
+                    target_names=full.target_names[kept],
+                    instance=full.instance[rows],
+                    class_split=full.class_split[kept], split=split)
+    return (out.data, out.target) if return_X_y else out
