@@ -1,11 +1,19 @@
 import numpy as np
 import pytest
+import torch
 
 
 @pytest.fixture
 def rng():
     """A seeded generator, so every test sees the same draws."""
     return np.random.default_rng(20260101)
+
+
+@pytest.fixture
+def seed():
+    """Seeds torch's global generator (for module initialisation); the seed."""
+    torch.manual_seed(0)
+    return 0
 
 
 @pytest.fixture

@@ -30,27 +30,6 @@ from sklearn_flowr.training._loaders import _batch_index_loader
 A, SIGMA = 0.5, 0.5
 
 
-@pytest.fixture
-def seed():
-    """One seed for torch and NumPy draws in a test."""
-    torch.manual_seed(0)
-    return 0
-
-
-@pytest.fixture
-def episode64(rng):
-    """A float64 episode: 3 support classes, 2 unknown-unknown query classes."""
-    d = 3
-    z_s = torch.tensor(rng.normal(scale=2.0, size=(7, d)))
-    y_s = torch.tensor([0, 0, 1, 2, 2, 2, 1])
-    z_q = torch.tensor(rng.normal(scale=2.0, size=(9, d)))
-    y_q = torch.tensor([0, 3, 1, 4, 3, 2, 4, 3, 1])
-    head = dict(prior_mean=torch.tensor(rng.normal(size=d)),
-                prior_log_var=torch.tensor([0.4], dtype=torch.float64),
-                beta_raw=torch.tensor(0.3, dtype=torch.float64), a=A, sigma=SIGMA)
-    return z_s, y_s, z_q, y_q, head
-
-
 @pytest.fixture(scope="module")
 def digits():
     """Scaled sklearn digits as float32 pixels."""

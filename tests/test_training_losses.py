@@ -1,5 +1,6 @@
-"""Tests of the training losses (``sklearn_flowr.training._losses``): against the
-head, textbook densities and hand computations, and where their gradients go."""
+"""Tests of the training losses (``sklearn_flowr.training._losses`` and
+``_sup_e_losses``): against the head, textbook densities and hand
+computations, and where their gradients go."""
 
 
 import numpy as np
@@ -7,7 +8,6 @@ import pytest
 import torch
 from scipy.special import log_softmax as scipy_log_softmax
 from scipy.stats import multivariate_normal
-from sklearn.datasets import load_digits
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import concentration_from_raw
@@ -24,13 +24,6 @@ A, SIGMA = 0.5, 0.5
 
 
 @pytest.fixture
-def seed():
-    """One seed for torch and NumPy draws in a test."""
-    torch.manual_seed(0)
-    return 0
-
-
-@pytest.fixture
 def episode64(rng):
     """A float64 episode: 3 support classes, 2 unknown-unknown query classes."""
     d = 3
@@ -42,19 +35,6 @@ def episode64(rng):
                 prior_log_var=torch.tensor([0.4], dtype=torch.float64),
                 beta_raw=torch.tensor(0.3, dtype=torch.float64), a=A, sigma=SIGMA)
     return z_s, y_s, z_q, y_q, head
-
-
-@pytest.fixture(scope="module")
-def digits():
-    """Scaled sklearn digits as float32 pixels."""
-    X, y = load_digits(return_X_y=True)
-    return (X / 16.0).astype(np.float32), y
-
-
-def small_encoder(in_features=64, embedding_dim=8, seed=0):
-    torch.manual_seed(seed)
-    return MLPEncoder(in_features, hidden=(32,), embedding_dim=embedding_dim)
-
 
 
 def textbook_log_joint(z_support, y_support, z_query, *, mu0, s0, b, known=()):
@@ -182,7 +162,7 @@ def test_sup_e_loss_matches_hand_computation(rng):
 
 def test_meta_loss_gradients_reach_encoder_and_head(seed):
     """Check gradients flow to the encoder, mu0, log s0 and beta_raw."""
-    module = FLOWRMetaModule(small_encoder(8, 4))
+    module = FLOWRMetaModule(MLPEncoder(8, hidden=(32,), embedding_dim=4))
     x = torch.randn(16, 8)
     z = module(x)
     y_q = torch.tensor([0, 1, 2, 3, 3, 4, 4, 0])
@@ -199,8 +179,8 @@ def test_meta_loss_gradients_reach_encoder_and_head(seed):
 
 def test_large_context_gradients_reach_known_table(seed):
     """Check gradients flow to the known-known (q_n, log lam_n) parameters."""
-    module = FLOWRMetaModule(small_encoder(8, 4), known_means=np.zeros((3, 4)),
-                             known_vars=np.ones(3))
+    module = FLOWRMetaModule(MLPEncoder(8, hidden=(32,), embedding_dim=4),
+                             known_means=np.zeros((3, 4)), known_vars=np.ones(3))
     z = module(torch.randn(9, 8))
     loss = meta_training_loss(z[:0], torch.zeros(0, dtype=torch.long), z,
                               torch.tensor([0, 1, 2, 0, 3, 3, 4, 4, 1]), 0,
@@ -213,7 +193,7 @@ def test_large_context_gradients_reach_known_table(seed):
 
 def test_sup_e_gradients_reach_encoder_means_and_variances(seed):
     """Check Sup-E gradients reach the encoder, class means and variances."""
-    module = SupEModule(small_encoder(8, 4), n_classes=3)
+    module = SupEModule(MLPEncoder(8, hidden=(32,), embedding_dim=4), n_classes=3)
     logits_loss = sup_e_loss(module.encoder(torch.randn(6, 8)),
                              torch.tensor([0, 1, 2, 0, 1, 2]),
                              module.class_means, module.class_log_var)

@@ -25,6 +25,7 @@ from ._empirical_bayes import (
     estimate_concentration,
     estimate_noise_var,
     estimate_prior,
+    noise_var_floor,
     pitman_yor_log_likelihood,
 )
 from ._gaussian import (
@@ -53,6 +54,7 @@ __all__ = [
     "log_density_features",
     "log_softmax",
     "logsumexp",
+    "noise_var_floor",
     "pitman_yor_log_likelihood",
     "predictive_moments",
     "prior_array",

@@ -29,11 +29,11 @@ from sklearn.covariance import ledoit_wolf_shrinkage
 from sklearn.utils import Bunch
 
 from ._empirical_bayes import (
-    _NOISE_VAR_FLOOR,
     _PRIOR_VAR_FLOOR,
     class_means,
     estimate_noise_var,
     estimate_prior,
+    noise_var_floor,
 )
 
 
@@ -94,8 +94,7 @@ def estimate_noise_covariance(X, y_index, n_classes):
     means, _ = class_means(X, y_index, n_classes)
     residual = X - means[y_index]
     covariance = _shrunk(residual, residual.T @ residual / dof)
-    floor = max(_NOISE_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
-    return _floored(covariance, floor)
+    return _floored(covariance, noise_var_floor(X))
 
 
 def estimate_prior_covariance(X, y_index, n_classes):

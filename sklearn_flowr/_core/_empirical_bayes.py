@@ -24,6 +24,23 @@ _PRIOR_VAR_FLOOR = 1e-3
 _NOISE_VAR_FLOOR = 1e-6
 
 
+def noise_var_floor(X):
+    """Smallest class-noise variance allowed for data ``X``: ``1e-6`` times its
+    mean feature variance, and at least ``1e-12``.
+
+    Every estimate of a within-class variance (``sigma``, ``Sigma_eps``, the
+    class variances ``s_n`` that seed meta-training) is floored here, so that
+    a class of repeated rows never gets an infinite likelihood precision.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> noise_var_floor(np.array([[0.0], [2.0]]))
+    1e-06
+    """
+    return max(_NOISE_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
+
+
 def class_means(X, y_index, n_classes):
     """Mean row of each class, shape (n_classes, n_features), and class sizes."""
     sums = np.zeros((n_classes, X.shape[1]))
@@ -105,8 +122,7 @@ def estimate_noise_var(X, y_index, n_classes):
     means, _ = class_means(X, y_index, n_classes)
     residual = X - means[y_index]
     pooled = float(np.einsum("ij,ij->", residual, residual)) / (dof * n_features)
-    floor = max(_NOISE_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
-    return max(pooled, floor)
+    return max(pooled, noise_var_floor(X))
 
 
 def pitman_yor_log_likelihood(counts, a, b):

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._core import class_means, estimate_prior
-from .._core._empirical_bayes import _NOISE_VAR_FLOOR
+from .._core import class_means, estimate_prior, noise_var_floor
 
 __all__ = ["class_statistics", "initial_prior"]
 
@@ -54,8 +53,7 @@ def class_statistics(Z, y_index, n_classes: int):
     means, sizes = class_means(Z, y_index, n_classes)
     spread = np.bincount(y_index, weights=((Z - means[y_index]) ** 2).mean(axis=1),
                          minlength=n_classes)
-    floor = max(_NOISE_VAR_FLOOR * float(np.mean(Z.var(axis=0))), 1e-12)
-    return means, np.maximum(spread / sizes, floor)
+    return means, np.maximum(spread / sizes, noise_var_floor(Z))
 
 
 def initial_prior(means):

@@ -19,7 +19,7 @@ from .._core import concentration_from_raw, raw_from_concentration
 from ..encoders import last_linear_layer
 from ._class_stats import initial_prior
 from ._config import check_head_hyperparameters
-from ._losses import sup_e_logits
+from ._sup_e_losses import sup_e_logits
 
 __all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
 

@@ -34,7 +34,8 @@ from torch import nn
 from ._device import to_device
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._loaders import _batch_index_loader
-from ._losses import meta_training_loss, sup_e_objective
+from ._losses import meta_training_loss
+from ._sup_e_losses import sup_e_objective
 
 __all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"]
 
