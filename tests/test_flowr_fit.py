@@ -52,8 +52,9 @@ def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
 
     monkeypatch.setattr(SupENet, "fit", keep)
     X, y = digits
+    # The paper's isotropic head carries the prior (the full head re-estimates it).
     model = FLOWRClassifier(backbone="conv4", setting="small",
-                            class_stats=class_stats,
+                            class_stats=class_stats, covariance="isotropic",
                             **{**TINY, "meta_epochs": 0}).fit(X[y < 4], y[y < 4])
     assert len(nets) == 1 and len(model.history_["pretrain"]) == 2
     Z = model.transform(X[y < 4])
@@ -160,7 +161,8 @@ def test_known_table_after_meta_training(known_table, digits):
     on its final embeddings and "learned" keeps the meta-trained table."""
     X, y = digits
     X, y = X[y < 7], y[y < 7]
-    clf = FLOWRClassifier(setting="large", known_table=known_table, **TINY).fit(X, y)
+    clf = FLOWRClassifier(setting="large", known_table=known_table,
+                          covariance="isotropic", **TINY).fit(X, y)
     head, meta = clf.head_, clf.meta_module_
     Z = clf.transform(X)
     prior = meta.head_kwargs()
@@ -187,7 +189,7 @@ def test_meta_training_moves_the_head(digits, learn_sigma):
     default head_lr, and that the fitted head uses the learned values."""
     X, y = digits
     params = dict(TINY, backbone="mlp", learn_sigma=learn_sigma,
-                  episodes_per_epoch=20)
+                  episodes_per_epoch=20, covariance="isotropic")
     start = FLOWRClassifier(**{**params, "meta_epochs": 0}).fit(X[y < 7], y[y < 7])
     model = FLOWRClassifier(**params).fit(X[y < 7], y[y < 7])
     before = start.meta_module_.head_kwargs()

@@ -321,7 +321,7 @@ def test_large_context_head_is_conjugate_update_from_the_learned_prior(rng):
     y = np.repeat(np.arange(3), [2, 3, 4])
     Z = rng.normal(size=(9, 4)) + 3 * y[:, None]
     mu0, s0, b, sigma = rng.normal(size=4), 2.0, 1.7, 0.4
-    config = FLOWRConfig(setting="large", sigma=sigma)
+    config = FLOWRConfig(setting="large", sigma=sigma, covariance="isotropic")
     labels = np.array([10, 20, 30])
     head = build_head(CRPGaussianClassifier(**config.head_params()),
                       _meta_with_prior(config, mu0, s0, b), Z, y, labels, config)
@@ -342,7 +342,8 @@ def test_small_context_head_carries_only_the_learned_prior(rng):
     """Check the small-context head is unfitted, with the meta-learned prior
     and the configuration's a, sigma and novel label."""
     mu0 = rng.normal(size=4)
-    config = FLOWRConfig(setting="small", a=0.2, sigma=0.7, novel_label="new")
+    config = FLOWRConfig(setting="small", a=0.2, sigma=0.7, novel_label="new",
+                         covariance="isotropic")
     head = build_head(CRPGaussianClassifier(**config.head_params()),
                       _meta_with_prior(config, mu0, 0.5, 3.0), None, np.zeros(0, int),
                       np.zeros(0), config)

@@ -148,7 +148,7 @@ class FLOWRConfig:
     sigma: float = 0.5
     match_sigma: bool = True
     class_prior: str = "crp"
-    covariance: str = "isotropic"
+    covariance: str = "full"
     known_count: float = 1.0
     novel_label: Any = "auto"
     embedding_dim: int = 64
@@ -182,8 +182,9 @@ class FLOWRConfig:
         if self.covariance == "full" and self.known_table == "learned":
             raise ValueError(
                 "known_table='learned' keeps the meta-trained isotropic class "
-                "table, which covariance='full' replaces by empirical Bayes; use "
-                "known_table='refit' with covariance='full'.")
+                "table, which covariance='full' (the default) replaces by "
+                "empirical Bayes; use known_table='refit', or "
+                "covariance='isotropic' (the paper's head) to keep the table.")
 
     @classmethod
     def from_params(cls, params: dict) -> FLOWRConfig:
