@@ -416,19 +416,25 @@ def _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts, max_fonts
     )
 
 
-def _select_split(full: Bunch, split: str, return_X_y: bool):
+def _select_split(full: Bunch, split: str, return_X_y: bool, *,
+                  row_fields=("fonts",),
+                  empty_hint="with these fonts and characters; give more "
+                             "characters or fonts"):
+    """The rows and classes of one class-disjoint split of a rendered data
+    set (glyphs, kanji), classes re-indexed ``0..K-1``; ``row_fields`` are the
+    per-row arrays kept alongside ``data`` and ``target``."""
     if split == "all":
         out = Bunch(**full, split="all")
     else:
         kept = np.flatnonzero(full.class_split == split)
         if kept.size == 0:
-            raise ValueError(f"The {split!r} split has no class with these fonts and "
-                             "characters; give more characters or fonts.")
+            raise ValueError(f"The {split!r} split has no class {empty_hint}.")
         rows = np.isin(full.target, kept)
         # Re-index the split's classes 0..K-1, as every loader returns.
         remap = np.full(full.target_names.shape[0], -1, dtype=np.int64)
         remap[kept] = np.arange(kept.size)
         out = Bunch(data=full.data[rows], target=remap[full.target[rows]],
-                    target_names=full.target_names[kept], fonts=full.fonts[rows],
+                    target_names=full.target_names[kept],
+                    **{name: full[name][rows] for name in row_fields},
                     class_split=full.class_split[kept], split=split)
     return (out.data, out.target) if return_X_y else out

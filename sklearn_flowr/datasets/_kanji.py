@@ -26,7 +26,7 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._cache import read_cache, write_cache
-from ._glyphs import _split_of
+from ._glyphs import _select_split, _split_of
 from ._kanji_drawing import _draw, _strokes_of_file
 
 __all__ = ["kanji_characters", "kanji_strokes", "load_kanji", "render_kanji"]
@@ -315,7 +315,8 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
                             stroke_width, random_state)
         if cache_file is not None:
             write_cache(cache_file, lambda file: np.savez(file, **full))
-    return _select_split(full, split, return_X_y)
+    return _select_split(full, split, return_X_y, row_fields=("instance",),
+                         empty_hint="among these characters; give more characters")
 
 
 def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
@@ -349,22 +350,3 @@ def _read_kanji_cache(path: Path) -> Bunch:
             or full.target.min() < 0 or full.target.max() >= n_classes):
         raise ValueError("its arrays do not fit together")
     return full
-
-
-def _select_split(full: Bunch, split: str, return_X_y: bool):
-    if split == "all":
-        out = Bunch(**full, split="all")
-    else:
-        kept = np.flatnonzero(full.class_split == split)
-        if kept.size == 0:
-            raise ValueError(f"The {split!r} split has no class among these "
-                             "characters; give more characters.")
-        rows = np.isin(full.target, kept)
-        # Re-index the split's classes 0..K-1, as every loader returns.
-        remap = np.full(full.target_names.shape[0], -1, dtype=np.int64)
-        remap[kept] = np.arange(kept.size)
-        out = Bunch(data=full.data[rows], target=remap[full.target[rows]],
-                    target_names=full.target_names[kept],
-                    instance=full.instance[rows],
-                    class_split=full.class_split[kept], split=split)
-    return (out.data, out.target) if return_X_y else out
