@@ -485,25 +485,15 @@ default="auto"
         :meth:`fit_class_embeddings`' switch for classes learned by :meth:`fit`
         (e.g. under ``covariance="full"``, which it does not take).
         """
-        self._fitted_state("_freeze_classes").freeze(bool(frozen))
+        self._state_of("_freeze_classes").freeze(bool(frozen))
         return self
 
     # ------------------------------------------------------ fitted attributes
-    def _fitted_state(self, name):
+    def _state_of(self, name):
         return self._fitted(name)._state
 
-    @property
-    def class_count_(self):
-        return self._fitted_state("class_count_").class_count()
-
-    @property
-    def crp_count_(self):
-        return self._fitted_state("crp_count_").crp_counts()
-
-    @property
-    def class_mean_(self):
-        return self._fitted_state("class_mean_").class_mean()
-
-    @property
-    def class_var_(self):
-        return self._fitted_state("class_var_").class_var()
+    # Read off the online state (documented under Attributes above).
+    class_count_ = property(lambda self: self._state_of("class_count_").class_count())
+    crp_count_ = property(lambda self: self._state_of("crp_count_").crp_counts())
+    class_mean_ = property(lambda self: self._state_of("class_mean_").class_mean())
+    class_var_ = property(lambda self: self._state_of("class_var_").class_var())
