@@ -228,6 +228,13 @@ def test_benchmark_ablation_options(tmp_path):
     assert tuned["flowr"]["h_measure"] != plain["flowr"]["h_measure"]
     rows("--lambda-adapt", "0", out="no-adapt")
     assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
+    # --prior-scale changes only the full head, from the same cached model.
+    full = ["--methods", "flowr", "flowr-full"]
+    plain = rows(*full, out="plain-full")
+    wider = rows(*full, "--prior-scale", "3", out="wider")
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
+    assert wider["flowr"]["h_measure"] == plain["flowr"]["h_measure"]
+    assert wider["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
 
 
 def test_benchmark_rejects_negative_ablation_values():
@@ -361,6 +368,7 @@ def test_benchmark_progress_lines(tmp_path, capsys):
         (["--meta-lr", "0"], "--meta-lr: must be a finite number > 0"),
         (["--meta-lr", "inf"], "--meta-lr: must be a finite number > 0"),
         (["--meta-lr", "fast"], "--meta-lr: expected a number; got 'fast'"),
+        (["--prior-scale", "0"], "--prior-scale: must be a finite number > 0"),
         (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
     ],
 )

@@ -288,6 +288,8 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
     (dict(covariance="full", known_table="learned"), "known_table='refit'"),
     (dict(n_unknown=7, n_way=3), "leaves no support class"),
     (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
+    (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
+    (dict(prior_scale=0.0), "'prior_scale' parameter"),
 ])
 def test_bad_configuration_fails_before_training_an_unfitted_model(
         digits, monkeypatch, setting, params, message):

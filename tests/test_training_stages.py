@@ -59,6 +59,7 @@ def fresh_encoder(seed=0):
     (dict(pretrain=None, class_stats="learned"), "needs pretrain='sup-e'"),
     (dict(covariance="full", known_table="learned"), "known_table='refit'"),
     (dict(sigma=0.0), "sigma=0.0 must be positive"),
+    (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
 ])
 def test_config_refuses_bad_combinations(params, message):
     """Check that building a configuration checks the parameters together."""
@@ -374,6 +375,36 @@ def test_full_covariance_head_equals_independent_empirical_bayes(rng, setting):
     probe = rng.normal(size=(5, 3))
     np.testing.assert_allclose(head.predict_proba(probe),
                                reference.predict_proba(probe), atol=1e-10)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_prior_scale_scales_only_the_empirical_prior_covariance(rng, setting):
+    """Check prior_scale gives the full head fitted with the empirical-Bayes
+    mu0, noise and b held and the prior covariance multiplied, computed here
+    from an independent plain fit."""
+    y = np.repeat(np.arange(4), 6)
+    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
+        size=(4, 3))[y]
+    config = FLOWRConfig(setting=setting, covariance="full", prior_scale=1.5)
+    head = build_head(CRPGaussianClassifier(**config.head_params()),
+                      _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
+                      config)
+    plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
+    reference = CRPGaussianClassifier(
+        covariance="full", b=2.5, prior_mean=plain.prior_mean_,
+        prior_var=1.5 * plain.prior_var_, sigma=plain.sigma_)
+    probe = rng.normal(scale=3.0, size=(6, 3))
+    if setting == "small":  # unfitted with the prior: learn a task's classes
+        np.testing.assert_allclose(head.prior_var, 1.5 * plain.prior_var_)
+        np.testing.assert_allclose(head.sigma, plain.sigma_)
+        head, reference = head.partial_fit(Z, y), reference.partial_fit(Z, y)
+    else:
+        reference.fit(Z, y)
+    np.testing.assert_allclose(head.predict_proba(probe),
+                               reference.predict_proba(probe), atol=1e-10)
+    # A wider prior for new classes' means: a far query is more novel.
+    assert (head.predict_proba(probe)[:, -1]
+            != plain.predict_proba(probe)[:, -1]).any()
 
 
 # -------------------------------------------------------------- pipeline

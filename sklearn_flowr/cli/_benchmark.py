@@ -222,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
         "rate)")
     add("--lambda-adapt", type=_real(0.0), default=0.1,
         help="weight of the adaptation loss in meta-training")
+    add("--prior-scale", type=_real(0.0, closed=False), default=1.0,
+        help="FLOWR full: factor on its empirical-Bayes prior covariance "
+        "(FLOWRClassifier's prior_scale; 1.0: plain empirical Bayes)")
     add("--fine-tune-steps", type=_integer(0), default=0,
         help="small context: last-layer fine-tuning steps on each task's support "
         "set (FLOWR runs on images then, not on cached features)")
@@ -350,7 +353,8 @@ def _run_setting(setting, args, data, data_key, cache, log):
         for method in args.methods:
             kind = method_features(method)
             template = method_template(method, setting, model,
-                                       features[f"{kind}/fit"], y_fit)
+                                       features[f"{kind}/fit"], y_fit,
+                                       prior_scale=args.prior_scale)
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A

@@ -249,7 +249,7 @@ def method_features(method: str) -> str:
 
 
 def method_template(method: str, setting: str, model: FLOWRClassifier,
-                    Z_train, y_train):
+                    Z_train, y_train, *, prior_scale: float = 1.0):
     """The estimator ``evaluate_online`` copies for every task.
 
     Small context: an unfitted estimator (FLOWR: the head with the
@@ -263,7 +263,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     if method == "flowr-no-meta":
         return no_meta_head(setting, model, Z_train, y_train)
     if method == "flowr-full":
-        return full_covariance_head(setting, model, Z_train, y_train)
+        return full_covariance_head(setting, model, Z_train, y_train,
+                                    prior_scale=prior_scale)
     if method in ("ncm", "ncm-flowr-emb"):
         estimator = NCMClassifier()
     elif method == "protonet":
@@ -296,14 +297,16 @@ def no_meta_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
                                 frozen=not model.update_known, b="auto")
 
 
-def full_covariance_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
+def full_covariance_head(setting: str, model: FLOWRClassifier, Z_train, y_train,
+                         prior_scale: float = 1.0):
     """FLOWR's head with full covariances on its meta-trained embedding.
 
     What ``FLOWRClassifier(covariance="full")`` builds after meta-training,
     from the cached features of the isotropic model: ``mu0``, the full prior
     covariance and the full class noise by empirical Bayes on the training
-    classes' meta-trained embeddings; ``a`` and the meta-learned ``b`` kept.
+    classes' meta-trained embeddings; ``a`` and the meta-learned ``b`` kept;
+    the prior covariance times ``prior_scale`` (FLOWRClassifier's parameter).
     """
     return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
                                 frozen=not model.update_known,
-                                covariance="full")
+                                prior_scale=prior_scale, covariance="full")

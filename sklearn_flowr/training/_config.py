@@ -39,6 +39,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "sigma": [Interval(Real, 0, None, closed="neither")],
     "class_prior": [StrOptions({"crp", "uniform"})],
     "covariance": [StrOptions({"isotropic", "full"})],
+    "prior_scale": [Interval(Real, 0, None, closed="neither")],
     "match_sigma": ["boolean"],
     "known_count": [Interval(Real, 0, None, closed="neither")],
     "novel_label": "no_validation",
@@ -149,6 +150,7 @@ class FLOWRConfig:
     match_sigma: bool = True
     class_prior: str = "crp"
     covariance: str = "full"
+    prior_scale: float = 1.0
     known_count: float = 1.0
     novel_label: Any = "auto"
     embedding_dim: int = 64
@@ -179,6 +181,11 @@ class FLOWRConfig:
             raise ValueError("class_stats='learned' takes Sup-E's learned class "
                              f"parameters and needs pretrain='sup-e'; got "
                              f"pretrain={self.pretrain!r}.")
+        if self.covariance == "isotropic" and self.prior_scale != 1.0:
+            raise ValueError(
+                f"prior_scale={self.prior_scale} scales the empirical-Bayes prior "
+                "of the full head; the isotropic head's prior is meta-learned. "
+                "Use covariance='full' or prior_scale=1.0.")
         if self.covariance == "full" and self.known_table == "learned":
             raise ValueError(
                 "known_table='learned' keeps the meta-trained isotropic class "

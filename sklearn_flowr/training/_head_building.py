@@ -117,6 +117,7 @@ def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
         return empirical_bayes_head(head, Z, labels[y_index],
                                     setting=config.setting,
                                     frozen=not config.update_known,
+                                    prior_scale=config.prior_scale,
                                     covariance="full")
     if config.setting == "large":
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
