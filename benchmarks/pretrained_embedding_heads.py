@@ -104,9 +104,9 @@ from torch import nn
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._empirical_head import empirical_bayes_head
-from sklearn_flowr.baselines import EVMClassifier, NCMClassifier, PEELERClassifier
 from sklearn_flowr.cli._benchmark import _small_context_sizes
 from sklearn_flowr.cli._benchmark_setup import (
+    baseline_template,
     load_benchmark_data,
     split_fit_and_held_out,
 )
@@ -207,18 +207,7 @@ def template(method, setting, Z_fit, y_fit):
         return empirical_bayes_head(CRPGaussianClassifier(), Z_fit, y_fit,
                                     setting=setting, frozen=True, b="auto",
                                     covariance=covariance)
-    if method == "ncm":
-        estimator = NCMClassifier()
-    elif method == "evm":
-        estimator = EVMClassifier()
-    elif method == "peeler":
-        precision = PEELERClassifier().fit(Z_fit, y_fit).precision_
-        estimator = PEELERClassifier(precision=precision)
-    else:
-        raise ValueError(f"unknown method {method!r}")
-    if setting == "large":
-        estimator.fit(Z_fit, y_fit)
-    return estimator
+    return baseline_template(method, setting, Z_fit, y_fit)
 
 
 def head_prior(head):

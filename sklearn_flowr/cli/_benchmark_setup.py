@@ -265,7 +265,15 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     if method == "flowr-full":
         return full_covariance_head(setting, model, Z_train, y_train,
                                     prior_scale=prior_scale)
-    if method in ("ncm", "ncm-flowr-emb"):
+    return baseline_template("ncm" if method == "ncm-flowr-emb" else method,
+                             setting, Z_train, y_train)
+
+
+def baseline_template(method: str, setting: str, Z_train, y_train):
+    """A distance baseline as ``evaluate_online`` copies it: unfitted (PEELER
+    with the precision learned on the training classes) in the small context,
+    fitted on the training classes' features in the large one."""
+    if method == "ncm":
         estimator = NCMClassifier()
     elif method == "protonet":
         estimator = ProtoNetClassifier()
