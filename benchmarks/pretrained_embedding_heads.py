@@ -47,6 +47,8 @@ Methods
   (``empirical_bayes_head``, as ``flowr-benchmark``'s ``flowr-no-meta``).
 - ``flowr-full``: the same with ``covariance="full"`` (full class noise and
   full prior covariance, both by empirical Bayes).
+- ``flowr-full-cal``: ``flowr-full`` with P(novel) Platt-mapped by
+  ``calibrate_novelty`` on episodes of the training classes (same ranking).
 - ``ncm``: nearest class mean; ``peeler``: ``PEELERClassifier`` with the
   diagonal precision fitted on the training classes (as ``flowr-benchmark``);
   ``evm``: the Extreme Value Machine.
@@ -111,10 +113,16 @@ from sklearn_flowr.cli._benchmark_setup import (
     split_fit_and_held_out,
 )
 from sklearn_flowr.encoders import EfficientNetLite0Encoder
-from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks, evaluate_online
+from sklearn_flowr.protocol import (
+    LargeContextTasks,
+    SmallContextTasks,
+    calibrate_novelty,
+    evaluate_online,
+)
 
-METHODS = ("flowr", "flowr-full", "ncm", "peeler", "evm")
+METHODS = ("flowr", "flowr-full", "flowr-full-cal", "ncm", "peeler", "evm")
 NAMES = {"flowr": "FLOWR head (iso)", "flowr-full": "FLOWR head (full)",
+         "flowr-full-cal": "FLOWR full, cal.",
          "ncm": "NCM", "peeler": "PEELER", "evm": "EVM"}
 TPR = {"small": 0.15, "large": 0.6}
 FEATURE_DIM = 1280
@@ -196,17 +204,24 @@ def reduce(Z_fit, others, n_components, seed):
 
 
 # --------------------------------------------------------------- methods
-def template(method, setting, Z_fit, y_fit):
+def template(method, setting, Z_fit, y_fit, *, seed=0, n_known_query=None):
     """The estimator ``evaluate_online`` copies for every task: unfitted with
     its learned prior / precision (small context), fitted on the training
     classes (large context)."""
-    if method in ("flowr", "flowr-full"):
-        covariance = "full" if method == "flowr-full" else "isotropic"
+    if method in ("flowr", "flowr-full", "flowr-full-cal"):
+        covariance = "isotropic" if method == "flowr" else "full"
         # FLOWR's head defaults (a=0.5, CRP prior, known_count=1); prior,
         # concentration and noise by empirical Bayes, classes frozen online.
-        return empirical_bayes_head(CRPGaussianClassifier(), Z_fit, y_fit,
+        head = empirical_bayes_head(CRPGaussianClassifier(), Z_fit, y_fit,
                                     setting=setting, frozen=True, b="auto",
                                     covariance=covariance)
+        if method == "flowr-full-cal":
+            # P(novel)'s Platt map from episodes of the training classes only.
+            fitted = calibrate_novelty(head, Z_fit, y_fit, setting=setting,
+                                       n_known_query_classes=n_known_query,
+                                       random_state=seed)
+            head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
+        return head
     return baseline_template(method, setting, Z_fit, y_fit)
 
 
@@ -259,7 +274,8 @@ def run_setting(setting, data, Z_train, Z_test, seed, args, log=print):
     out = {"protocol": protocol, "pca": pca, "rows": {}}
     for method in args.methods:
         tic = time.perf_counter()
-        estimator = template(method, setting, Z_fit, y_fit)
+        estimator = template(method, setting, Z_fit, y_fit, seed=seed,
+                             n_known_query=args.lc_known_query_classes)
         if method == "flowr":
             out["flowr_prior"] = head_prior(estimator)
         method_tasks = tasks

@@ -15,7 +15,7 @@ from ._online_base import (  # noqa: F401 (MAX_ABS_INPUT: the input range)
     _unchanged_on_error,
 )
 from ._online_state import check_class_embeddings, new_head_state
-from ._params import snapshot_params
+from ._params import check_novelty_map, snapshot_params
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -75,6 +75,11 @@ default="auto"
         gives ``"novel"`` for string labels and, for numeric labels, -1 (or
         one less than the smallest label when labels reach -1, as in
         ``{-1, 1}``). It may not occur in ``y``.
+    novelty_calibration : (float, float) or None, default=None
+        Platt map ``logit p' = slope * logit p + intercept`` of P(novel)
+        (``slope > 0``; known classes keep their ratios, the order of P(novel)
+        is kept), fitted by :func:`~sklearn_flowr.protocol.calibrate_novelty`
+        and read at call time. ``None``: the model's own P(novel).
 
     Attributes
     ----------
@@ -120,11 +125,9 @@ default="auto"
     which does not normalise), and classes learned in ``fit`` get the
     pseudo-count ``known_count`` rather than 0.
 
-    ``covariance="full"`` goes beyond the paper: meta-trained embeddings
-    concentrate their within-class scatter in a few directions, where the
-    isotropic predictive ranks novel classes below a nearest-mean distance on
-    the same embedding (``benchmarks/compare_head_predictives.py``).
-    :meth:`fit_class_embeddings` does not support it.
+    ``covariance="full"`` and ``novelty_calibration`` go beyond the paper
+    (docs/user_guide.rst); :meth:`fit_class_embeddings` does not support the
+    former.
 
     References
     ----------
@@ -157,11 +160,13 @@ default="auto"
         "class_prior": [StrOptions({"crp", "uniform"})],
         "known_count": [StrOptions({"observed"}), _positive],
         "novel_label": "no_validation",
+        "novelty_calibration": [None, "array-like"],
     }
+    _runtime_params = ("novelty_calibration",)
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
                  prior_var="auto", covariance="isotropic", class_prior="crp",
-                 known_count=1.0, novel_label="auto"):
+                 known_count=1.0, novel_label="auto", novelty_calibration=None):
         self.a = a
         self.b = b
         self.sigma = sigma
@@ -171,6 +176,7 @@ default="auto"
         self.class_prior = class_prior
         self.known_count = known_count
         self.novel_label = novel_label
+        self.novelty_calibration = novelty_calibration
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
@@ -227,8 +233,7 @@ default="auto"
 
         Examples
         --------
-        With the prior and the class noise given, the head can start from a
-        single sample:
+        With the prior and the noise given, one sample is enough to start:
 
         >>> from sklearn_flowr import CRPGaussianClassifier
         >>> clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=10.0, b=1.0,
@@ -303,10 +308,9 @@ default="auto"
     def open_world_step(self, X, y):
         """Predict each row with the state before it, then learn its label.
 
-        The paper's online loop, vectorised with prefix sums in chunks that
-        bound memory: it equals ``predict_proba`` then ``partial_fit`` row by
-        row. An unfitted head needs ``prior_mean``, ``prior_var``, ``b`` and
-        ``sigma`` given.
+        The paper's online loop, vectorised with prefix sums: it equals
+        ``predict_proba`` then ``partial_fit`` row by row. An unfitted head
+        needs ``prior_mean``, ``prior_var``, ``b`` and ``sigma`` given.
 
         Parameters
         ----------
@@ -318,10 +322,8 @@ default="auto"
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            With arrays of shape (n_samples,): ``y_pred`` (the maximum a
-            posteriori decision, a label or ``novel_label_``), ``y_known``
-            (best known class, ``novel_label_`` while none exists),
-            ``p_novel`` (probability of the novel class) and ``is_novel``
+            Arrays of shape (n_samples,): ``y_pred`` (the MAP decision),
+            ``y_known`` (best known class), ``p_novel`` and ``is_novel``
             (the label was unseen at that moment).
 
         Examples
@@ -357,12 +359,14 @@ default="auto"
             self._state.set_crp_counts(float(self.known_count))
 
     def _stream(self, X, index, is_new):
-        return self._state.stream(X, index, is_new)
+        return self._state.stream(X, index, is_new,
+                                  check_novelty_map(self.novelty_calibration))
 
     # --------------------------------------------------------------- prediction
     def _joint_log_numerators(self, X):
         X = self._validated_rows(X)
-        return self._state.joint_log_numerators(X)
+        return self._state.joint_log_numerators(
+            X, check_novelty_map(self.novelty_calibration))
 
     def predict_joint_log_proba(self, X):
         """Joint log-probabilities ``log p(x, n)`` of the known and novel classes.
@@ -376,7 +380,8 @@ default="auto"
         -------
         joint : ndarray of shape (n_samples, n_classes + 1)
             ``log N(x; m_n, v_n) + log p(n)``; columns follow ``classes_``, the
-            last column is the novel class.
+            last column is the novel class (mapped by ``novelty_calibration``
+            when set).
 
         Examples
         --------
@@ -480,15 +485,11 @@ default="auto"
         return state
 
     def _freeze_classes(self, frozen=True):
-        """Keep the classes learned so far fixed online (or release them).
-
-        :meth:`fit_class_embeddings`' switch for classes learned by :meth:`fit`
-        (e.g. under ``covariance="full"``, which it does not take).
-        """
+        """Keep the classes learned so far fixed online (or release them):
+        :meth:`fit_class_embeddings`' switch, for classes learned by fit."""
         self._state_of("_freeze_classes").freeze(bool(frozen))
         return self
 
-    # ------------------------------------------------------ fitted attributes
     def _state_of(self, name):
         return self._fitted(name)._state
 

@@ -43,6 +43,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     # Parameters the fitted state was built from (see ``_params``); None: any
     # parameter may change after fitting.
     _fitted_params = None
+    # Parameters read at call time, which may change after fitting.
+    _runtime_params = ()
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
@@ -138,7 +140,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         if reset:
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
         else:
-            check_params_unchanged(self, self._fitted_params)
+            check_params_unchanged(self, self._fitted_params,
+                                   runtime=self._runtime_params)
             X, y = self._validate_rows(X, y)
         _check_magnitude(X)
         return X, y

@@ -28,6 +28,7 @@ from ._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
+    recalibrate_novel_column,
     resolve_covariances,
 )
 from ._streaming import chunk_slices, group_sums, prefix_states
@@ -335,13 +336,17 @@ class OnlineClassState:
     def features(self, Z):
         return log_density_features(Z, isotropic=self.isotropic)
 
-    def joint_log_numerators(self, Z):
+    def joint_log_numerators(self, Z, novelty_map=None):
         """``log N(z; m_n, v_n) + log numerator_n`` for the N classes and novel.
 
         The row constant ``-log(k + b)`` (or ``-log(N + 1)``) is left out: it
-        cancels in the softmax. Shape (n_samples, n_classes + 1), novel last.
+        cancels in the softmax. Shape (n_samples, n_classes + 1), novel last;
+        ``novelty_map`` (slope, intercept) maps the novel column's log-odds.
         """
-        return self._joint_log_numerators(self.to_basis(Z))
+        scores = self._joint_log_numerators(self.to_basis(Z))
+        if novelty_map is None or self.n_classes == 0:
+            return scores
+        return recalibrate_novel_column(scores, *novelty_map)
 
     def _joint_log_numerators(self, Z):
         features = self.features(Z)
@@ -359,7 +364,7 @@ class OnlineClassState:
             class_prior=self.class_prior,
         ))
 
-    def stream(self, Z, index, is_new_class):
+    def stream(self, Z, index, is_new_class, novelty_map=None):
         """Predict each row with the state before it, then learn it.
 
         Parameters
@@ -370,6 +375,9 @@ class OnlineClassState:
             order of first appearance.
         is_new_class : ndarray of shape (n_rows,) of bool
             The row is the first of a class that did not exist before it.
+        novelty_map : (slope, intercept) or None, default=None
+            Platt map of the novel log-odds (``recalibrate_novel_column``),
+            applied to every row's scores before the decision.
 
         Returns
         -------
@@ -382,7 +390,7 @@ class OnlineClassState:
         """
         Z = self.to_basis(Z)
         if Z.shape[0] == 1:
-            scored = self._score_one(Z)
+            scored = self._score_one(Z, novelty_map)
             self.add_classes(int(is_new_class[0]))
             self._update_one(Z[0], int(index[0]))
             return scored
@@ -397,17 +405,20 @@ class OnlineClassState:
             first_new = self.n_classes
             self.add_classes(int(is_new_class[rows].sum()))
             known_index[rows], p_novel[rows], pred_novel[rows] = self._score_chunk(
-                Z[rows], index[rows], is_new_class[rows], first_new
+                Z[rows], index[rows], is_new_class[rows], first_new, novelty_map
             )
             self.update(Z[rows], index[rows])
         return known_index, p_novel, pred_novel
 
-    def _score_one(self, Z):
+    def _score_one(self, Z, novelty_map=None):
         """A lone row sees exactly the cached state: no prefix sums needed."""
-        scores = self._joint_log_numerators(Z)[0]
         n = self.n_classes
         if n == 0:
             return np.array([-1]), np.array([1.0]), np.array([True])
+        scores = self._joint_log_numerators(Z)
+        if novelty_map is not None:
+            scores = recalibrate_novel_column(scores, *novelty_map)
+        scores = scores[0]
         best = int(np.argmax(scores[:n]))
         pred_novel = scores[n] > scores[best]
         # At 10^4 classes the exponentials cost as much as the mat-vec. Terms
@@ -418,7 +429,7 @@ class OnlineClassState:
         p_novel = np.exp(shifted[n]) / np.exp(kept).sum()
         return np.array([best]), np.array([p_novel]), np.array([pred_novel])
 
-    def _score_chunk(self, Z, index, is_new_class, first_new):
+    def _score_chunk(self, Z, index, is_new_class, first_new, novelty_map=None):
         """Scores of one chunk against the states each row really sees.
 
         Classes the chunk does not touch are scored through the cached GEMM;
@@ -445,6 +456,8 @@ class OnlineClassState:
         exists = (touched < first_new) | (seen > 0)
         scores[:, touched] = np.where(exists, density + log_known, -np.inf)
         scores[:, -1] = features @ self.prior_coef + log_novel
+        if novelty_map is not None:
+            scores = recalibrate_novel_column(scores, *novelty_map)
 
         known_index = np.full(Z.shape[0], -1, dtype=np.intp)
         if n_classes:

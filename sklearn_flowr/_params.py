@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["check_params_unchanged", "snapshot_params"]
+__all__ = ["check_novelty_map", "check_params_unchanged", "snapshot_params"]
 
 
 def snapshot_params(estimator) -> dict:
@@ -73,3 +73,28 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=()):
             f"({what}), but the fitted state was built from the old values: call "
             "fit again to use the new ones, or set them back."
         )
+
+
+def check_novelty_map(value):
+    """``novelty_calibration`` as ``(slope, intercept)`` floats, or None.
+
+    Raises
+    ------
+    ValueError
+        Not two finite numbers, or a slope that is not positive (a map that
+        does not keep the order of P(novel)).
+    """
+    if value is None:
+        return None
+    pair = np.asarray(value, dtype=object).ravel()
+    try:
+        slope, intercept = (float(v) for v in pair)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "novelty_calibration must be None or (slope, intercept), two "
+            f"numbers; got {value!r}.") from None
+    if not (np.isfinite(slope) and np.isfinite(intercept) and slope > 0):
+        raise ValueError(
+            "novelty_calibration needs a finite slope > 0 and a finite "
+            f"intercept (a map that keeps the order of P(novel)); got {value!r}.")
+    return slope, intercept

@@ -67,8 +67,9 @@ def test_benchmark_writes_table_json_and_roc(tiny_run):
     for setting in ("small", "large"):
         rows = results["settings"][setting]["rows"]
         assert {(r["method"], r["pretrain"]) for r in rows} == {
-            (m, p) for m in ("flowr", "flowr-full", "flowr-no-meta",
-                             "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
+            (m, p) for m in ("flowr", "flowr-full", "flowr-full-cal",
+                             "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet",
+                             "peeler", "evm")
             for p in ("sup-e", "sup-fc")}
         assert all(r["n_tasks"] == (3 if r["method"] == "evm" else 6)
                    for r in rows)
@@ -102,7 +103,7 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
         assert (rows["flowr"]["embedding"] == rows["flowr-full"]["embedding"]
                 == rows["ncm-flowr-emb"]["embedding"] == "meta-trained")
         assert rows["flowr-no-meta"]["embedding"] == "pre-trained"
-        for method in ("flowr", "flowr-full", "flowr-no-meta"):
+        for method in ("flowr", "flowr-full", "flowr-full-cal", "flowr-no-meta"):
             row = rows[method]
             assert row["probability"] is True
             assert 0.0 <= row["ece"] <= 1.0 and 0.0 <= row["brier"] <= 1.0
@@ -124,7 +125,7 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
             rows["flowr-full"]["accuracy"] - rows["flowr"]["accuracy"])
     table = [line for line in printed.splitlines()
              if line.startswith(("FLOWR", "NCM", "ProtoNet", "PEELER", "EVM"))]
-    assert len(table) == 32  # eight methods x two pre-trainings x two settings
+    assert len(table) == 36  # nine methods x two pre-trainings x two settings
     for line in table:
         n_na = line.split().count("n/a")
         assert n_na == (0 if line.startswith("FLOWR") else 3), line

@@ -10,7 +10,7 @@ import torch
 
 SCRIPT = (Path(__file__).resolve().parents[1] / "benchmarks"
           / "pretrained_embedding_heads.py")
-PROBABILISTIC = {"flowr", "flowr-full"}
+PROBABILISTIC = {"flowr", "flowr-full", "flowr-full-cal"}
 
 
 def _load_script():

@@ -35,6 +35,7 @@ from ._gaussian import (
     log_density_features,
     predictive_moments,
 )
+from ._novelty_odds import recalibrate_novel_column
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 
 __all__ = [
@@ -59,6 +60,7 @@ __all__ = [
     "predictive_moments",
     "prior_array",
     "raw_from_concentration",
+    "recalibrate_novel_column",
     "resolve_covariances",
     "softmax_rows_inplace",
     "whitening_basis",

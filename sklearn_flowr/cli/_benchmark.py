@@ -40,6 +40,7 @@ import numpy as np
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders._factory import BACKBONE_NAMES
 from ..protocol import LargeContextTasks, SmallContextTasks, evaluate_online
+from ..protocol._calibrate import small_context_sizes as _small_context_sizes
 from ._benchmark_report import (
     CALIBRATION,
     ablation,
@@ -190,7 +191,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="methods to evaluate on the same tasks; flowr-no-meta (FLOWR's "
         "head by empirical Bayes on the pre-trained embedding, no "
         "meta-training) and ncm-flowr-emb (NCM on FLOWR's meta-trained "
-        "embedding) are the ablation")
+        "embedding) are the ablation; flowr-full-cal is flowr-full with "
+        "P(novel) calibrated on episodes of the training classes")
     add("--pretrain", nargs="+", choices=("sup-e", "sup-fc", "none"),
         default=["sup-e", "sup-fc"],
         help="encoder pre-trainings; 'none' keeps the encoder untrained "
@@ -256,14 +258,6 @@ def parse_args(argv=None) -> argparse.Namespace:
         parser.set_defaults(**_QUICK)
         args = parser.parse_args(argv)
     return args
-
-
-def _small_context_sizes(n_test_classes):
-    """The paper's 10 support + 5 novel classes, in proportion for small splits."""
-    if n_test_classes >= 15:
-        return 10, 5
-    n_novel = max(1, round(n_test_classes / 3))
-    return n_test_classes - n_novel, n_novel
 
 
 def run_benchmark(args, log=print) -> dict:
@@ -352,9 +346,11 @@ def _run_setting(setting, args, data, data_key, cache, log):
         log(f"   model and features in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
             kind = method_features(method)
-            template = method_template(method, setting, model,
-                                       features[f"{kind}/fit"], y_fit,
-                                       prior_scale=args.prior_scale)
+            template = method_template(
+                method, setting, model, features[f"{kind}/fit"], y_fit,
+                prior_scale=args.prior_scale,
+                calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
+                                 n_known_query_classes=args.lc_known_query_classes))
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A
@@ -377,10 +373,12 @@ def _run_setting(setting, args, data, data_key, cache, log):
                                      verbose=int(args.verbose >= 1))
             row = row_from_report(method, pretrain, report,
                                   time.perf_counter() - tic)
+            if method == "flowr-full-cal":
+                row["novelty_calibration"] = list(template.novelty_calibration)
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None
                            else f" ECE={row['ece']:.3f}")
-            log(f"   {METHOD_NAMES[method]:13s} H={row['h_measure']:.3f} "
+            log(f"   {METHOD_NAMES[method]:14s} H={row['h_measure']:.3f} "
                 f"Acc={row['accuracy']:.3f}{calibration} ({row['n_tasks']} "
                 f"tasks, {row['seconds']:.1f} s)")
     out["ablation"] = ablation(out["rows"])

@@ -97,7 +97,7 @@ def _accuracy_cell(row, key):
 
 def format_table(setting_result, setting) -> str:
     """The paper-style table of one setting, with calibration and ablation."""
-    head = (f"{'Method':13s} {'Pre-train':9s} {'Emb.':4s} {'Acc':>14s} "
+    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} {'Acc':>14s} "
             f"{'Support Acc':>14s} {'Inc. Acc':>14s} {'Argmax Acc':>14s} "
             f"{'H-measure':>9s} {'AUROC':>6s} {'ECE':>6s} {'Brier':>6s} "
             f"{'tasks':>5s}")
@@ -110,7 +110,7 @@ def format_table(setting_result, setting) -> str:
         cells = " ".join(_accuracy_cell(row, k)
                          for k in (*ACCURACY_COLUMNS, "argmax_accuracy"))
         lines.append(
-            f"{METHOD_NAMES[row['method']]:13s} {row['pretrain']:9s} "
+            f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
             f"{_EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} {cells} "
             f"{row['h_measure']:9.3f} {row['auroc']:6.3f} {_cell(row, 'ece')} "
             f"{_cell(row, 'brier')} {row['n_tasks']:5d}")

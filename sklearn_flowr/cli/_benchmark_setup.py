@@ -34,6 +34,7 @@ from ..datasets import (
     load_kanji,
 )
 from ..datasets._cache import read_cache, write_cache
+from ..protocol import calibrate_novelty
 
 DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 # kanji: this many KanjiVG characters (by a fixed hash; about 60% of them are
@@ -46,16 +47,21 @@ KANJI_INSTANCES = 20
 # embedding, so every table answers "does meta-training help?" (flowr vs
 # flowr-no-meta) and "does the head beat a distance on the same features?"
 # (flowr vs ncm-flowr-emb). flowr-full is the switchable improvement
-# FLOWRClassifier(covariance="full"), built from the same cached features.
-METHODS = ("flowr", "flowr-full", "flowr-no-meta", "ncm-flowr-emb", "ncm",
-           "protonet", "peeler", "evm")
+# FLOWRClassifier(covariance="full"), built from the same cached features;
+# flowr-full-cal is that head with P(novel) Platt-mapped by calibrate_novelty
+# on episodes of the training classes (same ranking, so the same H-measure and
+# fixed-TPR accuracy; only ECE, Brier and the argmax decision can differ).
+METHODS = ("flowr", "flowr-full", "flowr-full-cal", "flowr-no-meta",
+           "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
 METHOD_NAMES = {"flowr": "FLOWR", "flowr-full": "FLOWR full",
+                "flowr-full-cal": "FLOWR full cal",
                 "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
                 "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
 # The encoder whose features a method runs on: "flowr" the meta-trained one,
 # "base" the pre-trained one (before meta-training).
-METHOD_FEATURES = {"flowr": "flowr", "flowr-full": "flowr", "ncm-flowr-emb": "flowr"}
+METHOD_FEATURES = {"flowr": "flowr", "flowr-full": "flowr", "flowr-full-cal": "flowr",
+                   "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split (few-shot tasks need classes the encoder never saw).
 _TEN_CLASS_TRAIN = np.arange(5)
@@ -249,22 +255,30 @@ def method_features(method: str) -> str:
 
 
 def method_template(method: str, setting: str, model: FLOWRClassifier,
-                    Z_train, y_train, *, prior_scale: float = 1.0):
+                    Z_train, y_train, *, prior_scale: float = 1.0,
+                    calibration: dict | None = None):
     """The estimator ``evaluate_online`` copies for every task.
 
     Small context: an unfitted estimator (FLOWR: the head with the
     meta-learned prior; PEELER: with the precision learned on the training
     classes). Large context: fitted on the training classes' features.
     ``Z_train`` are the training features of the method's encoder
-    (:func:`method_features`).
+    (:func:`method_features`). ``calibration``: keyword arguments of
+    :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
+    whose fitted map the template carries as ``novelty_calibration``.
     """
     if method == "flowr":
         return model.head_
     if method == "flowr-no-meta":
         return no_meta_head(setting, model, Z_train, y_train)
-    if method == "flowr-full":
-        return full_covariance_head(setting, model, Z_train, y_train,
+    if method in ("flowr-full", "flowr-full-cal"):
+        head = full_covariance_head(setting, model, Z_train, y_train,
                                     prior_scale=prior_scale)
+        if method == "flowr-full-cal":
+            fitted = calibrate_novelty(head, Z_train, y_train, setting=setting,
+                                       **(calibration or {}))
+            head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
+        return head
     return baseline_template("ncm" if method == "ncm-flowr-emb" else method,
                              setting, Z_train, y_train)
 

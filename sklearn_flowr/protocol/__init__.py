@@ -6,7 +6,9 @@
 - :func:`evaluate_online` runs an estimator through them (learn the support
   set, then predict-then-label along the query stream), in parallel through
   joblib, and scores the run with
-  :func:`~sklearn_flowr.metrics.open_world_report`.
+  :func:`~sklearn_flowr.metrics.open_world_report`;
+- :func:`calibrate_novelty` fits a Platt map of P(novel) on such tasks drawn
+  from labelled training classes (``novelty_calibration`` of the heads).
 
 The meta-training episodes of :class:`~sklearn_flowr.training.EpisodeDataset`
 are drawn by the same sampling code.
@@ -18,7 +20,9 @@ References
    IEEE TPAMI, section 6.
 """
 
+from ._calibrate import calibrate_novelty
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
-__all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "evaluate_online"]
+__all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
+           "evaluate_online"]

@@ -1,0 +1,223 @@
+"""Fit the Platt map of P(novel) on open-world episodes of the training classes.
+
+A head's P(novel) can rank novel queries well and still be over-confident: on
+embeddings whose classes are not Gaussian the ratio of the broad novel-class
+predictive to the narrow known-class ones is far too sharp (see
+docs/user_guide.rst, "Calibrating P(novel)"). :func:`calibrate_novelty` runs
+the estimator through the same kind of tasks it will meet -- but drawn from
+labelled training classes, some of them held out as the "novel" ones -- and
+fits ``logit p' = slope * logit p + intercept`` to the first sightings by
+logistic regression. The map keeps the order of P(novel), so nothing rank-based
+changes; only the probability and the argmax decision do.
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import clone
+from sklearn.linear_model import LogisticRegression
+from sklearn.utils import Bunch, column_or_1d
+
+from ..metrics import expected_calibration_error
+from ._evaluate import evaluate_online
+from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
+
+__all__ = ["calibrate_novelty", "small_context_sizes"]
+
+# Logits of P(novel) are clipped here: a probability of exactly 0 or 1 (a row
+# before any class exists) would otherwise give an infinite feature.
+_LOGIT_CLIP = 30.0
+# Smallest slope returned: episodes without any novelty signal drive the fit
+# to 0, and a map must stay strictly increasing to keep the order of P(novel).
+_MIN_SLOPE = 1e-3
+
+
+def small_context_sizes(n_classes):
+    """The paper's 10 support + 5 novel classes, in proportion below 15 classes.
+
+    Examples
+    --------
+    >>> small_context_sizes(88), small_context_sizes(5)
+    ((10, 5), (3, 2))
+    """
+    if n_classes >= 15:
+        return 10, 5
+    n_novel = max(1, round(n_classes / 3))
+    return n_classes - n_novel, n_novel
+
+
+def _logit(p):
+    p = np.asarray(p, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        out = np.log(p) - np.log1p(-p)
+    return np.clip(out, -_LOGIT_CLIP, _LOGIT_CLIP)
+
+
+def apply_novelty_map(p_novel, slope, intercept):
+    """``sigmoid(slope * logit(p_novel) + intercept)``, for reports."""
+    return 1.0 / (1.0 + np.exp(-(slope * _logit(p_novel) + intercept)))
+
+
+def _uncalibrated(estimator):
+    """A copy of ``estimator`` predicting its own P(novel)."""
+    out = copy.deepcopy(estimator)
+    if "novelty_calibration" in out.get_params(deep=False):
+        out.set_params(novelty_calibration=None)
+    return out
+
+
+def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
+                            n_tasks, seed):
+    """Hold ``n_novel`` training classes out, refit a clone on half the rows of
+    the others, and query the other half plus the held-out classes."""
+    rng = np.random.default_rng([seed, 2])
+    labels = np.unique(y)
+    novel = rng.choice(labels, n_novel, replace=False)
+    fit_rows, query_rows = [], []
+    for label in labels:
+        rows = rng.permutation(np.flatnonzero(y == label))
+        if label in novel:
+            query_rows.append(rows)
+        else:
+            half = rows.shape[0] // 2
+            fit_rows.append(rows[:half])
+            query_rows.append(rows[half:])
+    fit_rows, query_rows = np.concatenate(fit_rows), np.concatenate(query_rows)
+    known = np.setdiff1d(labels, novel)
+    # Every known class keeps floor(rows / 2) >= 1 rows to fit when it has 2.
+    n_query = min(n_query, int(np.unique(y[query_rows], return_counts=True)[1].min()))
+    if np.unique(y[fit_rows]).shape[0] < known.shape[0]:
+        raise ValueError("calibrate_novelty(setting='large') needs at least 2 rows "
+                         "in every class (one to fit, one to query).")
+    fitted = clone(estimator).fit(X[fit_rows], y[fit_rows])
+    if callable(getattr(estimator, "_freeze_classes", None)) and \
+            getattr(estimator, "_state", None) is not None and \
+            bool(estimator._state.frozen[: estimator._state.n_classes].all()):
+        fitted._freeze_classes(True)  # as the deployed head's known classes
+    if n_known_query is not None and n_known_query >= known.shape[0]:
+        n_known_query = None
+    tasks = LargeContextTasks(y[query_rows], known, n_novel_classes=n_novel,
+                              n_query=n_query, n_tasks=n_tasks,
+                              n_known_query_classes=n_known_query,
+                              random_state=seed)
+    return fitted, X[query_rows], y[query_rows], tasks
+
+
+def calibrate_novelty(estimator, X, y, *, setting: str = "small",
+                      n_tasks: int = 200, n_novel_classes: int | None = None,
+                      n_query: int = 10, n_known_query_classes: int | None = None,
+                      n_jobs: int | None = None, random_state=None) -> Bunch:
+    """Fit the Platt map of P(novel) on open-world tasks of labelled data.
+
+    The labelled data are training classes (never the classes the map will
+    be judged on). Small context: ``SmallContextTasks`` on ``y`` with the
+    paper's 10 support + 5 novel classes (in proportion when there are fewer
+    than 15 classes, e.g. 3 + 2 of 5), run through copies of ``estimator``
+    (the unfitted head with its prior, as deployed). Large context:
+    ``n_novel_classes`` classes are held out as novel, a clone of the fitted
+    ``estimator`` is refitted on half the rows of the others, and
+    ``LargeContextTasks`` query the rest. In both, the first sightings are
+    regressed on ``logit P(novel)`` (logistic regression, effectively
+    unpenalised). Set the result on the estimator with
+    ``estimator.set_params(novelty_calibration=(out.slope, out.intercept))``.
+
+    Parameters
+    ----------
+    estimator : CRPGaussianClassifier or compatible
+        As :func:`evaluate_online` takes it in ``setting`` (its own
+        ``novelty_calibration`` is ignored while calibrating); not modified.
+    X : array-like of shape (n_samples, n_features)
+        Features (embeddings) of the labelled training classes.
+    y : array-like of shape (n_samples,)
+        Their labels.
+    setting : {"small", "large"}, default="small"
+    n_tasks : int, default=200
+        Calibration tasks.
+    n_novel_classes : int or None, default=None
+        Novel classes per task; ``None``: the small context's proportion
+        (5 of 15), at most 5.
+    n_query : int, default=10
+        Query rows per class (large context: at most the rows left per class).
+    n_known_query_classes : int or None, default=None
+        Large context: known classes queried per task (``None``: all).
+    n_jobs : int, default=None
+        Parallel workers of :func:`evaluate_online`.
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the tasks and the large context's class split.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        ``slope`` (> 0) and ``intercept`` of the map; ``n_rows`` and
+        ``n_first_sightings`` of the calibration run; ``ece_before`` and
+        ``ece_after``, the expected calibration error of P(novel) on the
+        calibration rows themselves (in-sample: judge the map on other
+        classes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.protocol import calibrate_novelty
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(30), 25)
+    >>> X = rng.normal(scale=2.0, size=(30, 4))[y] + rng.standard_t(3, (750, 4))
+    >>> head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0,
+    ...                              sigma=1.0)
+    >>> out = calibrate_novelty(head, X, y, n_tasks=50, random_state=0)
+    >>> out.ece_after < out.ece_before
+    True
+    >>> head = head.set_params(novelty_calibration=(out.slope, out.intercept))
+    """
+    if setting not in ("small", "large"):
+        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    for name, value, low in (("n_tasks", n_tasks, 1), ("n_query", n_query, 1)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
+    y = column_or_1d(y)
+    X = np.asarray(X)
+    if X.shape[0] != y.shape[0]:
+        raise ValueError(f"X and y have different numbers of rows: {X.shape[0]} "
+                         f"and {y.shape[0]}.")
+    n_classes = np.unique(y).shape[0]
+    if n_classes < 2:
+        raise ValueError("calibrate_novelty needs at least 2 labelled classes (some "
+                         f"are held out as novel); got {n_classes}.")
+    if n_novel_classes is None:
+        n_novel_classes = min(5, small_context_sizes(n_classes)[1])
+    if isinstance(n_novel_classes, bool) or not isinstance(n_novel_classes, Integral) \
+            or not 1 <= n_novel_classes < n_classes:
+        raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
+                         f"for {n_classes} classes; got {n_novel_classes!r}.")
+    seed = _resolve_seed(random_state)
+    template = _uncalibrated(estimator)
+    if setting == "small":
+        n_support = min(10, n_classes - n_novel_classes)
+        tasks = SmallContextTasks(y, n_support_classes=n_support,
+                                  n_novel_classes=n_novel_classes,
+                                  n_query=n_query, n_tasks=n_tasks,
+                                  random_state=seed)
+        X_run, y_run = X, y
+    else:
+        template, X_run, y_run, tasks = _large_context_episodes(
+            template, X, y, n_novel_classes, n_query, n_known_query_classes,
+            n_tasks, seed)
+    report = evaluate_online(template, X_run, y_run, tasks, setting=setting,
+                             n_jobs=n_jobs, return_rows=True, probability=True)
+    first = report.rows.is_novel
+    if first.all() or not first.any():
+        raise ValueError("The calibration tasks need both first sightings and "
+                         "known-class queries.")
+    logit = _logit(report.rows.p_novel)[:, None]
+    fit = LogisticRegression(C=1e6, max_iter=1000).fit(logit, first)
+    slope = max(float(fit.coef_[0, 0]), _MIN_SLOPE)
+    intercept = float(fit.intercept_[0])
+    return Bunch(
+        slope=slope, intercept=intercept, n_rows=int(first.shape[0]),
+        n_first_sightings=int(first.sum()), ece_before=float(report.ece),
+        ece_after=expected_calibration_error(
+            first, apply_novelty_map(report.rows.p_novel, slope, intercept)),
+    )

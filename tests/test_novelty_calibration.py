@@ -1,0 +1,188 @@
+"""The Platt map of P(novel): its maths, the heads that apply it, and
+``calibrate_novelty`` that fits it on episodes of training classes."""
+
+import numpy as np
+import pytest
+import torch
+from scipy.special import expit, logit
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr._core import recalibrate_novel_column
+from sklearn_flowr.protocol import SmallContextTasks, calibrate_novelty, evaluate_online
+
+
+def _mapped_reference(proba, slope, intercept):
+    """Brute force: map P(novel), rescale the known columns by one factor."""
+    p = proba[:, -1]
+    mapped = expit(slope * logit(p) + intercept)
+    known = proba[:, :-1] * ((1.0 - mapped) / (1.0 - p))[:, None]
+    return np.column_stack([known, mapped])
+
+
+def _heavy_tailed(rng, n_classes=30, per_class=25, d=4, df=3.0):
+    y = np.repeat(np.arange(n_classes), per_class)
+    X = (rng.normal(scale=2.0, size=(n_classes, d))[y]
+         + rng.standard_t(df, size=(y.shape[0], d)))
+    return X, y
+
+
+def test_map_matches_platt_formula_and_keeps_known_ratios(rng):
+    """Check the mapped novel column is sigmoid(slope * logit p + intercept)
+    and the known classes keep their ratios, in NumPy and torch alike."""
+    logits = rng.normal(scale=3.0, size=(7, 5))
+    proba = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    out = recalibrate_novel_column(logits, 0.3, -1.2)
+    got = np.exp(out) / np.exp(out).sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(got, _mapped_reference(proba, 0.3, -1.2), rtol=1e-10)
+    t_out = recalibrate_novel_column(torch.from_numpy(logits), 0.3, -1.2)
+    np.testing.assert_allclose(t_out.numpy(), out, rtol=1e-12)
+    # Identity map: nothing changes (up to rounding of the log-sum-exp).
+    np.testing.assert_allclose(recalibrate_novel_column(logits, 1.0, 0.0), logits,
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_map_leaves_rows_without_known_class(rng):
+    """Check a row whose known columns are all -inf keeps P(novel) = 1."""
+    scores = np.array([[-np.inf, -np.inf, 0.5], [0.0, 1.0, 0.5]])
+    out = recalibrate_novel_column(scores, 0.5, 2.0)
+    assert out[0, -1] == 0.5 and np.isfinite(out[1, -1])
+    np.testing.assert_array_equal(out[:, :-1], scores[:, :-1])
+
+
+@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+def test_head_applies_map_in_every_prediction(rng, covariance):
+    """Check predict_proba, predict_log_proba and predict follow the map,
+    and open_world_step (chunked and one row at a time) returns the mapped
+    P(novel) with the same best known class as without it."""
+    X, y = _heavy_tailed(rng)
+    head = CRPGaussianClassifier(covariance=covariance).fit(X[y < 20], y[y < 20])
+    query = X[y >= 18]
+    plain = head.predict_proba(query)
+    mapped = head.set_params(novelty_calibration=(0.4, -1.0))  # after fit
+    np.testing.assert_allclose(mapped.predict_proba(query),
+                               _mapped_reference(plain, 0.4, -1.0), rtol=1e-8,
+                               atol=1e-12)
+    np.testing.assert_allclose(np.exp(mapped.predict_log_proba(query)),
+                               mapped.predict_proba(query), rtol=1e-8, atol=1e-12)
+    best = np.argmax(_mapped_reference(plain, 0.4, -1.0), axis=1)
+    labels = np.append(head.classes_, head.novel_label_)
+    np.testing.assert_array_equal(mapped.predict(query), labels[best])
+
+    stream_y = y[y >= 18]
+    raw = CRPGaussianClassifier(covariance=covariance).fit(X[y < 20], y[y < 20])
+    expected = raw.open_world_step(query, stream_y)
+    for rows in (slice(None), slice(0, 1)):  # chunked path, one-row path
+        fresh = CRPGaussianClassifier(
+            covariance=covariance, novelty_calibration=(0.4, -1.0)
+        ).fit(X[y < 20], y[y < 20])
+        out = fresh.open_world_step(query[rows], stream_y[rows])
+        np.testing.assert_allclose(
+            out.p_novel, expit(0.4 * logit(expected.p_novel[rows]) - 1.0),
+            rtol=1e-7)
+        np.testing.assert_array_equal(out.y_known, expected.y_known[rows])
+        np.testing.assert_array_equal(out.is_novel, expected.is_novel[rows])
+
+
+@pytest.mark.parametrize("value", [(0.0, 1.0), (-1.0, 0.0), (np.nan, 0.0),
+                                   (1.0, np.inf), (1.0, 2.0, 3.0), ("a", "b"), 0.5])
+def test_invalid_map_fails_before_changing_state(rng, value):
+    """Check a bad novelty_calibration fails with a clear message and leaves
+    the fitted head as it was."""
+    X, y = _heavy_tailed(rng, n_classes=4)
+    head = CRPGaussianClassifier().fit(X, y)
+    before = head.class_count_.copy()
+    head.set_params(novelty_calibration=value)
+    with pytest.raises(ValueError, match="novelty_calibration"):
+        head.predict_proba(X[:2])
+    with pytest.raises(ValueError, match="novelty_calibration"):
+        head.open_world_step(X[:3], y[:3])
+    np.testing.assert_array_equal(head.class_count_, before)
+
+
+def test_calibration_slope_near_one_when_model_is_right(rng):
+    """Check the fitted slope is about 1 on data drawn from the head's own
+    Gaussian model (only the intercept absorbs the stream's novelty rate,
+    which is the protocol's, not the CRP's), and far below 1 on heavy-tailed
+    classes, where the Gaussian odds are over-confident."""
+    y = np.repeat(np.arange(60), 25)
+    X = rng.normal(scale=2.0, size=(60, 8))[y] + rng.normal(size=(1500, 8))
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    right = calibrate_novelty(head, X, y, n_tasks=300, random_state=0)
+    assert 0.75 < right.slope < 1.35
+    X_t = rng.normal(scale=2.0, size=(60, 8))[y] + rng.standard_t(3, (1500, 8))
+    heavy = calibrate_novelty(head, X_t, y, n_tasks=300, random_state=0)
+    assert heavy.slope < 0.3
+    assert heavy.ece_after < heavy.ece_before / 5
+    assert heavy.n_rows == 300 * 15 * 10 and heavy.n_first_sightings == 300 * 5
+
+
+def test_calibration_from_training_classes_helps_on_new_classes(rng):
+    """Check the honest use: a map fitted on episodes of training classes
+    lowers the ECE of P(novel) on tasks of classes it never saw, while the
+    H-measure and the fixed-TPR accuracy (rank-based) stay the same."""
+    X, y = _heavy_tailed(rng, n_classes=60)
+    train, test = y < 30, y >= 30
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    fitted = calibrate_novelty(head, X[train], y[train], n_tasks=150,
+                               random_state=1)
+    tasks = SmallContextTasks(y[test], n_tasks=100, random_state=2)
+    plain = evaluate_online(head, X[test], y[test], tasks)
+    mapped = evaluate_online(
+        head.set_params(novelty_calibration=(fitted.slope, fitted.intercept)),
+        X[test], y[test], tasks)
+    assert mapped.ece < plain.ece / 2
+    assert mapped.brier < plain.brier
+    assert mapped.h_measure == pytest.approx(plain.h_measure, abs=1e-9)
+    assert mapped.accuracy == pytest.approx(plain.accuracy, abs=1e-12)
+
+
+@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+def test_large_context_calibration_refits_a_clone(rng, covariance):
+    """Check the large context holds classes out, leaves the fitted estimator
+    (its state and its own map) untouched, and returns an increasing map."""
+    X, y = _heavy_tailed(rng, n_classes=12, per_class=30)
+    head = CRPGaussianClassifier(covariance=covariance,
+                                 novelty_calibration=(2.0, 0.0)).fit(X, y)
+    head._freeze_classes(True)
+    before = (head.class_mean_.copy(), head.predict_proba(X[:5]))
+    out = calibrate_novelty(head, X, y, setting="large", n_tasks=40,
+                            n_novel_classes=3, random_state=0)
+    assert out.slope > 0 and np.isfinite(out.intercept)
+    assert out.n_first_sightings == 40 * 3
+    assert head.novelty_calibration == (2.0, 0.0)
+    np.testing.assert_array_equal(head.class_mean_, before[0])
+    np.testing.assert_array_equal(head.predict_proba(X[:5]), before[1])
+
+
+def test_calibration_is_reproducible(rng):
+    """Check the same seed gives the same map."""
+    X, y = _heavy_tailed(rng, n_classes=20)
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    first = calibrate_novelty(head, X, y, n_tasks=30, random_state=3)
+    again = calibrate_novelty(head, X, y, n_tasks=30, random_state=3, n_jobs=2)
+    assert (first.slope, first.intercept) == (again.slope, again.intercept)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(setting="medium"), "setting"),
+    (dict(n_tasks=0), "n_tasks"),
+    (dict(n_query=1.5), "n_query"),
+    (dict(n_novel_classes=20), "n_novel_classes"),
+    (dict(n_novel_classes=0), "n_novel_classes"),
+])
+def test_calibrate_novelty_rejects_bad_arguments(rng, kwargs, match):
+    """Check each bad argument fails with a message naming it."""
+    X, y = _heavy_tailed(rng, n_classes=20)
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    with pytest.raises(ValueError, match=match):
+        calibrate_novelty(head, X, y, **kwargs)
+
+
+def test_calibrate_novelty_rejects_bad_data(rng):
+    """Check mismatched rows and a single class are refused."""
+    X, y = _heavy_tailed(rng, n_classes=3)
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    with pytest.raises(ValueError, match="different numbers of rows"):
+        calibrate_novelty(head, X[:-1], y)
+    with pytest.raises(ValueError, match="at least 2 labelled classes"):
+        calibrate_novelty(head, X[y == 0], y[y == 0])
