@@ -323,8 +323,8 @@ default="auto"
         -------
         result : :class:`~sklearn.utils.Bunch`
             Arrays of shape (n_samples,): ``y_pred`` (the MAP decision),
-            ``y_known`` (best known class), ``p_novel`` and ``is_novel``
-            (the label was unseen at that moment).
+            ``y_known`` (best known class), ``p_novel``, ``is_novel`` (the
+            label was unseen then) and ``novelty_score`` (P(novel)'s log-odds).
 
         Examples
         --------

@@ -13,10 +13,12 @@ stream's bookkeeping. A method supplies these hooks:
   the registry has but the state not yet are new);
 - ``_stream(X, index, is_new)``: predict each row with the state before it,
   then learn it; returns the best known class index (-1 when none exists),
-  the novelty score and the novel decision of each row;
+  the novelty score and the novel decision of each row, and optionally a
+  ranking score (the log-odds of a probability);
 - ``_end_fit()``: optional, after ``fit`` has learned its rows.
 """
 
+import inspect
 from contextlib import contextmanager
 
 import numpy as np
@@ -98,7 +100,9 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         (n_samples,): ``y_pred`` (``novel_label_`` for a row declared novel,
         else ``y_known``), ``y_known`` (best known class, ``novel_label_``
         while none exists), ``p_novel`` (the novelty score, higher = more
-        novel) and ``is_novel`` (the label was unseen at that moment).
+        novel), ``is_novel`` (the label was unseen at that moment) and, where
+        ``p_novel`` is a probability, ``novelty_score``: its log-odds, in the
+        same order without rounding to 1.
         """
         first_call = not self.__sklearn_is_fitted__()
         if first_call:
@@ -114,11 +118,14 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 self._start_labels(labels)
                 self._start(X, y_index, labels, fitting=False)
         index, is_new = self._registry.register_stream(labels, y_index)
-        known_index, score, novel = self._stream(X, index, is_new)
+        known_index, score, novel, *ranking = self._stream(X, index, is_new)
         y_known = self._labels_of(known_index)
         y_pred = np.where(novel, self.novel_label_, y_known)
-        return Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
-                     is_novel=is_new)
+        out = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
+                    is_novel=is_new)
+        if ranking:  # a probability's order without its rounding near 0 and 1
+            out["novelty_score"] = ranking[0]
+        return out
 
     # ------------------------------------------------------------------ hooks
     def _check_stream_start(self):
@@ -232,6 +239,17 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 "fit it again."
             )
         super().__setstate__(state)
+        # Parameters added since the model was saved take their defaults
+        # (which reproduce the old behaviour), so get_params/clone still work.
+        for name, default in self._get_param_defaults().items():
+            if name not in self.__dict__:
+                setattr(self, name, default)
+
+    @classmethod
+    def _get_param_defaults(cls):
+        signature = inspect.signature(cls.__init__)
+        return {name: p.default for name, p in signature.parameters.items()
+                if name != "self" and p.kind != p.VAR_KEYWORD}
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

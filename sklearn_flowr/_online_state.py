@@ -21,6 +21,7 @@ out; everything in between is the diagonal head unchanged.
 import numpy as np
 
 from ._core import (
+    MAX_LOG_ODDS,
     add_observations,
     crp_log_normaliser,
     crp_log_numerators,
@@ -28,6 +29,7 @@ from ._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
+    novel_log_odds,
     recalibrate_novel_column,
     resolve_covariances,
 )
@@ -387,6 +389,9 @@ class OnlineClassState:
             Posterior probability of the novel class.
         pred_novel : ndarray of shape (n_rows,) of bool
             The novel class is the maximum a posteriori decision.
+        log_odds : ndarray of shape (n_rows,)
+            ``log P(novel) - log P(known)``, in the order of ``p_novel`` but
+            without its rounding to 1 (``novel_log_odds``).
         """
         Z = self.to_basis(Z)
         if Z.shape[0] == 1:
@@ -398,23 +403,26 @@ class OnlineClassState:
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
         pred_novel = np.empty(n_rows, dtype=bool)
+        log_odds = np.empty(n_rows)
         for rows in chunk_slices(
             index, n_classes=self.n_classes + int(is_new_class.sum()),
             width=self.joint_coef.shape[1],
         ):
             first_new = self.n_classes
             self.add_classes(int(is_new_class[rows].sum()))
-            known_index[rows], p_novel[rows], pred_novel[rows] = self._score_chunk(
+            (known_index[rows], p_novel[rows], pred_novel[rows],
+             log_odds[rows]) = self._score_chunk(
                 Z[rows], index[rows], is_new_class[rows], first_new, novelty_map
             )
             self.update(Z[rows], index[rows])
-        return known_index, p_novel, pred_novel
+        return known_index, p_novel, pred_novel, log_odds
 
     def _score_one(self, Z, novelty_map=None):
         """A lone row sees exactly the cached state: no prefix sums needed."""
         n = self.n_classes
         if n == 0:
-            return np.array([-1]), np.array([1.0]), np.array([True])
+            return (np.array([-1]), np.array([1.0]), np.array([True]),
+                    np.array([MAX_LOG_ODDS]))
         scores = self._joint_log_numerators(Z)
         if novelty_map is not None:
             scores = recalibrate_novel_column(scores, *novelty_map)
@@ -425,9 +433,14 @@ class OnlineClassState:
         # below exp(-37) / (N + 1) add up to less than half an ulp of the
         # normaliser (which is >= 1), so they are skipped.
         shifted = scores - max(scores[best], scores[n])
-        kept = shifted[shifted > -37.0 - np.log(n + 1.0)]
-        p_novel = np.exp(shifted[n]) / np.exp(kept).sum()
-        return np.array([best]), np.array([p_novel]), np.array([pred_novel])
+        keep = shifted > -37.0 - np.log(n + 1.0)
+        p_novel = np.exp(shifted[n]) / np.exp(shifted[keep]).sum()
+        keep[n] = False
+        known = shifted[:n][keep[:n]]
+        log_odds = (shifted[n] - np.log(np.exp(known).sum()) if known.size
+                    else MAX_LOG_ODDS)  # the skipped terms are below an ulp
+        return (np.array([best]), np.array([p_novel]), np.array([pred_novel]),
+                np.clip([log_odds], -MAX_LOG_ODDS, MAX_LOG_ODDS))
 
     def _score_chunk(self, Z, index, is_new_class, first_new, novelty_map=None):
         """Scores of one chunk against the states each row really sees.
@@ -469,4 +482,5 @@ class OnlineClassState:
             pred_novel = scores[:, -1] > scores[np.arange(Z.shape[0]), best]
         else:
             pred_novel = np.ones(Z.shape[0], dtype=bool)
-        return known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel
+        log_odds = novel_log_odds(scores)
+        return known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel, log_odds

@@ -383,3 +383,40 @@ def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
                      else b"not a torch file")
     with pytest.raises(ValueError, match=f"{name}.*Delete"):
         FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_calibrate_novelty_maps_p_novel_only(digits, setting):
+    """Check calibrate_novelty=True trains the same encoder and head as
+    without it and only adds the Platt map of P(novel): same best known
+    class, P(novel) mapped as the head's parameter says."""
+    from scipy.special import expit, logit
+
+    X, y = digits
+    params = dict(backbone="conv4", setting=setting, **TINY)
+    plain = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
+    model = FLOWRClassifier(**params, calibrate_novelty=True).fit(X[y < 5], y[y < 5])
+    slope, intercept = model.head_.novelty_calibration
+    assert slope > 0 and np.isfinite(intercept)
+    np.testing.assert_array_equal(model.transform(X[:20]), plain.transform(X[:20]))
+    stream = slice(900, 960)
+    out = model.open_world_step(X[stream], y[stream])
+    expected = plain.open_world_step(X[stream], y[stream])
+    np.testing.assert_array_equal(out.y_known, expected.y_known)
+    # Where the unmapped P(novel) rounded to exactly 1 the mapped one, computed
+    # from the log-odds, can be below 1: compare the others.
+    exact = expected.p_novel < 1.0 - 1e-12
+    assert exact.sum() > 40
+    np.testing.assert_allclose(
+        out.p_novel[exact],
+        expit(slope * logit(expected.p_novel[exact]) + intercept), rtol=1e-6)
+
+
+def test_calibrate_novelty_refuses_a_one_row_class_before_training(digits):
+    """Check a class of a single row fails in fit, before any training."""
+    X, y = digits
+    rows = np.r_[np.flatnonzero(y < 4), np.flatnonzero(y == 4)[:1]]
+    model = FLOWRClassifier(backbone="conv4", calibrate_novelty=True, **TINY)
+    with pytest.raises(ValueError, match="calibrate_novelty=True .* at least 2 rows"):
+        model.fit(X[rows], y[rows])
+    assert not hasattr(model, "head_")

@@ -186,3 +186,46 @@ def test_calibrate_novelty_rejects_bad_data(rng):
         calibrate_novelty(head, X[:-1], y)
     with pytest.raises(ValueError, match="at least 2 labelled classes"):
         calibrate_novelty(head, X[y == 0], y[y == 0])
+
+
+def test_model_saved_before_the_parameter_loads_without_map(rng):
+    """Check a head pickled before ``novelty_calibration`` existed loads with
+    the default (no map), clones, and predicts as it did."""
+    import pickle
+
+    from sklearn.base import clone
+
+    X, y = _heavy_tailed(rng, n_classes=5)
+    head = CRPGaussianClassifier().fit(X, y)
+    expected = head.predict_proba(X[:4])
+    del head.__dict__["novelty_calibration"]  # as an older version saved it
+    loaded = pickle.loads(pickle.dumps(head))
+    assert loaded.novelty_calibration is None
+    np.testing.assert_array_equal(loaded.predict_proba(X[:4]), expected)
+    assert clone(loaded).get_params()["novelty_calibration"] is None
+
+
+def test_log_odds_rank_queries_whose_p_novel_rounds_to_one(rng):
+    """Check the protocol ranks FLOWR's queries by the log-odds: far from
+    every known class P(novel) is exactly 1.0 in float64 and ties, which
+    would put the fixed-TPR operating point far above its target; with the
+    log-odds it is met, and the log-odds follow P(novel)'s order."""
+    y = np.repeat(np.arange(30), 25)
+    X = rng.normal(scale=30.0, size=(30, 6))[y] + rng.normal(size=(750, 6))
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=900.0, b=1.0, sigma=1.0)
+    tasks = SmallContextTasks(y, n_tasks=30, random_state=0)
+    report = evaluate_online(head, X, y, tasks, return_rows=True)
+    rows = report.rows
+    first = rows.p_novel[rows.is_novel]
+    assert np.mean(first == 1.0) > 0.5  # the ties the log-odds break
+    assert report.novel_tpr == pytest.approx(0.15, abs=0.01)
+    order = np.argsort(rows.novelty_score, kind="stable")
+    assert np.all(np.diff(rows.p_novel[order]) >= -1e-12)
+    np.testing.assert_allclose(expit(rows.novelty_score[rows.p_novel < 0.999]),
+                               rows.p_novel[rows.p_novel < 0.999], rtol=1e-9,
+                               atol=1e-300)
+    from sklearn_flowr.metrics import open_world_report
+
+    tied = open_world_report(rows.y_true, rows.y_known, rows.p_novel,
+                             rows.is_novel, task_ids=rows.task_id)
+    assert tied.novel_tpr > 0.5  # what the report did before

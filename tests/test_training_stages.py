@@ -429,3 +429,32 @@ def test_pipeline_equals_the_stages_run_by_hand(digits5):
     np.testing.assert_array_equal(embed_rows(fitted["encoder_"], X[:10], 64),
                                   embed_rows(meta.encoder, X[:10], 64))
     assert not template.__sklearn_is_fitted__()  # a template, left unchanged
+
+
+@pytest.mark.parametrize("setting, covariance", [
+    ("small", "full"), ("large", "full"), ("large", "isotropic")])
+def test_calibrate_novelty_sets_the_map_fitted_on_training_tasks(
+        rng, setting, covariance):
+    """Check calibrate_novelty=True gives the head built without it plus the
+    map calibrate_novelty fits on the same embeddings and seed."""
+    from sklearn_flowr.protocol import calibrate_novelty
+
+    y = np.repeat(np.arange(12), 20)
+    Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
+    config = FLOWRConfig(setting=setting, covariance=covariance,
+                         calibrate_novelty=True)
+    plain_config = FLOWRConfig(setting=setting, covariance=covariance)
+    meta = _meta_with_prior(config, 0.0, 9.0, 1.0)
+    head = build_head(CRPGaussianClassifier(**config.head_params()), meta, Z, y,
+                      np.arange(12), config, random_state=3)
+    plain = build_head(CRPGaussianClassifier(**config.head_params()), meta, Z, y,
+                       np.arange(12), plain_config)
+    expected = calibrate_novelty(plain, Z, y, setting=setting, random_state=3)
+    assert head.novelty_calibration == (expected.slope, expected.intercept)
+    assert 0 < expected.slope < 1  # heavy tails: the Gaussian odds are sharp
+    if setting == "large":
+        probe = rng.normal(scale=3.0, size=(6, 4))
+        np.testing.assert_array_equal(
+            head.predict(probe),
+            plain.set_params(novelty_calibration=head.novelty_calibration)
+            .predict(probe))

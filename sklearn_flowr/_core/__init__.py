@@ -35,10 +35,11 @@ from ._gaussian import (
     log_density_features,
     predictive_moments,
 )
-from ._novelty_odds import recalibrate_novel_column
+from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 
 __all__ = [
+    "MAX_LOG_ODDS",
     "add_observations",
     "class_means",
     "concentration_from_raw",
@@ -54,6 +55,7 @@ __all__ = [
     "log_density_coef",
     "log_density_features",
     "log_softmax",
+    "novel_log_odds",
     "logsumexp",
     "noise_var_floor",
     "pitman_yor_log_likelihood",

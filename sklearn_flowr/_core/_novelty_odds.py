@@ -22,6 +22,54 @@ move. It is Platt scaling (Platt, 1999) of the novelty odds.
 from ._namespace import get_namespace
 from ._softmax import logsumexp
 
+# Log-odds of a row without any known class (P(novel) = 1), and the clip of
+# every log-odds: finite, so that ROC and H-measure code accepts them.
+MAX_LOG_ODDS = 1e300
+
+
+def _known_log_mass(scores, xp):
+    """Log-sum-exp of the known columns, and which rows have a known class."""
+    has_known = xp.isfinite(xp.max(scores[..., :-1], axis=-1))
+    # Rows without a known class get zeros here (no log 0, no inf - inf).
+    known_scores = xp.where(has_known[..., None], scores[..., :-1],
+                            xp.zeros_like(scores[..., :-1]))
+    return logsumexp(known_scores, axis=-1), has_known
+
+
+def novel_log_odds(scores):
+    """``log P(novel) - log P(known)`` of each row of joint log-weights.
+
+    P(novel) itself rounds to exactly 1.0 in float64 once the known classes'
+    share falls below ~1e-16, and a run's most novel queries then tie; the
+    log-odds keep their order (a query's P(known) of 1e-20 against 1e-40).
+    Rows without a known class get ``MAX_LOG_ODDS``; all are clipped to
+    ``[-MAX_LOG_ODDS, MAX_LOG_ODDS]``.
+
+    Parameters
+    ----------
+    scores : ndarray of shape (n_rows, n_classes + 1)
+        Unnormalised log-weights, the novel class last.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> novel_log_odds(np.log([[0.6, 0.2, 0.2]])).round(4)  # 0.2 / 0.8
+    array([-1.3863])
+    >>> novel_log_odds(np.array([[-50.0, -60.0, 0.0]])) > 49  # P(novel) == 1.0
+    array([ True])
+    """
+    xp = get_namespace(scores)
+    if scores.shape[-1] < 2:
+        return xp.full(scores.shape[:-1], MAX_LOG_ODDS, dtype=scores.dtype)
+    known, has_known = _known_log_mass(scores, xp)
+    odds = xp.where(has_known, scores[..., -1] - known,
+                    xp.full_like(known, MAX_LOG_ODDS))
+    return xp.clip(odds, -MAX_LOG_ODDS, MAX_LOG_ODDS)
+
 
 def recalibrate_novel_column(scores, slope, intercept):
     """Apply ``logit p -> slope * logit p + intercept`` to the novel column.
@@ -55,9 +103,7 @@ def recalibrate_novel_column(scores, slope, intercept):
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return scores
-    known = logsumexp(scores[..., :-1], axis=-1)
-    has_known = xp.isfinite(known)
-    known = xp.where(has_known, known, xp.zeros_like(known))  # no inf - inf
+    known, has_known = _known_log_mass(scores, xp)
     mapped = known + slope * (scores[..., -1] - known) + intercept
     novel = xp.where(has_known, mapped, scores[..., -1])
     return xp.concat([scores[..., :-1], novel[..., None]], axis=-1)

@@ -329,10 +329,11 @@ def _run_setting(setting, args, data, data_key, cache, log):
                       meta_epochs=args.meta_epochs,
                       episodes_per_epoch=args.episodes_per_epoch,
                       meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
-                      # "flowr" is the paper's isotropic head; "flowr-full",
-                      # FLOWRClassifier's default head, is built from the
-                      # same encoder's cached features.
-                      covariance="isotropic",
+                      # "flowr" is the paper's isotropic head, unmapped;
+                      # "flowr-full" (FLOWRClassifier's default head) and
+                      # "flowr-full-cal" are built from the same encoder's
+                      # cached features.
+                      covariance="isotropic", calibrate_novelty=False,
                       device=args.device, random_state=args.seed,
                       # Training progress (skorch's epoch tables and bars).
                       verbose=int(args.verbose >= 1))

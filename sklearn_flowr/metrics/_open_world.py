@@ -162,6 +162,7 @@ def open_world_report(
     novel_label=None,
     probability="auto",
     n_bins: int = DEFAULT_N_BINS,
+    novelty_score=None,
 ) -> Bunch:
     """Score an open-world run the way the FLOWR paper reports it.
 
@@ -242,6 +243,15 @@ def open_world_report(
     n_bins : int, default=15
         Equal-width bins of [0, 1] of the calibration error and the
         reliability diagram.
+
+    novelty_score : array-like of shape (n_samples,), default=None
+        A score in the same order as ``p_novel`` without its float rounding,
+        e.g. the log-odds ``log P(novel) - log P(known)`` (FLOWR's
+        ``open_world_step`` returns it): far from the decision boundary
+        P(novel) rounds to exactly 1 (or 0) in float64, and those ties would
+        move the operating point above ``tpr``. When given, the threshold
+        (then on this score), the H-measure and the AUROC use it; the
+        calibration keys use ``p_novel``. ``None``: ``p_novel`` for all.
 
     Returns
     -------
@@ -329,8 +339,12 @@ def open_world_report(
             "the novelty detector."
         )
 
-    threshold = novelty_threshold_at_tpr(p_novel, is_novel, tpr)
-    declared_novel = p_novel >= threshold
+    ranking = p_novel
+    if novelty_score is not None:
+        ranking = _check_p_novel(novelty_score)
+        check_consistent_length(ranking, p_novel)
+    threshold = novelty_threshold_at_tpr(ranking, is_novel, tpr)
+    declared_novel = ranking >= threshold
     correct = np.where(declared_novel, is_novel,
                        ~is_novel & _same_labels(y_known, y_true))
 
@@ -356,8 +370,8 @@ def open_world_report(
     report = Bunch(
         threshold=threshold,
         novel_tpr=float(np.mean(declared_novel[is_novel])),
-        h_measure=h_measure(is_novel.astype(np.int8), p_novel),
-        auroc=float(roc_auc_score(is_novel, p_novel)),
+        h_measure=h_measure(is_novel.astype(np.int8), ranking),
+        auroc=float(roc_auc_score(is_novel, ranking)),
         n_tasks=n_tasks,
         task_accuracy=task_accuracy,
         task_support_accuracy=task_support,

@@ -140,7 +140,9 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         Novel classes per task; ``None``: the small context's proportion
         (5 of 15), at most 5.
     n_query : int, default=10
-        Query rows per class (large context: at most the rows left per class).
+        Query rows per class, at most half the smallest class (large context:
+        the rows left per class). Small context: 1 to 10 shots per support
+        class, at most the rows a class has beside its queries.
     n_known_query_classes : int or None, default=None
         Large context: known classes queried per task (``None``: all).
     n_jobs : int, default=None
@@ -196,8 +198,17 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     template = _uncalibrated(estimator)
     if setting == "small":
         n_support = min(10, n_classes - n_novel_classes)
+        # Small classes: fewer queries and shots (a support class takes up to
+        # 10 shots + n_query queries), never more than the rows allow.
+        smallest = int(np.unique(y, return_counts=True)[1].min())
+        if smallest < 2:
+            raise ValueError("calibrate_novelty needs at least 2 rows in every "
+                             "class (a shot and a query); the smallest has "
+                             f"{smallest}.")
+        n_query = min(n_query, smallest // 2)
         tasks = SmallContextTasks(y, n_support_classes=n_support,
                                   n_novel_classes=n_novel_classes,
+                                  shots=(1, min(10, smallest - n_query)),
                                   n_query=n_query, n_tasks=n_tasks,
                                   random_state=seed)
         X_run, y_run = X, y

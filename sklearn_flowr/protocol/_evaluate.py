@@ -62,7 +62,10 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     The rows of all tasks are pooled; the novelty threshold is set on the
     pooled run at the novelty true-positive rate ``tpr``, and the accuracies
     are averaged over tasks (see
-    :func:`~sklearn_flowr.metrics.open_world_report`). When ``p_novel`` is a
+    :func:`~sklearn_flowr.metrics.open_world_report`). When
+    ``open_world_step`` also returns ``novelty_score`` (FLOWR's heads: the
+    log-odds of P(novel), which do not round to 1 for the most novel queries),
+    the threshold, H-measure, AUROC and ROC curve rank by it. When ``p_novel`` is a
     probability, the report adds its calibration against the first sightings
     (expected calibration error over 15 equal-width bins, Brier score,
     reliability bins) and the accuracy of the estimator's threshold-free
@@ -202,8 +205,10 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
         rows.y_true, rows.y_known, rows.p_novel, rows.is_novel, tpr=tpr,
         task_ids=rows.task_id, support_mask=rows.support_mask, y_pred=y_pred,
         novel_label=_NOVEL_DECISION, probability=probability,
+        novelty_score=rows.get("novelty_score"),
     )
-    fpr, tpr_curve, thresholds = roc_curve(rows.is_novel, rows.p_novel)
+    fpr, tpr_curve, thresholds = roc_curve(rows.is_novel,
+                                           rows.get("novelty_score", rows.p_novel))
     report.update(setting=setting, target_tpr=float(tpr), fpr=fpr,
                   tpr_curve=tpr_curve, roc_thresholds=thresholds)
     if return_rows:
@@ -346,6 +351,8 @@ def _evaluate_task(estimator, X, y, task, setting):
             # Per task: each copy resolved its own novel label.
             rows["pred_novel"] = np.asarray(
                 rows["y_pred"].astype(object) == novel_label, dtype=bool)
+    if "novelty_score" in out:
+        rows["novelty_score"] = np.asarray(out["novelty_score"], dtype=np.float64)
     return rows | {
         "y_known": np.asarray(out["y_known"]),
         "p_novel": np.asarray(out["p_novel"], dtype=np.float64),

@@ -40,6 +40,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "class_prior": [StrOptions({"crp", "uniform"})],
     "covariance": [StrOptions({"isotropic", "full"})],
     "prior_scale": [Interval(Real, 0, None, closed="neither")],
+    "calibrate_novelty": ["boolean"],
     "match_sigma": ["boolean"],
     "known_count": [Interval(Real, 0, None, closed="neither")],
     "novel_label": "no_validation",
@@ -151,6 +152,7 @@ class FLOWRConfig:
     class_prior: str = "crp"
     covariance: str = "full"
     prior_scale: float = 1.0
+    calibrate_novelty: bool = False
     known_count: float = 1.0
     novel_label: Any = "auto"
     embedding_dim: int = 64

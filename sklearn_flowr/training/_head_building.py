@@ -15,6 +15,7 @@ from sklearn.base import clone
 
 from .._core import condition_on
 from .._empirical_head import empirical_bayes_head
+from ..protocol import calibrate_novelty
 from ._config import FLOWRConfig
 from ._heads import FLOWRMetaModule
 
@@ -73,7 +74,7 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
 
 
 def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
-               config: FLOWRConfig):
+               config: FLOWRConfig, *, random_state=None):
     """The online head after meta-training.
 
     Parameters
@@ -85,11 +86,13 @@ def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
         Meta-trained, in evaluation mode.
     Z : ndarray of shape (n_samples, embedding_dim)
         Training embeddings under the final encoder (read in the large
-        context and with ``covariance="full"``).
+        context, with ``covariance="full"`` and with ``calibrate_novelty``).
     y_index : ndarray of shape (n_samples,)
     labels : ndarray of shape (n_classes,)
         The class labels of ``y_index``.
     config : FLOWRConfig
+    random_state : int or None, default=None
+        Seeds the calibration tasks of ``config.calibrate_novelty``.
 
     Returns
     -------
@@ -114,15 +117,21 @@ def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
     """
     head = clone(template).set_params(**meta.head_kwargs())
     if config.covariance == "full":
-        return empirical_bayes_head(head, Z, labels[y_index],
+        head = empirical_bayes_head(head, Z, labels[y_index],
                                     setting=config.setting,
                                     frozen=not config.update_known,
                                     prior_scale=config.prior_scale,
                                     covariance="full")
-    if config.setting == "large":
+    elif config.setting == "large":
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
                                              sigma=config.sigma,
                                              known_table=config.known_table)
         head.fit_class_embeddings(labels, means, variances,
                                   frozen=not config.update_known)
+    if config.calibrate_novelty:
+        # Tasks of the training classes on the final embedding (the large
+        # context refits a clone with some classes held out as novel).
+        fitted = calibrate_novelty(head, Z, labels[y_index], setting=config.setting,
+                                   random_state=random_state)
+        head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
     return head

@@ -39,7 +39,8 @@ def check_training_plan(config: FLOWRConfig, y_index, n_classes: int,
     Raises
     ------
     ValueError
-        Fewer than 2 classes, or what meta-training's episodes would refuse.
+        Fewer than 2 classes, a class of one row with ``calibrate_novelty``,
+        or what meta-training's episodes would refuse.
 
     Examples
     --------
@@ -51,6 +52,13 @@ def check_training_plan(config: FLOWRConfig, y_index, n_classes: int,
     """
     if n_classes < 2:
         raise ValueError(f"fit needs at least 2 classes; got {n_classes} class.")
+    if config.calibrate_novelty:
+        smallest = int(np.bincount(y_index, minlength=n_classes).min())
+        if smallest < 2:
+            raise ValueError(
+                "calibrate_novelty=True draws open-world tasks from the training "
+                "classes and needs at least 2 rows in every class; the smallest "
+                f"has {smallest}. Give more rows or set calibrate_novelty=False.")
     check_meta_training_plan(config, y_index, n_classes, seed)
 
 
@@ -112,10 +120,12 @@ def train_flowr(X, labels, y_index, config: FLOWRConfig, runner: StageRunner,
     pretrained = encoder if config.meta_epochs == 0 else copy.deepcopy(encoder)
     meta = meta_train(encoder, X_train, y_index, means, variances, config, runner)
     meta.eval()
-    needs_embeddings = config.covariance == "full" or config.setting == "large"
+    needs_embeddings = (config.covariance == "full" or config.setting == "large"
+                        or config.calibrate_novelty)
     Z = (embed_rows(meta.encoder, X_train, config.batch_size) if needs_embeddings
          else None)
-    head = build_head(head_template, meta, Z, y_index, labels, config)
+    head = build_head(head_template, meta, Z, y_index, labels, config,
+                      random_state=runner.seed)
     return dict(history_=runner.history, pretrained_encoder_=pretrained.eval(),
                 meta_module_=meta, encoder_=meta.encoder, train_classes_=labels,
                 input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
