@@ -100,7 +100,7 @@ or torch.nn.Module, default="conv4"
         large context; on digits and fashion-mnist (five training classes)
         it changes nothing measurable (ECE 0.04-0.05 either way).
         Must be 1.0 with ``covariance="isotropic"``.
-    calibrate_novelty : bool, default=False
+    calibrate_novelty : bool, default=True
         After training, fit a Platt map of P(novel) on open-world tasks drawn
         from the training classes' final embeddings
         (:func:`~sklearn_flowr.protocol.calibrate_novelty`; not in the paper)
@@ -109,8 +109,9 @@ or torch.nn.Module, default="conv4"
         the ECE of P(novel) fell from 0.024-0.037 to 0.002-0.015 on glyphs
         and did not improve with five training classes (digits,
         fashion-mnist), where episodes of the training classes do not look
-        like new ones (README, "Measured figures"). Needs two classes with
-        two or more rows.
+        like new ones (README, "Measured figures"). ``False``: the model's
+        own P(novel), as in the paper. Needs every class to have two or more
+        rows.
     known_count : float, default=1.0
         CRP pseudo-count of the known-known classes (large context).
     novel_label : object, default="auto"
@@ -268,7 +269,7 @@ or torch.nn.Module, default="conv4"
     def __init__(self, *, backbone="conv4", setting="small", pretrain="sup-e",
                  class_stats="empirical", a=0.5, sigma=0.5, match_sigma=True,
                  class_prior="crp", covariance="full", prior_scale=1.0,
-                 calibrate_novelty=False, known_count=1.0,
+                 calibrate_novelty=True, known_count=1.0,
                  novel_label="auto", embedding_dim=64, pretrain_epochs=20,
                  meta_epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
                  n_unknown=2, lr=None, meta_lr=None, head_lr=1e-2,

@@ -212,7 +212,7 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
     keeps the training classes fixed online unless update_known."""
     X, y = digits
     X, y = X[y < 7], y[y < 7]
-    params = dict(TINY, backbone="mlp", setting=setting)
+    params = dict(TINY, backbone="mlp", setting=setting, calibrate_novelty=False)
     isotropic = FLOWRClassifier(**params).fit(X, y)
     model = FLOWRClassifier(**params, covariance="full").fit(X, y)
     Z = model.transform(X)
@@ -387,15 +387,17 @@ def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 def test_calibrate_novelty_maps_p_novel_only(digits, setting):
-    """Check calibrate_novelty=True trains the same encoder and head as
-    without it and only adds the Platt map of P(novel): same best known
-    class, P(novel) mapped as the head's parameter says."""
+    """Check calibrate_novelty=True (the default) trains the same encoder and
+    head as without it and only adds the Platt map of P(novel): same best
+    known class, P(novel) mapped as the head's parameter says."""
     from scipy.special import expit, logit
 
     X, y = digits
     params = dict(backbone="conv4", setting=setting, **TINY)
-    plain = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
-    model = FLOWRClassifier(**params, calibrate_novelty=True).fit(X[y < 5], y[y < 5])
+    plain = FLOWRClassifier(**params, calibrate_novelty=False).fit(X[y < 5],
+                                                                   y[y < 5])
+    assert plain.head_.novelty_calibration is None
+    model = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])  # default: mapped
     slope, intercept = model.head_.novelty_calibration
     assert slope > 0 and np.isfinite(intercept)
     np.testing.assert_array_equal(model.transform(X[:20]), plain.transform(X[:20]))
@@ -416,7 +418,7 @@ def test_calibrate_novelty_refuses_a_one_row_class_before_training(digits):
     """Check a class of a single row fails in fit, before any training."""
     X, y = digits
     rows = np.r_[np.flatnonzero(y < 4), np.flatnonzero(y == 4)[:1]]
-    model = FLOWRClassifier(backbone="conv4", calibrate_novelty=True, **TINY)
+    model = FLOWRClassifier(backbone="conv4", **TINY)  # calibrate_novelty=True
     with pytest.raises(ValueError, match="calibrate_novelty=True .* at least 2 rows"):
         model.fit(X[rows], y[rows])
     assert not hasattr(model, "head_")

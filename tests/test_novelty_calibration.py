@@ -229,3 +229,18 @@ def test_log_odds_rank_queries_whose_p_novel_rounds_to_one(rng):
     tied = open_world_report(rows.y_true, rows.y_known, rows.p_novel,
                              rows.is_novel, task_ids=rows.task_id)
     assert tied.novel_tpr > 0.5  # what the report did before
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_calibration_with_labels_that_reach_minus_one(rng, setting):
+    """Check labels {-1, 1, 2, ...} work: the held-out classes must not take
+    the novel label the copies would resolve from fewer classes."""
+    X, y = _heavy_tailed(rng, n_classes=6, per_class=30)
+    y = np.where(y == 0, -1, y)
+    head = CRPGaussianClassifier()
+    if setting == "large":
+        head.fit(X, y)
+    else:
+        head.set_params(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    out = calibrate_novelty(head, X, y, setting=setting, n_tasks=20, random_state=0)
+    assert out.slope > 0

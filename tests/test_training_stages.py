@@ -344,7 +344,7 @@ def test_small_context_head_carries_only_the_learned_prior(rng):
     and the configuration's a, sigma and novel label."""
     mu0 = rng.normal(size=4)
     config = FLOWRConfig(setting="small", a=0.2, sigma=0.7, novel_label="new",
-                         covariance="isotropic")
+                         covariance="isotropic", calibrate_novelty=False)
     head = build_head(CRPGaussianClassifier(**config.head_params()),
                       _meta_with_prior(config, mu0, 0.5, 3.0), None, np.zeros(0, int),
                       np.zeros(0), config)
@@ -362,7 +362,8 @@ def test_full_covariance_head_equals_independent_empirical_bayes(rng, setting):
     y = np.repeat(np.arange(4), 6)
     Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
         size=(4, 3))[y]
-    config = FLOWRConfig(setting=setting, covariance="full")
+    config = FLOWRConfig(setting=setting, covariance="full",
+                         calibrate_novelty=False)
     head = build_head(CRPGaussianClassifier(**config.head_params()),
                       _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
                       config)
@@ -385,7 +386,8 @@ def test_prior_scale_scales_only_the_empirical_prior_covariance(rng, setting):
     y = np.repeat(np.arange(4), 6)
     Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
         size=(4, 3))[y]
-    config = FLOWRConfig(setting=setting, covariance="full", prior_scale=1.5)
+    config = FLOWRConfig(setting=setting, covariance="full", prior_scale=1.5,
+                         calibrate_novelty=False)
     head = build_head(CRPGaussianClassifier(**config.head_params()),
                       _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
                       config)
@@ -443,7 +445,8 @@ def test_calibrate_novelty_sets_the_map_fitted_on_training_tasks(
     Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
     config = FLOWRConfig(setting=setting, covariance=covariance,
                          calibrate_novelty=True)
-    plain_config = FLOWRConfig(setting=setting, covariance=covariance)
+    plain_config = FLOWRConfig(setting=setting, covariance=covariance,
+                               calibrate_novelty=False)
     meta = _meta_with_prior(config, 0.0, 9.0, 1.0)
     head = build_head(CRPGaussianClassifier(**config.head_params()), meta, Z, y,
                       np.arange(12), config, random_state=3)

@@ -21,6 +21,7 @@ from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch, column_or_1d
 
+from .._labels import resolve_novel_label
 from ..metrics import expected_calibration_error
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
@@ -61,11 +62,17 @@ def apply_novelty_map(p_novel, slope, intercept):
     return 1.0 / (1.0 + np.exp(-(slope * _logit(p_novel) + intercept)))
 
 
-def _uncalibrated(estimator):
-    """A copy of ``estimator`` predicting its own P(novel)."""
+def _uncalibrated(estimator, y):
+    """A copy of ``estimator`` predicting its own P(novel), its novel label
+    fixed from all of ``y`` (held-out classes must not take it)."""
     out = copy.deepcopy(estimator)
-    if "novelty_calibration" in out.get_params(deep=False):
+    params = out.get_params(deep=False)
+    if "novelty_calibration" in params:
         out.set_params(novelty_calibration=None)
+    if "novel_label" in params:
+        novel = getattr(out, "novel_label_", None)
+        out.set_params(novel_label=resolve_novel_label(
+            params["novel_label"], np.unique(y)) if novel is None else novel)
     return out
 
 
@@ -92,7 +99,13 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
     if np.unique(y[fit_rows]).shape[0] < known.shape[0]:
         raise ValueError("calibrate_novelty(setting='large') needs at least 2 rows "
                          "in every class (one to fit, one to query).")
-    fitted = clone(estimator).fit(X[fit_rows], y[fit_rows])
+    refit = clone(estimator)
+    # The deployed head's hyper-parameters, not new estimates from fewer
+    # classes (one class could not give a prior at all).
+    fixed = {name: getattr(estimator, name + "_") for name in
+             ("prior_mean", "prior_var", "sigma", "b")
+             if name in refit.get_params() and hasattr(estimator, name + "_")}
+    fitted = refit.set_params(**fixed).fit(X[fit_rows], y[fit_rows])
     if callable(getattr(estimator, "_freeze_classes", None)) and \
             getattr(estimator, "_state", None) is not None and \
             bool(estimator._state.frozen[: estimator._state.n_classes].all()):
@@ -118,7 +131,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     than 15 classes, e.g. 3 + 2 of 5), run through copies of ``estimator``
     (the unfitted head with its prior, as deployed). Large context:
     ``n_novel_classes`` classes are held out as novel, a clone of the fitted
-    ``estimator`` is refitted on half the rows of the others, and
+    ``estimator`` (with its fitted prior, noise and concentration when it has
+    them) is refitted on half the rows of the others, and
     ``LargeContextTasks`` query the rest. In both, the first sightings are
     regressed on ``logit P(novel)`` (logistic regression, effectively
     unpenalised). Set the result on the estimator with
@@ -195,7 +209,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
                          f"for {n_classes} classes; got {n_novel_classes!r}.")
     seed = _resolve_seed(random_state)
-    template = _uncalibrated(estimator)
+    template = _uncalibrated(estimator, y)
     if setting == "small":
         n_support = min(10, n_classes - n_novel_classes)
         # Small classes: fewer queries and shots (a support class takes up to

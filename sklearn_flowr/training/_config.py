@@ -152,7 +152,7 @@ class FLOWRConfig:
     class_prior: str = "crp"
     covariance: str = "full"
     prior_scale: float = 1.0
-    calibrate_novelty: bool = False
+    calibrate_novelty: bool = True
     known_count: float = 1.0
     novel_label: Any = "auto"
     embedding_dim: int = 64
