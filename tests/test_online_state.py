@@ -73,7 +73,8 @@ def test_stream_equals_the_textbook_posterior_before_each_row(rng):
         order.setdefault(label, len(order))
         stream_index.append(order[label])
     stream_index, is_new = np.array(stream_index), np.array(is_new)
-    known, p_novel, pred_novel = state.stream(X[10:], stream_index, is_new)
+    known, p_novel, pred_novel, log_odds = state.stream(X[10:], stream_index,
+                                                        is_new)
     for t in range(50):
         seen_index = np.r_[index, stream_index[:t]]
         n_classes = int(seen_index.max()) + 1
@@ -81,6 +82,8 @@ def test_stream_equals_the_textbook_posterior_before_each_row(rng):
                                prior_var=np.array([3.0]), n_classes=n_classes)[0]
         posterior = np.exp(joint - np.logaddexp.reduce(joint))
         assert p_novel[t] == pytest.approx(posterior[-1], rel=1e-9, abs=1e-300)
+        assert log_odds[t] == pytest.approx(
+            joint[-1] - np.logaddexp.reduce(joint[:-1]), rel=1e-9, abs=1e-9)
         assert known[t] == np.argmax(joint[:-1])
         assert pred_novel[t] == (joint[-1] > joint[:-1].max())
     assert state.n_classes == len(order)
