@@ -17,6 +17,7 @@ import copy
 from numbers import Integral
 
 import numpy as np
+from scipy.special import expit
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch, column_or_1d
@@ -59,7 +60,7 @@ def _logit(p):
 
 def apply_novelty_map(p_novel, slope, intercept):
     """``sigmoid(slope * logit(p_novel) + intercept)``, for reports."""
-    return 1.0 / (1.0 + np.exp(-(slope * _logit(p_novel) + intercept)))
+    return expit(slope * _logit(p_novel) + intercept)
 
 
 def _uncalibrated(estimator, y):
