@@ -432,15 +432,16 @@ class OnlineClassState:
         # At 10^4 classes the exponentials cost as much as the mat-vec. Terms
         # below exp(-37) / (N + 1) add up to less than half an ulp of the
         # normaliser (which is >= 1), so they are skipped.
+        cutoff = -37.0 - np.log(n + 1.0)
         shifted = scores - max(scores[best], scores[n])
-        keep = shifted > -37.0 - np.log(n + 1.0)
-        p_novel = np.exp(shifted[n]) / np.exp(shifted[keep]).sum()
-        keep[n] = False
-        known = shifted[:n][keep[:n]]
-        log_odds = (shifted[n] - np.log(np.exp(known).sum()) if known.size
-                    else MAX_LOG_ODDS)  # the skipped terms are below an ulp
+        p_novel = np.exp(shifted[n]) / np.exp(shifted[shifted > cutoff]).sum()
+        # The known mass relative to the best known class, which it always
+        # holds: exact however far the novel class is ahead.
+        known = scores[:n] - scores[best]
+        log_known = scores[best] + np.log(np.exp(known[known > cutoff]).sum())
+        log_odds = np.clip(scores[n] - log_known, -MAX_LOG_ODDS, MAX_LOG_ODDS)
         return (np.array([best]), np.array([p_novel]), np.array([pred_novel]),
-                np.clip([log_odds], -MAX_LOG_ODDS, MAX_LOG_ODDS))
+                np.array([log_odds]))
 
     def _score_chunk(self, Z, index, is_new_class, first_new, novelty_map=None):
         """Scores of one chunk against the states each row really sees.

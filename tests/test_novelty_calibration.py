@@ -244,3 +244,23 @@ def test_calibration_with_labels_that_reach_minus_one(rng, setting):
         head.set_params(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
     out = calibrate_novelty(head, X, y, setting=setting, n_tasks=20, random_state=0)
     assert out.slope > 0
+
+
+def test_one_row_stream_gives_the_exact_log_odds_far_from_every_class(rng):
+    """Check a lone row (the one-row path) far from every known class gets
+    the same log-odds as the chunked path, not a clipped or rounded value,
+    although its P(novel) is exactly 1.0."""
+    X, y = _heavy_tailed(rng, n_classes=4)
+    head = CRPGaussianClassifier().fit(X, y)
+    far = np.array([[60.0, -60.0, 60.0, -60.0], [-70.0, 70.0, -70.0, 70.0]])
+    labels = np.array([90, 91])
+    chunk = CRPGaussianClassifier().fit(X, y).open_world_step(far, labels)
+    lone = [CRPGaussianClassifier().fit(X, y).open_world_step(far[i:i + 1],
+                                                              labels[i:i + 1])
+            for i in range(2)]
+    assert (chunk.p_novel == 1.0).all()
+    assert 100 < chunk.novelty_score[0] < 1e10
+    assert lone[0].novelty_score[0] == pytest.approx(chunk.novelty_score[0],
+                                                     rel=1e-9)
+    assert lone[1].novelty_score[0] > 100
+    assert head.predict_proba(far)[:, -1].tolist() == [1.0, 1.0]

@@ -17,7 +17,7 @@ import copy
 from numbers import Integral
 
 import numpy as np
-from scipy.special import expit
+from scipy.special import expit, logit
 from sklearn.base import clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch, column_or_1d
@@ -52,10 +52,9 @@ def small_context_sizes(n_classes):
 
 
 def _logit(p):
-    p = np.asarray(p, dtype=np.float64)
     with np.errstate(divide="ignore"):
-        out = np.log(p) - np.log1p(-p)
-    return np.clip(out, -_LOGIT_CLIP, _LOGIT_CLIP)
+        return np.clip(logit(np.asarray(p, dtype=np.float64)), -_LOGIT_CLIP,
+                       _LOGIT_CLIP)
 
 
 def apply_novelty_map(p_novel, slope, intercept):
@@ -237,8 +236,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     if first.all() or not first.any():
         raise ValueError("The calibration tasks need both first sightings and "
                          "known-class queries.")
-    logit = _logit(report.rows.p_novel)[:, None]
-    fit = LogisticRegression(C=1e6, max_iter=1000).fit(logit, first)
+    log_odds = _logit(report.rows.p_novel)[:, None]
+    fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds, first)
     slope = max(float(fit.coef_[0, 0]), _MIN_SLOPE)
     intercept = float(fit.intercept_[0])
     return Bunch(
