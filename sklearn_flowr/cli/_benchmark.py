@@ -63,7 +63,8 @@ from ._benchmark_setup import (
     split_fit_and_held_out,
 )
 
-__all__ = ["build_parser", "format_table", "main", "parse_args", "run_benchmark"]
+__all__ = ["benchmark_data", "build_parser", "format_table", "main", "model_params",
+           "parse_args", "run_benchmark"]
 
 _TPR = {"small": 0.15, "large": 0.6}
 _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
@@ -260,12 +261,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     return args
 
 
-def run_benchmark(args, log=print) -> dict:
-    """Train, extract and evaluate; return every figure as a JSON-able dict."""
+def benchmark_data(args):
+    """The run's train/test images (:func:`load_benchmark_data` with the
+    options of ``args``; rendered glyphs and kanji cached under
+    ``--cache-dir``)."""
     cache = args.cache_dir or None
-    start = time.perf_counter()
-    log(f"loading {args.dataset} ...")
-    data = load_benchmark_data(args.dataset, data_path=args.data_path,
+    return load_benchmark_data(args.dataset, data_path=args.data_path,
                                font_dirs=args.font_dir,
                                max_fonts=args.max_fonts,
                                max_per_class=args.max_per_class,
@@ -274,6 +275,34 @@ def run_benchmark(args, log=print) -> dict:
                                cache_dir=None if cache is None
                                else Path(cache) / "data",
                                random_state=args.seed)
+
+
+def model_params(args, setting: str, pretrain: str) -> dict:
+    """``FLOWRClassifier`` parameters of the run's model for one setting and
+    pre-training (the model cache is keyed by them)."""
+    return dict(backbone=args.backbone, setting=setting,
+                pretrain=None if pretrain == "none" else pretrain,
+                embedding_dim=args.embedding_dim,
+                pretrain_epochs=args.pretrain_epochs,
+                meta_epochs=args.meta_epochs,
+                episodes_per_epoch=args.episodes_per_epoch,
+                meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
+                # "flowr" is the paper's isotropic head, unmapped;
+                # "flowr-full" (FLOWRClassifier's default head) and
+                # "flowr-full-cal" are built from the same encoder's
+                # cached features.
+                covariance="isotropic", calibrate_novelty=False,
+                device=args.device, random_state=args.seed,
+                # Training progress (skorch's epoch tables and bars).
+                verbose=int(args.verbose >= 1))
+
+
+def run_benchmark(args, log=print) -> dict:
+    """Train, extract and evaluate; return every figure as a JSON-able dict."""
+    cache = args.cache_dir or None
+    start = time.perf_counter()
+    log(f"loading {args.dataset} ...")
+    data = benchmark_data(args)
     n_train_classes = np.unique(data.y_train).shape[0]
     n_test_classes = np.unique(data.y_test).shape[0]
     log(f"{args.dataset}: {n_train_classes} training classes "
@@ -322,21 +351,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
     log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
     out = {"protocol": protocol, "tpr": _TPR[setting], "rows": []}
     for pretrain in args.pretrain:
-        params = dict(backbone=args.backbone, setting=setting,
-                      pretrain=None if pretrain == "none" else pretrain,
-                      embedding_dim=args.embedding_dim,
-                      pretrain_epochs=args.pretrain_epochs,
-                      meta_epochs=args.meta_epochs,
-                      episodes_per_epoch=args.episodes_per_epoch,
-                      meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
-                      # "flowr" is the paper's isotropic head, unmapped;
-                      # "flowr-full" (FLOWRClassifier's default head) and
-                      # "flowr-full-cal" are built from the same encoder's
-                      # cached features.
-                      covariance="isotropic", calibrate_novelty=False,
-                      device=args.device, random_state=args.seed,
-                      # Training progress (skorch's epoch tables and bars).
-                      verbose=int(args.verbose >= 1))
+        params = model_params(args, setting, pretrain)
         tic = time.perf_counter()
         log(f"-- {pretrain} pre-training, {setting} context")
         model = fit_or_load_model(params, X_fit, y_fit, data_key=data_key,
