@@ -34,6 +34,7 @@ Usage (the options are ``flowr-benchmark``'s)::
 
 from __future__ import annotations
 
+import copy
 import json
 import sys
 from pathlib import Path
@@ -112,21 +113,19 @@ def probe(args, log=print) -> dict:
                                     {"fit": data.X_train, "eval": data.X_test},
                                     cache_dir=cache, log=log)
         Z_fit, Z_eval = features["flowr/fit"], features["flowr/eval"]
-        noise_x, prior_x = shift_ratios(
-            method_template("flowr-full", "small", model, Z_fit, data.y_train),
-            Z_eval, data.y_test)
+        head = method_template("flowr-full", "small", model, Z_fit, data.y_train)
+        noise_x, prior_x = shift_ratios(head, Z_eval, data.y_test)
         calibration = dict(random_state=args.seed, n_jobs=args.n_jobs)
         variants = {
-            "full head": method_template("flowr-full", "small", model, Z_fit,
-                                         data.y_train),
+            "full head": head,
             "full head, calibrated": method_template(
                 "flowr-full-cal", "small", model, Z_fit, data.y_train,
                 calibration=calibration),
+            # set_params on a copy: the deployed head stays as it is.
+            "full head, W and S0 x test ratios (oracle)":
+                copy.deepcopy(head).set_params(sigma=noise_x * head.sigma,
+                                               prior_var=prior_x * head.prior_var),
         }
-        oracle = method_template("flowr-full", "small", model, Z_fit,
-                                 data.y_train)
-        variants["full head, W and S0 x test ratios (oracle)"] = oracle.set_params(
-            sigma=noise_x * oracle.sigma, prior_var=prior_x * oracle.prior_var)
         figures = {}
         for name, head in variants.items():
             report = evaluate_online(head, Z_eval, data.y_test, tasks,
