@@ -37,7 +37,7 @@ from ._streaming import chunk_slices, group_sums, prefix_states
 
 
 def new_head_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
-                   covariance, class_prior, known_count):
+                   covariance, class_prior, known_count, noise_shrinkage=0.0):
     """A fresh state from the head's hyper-parameters, checked against each
     other; "auto" values are estimated from ``X`` (empirical Bayes).
 
@@ -61,6 +61,7 @@ def new_head_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
     hyper = resolve_covariances(
         X, y_index, n_classes, covariance=covariance, sigma=sigma,
         prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
+        noise_shrinkage=noise_shrinkage,
     )
     b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
     state = OnlineClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,

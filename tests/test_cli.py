@@ -236,6 +236,11 @@ def test_benchmark_ablation_options(tmp_path):
     assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
     assert wider["flowr"]["h_measure"] == plain["flowr"]["h_measure"]
     assert wider["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
+    # So does --noise-shrinkage.
+    shrunk = rows(*full, "--noise-shrinkage", "0.5", out="shrunk")
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
+    assert shrunk["flowr"]["h_measure"] == plain["flowr"]["h_measure"]
+    assert shrunk["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
 
 
 def test_benchmark_rejects_negative_ablation_values():
@@ -370,6 +375,8 @@ def test_benchmark_progress_lines(tmp_path, capsys):
         (["--meta-lr", "inf"], "--meta-lr: must be a finite number > 0"),
         (["--meta-lr", "fast"], "--meta-lr: expected a number; got 'fast'"),
         (["--prior-scale", "0"], "--prior-scale: must be a finite number > 0"),
+        (["--noise-shrinkage", "1.5"], "--noise-shrinkage: must be at most 1"),
+        (["--noise-shrinkage", "-0.1"], "--noise-shrinkage: must be a finite number >= 0"),
         (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
     ],
 )

@@ -290,6 +290,8 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
     (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
     (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
     (dict(prior_scale=0.0), "'prior_scale' parameter"),
+    (dict(covariance="isotropic", noise_shrinkage=0.1), "noise_shrinkage=0.1 shrinks"),
+    (dict(noise_shrinkage=1.5), "'noise_shrinkage' parameter"),
 ])
 def test_bad_configuration_fails_before_training_an_unfitted_model(
         digits, monkeypatch, setting, params, message):

@@ -129,6 +129,45 @@ def test_auto_sigma_is_shrunk_pooled_within_class_covariance(anisotropic):
     np.testing.assert_allclose(clf.prior_mean_, means.mean(0))
 
 
+@pytest.mark.parametrize("amount", [0.0, 0.3, 1.0])
+def test_noise_shrinkage_moves_auto_sigma_towards_its_mean_eigenvalue(
+        anisotropic, amount):
+    """Check noise_shrinkage against the Ledoit-Wolf estimate mixed with
+    mean(eig) * I by hand: the trace is kept, 1.0 is isotropic noise of the
+    same mean variance, and the prior is untouched."""
+    X, y = anisotropic
+    plain = CRPGaussianClassifier(covariance="full").fit(X, y)
+    clf = CRPGaussianClassifier(covariance="full", noise_shrinkage=amount).fit(X, y)
+    W = plain.sigma_
+    expected = (1 - amount) * W + amount * np.trace(W) / 4 * np.eye(4)
+    np.testing.assert_allclose(clf.sigma_, expected, rtol=1e-10)
+    assert np.trace(clf.sigma_) == pytest.approx(np.trace(W))
+    np.testing.assert_allclose(clf.prior_var_, plain.prior_var_)
+    if amount == 1.0:
+        eig = np.linalg.eigvalsh(clf.sigma_)
+        np.testing.assert_allclose(eig, eig.mean())
+
+
+def test_noise_shrinkage_leaves_given_and_isotropic_noise_alone(anisotropic, rng):
+    """Check a given sigma and the isotropic head ignore noise_shrinkage."""
+    X, y = anisotropic
+    given = given_full(rng)
+    np.testing.assert_array_equal(
+        CRPGaussianClassifier(**given, noise_shrinkage=0.5).fit(X, y).sigma_,
+        CRPGaussianClassifier(**given).fit(X, y).sigma_)
+    assert (CRPGaussianClassifier(noise_shrinkage=0.5).fit(X, y).sigma_
+            == CRPGaussianClassifier().fit(X, y).sigma_)
+
+
+@pytest.mark.parametrize("amount", [-0.1, 1.5, "auto"])
+def test_bad_noise_shrinkage_raises_before_fitting(anisotropic, amount):
+    X, y = anisotropic
+    clf = CRPGaussianClassifier(covariance="full", noise_shrinkage=amount)
+    with pytest.raises(ValueError, match="noise_shrinkage"):
+        clf.fit(X, y)
+    assert not hasattr(clf, "n_features_in_")
+
+
 @pytest.mark.parametrize("class_prior", ["crp", "uniform"])
 def test_open_world_step_equals_row_loop_full(anisotropic, rng, class_prior):
     """Check open_world_step equals predict_proba then partial_fit per row."""

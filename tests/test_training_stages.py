@@ -60,6 +60,7 @@ def fresh_encoder(seed=0):
     (dict(covariance="full", known_table="learned"), "known_table='refit'"),
     (dict(sigma=0.0), "sigma=0.0 must be positive"),
     (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
+    (dict(covariance="isotropic", noise_shrinkage=0.2), "noise_shrinkage=0.2 shrinks"),
 ])
 def test_config_refuses_bad_combinations(params, message):
     """Check that building a configuration checks the parameters together."""
@@ -407,6 +408,38 @@ def test_prior_scale_scales_only_the_empirical_prior_covariance(rng, setting):
     # A wider prior for new classes' means: a far query is more novel.
     assert (head.predict_proba(probe)[:, -1]
             != plain.predict_proba(probe)[:, -1]).any()
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_noise_shrinkage_shrinks_only_the_empirical_noise_covariance(rng, setting):
+    """Check noise_shrinkage gives the full head with the empirical-Bayes
+    prior and b held and the noise covariance moved towards its mean
+    eigenvalue, computed here from an independent plain fit."""
+    y = np.repeat(np.arange(4), 6)
+    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
+        size=(4, 3))[y]
+    config = FLOWRConfig(setting=setting, covariance="full", noise_shrinkage=0.4,
+                         calibrate_novelty=False)
+    head = build_head(CRPGaussianClassifier(**config.head_params()),
+                      _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
+                      config)
+    plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
+    W = plain.sigma_
+    shrunk = 0.6 * W + 0.4 * np.trace(W) / 3 * np.eye(3)
+    reference = CRPGaussianClassifier(
+        covariance="full", b=2.5, prior_mean=plain.prior_mean_,
+        prior_var=plain.prior_var_, sigma=shrunk)
+    probe = rng.normal(scale=3.0, size=(6, 3))
+    if setting == "small":
+        np.testing.assert_allclose(head.sigma, shrunk)
+        np.testing.assert_allclose(head.prior_var, plain.prior_var_)
+        head, reference = head.partial_fit(Z, y), reference.partial_fit(Z, y)
+    else:
+        np.testing.assert_allclose(head.sigma_, shrunk)
+        reference.fit(Z, y)
+    np.testing.assert_allclose(head.predict_proba(probe),
+                               reference.predict_proba(probe), atol=1e-10)
+    assert not np.allclose(head.predict_proba(probe), plain.predict_proba(probe))
 
 
 # -------------------------------------------------------------- pipeline

@@ -37,13 +37,19 @@ from ._empirical_bayes import (
 )
 
 
+def towards_isotropic(covariance, amount):
+    """``(1 - amount) * covariance + amount * mean(eig) * I``: the trace, and so
+    the mean variance, is kept; the eigenvalues move towards their mean."""
+    target = np.trace(covariance) / covariance.shape[0]
+    return (1.0 - amount) * covariance + amount * target * np.eye(
+        covariance.shape[0]
+    )
+
+
 def _shrunk(centred, covariance):
     """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``."""
     shrinkage = ledoit_wolf_shrinkage(centred, assume_centered=True)
-    target = np.trace(covariance) / covariance.shape[0]
-    return (1.0 - shrinkage) * covariance + shrinkage * target * np.eye(
-        covariance.shape[0]
-    )
+    return towards_isotropic(covariance, shrinkage)
 
 
 def _floored(covariance, floor):
@@ -52,7 +58,7 @@ def _floored(covariance, floor):
     return (vectors * np.maximum(values, floor)) @ vectors.T
 
 
-def estimate_noise_covariance(X, y_index, n_classes):
+def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
     """Pooled within-class covariance (full ``Sigma_eps``), shrunk.
 
     Parameters
@@ -61,6 +67,14 @@ def estimate_noise_covariance(X, y_index, n_classes):
     y_index : ndarray of shape (n_samples,)
         Class index of each row, in ``range(n_classes)``; every class occurs.
     n_classes : int
+    extra_shrinkage : float in [0, 1], default=0.0
+        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's
+        (:func:`towards_isotropic`). Ledoit-Wolf only corrects the sampling
+        error of the estimate, which is small with many training rows; new
+        classes on an embedding trained on these classes are not squeezed in
+        the directions where the training classes are (``CRPGaussianClassifier``'s
+        ``noise_shrinkage``; docs/user_guide.rst, "The noise covariance of new
+        classes").
 
     Returns
     -------
@@ -94,6 +108,8 @@ def estimate_noise_covariance(X, y_index, n_classes):
     means, _ = class_means(X, y_index, n_classes)
     residual = X - means[y_index]
     covariance = _shrunk(residual, residual.T @ residual / dof)
+    if extra_shrinkage:
+        covariance = towards_isotropic(covariance, extra_shrinkage)
     return _floored(covariance, noise_var_floor(X))
 
 
@@ -228,7 +244,7 @@ def _as_matrix(value, n_features):
 
 
 def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
-                        prior_var, need_classes):
+                        prior_var, need_classes, noise_shrinkage=0.0):
     """Fix ``sigma``, ``mu0`` and ``s0`` (estimating the "auto" ones) for a head.
 
     Parameters
@@ -242,6 +258,9 @@ def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
     need_classes : bool
         Something else estimated from the classes (``b="auto"``) needs two or
         more of them.
+    noise_shrinkage : float in [0, 1], default=0.0
+        Extra shrinkage of an estimated ("auto") full noise covariance
+        (:func:`estimate_noise_covariance`); a given ``sigma`` is used as it is.
 
     Returns
     -------
@@ -253,8 +272,9 @@ def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
     full = covariance == "full"
     n_features = X.shape[1]
     if isinstance(sigma, str):  # "auto"
-        sigma = (estimate_noise_covariance(X, y_index, n_classes) if full
-                 else estimate_noise_var(X, y_index, n_classes))
+        sigma = (estimate_noise_covariance(X, y_index, n_classes,
+                                           extra_shrinkage=noise_shrinkage)
+                 if full else estimate_noise_var(X, y_index, n_classes))
     elif np.ndim(sigma) == 0:
         sigma = float(sigma)
         if full:

@@ -98,9 +98,9 @@ def _integer(low: int, high: int | None = None, *, why: str = ""):
     return parse
 
 
-def _real(low: float, *, closed: bool = True):
+def _real(low: float, high: float = math.inf, *, closed: bool = True):
     """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
-    ``closed``); nan and inf are refused."""
+    ``closed``) and ``<= high``; nan and inf are refused."""
 
     def parse(text: str) -> float:
         try:
@@ -112,6 +112,9 @@ def _real(low: float, *, closed: bool = True):
             raise argparse.ArgumentTypeError(
                 f"must be a finite number {'>=' if closed else '>'} {low:g}; got "
                 f"{text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {high:g}; got {text}")
         return value
 
     return parse
@@ -228,6 +231,10 @@ def build_parser() -> argparse.ArgumentParser:
     add("--prior-scale", type=_real(0.0, closed=False), default=1.0,
         help="FLOWR full: factor on its empirical-Bayes prior covariance "
         "(FLOWRClassifier's prior_scale; 1.0: plain empirical Bayes)")
+    add("--noise-shrinkage", type=_real(0.0, 1.0), default=0.0,
+        help="FLOWR full: extra shrinkage of its empirical-Bayes noise "
+        "covariance towards isotropic, in [0, 1] (FLOWRClassifier's "
+        "noise_shrinkage; 0.0: the Ledoit-Wolf estimate)")
     add("--fine-tune-steps", type=_integer(0), default=0,
         help="small context: last-layer fine-tuning steps on each task's support "
         "set (FLOWR runs on images then, not on cached features)")
@@ -365,6 +372,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
             template = method_template(
                 method, setting, model, features[f"{kind}/fit"], y_fit,
                 prior_scale=args.prior_scale,
+                noise_shrinkage=args.noise_shrinkage,
                 calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
                                  n_known_query_classes=args.lc_known_query_classes))
             X_method = features[f"{kind}/eval"]

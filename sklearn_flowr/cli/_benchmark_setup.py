@@ -256,6 +256,7 @@ def method_features(method: str) -> str:
 
 def method_template(method: str, setting: str, model: FLOWRClassifier,
                     Z_train, y_train, *, prior_scale: float = 1.0,
+                    noise_shrinkage: float = 0.0,
                     calibration: dict | None = None):
     """The estimator ``evaluate_online`` copies for every task.
 
@@ -263,7 +264,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     meta-learned prior; PEELER: with the precision learned on the training
     classes). Large context: fitted on the training classes' features.
     ``Z_train`` are the training features of the method's encoder
-    (:func:`method_features`). ``calibration``: keyword arguments of
+    (:func:`method_features`). ``prior_scale``, ``noise_shrinkage``: the
+    full head's (``FLOWRClassifier``'s parameters). ``calibration``: keyword arguments of
     :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
     whose fitted map the template carries as ``novelty_calibration``.
     """
@@ -273,7 +275,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
         return no_meta_head(setting, model, Z_train, y_train)
     if method in ("flowr-full", "flowr-full-cal"):
         head = full_covariance_head(setting, model, Z_train, y_train,
-                                    prior_scale=prior_scale)
+                                    prior_scale=prior_scale,
+                                    noise_shrinkage=noise_shrinkage)
         if method == "flowr-full-cal":
             fitted = calibrate_novelty(head, Z_train, y_train, setting=setting,
                                        **(calibration or {}))
@@ -320,15 +323,17 @@ def no_meta_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
 
 
 def full_covariance_head(setting: str, model: FLOWRClassifier, Z_train, y_train,
-                         prior_scale: float = 1.0):
+                         prior_scale: float = 1.0, noise_shrinkage: float = 0.0):
     """FLOWR's head with full covariances on its meta-trained embedding.
 
     What ``FLOWRClassifier(covariance="full")`` builds after meta-training,
     from the cached features of the isotropic model: ``mu0``, the full prior
     covariance and the full class noise by empirical Bayes on the training
     classes' meta-trained embeddings; ``a`` and the meta-learned ``b`` kept;
-    the prior covariance times ``prior_scale`` (FLOWRClassifier's parameter).
+    the prior covariance times ``prior_scale`` and the noise covariance shrunk
+    by ``noise_shrinkage`` (FLOWRClassifier's parameters).
     """
     return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
                                 frozen=not model.update_known,
-                                prior_scale=prior_scale, covariance="full")
+                                prior_scale=prior_scale, covariance="full",
+                                noise_shrinkage=noise_shrinkage)

@@ -40,6 +40,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "class_prior": [StrOptions({"crp", "uniform"})],
     "covariance": [StrOptions({"isotropic", "full"})],
     "prior_scale": [Interval(Real, 0, None, closed="neither")],
+    "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
     "calibrate_novelty": ["boolean"],
     "match_sigma": ["boolean"],
     "known_count": [Interval(Real, 0, None, closed="neither")],
@@ -152,6 +153,7 @@ class FLOWRConfig:
     class_prior: str = "crp"
     covariance: str = "full"
     prior_scale: float = 1.0
+    noise_shrinkage: float = 0.0
     calibrate_novelty: bool = True
     known_count: float = 1.0
     novel_label: Any = "auto"
@@ -188,6 +190,11 @@ class FLOWRConfig:
                 f"prior_scale={self.prior_scale} scales the empirical-Bayes prior "
                 "of the full head; the isotropic head's prior is meta-learned. "
                 "Use covariance='full' or prior_scale=1.0.")
+        if self.covariance == "isotropic" and self.noise_shrinkage != 0.0:
+            raise ValueError(
+                f"noise_shrinkage={self.noise_shrinkage} shrinks the full head's "
+                "estimated noise covariance; the isotropic head's noise is "
+                "sigma * I already. Use covariance='full' or noise_shrinkage=0.0.")
         if self.covariance == "full" and self.known_table == "learned":
             raise ValueError(
                 "known_table='learned' keeps the meta-trained isotropic class "

@@ -121,7 +121,8 @@ def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
                                     setting=config.setting,
                                     frozen=not config.update_known,
                                     prior_scale=config.prior_scale,
-                                    covariance="full")
+                                    covariance="full",
+                                    noise_shrinkage=config.noise_shrinkage)
     elif config.setting == "large":
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
                                              sigma=config.sigma,
