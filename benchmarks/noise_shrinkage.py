@@ -156,10 +156,12 @@ def _choose(heads, ncm, Z_eval, y_eval, halves, known, setting, args):
         chosen = max(h_pick, key=lambda s: (h_pick[s], -s))
         mask, tasks = make_tasks(setting, y_eval, score, known, args)
         Z, y = Z_eval[mask], y_eval[mask]
-        folds.append({"chosen": chosen,
-                      "chosen_head": _figures(heads[chosen], Z, y, tasks, setting, args),
-                      "unshrunk_head": _figures(heads[0.0], Z, y, tasks, setting, args),
-                      "ncm_same_embedding": _figures(ncm, Z, y, tasks, setting, args)})
+        def score(estimator, Z=Z, y=y, tasks=tasks):
+            return _figures(estimator, Z, y, tasks, setting, args)
+
+        folds.append({"chosen": chosen, "chosen_head": score(heads[chosen]),
+                      "unshrunk_head": score(heads[0.0]),
+                      "ncm_same_embedding": score(ncm)})
     return folds
 
 

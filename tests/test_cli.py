@@ -376,7 +376,8 @@ def test_benchmark_progress_lines(tmp_path, capsys):
         (["--meta-lr", "fast"], "--meta-lr: expected a number; got 'fast'"),
         (["--prior-scale", "0"], "--prior-scale: must be a finite number > 0"),
         (["--noise-shrinkage", "1.5"], "--noise-shrinkage: must be at most 1"),
-        (["--noise-shrinkage", "-0.1"], "--noise-shrinkage: must be a finite number >= 0"),
+        (["--noise-shrinkage", "-0.1"],
+         "--noise-shrinkage: must be a finite number >= 0"),
         (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
     ],
 )

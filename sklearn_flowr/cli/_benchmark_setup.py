@@ -265,8 +265,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     classes). Large context: fitted on the training classes' features.
     ``Z_train`` are the training features of the method's encoder
     (:func:`method_features`). ``prior_scale``, ``noise_shrinkage``: the
-    full head's (``FLOWRClassifier``'s parameters). ``calibration``: keyword arguments of
-    :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
+    full head's (``FLOWRClassifier``'s parameters). ``calibration``: keyword
+    arguments of :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
     whose fitted map the template carries as ``novelty_calibration``.
     """
     if method == "flowr":
