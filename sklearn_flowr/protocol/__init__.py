@@ -8,7 +8,9 @@
   joblib, and scores the run with
   :func:`~sklearn_flowr.metrics.open_world_report`;
 - :func:`calibrate_novelty` fits a Platt map of P(novel) on such tasks drawn
-  from labelled training classes (``novelty_calibration`` of the heads).
+  from labelled training classes (``novelty_calibration`` of the heads);
+- :func:`select_head_params` picks head hyper-parameters (e.g.
+  ``noise_shrinkage``) on small-context tasks of validation classes.
 
 The meta-training episodes of :class:`~sklearn_flowr.training.EpisodeDataset`
 are drawn by the same sampling code.
@@ -22,7 +24,8 @@ References
 
 from ._calibrate import calibrate_novelty
 from ._evaluate import evaluate_online
+from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
-           "evaluate_online"]
+           "evaluate_online", "select_head_params"]
