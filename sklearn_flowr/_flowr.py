@@ -85,8 +85,10 @@ or torch.nn.Module, default="conv4"
         nearest-mean distance on the same embedding, while the full head
         ties or beats the distances on glyphs, kanji and fashion-mnist and
         has the better accuracy, at an ECE of P(novel) 0.01-0.02 higher; it
-        loses one measured case (digits, small context, Sup-FC). See the
-        README's measured figures; ``flowr-benchmark`` reports both heads.
+        ties the distances on Debian's fonts (small context; some seeds lost)
+        and loses digits' small context with Sup-FC and fashion-mnist's large
+        context with Sup-E. See the README's measured figures;
+        ``flowr-benchmark`` reports both heads.
     prior_scale : float, default=1.0
         With ``covariance="full"``: factor on the empirical-Bayes prior
         covariance of the class means (1.0: plain empirical Bayes; not in the
@@ -109,8 +111,10 @@ or torch.nn.Module, default="conv4"
         (docs/user_guide.rst, "The noise covariance of new classes"): 0.1
         raises the small-context H-measure on glyph fonts by up to 0.04 and
         costs kanji up to 0.007 and the five-class datasets' accuracy 1-4
-        points; it lowers large-context accuracy. Choose it on classes the
-        encoder did not see. Must be 0.0 with ``covariance="isotropic"``.
+        points; in the large context it lowers glyph and kanji accuracy and
+        raises the five-class datasets' H-measure. Choose it on classes the
+        encoder did not see (:func:`~sklearn_flowr.protocol.select_head_params`).
+        Must be 0.0 with ``covariance="isotropic"``.
     calibrate_novelty : bool, default=True
         After training, fit a Platt map of P(novel) on open-world tasks drawn
         from the training classes' final embeddings
