@@ -103,6 +103,23 @@ def test_same_seed_same_model(digits):
     np.testing.assert_array_equal(first.transform(X[:6]), second.transform(X[:6]))
 
 
+def test_noise_shrinkage_changes_the_head_not_the_encoder(digits):
+    """Check FLOWRClassifier passes noise_shrinkage to its full head (the noise
+    covariance moved towards its mean eigenvalue, the trace kept) and that
+    training does not read it: with the same seed a refit with the value
+    chosen by select_head_params gives the same encoder."""
+    X, y = digits
+    params = dict(backbone="mlp", setting="small", **TINY)
+    plain = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
+    shrunk = FLOWRClassifier(**params, noise_shrinkage=0.5).fit(X[y < 5], y[y < 5])
+    np.testing.assert_array_equal(plain.transform(X[:6]), shrunk.transform(X[:6]))
+    W = np.asarray(plain.head_.sigma)
+    np.testing.assert_allclose(shrunk.head_.sigma,
+                               0.5 * W + 0.5 * np.trace(W) / W.shape[0] * np.eye(
+                                   W.shape[0]), rtol=1e-6, atol=1e-9)
+    assert shrunk.head_.noise_shrinkage == 0.5
+
+
 def test_checkpoint_resume_trains_only_the_missing_epochs(digits, tmp_path):
     """Check an interrupted fit resumes from checkpoint_dir."""
     X, y = digits
