@@ -149,12 +149,12 @@ def probe(args, shrinkages, min_half_classes, log=print) -> dict:
 def _choose(heads, ncm, Z_eval, y_eval, halves, known, setting, args):
     """Pick the shrinkage on one half's tasks, score it on the other's."""
     folds = []
-    for pick, score in (halves, halves[::-1]):
+    for pick, held in (halves, halves[::-1]):
         mask, tasks = make_tasks(setting, y_eval, pick, known, args)
         h_pick = {s: _figures(h, Z_eval[mask], y_eval[mask], tasks, setting,
                               args)["h_measure"] for s, h in heads.items()}
         chosen = max(h_pick, key=lambda s: (h_pick[s], -s))
-        mask, tasks = make_tasks(setting, y_eval, score, known, args)
+        mask, tasks = make_tasks(setting, y_eval, held, known, args)
         Z, y = Z_eval[mask], y_eval[mask]
         def score(estimator, Z=Z, y=y, tasks=tasks):
             return _figures(estimator, Z, y, tasks, setting, args)

@@ -15,7 +15,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ._inputs import as_model_input, check_labels
-from ._params import check_params_unchanged
+from ._params import check_params_unchanged, fill_new_params
 from .training import embed, fine_tune_last_layer
 from .training._config import FLOWRConfig
 from .training._device import place_modules, resolve_device
@@ -352,3 +352,4 @@ class EncoderHeadMixin:
 
     def __setstate__(self, state):
         super().__setstate__(restore_modules(state))
+        fill_new_params(self)

@@ -113,7 +113,8 @@ or torch.nn.Module, default="conv4"
         costs kanji up to 0.007 and the five-class datasets' accuracy 1-4
         points; in the large context it lowers glyph and kanji accuracy and
         raises the five-class datasets' H-measure. Choose it on classes the
-        encoder did not see (:func:`~sklearn_flowr.protocol.select_head_params`).
+        encoder did not see (:func:`~sklearn_flowr.protocol.select_head_params`
+        scores small-context tasks of validation classes).
         Must be 0.0 with ``covariance="isotropic"``.
     calibrate_novelty : bool, default=True
         After training, fit a Platt map of P(novel) on open-world tasks drawn

@@ -18,7 +18,6 @@ stream's bookkeeping. A method supplies these hooks:
 - ``_end_fit()``: optional, after ``fit`` has learned its rows.
 """
 
-import inspect
 from contextlib import contextmanager
 
 import numpy as np
@@ -28,7 +27,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._labels import LabelRegistry, check_new_labels, resolve_novel_label
-from ._params import check_params_unchanged
+from ._params import check_params_unchanged, fill_new_params
 
 # Largest |x| the estimators score: squared distances of float64 rows stay
 # finite (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
@@ -239,17 +238,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 "fit it again."
             )
         super().__setstate__(state)
-        # Parameters added since the model was saved take their defaults
-        # (which reproduce the old behaviour), so get_params/clone still work.
-        for name, default in self._get_param_defaults().items():
-            if name not in self.__dict__:
-                setattr(self, name, default)
-
-    @classmethod
-    def _get_param_defaults(cls):
-        signature = inspect.signature(cls.__init__)
-        return {name: p.default for name, p in signature.parameters.items()
-                if name != "self" and p.kind != p.VAR_KEYWORD}
+        fill_new_params(self)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -14,9 +14,26 @@ back). Parameters read at call time (``device``, ``verbose``, ...) may change.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
-__all__ = ["check_novelty_map", "check_params_unchanged", "snapshot_params"]
+__all__ = ["check_novelty_map", "check_params_unchanged", "fill_new_params",
+           "snapshot_params"]
+
+
+def fill_new_params(estimator) -> None:
+    """Give parameters added since ``estimator`` was pickled their defaults.
+
+    Called from ``__setstate__``: a model saved by an older version lacks the
+    newer ``__init__`` parameters, and ``get_params``, ``clone`` and ``repr``
+    would fail. Every new parameter's default reproduces the old behaviour.
+    """
+    signature = inspect.signature(type(estimator).__init__)
+    for name, parameter in signature.parameters.items():
+        if (name != "self" and parameter.default is not parameter.empty
+                and name not in estimator.__dict__):
+            setattr(estimator, name, parameter.default)
 
 
 def snapshot_params(estimator) -> dict:

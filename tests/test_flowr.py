@@ -6,6 +6,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
@@ -153,6 +154,25 @@ def test_pickle_round_trip_keeps_online_state(large_model, digits):
     np.testing.assert_allclose(loaded.predict_proba(X[:4]), model.predict_proba(X[:4]))
     assert (next(loaded.encoder_.parameters()).device.type
             == resolve_device(model.device).type)
+
+
+def test_model_pickled_before_new_parameters_loads_with_their_defaults(
+        large_model, digits):
+    """Check a model saved by a version without noise_shrinkage and
+    prior_scale loads with their defaults (which reproduce the old
+    behaviour), so get_params, clone and repr work and it predicts as before."""
+    X, _ = digits
+    state = large_model.__getstate__()
+    for name in ("noise_shrinkage", "prior_scale"):
+        del state[name]
+    old = FLOWRClassifier.__new__(FLOWRClassifier)
+    old.__setstate__(state)
+    assert old.get_params()["noise_shrinkage"] == 0.0
+    assert old.get_params()["prior_scale"] == 1.0
+    assert "FLOWRClassifier(" in repr(old)
+    assert clone(old).get_params() == clone(large_model).get_params()
+    np.testing.assert_allclose(old.predict_proba(X[:4]),
+                               large_model.predict_proba(X[:4]))
 
 
 @pytest.mark.parametrize("layout", ["nhwc", "nchw", "uint8"])

@@ -382,6 +382,11 @@ def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
     # More epochs, or another device or verbosity, resume the same fit.
     FLOWRClassifier(**{**params, "pretrain_epochs": 3, "verbose": 1}).fit(
         X[y < 4], y[y < 4])
+    # So do parameters only the head reads: the encoder is the same.
+    first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    shrunk = FLOWRClassifier(**{**params, "noise_shrinkage": 0.3,
+                                "prior_scale": 2.0}).fit(X[y < 4], y[y < 4])
+    np.testing.assert_array_equal(first.transform(X[:3]), shrunk.transform(X[:3]))
     (tmp_path / "pretrain" / "history.json").write_text("{not json")
     with pytest.raises(ValueError, match="history.json"):
         FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])

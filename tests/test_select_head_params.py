@@ -72,6 +72,13 @@ def test_prefers_shrinkage_when_new_classes_are_not_squeezed(squeezed):
     (lambda a: {**a, "y_val": a["y_val"][:-1]}, "one row per label"),
     (lambda a: {**a, "param_grid": {"shrink": [0.1]}}, r"\['shrink'\]"),
     (lambda a: {**a, "y_val": np.full_like(a["y_val"], 100)}, "at least 2"),
+    (lambda a: {**a, "param_grid": []}, "no candidate"),
+    (lambda a: {**a, "param_grid": {"noise_shrinkage": [0.0, 0.5],
+                                    "covariance": ["isotropic"]}},
+     "covariance='isotropic'"),
+    (lambda a: {**a, "param_grid": {"noise_shrinkage": [0.0, 0.5],
+                                    "sigma": [np.eye(4)]}}, "a given value"),
+    (lambda a: {**a, "prior_scale": 0.0}, "prior_scale must be"),
 ])
 def test_bad_input_fails_clearly(squeezed, change, message):
     X_train, y_train, X_val, y_val = squeezed
@@ -80,3 +87,23 @@ def test_bad_input_fails_clearly(squeezed, change, message):
     with pytest.raises(ValueError, match=message):
         select_head_params(CRPGaussianClassifier(covariance="full"), **arguments,
                            n_tasks=2)
+
+
+def test_head_is_built_like_flowr_before_calibration(squeezed):
+    """Check the template's estimates and calibration map are not used, and
+    prior_scale scales the empirical-Bayes prior covariance as in
+    FLOWRClassifier."""
+    X_train, y_train, X_val, y_val = squeezed
+    deployed = CRPGaussianClassifier(covariance="full", b=1.0,
+                                     novelty_calibration=(0.5, -1.0),
+                                     prior_var=np.eye(4), sigma=np.eye(4))
+    found = select_head_params(deployed, X_train, y_train, X_val, y_val,
+                               {"noise_shrinkage": [0.2]}, prior_scale=2.0,
+                               n_tasks=3, random_state=0)
+    plain = CRPGaussianClassifier(covariance="full", b=1.0,
+                                  noise_shrinkage=0.2).fit(X_train, y_train)
+    best = found.best_head
+    assert best.novelty_calibration is None
+    np.testing.assert_allclose(best.sigma, plain.sigma_)
+    np.testing.assert_allclose(best.prior_var, 2.0 * plain.prior_var_)
+    np.testing.assert_allclose(best.prior_mean, plain.prior_mean_)

@@ -10,6 +10,8 @@ scores each candidate exactly as the test tasks will.
 
 from __future__ import annotations
 
+from numbers import Real
+
 import numpy as np
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch, column_or_1d
@@ -31,27 +33,47 @@ def _labelled(X, y, name):
     return X, y
 
 
+def _check_shrinkage_acts(head, params):
+    """``noise_shrinkage`` only moves an estimated full noise covariance: a
+    grid over it with isotropic noise or a given ``sigma`` would score the
+    same head for every value and pick one at random."""
+    if "noise_shrinkage" not in params:
+        return
+    covariance = params.get("covariance", head.get_params()["covariance"])
+    sigma = params.get("sigma", "auto")
+    if covariance != "full" or not (isinstance(sigma, str) and sigma == "auto"):
+        raise ValueError(
+            "noise_shrinkage only acts on the full head's estimated noise "
+            f"covariance; this candidate has covariance={covariance!r} and "
+            f"sigma={'a given value' if not isinstance(sigma, str) else sigma!r}. "
+            "Use covariance='full' and leave sigma out of the grid.")
+
+
 def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
-                       n_tasks: int = 200, shots: tuple[int, int] = (1, 10),
-                       n_query: int = 10, n_jobs: int | None = None,
-                       random_state=None) -> Bunch:
+                       prior_scale: float = 1.0, n_tasks: int = 200,
+                       shots: tuple[int, int] = (1, 10), n_query: int = 10,
+                       n_jobs: int | None = None, random_state=None) -> Bunch:
     """Pick the head's parameters with the best novelty H-measure on
     small-context tasks of validation classes.
 
     For each candidate of ``param_grid`` the head is built as
-    ``FLOWRClassifier`` builds its small-context head: ``head`` with the
-    candidate, its "auto" prior and noise estimated on the training classes'
-    embeddings ``X_train`` (empirical Bayes), then unfitted with those
-    estimates fixed. It is run through :class:`SmallContextTasks` drawn from
-    the validation classes (the paper's 10 support + 5 novel classes, in
+    ``FLOWRClassifier`` builds its small-context head before calibration:
+    ``head`` with the candidate, its "auto" prior and noise estimated on the
+    training classes' embeddings ``X_train`` (empirical Bayes; the prior
+    covariance times ``prior_scale``), then unfitted with those estimates
+    fixed. It is run through :class:`SmallContextTasks` drawn from the
+    validation classes (the paper's 10 support + 5 novel classes, in
     proportion below 15 classes) by :func:`evaluate_online`; every candidate
-    meets the same tasks.
+    meets the same tasks. The heads are scored without a novelty
+    calibration map (a map keeps the order of P(novel), so the H-measure is
+    the same): fit one for the chosen head with :func:`calibrate_novelty`.
 
     Parameters
     ----------
     head : CRPGaussianClassifier
-        The template (e.g. ``covariance="full"`` and the meta-learned ``b``);
-        not modified.
+        The template, e.g. a fitted ``FLOWRClassifier``'s ``head_`` (its
+        ``a``, meta-learned ``b``, class prior and ``covariance="full"``;
+        its estimates and calibration map are not used); not modified.
     X_train, y_train : array-like of shape (n_samples, n_features), (n_samples,)
         Embeddings and labels of the classes the encoder was trained on.
     X_val, y_val : array-like of shape (n_val, n_features), (n_val,)
@@ -60,6 +82,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     param_grid : dict or list of dicts
         Candidates, as :class:`~sklearn.model_selection.GridSearchCV` takes
         them, e.g. ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
+    prior_scale : float, default=1.0
+        ``FLOWRClassifier``'s ``prior_scale`` of the model to tune.
     n_tasks : int, default=200
     shots : (int, int), default=(1, 10)
         Range of shots per support class (:class:`SmallContextTasks`).
@@ -75,7 +99,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     -------
     result : :class:`~sklearn.utils.Bunch`
         ``best_params`` (the first of the best H-measures, in grid order),
-        ``best_head`` (the small-context head built with them, unfitted) and
+        ``best_head`` (the small-context head built with them, unfitted,
+        without a calibration map) and
         ``results``: one dict per candidate with ``params``, ``h_measure``,
         ``accuracy`` (at the protocol's novelty TPR of 0.15) and ``ece``.
 
@@ -108,12 +133,20 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     if n_classes < 2:
         raise ValueError("Small-context tasks need at least 2 validation "
                          f"classes; got {n_classes}.")
+    if (isinstance(prior_scale, bool) or not isinstance(prior_scale, Real)
+            or not np.isfinite(prior_scale) or prior_scale <= 0):
+        raise ValueError(f"prior_scale must be a finite number > 0; got "
+                         f"{prior_scale!r}.")
     candidates = list(ParameterGrid(param_grid))
+    if not candidates:
+        raise ValueError("param_grid holds no candidate.")
     unknown = {name for params in candidates for name in params} - set(
         head.get_params())
     if unknown:
         raise ValueError(f"param_grid names parameters {sorted(unknown)} that "
                          f"{type(head).__name__} does not have.")
+    for params in candidates:
+        _check_shrinkage_acts(head, params)
     n_support, n_novel = small_context_sizes(n_classes)
     tasks = SmallContextTasks(y_val, n_support_classes=n_support, shots=shots,
                               n_novel_classes=n_novel, n_query=n_query,
@@ -121,7 +154,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     results, heads = [], []
     for params in candidates:
         built = empirical_bayes_head(head, X_train, y_train, setting="small",
-                                     **params)
+                                     prior_scale=prior_scale,
+                                     **{"novelty_calibration": None, **params})
         report = evaluate_online(built, X_val, y_val, tasks, setting="small",
                                  n_jobs=n_jobs, verbose=0)
         heads.append(built)

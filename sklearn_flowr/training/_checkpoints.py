@@ -19,14 +19,21 @@ import numpy as np
 __all__ = ["check_fingerprint", "checkpointed_epochs"]
 
 FINGERPRINT_FILE = "fingerprint.json"
-# Parameters that do not change what the epochs already saved computed.
+# Parameters that do not change what the epochs already saved computed: run
+# settings, and those only the head built after training reads (so a refit
+# with another noise_shrinkage resumes the trained encoder).
 _RUN_SETTINGS = {"pretrain_epochs", "meta_epochs", "verbose", "device",
-                 "accelerator", "checkpoint_dir", "autocast"}
+                 "accelerator", "checkpoint_dir", "autocast", "noise_shrinkage",
+                 "prior_scale"}
+
+
+def _shaping(params: dict) -> dict:
+    return {name: value for name, value in sorted(params.items())
+            if name not in _RUN_SETTINGS}
 
 
 def _fingerprint(X, y, params) -> dict:
-    shaping = {name: repr(value) for name, value in sorted(params.items())
-               if name not in _RUN_SETTINGS}
+    shaping = {name: repr(value) for name, value in _shaping(params).items()}
     return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
 
 
@@ -63,7 +70,8 @@ def check_fingerprint(directory, X, y, params) -> None:
         try:
             with open(path, encoding="utf-8") as file:
                 old = json.load(file)
-            old_params, old_data = dict(old["params"]), old["data"]
+            # Folders written before a parameter joined _RUN_SETTINGS hold it.
+            old_params, old_data = _shaping(dict(old["params"])), old["data"]
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ValueError(
                 f"Cannot read the checkpoint fingerprint {path} ({exc}). Delete "
