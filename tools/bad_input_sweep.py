@@ -30,7 +30,12 @@ from sklearn_flowr.baselines import (
 )
 from sklearn_flowr.cli import benchmark_main
 from sklearn_flowr.metrics import h_measure, open_world_report
-from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks, evaluate_online
+from sklearn_flowr.protocol import (
+    LargeContextTasks,
+    SmallContextTasks,
+    evaluate_online,
+    select_head_params,
+)
 
 warnings.simplefilter("ignore")
 SCRATCH = Path(tempfile.mkdtemp(prefix="flowr-sweep-"))
@@ -249,6 +254,8 @@ for kw in (
     dict(covariance="x"),
     dict(class_prior="x"),
     dict(sigma=np.nan),
+    dict(noise_shrinkage=1.5),
+    dict(noise_shrinkage=-0.1),
 ):
     case(
         f"head fit {kw}",
@@ -297,6 +304,17 @@ for nm, fn in (
         ),
     ),
     ("open_world_report bad", lambda: open_world_report(y[:4], y[:3], st, yt)),
+    (
+        "select_head_params overlapping classes",
+        lambda: select_head_params(CRPGaussianClassifier(covariance="full"), X, y,
+                                   X, y, {"noise_shrinkage": [0.0]}),
+    ),
+    (
+        "select_head_params isotropic grid",
+        lambda: select_head_params(CRPGaussianClassifier(), X[y < 5], y[y < 5],
+                                   X[y >= 5], y[y >= 5],
+                                   {"noise_shrinkage": [0.0, 0.1]}),
+    ),
     ("EVM tailsize", lambda: EVMClassifier(tailsize=-1).fit(X[:50], y[:50])),
 ):
     case(nm, None, lambda _, fn=fn: fn())
