@@ -128,7 +128,7 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     if shared.size:
         raise ValueError("The validation classes must be new to the encoder; "
                          f"{shared.size} are training classes too, e.g. "
-                         f"{shared[0]!r}.")
+                         f"{shared.tolist()[0]!r}.")
     n_classes = np.unique(y_val).shape[0]
     if n_classes < 2:
         raise ValueError("Small-context tasks need at least 2 validation "
