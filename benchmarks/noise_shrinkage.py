@@ -38,13 +38,13 @@ from sklearn_flowr.cli._benchmark import (
     benchmark_data,
     model_params,
     parse_args,
+    setting_data,
 )
 from sklearn_flowr.cli._benchmark_setup import (
     features_or_load,
     fit_or_load_model,
     method_template,
     model_key,
-    split_fit_and_held_out,
 )
 from sklearn_flowr.protocol import (
     LargeContextTasks,
@@ -71,16 +71,6 @@ def class_halves(y_test, seed):
     """The test classes in two random halves (class-disjoint)."""
     labels = np.random.default_rng([seed, 7]).permutation(np.unique(y_test))
     return labels[: labels.shape[0] // 2], labels[labels.shape[0] // 2:]
-
-
-def setting_data(setting, data, seed):
-    """``(X_fit, y_fit, X_eval, y_eval)`` as ``flowr-benchmark`` builds them."""
-    if setting == "small":
-        return data.X_train, data.y_train, data.X_test, data.y_test
-    fit_rows, held_rows = split_fit_and_held_out(data.y_train, seed)
-    return (data.X_train[fit_rows], data.y_train[fit_rows],
-            np.concatenate([data.X_train[held_rows], data.X_test]),
-            np.concatenate([data.y_train[held_rows], data.y_test]))
 
 
 def make_tasks(setting, y_eval, novel_pool, known, args):

@@ -1,6 +1,23 @@
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@pytest.fixture(scope="session")
+def load_benchmark_script():
+    """Import a script of benchmarks/ (not a package) by its file name."""
+    def load(filename):
+        path = BENCHMARKS / filename
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return load
 
 
 @pytest.fixture

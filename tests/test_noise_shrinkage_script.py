@@ -1,23 +1,15 @@
 """benchmarks/noise_shrinkage.py: run end to end on tiny digits with its
 default verbosity; the unshrunk sweep entry is the benchmark's full head."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "benchmarks"
-          / "noise_shrinkage.py")
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("noise_shrinkage", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_benchmark_script):
+    return load_benchmark_script("noise_shrinkage.py")
 
 
 def test_class_halves_are_disjoint_and_cover_the_classes(script):

@@ -1,24 +1,16 @@
 """benchmarks/novel_class_shift.py: its ratio against an independent
 computation, and a run end to end on tiny digits with its default verbosity."""
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.linalg import eigh
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "benchmarks"
-          / "novel_class_shift.py")
-
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("novel_class_shift", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def script(load_benchmark_script):
+    return load_benchmark_script("novel_class_shift.py")
 
 
 def test_scale_ratio_is_the_mean_generalised_eigenvalue(script):

@@ -2,23 +2,12 @@
 
 import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-SCRIPT = (Path(__file__).resolve().parents[1] / "benchmarks"
-          / "pretrained_embedding_heads.py")
 PROBABILISTIC = {"flowr", "flowr-full", "flowr-full-cal"}
-
-
-def _load_script():
-    spec = importlib.util.spec_from_file_location("pretrained_embedding_heads",
-                                                  SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _weights_installed():
@@ -26,8 +15,8 @@ def _weights_installed():
 
 
 @pytest.fixture(scope="module")
-def script():
-    return _load_script()
+def script(load_benchmark_script):
+    return load_benchmark_script("pretrained_embedding_heads.py")
 
 
 def test_pretrained_embedding_script_smoke(script, tmp_path, capsys):

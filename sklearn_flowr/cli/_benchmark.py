@@ -64,7 +64,7 @@ from ._benchmark_setup import (
 )
 
 __all__ = ["benchmark_data", "build_parser", "format_table", "main", "model_params",
-           "parse_args", "run_benchmark"]
+           "parse_args", "run_benchmark", "setting_data"]
 
 _TPR = {"small": 0.15, "large": 0.6}
 _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
@@ -304,6 +304,19 @@ def model_params(args, setting: str, pretrain: str) -> dict:
                 verbose=int(args.verbose >= 1))
 
 
+def setting_data(setting: str, data, seed):
+    """``(X_fit, y_fit, X_eval, y_eval)`` of one context: small, the
+    training classes fit and the test classes are evaluated; large, half of
+    every training class fits (the known-known classes) and the other half
+    is evaluated with the test classes."""
+    if setting == "small":
+        return data.X_train, data.y_train, data.X_test, data.y_test
+    fit_rows, held_rows = split_fit_and_held_out(data.y_train, seed)
+    return (data.X_train[fit_rows], data.y_train[fit_rows],
+            np.concatenate([data.X_train[held_rows], data.X_test]),
+            np.concatenate([data.y_train[held_rows], data.y_test]))
+
+
 def run_benchmark(args, log=print) -> dict:
     """Train, extract and evaluate; return every figure as a JSON-able dict."""
     cache = args.cache_dir or None
@@ -328,9 +341,8 @@ def run_benchmark(args, log=print) -> dict:
 
 
 def _run_setting(setting, args, data, data_key, cache, log):
+    X_fit, y_fit, X_eval, y_eval = setting_data(setting, data, args.seed)
     if setting == "small":
-        X_fit, y_fit = data.X_train, data.y_train
-        X_eval, y_eval = data.X_test, data.y_test
         n_support, n_novel = _small_context_sizes(np.unique(y_eval).shape[0])
         tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
                                   n_novel_classes=n_novel, n_tasks=args.tasks,
@@ -338,10 +350,6 @@ def _run_setting(setting, args, data, data_key, cache, log):
         protocol = {"n_support_classes": n_support, "n_novel_classes": n_novel,
                     "shots": [1, 10], "n_query": 10}
     else:
-        fit_rows, held_rows = split_fit_and_held_out(data.y_train, args.seed)
-        X_fit, y_fit = data.X_train[fit_rows], data.y_train[fit_rows]
-        X_eval = np.concatenate([data.X_train[held_rows], data.X_test])
-        y_eval = np.concatenate([data.y_train[held_rows], data.y_test])
         n_novel = min(5, np.unique(data.y_test).shape[0])
         n_known = int(np.unique(y_fit).shape[0])
         # A cap above the number of known classes (--quick on a ten-class
