@@ -243,6 +243,54 @@ def test_benchmark_ablation_options(tmp_path):
     assert shrunk["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
 
 
+def test_benchmark_cross_fitted_calibration(tmp_path):
+    """Check --calibration-cv adds flowr-full-cvcal: the full head of the
+    same cached model (same ranking, so the same H-measure and fixed-TPR
+    accuracy) with the map cross_fit_novelty_calibration fits on folds of
+    models like it; the default run does not train those folds."""
+    import json
+
+    from sklearn.model_selection import GroupShuffleSplit
+
+    from sklearn_flowr.cli import benchmark_main
+    from sklearn_flowr.cli._benchmark import parse_args
+    from sklearn_flowr.cli._benchmark_setup import DEFAULT_METHODS
+    from sklearn_flowr.protocol import cross_fit_novelty_calibration
+
+    assert "flowr-full-cvcal" not in parse_args([]).methods
+    assert list(DEFAULT_METHODS) == parse_args([]).methods
+    cache = str(tmp_path / "cache")
+    base = [*TINY_BENCHMARK, "--setting", "small", "--pretrain", "sup-e",
+            "--methods", "flowr-full", "flowr-full-cal", "--cache-dir", cache,
+            ]
+    out = tmp_path / "out"
+    assert benchmark_main([*base, "--calibration-cv", "3",
+                           "--calibration-held-classes", "2", "--out", str(out)]) == 0
+    rows = {row["method"]: row for row in json.loads(
+        (out / "results.json").read_text())["settings"]["small"]["rows"]}
+    assert set(rows) == {"flowr-full", "flowr-full-cal", "flowr-full-cvcal"}
+    assert len(list((tmp_path / "cache" / "models").iterdir())) == 1
+    crossed, full = rows["flowr-full-cvcal"], rows["flowr-full"]
+    assert crossed["h_measure"] == full["h_measure"]
+    assert crossed["accuracy"] == full["accuracy"]
+    own_map = rows["flowr-full-cal"]["novelty_calibration"]
+    assert crossed["novelty_calibration"] != own_map
+    # The same map by hand, from the benchmark's own model parameters.
+    from sklearn_flowr import FLOWRClassifier
+    from sklearn_flowr.cli._benchmark import benchmark_data, model_params, setting_data
+
+    args = parse_args([*base, "--calibration-cv", "3"])
+    data = benchmark_data(args)
+    X_fit, y_fit = setting_data("small", data, args.seed)[:2]
+    expected = cross_fit_novelty_calibration(
+        FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
+            covariance="full"), X_fit, y_fit,
+        cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
+        random_state=args.seed, n_jobs=args.n_jobs,
+        n_known_query_classes=args.lc_known_query_classes)
+    assert crossed["novelty_calibration"] == [expected.slope, expected.intercept]
+
+
 def test_benchmark_rejects_negative_ablation_values():
     """Check bad ablation values stop with a usage error."""
     import pytest
@@ -379,6 +427,13 @@ def test_benchmark_progress_lines(tmp_path, capsys):
         (["--noise-shrinkage", "-0.1"],
          "--noise-shrinkage: must be a finite number >= 0"),
         (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
+        (["--calibration-cv", "1"], "--calibration-cv: must be an integer >= 2"),
+        (["--calibration-cv", "2", "--calibration-held-classes", "0"],
+         "--calibration-held-classes: must be an integer >= 1"),
+        (["--methods", "flowr-full-cvcal"],
+         "flowr-full-cvcal needs --calibration-cv K"),
+        (["--calibration-held-classes", "2"],
+         "--calibration-held-classes needs --calibration-cv K"),
     ],
 )
 def test_benchmark_rejects_out_of_range_numbers(argv, message, capsys):

@@ -33,6 +33,7 @@ from sklearn_flowr.metrics import h_measure, open_world_report
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,
+    cross_fit_novelty_calibration,
     evaluate_online,
     select_head_params,
 )
@@ -191,6 +192,11 @@ for kw in (
     dict(checkpoint_dir=3.5),
     dict(autocast="fp8"),
     dict(verbose=-1),
+    dict(calibration_cv=1),
+    dict(calibration_cv="classes"),
+    dict(calibration_cv=2, calibrate_novelty=False),
+    dict(calibration_cv=9),
+    dict(calibration_cv=[(np.arange(10), np.arange(5))]),
 ):
     case(
         f"fit {kw}",
@@ -315,6 +321,23 @@ for nm, fn in (
                                    X[y >= 5], y[y >= 5],
                                    {"noise_shrinkage": [0.0, 0.1]}),
     ),
+    (
+        "cross_fit_novelty_calibration one fold class",
+        lambda: cross_fit_novelty_calibration(
+            FLOWRClassifier(**TINY), IMAGES[y < 5], y[y < 5],
+            cv=[(np.flatnonzero(y[y < 5] > 0), np.flatnonzero(y[y < 5] == 0))]),
+    ),
+    (
+        "cross_fit_novelty_calibration n_tasks 0",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[y < 5], y[y < 5], n_tasks=0),
+    ),
+    (
+        "cross_fit_novelty_calibration y mismatch",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[:10], y[:9]),
+    ),
+    ("cli --calibration-cv 1", lambda: benchmark_main(["--calibration-cv", "1"])),
     ("EVM tailsize", lambda: EVMClassifier(tailsize=-1).fit(X[:50], y[:50])),
 ):
     case(nm, None, lambda _, fn=fn: fn())

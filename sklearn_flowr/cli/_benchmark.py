@@ -36,6 +36,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from sklearn.model_selection import GroupShuffleSplit
 
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders._factory import BACKBONE_NAMES
@@ -50,6 +51,7 @@ from ._benchmark_report import (
 )
 from ._benchmark_setup import (
     DATASETS,
+    DEFAULT_METHODS,
     KANJI_CLASSES,
     KANJI_INSTANCES,
     METHOD_NAMES,
@@ -191,12 +193,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="kanji: drawings per character")
     add("--setting", nargs="+", choices=("small", "large"),
         default=["small", "large"], help="evaluation settings (contexts) to run")
-    add("--methods", nargs="+", choices=METHODS, default=list(METHODS),
+    add("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS),
         help="methods to evaluate on the same tasks; flowr-no-meta (FLOWR's "
         "head by empirical Bayes on the pre-trained embedding, no "
         "meta-training) and ncm-flowr-emb (NCM on FLOWR's meta-trained "
         "embedding) are the ablation; flowr-full-cal is flowr-full with "
-        "P(novel) calibrated on episodes of the training classes")
+        "P(novel) calibrated on episodes of the training classes, "
+        "flowr-full-cvcal on classes held out of training "
+        "(--calibration-cv; added by it)")
     add("--pretrain", nargs="+", choices=("sup-e", "sup-fc", "none"),
         default=["sup-e", "sup-fc"],
         help="encoder pre-trainings; 'none' keeps the encoder untrained "
@@ -235,6 +239,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="FLOWR full: extra shrinkage of its empirical-Bayes noise "
         "covariance towards isotropic, in [0, 1] (FLOWRClassifier's "
         "noise_shrinkage; 0.0: the Ledoit-Wolf estimate)")
+    add("--calibration-cv", type=_integer(2), default=None, metavar="K",
+        help="add flowr-full-cvcal: P(novel) mapped on tasks of training "
+        "classes held out of K models trained on the others "
+        "(FLOWRClassifier's calibration_cv; K more trainings per model, not "
+        "cached)")
+    add("--calibration-held-classes", type=_integer(1), default=None,
+        metavar="M",
+        help="with --calibration-cv: each of the K folds holds out M random "
+        "training classes (GroupShuffleSplit) instead of a K-th of them "
+        "(GroupKFold)")
     add("--fine-tune-steps", type=_integer(0), default=0,
         help="small context: last-layer fine-tuning steps on each task's support "
         "set (FLOWR runs on images then, not on cached features)")
@@ -265,7 +279,26 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.quick:
         parser.set_defaults(**_QUICK)
         args = parser.parse_args(argv)
+    if args.calibration_cv is None:
+        if "flowr-full-cvcal" in args.methods:
+            parser.error("flowr-full-cvcal needs --calibration-cv K.")
+        if args.calibration_held_classes is not None:
+            parser.error("--calibration-held-classes needs --calibration-cv K.")
+    elif "flowr-full-cvcal" not in args.methods:
+        args.methods = [*args.methods, "flowr-full-cvcal"]
     return args
+
+
+def calibration_folds(args):
+    """The ``cv`` of flowr-full-cvcal (``--calibration-cv``,
+    ``--calibration-held-classes``), or None."""
+    if args.calibration_cv is None:
+        return None
+    if args.calibration_held_classes is None:
+        return args.calibration_cv
+    return GroupShuffleSplit(n_splits=args.calibration_cv,
+                             test_size=args.calibration_held_classes,
+                             random_state=args.seed)
 
 
 def benchmark_data(args):
@@ -382,7 +415,8 @@ def _run_setting(setting, args, data, data_key, cache, log):
                 prior_scale=args.prior_scale,
                 noise_shrinkage=args.noise_shrinkage,
                 calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
-                                 n_known_query_classes=args.lc_known_query_classes))
+                                 n_known_query_classes=args.lc_known_query_classes),
+                cross_fit=dict(X=X_fit, cv=calibration_folds(args)))
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A
@@ -405,7 +439,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
                                      verbose=int(args.verbose >= 1))
             row = row_from_report(method, pretrain, report,
                                   time.perf_counter() - tic)
-            if method == "flowr-full-cal":
+            if method in ("flowr-full-cal", "flowr-full-cvcal"):
                 row["novelty_calibration"] = list(template.novelty_calibration)
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import joblib
 import numpy as np
+from sklearn.base import clone
 from sklearn.utils.validation import check_is_fitted
 
 from .._empirical_head import empirical_bayes_head
@@ -34,7 +35,7 @@ from ..datasets import (
     load_kanji,
 )
 from ..datasets._cache import read_cache, write_cache
-from ..protocol import calibrate_novelty
+from ..protocol import calibrate_novelty, cross_fit_novelty_calibration
 
 DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 # kanji: this many KanjiVG characters (by a fixed hash; about 60% of them are
@@ -51,17 +52,22 @@ KANJI_INSTANCES = 20
 # flowr-full-cal is that head with P(novel) Platt-mapped by calibrate_novelty
 # on episodes of the training classes (same ranking, so the same H-measure and
 # fixed-TPR accuracy; only ECE, Brier and the argmax decision can differ).
-METHODS = ("flowr", "flowr-full", "flowr-full-cal", "flowr-no-meta",
-           "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
+# flowr-full-cvcal maps it by cross_fit_novelty_calibration instead (one model
+# trained per fold of classes, so it runs only when asked for).
+METHODS = ("flowr", "flowr-full", "flowr-full-cal", "flowr-full-cvcal",
+           "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
+DEFAULT_METHODS = tuple(method for method in METHODS
+                        if method != "flowr-full-cvcal")
 METHOD_NAMES = {"flowr": "FLOWR", "flowr-full": "FLOWR full",
                 "flowr-full-cal": "FLOWR full cal",
+                "flowr-full-cvcal": "FLOWR cv-cal",
                 "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
                 "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
 # The encoder whose features a method runs on: "flowr" the meta-trained one,
 # "base" the pre-trained one (before meta-training).
 METHOD_FEATURES = {"flowr": "flowr", "flowr-full": "flowr", "flowr-full-cal": "flowr",
-                   "ncm-flowr-emb": "flowr"}
+                   "flowr-full-cvcal": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split (few-shot tasks need classes the encoder never saw).
 _TEN_CLASS_TRAIN = np.arange(5)
@@ -257,7 +263,8 @@ def method_features(method: str) -> str:
 def method_template(method: str, setting: str, model: FLOWRClassifier,
                     Z_train, y_train, *, prior_scale: float = 1.0,
                     noise_shrinkage: float = 0.0,
-                    calibration: dict | None = None):
+                    calibration: dict | None = None,
+                    cross_fit: dict | None = None):
     """The estimator ``evaluate_online`` copies for every task.
 
     Small context: an unfitted estimator (FLOWR: the head with the
@@ -268,18 +275,34 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     full head's (``FLOWRClassifier``'s parameters). ``calibration``: keyword
     arguments of :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
     whose fitted map the template carries as ``novelty_calibration``.
+    ``cross_fit``: for "flowr-full-cvcal", the training inputs ``X`` (the
+    folds train on them) and the ``cv`` of
+    :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`, which runs
+    with ``calibration``'s other arguments on models like ``model`` with the
+    full head.
     """
     if method == "flowr":
         return model.head_
     if method == "flowr-no-meta":
         return no_meta_head(setting, model, Z_train, y_train)
-    if method in ("flowr-full", "flowr-full-cal"):
+    if method in ("flowr-full", "flowr-full-cal", "flowr-full-cvcal"):
         head = full_covariance_head(setting, model, Z_train, y_train,
                                     prior_scale=prior_scale,
                                     noise_shrinkage=noise_shrinkage)
         if method == "flowr-full-cal":
             fitted = calibrate_novelty(head, Z_train, y_train, setting=setting,
                                        **(calibration or {}))
+            head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
+        elif method == "flowr-full-cvcal":
+            if cross_fit is None:
+                raise ValueError("flowr-full-cvcal needs cross_fit (the training "
+                                 "inputs and the folds).")
+            folds = clone(model).set_params(covariance="full",
+                                            prior_scale=prior_scale,
+                                            noise_shrinkage=noise_shrinkage)
+            fitted = cross_fit_novelty_calibration(
+                folds, cross_fit["X"], y_train, cv=cross_fit["cv"],
+                **(calibration or {}))
             head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
         return head
     return baseline_template("ncm" if method == "ncm-flowr-emb" else method,

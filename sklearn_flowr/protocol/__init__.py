@@ -9,6 +9,8 @@
   :func:`~sklearn_flowr.metrics.open_world_report`;
 - :func:`calibrate_novelty` fits a Platt map of P(novel) on such tasks drawn
   from labelled training classes (``novelty_calibration`` of the heads);
+- :func:`cross_fit_novelty_calibration` fits it on classes held out of
+  training instead, one model per class-disjoint fold;
 - :func:`select_head_params` picks head hyper-parameters (e.g.
   ``noise_shrinkage``) on small-context tasks of validation classes.
 
@@ -23,9 +25,11 @@ References
 """
 
 from ._calibrate import calibrate_novelty
+from ._cross_fit import cross_fit_novelty_calibration
 from ._evaluate import evaluate_online
 from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
-           "evaluate_online", "select_head_params"]
+           "cross_fit_novelty_calibration", "evaluate_online",
+           "select_head_params"]

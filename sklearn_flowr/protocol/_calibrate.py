@@ -14,6 +14,7 @@ changes; only the probability and the argmax decision do.
 from __future__ import annotations
 
 import copy
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -232,17 +233,44 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
             n_tasks, seed)
     report = evaluate_online(template, X_run, y_run, tasks, setting=setting,
                              n_jobs=n_jobs, return_rows=True, probability=True)
-    first = report.rows.is_novel
+    return fit_novelty_map(report.rows.p_novel, report.rows.is_novel)
+
+
+def fit_novelty_map(p_novel, is_first_sighting) -> Bunch:
+    """The Platt map of P(novel) to first sightings, and its in-sample ECE.
+
+    Parameters
+    ----------
+    p_novel : array-like of shape (n_rows,)
+        The uncalibrated P(novel) of calibration queries.
+    is_first_sighting : array-like of bool, shape (n_rows,)
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        As :func:`calibrate_novelty` returns it.
+    """
+    p_novel = np.asarray(p_novel, dtype=np.float64)
+    first = np.asarray(is_first_sighting, dtype=bool)
     if first.all() or not first.any():
         raise ValueError("The calibration tasks need both first sightings and "
                          "known-class queries.")
-    log_odds = _logit(report.rows.p_novel)[:, None]
-    fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds, first)
+    log_odds = _logit(p_novel)
+    if log_odds[~first].max() < log_odds[first].min():
+        warnings.warn(
+            "The calibration tasks separate first sightings from known-class "
+            "queries perfectly: the map's slope is then set by the optimiser, "
+            "not by the data, and it over-states novelty on new classes. Fit "
+            "it on classes held out of training (FLOWRClassifier's "
+            "calibration_cv, cross_fit_novelty_calibration) or on more classes.",
+            UserWarning, stacklevel=2)
+    fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds[:, None], first)
     slope = max(float(fit.coef_[0, 0]), _MIN_SLOPE)
     intercept = float(fit.intercept_[0])
     return Bunch(
         slope=slope, intercept=intercept, n_rows=int(first.shape[0]),
-        n_first_sightings=int(first.sum()), ece_before=float(report.ece),
+        n_first_sightings=int(first.sum()),
+        ece_before=expected_calibration_error(first, p_novel),
         ece_after=expected_calibration_error(
-            first, apply_novelty_map(report.rows.p_novel, slope, intercept)),
+            first, apply_novelty_map(p_novel, slope, intercept)),
     )

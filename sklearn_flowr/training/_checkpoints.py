@@ -24,7 +24,7 @@ FINGERPRINT_FILE = "fingerprint.json"
 # with another noise_shrinkage resumes the trained encoder).
 _RUN_SETTINGS = {"pretrain_epochs", "meta_epochs", "verbose", "device",
                  "accelerator", "checkpoint_dir", "autocast", "noise_shrinkage",
-                 "prior_scale"}
+                 "prior_scale", "calibration_cv"}
 
 
 def _shaping(params: dict) -> dict:

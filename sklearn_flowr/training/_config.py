@@ -42,6 +42,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "prior_scale": [Interval(Real, 0, None, closed="neither")],
     "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
     "calibrate_novelty": ["boolean"],
+    "calibration_cv": ["cv_object", None],
     "match_sigma": ["boolean"],
     "known_count": [Interval(Real, 0, None, closed="neither")],
     "novel_label": "no_validation",
@@ -155,6 +156,7 @@ class FLOWRConfig:
     prior_scale: float = 1.0
     noise_shrinkage: float = 0.0
     calibrate_novelty: bool = True
+    calibration_cv: Any = None
     known_count: float = 1.0
     novel_label: Any = "auto"
     embedding_dim: int = 64
@@ -195,6 +197,11 @@ class FLOWRConfig:
                 f"noise_shrinkage={self.noise_shrinkage} shrinks the full head's "
                 "estimated noise covariance; the isotropic head's noise is "
                 "sigma * I already. Use covariance='full' or noise_shrinkage=0.0.")
+        if self.calibration_cv is not None and not self.calibrate_novelty:
+            raise ValueError(
+                "calibration_cv sets how the novelty map is fitted, and "
+                "calibrate_novelty=False fits none; set calibrate_novelty=True "
+                "or calibration_cv=None.")
         if self.covariance == "full" and self.known_table == "learned":
             raise ValueError(
                 "known_table='learned' keeps the meta-trained isotropic class "

@@ -129,7 +129,7 @@ def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
                                              known_table=config.known_table)
         head.fit_class_embeddings(labels, means, variances,
                                   frozen=not config.update_known)
-    if config.calibrate_novelty:
+    if config.calibrate_novelty and config.calibration_cv is None:
         # Tasks of the training classes on the final embedding (the large
         # context refits a clone with some classes held out as novel).
         fitted = calibrate_novelty(head, Z, labels[y_index], setting=config.setting,

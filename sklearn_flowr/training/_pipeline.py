@@ -10,10 +10,12 @@ the stages would make on the labels before any of them starts;
 from __future__ import annotations
 
 import copy
+import dataclasses
 
 import numpy as np
 import torch
 
+from ..protocol._cross_fit import cross_fit_plan
 from ._config import FLOWRConfig
 from ._device import to_device_if_fits
 from ._head_building import build_head
@@ -21,7 +23,8 @@ from ._meta_training import check_meta_training_plan, meta_train
 from ._pretraining import build_encoder, embed_rows, match_noise_scale, pretrain
 from ._runner import StageRunner
 
-__all__ = ["check_training_plan", "train_flowr"]
+__all__ = ["check_calibration_plan", "check_fold_training", "check_training_plan",
+           "train_flowr"]
 
 
 def check_training_plan(config: FLOWRConfig, y_index, n_classes: int,
@@ -60,6 +63,75 @@ def check_training_plan(config: FLOWRConfig, y_index, n_classes: int,
                 "classes and needs at least 2 rows in every class; the smallest "
                 f"has {smallest}. Give more rows or set calibrate_novelty=False.")
     check_meta_training_plan(config, y_index, n_classes, seed)
+
+
+def check_calibration_plan(config: FLOWRConfig, X, y, seed: int):
+    """The folds of ``config.calibration_cv``, each checked as ``fit`` checks
+    its data, before any training; ``None`` without cross-fitting.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+    X : ndarray of shape (n_samples, ...)
+    y : ndarray of shape (n_samples,)
+        Class labels.
+    seed : int
+        The fit's seed (the folds' models and rows are drawn from it).
+
+    Returns
+    -------
+    plan : list of Bunch or None
+        :func:`~sklearn_flowr.protocol._cross_fit.cross_fit_plan`'s folds.
+
+    Raises
+    ------
+    ValueError
+        A fold that does not split whole classes, or whose training classes
+        the training stages would refuse (e.g. fewer than ``n_unknown + 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> config = FLOWRConfig(calibration_cv=2, n_unknown=1)
+    >>> plan = check_calibration_plan(config, np.zeros((40, 1)),
+    ...                               np.repeat(np.arange(4), 10), seed=0)
+    >>> [p.n_held_classes for p in plan]
+    [2, 2]
+    """
+    if config.calibration_cv is None:
+        return None
+    plan = cross_fit_plan(config.calibration_cv, X, y, setting=config.setting,
+                          random_state=seed)
+    check_fold_training(config, y, plan)
+    return plan
+
+
+def check_fold_training(config: FLOWRConfig, y, plan) -> None:
+    """Fail before any training if a cross-fitting fold's training classes
+    are ones the training stages would refuse.
+
+    Parameters
+    ----------
+    config : FLOWRConfig
+        The configuration of the model being calibrated.
+    y : ndarray of shape (n_samples,)
+    plan : list of Bunch
+        :func:`~sklearn_flowr.protocol._cross_fit.cross_fit_plan`'s folds.
+
+    Raises
+    ------
+    ValueError
+        Naming the fold and the number of classes it trains on.
+    """
+    fold_config = dataclasses.replace(config, calibrate_novelty=False,
+                                      calibration_cv=None)
+    for number, fold in enumerate(plan):
+        labels, y_index = np.unique(y[fold.fit_rows], return_inverse=True)
+        try:
+            check_training_plan(fold_config, y_index, labels.shape[0], fold.seed)
+        except ValueError as exc:
+            raise ValueError(f"Fold {number} of calibration_cv trains on "
+                             f"{labels.shape[0]} classes: {exc}") from exc
 
 
 def train_flowr(X, labels, y_index, config: FLOWRConfig, runner: StageRunner,

@@ -1,0 +1,260 @@
+"""Cross-fitted novelty calibration: the map of P(novel) fitted on classes held
+out of training (protocol.cross_fit_novelty_calibration and
+FLOWRClassifier(calibration_cv=...))."""
+
+import numpy as np
+import pytest
+from scipy.optimize import minimize
+from scipy.special import expit, logit
+from sklearn.base import BaseEstimator, clone
+from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+from sklearn.model_selection import GroupShuffleSplit, KFold
+from sklearn.utils import check_random_state
+
+from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+from sklearn_flowr._empirical_head import empirical_bayes_head
+from sklearn_flowr.protocol import (
+    SmallContextTasks,
+    calibrate_novelty,
+    cross_fit_novelty_calibration,
+    evaluate_online,
+)
+from sklearn_flowr.protocol._calibrate import fit_novelty_map, small_context_sizes
+from sklearn_flowr.protocol._cross_fit import class_disjoint_folds, cross_fit_plan
+
+
+class SqueezingEncoder(BaseEstimator):
+    """A stand-in for a trained encoder that squeezes its training classes:
+    linear discriminant analysis fitted on few rows per class, followed by
+    FLOWR's full head by empirical Bayes on its output. New classes come out
+    wider than the training classes, as with the five-class encoders."""
+
+    def __init__(self, setting="small", n_components=8, calibrate_novelty=False,
+                 calibration_cv=None, random_state=None):
+        self.setting = setting
+        self.n_components = n_components
+        self.calibrate_novelty = calibrate_novelty
+        self.calibration_cv = calibration_cv
+        self.random_state = random_state
+
+    def fit(self, X, y):
+        self.lda_ = LinearDiscriminantAnalysis(
+            n_components=self.n_components).fit(X, y)
+        self.head_ = empirical_bayes_head(
+            CRPGaussianClassifier(covariance="full", b=1.0), self.transform(X), y,
+            setting=self.setting)
+        return self
+
+    def transform(self, X):
+        return self.lda_.transform(X)
+
+
+@pytest.fixture
+def squeezed():
+    """30 training and 30 new Gaussian classes of 12 rows in 30 dimensions."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(60), 12)
+    X = rng.normal(size=(60, 30))[y] + rng.normal(size=(y.size, 30))
+    return X[y < 30], y[y < 30], X[y >= 30], y[y >= 30]
+
+
+def test_fit_novelty_map_is_the_maximum_likelihood_platt_fit(rng):
+    """Check the map against a direct maximum-likelihood fit of
+    P(first) = sigmoid(slope * logit p + intercept) by scipy."""
+    p = rng.uniform(0.001, 0.999, 400)
+    first = rng.uniform(size=400) < expit(0.6 * logit(p) - 0.5)
+    out = fit_novelty_map(p, first)
+
+    def nll(w):
+        z = w[0] * logit(p) + w[1]
+        return np.sum(np.logaddexp(0, z) - first * z)
+
+    best = minimize(nll, [1.0, 0.0], method="BFGS").x
+    np.testing.assert_allclose([out.slope, out.intercept], best, atol=2e-3)
+    assert (out.n_rows, out.n_first_sightings) == (400, int(first.sum()))
+    assert out.ece_after < out.ece_before
+
+
+def test_perfectly_separated_calibration_rows_warn(rng):
+    """Check a map fitted on rows where every first sighting has a higher
+    P(novel) than every known-class query warns: its slope is the
+    optimiser's, not the data's."""
+    p = np.concatenate([rng.uniform(0.0, 0.1, 50), rng.uniform(0.5, 1.0, 5)])
+    first = np.arange(55) >= 50
+    with pytest.warns(UserWarning, match="separate first sightings"):
+        fit_novelty_map(p, first)
+    p[0] = 0.9  # one known query above a first sighting: no warning
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        fit_novelty_map(p, first)
+
+
+def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
+    """Check the claim: on an encoder that squeezes its training classes, the
+    map fitted on tasks of the training classes stays over-confident on new
+    classes, while the cross-fitted one (classes the fold's encoder never
+    saw) gives a lower ECE and Brier score on them, with a flatter slope."""
+    X_train, y_train, X_new, y_new = squeezed
+    model = SqueezingEncoder().fit(X_train, y_train)
+    own = calibrate_novelty(model.head_, model.transform(X_train), y_train,
+                            random_state=0)
+    crossed = cross_fit_novelty_calibration(SqueezingEncoder(), X_train, y_train,
+                                            cv=3, random_state=0)
+    tasks = SmallContextTasks(y_new, n_support_classes=10, n_novel_classes=5,
+                              shots=(1, 5), n_query=5, n_tasks=200, random_state=1)
+    Z_new = model.transform(X_new)
+    reports = {}
+    for name, fitted in (("own", own), ("crossed", crossed)):
+        head = clone(model.head_).set_params(
+            novelty_calibration=(fitted.slope, fitted.intercept))
+        reports[name] = evaluate_online(head, Z_new, y_new, tasks, setting="small")
+    assert crossed.n_folds == 3 and crossed.slope < own.slope
+    assert reports["crossed"].ece < 0.75 * reports["own"].ece
+    assert reports["crossed"].brier < reports["own"].brier
+    assert reports["crossed"].h_measure == pytest.approx(reports["own"].h_measure)
+
+
+def test_cross_fit_pools_every_fold_as_documented(squeezed):
+    """Check the wiring by hand: each fold's clone trained on its training
+    classes, small-context tasks of its held-out classes run through its
+    head, the rows of every fold pooled into one Platt fit."""
+    X, y = squeezed[:2]
+    plan = cross_fit_plan(3, X, y, setting="small", random_state=5)
+    p_novel, first = [], []
+    for fold in plan:
+        assert np.intersect1d(y[fold.fit_rows], y[fold.query_rows]).size == 0
+        model = SqueezingEncoder(random_state=fold.seed).fit(X[fold.fit_rows],
+                                                             y[fold.fit_rows])
+        y_query = y[fold.query_rows]
+        n_support, n_novel = small_context_sizes(fold.n_held_classes)
+        tasks = SmallContextTasks(y_query, n_support_classes=n_support,
+                                  n_novel_classes=n_novel, shots=(1, 6),
+                                  n_query=6, n_tasks=200, random_state=fold.seed)
+        rows = evaluate_online(model.head_, model.transform(X[fold.query_rows]),
+                               y_query, tasks, return_rows=True).rows
+        p_novel.append(rows.p_novel)
+        first.append(rows.is_novel)
+    expected = fit_novelty_map(np.concatenate(p_novel), np.concatenate(first))
+    got = cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=3,
+                                        random_state=5)
+    assert (got.slope, got.intercept, got.n_rows) == (
+        expected.slope, expected.intercept, expected.n_rows)
+
+
+def test_folds_split_whole_classes():
+    y = np.repeat(np.arange(6), 3)
+    X = np.zeros((18, 1))
+    for cv in (3, GroupShuffleSplit(n_splits=4, test_size=2, random_state=0),
+               [(np.flatnonzero(y < 4), np.flatnonzero(y >= 4))]):
+        folds = class_disjoint_folds(cv, X, y)
+        for train, held in folds:
+            assert np.intersect1d(y[train], y[held]).size == 0
+    held = np.concatenate([held for _, held in class_disjoint_folds(3, X, y)])
+    np.testing.assert_array_equal(np.sort(held), np.arange(18))
+
+
+@pytest.mark.parametrize("cv, message", [
+    (KFold(2, shuffle=True, random_state=0), "must split whole classes"),
+    (1, "must be >= 2"),
+    (7, "need at least 7 classes"),
+    (True, "must be an int >= 2"),
+    ("three", "must be an int >= 2"),
+    ([], "gave no fold"),
+    ([(np.arange(3), np.arange(3, 18))], "trains on 1 classes"),
+])
+@pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
+def test_bad_folds_are_refused(cv, message):
+    y = np.repeat(np.arange(6), 3)
+    with pytest.raises(ValueError, match=message):
+        class_disjoint_folds(cv, np.zeros((18, 1)), y)
+
+
+def test_small_context_folds_hold_out_two_classes():
+    y = np.repeat(np.arange(4), 3)
+    with pytest.raises(ValueError, match="holds out 1"):
+        cross_fit_plan(4, np.zeros((12, 1)), y, setting="small")
+    assert len(cross_fit_plan(4, np.zeros((12, 1)), y, setting="large")) == 4
+
+
+def test_large_context_plan_keeps_known_queries_out_of_training():
+    """Check the large context's folds: the held-out classes are queried
+    whole; a quarter (at least one, at most half) of every training class's
+    rows is kept out of training and queried as a known class; the same seed
+    gives the same plan."""
+    y = np.repeat(np.arange(5), [4, 8, 8, 12, 3])
+    X = np.zeros((y.size, 1))
+    plan = cross_fit_plan(5, X, y, setting="large", random_state=3)
+    for fold in plan:
+        assert np.intersect1d(fold.fit_rows, fold.query_rows).size == 0
+        held = np.setdiff1d(y, y[fold.fit_rows])
+        assert held.size == fold.n_held_classes == 1
+        assert np.sum(y[fold.query_rows] == held[0]) == np.sum(y == held[0])
+        for label in np.unique(y[fold.fit_rows]):
+            n_query = np.sum(y[fold.query_rows] == label)
+            assert n_query == min(max(1, round(np.sum(y == label) / 4)),
+                                  np.sum(y == label) // 2)
+    again = cross_fit_plan(5, X, y, setting="large", random_state=3)
+    for first, second in zip(plan, again, strict=True):
+        np.testing.assert_array_equal(first.fit_rows, second.fit_rows)
+        assert first.seed == second.seed
+    with pytest.raises(ValueError, match="known_query_share"):
+        cross_fit_plan(5, X, y, setting="large", known_query_share=0.7)
+    with pytest.raises(ValueError, match="at least 2 rows in every class"):
+        y = np.repeat(np.arange(5), [1, 8, 8, 12, 3])
+        cross_fit_plan(5, np.zeros((y.size, 1)), y, setting="large")
+
+
+def test_flowr_classifier_cross_fits_its_map(digits):
+    """Check FLOWRClassifier(calibration_cv=...) with its default verbosity:
+    its map is cross_fit_novelty_calibration's under the fit's seed, its
+    encoder the one it trains without cross-fitting (the folds are extra
+    models), and it says what it does."""
+    X, y = digits
+    X, y = X[y < 6], y[y < 6]
+    params = dict(backbone="mlp", embedding_dim=8, pretrain_epochs=2,
+                  meta_epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=1,
+                  random_state=0)
+    model = FLOWRClassifier(**params, calibration_cv=3).fit(X, y)
+    plain = FLOWRClassifier(**params).fit(X, y)
+    np.testing.assert_array_equal(model.transform(X[:5]), plain.transform(X[:5]))
+    seed = int(check_random_state(0).randint(2**31 - 1))
+    expected = cross_fit_novelty_calibration(
+        FLOWRClassifier(**params, verbose=0), X.reshape(len(X), -1), y, cv=3,
+        random_state=seed)
+    assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
+    assert plain.head_.novelty_calibration != model.head_.novelty_calibration
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(calibration_cv=2, calibrate_novelty=False), "calibrate_novelty=False"),
+    (dict(calibration_cv=KFold(2, shuffle=True, random_state=0)),
+     "must split whole classes"),
+    (dict(calibration_cv=2, n_unknown=2), "Fold 0 of calibration_cv trains on 2"),
+    (dict(calibration_cv="classes"), "'calibration_cv' parameter"),
+])
+@pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
+def test_bad_cross_fitting_fails_before_training(digits, monkeypatch, params,
+                                                 message):
+    from sklearn_flowr.training import _pipeline
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before the check")
+
+    monkeypatch.setattr(_pipeline, "pretrain", no_training)
+    X, y = digits
+    model = FLOWRClassifier(**{"backbone": "mlp", "n_way": 3, "n_unknown": 1,
+                               "verbose": 0, **params})
+    with pytest.raises(ValueError, match=message):
+        model.fit(X[y < 4], y[y < 4])
+    assert not hasattr(model, "head_")
+
+
+def test_cross_fitting_refuses_an_accelerator(digits):
+    accelerate = pytest.importorskip("accelerate")
+    X, y = digits
+    model = FLOWRClassifier(backbone="mlp", calibration_cv=2, verbose=0,
+                            accelerator=accelerate.Accelerator(cpu=True))
+    with pytest.raises(ValueError, match="does not run through an accelerator"):
+        model.fit(X[y < 6], y[y < 6])
