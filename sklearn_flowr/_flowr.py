@@ -7,6 +7,7 @@ fitted encoder and head (docs/design.rst, section 5).
 """
 
 import copy
+import dataclasses
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin
@@ -16,7 +17,7 @@ from ._encoder_head import EncoderHeadMixin
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input, check_labels
 from ._params import snapshot_params
-from .protocol._cross_fit import cross_fit_novelty_calibration
+from .protocol._cross_fit import cross_fit_on_plan
 from .training._checkpoints import check_fingerprint
 from .training._config import PARAMETER_CONSTRAINTS, FLOWRConfig
 from .training._device import deterministic_cuda
@@ -29,6 +30,10 @@ from .training._pipeline import (
 from .training._runner import StageRunner
 
 __all__ = ["FLOWRClassifier"]
+
+# noise_shrinkage="auto" picks one of these on calibration_cv's held-out
+# classes (the values benchmarks/noise_shrinkage.py sweeps).
+NOISE_SHRINKAGE_GRID = (0.0, 0.05, 0.1, 0.2, 0.3)
 
 
 class FLOWRClassifier(EncoderHeadMixin, ClassifierMixin, TransformerMixin,
@@ -108,7 +113,7 @@ or torch.nn.Module, default="conv4"
         large context; on digits and fashion-mnist (five training classes)
         it changes nothing measurable (ECE 0.04-0.05 either way).
         Must be 1.0 with ``covariance="isotropic"``.
-    noise_shrinkage : float in [0, 1], default=0.0
+    noise_shrinkage : float in [0, 1] or "auto", default=0.0
         With ``covariance="full"``: shrink the empirical-Bayes class-noise
         covariance further towards isotropic (``CRPGaussianClassifier``'s
         parameter; 0.0: the Ledoit-Wolf estimate; not in the paper). New
@@ -120,7 +125,10 @@ or torch.nn.Module, default="conv4"
         points; in the large context it lowers glyph and kanji accuracy and
         raises the five-class datasets' H-measure. Choose it on classes the
         encoder did not see (:func:`~sklearn_flowr.protocol.select_head_params`
-        scores small-context tasks of validation classes).
+        scores small-context tasks of validation classes). ``"auto"``: chosen
+        from (0, 0.05, 0.1, 0.2, 0.3) by the H-measure of the fold models'
+        heads on the held-out classes of ``calibration_cv``, which it needs;
+        the value is ``noise_shrinkage_``.
         Must be 0.0 with ``covariance="isotropic"``.
     calibrate_novelty : bool, default=True
         After training, fit a Platt map of P(novel) on open-world tasks drawn
@@ -150,10 +158,13 @@ default=None
         training classes, where the default map does not help: five folds of
         two held-out classes brought the small-context ECE from 0.027-0.044
         to 0.019-0.021 (fashion-mnist) and 0.032 (digits), and did not beat
-        the default map in the large context; with 224 training classes
-        (glyphs) it was worse than the default map (README, "Calibrating
-        P(novel)"). Small context: every fold holds out 2 or more classes.
-        Not with an ``accelerator``.
+        the default map in the large context on fashion-mnist (slightly on
+        digits, still above 0.03); with 224 training classes (glyphs) it was
+        worse than the default map (README, "Calibrating P(novel)"). Small
+        context: every fold holds out 2 or more classes. Not with an
+        ``accelerator``. Unlike scikit-learn's ``cv=None`` (5 folds), ``None``
+        here means no folds. A fitted model that holds a splitter needs its
+        type trusted by ``skops.io.loads``.
     known_count : float, default=1.0
         CRP pseudo-count of the known-known classes (large context).
     novel_label : object, default="auto"
@@ -269,6 +280,15 @@ default=None
         only).
     novel_label_ : object
         Label :meth:`predict` gives the novel class.
+    noise_shrinkage_ : float
+        The full head's noise shrinkage (``noise_shrinkage``, or the value
+        ``"auto"`` chose).
+    calibration_cv_results_ : Bunch or None
+        With ``calibration_cv``: the cross-fitted map and, with
+        ``noise_shrinkage="auto"``, ``h_measures`` (each candidate's mean
+        H-measure over the folds), as
+        :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration` returns
+        them; ``None`` without.
     noise_scale_ : float
         Factor ``match_sigma`` applied to the embedding (1.0 when off or not
         possible).
@@ -360,14 +380,19 @@ default=None
         self.verbose = verbose
         self.checkpoint_dir = checkpoint_dir
 
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        if "head_" in self.__dict__:
+            # Fitted attributes added since a model was saved: what its fit did.
+            self.__dict__.setdefault("noise_shrinkage_", self.noise_shrinkage)
+            self.__dict__.setdefault("calibration_cv_results_", None)
+
     # ------------------------------------------------------------------ fitting
     def _check_cross_fit_plan(self, y, plan):
         """Fail before any fold trains on classes ``fit`` would refuse
         (called by :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`)."""
-        params = {**self.get_params(deep=False), "calibrate_novelty": False,
-                  "calibration_cv": None}
-        check_fold_training(FLOWRConfig.from_params(params), check_labels(
-            y, len(y)), plan)
+        check_fold_training(FLOWRConfig.from_params(self.get_params(deep=False)),
+                            check_labels(y, len(y)), plan)
 
     def fit(self, X, y):
         """Pre-train, meta-train and build the head on labelled images.
@@ -422,14 +447,23 @@ default=None
             check_fingerprint(self.checkpoint_dir, X, y,
                               self.get_params(deep=False))
         with deterministic_cuda(runner.device.type == "cuda"):
-            fitted = train_flowr(X, labels, y_index, config, runner, template)
+            crossed = None
             if plan is not None:
                 if self.verbose:
                     print(f"Cross-fitting the novelty map: {len(plan)} models "
                           "trained on class-disjoint folds.")
-                mapped = cross_fit_novelty_calibration(self, X, y, plan=plan)
+                auto = isinstance(config.noise_shrinkage, str)
+                crossed = cross_fit_on_plan(
+                    self, X, y, plan,
+                    noise_shrinkages=NOISE_SHRINKAGE_GRID if auto else None)
+                config = dataclasses.replace(
+                    config, noise_shrinkage=float(crossed.noise_shrinkage))
+            fitted = train_flowr(X, labels, y_index, config, runner, template)
+            if crossed is not None:
                 fitted["head_"].set_params(
-                    novelty_calibration=(mapped.slope, mapped.intercept))
+                    novelty_calibration=(crossed.slope, crossed.intercept))
+        fitted["noise_shrinkage_"] = float(config.noise_shrinkage)
+        fitted["calibration_cv_results_"] = crossed
         if X.ndim == 2:
             _check_feature_names(self, X_raw, reset=True)
         elif hasattr(self, "feature_names_in_"):

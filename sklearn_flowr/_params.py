@@ -46,6 +46,10 @@ def _same(old, new) -> bool:
         return True
     if isinstance(old, str) or isinstance(new, str):
         return isinstance(old, str) and isinstance(new, str) and old == new
+    if hasattr(old, "get_n_splits") and hasattr(new, "get_n_splits"):
+        # Cross-validation splitters: equal when their parameters are (their
+        # repr lists them all), e.g. a copy restored by skops.
+        return type(old) is type(new) and repr(old) == repr(new)
     try:
         return bool(np.array_equal(np.asarray(old), np.asarray(new)))
     except (TypeError, ValueError):

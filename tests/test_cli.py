@@ -289,6 +289,47 @@ def test_benchmark_cross_fitted_calibration(tmp_path):
         random_state=args.seed, n_jobs=args.n_jobs,
         n_known_query_classes=args.lc_known_query_classes)
     assert crossed["novelty_calibration"] == [expected.slope, expected.intercept]
+    assert crossed["noise_shrinkage"] == 0.0
+    # --noise-shrinkage auto: cvcal chooses it on the folds, the full row keeps 0.
+    auto = tmp_path / "auto"
+    assert benchmark_main([*base, "--calibration-cv", "3",
+                           "--calibration-held-classes", "2", "--noise-shrinkage",
+                           "auto", "--out", str(auto)]) == 0
+    rows = {row["method"]: row for row in json.loads(
+        (auto / "results.json").read_text())["settings"]["small"]["rows"]}
+    chosen = cross_fit_novelty_calibration(
+        FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
+            covariance="full"), X_fit, y_fit,
+        cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
+        noise_shrinkages=[0.0, 0.05, 0.1, 0.2, 0.3], random_state=args.seed,
+        n_jobs=args.n_jobs, n_known_query_classes=args.lc_known_query_classes)
+    assert rows["flowr-full-cvcal"]["noise_shrinkage"] == chosen.noise_shrinkage
+    assert rows["flowr-full-cvcal"]["novelty_calibration"] == [chosen.slope,
+                                                               chosen.intercept]
+    assert rows["flowr-full"] == {**full, "seconds": rows["flowr-full"]["seconds"]}
+
+
+def test_benchmark_refuses_folds_that_cannot_train_before_training(
+        tmp_path, monkeypatch, capsys):
+    """Check --calibration-cv folds the models cannot train on (digits' five
+    training classes: one held out leaves a small-context task no novel
+    class; two folds of 2-3 classes leave n_unknown=2 no support class) stop
+    with a usage error before any encoder is trained."""
+    from sklearn_flowr.cli import benchmark_main
+    from sklearn_flowr.training import _pipeline
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before the check")
+
+    monkeypatch.setattr(_pipeline, "pretrain", no_training)
+    base = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--cache-dir", "",
+            "--out", str(tmp_path)]
+    for extra, message in ((["--calibration-cv", "5"], "holds out 1"),
+                           (["--calibration-cv", "2"], "n_unknown=2")):
+        with pytest.raises(SystemExit) as stop:
+            benchmark_main([*base, *extra])
+        assert stop.value.code == 2
+        assert message in capsys.readouterr().err
 
 
 def test_benchmark_rejects_negative_ablation_values():
@@ -434,6 +475,8 @@ def test_benchmark_progress_lines(tmp_path, capsys):
          "flowr-full-cvcal needs --calibration-cv K"),
         (["--calibration-held-classes", "2"],
          "--calibration-held-classes needs --calibration-cv K"),
+        (["--noise-shrinkage", "auto"], "--noise-shrinkage auto is chosen on"),
+        (["--noise-shrinkage", "most"], "--noise-shrinkage: expected a number"),
     ],
 )
 def test_benchmark_rejects_out_of_range_numbers(argv, message, capsys):

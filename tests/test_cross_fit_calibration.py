@@ -14,6 +14,7 @@ from sklearn.utils import check_random_state
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr._empirical_head import empirical_bayes_head
 from sklearn_flowr.protocol import (
+    LargeContextTasks,
     SmallContextTasks,
     calibrate_novelty,
     cross_fit_novelty_calibration,
@@ -116,31 +117,75 @@ def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
     assert reports["crossed"].h_measure == pytest.approx(reports["own"].h_measure)
 
 
-def test_cross_fit_pools_every_fold_as_documented(squeezed):
-    """Check the wiring by hand: each fold's clone trained on its training
-    classes, small-context tasks of its held-out classes run through its
-    head, the rows of every fold pooled into one Platt fit."""
-    X, y = squeezed[:2]
-    plan = cross_fit_plan(3, X, y, setting="small", random_state=5)
-    p_novel, first = [], []
+def _by_hand(X, y, setting, plan, shrinkage=None):
+    """What the docstring says a cross-fit does, written out per fold: a
+    SqueezingEncoder trained on the fold's rows, its head (rebuilt with
+    ``shrinkage`` when given) run through tasks of the held-out classes --
+    small context: 10 support + 5 novel in proportion; large: the fold's
+    training classes known, at most 5 held-out ones novel."""
+    p_novel, first, h = [], [], []
     for fold in plan:
-        assert np.intersect1d(y[fold.fit_rows], y[fold.query_rows]).size == 0
-        model = SqueezingEncoder(random_state=fold.seed).fit(X[fold.fit_rows],
-                                                             y[fold.fit_rows])
-        y_query = y[fold.query_rows]
-        n_support, n_novel = small_context_sizes(fold.n_held_classes)
-        tasks = SmallContextTasks(y_query, n_support_classes=n_support,
-                                  n_novel_classes=n_novel, shots=(1, 6),
-                                  n_query=6, n_tasks=200, random_state=fold.seed)
-        rows = evaluate_online(model.head_, model.transform(X[fold.query_rows]),
-                               y_query, tasks, return_rows=True).rows
-        p_novel.append(rows.p_novel)
-        first.append(rows.is_novel)
-    expected = fit_novelty_map(np.concatenate(p_novel), np.concatenate(first))
-    got = cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=3,
-                                        random_state=5)
+        assert np.intersect1d(fold.fit_rows, fold.query_rows).size == 0
+        y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
+        model = SqueezingEncoder(setting=setting, random_state=fold.seed).fit(
+            X[fold.fit_rows], y_fit)
+        head = model.head_
+        if shrinkage is not None:
+            head = empirical_bayes_head(head, model.transform(X[fold.fit_rows]),
+                                        y_fit, setting=setting, covariance="full",
+                                        noise_shrinkage=shrinkage)
+        smallest = int(np.unique(y_query, return_counts=True)[1].min())
+        if setting == "small":
+            n_support, n_novel = small_context_sizes(fold.n_held_classes)
+            tasks = SmallContextTasks(y_query, n_support_classes=n_support,
+                                      n_novel_classes=n_novel,
+                                      shots=(1, smallest - smallest // 2),
+                                      n_query=smallest // 2, n_tasks=200,
+                                      random_state=fold.seed)
+        else:
+            tasks = LargeContextTasks(y_query, np.unique(y_fit),
+                                      n_novel_classes=min(5, fold.n_held_classes),
+                                      n_query=min(10, smallest), n_tasks=200,
+                                      random_state=fold.seed)
+        report = evaluate_online(head, model.transform(X[fold.query_rows]),
+                                 y_query, tasks, setting=setting, return_rows=True)
+        p_novel.append(report.rows.p_novel)
+        first.append(report.rows.is_novel)
+        h.append(report.h_measure)
+    return fit_novelty_map(np.concatenate(p_novel), np.concatenate(first)), h
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_cross_fit_pools_every_fold_as_documented(squeezed, setting):
+    """Check the wiring against the folds written out by hand, in both
+    contexts: every fold's rows pooled into one Platt fit."""
+    X, y = squeezed[:2]
+    plan = cross_fit_plan(3, X, y, setting=setting, random_state=5)
+    expected, _ = _by_hand(X, y, setting, plan)
+    got = cross_fit_novelty_calibration(SqueezingEncoder(setting=setting), X, y,
+                                        cv=3, random_state=5)
     assert (got.slope, got.intercept, got.n_rows) == (
         expected.slope, expected.intercept, expected.n_rows)
+    assert got.h_measures is None
+
+
+def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed):
+    """Check noise_shrinkages: each candidate's score is the folds' mean
+    H-measure of the head rebuilt with it, the best is chosen (ties to the
+    smaller), and the map is fitted on its rows."""
+    X, y = squeezed[:2]
+    plan = cross_fit_plan(2, X, y, setting="small", random_state=1)
+    hand = {value: _by_hand(X, y, "small", plan, shrinkage=value)
+            for value in (0.0, 0.5, 1.0)}
+    got = cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=2,
+                                        noise_shrinkages=[0.0, 0.5, 1.0],
+                                        random_state=1)
+    means = {value: float(np.mean(h)) for value, (_, h) in hand.items()}
+    assert got.h_measures == pytest.approx(means)
+    best = max(means, key=lambda v: (means[v], -v))
+    assert got.noise_shrinkage == best
+    assert (got.slope, got.intercept) == (hand[best][0].slope,
+                                          hand[best][0].intercept)
 
 
 def test_folds_split_whole_classes():
@@ -163,6 +208,9 @@ def test_folds_split_whole_classes():
     ("three", "must be an int >= 2"),
     ([], "gave no fold"),
     ([(np.arange(3), np.arange(3, 18))], "trains on 1 classes"),
+    ([(np.arange(18) < 9, np.arange(18) >= 9)], "boolean mask"),
+    ([(np.arange(9) + 0.5, np.arange(9, 18))], "integer indices"),
+    ([(np.arange(9), np.arange(9, 20))], r"must lie in \[0, 18\)"),
 ])
 @pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
 def test_bad_folds_are_refused(cv, message):
@@ -206,25 +254,60 @@ def test_large_context_plan_keeps_known_queries_out_of_training():
         cross_fit_plan(5, np.zeros((y.size, 1)), y, setting="large")
 
 
-def test_flowr_classifier_cross_fits_its_map(digits):
-    """Check FLOWRClassifier(calibration_cv=...) with its default verbosity:
-    its map is cross_fit_novelty_calibration's under the fit's seed, its
-    encoder the one it trains without cross-fitting (the folds are extra
-    models), and it says what it does."""
+TINY_MLP = dict(backbone="mlp", embedding_dim=8, pretrain_epochs=2, meta_epochs=1,
+                episodes_per_epoch=4, n_way=3, n_unknown=1, random_state=0)
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_flowr_classifier_cross_fits_its_map(digits, capsys, setting):
+    """Check FLOWRClassifier(calibration_cv=...) with its default verbosity,
+    in both contexts: it says what it does, its map is
+    cross_fit_novelty_calibration's under the fit's seed, and its encoder is
+    the one it trains without cross-fitting (the folds are extra models)."""
     X, y = digits
     X, y = X[y < 6], y[y < 6]
-    params = dict(backbone="mlp", embedding_dim=8, pretrain_epochs=2,
-                  meta_epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=1,
-                  random_state=0)
-    model = FLOWRClassifier(**params, calibration_cv=3).fit(X, y)
-    plain = FLOWRClassifier(**params).fit(X, y)
+    model = FLOWRClassifier(**TINY_MLP, setting=setting, calibration_cv=3).fit(X, y)
+    assert "Cross-fitting the novelty map: 3 models" in capsys.readouterr().out
+    plain = FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0).fit(X, y)
     np.testing.assert_array_equal(model.transform(X[:5]), plain.transform(X[:5]))
     seed = int(check_random_state(0).randint(2**31 - 1))
     expected = cross_fit_novelty_calibration(
-        FLOWRClassifier(**params, verbose=0), X.reshape(len(X), -1), y, cv=3,
-        random_state=seed)
+        FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0),
+        X.reshape(len(X), -1), y, cv=3, random_state=seed)
     assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
+    assert model.calibration_cv_results_.slope == expected.slope
+    assert model.noise_shrinkage_ == 0.0 and plain.calibration_cv_results_ is None
     assert plain.head_.novelty_calibration != model.head_.novelty_calibration
+
+
+def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
+    """Check noise_shrinkage="auto": the value with the best mean held-out
+    H-measure of the grid, the head built with it exactly as a model given
+    that value, and the map cross-fitted with it. The labels are negative
+    (a fold's own "auto" novel label would be one of its held-out classes)
+    and the folds come as a generator, as scikit-learn's cv allows."""
+    from sklearn.model_selection import GroupKFold
+
+    from sklearn_flowr._flowr import NOISE_SHRINKAGE_GRID
+
+    X, y = digits
+    X, y = X[y < 6], y[y < 6] - 3
+    folds = GroupKFold(3).split(X, y, groups=y)
+    model = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage="auto",
+                            calibration_cv=folds).fit(X, y)
+    results = model.calibration_cv_results_
+    assert sorted(results.h_measures) == sorted(NOISE_SHRINKAGE_GRID)
+    best = max(results.h_measures, key=lambda v: (results.h_measures[v], -v))
+    assert model.noise_shrinkage_ == best == results.noise_shrinkage
+    assert model.head_.noise_shrinkage == best
+    given = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage=best,
+                            calibrate_novelty=False).fit(X, y)
+    np.testing.assert_array_equal(model.head_.sigma, given.head_.sigma)
+    seed = int(check_random_state(0).randint(2**31 - 1))
+    expected = cross_fit_novelty_calibration(
+        FLOWRClassifier(**TINY_MLP, verbose=0), X.reshape(len(X), -1), y, cv=3,
+        noise_shrinkages=list(NOISE_SHRINKAGE_GRID), random_state=seed)
+    assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
 
 
 @pytest.mark.parametrize("params, message", [
@@ -233,6 +316,10 @@ def test_flowr_classifier_cross_fits_its_map(digits):
      "must split whole classes"),
     (dict(calibration_cv=2, n_unknown=2), "Fold 0 of calibration_cv trains on 2"),
     (dict(calibration_cv="classes"), "'calibration_cv' parameter"),
+    (dict(noise_shrinkage="auto"), "noise_shrinkage='auto' is chosen on the "
+     "held-out classes of calibration_cv"),
+    (dict(noise_shrinkage="auto", calibration_cv=2, covariance="isotropic"),
+     "noise_shrinkage=auto shrinks the full head"),
 ])
 @pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
 def test_bad_cross_fitting_fails_before_training(digits, monkeypatch, params,
@@ -251,6 +338,31 @@ def test_bad_cross_fitting_fails_before_training(digits, monkeypatch, params,
     assert not hasattr(model, "head_")
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(noise_shrinkages=[0.0, 0.1], estimator_params=dict(
+        covariance="isotropic")), "covariance='isotropic'"),
+    (dict(noise_shrinkages=[]), "non-empty list of numbers"),
+    (dict(noise_shrinkages=[0.1, 2.0]), "non-empty list of numbers"),
+    (dict(n_known_query_classes=-1), "n_known_query_classes must be None"),
+    (dict(n_jobs="x"), "n_jobs must be None"),
+    (dict(n_tasks=0), "n_tasks must be an int"),
+    (dict(known_query_share=0.7), "known_query_share"),
+])
+def test_cross_fit_options_fail_before_training(digits, monkeypatch, kwargs,
+                                                message):
+    from sklearn_flowr.training import _pipeline
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("trained before the check")
+
+    monkeypatch.setattr(_pipeline, "pretrain", no_training)
+    X, y = digits
+    estimator = FLOWRClassifier(**{**TINY_MLP,
+                                   **kwargs.pop("estimator_params", {})})
+    with pytest.raises(ValueError, match=message):
+        cross_fit_novelty_calibration(estimator, X[y < 6], y[y < 6], **kwargs)
+
+
 def test_cross_fitting_refuses_an_accelerator(digits):
     accelerate = pytest.importorskip("accelerate")
     X, y = digits
@@ -258,3 +370,15 @@ def test_cross_fitting_refuses_an_accelerator(digits):
                             accelerator=accelerate.Accelerator(cpu=True))
     with pytest.raises(ValueError, match="does not run through an accelerator"):
         model.fit(X[y < 6], y[y < 6])
+
+
+def test_refitted_parameter_check_compares_splitters_by_their_parameters():
+    """Check a splitter set back to an equal one (e.g. restored by skops) is
+    not taken for a changed calibration_cv, and another one is."""
+    from sklearn.model_selection import GroupKFold
+
+    from sklearn_flowr._params import _same
+
+    assert _same(GroupKFold(3), GroupKFold(3))
+    assert not _same(GroupKFold(3), GroupKFold(2))
+    assert not _same(GroupKFold(2), GroupShuffleSplit(2))

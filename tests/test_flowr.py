@@ -158,17 +158,21 @@ def test_pickle_round_trip_keeps_online_state(large_model, digits):
 
 def test_model_pickled_before_new_parameters_loads_with_their_defaults(
         large_model, digits):
-    """Check a model saved by a version without noise_shrinkage and
-    prior_scale loads with their defaults (which reproduce the old
-    behaviour), so get_params, clone and repr work and it predicts as before."""
+    """Check a model saved by a version without noise_shrinkage, prior_scale
+    and calibration_cv (and their fitted attributes) loads with their
+    defaults (which reproduce the old behaviour), so get_params, clone and
+    repr work and it predicts as before."""
     X, _ = digits
     state = large_model.__getstate__()
-    for name in ("noise_shrinkage", "prior_scale"):
+    for name in ("noise_shrinkage", "prior_scale", "calibration_cv",
+                 "noise_shrinkage_", "calibration_cv_results_"):
         del state[name]
     old = FLOWRClassifier.__new__(FLOWRClassifier)
     old.__setstate__(state)
     assert old.get_params()["noise_shrinkage"] == 0.0
     assert old.get_params()["prior_scale"] == 1.0
+    assert old.get_params()["calibration_cv"] is None
+    assert old.noise_shrinkage_ == 0.0 and old.calibration_cv_results_ is None
     assert "FLOWRClassifier(" in repr(old)
     assert clone(old).get_params() == clone(large_model).get_params()
     np.testing.assert_allclose(old.predict_proba(X[:4]),

@@ -197,6 +197,9 @@ for kw in (
     dict(calibration_cv=2, calibrate_novelty=False),
     dict(calibration_cv=9),
     dict(calibration_cv=[(np.arange(10), np.arange(5))]),
+    dict(noise_shrinkage="auto"),
+    dict(noise_shrinkage="auto", calibration_cv=2, covariance="isotropic"),
+    dict(calibration_cv=[(np.arange(100) < 50, np.arange(100) >= 50)]),
 ):
     case(
         f"fit {kw}",
@@ -337,7 +340,22 @@ for nm, fn in (
         lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
                                               IMAGES[:10], y[:9]),
     ),
+    (
+        "cross_fit_novelty_calibration n_jobs",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[y < 5], y[y < 5], n_jobs="x"),
+    ),
+    (
+        "cross_fit_novelty_calibration shrinkages",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[y < 5], y[y < 5],
+                                              noise_shrinkages=[2.0]),
+    ),
     ("cli --calibration-cv 1", lambda: benchmark_main(["--calibration-cv", "1"])),
+    (
+        "cli --noise-shrinkage auto",
+        lambda: benchmark_main(["--noise-shrinkage", "auto"]),
+    ),
     ("EVM tailsize", lambda: EVMClassifier(tailsize=-1).fit(X[:50], y[:50])),
 ):
     case(nm, None, lambda _, fn=fn: fn())

@@ -26,17 +26,14 @@ import argparse
 import copy
 import functools
 import inspect
+import itertools
 import json
-import math
 import os
-import re
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.model_selection import GroupShuffleSplit
 
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders._factory import BACKBONE_NAMES
@@ -56,6 +53,9 @@ from ._benchmark_setup import (
     KANJI_INSTANCES,
     METHOD_NAMES,
     METHODS,
+    calibration_folds,
+    cross_fit_option_problem,
+    cross_fit_setting_problem,
     features_or_load,
     fit_or_load_model,
     load_benchmark_data,
@@ -64,6 +64,7 @@ from ._benchmark_setup import (
     model_key,
     split_fit_and_held_out,
 )
+from ._options import HelpFormatter, integer, plain_text, real, real_or_auto
 
 __all__ = ["benchmark_data", "build_parser", "format_table", "main", "model_params",
            "parse_args", "run_benchmark", "setting_data"]
@@ -81,57 +82,6 @@ _QUICK = dict(dataset="glyphs", tasks=200, lc_known_query_classes=20,
               embedding_dim=32, evm_tasks=50)
 
 
-def _integer(low: int, high: int | None = None, *, why: str = ""):
-    """An argparse ``type=`` for an integer in ``[low, high]``: a bad value
-    stops with a usage error naming the option and the allowed range."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer; got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"in {low}..{high}"
-            raise argparse.ArgumentTypeError(
-                f"must be an integer {allowed}{why}; got {value}")
-        return value
-
-    return parse
-
-
-def _real(low: float, high: float = math.inf, *, closed: bool = True):
-    """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
-    ``closed``) and ``<= high``; nan and inf are refused."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected a number; got {text!r}") from None
-        if not (math.isfinite(value) and (value >= low if closed else value > low)):
-            raise argparse.ArgumentTypeError(
-                f"must be a finite number {'>=' if closed else '>'} {low:g}; got "
-                f"{text}")
-        if value > high:
-            raise argparse.ArgumentTypeError(
-                f"must be at most {high:g}; got {text}")
-        return value
-
-    return parse
-
-
-def _plain_text(text: str) -> str:
-    """Strip reST markup for the terminal (roles keep their last name,
-    literals lose their double backticks) and refill the paragraphs."""
-    text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
-    text = text.replace("``", "")
-    return "\n\n".join(textwrap.fill(" ".join(paragraph.split()), width=79,
-                                     break_on_hyphens=False)
-                       for paragraph in text.strip().split("\n\n"))
-
-
 def _quick_help() -> str:
     values = ", ".join(f"--{key.replace('_', '-')} {value}"
                        for key, value in _QUICK.items())
@@ -139,34 +89,11 @@ def _quick_help() -> str:
             "option given explicitly keeps its value")
 
 
-class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help with the description as written and every default stated once.
-
-    A help text that already says its default (``default:``) is left alone;
-    flags (``--quick``, ``--quiet``) get none. Lines break at spaces only, so
-    option names such as ``--lc-known-query-classes`` stay whole.
-    """
-
-    def _get_help_string(self, action):
-        help_text = action.help or ""
-        if ("default:" in help_text or action.default is argparse.SUPPRESS
-                or action.nargs == 0):
-            return help_text
-        default = action.default
-        if isinstance(default, (list, tuple)):
-            default = " ".join(map(str, default)) or "none"
-        return f"{help_text} (default: {str(default).replace('%', '%%')})"
-
-    def _split_lines(self, text, width):
-        text = " ".join(text.split())
-        return textwrap.wrap(text, width, break_on_hyphens=False)
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``flowr-benchmark`` (``--quick`` not applied)."""
     parser = argparse.ArgumentParser(
-        prog="flowr-benchmark", description=_plain_text(__doc__),
-        formatter_class=_HelpFormatter)
+        prog="flowr-benchmark", description=plain_text(__doc__),
+        formatter_class=HelpFormatter)
     add = parser.add_argument
     add("--dataset", choices=DATASETS, default="glyphs",
         help="images to run on: rendered font glyphs (bundled fonts), kanji "
@@ -177,16 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
         f"{_FASHION_MNIST_PATH})")
     add("--font-dir", action="append", default=[],
         help="extra font folder for glyphs (repeatable), e.g. /usr/share/fonts")
-    add("--max-fonts", type=_integer(_MIN_FONTS, why=" (a glyph class needs "
+    add("--max-fonts", type=integer(_MIN_FONTS, why=" (a glyph class needs "
                                      f"{_MIN_FONTS} fonts)"), default=None,
         help="glyphs: at most this many fonts per class, a seeded choice "
         "(default: all)")
-    add("--kanji-classes", type=_integer(20, why=" (about a fifth of them "
+    add("--kanji-classes", type=integer(20, why=" (about a fifth of them "
                                          "are test classes)"),
         default=KANJI_CLASSES,
         help="kanji: characters drawn, by a fixed hash; about 60%% are the "
         "training (large context: known-known) classes, 20%% the test classes")
-    add("--kanji-instances", type=_integer(20, why=" (a small-context task "
+    add("--kanji-instances", type=integer(20, why=" (a small-context task "
                                            "takes up to 10 shots and 10 queries "
                                            "of a class)"),
         default=KANJI_INSTANCES,
@@ -209,61 +136,63 @@ def build_parser() -> argparse.ArgumentParser:
     add("--backbone", choices=[name for name in BACKBONE_NAMES if name != "mlp"],
         default="conv4",
         help="encoder architecture")
-    add("--tasks", type=_integer(1), default=1000, help="tasks per setting")
-    add("--evm-tasks", type=_integer(1), default=None,
+    add("--tasks", type=integer(1), default=1000, help="tasks per setting")
+    add("--evm-tasks", type=integer(1), default=None,
         help="evaluate EVM on the first N tasks only, it is ~50x slower "
         "(default: all tasks)")
-    add("--lc-known-query-classes", type=_integer(1), default=None,
+    add("--lc-known-query-classes", type=integer(1), default=None,
         help="known classes queried per large-context task (default: all)")
-    add("--max-per-class", type=_integer(2, why=": the large context fits on "
+    add("--max-per-class", type=integer(2, why=": the large context fits on "
                                          "half of each class and queries the "
                                          "other half"), default=None,
         help="cap on images per class, bounds training time (default: no cap)")
-    add("--embedding-dim", type=_integer(1), default=64,
+    add("--embedding-dim", type=integer(1), default=64,
         help="embedding dimension")
-    add("--pretrain-epochs", type=_integer(0), default=20,
+    add("--pretrain-epochs", type=integer(0), default=20,
         help="epochs of Sup-E / Sup-FC pre-training")
-    add("--meta-epochs", type=_integer(0), default=10,
+    add("--meta-epochs", type=integer(0), default=10,
         help="epochs of meta-training")
-    add("--episodes-per-epoch", type=_integer(1), default=100,
+    add("--episodes-per-epoch", type=integer(1), default=100,
         help="meta-training episodes per epoch")
-    add("--meta-lr", type=_real(0.0, closed=False), default=None,
+    add("--meta-lr", type=real(0.0, closed=False), default=None,
         help="meta-training learning rate (default: a tenth of the pre-training "
         "rate)")
-    add("--lambda-adapt", type=_real(0.0), default=0.1,
+    add("--lambda-adapt", type=real(0.0), default=0.1,
         help="weight of the adaptation loss in meta-training")
-    add("--prior-scale", type=_real(0.0, closed=False), default=1.0,
+    add("--prior-scale", type=real(0.0, closed=False), default=1.0,
         help="FLOWR full: factor on its empirical-Bayes prior covariance "
         "(FLOWRClassifier's prior_scale; 1.0: plain empirical Bayes)")
-    add("--noise-shrinkage", type=_real(0.0, 1.0), default=0.0,
+    add("--noise-shrinkage", type=real_or_auto(0.0, 1.0), default=0.0,
         help="FLOWR full: extra shrinkage of its empirical-Bayes noise "
         "covariance towards isotropic, in [0, 1] (FLOWRClassifier's "
-        "noise_shrinkage; 0.0: the Ledoit-Wolf estimate)")
-    add("--calibration-cv", type=_integer(2), default=None, metavar="K",
+        "noise_shrinkage; 0.0: the Ledoit-Wolf estimate); 'auto' (needs "
+        "--calibration-cv): flowr-full-cvcal chooses it on its folds' held-out "
+        "classes, the other full-head rows keep 0.0")
+    add("--calibration-cv", type=integer(2), default=None, metavar="K",
         help="add flowr-full-cvcal: P(novel) mapped on tasks of training "
         "classes held out of K models trained on the others "
         "(FLOWRClassifier's calibration_cv; K more trainings per model, not "
         "cached)")
-    add("--calibration-held-classes", type=_integer(1), default=None,
+    add("--calibration-held-classes", type=integer(1), default=None,
         metavar="M",
         help="with --calibration-cv: each of the K folds holds out M random "
         "training classes (GroupShuffleSplit) instead of a K-th of them "
         "(GroupKFold)")
-    add("--fine-tune-steps", type=_integer(0), default=0,
+    add("--fine-tune-steps", type=integer(0), default=0,
         help="small context: last-layer fine-tuning steps on each task's support "
         "set (FLOWR runs on images then, not on cached features)")
-    add("--n-jobs", type=_integer(1), default=1, help="joblib workers over tasks")
+    add("--n-jobs", type=integer(1), default=1, help="joblib workers over tasks")
     add("--device", default="auto",
         help="torch device of training and feature extraction: auto (CUDA when "
         "available), cpu, cuda, cuda:1, ...")
-    add("--seed", type=_integer(0, _MAX_SEED), default=0,
+    add("--seed", type=integer(0, _MAX_SEED), default=0,
         help="seed of data subsampling, training and task sampling")
     add("--out", default="flowr-benchmark-out",
         help="folder for results.json and roc.png")
     add("--cache-dir", default=str(Path.home() / ".cache" / "sklearn_flowr"),
         help="cache of rendered data, trained models and features ('' disables)")
     add("--quick", action="store_true", help=_quick_help())
-    add("-v", "--verbose", type=_integer(0), default=1, metavar="LEVEL",
+    add("-v", "--verbose", type=integer(0), default=1, metavar="LEVEL",
         help="0: only the tables; 1: a line per stage, training progress bars "
         "and a progress bar per evaluation; 2: also FLOWR's per-task "
         "fine-tuning bars")
@@ -279,26 +208,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     if args.quick:
         parser.set_defaults(**_QUICK)
         args = parser.parse_args(argv)
-    if args.calibration_cv is None:
-        if "flowr-full-cvcal" in args.methods:
-            parser.error("flowr-full-cvcal needs --calibration-cv K.")
-        if args.calibration_held_classes is not None:
-            parser.error("--calibration-held-classes needs --calibration-cv K.")
-    elif "flowr-full-cvcal" not in args.methods:
+    problem = cross_fit_option_problem(args)
+    if problem:
+        parser.error(problem)
+    if args.calibration_cv is not None and "flowr-full-cvcal" not in args.methods:
         args.methods = [*args.methods, "flowr-full-cvcal"]
     return args
-
-
-def calibration_folds(args):
-    """The ``cv`` of flowr-full-cvcal (``--calibration-cv``,
-    ``--calibration-held-classes``), or None."""
-    if args.calibration_cv is None:
-        return None
-    if args.calibration_held_classes is None:
-        return args.calibration_cv
-    return GroupShuffleSplit(n_splits=args.calibration_cv,
-                             test_size=args.calibration_held_classes,
-                             random_state=args.seed)
 
 
 def benchmark_data(args):
@@ -366,6 +281,15 @@ def run_benchmark(args, log=print) -> dict:
         "name": args.dataset, "n_train_classes": int(n_train_classes),
         "n_test_classes": int(n_test_classes)}, "calibration": CALIBRATION,
         "settings": {}}
+    if "flowr-full-cvcal" in args.methods:
+        # Folds that cannot train fail now, not after the encoders have.
+        for setting, pretrain in itertools.product(args.setting, args.pretrain):
+            X_fit, y_fit = setting_data(setting, data, args.seed)[:2]
+            problem = cross_fit_setting_problem(
+                calibration_folds(args), model_params(args, setting, pretrain),
+                X_fit, y_fit, args.seed)
+            if problem:
+                build_parser().error(problem)
     for setting in args.setting:
         results["settings"][setting] = _run_setting(setting, args, data, data_key,
                                                     cache, log)
@@ -413,10 +337,12 @@ def _run_setting(setting, args, data, data_key, cache, log):
             template = method_template(
                 method, setting, model, features[f"{kind}/fit"], y_fit,
                 prior_scale=args.prior_scale,
-                noise_shrinkage=args.noise_shrinkage,
+                noise_shrinkage=0.0 if args.noise_shrinkage == "auto"
+                else args.noise_shrinkage,
                 calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
                                  n_known_query_classes=args.lc_known_query_classes),
-                cross_fit=dict(X=X_fit, cv=calibration_folds(args)))
+                cross_fit=dict(X=X_fit, cv=calibration_folds(args),
+                               choose_shrinkage=args.noise_shrinkage == "auto"))
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A
@@ -441,6 +367,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
                                   time.perf_counter() - tic)
             if method in ("flowr-full-cal", "flowr-full-cvcal"):
                 row["novelty_calibration"] = list(template.novelty_calibration)
+                row["noise_shrinkage"] = float(template.noise_shrinkage)
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None
                            else f" ECE={row['ece']:.3f}")

@@ -18,10 +18,11 @@ from pathlib import Path
 import joblib
 import numpy as np
 from sklearn.base import clone
+from sklearn.model_selection import GroupShuffleSplit
 from sklearn.utils.validation import check_is_fitted
 
 from .._empirical_head import empirical_bayes_head
-from .._flowr import FLOWRClassifier
+from .._flowr import NOISE_SHRINKAGE_GRID, FLOWRClassifier
 from ..baselines import (
     EVMClassifier,
     NCMClassifier,
@@ -36,6 +37,7 @@ from ..datasets import (
 )
 from ..datasets._cache import read_cache, write_cache
 from ..protocol import calibrate_novelty, cross_fit_novelty_calibration
+from ..protocol._cross_fit import cross_fit_plan
 
 DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 # kanji: this many KanjiVG characters (by a fixed hash; about 60% of them are
@@ -260,6 +262,48 @@ def method_features(method: str) -> str:
     return METHOD_FEATURES.get(method, "base")
 
 
+def cross_fit_option_problem(args) -> str | None:
+    """Why ``--calibration-cv`` and the options that need it do not fit
+    together (a usage error), or None."""
+    if args.calibration_cv is not None:
+        return None
+    if "flowr-full-cvcal" in args.methods:
+        return "flowr-full-cvcal needs --calibration-cv K."
+    if args.calibration_held_classes is not None:
+        return "--calibration-held-classes needs --calibration-cv K."
+    if args.noise_shrinkage == "auto":
+        return ("--noise-shrinkage auto is chosen on --calibration-cv's folds; "
+                "give --calibration-cv K.")
+    return None
+
+
+def cross_fit_setting_problem(cv, params: dict, X_fit, y_fit, seed) -> str | None:
+    """Why flowr-full-cvcal's folds (``cv``) cannot train models of
+    ``params`` on ``y_fit`` (checked before any training), or None."""
+    if cv is None:
+        return None
+    try:
+        plan = cross_fit_plan(cv, X_fit, y_fit, setting=params["setting"],
+                              random_state=seed)
+        FLOWRClassifier(**{**params, "covariance": "full"})._check_cross_fit_plan(
+            y_fit, plan)
+    except ValueError as exc:
+        return f"--calibration-cv on the {params['setting']} context: {exc}"
+    return None
+
+
+def calibration_folds(args):
+    """The ``cv`` of flowr-full-cvcal (``--calibration-cv``,
+    ``--calibration-held-classes``), or None."""
+    if args.calibration_cv is None:
+        return None
+    if args.calibration_held_classes is None:
+        return args.calibration_cv
+    return GroupShuffleSplit(n_splits=args.calibration_cv,
+                             test_size=args.calibration_held_classes,
+                             random_state=args.seed)
+
+
 def method_template(method: str, setting: str, model: FLOWRClassifier,
                     Z_train, y_train, *, prior_scale: float = 1.0,
                     noise_shrinkage: float = 0.0,
@@ -279,7 +323,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     folds train on them) and the ``cv`` of
     :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`, which runs
     with ``calibration``'s other arguments on models like ``model`` with the
-    full head.
+    full head; with ``choose_shrinkage`` it also chooses the head's
+    ``noise_shrinkage`` (FLOWRClassifier's ``"auto"`` grid).
     """
     if method == "flowr":
         return model.head_
@@ -302,7 +347,13 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
                                             noise_shrinkage=noise_shrinkage)
             fitted = cross_fit_novelty_calibration(
                 folds, cross_fit["X"], y_train, cv=cross_fit["cv"],
+                noise_shrinkages=list(NOISE_SHRINKAGE_GRID)
+                if cross_fit.get("choose_shrinkage") else None,
                 **(calibration or {}))
+            if fitted.noise_shrinkage != noise_shrinkage:
+                head = full_covariance_head(setting, model, Z_train, y_train,
+                                            prior_scale=prior_scale,
+                                            noise_shrinkage=fitted.noise_shrinkage)
             head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
         return head
     return baseline_template("ncm" if method == "ncm-flowr-emb" else method,

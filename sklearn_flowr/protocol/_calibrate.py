@@ -96,7 +96,6 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
     fit_rows, query_rows = np.concatenate(fit_rows), np.concatenate(query_rows)
     known = np.setdiff1d(labels, novel)
     # Every known class keeps floor(rows / 2) >= 1 rows to fit when it has 2.
-    n_query = min(n_query, int(np.unique(y[query_rows], return_counts=True)[1].min()))
     if np.unique(y[fit_rows]).shape[0] < known.shape[0]:
         raise ValueError("calibrate_novelty(setting='large') needs at least 2 rows "
                          "in every class (one to fit, one to query).")
@@ -111,13 +110,41 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
             getattr(estimator, "_state", None) is not None and \
             bool(estimator._state.frozen[: estimator._state.n_classes].all()):
         fitted._freeze_classes(True)  # as the deployed head's known classes
+    tasks = calibration_tasks("large", y[query_rows], n_novel, n_query, n_tasks,
+                              seed, known=known, n_known_query=n_known_query)
+    return fitted, X[query_rows], y[query_rows], tasks
+
+
+def calibration_tasks(setting, y, n_novel, n_query, n_tasks, seed, *, known=None,
+                      n_known_query=None):
+    """The open-world tasks a novelty map is fitted on, sized to the rows.
+
+    Small context: ``n_novel`` novel and up to 10 support classes of ``y``,
+    fewer queries and shots when classes are small (a support class takes up
+    to 10 shots + ``n_query`` queries). Large context: the ``known`` classes
+    (``n_known_query`` of them queried per task; all when it is ``None`` or
+    not below their number) and ``n_novel`` novel ones, at most as many
+    queries per class as the smallest class has rows.
+    """
+    counts = np.unique(y, return_counts=True)[1]
+    if setting == "small":
+        smallest = int(counts.min())
+        if smallest < 2:
+            raise ValueError("Novelty calibration needs at least 2 rows in every "
+                             "class (a shot and a query); the smallest has "
+                             f"{smallest}.")
+        n_query = min(n_query, smallest // 2)
+        n_support = min(10, counts.shape[0] - n_novel)
+        return SmallContextTasks(y, n_support_classes=n_support,
+                                 n_novel_classes=n_novel,
+                                 shots=(1, min(10, smallest - n_query)),
+                                 n_query=n_query, n_tasks=n_tasks, random_state=seed)
     if n_known_query is not None and n_known_query >= known.shape[0]:
         n_known_query = None
-    tasks = LargeContextTasks(y[query_rows], known, n_novel_classes=n_novel,
-                              n_query=n_query, n_tasks=n_tasks,
-                              n_known_query_classes=n_known_query,
-                              random_state=seed)
-    return fitted, X[query_rows], y[query_rows], tasks
+    return LargeContextTasks(y, known, n_novel_classes=n_novel,
+                             n_query=min(n_query, int(counts.min())),
+                             n_tasks=n_tasks, n_known_query_classes=n_known_query,
+                             random_state=seed)
 
 
 def calibrate_novelty(estimator, X, y, *, setting: str = "small",
@@ -212,20 +239,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     seed = _resolve_seed(random_state)
     template = _uncalibrated(estimator, y)
     if setting == "small":
-        n_support = min(10, n_classes - n_novel_classes)
-        # Small classes: fewer queries and shots (a support class takes up to
-        # 10 shots + n_query queries), never more than the rows allow.
-        smallest = int(np.unique(y, return_counts=True)[1].min())
-        if smallest < 2:
-            raise ValueError("calibrate_novelty needs at least 2 rows in every "
-                             "class (a shot and a query); the smallest has "
-                             f"{smallest}.")
-        n_query = min(n_query, smallest // 2)
-        tasks = SmallContextTasks(y, n_support_classes=n_support,
-                                  n_novel_classes=n_novel_classes,
-                                  shots=(1, min(10, smallest - n_query)),
-                                  n_query=n_query, n_tasks=n_tasks,
-                                  random_state=seed)
+        tasks = calibration_tasks("small", y, n_novel_classes, n_query, n_tasks,
+                                  seed)
         X_run, y_run = X, y
     else:
         template, X_run, y_run, tasks = _large_context_episodes(
@@ -236,7 +251,10 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     return fit_novelty_map(report.rows.p_novel, report.rows.is_novel)
 
 
-def fit_novelty_map(p_novel, is_first_sighting) -> Bunch:
+def fit_novelty_map(p_novel, is_first_sighting, *,
+                    remedy: str = "fit it on classes held out of training "
+                    "(FLOWRClassifier's calibration_cv, "
+                    "cross_fit_novelty_calibration) or on more classes") -> Bunch:
     """The Platt map of P(novel) to first sightings, and its in-sample ECE.
 
     Parameters
@@ -244,6 +262,8 @@ def fit_novelty_map(p_novel, is_first_sighting) -> Bunch:
     p_novel : array-like of shape (n_rows,)
         The uncalibrated P(novel) of calibration queries.
     is_first_sighting : array-like of bool, shape (n_rows,)
+    remedy : str
+        What the warning on perfectly separated rows advises.
 
     Returns
     -------
@@ -260,10 +280,8 @@ def fit_novelty_map(p_novel, is_first_sighting) -> Bunch:
         warnings.warn(
             "The calibration tasks separate first sightings from known-class "
             "queries perfectly: the map's slope is then set by the optimiser, "
-            "not by the data, and it over-states novelty on new classes. Fit "
-            "it on classes held out of training (FLOWRClassifier's "
-            "calibration_cv, cross_fit_novelty_calibration) or on more classes.",
-            UserWarning, stacklevel=2)
+            "not by the data, and it over-states novelty on new classes; "
+            f"{remedy}.", UserWarning, stacklevel=3)
     fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds[:, None], first)
     slope = max(float(fit.coef_[0, 0]), _MIN_SLOPE)
     intercept = float(fit.intercept_[0])

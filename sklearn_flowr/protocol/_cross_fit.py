@@ -9,7 +9,9 @@ figures"). Cross-fitting, as :class:`~sklearn.calibration.CalibratedClassifierCV
 does with ``ensemble=False``: each fold trains a clone of the estimator on
 some classes and runs open-world tasks of the classes it held out through the
 clone's head; the first sightings of every fold, pooled, fit one map, which is
-then set on the model trained on every class.
+then set on the model trained on every class. The same held-out tasks can
+choose the head's ``noise_shrinkage`` (docs/user_guide.rst, "The noise
+covariance of new classes"), which is what they are best placed to judge.
 """
 
 from __future__ import annotations
@@ -19,19 +21,36 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import clone
 from sklearn.model_selection import GroupKFold
-from sklearn.utils import Bunch, column_or_1d
+from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
-from ._calibrate import fit_novelty_map, small_context_sizes
+from .._empirical_head import empirical_bayes_head
+from .._labels import resolve_novel_label
+from ._calibrate import calibration_tasks, fit_novelty_map, small_context_sizes
 from ._evaluate import evaluate_online
-from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
+from ._tasks import _resolve_seed
 
 __all__ = ["class_disjoint_folds", "cross_fit_novelty_calibration",
            "cross_fit_plan"]
 
-# Parameters of the fold clones: no map of their own, no cross-fitting inside
-# a fold, no checkpoints shared with the model being calibrated.
-_FOLD_PARAMS = {"calibrate_novelty": False, "calibration_cv": None,
-                "checkpoint_dir": None}
+_CV_TYPES = "an int >= 2, a splitter of whole classes or an iterable of " \
+            "(train, held) index arrays"
+
+
+def _fold_indices(indices, n_samples, number, side):
+    indices = np.asarray(indices)
+    if indices.dtype.kind == "b":
+        raise ValueError(f"Fold {number} of calibration_cv gives a boolean mask as "
+                         f"its {side} rows; give integer indices "
+                         "(np.flatnonzero(mask)).")
+    if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+        raise ValueError(f"Fold {number} of calibration_cv: the {side} rows must "
+                         "be a 1-d array of integer indices; got dtype "
+                         f"{indices.dtype} and shape {indices.shape}.")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_samples):
+        raise ValueError(f"Fold {number} of calibration_cv: {side} row indices "
+                         f"must lie in [0, {n_samples}); got {indices.min()} to "
+                         f"{indices.max()}.")
+    return indices.astype(np.intp)
 
 
 def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
@@ -44,7 +63,7 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
         folds over the class labels. A splitter's ``split(X, y, groups=y)``
         is used (a group splitter, e.g.
         :class:`~sklearn.model_selection.GroupShuffleSplit`, keeps classes
-        whole); an iterable yields ``(train, held)`` index arrays.
+        whole); an iterable yields ``(train, held)`` integer index arrays.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     min_held_classes : int, default=1
@@ -58,7 +77,8 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
     ------
     ValueError
         A fold shares a class between its two sides, holds out fewer than
-        ``min_held_classes`` classes or trains on fewer than 2, or no fold.
+        ``min_held_classes`` classes or trains on fewer than 2, indices that
+        are not integers in range, or no fold.
 
     Examples
     --------
@@ -69,8 +89,7 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
     [[1, 3], [0, 2]]
     """
     if isinstance(cv, (bool, str, bytes)):
-        raise ValueError(f"calibration_cv must be an int >= 2, a splitter or an "
-                         f"iterable of (train, held) indices; got {cv!r}.")
+        raise ValueError(f"calibration_cv must be {_CV_TYPES}; got {cv!r}.")
     if isinstance(cv, Integral):
         if cv < 2:
             raise ValueError(f"calibration_cv as an int must be >= 2; got {cv}.")
@@ -84,11 +103,11 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
     elif hasattr(cv, "__iter__"):
         splits = cv
     else:
-        raise ValueError(f"calibration_cv must be an int >= 2, a splitter or an "
-                         f"iterable of (train, held) indices; got {cv!r}.")
+        raise ValueError(f"calibration_cv must be {_CV_TYPES}; got {cv!r}.")
     folds = []
     for number, (train, held) in enumerate(splits):
-        train, held = np.asarray(train, dtype=np.intp), np.asarray(held, dtype=np.intp)
+        train = _fold_indices(train, y.shape[0], number, "training")
+        held = _fold_indices(held, y.shape[0], number, "held-out")
         train_classes, held_classes = np.unique(y[train]), np.unique(y[held])
         shared = np.intersect1d(train_classes, held_classes)
         if shared.size:
@@ -100,8 +119,8 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1):
             raise ValueError(
                 f"Fold {number} of calibration_cv trains on "
                 f"{train_classes.shape[0]} classes and holds out "
-                f"{held_classes.shape[0]}; each fold needs at least 2 and "
-                f"{min_held_classes}.")
+                f"{held_classes.shape[0]}; it needs at least 2 training classes "
+                f"and {min_held_classes} held-out ones.")
         folds.append((train, held))
     if not folds:
         raise ValueError("calibration_cv gave no fold.")
@@ -124,26 +143,6 @@ def _known_queries(y, rows, share, rng):
     return np.concatenate(fit), np.concatenate(query)
 
 
-def _fold_tasks(setting, y_query, known, n_held, n_tasks, n_query,
-                n_known_query_classes, seed):
-    if setting == "small":
-        n_support, n_novel = small_context_sizes(n_held)
-        smallest = int(np.unique(y_query, return_counts=True)[1].min())
-        n_query = min(n_query, smallest // 2)
-        return SmallContextTasks(y_query, n_support_classes=n_support,
-                                 n_novel_classes=min(5, n_novel),
-                                 shots=(1, min(10, smallest - n_query)),
-                                 n_query=n_query, n_tasks=n_tasks,
-                                 random_state=seed)
-    if n_known_query_classes is not None and n_known_query_classes >= known.shape[0]:
-        n_known_query_classes = None
-    n_query = min(n_query, int(np.unique(y_query, return_counts=True)[1].min()))
-    return LargeContextTasks(y_query, known, n_novel_classes=min(5, n_held),
-                             n_query=n_query, n_tasks=n_tasks,
-                             n_known_query_classes=n_known_query_classes,
-                             random_state=seed)
-
-
 def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                    random_state=None) -> list:
     """The rows each fold trains on and queries, and its seed.
@@ -151,7 +150,8 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        As :func:`class_disjoint_folds` takes it.
+        As :func:`class_disjoint_folds` takes it; small context: every fold
+        holds out 2 or more classes (its tasks are made of them).
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     setting : {"small", "large"}
@@ -200,12 +200,36 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     return plan
 
 
-def cross_fit_novelty_calibration(estimator, X, y, *, cv=2, n_tasks: int = 200,
+def _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
+                       noise_shrinkages):
+    for name, value in (("n_tasks", n_tasks), ("n_query", n_query)):
+        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+            raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+    if n_known_query_classes is not None and (
+            isinstance(n_known_query_classes, bool)
+            or not isinstance(n_known_query_classes, Integral)
+            or n_known_query_classes < 1):
+        raise ValueError("n_known_query_classes must be None or an int >= 1; got "
+                         f"{n_known_query_classes!r}.")
+    if n_jobs is not None and (isinstance(n_jobs, bool)
+                               or not isinstance(n_jobs, Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}.")
+    if noise_shrinkages is not None:
+        values = np.asarray(noise_shrinkages, dtype=object).ravel()
+        if values.size == 0 or not all(
+                isinstance(v, Real) and not isinstance(v, bool) and 0 <= v <= 1
+                for v in values):
+            raise ValueError("noise_shrinkages must be a non-empty list of numbers "
+                             f"in [0, 1]; got {noise_shrinkages!r}.")
+
+
+def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
+                                  noise_shrinkages=None, n_tasks: int = 200,
                                   n_query: int = 10,
                                   n_known_query_classes: int | None = None,
                                   known_query_share: float = 0.25,
-                                  n_jobs: int | None = None, random_state=None,
-                                  plan=None) -> Bunch:
+                                  n_jobs: int | None = None,
+                                  random_state=None) -> Bunch:
     """Fit the Platt map of P(novel) on folds of classes held out of training.
 
     For each fold of ``cv`` (class-disjoint), a clone of ``estimator``
@@ -221,6 +245,12 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2, n_tasks: int = 200,
     together (:func:`calibrate_novelty`'s map). Each fold trains a model:
     this costs ``k`` trainings on ``(k - 1) / k`` of the classes.
 
+    With ``noise_shrinkages``, each fold's full head is rebuilt for every
+    value (empirical Bayes on the fold's training embeddings, as
+    ``FLOWRClassifier`` builds it) and run through the same tasks; the value
+    with the best H-measure of P(novel), averaged over the folds, is chosen
+    and the map is fitted on its rows.
+
     Parameters
     ----------
     estimator : FLOWRClassifier
@@ -229,8 +259,17 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2, n_tasks: int = 200,
         Training inputs, as ``estimator.fit`` takes them.
     y : array-like of shape (n_samples,)
     cv : int, cross-validation generator or iterable, default=2
-        Folds over whole classes (:func:`class_disjoint_folds`); small
-        context: each fold must hold out at least 2 classes.
+        Folds over whole classes. An int ``k``:
+        :class:`~sklearn.model_selection.GroupKFold` with ``k`` folds over the
+        labels; a splitter is called as ``split(X, y, groups=y)`` (use a group
+        splitter, e.g. :class:`~sklearn.model_selection.GroupShuffleSplit`);
+        an iterable yields ``(train, held)`` integer index arrays. Every fold
+        is checked to split whole classes and, for a ``FLOWRClassifier``,
+        to give classes its training accepts, before the first one trains.
+        Small context: each fold must hold out at least 2 classes.
+    noise_shrinkages : list of float in [0, 1] or None, default=None
+        Candidates of the full head's ``noise_shrinkage``; ``None``: the
+        estimator's own value, nothing chosen. Needs ``covariance="full"``.
     n_tasks : int, default=200
         Tasks per fold.
     n_query : int, default=10
@@ -241,21 +280,20 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2, n_tasks: int = 200,
     known_query_share : float in (0, 0.5], default=0.25
         Large context: share of each training class's rows kept out of the
         fold's training to be queried as a known class.
-    n_jobs : int, default=None
+    n_jobs : int or None, default=None
         Parallel workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the folds' models, known-query rows and tasks.
-    plan : list of Bunch or None, default=None
-        :func:`cross_fit_plan`'s folds, already checked (``FLOWRClassifier``
-        checks them before training anything); ``None``: from ``cv``,
-        ``known_query_share`` and ``random_state``.
 
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
         ``slope``, ``intercept``, ``n_rows``, ``n_first_sightings``,
         ``ece_before`` and ``ece_after`` (in-sample, over the pooled folds),
-        as :func:`calibrate_novelty` returns them, and ``n_folds``.
+        as :func:`calibrate_novelty` returns them; ``n_folds``;
+        ``noise_shrinkage`` (the chosen value, or the estimator's) and
+        ``h_measures`` (per candidate, the folds' mean H-measure; ``None``
+        without ``noise_shrinkages``).
 
     Examples
     --------
@@ -269,45 +307,95 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2, n_tasks: int = 200,
     ...                       meta_epochs=1, episodes_per_epoch=5, n_way=3,
     ...                       n_unknown=1, random_state=0, verbose=0)
     >>> out = cross_fit_novelty_calibration(clf, X, y, cv=2, n_tasks=20,
+    ...                                     noise_shrinkages=[0.0, 0.2],
     ...                                     random_state=0)
-    >>> out.n_folds, out.slope > 0
-    (2, True)
+    >>> out.n_folds, out.noise_shrinkage in (0.0, 0.2), sorted(out.h_measures)
+    (2, True, [0.0, 0.2])
     """
     y = column_or_1d(y)
-    if np.shape(X)[0] != y.shape[0]:
-        raise ValueError(f"X and y have different numbers of rows: "
-                         f"{np.shape(X)[0]} and {y.shape[0]}.")
-    for name, value in (("n_tasks", n_tasks), ("n_query", n_query)):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+    if len(X) != y.shape[0]:
+        raise ValueError(f"X and y have different numbers of rows: {len(X)} and "
+                         f"{y.shape[0]}.")
+    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
+                       noise_shrinkages)
+    covariance = estimator.get_params().get("covariance", "full")
+    if noise_shrinkages is not None and covariance != "full":
+        raise ValueError("noise_shrinkages are candidates for the full head's "
+                         f"noise covariance; the estimator has covariance="
+                         f"{covariance!r}. Use covariance='full'.")
+    plan = cross_fit_plan(cv, X, y, setting=estimator.get_params()["setting"],
+                          known_query_share=known_query_share,
+                          random_state=random_state)
+    return cross_fit_on_plan(estimator, X, y, plan, noise_shrinkages=noise_shrinkages,
+                             n_tasks=n_tasks, n_query=n_query,
+                             n_known_query_classes=n_known_query_classes,
+                             n_jobs=n_jobs)
+
+
+def _fold_template(estimator, y, noise_shrinkages):
+    """The estimator every fold clones: no map or folds of its own, no shared
+    checkpoints, the novel label of all of ``y`` (a fold's own "auto" label
+    could be one of its held-out classes)."""
+    params = estimator.get_params(deep=False)
+    fold_params = {"calibrate_novelty": False, "calibration_cv": None,
+                   "checkpoint_dir": None}
+    if noise_shrinkages is not None:
+        fold_params["noise_shrinkage"] = 0.0  # each candidate is rebuilt
+    if "novel_label" in params:
+        fold_params["novel_label"] = resolve_novel_label(params["novel_label"],
+                                                         np.unique(y))
+    # Built from the parameters, not cloned: a consumed generator of folds
+    # cannot be copied.
+    return type(estimator)(**{**params, **{name: value for name, value in
+                                         fold_params.items() if name in params}})
+
+
+def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
+                      n_tasks=200, n_query=10, n_known_query_classes=None,
+                      n_jobs=None) -> Bunch:
+    """:func:`cross_fit_novelty_calibration` on folds of :func:`cross_fit_plan`
+    (``FLOWRClassifier.fit`` checks them before any training)."""
     setting = estimator.get_params()["setting"]
-    if plan is None:
-        plan = cross_fit_plan(cv, X, y, setting=setting,
-                              known_query_share=known_query_share,
-                              random_state=random_state)
     check = getattr(estimator, "_check_cross_fit_plan", None)
     if check is not None:
         check(y, plan)  # every fold, before the first one trains
-    fold_params = {name: value for name, value in _FOLD_PARAMS.items()
-                   if name in estimator.get_params()}
-    p_novel, first = [], []
+    template = _fold_template(estimator, y, noise_shrinkages)
+    candidates = ([None] if noise_shrinkages is None
+                  else [float(v) for v in np.ravel(noise_shrinkages)])
+    rows = {value: ([], []) for value in candidates}
+    h_measures = {value: [] for value in candidates}
     for fold in plan:
-        model = clone(estimator).set_params(**fold_params, random_state=fold.seed)
-        model.fit(_take(X, fold.fit_rows), y[fold.fit_rows])
-        y_query = y[fold.query_rows]
-        Z = model.transform(_take(X, fold.query_rows))
-        tasks = _fold_tasks(setting, y_query, np.unique(y[fold.fit_rows]),
-                            fold.n_held_classes, n_tasks, n_query,
-                            n_known_query_classes, fold.seed)
-        report = evaluate_online(model.head_, Z, y_query, tasks, setting=setting,
-                                 n_jobs=n_jobs, return_rows=True, probability=True)
-        p_novel.append(report.rows.p_novel)
-        first.append(report.rows.is_novel)
-    result = fit_novelty_map(np.concatenate(p_novel), np.concatenate(first))
+        model = clone(template).set_params(random_state=fold.seed)
+        y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
+        model.fit(_safe_indexing(X, fold.fit_rows), y_fit)
+        Z = model.transform(_safe_indexing(X, fold.query_rows))
+        tasks = calibration_tasks(
+            setting, y_query, min(5, small_context_sizes(fold.n_held_classes)[1])
+            if setting == "small" else min(5, fold.n_held_classes),
+            n_query, n_tasks, fold.seed, known=np.unique(y_fit),
+            n_known_query=n_known_query_classes)
+        Z_fit = (None if noise_shrinkages is None
+                 else model.transform(_safe_indexing(X, fold.fit_rows)))
+        for value in candidates:
+            head = model.head_ if value is None else empirical_bayes_head(
+                model.head_, Z_fit, y_fit, setting=setting,
+                frozen=not getattr(model, "update_known", False),
+                prior_scale=getattr(model, "prior_scale", 1.0),
+                covariance="full", noise_shrinkage=value)
+            report = evaluate_online(head, Z, y_query, tasks, setting=setting,
+                                     n_jobs=n_jobs, return_rows=True,
+                                     probability=True)
+            rows[value][0].append(report.rows.p_novel)
+            rows[value][1].append(report.rows.is_novel)
+            h_measures[value].append(float(report.h_measure))
+    means = {value: float(np.mean(h)) for value, h in h_measures.items()}
+    # Ties go to the smaller shrinkage (the plain estimate).
+    best = max(candidates, key=lambda v: (means[v], -(v or 0.0)))
+    result = fit_novelty_map(np.concatenate(rows[best][0]),
+                             np.concatenate(rows[best][1]),
+                             remedy="hold out more classes per fold")
     result.n_folds = len(plan)
+    result.noise_shrinkage = (estimator.get_params().get("noise_shrinkage")
+                              if best is None else best)
+    result.h_measures = None if noise_shrinkages is None else means
     return result
-
-
-def _take(X, rows):
-    """Rows of an array or a list (images may come as nested lists)."""
-    return X[rows] if hasattr(X, "shape") else [X[i] for i in rows]

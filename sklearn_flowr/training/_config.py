@@ -40,7 +40,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "class_prior": [StrOptions({"crp", "uniform"})],
     "covariance": [StrOptions({"isotropic", "full"})],
     "prior_scale": [Interval(Real, 0, None, closed="neither")],
-    "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
+    "noise_shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
     "calibrate_novelty": ["boolean"],
     "calibration_cv": ["cv_object", None],
     "match_sigma": ["boolean"],
@@ -154,7 +154,7 @@ class FLOWRConfig:
     class_prior: str = "crp"
     covariance: str = "full"
     prior_scale: float = 1.0
-    noise_shrinkage: float = 0.0
+    noise_shrinkage: float | str = 0.0
     calibrate_novelty: bool = True
     calibration_cv: Any = None
     known_count: float = 1.0
@@ -197,6 +197,12 @@ class FLOWRConfig:
                 f"noise_shrinkage={self.noise_shrinkage} shrinks the full head's "
                 "estimated noise covariance; the isotropic head's noise is "
                 "sigma * I already. Use covariance='full' or noise_shrinkage=0.0.")
+        if (isinstance(self.noise_shrinkage, str) and self.calibration_cv is None
+                and self.covariance == "full"):
+            raise ValueError(
+                "noise_shrinkage='auto' is chosen on the held-out classes of "
+                "calibration_cv's folds; set calibration_cv (e.g. 2) or give "
+                "noise_shrinkage a number.")
         if self.calibration_cv is not None and not self.calibrate_novelty:
             raise ValueError(
                 "calibration_cv sets how the novelty map is fitted, and "

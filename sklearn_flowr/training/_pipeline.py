@@ -106,6 +106,14 @@ def check_calibration_plan(config: FLOWRConfig, X, y, seed: int):
     return plan
 
 
+def fold_overrides(config) -> dict:
+    """Parameters of the fold models that differ from the calibrated model's
+    beside its map and folds: with ``noise_shrinkage="auto"`` each fold's
+    head is rebuilt for every candidate, so its own is the plain estimate."""
+    return ({"noise_shrinkage": 0.0} if isinstance(config.noise_shrinkage, str)
+            else {})
+
+
 def check_fold_training(config: FLOWRConfig, y, plan) -> None:
     """Fail before any training if a cross-fitting fold's training classes
     are ones the training stages would refuse.
@@ -124,7 +132,7 @@ def check_fold_training(config: FLOWRConfig, y, plan) -> None:
         Naming the fold and the number of classes it trains on.
     """
     fold_config = dataclasses.replace(config, calibrate_novelty=False,
-                                      calibration_cv=None)
+                                      calibration_cv=None, **fold_overrides(config))
     for number, fold in enumerate(plan):
         labels, y_index = np.unique(y[fold.fit_rows], return_inverse=True)
         try:
@@ -193,7 +201,8 @@ def train_flowr(X, labels, y_index, config: FLOWRConfig, runner: StageRunner,
     meta = meta_train(encoder, X_train, y_index, means, variances, config, runner)
     meta.eval()
     needs_embeddings = (config.covariance == "full" or config.setting == "large"
-                        or config.calibrate_novelty)
+                        or (config.calibrate_novelty
+                            and config.calibration_cv is None))
     Z = (embed_rows(meta.encoder, X_train, config.batch_size) if needs_embeddings
          else None)
     head = build_head(head_template, meta, Z, y_index, labels, config,

@@ -1,0 +1,96 @@
+"""argparse pieces of the command-line tools: range-checked number types
+(a bad value stops with a usage error naming the option and the allowed
+range) and help text printed as plain text with every default stated once."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import textwrap
+
+__all__ = ["HelpFormatter", "integer", "plain_text", "real", "real_or_auto"]
+
+
+def integer(low: int, high: int | None = None, *, why: str = ""):
+    """An argparse ``type=`` for an integer in ``[low, high]``: a bad value
+    stops with a usage error naming the option and the allowed range."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer; got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(
+                f"must be an integer {allowed}{why}; got {value}")
+        return value
+
+    return parse
+
+
+def real(low: float, high: float = math.inf, *, closed: bool = True):
+    """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
+    ``closed``) and ``<= high``; nan and inf are refused."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number; got {text!r}") from None
+        if not (math.isfinite(value) and (value >= low if closed else value > low)):
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {'>=' if closed else '>'} {low:g}; got "
+                f"{text}")
+        if value > high:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {high:g}; got {text}")
+        return value
+
+    return parse
+
+
+def real_or_auto(low: float, high: float):
+    """An argparse ``type=``: ``"auto"`` or a number in ``[low, high]``."""
+    number = real(low, high)
+
+    def parse(text: str):
+        return "auto" if text == "auto" else number(text)
+
+    return parse
+
+
+def plain_text(text: str) -> str:
+    """Strip reST markup for the terminal (roles keep their last name,
+    literals lose their double backticks) and refill the paragraphs."""
+    text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
+    text = text.replace("``", "")
+    return "\n\n".join(textwrap.fill(" ".join(paragraph.split()), width=79,
+                                     break_on_hyphens=False)
+                       for paragraph in text.strip().split("\n\n"))
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with the description as written and every default stated once.
+
+    A help text that already says its default (``default:``) is left alone;
+    flags (``--quick``, ``--quiet``) get none. Lines break at spaces only, so
+    option names such as ``--lc-known-query-classes`` stay whole.
+    """
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if ("default:" in help_text or action.default is argparse.SUPPRESS
+                or action.nargs == 0):
+            return help_text
+        default = action.default
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default)) or "none"
+        return f"{help_text} (default: {str(default).replace('%', '%%')})"
+
+    def _split_lines(self, text, width):
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False)
