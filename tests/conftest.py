@@ -50,3 +50,14 @@ def digits():
 
     X, y = load_digits(return_X_y=True)
     return (X.reshape(-1, 8, 8) / 16.0).astype(np.float32), y
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    """Make any pre-training fail, so a test can show a check ran before it."""
+    from sklearn_flowr.training import _pipeline
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("trained before the check")
+
+    monkeypatch.setattr(_pipeline, "pretrain", refuse)

@@ -310,18 +310,13 @@ def test_benchmark_cross_fitted_calibration(tmp_path):
 
 
 def test_benchmark_refuses_folds_that_cannot_train_before_training(
-        tmp_path, monkeypatch, capsys):
+        tmp_path, no_training, capsys):
     """Check --calibration-cv folds the models cannot train on (digits' five
     training classes: one held out leaves a small-context task no novel
     class; two folds of 2-3 classes leave n_unknown=2 no support class) stop
     with a usage error before any encoder is trained."""
     from sklearn_flowr.cli import benchmark_main
-    from sklearn_flowr.training import _pipeline
 
-    def no_training(*args, **kwargs):
-        raise AssertionError("trained before the check")
-
-    monkeypatch.setattr(_pipeline, "pretrain", no_training)
     base = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--cache-dir", "",
             "--out", str(tmp_path)]
     for extra, message in ((["--calibration-cv", "5"], "holds out 1"),

@@ -322,14 +322,8 @@ def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
      "noise_shrinkage=auto shrinks the full head"),
 ])
 @pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
-def test_bad_cross_fitting_fails_before_training(digits, monkeypatch, params,
+def test_bad_cross_fitting_fails_before_training(digits, no_training, params,
                                                  message):
-    from sklearn_flowr.training import _pipeline
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("trained before the check")
-
-    monkeypatch.setattr(_pipeline, "pretrain", no_training)
     X, y = digits
     model = FLOWRClassifier(**{"backbone": "mlp", "n_way": 3, "n_unknown": 1,
                                "verbose": 0, **params})
@@ -348,14 +342,8 @@ def test_bad_cross_fitting_fails_before_training(digits, monkeypatch, params,
     (dict(n_tasks=0), "n_tasks must be an int"),
     (dict(known_query_share=0.7), "known_query_share"),
 ])
-def test_cross_fit_options_fail_before_training(digits, monkeypatch, kwargs,
+def test_cross_fit_options_fail_before_training(digits, no_training, kwargs,
                                                 message):
-    from sklearn_flowr.training import _pipeline
-
-    def no_training(*args, **kwargs):
-        raise AssertionError("trained before the check")
-
-    monkeypatch.setattr(_pipeline, "pretrain", no_training)
     X, y = digits
     estimator = FLOWRClassifier(**{**TINY_MLP,
                                    **kwargs.pop("estimator_params", {})})
