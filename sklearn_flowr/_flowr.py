@@ -127,8 +127,9 @@ or torch.nn.Module, default="conv4"
         encoder did not see (:func:`~sklearn_flowr.protocol.select_head_params`
         scores small-context tasks of validation classes). ``"auto"``: chosen
         from (0, 0.05, 0.1, 0.2, 0.3) by the H-measure of the fold models'
-        heads on the held-out classes of ``calibration_cv``, which it needs;
-        the value is ``noise_shrinkage_``. Measured (README, "The noise
+        heads on the held-out classes of ``calibration_cv``, which it needs,
+        among the values whose accuracy there is within one point of the most
+        accurate one's; the value is ``noise_shrinkage_``. Measured (README, "The noise
         covariance of new classes"): on glyphs' small context it gained
         0.011-0.023 H-measure for at most 0.2 accuracy points; on five-class
         encoders the three-class fold models chose 0.3, which cost
@@ -289,8 +290,8 @@ default=None
         ``"auto"`` chose).
     calibration_cv_results_ : Bunch or None
         With ``calibration_cv``: the cross-fitted map and, with
-        ``noise_shrinkage="auto"``, ``h_measures`` (each candidate's mean
-        H-measure over the folds), as
+        ``noise_shrinkage="auto"``, ``h_measures`` and ``accuracies`` (each
+        candidate's mean H-measure and accuracy over the folds), as
         :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration` returns
         them; ``None`` without.
     noise_scale_ : float

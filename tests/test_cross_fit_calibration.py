@@ -21,7 +21,11 @@ from sklearn_flowr.protocol import (
     evaluate_online,
 )
 from sklearn_flowr.protocol._calibrate import fit_novelty_map, small_context_sizes
-from sklearn_flowr.protocol._cross_fit import class_disjoint_folds, cross_fit_plan
+from sklearn_flowr.protocol._cross_fit import (
+    choose_shrinkage,
+    class_disjoint_folds,
+    cross_fit_plan,
+)
 
 
 class SqueezingEncoder(BaseEstimator):
@@ -59,21 +63,59 @@ def squeezed():
     return X[y < 30], y[y < 30], X[y >= 30], y[y >= 30]
 
 
-def test_fit_novelty_map_is_the_maximum_likelihood_platt_fit(rng):
-    """Check the map against a direct maximum-likelihood fit of
-    P(first) = sigmoid(slope * logit p + intercept) by scipy."""
-    p = rng.uniform(0.001, 0.999, 400)
-    first = rng.uniform(size=400) < expit(0.6 * logit(p) - 0.5)
-    out = fit_novelty_map(p, first)
-
+def _scipy_platt_fit(p, targets):
+    """Minimise the cross-entropy of sigmoid(slope * logit p + intercept)
+    against ``targets`` (hard or soft) with scipy."""
     def nll(w):
         z = w[0] * logit(p) + w[1]
-        return np.sum(np.logaddexp(0, z) - first * z)
+        return np.sum(np.logaddexp(0, z) - targets * z)
 
-    best = minimize(nll, [1.0, 0.0], method="BFGS").x
-    np.testing.assert_allclose([out.slope, out.intercept], best, atol=2e-3)
-    assert (out.n_rows, out.n_first_sightings) == (400, int(first.sum()))
-    assert out.ece_after < out.ece_before
+    return minimize(nll, [1.0, 0.0], method="BFGS").x
+
+
+def test_fit_novelty_map_is_the_maximum_likelihood_platt_fit(rng):
+    """Check the map against a direct maximum-likelihood fit of
+    P(first) = sigmoid(slope * logit p + intercept) by scipy: on hard 0/1
+    targets, and on Platt's smoothed ones (the default), written out from
+    his paper: (N+ + 1) / (N+ + 2) and 1 / (N- + 2)."""
+    p = rng.uniform(0.001, 0.999, 400)
+    first = rng.uniform(size=400) < expit(0.6 * logit(p) - 0.5)
+    n_first, n_known = first.sum(), (~first).sum()
+    platt = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
+    for targets, values in (("hard", first.astype(float)), ("platt", platt)):
+        out = fit_novelty_map(p, first, targets=targets)
+        np.testing.assert_allclose([out.slope, out.intercept],
+                                   _scipy_platt_fit(p, values), atol=2e-3)
+        assert (out.n_rows, out.n_first_sightings) == (400, int(first.sum()))
+        assert out.ece_after < out.ece_before
+    default = fit_novelty_map(p, first)
+    assert (default.slope, default.intercept) == (out.slope, out.intercept)
+
+
+def test_platt_targets_keep_a_separated_fit_finite(rng):
+    """Check the point of Platt's targets: on perfectly separated rows the
+    hard fit's slope runs off (the optimiser stops somewhere large), the
+    smoothed fit's is the finite optimum scipy finds."""
+    p = np.concatenate([rng.uniform(0.0, 0.1, 200), rng.uniform(0.5, 1.0, 10)])
+    first = np.arange(210) >= 200
+    with pytest.warns(UserWarning, match="Platt's target smoothing"):
+        soft = fit_novelty_map(p, first)
+    with pytest.warns(UserWarning, match="the optimiser"):
+        hard = fit_novelty_map(p, first, targets="hard")
+    targets = np.where(first, 11 / 12, 1 / 202)
+    np.testing.assert_allclose([soft.slope, soft.intercept],
+                               _scipy_platt_fit(p, targets), rtol=1e-2)
+    assert hard.slope > 2 * soft.slope
+
+
+@pytest.mark.parametrize("call", [
+    lambda: fit_novelty_map([0.1, 0.9], [False, True], targets="soft"),
+    lambda: calibrate_novelty(CRPGaussianClassifier(), np.zeros((4, 2)),
+                              [0, 0, 1, 1], targets=1),
+])
+def test_unknown_targets_are_refused(call):
+    with pytest.raises(ValueError, match="targets must be 'platt' or 'hard'"):
+        call()
 
 
 def test_perfectly_separated_calibration_rows_warn(rng):
@@ -122,8 +164,9 @@ def _by_hand(X, y, setting, plan, shrinkage=None):
     SqueezingEncoder trained on the fold's rows, its head (rebuilt with
     ``shrinkage`` when given) run through tasks of the held-out classes --
     small context: 10 support + 5 novel in proportion; large: the fold's
-    training classes known, at most 5 held-out ones novel."""
-    p_novel, first, h = [], [], []
+    training classes known, at most 5 held-out ones novel. Returns the map
+    and each fold's H-measure and accuracy at the setting's fixed TPR."""
+    p_novel, first, h, accuracy = [], [], [], []
     for fold in plan:
         assert np.intersect1d(fold.fit_rows, fold.query_rows).size == 0
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
@@ -152,7 +195,9 @@ def _by_hand(X, y, setting, plan, shrinkage=None):
         p_novel.append(report.rows.p_novel)
         first.append(report.rows.is_novel)
         h.append(report.h_measure)
-    return fit_novelty_map(np.concatenate(p_novel), np.concatenate(first)), h
+        accuracy.append(report.accuracy)
+    return (fit_novelty_map(np.concatenate(p_novel), np.concatenate(first)), h,
+            accuracy)
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
@@ -161,31 +206,51 @@ def test_cross_fit_pools_every_fold_as_documented(squeezed, setting):
     contexts: every fold's rows pooled into one Platt fit."""
     X, y = squeezed[:2]
     plan = cross_fit_plan(3, X, y, setting=setting, random_state=5)
-    expected, _ = _by_hand(X, y, setting, plan)
+    expected, _, _ = _by_hand(X, y, setting, plan)
     got = cross_fit_novelty_calibration(SqueezingEncoder(setting=setting), X, y,
                                         cv=3, random_state=5)
     assert (got.slope, got.intercept, got.n_rows) == (
         expected.slope, expected.intercept, expected.n_rows)
-    assert got.h_measures is None
+    assert got.h_measures is None and got.accuracies is None
 
 
-def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed):
-    """Check noise_shrinkages: each candidate's score is the folds' mean
-    H-measure of the head rebuilt with it, the best is chosen (ties to the
-    smaller), and the map is fitted on its rows."""
+@pytest.mark.parametrize("tolerance", [None, 0.01, 0.0])
+def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed,
+                                                                   tolerance):
+    """Check noise_shrinkages: each candidate's scores are the folds' mean
+    H-measure and accuracy of the head rebuilt with it; the best H-measure
+    among the candidates within ``accuracy_tolerance`` of the best accuracy
+    is chosen (ties to the smaller), and the map is fitted on its rows."""
     X, y = squeezed[:2]
     plan = cross_fit_plan(2, X, y, setting="small", random_state=1)
     hand = {value: _by_hand(X, y, "small", plan, shrinkage=value)
             for value in (0.0, 0.5, 1.0)}
     got = cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=2,
                                         noise_shrinkages=[0.0, 0.5, 1.0],
+                                        accuracy_tolerance=tolerance,
                                         random_state=1)
-    means = {value: float(np.mean(h)) for value, (_, h) in hand.items()}
+    means = {value: float(np.mean(h)) for value, (_, h, _) in hand.items()}
+    accuracy = {value: float(np.mean(a)) for value, (_, _, a) in hand.items()}
     assert got.h_measures == pytest.approx(means)
-    best = max(means, key=lambda v: (means[v], -v))
+    assert got.accuracies == pytest.approx(accuracy)
+    eligible = [v for v in means if tolerance is None
+                or accuracy[v] >= max(accuracy.values()) - tolerance]
+    best = max(eligible, key=lambda v: (means[v], -v))
     assert got.noise_shrinkage == best
     assert (got.slope, got.intercept) == (hand[best][0].slope,
                                           hand[best][0].intercept)
+
+
+def test_accuracy_tolerance_keeps_an_accurate_candidate():
+    """Check the guard itself: the best H-measure is passed over when it costs
+    more accuracy than the tolerance, kept when the tolerance allows it."""
+    h = {0.0: 0.30, 0.1: 0.35, 0.3: 0.50}
+    accuracy = {0.0: 0.800, 0.1: 0.795, 0.3: 0.700}
+    assert choose_shrinkage(h, accuracy, 0.01) == 0.1
+    assert choose_shrinkage(h, accuracy, 0.001) == 0.0
+    assert choose_shrinkage(h, accuracy, 0.2) == 0.3
+    assert choose_shrinkage(h, accuracy, None) == 0.3
+    assert choose_shrinkage({0.0: 0.3, 0.1: 0.3}, {0.0: 0.8, 0.1: 0.8}, 0.0) == 0.0
 
 
 def test_folds_split_whole_classes():
@@ -297,7 +362,12 @@ def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
                             calibration_cv=folds).fit(X, y)
     results = model.calibration_cv_results_
     assert sorted(results.h_measures) == sorted(NOISE_SHRINKAGE_GRID)
-    best = max(results.h_measures, key=lambda v: (results.h_measures[v], -v))
+    assert sorted(results.accuracies) == sorted(NOISE_SHRINKAGE_GRID)
+    # The documented rule with its default guard: the best H-measure among
+    # candidates within one accuracy point of the most accurate.
+    floor = max(results.accuracies.values()) - 0.01
+    best = max((v for v in results.h_measures if results.accuracies[v] >= floor),
+               key=lambda v: (results.h_measures[v], -v))
     assert model.noise_shrinkage_ == best == results.noise_shrinkage
     assert model.head_.noise_shrinkage == best
     given = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage=best,
@@ -341,6 +411,9 @@ def test_bad_cross_fitting_fails_before_training(digits, no_training, params,
     (dict(n_jobs="x"), "n_jobs must be None"),
     (dict(n_tasks=0), "n_tasks must be an int"),
     (dict(known_query_share=0.7), "known_query_share"),
+    (dict(noise_shrinkages=[0.0], accuracy_tolerance=-0.1), "accuracy_tolerance"),
+    (dict(accuracy_tolerance="1"), "accuracy_tolerance"),
+    (dict(targets="smooth"), "targets must be"),
 ])
 def test_cross_fit_options_fail_before_training(digits, no_training, kwargs,
                                                 message):

@@ -297,29 +297,33 @@ def run_benchmark(args, log=print) -> dict:
     return results
 
 
-def _run_setting(setting, args, data, data_key, cache, log):
-    X_fit, y_fit, X_eval, y_eval = setting_data(setting, data, args.seed)
+def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
+    """The setting's evaluation tasks over ``y_eval`` (the rows of
+    :func:`setting_data`) and a description of their protocol."""
     if setting == "small":
         n_support, n_novel = _small_context_sizes(np.unique(y_eval).shape[0])
         tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
                                   n_novel_classes=n_novel, n_tasks=args.tasks,
                                   random_state=args.seed)
-        protocol = {"n_support_classes": n_support, "n_novel_classes": n_novel,
-                    "shots": [1, 10], "n_query": 10}
-    else:
-        n_novel = min(5, np.unique(data.y_test).shape[0])
-        n_known = int(np.unique(y_fit).shape[0])
-        # A cap above the number of known classes (--quick on a ten-class
-        # dataset) means "all of them".
-        n_queried = (None if args.lc_known_query_classes is None
-                     or args.lc_known_query_classes >= n_known
-                     else args.lc_known_query_classes)
-        tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
-                                  n_tasks=args.tasks, n_known_query_classes=n_queried,
-                                  random_state=args.seed)
-        protocol = {"n_known_classes": n_known,
-                    "n_known_query_classes": n_queried,
-                    "n_novel_classes": n_novel, "n_query": 10}
+        return tasks, {"n_support_classes": n_support, "n_novel_classes": n_novel,
+                       "shots": [1, 10], "n_query": 10}
+    n_novel = min(5, np.unique(y_test).shape[0])
+    n_known = int(np.unique(y_fit).shape[0])
+    # A cap above the number of known classes (--quick on a ten-class
+    # dataset) means "all of them".
+    n_queried = (None if args.lc_known_query_classes is None
+                 or args.lc_known_query_classes >= n_known
+                 else args.lc_known_query_classes)
+    tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
+                              n_tasks=args.tasks, n_known_query_classes=n_queried,
+                              random_state=args.seed)
+    return tasks, {"n_known_classes": n_known, "n_known_query_classes": n_queried,
+                   "n_novel_classes": n_novel, "n_query": 10}
+
+
+def _run_setting(setting, args, data, data_key, cache, log):
+    X_fit, y_fit, X_eval, y_eval = setting_data(setting, data, args.seed)
+    tasks, protocol = benchmark_tasks(setting, y_fit, y_eval, data.y_test, args)
     log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
     out = {"protocol": protocol, "tpr": _TPR[setting], "rows": []}
     for pretrain in args.pretrain:
@@ -334,6 +338,8 @@ def _run_setting(setting, args, data, data_key, cache, log):
         log(f"   model and features in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
             kind = method_features(method)
+            cross_fit = dict(X=X_fit, cv=calibration_folds(args),
+                             choose_shrinkage=args.noise_shrinkage == "auto")
             template = method_template(
                 method, setting, model, features[f"{kind}/fit"], y_fit,
                 prior_scale=args.prior_scale,
@@ -341,8 +347,7 @@ def _run_setting(setting, args, data, data_key, cache, log):
                 else args.noise_shrinkage,
                 calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
                                  n_known_query_classes=args.lc_known_query_classes),
-                cross_fit=dict(X=X_fit, cv=calibration_folds(args),
-                               choose_shrinkage=args.noise_shrinkage == "auto"))
+                cross_fit=cross_fit)
             X_method = features[f"{kind}/eval"]
             if method == "flowr" and setting == "small" and args.fine_tune_steps:
                 # Fine-tuning changes the encoder per task: stream images. A
@@ -368,6 +373,13 @@ def _run_setting(setting, args, data, data_key, cache, log):
             if method in ("flowr-full-cal", "flowr-full-cvcal"):
                 row["novelty_calibration"] = list(template.novelty_calibration)
                 row["noise_shrinkage"] = float(template.noise_shrinkage)
+            if method == "flowr-full-cvcal" and cross_fit["result"].h_measures:
+                # What "auto" chose from: the folds' mean H and accuracy.
+                fitted = cross_fit["result"]
+                row["cross_fit_candidates"] = {
+                    str(value): {"h_measure": fitted.h_measures[value],
+                                 "accuracy": fitted.accuracies[value]}
+                    for value in fitted.h_measures}
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None
                            else f" ECE={row['ece']:.3f}")

@@ -324,7 +324,8 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
     :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`, which runs
     with ``calibration``'s other arguments on models like ``model`` with the
     full head; with ``choose_shrinkage`` it also chooses the head's
-    ``noise_shrinkage`` (FLOWRClassifier's ``"auto"`` grid).
+    ``noise_shrinkage`` (FLOWRClassifier's ``"auto"`` grid). The cross-fit's
+    result is left in ``cross_fit["result"]``.
     """
     if method == "flowr":
         return model.head_
@@ -350,6 +351,7 @@ def method_template(method: str, setting: str, model: FLOWRClassifier,
                 noise_shrinkages=list(NOISE_SHRINKAGE_GRID)
                 if cross_fit.get("choose_shrinkage") else None,
                 **(calibration or {}))
+            cross_fit["result"] = fitted
             if fitted.noise_shrinkage != noise_shrinkage:
                 head = full_covariance_head(setting, model, Z_train, y_train,
                                             prior_scale=prior_scale,

@@ -150,7 +150,8 @@ def calibration_tasks(setting, y, n_novel, n_query, n_tasks, seed, *, known=None
 def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_tasks: int = 200, n_novel_classes: int | None = None,
                       n_query: int = 10, n_known_query_classes: int | None = None,
-                      n_jobs: int | None = None, random_state=None) -> Bunch:
+                      n_jobs: int | None = None, random_state=None,
+                      targets: str = "platt") -> Bunch:
     """Fit the Platt map of P(novel) on open-world tasks of labelled data.
 
     The labelled data are training classes (never the classes the map will
@@ -191,6 +192,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         Parallel workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the tasks and the large context's class split.
+    targets : {"platt", "hard"}, default="platt"
+        Platt's smoothed targets or plain 0/1 ones (:func:`fit_novelty_map`).
 
     Returns
     -------
@@ -218,6 +221,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     """
     if setting not in ("small", "large"):
         raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_targets(targets)
     for name, value, low in (("n_tasks", n_tasks, 1), ("n_query", n_query, 1)):
         if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
             raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
@@ -236,7 +240,18 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
             or not 1 <= n_novel_classes < n_classes:
         raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
                          f"for {n_classes} classes; got {n_novel_classes!r}.")
-    seed = _resolve_seed(random_state)
+    p_novel, first = calibration_rows(
+        estimator, X, y, setting, n_tasks=n_tasks, n_novel_classes=n_novel_classes,
+        n_query=n_query, n_known_query_classes=n_known_query_classes,
+        n_jobs=n_jobs, seed=_resolve_seed(random_state))
+    return fit_novelty_map(p_novel, first, targets=targets)
+
+
+def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
+                     n_query, n_known_query_classes, n_jobs, seed):
+    """The unmapped P(novel) and first-sighting flags of the calibration
+    queries :func:`calibrate_novelty` fits its map on (arguments checked
+    there)."""
     template = _uncalibrated(estimator, y)
     if setting == "small":
         tasks = calibration_tasks("small", y, n_novel_classes, n_query, n_tasks,
@@ -248,10 +263,16 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
             n_tasks, seed)
     report = evaluate_online(template, X_run, y_run, tasks, setting=setting,
                              n_jobs=n_jobs, return_rows=True, probability=True)
-    return fit_novelty_map(report.rows.p_novel, report.rows.is_novel)
+    return report.rows.p_novel, report.rows.is_novel
 
 
-def fit_novelty_map(p_novel, is_first_sighting, *,
+def check_targets(targets):
+    """Fail on a ``targets`` that is neither ``"platt"`` nor ``"hard"``."""
+    if not isinstance(targets, str) or targets not in ("platt", "hard"):
+        raise ValueError(f"targets must be 'platt' or 'hard'; got {targets!r}.")
+
+
+def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration_cv, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
@@ -262,6 +283,14 @@ def fit_novelty_map(p_novel, is_first_sighting, *,
     p_novel : array-like of shape (n_rows,)
         The uncalibrated P(novel) of calibration queries.
     is_first_sighting : array-like of bool, shape (n_rows,)
+    targets : {"platt", "hard"}, default="platt"
+        What the logistic fit regresses on. ``"platt"``: Platt's (1999)
+        smoothed targets, ``(N+ + 1) / (N+ + 2)`` for a first sighting and
+        ``1 / (N- + 2)`` for a known-class query (``N+``, ``N-``: their
+        counts), as scikit-learn's sigmoid calibration does: the fit stays
+        finite when the rows are separated perfectly. ``"hard"``: 1 and 0
+        (the maximum-likelihood fit, this package's map before). Measured
+        on the cached benchmark models (README, "Calibrating P(novel)").
     remedy : str
         What the warning on perfectly separated rows advises.
 
@@ -270,6 +299,7 @@ def fit_novelty_map(p_novel, is_first_sighting, *,
     result : :class:`~sklearn.utils.Bunch`
         As :func:`calibrate_novelty` returns it.
     """
+    check_targets(targets)
     p_novel = np.asarray(p_novel, dtype=np.float64)
     first = np.asarray(is_first_sighting, dtype=bool)
     if first.all() or not first.any():
@@ -277,14 +307,14 @@ def fit_novelty_map(p_novel, is_first_sighting, *,
                          "known-class queries.")
     log_odds = _logit(p_novel)
     if log_odds[~first].max() < log_odds[first].min():
+        slope_from = ("Platt's target smoothing" if targets == "platt"
+                      else "the optimiser")
         warnings.warn(
             "The calibration tasks separate first sightings from known-class "
-            "queries perfectly: the map's slope is then set by the optimiser, "
+            f"queries perfectly: the map's slope is then set by {slope_from}, "
             "not by the data, and it over-states novelty on new classes; "
             f"{remedy}.", UserWarning, stacklevel=3)
-    fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds[:, None], first)
-    slope = max(float(fit.coef_[0, 0]), _MIN_SLOPE)
-    intercept = float(fit.intercept_[0])
+    slope, intercept = _platt_fit(log_odds, first, targets)
     return Bunch(
         slope=slope, intercept=intercept, n_rows=int(first.shape[0]),
         n_first_sightings=int(first.sum()),
@@ -292,3 +322,20 @@ def fit_novelty_map(p_novel, is_first_sighting, *,
         ece_after=expected_calibration_error(
             first, apply_novelty_map(p_novel, slope, intercept)),
     )
+
+
+def _platt_fit(log_odds, first, targets):
+    """Logistic regression of the targets on the log-odds, effectively
+    unpenalised. Soft targets ``t`` are fitted exactly as weighted rows:
+    each row once as a positive with weight ``t`` and once as a negative
+    with weight ``1 - t`` (the cross-entropy is the same sum)."""
+    if targets == "hard":
+        fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds[:, None], first)
+    else:
+        n_first, n_known = int(first.sum()), int((~first).sum())
+        soft = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
+        fit = LogisticRegression(C=1e6, max_iter=1000).fit(
+            np.concatenate([log_odds, log_odds])[:, None],
+            np.concatenate([np.ones_like(first), np.zeros_like(first)]),
+            sample_weight=np.concatenate([soft, 1 - soft]))
+    return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])
