@@ -306,6 +306,12 @@ def test_benchmark_cross_fitted_calibration(tmp_path):
     assert rows["flowr-full-cvcal"]["noise_shrinkage"] == chosen.noise_shrinkage
     assert rows["flowr-full-cvcal"]["novelty_calibration"] == [chosen.slope,
                                                                chosen.intercept]
+    # What the choice was made on, per candidate, is in the row.
+    assert rows["flowr-full-cvcal"]["cross_fit_candidates"] == {
+        str(value): {"h_measure": pytest.approx(chosen.h_measures[value]),
+                     "accuracy": pytest.approx(chosen.accuracies[value])}
+        for value in (0.0, 0.05, 0.1, 0.2, 0.3)}
+    assert "cross_fit_candidates" not in crossed
     assert rows["flowr-full"] == {**full, "seconds": rows["flowr-full"]["seconds"]}
 
 
