@@ -292,17 +292,21 @@ def test_benchmark_cross_fitted_calibration(tmp_path):
     assert crossed["noise_shrinkage"] == 0.0
     # --noise-shrinkage auto: cvcal chooses it on the folds, the full row keeps 0.
     auto = tmp_path / "auto"
-    assert benchmark_main([*base, "--calibration-cv", "3",
-                           "--calibration-held-classes", "2", "--noise-shrinkage",
-                           "auto", "--out", str(auto)]) == 0
+    # Two held-out classes a fold: small-context tasks of one support class,
+    # which the choice warns about.
+    with pytest.warns(UserWarning, match="tasks of one support class"):
+        assert benchmark_main([*base, "--calibration-cv", "3",
+                               "--calibration-held-classes", "2",
+                               "--noise-shrinkage", "auto", "--out", str(auto)]) == 0
     rows = {row["method"]: row for row in json.loads(
         (auto / "results.json").read_text())["settings"]["small"]["rows"]}
-    chosen = cross_fit_novelty_calibration(
-        FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
-            covariance="full"), X_fit, y_fit,
-        cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
-        noise_shrinkages=[0.0, 0.05, 0.1, 0.2, 0.3], random_state=args.seed,
-        n_jobs=args.n_jobs, n_known_query_classes=args.lc_known_query_classes)
+    with pytest.warns(UserWarning, match="tasks of one support class"):
+        chosen = cross_fit_novelty_calibration(
+            FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
+                covariance="full"), X_fit, y_fit,
+            cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
+            noise_shrinkages=[0.0, 0.05, 0.1, 0.2, 0.3], random_state=args.seed,
+            n_jobs=args.n_jobs, n_known_query_classes=args.lc_known_query_classes)
     assert rows["flowr-full-cvcal"]["noise_shrinkage"] == chosen.noise_shrinkage
     assert rows["flowr-full-cvcal"]["novelty_calibration"] == [chosen.slope,
                                                                chosen.intercept]

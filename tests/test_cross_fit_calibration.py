@@ -241,6 +241,29 @@ def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed,
                                           hand[best][0].intercept)
 
 
+@pytest.mark.parametrize("cv, warns", [(GroupShuffleSplit(2, test_size=2,
+                                                           random_state=0), True),
+                                       (GroupShuffleSplit(2, test_size=3,
+                                                          random_state=0), False)])
+def test_one_support_class_folds_warn_when_choosing(squeezed, cv, warns):
+    """Check small-context folds of 2 held-out classes (tasks of 1 support + 1
+    novel class) warn when they choose the shrinkage -- they cannot see
+    confusion between known classes -- and 3 held-out classes do not."""
+    import warnings
+
+    X, y = squeezed[:2]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=cv,
+                                      noise_shrinkages=[0.0, 0.5], n_tasks=10,
+                                      random_state=0)
+        cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=cv, n_tasks=10,
+                                      random_state=0)  # nothing chosen
+    messages = [str(w.message) for w in caught
+                if "one support class" in str(w.message)]
+    assert len(messages) == int(warns)
+
+
 def test_accuracy_tolerance_keeps_an_accurate_candidate():
     """Check the guard itself: the best H-measure is passed over when it costs
     more accuracy than the tolerance, kept when the tolerance allows it."""
@@ -359,7 +382,9 @@ def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
     X, y = X[y < 6], y[y < 6] - 3
     folds = GroupKFold(3).split(X, y, groups=y)
     model = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage="auto",
-                            calibration_cv=folds).fit(X, y)
+                            calibration_cv=folds)
+    with pytest.warns(UserWarning, match="tasks of one support class"):
+        model.fit(X, y)  # two held-out classes a fold: one support class
     results = model.calibration_cv_results_
     assert sorted(results.h_measures) == sorted(NOISE_SHRINKAGE_GRID)
     assert sorted(results.accuracies) == sorted(NOISE_SHRINKAGE_GRID)
@@ -374,9 +399,10 @@ def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
                             calibrate_novelty=False).fit(X, y)
     np.testing.assert_array_equal(model.head_.sigma, given.head_.sigma)
     seed = int(check_random_state(0).randint(2**31 - 1))
-    expected = cross_fit_novelty_calibration(
-        FLOWRClassifier(**TINY_MLP, verbose=0), X.reshape(len(X), -1), y, cv=3,
-        noise_shrinkages=list(NOISE_SHRINKAGE_GRID), random_state=seed)
+    with pytest.warns(UserWarning, match="tasks of one support class"):
+        expected = cross_fit_novelty_calibration(
+            FLOWRClassifier(**TINY_MLP, verbose=0), X.reshape(len(X), -1), y,
+            cv=3, noise_shrinkages=list(NOISE_SHRINKAGE_GRID), random_state=seed)
     assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
 
 

@@ -33,6 +33,7 @@ from sklearn_flowr.metrics import h_measure, open_world_report
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,
+    calibrate_novelty,
     cross_fit_novelty_calibration,
     evaluate_online,
     select_head_params,
@@ -350,6 +351,24 @@ for nm, fn in (
         lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
                                               IMAGES[y < 5], y[y < 5],
                                               noise_shrinkages=[2.0]),
+    ),
+    (
+        "cross_fit_novelty_calibration accuracy_tolerance",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[y < 5], y[y < 5],
+                                              noise_shrinkages=[0.0, 0.1],
+                                              accuracy_tolerance=1.5),
+    ),
+    (
+        "cross_fit_novelty_calibration targets",
+        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+                                              IMAGES[y < 5], y[y < 5],
+                                              targets="soft"),
+    ),
+    (
+        "calibrate_novelty targets",
+        lambda: calibrate_novelty(CRPGaussianClassifier(), X[:60], y[:60],
+                                  targets=None),
     ),
     ("cli --calibration-cv 1", lambda: benchmark_main(["--calibration-cv", "1"])),
     (
