@@ -129,11 +129,12 @@ or torch.nn.Module, default="conv4"
         from (0, 0.05, 0.1, 0.2, 0.3) by the H-measure of the fold models'
         heads on the held-out classes of ``calibration_cv``, which it needs,
         among the values whose accuracy there is within one point of the most
-        accurate one's; the value is ``noise_shrinkage_``. Measured (README, "The noise
-        covariance of new classes"): on glyphs' small context it gained
-        0.011-0.023 H-measure for at most 0.2 accuracy points; on five-class
-        encoders the three-class fold models chose 0.3, which cost
-        fashion-mnist's small context 9-10 accuracy points.
+        accurate one's; the value is ``noise_shrinkage_``. Measured (README,
+        "The noise covariance of new classes"): on glyphs' small context it
+        gained 0.011-0.023 H-measure for at most 0.2 accuracy points; on
+        five-class encoders it raised the large-context H-measure and cost
+        fashion-mnist's small context 4-5 accuracy points (folds of two
+        held-out classes cannot show that cost; it warns then).
         Must be 0.0 with ``covariance="isotropic"``.
     calibrate_novelty : bool, default=True
         After training, fit a Platt map of P(novel) on open-world tasks drawn
