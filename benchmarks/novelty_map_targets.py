@@ -75,7 +75,13 @@ def compare(args, log=print) -> dict:
                                         {"fit": X_fit, "eval": X_eval},
                                         cache_dir=cache, log=log)
             Z_fit, Z_eval = features["flowr/fit"], features["flowr/eval"]
-            head = method_template("flowr-full", setting, model, Z_fit, y_fit)
+            # The benchmark's full head: --prior-scale, and --noise-shrinkage
+            # unless "auto" (which only its cv-cal row chooses).
+            head = method_template(
+                "flowr-full", setting, model, Z_fit, y_fit,
+                prior_scale=args.prior_scale,
+                noise_shrinkage=0.0 if args.noise_shrinkage == "auto"
+                else args.noise_shrinkage)
             # calibrate_novelty's defaults and seed, as the benchmark's
             # flowr-full-cal row calls it.
             p_cal, first_cal = calibration_rows(

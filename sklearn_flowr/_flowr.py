@@ -392,6 +392,9 @@ default=None
             # Fitted attributes added since a model was saved: what its fit did.
             self.__dict__.setdefault("noise_shrinkage_", self.noise_shrinkage)
             self.__dict__.setdefault("calibration_cv_results_", None)
+            results = self.__dict__["calibration_cv_results_"]
+            if results is not None:
+                results.setdefault("accuracies", None)
 
     # ------------------------------------------------------------------ fitting
     def _check_cross_fit_plan(self, y, plan):

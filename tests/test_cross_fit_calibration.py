@@ -34,10 +34,11 @@ class SqueezingEncoder(BaseEstimator):
     FLOWR's full head by empirical Bayes on its output. New classes come out
     wider than the training classes, as with the five-class encoders."""
 
-    def __init__(self, setting="small", n_components=8, calibrate_novelty=False,
-                 calibration_cv=None, random_state=None):
+    def __init__(self, setting="small", n_components=8, stretch=False,
+                 calibrate_novelty=False, calibration_cv=None, random_state=None):
         self.setting = setting
         self.n_components = n_components
+        self.stretch = stretch
         self.calibrate_novelty = calibrate_novelty
         self.calibration_cv = calibration_cv
         self.random_state = random_state
@@ -51,7 +52,10 @@ class SqueezingEncoder(BaseEstimator):
         return self
 
     def transform(self, X):
-        return self.lda_.transform(X)
+        # LDA whitens the within-class noise, which leaves nothing for a
+        # noise shrinkage to change; ``stretch`` scales its axes unequally.
+        Z = self.lda_.transform(X)
+        return Z * np.geomspace(0.1, 10, Z.shape[1]) if self.stretch else Z
 
 
 @pytest.fixture
@@ -118,6 +122,24 @@ def test_unknown_targets_are_refused(call):
         call()
 
 
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(n_jobs=0), "n_jobs must be None"),
+    (dict(n_known_query_classes=0), "n_known_query_classes must be None"),
+])
+def test_calibrate_novelty_checks_its_options_first(monkeypatch, kwargs, message):
+    """Check bad options fail before the large context refits a clone."""
+    from sklearn_flowr.protocol import _calibrate
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started before the options were checked")
+
+    monkeypatch.setattr(_calibrate, "calibration_rows", no_work)
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    with pytest.raises(ValueError, match=message):
+        calibrate_novelty(CRPGaussianClassifier(), X, np.repeat(np.arange(4), 10),
+                          setting="large", **kwargs)
+
+
 def test_perfectly_separated_calibration_rows_warn(rng):
     """Check a map fitted on rows where every first sighting has a higher
     P(novel) than every known-class query warns: its slope is the
@@ -159,7 +181,7 @@ def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
     assert reports["crossed"].h_measure == pytest.approx(reports["own"].h_measure)
 
 
-def _by_hand(X, y, setting, plan, shrinkage=None):
+def _by_hand(X, y, setting, plan, shrinkage=None, stretch=False):
     """What the docstring says a cross-fit does, written out per fold: a
     SqueezingEncoder trained on the fold's rows, its head (rebuilt with
     ``shrinkage`` when given) run through tasks of the held-out classes --
@@ -170,8 +192,8 @@ def _by_hand(X, y, setting, plan, shrinkage=None):
     for fold in plan:
         assert np.intersect1d(fold.fit_rows, fold.query_rows).size == 0
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
-        model = SqueezingEncoder(setting=setting, random_state=fold.seed).fit(
-            X[fold.fit_rows], y_fit)
+        model = SqueezingEncoder(setting=setting, stretch=stretch,
+                                 random_state=fold.seed).fit(X[fold.fit_rows], y_fit)
         head = model.head_
         if shrinkage is not None:
             head = empirical_bayes_head(head, model.transform(X[fold.fit_rows]),
@@ -214,18 +236,21 @@ def test_cross_fit_pools_every_fold_as_documented(squeezed, setting):
     assert got.h_measures is None and got.accuracies is None
 
 
-@pytest.mark.parametrize("tolerance", [None, 0.01, 0.0])
-def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed,
-                                                                   tolerance):
+@pytest.mark.parametrize("tolerance, chosen", [(None, 0.5), (0.01, 0.0),
+                                               (0.2, 0.5)])
+def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(
+        squeezed, tolerance, chosen):
     """Check noise_shrinkages: each candidate's scores are the folds' mean
     H-measure and accuracy of the head rebuilt with it; the best H-measure
     among the candidates within ``accuracy_tolerance`` of the best accuracy
-    is chosen (ties to the smaller), and the map is fitted on its rows."""
+    is chosen (ties to the smaller), and the map is fitted on its rows. On
+    the stretched encoder 0.5 ranks novelty best and costs accuracy, so the
+    tolerance decides."""
     X, y = squeezed[:2]
     plan = cross_fit_plan(2, X, y, setting="small", random_state=1)
-    hand = {value: _by_hand(X, y, "small", plan, shrinkage=value)
+    hand = {value: _by_hand(X, y, "small", plan, shrinkage=value, stretch=True)
             for value in (0.0, 0.5, 1.0)}
-    got = cross_fit_novelty_calibration(SqueezingEncoder(), X, y, cv=2,
+    got = cross_fit_novelty_calibration(SqueezingEncoder(stretch=True), X, y, cv=2,
                                         noise_shrinkages=[0.0, 0.5, 1.0],
                                         accuracy_tolerance=tolerance,
                                         random_state=1)
@@ -236,7 +261,7 @@ def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(squeezed,
     eligible = [v for v in means if tolerance is None
                 or accuracy[v] >= max(accuracy.values()) - tolerance]
     best = max(eligible, key=lambda v: (means[v], -v))
-    assert got.noise_shrinkage == best
+    assert got.noise_shrinkage == best == chosen
     assert (got.slope, got.intercept) == (hand[best][0].slope,
                                           hand[best][0].intercept)
 
@@ -368,7 +393,7 @@ def test_flowr_classifier_cross_fits_its_map(digits, capsys, setting):
     assert plain.head_.novelty_calibration != model.head_.novelty_calibration
 
 
-def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
+def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits, monkeypatch):
     """Check noise_shrinkage="auto": the value with the best mean held-out
     H-measure of the grid, the head built with it exactly as a model given
     that value, and the map cross-fitted with it. The labels are negative
@@ -381,10 +406,20 @@ def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits):
     X, y = digits
     X, y = X[y < 6], y[y < 6] - 3
     folds = GroupKFold(3).split(X, y, groups=y)
+    from sklearn_flowr.protocol import _cross_fit
+
+    tolerances = []
+
+    def recording(h_measures, accuracies, accuracy_tolerance):
+        tolerances.append(accuracy_tolerance)
+        return choose_shrinkage(h_measures, accuracies, accuracy_tolerance)
+
+    monkeypatch.setattr(_cross_fit, "choose_shrinkage", recording)
     model = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage="auto",
                             calibration_cv=folds)
     with pytest.warns(UserWarning, match="tasks of one support class"):
         model.fit(X, y)  # two held-out classes a fold: one support class
+    assert tolerances == [0.01]  # the documented one-point guard
     results = model.calibration_cv_results_
     assert sorted(results.h_measures) == sorted(NOISE_SHRINKAGE_GRID)
     assert sorted(results.accuracies) == sorted(NOISE_SHRINKAGE_GRID)

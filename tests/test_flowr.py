@@ -9,6 +9,7 @@ import torch
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils import Bunch
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.encoders import last_linear_layer
@@ -177,6 +178,14 @@ def test_model_pickled_before_new_parameters_loads_with_their_defaults(
     assert clone(old).get_params() == clone(large_model).get_params()
     np.testing.assert_allclose(old.predict_proba(X[:4]),
                                large_model.predict_proba(X[:4]))
+    # Cross-fitted results saved before the folds' accuracies were kept.
+    state = large_model.__getstate__()
+    state["calibration_cv_results_"] = Bunch(slope=0.5, intercept=-1.0,
+                                             h_measures={0.0: 0.3})
+    older = FLOWRClassifier.__new__(FLOWRClassifier)
+    older.__setstate__(state)
+    assert older.calibration_cv_results_.accuracies is None
+    assert older.calibration_cv_results_.h_measures == {0.0: 0.3}
 
 
 @pytest.mark.parametrize("layout", ["nhwc", "nchw", "uint8"])

@@ -12,6 +12,8 @@ def test_comparison_runs_on_tiny_digits(load_benchmark_script, tmp_path, capsys)
             "--pretrain-epochs", "1", "--meta-epochs", "1",
             "--episodes-per-epoch", "2", "--embedding-dim", "8",
             "--cache-dir", str(tmp_path / "cache")]
+    # A non-default head (--prior-scale, --noise-shrinkage) is the benchmark's.
+    base = [*base, "--prior-scale", "1.5", "--noise-shrinkage", "0.2"]
     result = script.main([*base, "--out", str(tmp_path)])
     stdout = capsys.readouterr().out
     assert "ECE / Brier of P(novel)" in stdout and "platt" in stdout

@@ -222,6 +222,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     if setting not in ("small", "large"):
         raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
     check_targets(targets)
+    check_run_options(n_known_query_classes, n_jobs)
     for name, value, low in (("n_tasks", n_tasks, 1), ("n_query", n_query, 1)):
         if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
             raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
@@ -264,6 +265,20 @@ def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
     report = evaluate_online(template, X_run, y_run, tasks, setting=setting,
                              n_jobs=n_jobs, return_rows=True, probability=True)
     return report.rows.p_novel, report.rows.is_novel
+
+
+def check_run_options(n_known_query_classes, n_jobs):
+    """Fail on an ``n_known_query_classes`` or ``n_jobs`` the tasks and
+    :func:`evaluate_online` would refuse only after some work."""
+    if n_known_query_classes is not None and (
+            isinstance(n_known_query_classes, bool)
+            or not isinstance(n_known_query_classes, Integral)
+            or n_known_query_classes < 1):
+        raise ValueError("n_known_query_classes must be None or an int >= 1; got "
+                         f"{n_known_query_classes!r}.")
+    if n_jobs is not None and (isinstance(n_jobs, bool)
+                               or not isinstance(n_jobs, Integral) or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}.")
 
 
 def check_targets(targets):
@@ -326,15 +341,17 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
 
 def _platt_fit(log_odds, first, targets):
     """Logistic regression of the targets on the log-odds, effectively
-    unpenalised. Soft targets ``t`` are fitted exactly as weighted rows:
-    each row once as a positive with weight ``t`` and once as a negative
-    with weight ``1 - t`` (the cross-entropy is the same sum)."""
+    unpenalised and solved to a tight tolerance (lbfgs's default stops about
+    1e-3 short of the optimum's slope). Soft targets ``t`` are the same
+    cross-entropy as weighted rows: each row once as a positive with weight
+    ``t`` and once as a negative with weight ``1 - t``."""
     if targets == "hard":
-        fit = LogisticRegression(C=1e6, max_iter=1000).fit(log_odds[:, None], first)
+        fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000).fit(
+            log_odds[:, None], first)
     else:
         n_first, n_known = int(first.sum()), int((~first).sum())
         soft = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
-        fit = LogisticRegression(C=1e6, max_iter=1000).fit(
+        fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000).fit(
             np.concatenate([log_odds, log_odds])[:, None],
             np.concatenate([np.ones_like(first), np.zeros_like(first)]),
             sample_weight=np.concatenate([soft, 1 - soft]))

@@ -28,6 +28,7 @@ from .._empirical_head import empirical_bayes_head
 from .._labels import resolve_novel_label
 from ._calibrate import (
     calibration_tasks,
+    check_run_options,
     check_targets,
     fit_novelty_map,
     small_context_sizes,
@@ -211,15 +212,7 @@ def _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
     for name, value in (("n_tasks", n_tasks), ("n_query", n_query)):
         if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
             raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
-    if n_known_query_classes is not None and (
-            isinstance(n_known_query_classes, bool)
-            or not isinstance(n_known_query_classes, Integral)
-            or n_known_query_classes < 1):
-        raise ValueError("n_known_query_classes must be None or an int >= 1; got "
-                         f"{n_known_query_classes!r}.")
-    if n_jobs is not None and (isinstance(n_jobs, bool)
-                               or not isinstance(n_jobs, Integral) or n_jobs == 0):
-        raise ValueError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}.")
+    check_run_options(n_known_query_classes, n_jobs)
     if noise_shrinkages is not None:
         values = np.asarray(noise_shrinkages, dtype=object).ravel()
         if values.size == 0 or not all(
@@ -385,6 +378,9 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
                       n_jobs=None) -> Bunch:
     """:func:`cross_fit_novelty_calibration` on folds of :func:`cross_fit_plan`
     (``FLOWRClassifier.fit`` checks them before any training)."""
+    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
+                       noise_shrinkages, accuracy_tolerance)
+    check_targets(targets)
     setting = estimator.get_params()["setting"]
     check = getattr(estimator, "_check_cross_fit_plan", None)
     if check is not None:
@@ -452,7 +448,7 @@ def _warn_one_support_class(plan):
             "choice can cost the deployed model several accuracy points. Hold "
             "out 3 or more classes per fold, or choose noise_shrinkage on "
             "validation classes (select_head_params).", UserWarning,
-            stacklevel=3)
+            stacklevel=4)
 
 
 def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
