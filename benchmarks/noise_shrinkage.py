@@ -27,9 +27,8 @@ Usage (the other options are ``flowr-benchmark``'s)::
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from sklearn_flowr.cli._benchmark import (
     parse_args,
     setting_data,
 )
+from sklearn_flowr.cli._benchmark_report import run_probe
 from sklearn_flowr.cli._benchmark_setup import (
     features_or_load,
     fit_or_load_model,
@@ -179,14 +179,10 @@ def _cell(f):
 
 def main(argv=None) -> dict:
     own, rest = _own_options(list(sys.argv[1:] if argv is None else argv))
-    args = parse_args(rest)
-    log = print if args.verbose >= 1 else (lambda *a, **k: None)
-    result = probe(args, own.shrinkages, own.min_half_classes, log=log)
-    print(format_probe(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "noise_shrinkage.json").write_text(json.dumps(result, indent=2))
-    return result
+    return run_probe(parse_args(rest),
+                     functools.partial(probe, shrinkages=own.shrinkages,
+                                       min_half_classes=own.min_half_classes),
+                     format_probe, "noise_shrinkage.json")
 
 
 if __name__ == "__main__":

@@ -35,9 +35,7 @@ Usage (the options are ``flowr-benchmark``'s)::
 from __future__ import annotations
 
 import copy
-import json
 import sys
-from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +49,7 @@ from sklearn_flowr.cli._benchmark import (
     model_params,
     parse_args,
 )
+from sklearn_flowr.cli._benchmark_report import run_probe
 from sklearn_flowr.cli._benchmark_setup import (
     features_or_load,
     fit_or_load_model,
@@ -157,14 +156,7 @@ def format_probe(result) -> str:
 
 
 def main(argv=None) -> dict:
-    args = parse_args(argv)
-    log = print if args.verbose >= 1 else (lambda *a, **k: None)
-    result = probe(args, log=log)
-    print(format_probe(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "novel_class_shift.json").write_text(json.dumps(result, indent=2))
-    return result
+    return run_probe(parse_args(argv), probe, format_probe, "novel_class_shift.json")
 
 
 if __name__ == "__main__":

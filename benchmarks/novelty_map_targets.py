@@ -20,10 +20,8 @@ Usage (the options are ``flowr-benchmark``'s)::
 
 from __future__ import annotations
 
-import json
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
@@ -35,6 +33,7 @@ from sklearn_flowr.cli._benchmark import (
     parse_args,
     setting_data,
 )
+from sklearn_flowr.cli._benchmark_report import run_probe
 from sklearn_flowr.cli._benchmark_setup import (
     features_or_load,
     fit_or_load_model,
@@ -129,13 +128,7 @@ def format_comparison(result) -> str:
 
 def main(argv=None) -> dict:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
-    log = print if args.verbose >= 1 else (lambda *a, **k: None)
-    result = compare(args, log=log)
-    print(format_comparison(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "novelty_map_targets.json").write_text(json.dumps(result, indent=2))
-    return result
+    return run_probe(args, compare, format_comparison, "novelty_map_targets.json")
 
 
 if __name__ == "__main__":
