@@ -15,19 +15,22 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ._inputs import as_model_input, check_labels
-from ._params import check_params_unchanged, fill_new_params
+from ._params import check_params_unchanged
 from .training import embed, fine_tune_last_layer
-from .training._config import FLOWRConfig
 from .training._device import place_modules, resolve_device
 from .training._persistence import restore_modules, store_modules
 
-__all__ = ["EncoderHeadMixin"]
+__all__ = ["RUNTIME_PARAMS", "EncoderHeadMixin"]
 
 # Parameters a fitted model reads when it runs, so set_params may change them
-# after fit: where it runs, how much it prints, adapt's fine-tuning, the
-# embedding batch. Any other change needs a refit (sklearn_flowr._params).
-_RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "lr",
-                             "batch_size", "accelerator", "checkpoint_dir"})
+# after fit: where it runs, how much it prints, adapt's fine-tuning and its
+# rate, the embedding batch. Any other change needs a refit
+# (sklearn_flowr._params).
+RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "accelerator",
+                            "checkpoint_dir", "reuse_encoder", "pretrain__lr",
+                            "pretrain__batch_size"})
+# Embedding batch without a pre-training stage to take it from.
+_DEFAULT_BATCH_SIZE = 64
 # Steps of adapt(fine_tune=True).
 _DEFAULT_FINE_TUNE_STEPS = 20
 
@@ -36,15 +39,19 @@ class EncoderHeadMixin:
     """The methods of a fitted encoder + CRP-Gaussian head model.
 
     The estimator's ``fit`` sets ``encoder_``, ``meta_module_``,
-    ``pretrained_encoder_``, ``head_``, ``input_shape_``, and the snapshots
-    ``_fitted_head`` and ``_fitted_params``; its parameters ``backbone``,
-    ``setting``, ``batch_size``, ``device``, ``verbose``, ``lr`` and
+    ``pretrained_encoder_``, ``head_``, ``prior_head_``, ``input_shape_``, and
+    the snapshots ``_fitted_head`` and ``_fitted_params``; its parameters
+    ``backbone``, ``setting``, ``pretrain``, ``device``, ``verbose`` and
     ``fine_tune_steps`` are read here.
     """
 
     # -------------------------------------------------------------- adaptation
     def adapt(self, X_support, y_support, *, fine_tune=None):
-        """Start a new small-context task: reset, fine-tune, condition on support.
+        """Start a new few-shot task: fine-tune, condition on its support set.
+
+        In the small context the task starts from the prior alone
+        (``prior_head_``: the training classes are forgotten); in the large
+        context from the fitted head (the training classes stay known).
 
         Parameters
         ----------
@@ -88,14 +95,17 @@ class EncoderHeadMixin:
                              f"{fine_tune!r}.")
         # Everything that can fail runs on new objects; the model changes only
         # once the new task's encoder and head are ready.
-        head = copy.deepcopy(self._fitted_head)
-        head._check_labels(y_support, None)
+        head = copy.deepcopy(self.prior_head_ if self.setting == "small"
+                             else self._fitted_head)
+        head._check_labels(y_support, None if self.setting == "small"
+                           else head._registry)
         device = self._place_modules()
         encoder = self.meta_module_.encoder
         if steps:
             encoder = fine_tune_last_layer(
                 encoder, self.meta_module_, X_support, y_support, steps=steps,
-                lr=self._config().lr, device=device, verbose=self.verbose)
+                lr=self._training_config().lr, device=device,
+                verbose=self.verbose)
         head.partial_fit(self._embed(X_support, encoder), y_support)
         self.encoder_, self.head_ = encoder, head
         return self
@@ -161,8 +171,7 @@ class EncoderHeadMixin:
         """Learn labelled samples online (new labels become classes).
 
         On an unfitted model the first call trains it with :meth:`fit` on
-        this batch (as scikit-learn's incremental learners start), and in the
-        small context the head then also learns the batch's classes.
+        this batch (as scikit-learn's incremental learners start).
 
         Parameters
         ----------
@@ -180,15 +189,13 @@ class EncoderHeadMixin:
         On the fitted model a class is learned from one shot:
 
         >>> from sklearn_flowr._examples import flowr_example
-        >>> clf, X, y = flowr_example("small")  # no classes yet
+        >>> clf, X, y = flowr_example("small")  # fitted on digits 0-4
         >>> clf = clf.partial_fit(X[y == 9][:1], y[y == 9][:1])  # one shot
         >>> clf.classes_
-        array([9])
+        array([0, 1, 2, 3, 4, 9])
         """
         if not self.__sklearn_is_fitted__():
-            self.fit(X, y)
-            if self.setting == "large":
-                return self
+            return self.fit(X, y)
         self.head_.partial_fit(self.transform(X), y, classes=classes)
         return self
 
@@ -301,23 +308,20 @@ class EncoderHeadMixin:
         return self.head_.novel_label_
 
     # ------------------------------------------------------------------ helpers
-    def _config(self):
-        return FLOWRConfig.from_params(self.get_params(deep=False))
-
     def _head_for_prediction(self):
         check_is_fitted(self)
         if not self.head_.__sklearn_is_fitted__():
             raise NotFittedError(
-                "The small-context model has no classes yet: give it a support "
-                "set with adapt(X, y) or partial_fit(X, y) (open_world_step works "
-                "from the prior alone)."
+                "The head has no classes yet: give it a support set with "
+                "adapt(X, y) or partial_fit(X, y) (open_world_step works from "
+                "the prior alone)."
             )
         return self.head_
 
     def _model_input(self, X):
         # Every method of a fitted model reads its input through here.
         check_params_unchanged(self, getattr(self, "_fitted_params", None),
-                               runtime=_RUNTIME_PARAMS)
+                               runtime=RUNTIME_PARAMS, deep=True)
         takes_features = not isinstance(self.backbone, str) or self.backbone == "mlp"
         return as_model_input(X, allow_features=takes_features,
                               expected_shape=self.input_shape_)
@@ -325,7 +329,8 @@ class EncoderHeadMixin:
     def _embed(self, X, encoder=None):
         self._place_modules()
         encoder = self.encoder_ if encoder is None else encoder
-        return embed(encoder, X, batch_size=4 * self.batch_size).astype(np.float64)
+        batch_size = getattr(self.pretrain, "batch_size", _DEFAULT_BATCH_SIZE)
+        return embed(encoder, X, batch_size=4 * batch_size).astype(np.float64)
 
     def _place_modules(self):
         """Put every fitted module on the device ``device`` names now.
@@ -352,4 +357,3 @@ class EncoderHeadMixin:
 
     def __setstate__(self, state):
         super().__setstate__(restore_modules(state))
-        fill_new_params(self)

@@ -36,9 +36,17 @@ def fill_new_params(estimator) -> None:
             setattr(estimator, name, parameter.default)
 
 
-def snapshot_params(estimator) -> dict:
-    """The estimator's parameters as its fitted state uses them."""
-    return dict(estimator.get_params(deep=False))
+def snapshot_params(estimator, *, deep: bool = False) -> dict:
+    """The estimator's parameters as its fitted state uses them.
+
+    ``deep=True`` takes the settings of its parts too (``head__sigma``, ...)
+    in place of the part objects, so a part changed in place is seen.
+    """
+    params = estimator.get_params(deep=deep)
+    if not deep:
+        return dict(params)
+    return {name: value for name, value in params.items()
+            if not hasattr(value, "get_params")}
 
 
 def _same(old, new) -> bool:
@@ -56,7 +64,8 @@ def _same(old, new) -> bool:
         return False
 
 
-def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=()):
+def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
+                           deep: bool = False):
     """Fail if a parameter changed since ``snapshot`` was taken.
 
     Parameters
@@ -68,6 +77,8 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=()):
         snapshots existed) checks nothing.
     runtime : collection of str, default=()
         Parameters read at call time: a valid new value is used as it is.
+    deep : bool, default=False
+        Compare the parts' settings too (a snapshot taken with ``deep=True``).
 
     Raises
     ------
@@ -78,16 +89,21 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=()):
     """
     if snapshot is None:
         return
+    current = snapshot_params(estimator, deep=deep) if deep else None
+
+    def now(name, default):
+        return (current.get(name, default) if deep
+                else getattr(estimator, name, default))
+
     # Identity first: the common case costs a dict walk, no comparisons.
     changed = [name for name, old in snapshot.items()
-               if getattr(estimator, name, old) is not old
-               and not _same(old, getattr(estimator, name))]
+               if now(name, old) is not old and not _same(old, now(name, old))]
     if not changed:
         return
     estimator._validate_params()
     fixed = [name for name in changed if name not in runtime]
     if fixed:
-        what = ", ".join(f"{name}: {snapshot[name]!r} -> {getattr(estimator, name)!r}"
+        what = ", ".join(f"{name}: {snapshot[name]!r} -> {now(name, None)!r}"
                          for name in fixed)
         raise ValueError(
             f"{type(estimator).__name__}'s parameters changed after fitting "

@@ -25,11 +25,11 @@ References
 """
 
 from ._calibrate import calibrate_novelty
-from ._cross_fit import cross_fit_novelty_calibration
+from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
 from ._evaluate import evaluate_online
 from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
-           "cross_fit_novelty_calibration", "evaluate_online",
+           "cross_fit_novelty_calibration", "cross_fit_plan", "evaluate_online",
            "select_head_params"]

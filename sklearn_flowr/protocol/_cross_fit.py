@@ -24,7 +24,6 @@ from sklearn.base import clone
 from sklearn.model_selection import GroupKFold
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
-from .._empirical_head import empirical_bayes_head
 from .._labels import resolve_novel_label
 from ._calibrate import (
     calibration_tasks,
@@ -322,9 +321,12 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     >>> from sklearn_flowr.protocol import cross_fit_novelty_calibration
     >>> X, y = load_digits(return_X_y=True)
     >>> X = (X / 16).astype("f4")
-    >>> clf = FLOWRClassifier(backbone="mlp", embedding_dim=8, pretrain_epochs=2,
-    ...                       meta_epochs=1, episodes_per_epoch=5, n_way=3,
-    ...                       n_unknown=1, random_state=0, verbose=0)
+    >>> from sklearn_flowr.training import MetaTraining, SupE
+    >>> clf = FLOWRClassifier(backbone="mlp", embedding_dim=8,
+    ...                       pretrain=SupE(epochs=2),
+    ...                       meta=MetaTraining(epochs=1, episodes_per_epoch=5,
+    ...                                         n_way=3, n_unknown=1),
+    ...                       random_state=0, verbose=0)
     >>> out = cross_fit_novelty_calibration(clf, X, y, cv=2, n_tasks=20,
     ...                                     noise_shrinkages=[0.0, 0.2],
     ...                                     random_state=0)
@@ -338,11 +340,11 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
                        noise_shrinkages, accuracy_tolerance)
     check_targets(targets)
-    covariance = estimator.get_params().get("covariance", "full")
+    covariance = estimator.get_params().get("head__covariance", "full")
     if noise_shrinkages is not None and covariance != "full":
         raise ValueError("noise_shrinkages are candidates for the full head's "
                          f"noise covariance; the estimator has covariance="
-                         f"{covariance!r}. Use covariance='full'.")
+                         f"{covariance!r}. Use head__covariance='full'.")
     plan = cross_fit_plan(cv, X, y, setting=estimator.get_params()["setting"],
                           known_query_share=known_query_share,
                           random_state=random_state)
@@ -353,22 +355,21 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                              n_jobs=n_jobs)
 
 
-def _fold_template(estimator, y, noise_shrinkages):
+def _fold_template(estimator, y):
     """The estimator every fold clones: no map or folds of its own, no shared
     checkpoints, the novel label of all of ``y`` (a fold's own "auto" label
     could be one of its held-out classes)."""
     params = estimator.get_params(deep=False)
-    fold_params = {"calibrate_novelty": False, "calibration_cv": None,
-                   "checkpoint_dir": None}
-    if noise_shrinkages is not None:
-        fold_params["noise_shrinkage"] = 0.0  # each candidate is rebuilt
-    if "novel_label" in params:
-        fold_params["novel_label"] = resolve_novel_label(params["novel_label"],
-                                                         np.unique(y))
+    fold_params = {"calibration": None, "checkpoint_dir": None}
     # Built from the parameters, not cloned: a consumed generator of folds
     # cannot be copied.
-    return type(estimator)(**{**params, **{name: value for name, value in
-                                         fold_params.items() if name in params}})
+    template = type(estimator)(**{**params, **{name: value for name, value in
+                                             fold_params.items() if name in params}})
+    head = template.get_params().get("head")
+    if head is not None:
+        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
+        template.set_params(head=clone(head).set_params(novel_label=novel))
+    return template
 
 
 def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
@@ -382,35 +383,33 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
                        noise_shrinkages, accuracy_tolerance)
     check_targets(targets)
     setting = estimator.get_params()["setting"]
-    check = getattr(estimator, "_check_cross_fit_plan", None)
-    if check is not None:
-        check(y, plan)  # every fold, before the first one trains
     if noise_shrinkages is not None and setting == "small":
         _warn_one_support_class(plan)
-    template = _fold_template(estimator, y, noise_shrinkages)
+    template = _fold_template(estimator, y)
     candidates = ([None] if noise_shrinkages is None
                   else [float(v) for v in np.ravel(noise_shrinkages)])
     rows = {value: ([], []) for value in candidates}
     h_measures = {value: [] for value in candidates}
     accuracies = {value: [] for value in candidates}
     for fold in plan:
-        model = clone(template).set_params(random_state=fold.seed)
+        base = clone(template).set_params(random_state=fold.seed)
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
-        model.fit(_safe_indexing(X, fold.fit_rows), y_fit)
-        Z = model.transform(_safe_indexing(X, fold.query_rows))
+        X_fit = _safe_indexing(X, fold.fit_rows)
         tasks = calibration_tasks(
             setting, y_query, min(5, small_context_sizes(fold.n_held_classes)[1])
             if setting == "small" else min(5, fold.n_held_classes),
             n_query, n_tasks, fold.seed, known=np.unique(y_fit),
             n_known_query=n_known_query_classes)
-        Z_fit = (None if noise_shrinkages is None
-                 else model.transform(_safe_indexing(X, fold.fit_rows)))
+        Z = None
         for value in candidates:
-            head = model.head_ if value is None else empirical_bayes_head(
-                model.head_, Z_fit, y_fit, setting=setting,
-                frozen=not getattr(model, "update_known", False),
-                prior_scale=getattr(model, "prior_scale", 1.0),
-                covariance="full", noise_shrinkage=value)
+            # Each candidate is a fold model with another head; with
+            # reuse_encoder (the default) its encoder is trained once.
+            model = (base if value is None else
+                     clone(base).set_params(head__noise_shrinkage=value))
+            model.fit(X_fit, y_fit)
+            if Z is None:
+                Z = model.transform(_safe_indexing(X, fold.query_rows))
+            head = model.prior_head_ if setting == "small" else model.head_
             report = evaluate_online(head, Z, y_query, tasks, setting=setting,
                                      n_jobs=n_jobs, return_rows=True,
                                      probability=True)
@@ -426,7 +425,7 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
                              targets=targets,
                              remedy="hold out more classes per fold")
     result.n_folds = len(plan)
-    result.noise_shrinkage = (estimator.get_params().get("noise_shrinkage")
+    result.noise_shrinkage = (estimator.get_params().get("head__noise_shrinkage")
                               if best is None else best)
     result.h_measures = None if noise_shrinkages is None else means
     result.accuracies = None if noise_shrinkages is None else mean_accuracies

@@ -1,6 +1,10 @@
 """Training FLOWR encoders: Sup-E / Sup-FC pre-training, meta-training, fine-tuning.
 
-The training half of the package, in four layers:
+The training half of the package, in five layers:
+
+- the stages :class:`~sklearn_flowr.FLOWRClassifier` is composed of
+  (:class:`SupE`, :class:`SupFC`, :class:`MetaTraining`): what to train, as
+  parameter objects reached as ``pretrain__epochs``, ``meta__n_way``, ...;
 
 - losses (:func:`flowr_episode_logits`, :func:`meta_training_loss`,
   :func:`sup_e_loss`), torch functions built on the same ``_core`` maths as the
@@ -67,6 +71,7 @@ from ._fine_tune import embed, fine_tune_last_layer
 from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._losses import flowr_episode_logits, meta_training_loss
 from ._nets import EpisodicMetaNet, FLOWRMetaLoss, SupELoss, SupENet, SupFCNet
+from ._stages import MetaTraining, SupE, SupFC
 from ._sup_e_losses import sup_e_logits, sup_e_loss, sup_e_penalty
 
 __all__ = [
@@ -77,9 +82,12 @@ __all__ = [
     "EpisodicMetaNet",
     "FLOWRMetaLoss",
     "FLOWRMetaModule",
+    "MetaTraining",
+    "SupE",
     "SupELoss",
     "SupEModule",
     "SupENet",
+    "SupFC",
     "SupFCModule",
     "SupFCNet",
     "accelerated",

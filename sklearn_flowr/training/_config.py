@@ -1,4 +1,4 @@
-"""One validated configuration of FLOWR's training and head.
+"""One validated configuration of FLOWR's training.
 
 :class:`~sklearn_flowr.FLOWRClassifier` turns its parameters into a
 :class:`FLOWRConfig` before any training starts; the training stages
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from numbers import Integral, Real
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -20,7 +20,6 @@ from sklearn.utils._param_validation import (
     HasMethods,
     Interval,
     StrOptions,
-    validate_parameter_constraints,
 )
 
 from ..encoders._factory import BACKBONE_NAMES
@@ -28,49 +27,25 @@ from ..encoders._factory import BACKBONE_NAMES
 __all__ = ["PARAMETER_CONSTRAINTS", "FLOWRConfig", "check_head_hyperparameters"]
 
 # The constraint of each FLOWRClassifier parameter on its own (scikit-learn's
-# ``_parameter_constraints``); FLOWRConfig adds those between parameters.
+# ``_parameter_constraints``); the stages validate their own settings and
+# FLOWRConfig the combination.
 PARAMETER_CONSTRAINTS: dict = {
-    "backbone": [StrOptions(set(BACKBONE_NAMES)),
-                 torch.nn.Module],
+    "backbone": [StrOptions(set(BACKBONE_NAMES)), torch.nn.Module],
     "setting": [StrOptions({"small", "large"})],
-    "pretrain": [StrOptions({"sup-e", "sup-fc"}), None],
-    "class_stats": [StrOptions({"empirical", "learned"})],
-    "a": [Interval(Real, 0, 1, closed="left")],
-    "sigma": [Interval(Real, 0, None, closed="neither")],
-    "class_prior": [StrOptions({"crp", "uniform"})],
-    "covariance": [StrOptions({"isotropic", "full"})],
-    "prior_scale": [Interval(Real, 0, None, closed="neither")],
-    "noise_shrinkage": [Interval(Real, 0, 1, closed="both"), StrOptions({"auto"})],
-    "calibrate_novelty": ["boolean"],
-    "calibration_cv": ["cv_object", None],
-    "match_sigma": ["boolean"],
-    "known_count": [Interval(Real, 0, None, closed="neither")],
-    "novel_label": "no_validation",
-    "embedding_dim": [Interval(Integral, 1, None, closed="left")],
-    "pretrain_epochs": [Interval(Integral, 0, None, closed="left")],
-    "meta_epochs": [Interval(Integral, 0, None, closed="left")],
-    "episodes_per_epoch": [Interval(Integral, 1, None, closed="left")],
-    "n_way": [Interval(Integral, 1, None, closed="left")],
-    "n_query": [Interval(Integral, 1, None, closed="left")],
-    "n_unknown": [Interval(Integral, 0, None, closed="left")],
-    "lr": [Interval(Real, 0, None, closed="neither"), None],
-    "meta_lr": [Interval(Real, 0, None, closed="neither"), None],
-    "head_lr": [Interval(Real, 0, None, closed="neither"), None],
-    "learn_sigma": ["boolean"],
-    "batch_size": [Interval(Integral, 1, None, closed="left")],
-    "beta": [Interval(Real, 0, None, closed="left")],
-    "lambda_adapt": [Interval(Real, 0, None, closed="left")],
+    "head": [HasMethods(["fit", "partial_fit", "predict_proba", "open_world_step"])],
+    "pretrain": [HasMethods(["config_fields"]), None],
+    "meta": [HasMethods(["config_fields"]), None],
+    "calibration": [StrOptions({"train"}), "cv_object", None],
+    "embedding_dim": [Interval(Integral, 1, 65536, closed="both")],
     "fine_tune_steps": [Interval(Integral, 0, None, closed="left")],
-    "known_table": [StrOptions({"refit", "learned"})],
     "update_known": ["boolean"],
-    "autocast": [StrOptions({"bf16"}), None],
+    "reuse_encoder": ["boolean"],
     "device": [str, torch.device],
     "accelerator": [HasMethods(["prepare", "backward"]), None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
     "checkpoint_dir": [str, os.PathLike, None],
 }
-
 
 
 def check_head_hyperparameters(*, a: float, sigma: float, class_prior: str,
@@ -122,22 +97,20 @@ def check_head_hyperparameters(*, a: float, sigma: float, class_prior: str,
 
 @dataclasses.dataclass(frozen=True)
 class FLOWRConfig:
-    """FLOWR's training and head hyper-parameters, checked together.
+    """FLOWR's training hyper-parameters, checked together.
 
-    The fields are :class:`~sklearn_flowr.FLOWRClassifier`'s parameters of the
-    same names (see there for their meaning), with the learning rates
-    resolved: ``lr`` holds the pre-training rate (the paper's 1e-3 for
-    Conv4/MLP, 1e-4 for ResNets when the estimator's is ``None``) and
-    ``meta_lr`` the meta-training rate (a tenth of ``lr`` when ``None``).
-    Building one runs every cross-parameter check; single values are checked
-    by the estimator's ``_parameter_constraints`` first.
+    The internal form of a :class:`~sklearn_flowr.FLOWRClassifier`'s encoder
+    side: its ``backbone``, ``setting`` and ``embedding_dim`` and the settings
+    of its stages (:class:`~._stages.SupE` / :class:`~._stages.SupFC`,
+    :class:`~._stages.MetaTraining`; ``pretrain_epochs``, ``meta_epochs`` and
+    ``meta_lr`` are their ``epochs`` and ``lr``), built by
+    :meth:`from_parts`. The online head's parameters are not here: the head
+    is built after training from ``FLOWRClassifier(head=...)``, so changing
+    them never changes what training computes. Building one runs every
+    cross-parameter check.
 
     Examples
     --------
-    >>> config = FLOWRConfig.from_params(dict(backbone="resnet12", lr=None,
-    ...                                       meta_lr=None))
-    >>> config.lr, config.meta_lr
-    (0.0001, 1e-05)
     >>> FLOWRConfig(a=0.9, known_count=0.5)
     Traceback (most recent call last):
     ...
@@ -152,13 +125,7 @@ class FLOWRConfig:
     sigma: float = 0.5
     match_sigma: bool = True
     class_prior: str = "crp"
-    covariance: str = "full"
-    prior_scale: float = 1.0
-    noise_shrinkage: float | str = 0.0
-    calibrate_novelty: bool = True
-    calibration_cv: Any = None
     known_count: float = 1.0
-    novel_label: Any = "auto"
     embedding_dim: int = 64
     pretrain_epochs: int = 20
     meta_epochs: int = 10
@@ -174,7 +141,6 @@ class FLOWRConfig:
     beta: float = 0.1
     lambda_adapt: float = 0.1
     known_table: str = "refit"
-    update_known: bool = False
     autocast: str | None = None
     verbose: int = 1
     checkpoint_dir: str | os.PathLike | None = None
@@ -187,57 +153,46 @@ class FLOWRConfig:
             raise ValueError("class_stats='learned' takes Sup-E's learned class "
                              f"parameters and needs pretrain='sup-e'; got "
                              f"pretrain={self.pretrain!r}.")
-        if self.covariance == "isotropic" and self.prior_scale != 1.0:
-            raise ValueError(
-                f"prior_scale={self.prior_scale} scales the empirical-Bayes prior "
-                "of the full head; the isotropic head's prior is meta-learned. "
-                "Use covariance='full' or prior_scale=1.0.")
-        if self.covariance == "isotropic" and self.noise_shrinkage != 0.0:
-            raise ValueError(
-                f"noise_shrinkage={self.noise_shrinkage} shrinks the full head's "
-                "estimated noise covariance; the isotropic head's noise is "
-                "sigma * I already. Use covariance='full' or noise_shrinkage=0.0.")
-        if (isinstance(self.noise_shrinkage, str) and self.calibration_cv is None
-                and self.covariance == "full"):
-            raise ValueError(
-                "noise_shrinkage='auto' is chosen on the held-out classes of "
-                "calibration_cv's folds; set calibration_cv (e.g. 2) or give "
-                "noise_shrinkage a number.")
-        if self.calibration_cv is not None and not self.calibrate_novelty:
-            raise ValueError(
-                "calibration_cv sets how the novelty map is fitted, and "
-                "calibrate_novelty=False fits none; set calibrate_novelty=True "
-                "or calibration_cv=None.")
-        if self.covariance == "full" and self.known_table == "learned":
-            raise ValueError(
-                "known_table='learned' keeps the meta-trained isotropic class "
-                "table, which covariance='full' (the default) replaces by "
-                "empirical Bayes; use known_table='refit', or "
-                "covariance='isotropic' (the paper's head) to keep the table.")
 
     @classmethod
-    def from_params(cls, params: dict) -> FLOWRConfig:
-        """The configuration of an estimator's ``get_params(deep=False)``.
+    def from_parts(cls, *, backbone="conv4", setting="small", embedding_dim=64,
+                   pretrain=None, meta=None, verbose=1,
+                   checkpoint_dir=None) -> FLOWRConfig:
+        """The configuration of a ``FLOWRClassifier``'s parts.
 
-        Each value is checked against :data:`PARAMETER_CONSTRAINTS` first
-        (scikit-learn's ``InvalidParameterError``), then the combination.
-        Parameters the configuration does not hold (``device``,
-        ``accelerator``, ``random_state``, ``fine_tune_steps``) are ignored:
-        they say where and from which seed training runs, not what it trains.
+        Each stage validates its own settings (scikit-learn's
+        ``InvalidParameterError``), then the combination is checked. The
+        learning rates are resolved here: ``lr`` is the pre-training rate
+        (the paper's 1e-3 for Conv4/MLP, 1e-4 for ResNets when ``None``) and
+        ``meta_lr`` the meta-training rate (a tenth of ``lr`` when ``None``).
+        ``meta=None`` trains no episodes (the prior then comes from the class
+        means); ``pretrain=None`` keeps the encoder as built.
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training import MetaTraining, SupE
+        >>> config = FLOWRConfig.from_parts(backbone="resnet12", pretrain=SupE(),
+        ...                                 meta=MetaTraining())
+        >>> config.lr, config.meta_lr
+        (0.0001, 1e-05)
         """
-        validate_parameter_constraints(
-            {name: PARAMETER_CONSTRAINTS[name] for name in params
-             if name in PARAMETER_CONSTRAINTS},
-            params, caller_name="FLOWRClassifier")
-        fields = {field.name for field in dataclasses.fields(cls)}
-        values = {name: value for name, value in params.items() if name in fields}
+        values = dict(backbone=backbone, setting=setting,
+                      embedding_dim=embedding_dim, verbose=verbose,
+                      checkpoint_dir=checkpoint_dir)
+        if pretrain is None:
+            values.update(pretrain=None, pretrain_epochs=0)
+        else:
+            values.update(pretrain.config_fields())
+        if meta is None:
+            values["meta_epochs"] = 0
+        else:
+            values.update(meta.config_fields())
         lr = values.get("lr")
         if lr is None:
-            backbone = values.get("backbone", cls.backbone)
             resnet = isinstance(backbone, str) and backbone.startswith("resnet")
             lr = 1e-4 if resnet else 1e-3
         values["lr"] = lr
-        # A pre-trained encoder is refined, not re-learned (see ``meta_lr``).
+        # A pre-trained encoder is refined, not re-learned (MetaTraining.lr).
         meta_lr = values.get("meta_lr")
         values["meta_lr"] = lr / 10 if meta_lr is None else meta_lr
         return cls(**values)
@@ -246,11 +201,6 @@ class FLOWRConfig:
     def takes_features(self) -> bool:
         """Whether the encoder reads feature vectors (an MLP or a user module)."""
         return not isinstance(self.backbone, str) or self.backbone == "mlp"
-
-    def head_params(self) -> dict:
-        """:class:`~sklearn_flowr.CRPGaussianClassifier` parameters of the head."""
-        return dict(a=self.a, sigma=self.sigma, class_prior=self.class_prior,
-                    known_count=self.known_count, novel_label=self.novel_label)
 
     def meta_module_params(self) -> dict:
         """:class:`~._heads.FLOWRMetaModule` hyper-parameters (its prior aside)."""

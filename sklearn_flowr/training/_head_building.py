@@ -1,11 +1,11 @@
-"""Stage 4 of FLOWR's training: the CRP-Gaussian head on the final encoder.
+"""After training: the CRP-Gaussian head on the final encoder.
 
-:func:`build_head` turns the meta-trained module into the online head: the
-learned prior, ``b`` and ``sigma`` on a head of the configuration's
-hyper-parameters; in the large context the training classes become its
-known-known classes (:func:`known_class_table`); with
-``covariance="full"`` the prior and noise come from empirical Bayes on the
-final embeddings instead.
+:func:`build_heads` turns the trained module and the user's head template into
+the online heads: the learned prior, ``b`` and ``sigma`` fill the template's
+``"auto"`` values (with ``covariance="full"`` the prior and noise come from
+empirical Bayes on the final embeddings instead), and the training classes
+become known classes (:func:`known_class_table`). Only this step reads the
+head's parameters, so a grid over them reuses the trained encoder.
 """
 
 from __future__ import annotations
@@ -14,12 +14,10 @@ import numpy as np
 from sklearn.base import clone
 
 from .._core import condition_on
-from .._empirical_head import empirical_bayes_head
 from ..protocol import calibrate_novelty
-from ._config import FLOWRConfig
 from ._heads import FLOWRMetaModule
 
-__all__ = ["build_head", "known_class_table"]
+__all__ = ["build_heads", "known_class_table"]
 
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
@@ -73,66 +71,96 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
     return nat_mean / precision, 1.0 / precision[:, 0]
 
 
-def build_head(template, meta: FLOWRMetaModule, Z, y_index, labels,
-               config: FLOWRConfig, *, random_state=None):
-    """The online head after meta-training.
+def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
+                setting: str, update_known: bool = False,
+                known_table: str = "refit", calibrate: bool = True,
+                random_state=None):
+    """The online heads after training: the prior alone, and the fitted one.
+
+    The template's ``"auto"`` values are filled from training: ``b`` is the
+    meta-learned concentration; with ``covariance="isotropic"`` the prior
+    ``(mu0, s0)`` and ``sigma`` are the meta-learned ones, with
+    ``covariance="full"`` they come from empirical Bayes on the final
+    embeddings ``Z``. Values the template gives explicitly are used as given.
+    The fitted head knows every training class (conditioned from the prior on
+    its embeddings) in both settings.
 
     Parameters
     ----------
     template : CRPGaussianClassifier
-        Unfitted, with the configuration's head parameters
-        (``config.head_params()``); not changed.
+        Unfitted; its parameters are the head's; not changed.
     meta : FLOWRMetaModule
-        Meta-trained, in evaluation mode.
+        Trained, in evaluation mode.
     Z : ndarray of shape (n_samples, embedding_dim)
-        Training embeddings under the final encoder (read in the large
-        context, with ``covariance="full"`` and with ``calibrate_novelty``).
+        Training embeddings under the final encoder.
     y_index : ndarray of shape (n_samples,)
     labels : ndarray of shape (n_classes,)
         The class labels of ``y_index``.
-    config : FLOWRConfig
+    setting : {"small", "large"}
+        Which head the novelty map is fitted on: small-context tasks start
+        from the prior head, large-context ones from the fitted head.
+    update_known : bool, default=False
+        Let online labels update the training classes (the paper keeps them
+        fixed).
+    known_table : {"refit", "learned"}, default="refit"
+        Isotropic head: condition every training class on ``Z``, or keep the
+        meta-learned table for the classes it holds.
+    calibrate : bool, default=True
+        Fit the Platt map of P(novel) on tasks of the training classes
+        (:func:`~sklearn_flowr.protocol.calibrate_novelty`) and set it on both
+        heads.
     random_state : int or None, default=None
-        Seeds the calibration tasks of ``config.calibrate_novelty``.
+        Seeds the calibration tasks.
 
     Returns
     -------
-    CRPGaussianClassifier
-        Small context, isotropic: unfitted, with the learned prior. Large
-        context: fitted on the training classes, kept fixed online unless
-        ``config.update_known``.
+    prior_head : CRPGaussianClassifier
+        Unfitted, carrying the prior: where a small-context task starts.
+    fitted_head : CRPGaussianClassifier
+        Fitted on the training classes.
 
     Examples
     --------
     >>> import numpy as np
     >>> from sklearn_flowr import CRPGaussianClassifier
     >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> config = FLOWRConfig(setting="large")
     >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), b=2.0)
     >>> meta.known_classes_ = np.arange(0)
     >>> Z = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
-    >>> head = build_head(CRPGaussianClassifier(**config.head_params()), meta,
-    ...                   Z, np.array([0, 0, 1, 1]), np.array([3, 7]), config)
-    >>> head.classes_, round(head.b, 6)
-    (array([3, 7]), 2.0)
+    >>> prior, fitted = build_heads(CRPGaussianClassifier(), meta, Z,
+    ...                             np.array([0, 0, 1, 1]), np.array([3, 7]),
+    ...                             setting="large", calibrate=False)
+    >>> fitted.classes_, round(fitted.b_, 6), prior.__sklearn_is_fitted__()
+    (array([3, 7]), 2.0, False)
     """
-    head = clone(template).set_params(**meta.head_kwargs())
-    if config.covariance == "full":
-        head = empirical_bayes_head(head, Z, labels[y_index],
-                                    setting=config.setting,
-                                    frozen=not config.update_known,
-                                    prior_scale=config.prior_scale,
-                                    covariance="full",
-                                    noise_shrinkage=config.noise_shrinkage)
-    elif config.setting == "large":
+    learned = meta.head_kwargs()
+    own = template.get_params(deep=False)
+    full = own.get("covariance") == "full"
+    fill = {name: value for name, value in learned.items()
+            if _is_auto(own.get(name)) and not (full and name != "b")}
+    head = clone(template).set_params(**fill)
+    if full:
+        fitted = head.fit(Z, labels[y_index])
+    else:
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
-                                             sigma=config.sigma,
-                                             known_table=config.known_table)
-        head.fit_class_embeddings(labels, means, variances,
-                                  frozen=not config.update_known)
-    if config.calibrate_novelty and config.calibration_cv is None:
+                                             sigma=float(head.sigma),
+                                             known_table=known_table)
+        fitted = head.fit_class_embeddings(labels, means, variances)
+    fitted._freeze_classes(not update_known)
+    prior = clone(fitted).set_params(
+        prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
+        b=fitted.b_, sigma=fitted.sigma_)
+    if calibrate:
         # Tasks of the training classes on the final embedding (the large
         # context refits a clone with some classes held out as novel).
-        fitted = calibrate_novelty(head, Z, labels[y_index], setting=config.setting,
-                                   random_state=random_state)
-        head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
-    return head
+        fitted_map = calibrate_novelty(prior if setting == "small" else fitted, Z,
+                                       labels[y_index], setting=setting,
+                                       random_state=random_state)
+        novelty_map = (fitted_map.slope, fitted_map.intercept)
+        prior.set_params(novelty_calibration=novelty_map)
+        fitted.set_params(novelty_calibration=novelty_map)
+    return prior, fitted
+
+
+def _is_auto(value) -> bool:
+    return isinstance(value, str) and value == "auto"

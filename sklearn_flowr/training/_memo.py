@@ -1,0 +1,109 @@
+"""Trained encoders kept in this process, so a refit of the head retrains nothing.
+
+A grid over the head's parameters (``GridSearchCV(FLOWRClassifier(),
+{"head__a": ..., "head__sigma": ...})``) fits one clone per candidate and
+fold; training the encoder is the whole cost of a fit, and it does not depend
+on the head. :class:`EncoderMemo` keeps the last few training results keyed by
+a fingerprint of everything training reads -- the data, the training
+configuration, the seed parameter and the device -- and hands out copies, so
+each estimator owns its modules. It lives in memory only (nothing is written
+to or read from disk), and each process has its own.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import threading
+from collections import OrderedDict
+from numbers import Integral
+
+import joblib
+import numpy as np
+
+__all__ = ["ENCODER_MEMO", "EncoderMemo"]
+
+
+class EncoderMemo:
+    """A small in-process LRU store of training results.
+
+    Parameters
+    ----------
+    max_entries : int, default=6
+        Results kept; the least recently used is dropped first. A 3-fold grid
+        with its refit needs 4.
+
+    Examples
+    --------
+    >>> memo = EncoderMemo(max_entries=1)
+    >>> key = memo.key(np.zeros((2, 1)), np.array([0, 1]), {"epochs": 1},
+    ...                random_state=0, device="cpu")
+    >>> memo.get(key) is None
+    True
+    >>> memo.put(key, {"z": np.ones(2)})
+    >>> memo.get(key)["z"]
+    array([1., 1.])
+    """
+
+    def __init__(self, max_entries: int = 6):
+        self.max_entries = max_entries
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(X, y, config, *, random_state, device) -> str | None:
+        """The fingerprint of a training run, or ``None`` when it has none.
+
+        ``random_state`` must be an int or ``None`` (then runs with ``None``
+        share their result, as the grid's clones do); a ``RandomState``
+        instance is a stream of draws, and such a run is never reused.
+
+        Parameters
+        ----------
+        X, y : ndarray
+            Training data as training reads it.
+        config : dataclass or dict
+            Everything else training reads (run settings such as ``verbose``
+            excluded by the caller).
+        random_state : int, None or other
+        device : str
+            Where training runs (CPU and CUDA results differ in rounding).
+        """
+        if random_state is not None and not isinstance(random_state, Integral):
+            return None
+        fields = (dataclasses.asdict(config) if dataclasses.is_dataclass(config)
+                  else dict(config))
+        return joblib.hash((np.asarray(X), np.asarray(y), sorted(
+            (name, repr(value) if isinstance(value, str | int | float | bool)
+             or value is None else value) for name, value in fields.items()),
+            random_state, str(device)))
+
+    def get(self, key):
+        """A deep copy of the result stored under ``key``, or ``None``."""
+        if key is None:
+            return None
+        with self._lock:
+            if key not in self._entries:
+                return None
+            self._entries.move_to_end(key)
+            return copy.deepcopy(self._entries[key])
+
+    def put(self, key, result) -> None:
+        """Store a deep copy of ``result`` under ``key`` (``None``: nothing)."""
+        if key is None or self.max_entries < 1:
+            return
+        stored = copy.deepcopy(result)
+        with self._lock:
+            self._entries[key] = stored
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        """Forget every stored result."""
+        with self._lock:
+            self._entries.clear()
+
+
+# The process's memo, shared by every FLOWRClassifier(reuse_encoder=True).
+ENCODER_MEMO = EncoderMemo()
