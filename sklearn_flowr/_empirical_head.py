@@ -10,13 +10,12 @@ the two cannot drift apart.
 
 from __future__ import annotations
 
-import numpy as np
 from sklearn.base import clone
 
 __all__ = ["empirical_bayes_head"]
 
 
-def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=1.0,
+def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=None,
                          **params):
     """FLOWR's head with its prior and noise fitted to labelled embeddings.
 
@@ -37,11 +36,11 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=1.
     frozen : bool, default=True
         Large context: keep the training classes fixed online (the paper's
         known-known classes); ignored in the small context.
-    prior_scale : float, default=1.0
-        Factor on the estimated prior covariance ``s0`` (``mu0``, the class
-        noise and ``b`` keep their estimates): the spread of new classes'
-        means around ``mu0`` is taken ``prior_scale`` times that of the
-        training classes' means. 1.0 is plain empirical Bayes.
+    prior_scale : float or None, default=None
+        Overrides the template's ``prior_scale``, the head's factor on the
+        estimated prior covariance ``s0`` (``mu0``, the class noise and ``b``
+        keep their estimates); ``None`` keeps the template's. Same as passing
+        it in ``params``.
     **params
         Overrides of the template's parameters, e.g. ``b="auto"`` to estimate
         the concentration too, or ``covariance="full"``.
@@ -49,18 +48,17 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=1.
     Returns
     -------
     head : CRPGaussianClassifier
+        Large context: fitted, with ``prior_mean``, ``prior_var`` and
+        ``sigma`` "auto". Small context: unfitted, with the estimates as its
+        parameters (``prior_var`` already scaled, so ``prior_scale=1.0``).
     """
+    if prior_scale is not None:
+        params["prior_scale"] = prior_scale
     empirical = clone(template).set_params(
         **{"prior_mean": "auto", "prior_var": "auto", "sigma": "auto", **params}
     ).fit(Z, y)
-    if prior_scale != 1.0:
-        # Refit with every estimate fixed, the prior covariance scaled.
-        empirical = clone(empirical).set_params(
-            prior_mean=empirical.prior_mean_,
-            prior_var=prior_scale * np.asarray(empirical.prior_var_),
-            sigma=empirical.sigma_, b=empirical.b_).fit(Z, y)
     if setting == "large":
         return empirical._freeze_classes(frozen)
     return clone(empirical).set_params(
         prior_mean=empirical.prior_mean_, prior_var=empirical.prior_var_,
-        b=empirical.b_, sigma=empirical.sigma_)
+        prior_scale=1.0, b=empirical.b_, sigma=empirical.sigma_)

@@ -8,6 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
 from ._core import log_softmax, softmax_rows_inplace
+from ._core._covariance import scale_prior_var
 from ._online_base import (  # noqa: F401 (MAX_ABS_INPUT: the input range)
     MAX_ABS_INPUT,
     OnlineOpenWorldClassifier,
@@ -16,6 +17,7 @@ from ._online_base import (  # noqa: F401 (MAX_ABS_INPUT: the input range)
 )
 from ._online_state import check_class_embeddings, new_head_state
 from ._params import check_novelty_map, snapshot_params
+from ._proba import OpenWorldProba
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -45,8 +47,13 @@ default="auto"
         (floored), so the head needs no knowledge of the feature scale; it
         needs a class with two or more samples. The paper fixes ``sigma=0.5``
         for embeddings meta-learned to that scale; pass it explicitly to
-        reproduce it. ``covariance="full"``: a float or the full matrix
-        ``Sigma_eps``; "auto" the shrunk pooled within-class covariance.
+        reproduce it. A matrix needs ``covariance="full"``. With
+        ``covariance="full"``, ``"auto"`` estimates the full noise covariance
+        ``Sigma_eps`` (the pooled within-class covariance, Ledoit-Wolf shrunk,
+        then by ``noise_shrinkage``); a float ``s`` uses isotropic noise
+        ``s * I``; a matrix is used as given (symmetric positive definite).
+        The choice moves P(novel) a lot on embeddings: search it on classes
+        the encoder did not see.
     prior_mean : float, array-like of shape (n_features,) or "auto", \
 default="auto"
         ``mu0``; ``"auto"`` takes the mean of the class means in ``fit``.
@@ -56,6 +63,15 @@ default="auto"
         means (isotropic, floored). An array gives a diagonal prior;
         ``covariance="full"`` also takes a full matrix, and "auto" is then the
         shrunk covariance of the class means.
+    prior_scale : float, default=1.0
+        Factor, ``> 0``, on the estimated ``s0`` when ``prior_var="auto"``
+        (``mu0``, ``sigma`` and ``b`` keep their estimates): new classes'
+        means are taken to spread ``prior_scale`` times as far around ``mu0``
+        as the means of ``fit``'s classes; 1.0 is plain empirical Bayes. A
+        given ``prior_var`` is used as it is and needs ``prior_scale=1.0``
+        (scale it yourself). Above 1 when the classes of ``fit`` are those an
+        embedding was trained on, whose means spread less than new classes'
+        (see docs/results.rst).
     covariance : {"isotropic", "full"}, default="isotropic"
         ``"isotropic"``: the paper's ``Sigma_eps = sigma * I``. ``"full"``: a
         full shared class noise and a full prior covariance (PLDA's
@@ -168,6 +184,7 @@ default="auto"
         "sigma": [StrOptions({"auto"}), _positive, "array-like"],
         "prior_mean": [StrOptions({"auto"}), Real, "array-like"],
         "prior_var": [StrOptions({"auto"}), _positive, "array-like"],
+        "prior_scale": [_positive],
         "covariance": [StrOptions({"isotropic", "full"})],
         "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
         "class_prior": [StrOptions({"crp", "uniform"})],
@@ -178,14 +195,15 @@ default="auto"
     _runtime_params = ("novelty_calibration",)
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
-                 prior_var="auto", covariance="isotropic", noise_shrinkage=0.0,
-                 class_prior="crp", known_count=1.0, novel_label="auto",
-                 novelty_calibration=None):
+                 prior_var="auto", prior_scale=1.0, covariance="isotropic",
+                 noise_shrinkage=0.0, class_prior="crp", known_count=1.0,
+                 novel_label="auto", novelty_calibration=None):
         self.a = a
         self.b = b
         self.sigma = sigma
         self.prior_mean = prior_mean
         self.prior_var = prior_var
+        self.prior_scale = prior_scale
         self.covariance = covariance
         self.noise_shrinkage = noise_shrinkage
         self.class_prior = class_prior
@@ -433,7 +451,8 @@ default="auto"
         >>> np.exp(clf.predict_log_proba([[0.1, 0.0]])).round(3)
         array([[0.997, 0.   , 0.003]])
         """
-        return log_softmax(self._joint_log_numerators(X))
+        log_proba = log_softmax(self._joint_log_numerators(X))
+        return OpenWorldProba(log_proba, self.classes_, is_log_proba=True)
 
     def predict_proba(self, X):
         """Posterior probabilities of the known classes and the novel class.
@@ -457,7 +476,8 @@ default="auto"
         array([[0.997, 0.   , 0.003],
                [0.   , 0.   , 1.   ]])
         """
-        return softmax_rows_inplace(self._joint_log_numerators(X))
+        proba = softmax_rows_inplace(self._joint_log_numerators(X))
+        return OpenWorldProba(proba, self.classes_)
 
     def predict(self, X):
         """Most probable class, or ``novel_label_`` when the novel class wins.
@@ -487,9 +507,13 @@ default="auto"
     # ----------------------------------------------------------------- helpers
     def _new_state(self, X, y_index, labels):
         """Fix the prior and the hyper-parameters for a fresh state."""
+        # prior_scale: the estimated s0, scaled, goes on as a given prior_var.
+        prior_var = scale_prior_var(
+            X, y_index, labels.shape[0], covariance=self.covariance,
+            prior_var=self.prior_var, prior_scale=float(self.prior_scale))
         state, hyper, b = new_head_state(
             X, y_index, labels.shape[0], a=float(self.a), b=self.b, sigma=self.sigma,
-            prior_mean=self.prior_mean, prior_var=self.prior_var,
+            prior_mean=self.prior_mean, prior_var=prior_var,
             covariance=self.covariance, class_prior=self.class_prior,
             known_count=self.known_count,
             noise_shrinkage=float(self.noise_shrinkage))

@@ -7,6 +7,7 @@ import pytest
 import torch
 from scipy.special import logsumexp as scipy_logsumexp
 from scipy.stats import multivariate_normal
+from sklearn.covariance import shrunk_covariance
 
 from sklearn_flowr._core import (
     add_observations,
@@ -253,7 +254,7 @@ def test_estimate_noise_var_needs_a_repeated_class(rng):
 
 
 def test_softmax_rows_inplace_matches_scipy(rng):
-    """Check the in-place (torch-backed) softmax against scipy, same memory."""
+    """Check the in-place softmax against scipy, same memory."""
     from scipy.special import softmax
 
     x = rng.normal(scale=200, size=(5, 9))
@@ -261,3 +262,29 @@ def test_softmax_rows_inplace_matches_scipy(rng):
     out = softmax_rows_inplace(x)
     assert out is x
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-300)
+
+
+def test_softmax_rows_inplace_equals_the_torch_kernels(rng):
+    """Check that the NumPy softmax equals the torch passes it replaced (shift,
+    clamp at -700, exp, divide) to 1e-12, on rows with underflowing entries."""
+    x = np.concatenate([rng.normal(scale=s, size=(20, 300))
+                        for s in (0.1, 10.0, 1000.0)])
+    view = torch.from_numpy(x.copy())
+    view.sub_(view.amax(dim=1, keepdim=True)).clamp_(min=-700.0).exp_()
+    expected = (view / view.sum(dim=1, keepdim=True)).numpy()
+    np.testing.assert_allclose(softmax_rows_inplace(x), expected, rtol=1e-12,
+                               atol=1e-300)
+
+
+@pytest.mark.parametrize("d", [1, 3, 40])
+@pytest.mark.parametrize("amount", [0.0, 0.37, 1.0])
+def test_shrunk_covariance_is_the_mix_towards_mean_eigenvalue(rng, d, amount):
+    """Check that scikit-learn's shrunk_covariance, which the full head uses for
+    its shrinkage, is ``(1 - s) C + s mean(eig) I`` (the trace kept) on random
+    SPD matrices, to 1e-12."""
+    A = rng.normal(size=(d, d + 2))
+    C = A @ A.T / d
+    expected = (1.0 - amount) * C + amount * np.trace(C) / d * np.eye(d)
+    out = shrunk_covariance(C, amount)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=0)
+    assert np.trace(out) == pytest.approx(np.trace(C), rel=1e-12)

@@ -4,6 +4,8 @@ labels and persistence: ``test_head_inputs.py``; ``sigma="auto"``:
 ``test_head_sigma.py``)."""
 
 import copy
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -254,3 +256,22 @@ def test_frozen_known_classes_do_not_move_online(rng):
     y_known, p_novel, _, _ = row_by_row(reference, X, y)
     np.testing.assert_allclose(out.p_novel, p_novel, rtol=1e-10)
     np.testing.assert_array_equal(out.y_known, y_known)
+
+
+def test_using_the_head_does_not_import_torch():
+    """Check that importing the package, fitting the head and predicting
+    (probabilities, log-probabilities, a streaming step) never loads torch."""
+    code = (
+        "import sys\n"
+        "import numpy as np\n"
+        "from sklearn_flowr import CRPGaussianClassifier\n"
+        "rng = np.random.default_rng(0)\n"
+        "clf = CRPGaussianClassifier().fit(rng.random((20, 3)), np.arange(20) % 2)\n"
+        "clf.predict_proba(rng.random((2, 3)))\n"
+        "clf.predict_log_proba(rng.random((2, 3)))\n"
+        "clf.open_world_step(rng.random((2, 3)), [0, 5])\n"
+        "print('torch' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                            text=True, check=True)
+    assert result.stdout.strip() == "False", result.stderr

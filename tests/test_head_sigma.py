@@ -148,3 +148,51 @@ def test_grid_search_over_sigma(raw_digits):
     assert scores["0.5"] < 0.05 < 0.8 < min(scores["20.0"], scores["auto"])
     assert search.best_params_["sigma"] in (20.0, "auto")
     assert search.best_estimator_.sigma_ > 1.0
+
+
+def pooled_within_class_variance_fast(X, y):
+    """The pooled within-class variance, averaged over features (vectorised)."""
+    labels = np.unique(y)
+    residual = X - np.array([X[y == label].mean(0) for label in labels])[
+        np.searchsorted(labels, y)]
+    return np.sum(residual**2) / (X.shape[0] - labels.shape[0]) / X.shape[1]
+
+
+@pytest.fixture(scope="module")
+def unit_noise_digits():
+    """Digit pixels scaled so that the pooled within-class variance is 1 (the
+    scale of an embedding): classes 0-4 half fitted, the rest queries, classes
+    5-9 never seen."""
+    X, y = load_digits(return_X_y=True)
+    X = X / np.sqrt(pooled_within_class_variance_fast(X, y))
+    fit = (y < 5) & (np.arange(y.shape[0]) % 2 == 0)
+    return X[fit], y[fit], X[~fit]
+
+
+def test_full_covariance_sigma_choices_are_as_documented(unit_noise_digits):
+    """Check that with covariance="full" a float sigma gives sigma * I, a
+    matrix is used as given and "auto" a full (not isotropic) estimate."""
+    X_fit, y_fit, _ = unit_noise_digits
+    d = X_fit.shape[1]
+    floated = CRPGaussianClassifier(covariance="full", sigma=0.1).fit(X_fit, y_fit)
+    np.testing.assert_array_equal(floated.sigma_, 0.1 * np.eye(d))
+    auto = CRPGaussianClassifier(covariance="full").fit(X_fit, y_fit)
+    assert auto.sigma_.shape == (d, d)
+    assert np.abs(auto.sigma_ - np.diag(np.diag(auto.sigma_))).max() > 0.01
+    given = CRPGaussianClassifier(covariance="full", sigma=auto.sigma_).fit(
+        X_fit, y_fit)
+    np.testing.assert_array_equal(given.sigma_, auto.sigma_)
+
+
+def test_full_covariance_sigma_moves_novelty(unit_noise_digits):
+    """Check that with covariance="full" the choice of sigma ("auto", 0.1 or
+    1.0) changes P(novel) materially on features of unit within-class
+    variance: sigma is worth searching."""
+    X_fit, y_fit, X_query = unit_noise_digits
+    p_novel = {
+        str(sigma): CRPGaussianClassifier(covariance="full", sigma=sigma)
+        .fit(X_fit, y_fit).predict_proba(X_query)[:, -1]
+        for sigma in ("auto", 0.1, 1.0)
+    }
+    for first, second in [("auto", "0.1"), ("auto", "1.0"), ("0.1", "1.0")]:
+        assert np.abs(p_novel[first] - p_novel[second]).max() > 0.05

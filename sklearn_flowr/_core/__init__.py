@@ -11,6 +11,7 @@ from ._covariance import (
     estimate_prior_covariance,
     prior_array,
     resolve_covariances,
+    scale_prior_var,
     whitening_basis,
 )
 from ._crp import (
@@ -64,6 +65,7 @@ __all__ = [
     "raw_from_concentration",
     "recalibrate_novel_column",
     "resolve_covariances",
+    "scale_prior_var",
     "softmax_rows_inplace",
     "whitening_basis",
 ]

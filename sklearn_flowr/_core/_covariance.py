@@ -25,7 +25,7 @@ prior. NumPy/SciPy only: this runs once per ``fit``.
 """
 
 import numpy as np
-from sklearn.covariance import ledoit_wolf_shrinkage
+from sklearn.covariance import ledoit_wolf_shrinkage, shrunk_covariance
 from sklearn.utils import Bunch
 
 from ._empirical_bayes import (
@@ -37,19 +37,10 @@ from ._empirical_bayes import (
 )
 
 
-def towards_isotropic(covariance, amount):
-    """``(1 - amount) * covariance + amount * mean(eig) * I``: the trace, and so
-    the mean variance, is kept; the eigenvalues move towards their mean."""
-    target = np.trace(covariance) / covariance.shape[0]
-    return (1.0 - amount) * covariance + amount * target * np.eye(
-        covariance.shape[0]
-    )
-
-
 def _shrunk(centred, covariance):
     """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``."""
     shrinkage = ledoit_wolf_shrinkage(centred, assume_centered=True)
-    return towards_isotropic(covariance, shrinkage)
+    return shrunk_covariance(covariance, shrinkage)
 
 
 def _floored(covariance, floor):
@@ -68,13 +59,14 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
         Class index of each row, in ``range(n_classes)``; every class occurs.
     n_classes : int
     extra_shrinkage : float in [0, 1], default=0.0
-        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's
-        (:func:`towards_isotropic`). Ledoit-Wolf only corrects the sampling
-        error of the estimate, which is small with many training rows; new
-        classes on an embedding trained on these classes are not squeezed in
-        the directions where the training classes are (``CRPGaussianClassifier``'s
-        ``noise_shrinkage``; docs/user_guide.rst, "The noise covariance of new
-        classes").
+        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's,
+        ``(1 - extra_shrinkage) * W + extra_shrinkage * mean(eig) * I``
+        (:func:`sklearn.covariance.shrunk_covariance`). Ledoit-Wolf only
+        corrects the sampling error of the estimate, which is small with many
+        training rows; new classes on an embedding trained on these classes
+        are not squeezed in the directions where the training classes are
+        (``CRPGaussianClassifier``'s ``noise_shrinkage``; docs/user_guide.rst,
+        "The noise covariance of new classes").
 
     Returns
     -------
@@ -109,7 +101,7 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
     residual = X - means[y_index]
     covariance = _shrunk(residual, residual.T @ residual / dof)
     if extra_shrinkage:
-        covariance = towards_isotropic(covariance, extra_shrinkage)
+        covariance = shrunk_covariance(covariance, extra_shrinkage)
     return _floored(covariance, noise_var_floor(X))
 
 
@@ -243,6 +235,61 @@ def _as_matrix(value, n_features):
     return np.diag(np.broadcast_to(value, (n_features,)).astype(np.float64))
 
 
+def _estimate_prior(X, y_index, n_classes, *, full):
+    """Empirical-Bayes ``(mu0, s0)``: ``s0`` of shape (1,) or, when ``full``,
+    (n_features, n_features)."""
+    if n_classes < 2:
+        raise ValueError(
+            "Estimating the prior ('auto') needs at least 2 classes in "
+            f"the first batch; got {n_classes} class. Give prior_mean, "
+            "prior_var and b."
+        )
+    if full:
+        return estimate_prior_covariance(X, y_index, n_classes)
+    mean_hat, var_hat = estimate_prior(X, y_index, n_classes)
+    return mean_hat, np.array([var_hat])
+
+
+def scale_prior_var(X, y_index, n_classes, *, covariance, prior_var, prior_scale):
+    """The head's ``prior_var`` with its ``prior_scale`` applied.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features)
+    y_index : ndarray of shape (n_samples,)
+    n_classes : int
+    covariance : {"isotropic", "full"}
+    prior_var : float, array-like or "auto"
+        The head's parameter.
+    prior_scale : float
+        Factor on the estimated ("auto") ``s0``.
+
+    Returns
+    -------
+    prior_var : float, array-like or "auto"
+        ``prior_var`` itself when ``prior_scale == 1``; otherwise
+        ``prior_scale`` times the empirical-Bayes ``s0`` of
+        :func:`resolve_covariances` (shape (1,), or (n_features, n_features)
+        when ``covariance="full"``), which then uses it as given.
+
+    Raises
+    ------
+    ValueError
+        ``prior_scale != 1`` with a given ``prior_var``: the scale applies to
+        the estimate only (a given ``s0`` is scaled by whoever gives it).
+    """
+    if prior_scale == 1.0:
+        return prior_var
+    if not isinstance(prior_var, str):
+        raise ValueError(
+            f"prior_scale={prior_scale} scales the estimated prior variance "
+            "(prior_var='auto'), but prior_var is given: scale the given "
+            "prior_var instead and leave prior_scale=1.0."
+        )
+    _, var_hat = _estimate_prior(X, y_index, n_classes, full=covariance == "full")
+    return prior_scale * var_hat
+
+
 def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
                         prior_var, need_classes, noise_shrinkage=0.0):
     """Fix ``sigma``, ``mu0`` and ``s0`` (estimating the "auto" ones) for a head.
@@ -291,17 +338,7 @@ def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
     if prior_var is not None and prior_var.ndim == 1 and not np.all(prior_var > 0):
         raise ValueError("prior_var must be positive.")
     if prior_mean is None or prior_var is None or need_classes:
-        if n_classes < 2:
-            raise ValueError(
-                "Estimating the prior ('auto') needs at least 2 classes in "
-                f"the first batch; got {n_classes} class. Give prior_mean, "
-                "prior_var and b."
-            )
-        if full:
-            mean_hat, var_hat = estimate_prior_covariance(X, y_index, n_classes)
-        else:
-            mean_hat, var_hat = estimate_prior(X, y_index, n_classes)
-            var_hat = np.array([var_hat])
+        mean_hat, var_hat = _estimate_prior(X, y_index, n_classes, full=full)
         prior_mean = mean_hat if prior_mean is None else prior_mean
         prior_var = var_hat if prior_var is None else prior_var
     hyper = Bunch(sigma=sigma, prior_mean=prior_mean, prior_var=prior_var,

@@ -1,4 +1,7 @@
-"""Stable log-sum-exp and log-softmax over the last axis, for any array API."""
+"""Stable log-sum-exp and log-softmax over the last axis, for any array API,
+and the head's in-place NumPy softmax."""
+
+import numpy as np
 
 from ._namespace import get_namespace
 
@@ -28,20 +31,16 @@ def softmax_rows_inplace(scores):
     """Turn a float64 NumPy array of log-weights into row probabilities, in place.
 
     The exponentials of an (n_samples, n_classes + 1) block at 10^4 classes
-    cost as much as the matrix product that made it. NumPy's ``exp`` is not
-    vectorised for float64 on every CPU, so the passes run through torch's
-    threaded, vectorised kernels on a zero-copy view of the same memory.
-    Arguments far below the underflow point send ``exp`` down a slow path
-    (three times slower at 10^4 classes), so shifted log-weights are clamped
-    at -700 first: such entries become ``exp(-700) ~ 1e-304`` instead of an
-    underflowed 0, a change far below float64 resolution of a probability
-    row.
+    cost as much as the matrix product that made it, so this runs in place
+    (one pass of ``exp``, no temporaries of that size) and in NumPy only: the
+    head's prediction path never imports torch. Arguments far below the
+    underflow point send ``exp`` down a slow path (three times slower at 10^4
+    classes), so shifted log-weights are clamped at -700 first: such entries
+    become ``exp(-700) ~ 1e-304`` instead of an underflowed 0, a change far
+    below float64 resolution of a probability row.
     """
-    import torch
-
-    view = torch.from_numpy(scores)
-    view.sub_(view.amax(dim=1, keepdim=True))
-    view.clamp_(min=-700.0)
-    view.exp_()
-    view.div_(view.sum(dim=1, keepdim=True))
+    scores -= scores.max(axis=1, keepdims=True)
+    np.maximum(scores, -700.0, out=scores)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=1, keepdims=True)
     return scores
