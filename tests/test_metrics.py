@@ -9,7 +9,7 @@ from scipy.integrate import quad
 from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LogisticRegression
-from sklearn.metrics import make_scorer, roc_auc_score, roc_curve
+from sklearn.metrics import log_loss, make_scorer, roc_auc_score, roc_curve
 from sklearn.model_selection import StratifiedKFold, cross_val_score
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -17,6 +17,7 @@ from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.metrics import (
     h_measure,
     novelty_threshold_at_tpr,
+    open_world_log_loss,
     open_world_report,
 )
 
@@ -247,6 +248,159 @@ def test_h_measure_scorer_on_decision_function():
         rtol=0,
         atol=1e-12,
     )
+
+
+def _open_world_head(blobs, known=(0, 1, 2)):
+    """The head fitted on some classes of the blobs, with all the rows."""
+    X, y = blobs
+    seen = np.isin(y, known)
+    return CRPGaussianClassifier().fit(X[seen], y[seen]), X, y
+
+
+def test_h_measure_of_open_world_proba_scores_novel_column(blobs):
+    """Check that predict_proba's output is scored as P(novel) vs unseen label."""
+    head, X, y = _open_world_head(blobs)
+    proba = head.predict_proba(X)
+    expected = h_measure((y == 3).astype(int), np.asarray(proba)[:, -1])
+    assert h_measure(y, proba) == expected
+    assert h_measure(y, proba, severity_ratio="auto") == h_measure(
+        (y == 3).astype(int), np.asarray(proba)[:, -1], severity_ratio="auto"
+    )
+
+
+def test_h_measure_of_open_world_log_proba_matches_proba(blobs):
+    """Check that predict_log_proba's output gives predict_proba's H-measure."""
+    head, X, y = _open_world_head(blobs)
+    assert h_measure(y, head.predict_log_proba(X)) == pytest.approx(
+        h_measure(y, head.predict_proba(X)), abs=1e-12
+    )
+
+
+def test_h_measure_open_world_fold_without_novel_rows_is_refused(blobs):
+    """Check the clear error when no test row is of a class left out of fit."""
+    head, X, y = _open_world_head(blobs)
+    known = y < 3
+    with pytest.raises(ValueError, match="no row of a class the estimator did not"):
+        h_measure(y[known], head.predict_proba(X[known]))
+    with pytest.raises(ValueError, match="no row of a class the estimator trained"):
+        h_measure(y[~known], head.predict_proba(X[~known]))
+
+
+def test_h_measure_rejects_plain_2d_scores_with_open_world_hint(blobs):
+    """Check that a plain 2-D array is refused with how to score novelty."""
+    head, X, y = _open_world_head(blobs)
+    with pytest.raises(ValueError, match="one-dimensional.*novelty_scorer"):
+        h_measure(y, np.asarray(head.predict_proba(X)))
+
+
+def test_h_measure_open_world_refuses_pos_label(blobs):
+    """Check that pos_label is refused: the positive class is 'novel'."""
+    head, X, y = _open_world_head(blobs)
+    with pytest.raises(ValueError, match="pos_label=3 does not apply"):
+        h_measure(y, head.predict_proba(X), pos_label=3)
+
+
+def test_h_measure_of_a_column_slice_is_not_open_world(blobs):
+    """Check that a sliced P(novel) column is an ordinary score, not an output."""
+    head, X, y = _open_world_head(blobs)
+    with pytest.raises(ValueError, match="only supports binary"):
+        h_measure(y, head.predict_proba(X)[:, -1])
+
+
+# --------------------------------------------------------- open_world_log_loss
+
+
+def _brute_force_log_loss(y_true, proba, known_classes):
+    """-mean log p of each row's own column, or of the novel column."""
+    known = list(known_classes)
+    total = 0.0
+    for label, row in zip(y_true, np.asarray(proba), strict=True):
+        column = known.index(label) if label in known else len(known)
+        total -= np.log(row[column])
+    return total / len(y_true)
+
+
+def test_open_world_log_loss_matches_brute_force(blobs):
+    """Check the loss against a row-by-row loop, novel rows on P(novel)."""
+    head, X, y = _open_world_head(blobs, known=(0, 2))
+    proba = head.predict_proba(X)
+    expected = _brute_force_log_loss(y, proba, head.classes_)
+    assert open_world_log_loss(y, proba) == pytest.approx(expected, rel=1e-12)
+
+
+def test_open_world_log_loss_matches_sklearn_log_loss_with_novel_label(blobs):
+    """Check the loss equals log_loss once unseen labels become one novel label."""
+    head, X, y = _open_world_head(blobs, known=(0, 1))
+    proba = head.predict_proba(X)
+    novel = 99  # sorts after the known classes, like the last column
+    relabelled = np.where(np.isin(y, head.classes_), y, novel)
+    expected = log_loss(relabelled, np.asarray(proba), labels=[0, 1, novel])
+    assert open_world_log_loss(y, proba) == pytest.approx(expected, rel=1e-12)
+
+
+def test_open_world_log_loss_follows_unsorted_classes(blobs):
+    """Check that columns follow classes_ in arrival order, not sorted order."""
+    X, y = blobs
+    order = np.r_[np.flatnonzero(y == 2), np.flatnonzero(y == 0)]
+    head = CRPGaussianClassifier(
+        prior_mean=0.0, prior_var=16.0, b=1.0, sigma=0.5
+    ).partial_fit(X[order], y[order])
+    assert_array_equal(head.classes_, [2, 0])
+    proba = head.predict_proba(X)
+    expected = _brute_force_log_loss(y, proba, [2, 0])
+    assert open_world_log_loss(y, proba) == pytest.approx(expected, rel=1e-12)
+
+
+def test_open_world_log_loss_of_log_proba_matches_proba(blobs):
+    """Check that predict_log_proba's output gives the same loss."""
+    head, X, y = _open_world_head(blobs)
+    assert open_world_log_loss(y, head.predict_log_proba(X)) == pytest.approx(
+        open_world_log_loss(y, head.predict_proba(X)), rel=1e-10
+    )
+
+
+def test_open_world_log_loss_sample_weight(blobs, rng):
+    """Check that sample weights weight the rows' negative log-likelihoods."""
+    head, X, y = _open_world_head(blobs)
+    proba = head.predict_proba(X)
+    weight = rng.uniform(size=y.shape[0])
+    per_row = [_brute_force_log_loss(y[[i]], proba[[i]], head.classes_)
+               for i in range(y.shape[0])]
+    assert open_world_log_loss(y, proba, sample_weight=weight) == pytest.approx(
+        np.average(per_row, weights=weight), rel=1e-12
+    )
+
+
+def test_open_world_log_loss_scores_a_fold_without_novel_rows(blobs):
+    """Check that a closed-world fold is scored like sklearn's log_loss."""
+    head, X, y = _open_world_head(blobs, known=(0, 1, 2, 3))
+    proba = head.predict_proba(X)
+    expected = log_loss(y, np.asarray(proba), labels=[0, 1, 2, 3, 4])
+    assert open_world_log_loss(y, proba) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("is_log_proba", [False, True])
+def test_open_world_log_loss_clips_a_zero_probability(is_log_proba):
+    """Check that a zero probability costs -log(eps), like sklearn's log_loss."""
+    from sklearn_flowr._proba import OpenWorldProba
+
+    values = np.array([[1.0, 0.0], [0.0, 1.0]])
+    if is_log_proba:
+        with np.errstate(divide="ignore"):
+            values = np.log(values)
+    proba = OpenWorldProba(values, [0], is_log_proba=is_log_proba)
+    # Both rows put probability 0 on their true column (class 0 is column 0,
+    # the unseen class 5 the novel column).
+    expected = log_loss([1, 0], [[1.0, 0.0], [0.0, 1.0]], labels=[0, 1])
+    assert expected == pytest.approx(-np.log(np.finfo(float).eps))
+    assert open_world_log_loss([5, 0], proba) == pytest.approx(expected, rel=1e-12)
+
+
+def test_open_world_log_loss_rejects_plain_array(blobs):
+    """Check that an array without known classes is refused, saying why."""
+    head, X, y = _open_world_head(blobs)
+    with pytest.raises(ValueError, match="carries the classes the classifier knew"):
+        open_world_log_loss(y, np.asarray(head.predict_proba(X)))
 
 
 # ------------------------------------------------------ novelty_threshold_at_tpr

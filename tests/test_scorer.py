@@ -1,4 +1,5 @@
-"""Tests of sklearn_flowr.metrics.novelty_scorer in open-world model selection."""
+"""Tests of open-world scoring in model selection: novelty_scorer, and
+make_scorer over h_measure and open_world_log_loss."""
 
 import numpy as np
 import pytest
@@ -7,12 +8,13 @@ from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV, StratifiedKFold, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.metrics import h_measure, novelty_scorer
+from sklearn_flowr.metrics import h_measure, novelty_scorer, open_world_log_loss
 from sklearn_flowr.model_selection import OpenWorldSplit
 
 
@@ -126,3 +128,113 @@ def test_grid_search_over_pipeline(digits):
     best = search.best_params_
     manual = _manual_cv_scores(clone(pipe).set_params(**best), X, y, cv)
     assert search.best_score_ == pytest.approx(np.mean(manual), abs=1e-12)
+
+
+# ------------------------------------------ make_scorer on the N + 1 columns
+
+H_SCORER = make_scorer(h_measure, response_method="predict_proba")
+GRID = {"a": [0.0, 0.5], "sigma": ["auto", 0.5]}
+
+
+def _hand_h_measure(params, X, y, train, test):
+    """H of one fold's P(novel) column vs "label not in the training fold"."""
+    head = CRPGaussianClassifier(**params).fit(X[train], y[train])
+    p_novel = np.asarray(head.predict_proba(X[test]))[:, -1]
+    is_novel = ~np.isin(y[test], y[train])
+    return h_measure(is_novel.astype(int), p_novel)
+
+
+def test_grid_search_with_h_measure_scorer_equals_hand_computation(digits):
+    """Check the users' GridSearchCV(make_scorer(h_measure)) fold by fold."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    search = GridSearchCV(
+        CRPGaussianClassifier(), GRID, scoring=H_SCORER, cv=cv, error_score="raise"
+    ).fit(X, y)
+    results = search.cv_results_
+    for i, params in enumerate(results["params"]):
+        for fold, (train, test) in enumerate(cv.split(X, y)):
+            expected = _hand_h_measure(params, X, y, train, test)
+            assert results[f"split{fold}_test_score"][i] == pytest.approx(
+                expected, abs=1e-12
+            )
+    assert np.all(np.isfinite(results["mean_test_score"]))
+
+
+def test_h_measure_scorer_equals_novelty_scorer(digits):
+    """Check that make_scorer(h_measure) and novelty_scorer give the same scores."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    head = CRPGaussianClassifier(a=0.5, sigma=0.5)
+    assert_allclose(
+        cross_val_score(head, X, y, cv=cv, scoring=H_SCORER),
+        cross_val_score(head, X, y, cv=cv, scoring=novelty_scorer),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_cross_val_score_with_h_measure_scorer_is_finite(digits):
+    """Check cross_val_score with the h_measure scorer: finite, in [0, 1]."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=4, random_state=1)
+    scores = cross_val_score(CRPGaussianClassifier(), X, y, cv=cv, scoring=H_SCORER)
+    assert np.all((scores >= 0) & (scores <= 1))
+
+
+def test_h_measure_log_proba_scorer_equals_proba_scorer(digits):
+    """Check that the scorer on predict_log_proba gives predict_proba's score."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    log_scorer = make_scorer(h_measure, response_method=("predict_log_proba",))
+    assert_allclose(
+        cross_val_score(CRPGaussianClassifier(), X, y, cv=cv, scoring=log_scorer),
+        cross_val_score(CRPGaussianClassifier(), X, y, cv=cv, scoring=H_SCORER),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
+def test_h_measure_scorer_without_novel_rows_errs_clearly(digits):
+    """Check that a closed-world splitter gets an error that names the fix."""
+    X, y = digits
+    with pytest.raises(
+        ValueError, match="no row of a class the estimator did not train on.*Open"
+    ):
+        cross_val_score(
+            CRPGaussianClassifier(), X, y, cv=StratifiedKFold(3),
+            scoring=H_SCORER, error_score="raise",
+        )
+
+
+def test_open_world_log_loss_scorer_in_cross_val_score(digits):
+    """Check the open-world neg log-loss scorer against a manual loop."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=3, n_novel_classes=2, random_state=0)
+    scorer = make_scorer(
+        open_world_log_loss, greater_is_better=False, response_method="predict_proba"
+    )
+    head = CRPGaussianClassifier(a=0.5, sigma="auto")
+    scores = cross_val_score(head, X, y, cv=cv, scoring=scorer, error_score="raise")
+    manual = [
+        -open_world_log_loss(
+            y[test], clone(head).fit(X[train], y[train]).predict_proba(X[test])
+        )
+        for train, test in cv.split(X, y)
+    ]
+    assert_allclose(scores, manual, rtol=1e-12)
+    assert np.all(np.isfinite(scores))
+
+
+@pytest.mark.parametrize("scoring, match", [
+    ("neg_log_loss", "different number of classes: 10 vs 9"),
+    ("roc_auc_ovr", "Number of classes in y_true not equal to the number of col"),
+])
+def test_sklearn_scorers_cannot_score_novel_column(digits, scoring, match):
+    """Check the documented failure of sklearn's own scorers (user guide,
+    "Scoring in GridSearchCV") when two classes are held out."""
+    X, y = digits
+    cv = OpenWorldSplit(n_splits=2, n_novel_classes=2, random_state=0)
+    with pytest.raises(ValueError, match=match):
+        cross_val_score(CRPGaussianClassifier(), X, y, cv=cv, scoring=scoring,
+                        error_score="raise")

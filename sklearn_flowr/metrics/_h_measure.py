@@ -9,6 +9,8 @@ from sklearn.utils import check_array, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.multiclass import type_of_target
 
+from .._proba import novel_rows
+
 
 def _binary_target(y_true, pos_label):
     """Return ``y_true == pos_label`` after checking that the task is binary.
@@ -20,7 +22,8 @@ def _binary_target(y_true, pos_label):
     if target_type != "binary":
         raise ValueError(
             "h_measure only supports binary y_true (two classes); got a "
-            f"{target_type!r} target."
+            f"{target_type!r} target. To score an open-world classifier's "
+            "novelty, pass its whole predict_proba output or use novelty_scorer."
         )
     classes = np.unique(y_true)
     if classes.shape[0] != 2:
@@ -43,6 +46,27 @@ def _binary_target(y_true, pos_label):
             f"pos_label={pos_label!r} is not a label of y_true ({classes.tolist()!r})."
         )
     return y_true == pos_label
+
+
+def _novelty_problem(y_true, y_score, pos_label):
+    """The binary problem "is the row novel?" of an open-world output.
+
+    ``y_score`` is an :class:`~sklearn_flowr._proba.OpenWorldProba`: its last
+    column is P(novel) (or its log), and a row is novel when its label is not
+    one of the classes the estimator knew when it predicted.
+    """
+    if pos_label is not None:
+        raise ValueError(
+            f"pos_label={pos_label!r} does not apply to an open-world "
+            "predict_proba output: the positive class is 'novel' (a label "
+            "the estimator did not train on)."
+        )
+    is_novel = novel_rows(y_true, y_score.known_classes)
+    p_novel = np.asarray(y_score)[:, -1]
+    if y_score.is_log_proba:
+        # exp keeps the ranking of predict_proba's column, ties included.
+        p_novel = np.exp(p_novel)
+    return is_novel.astype(np.int8), p_novel
 
 
 def _cost_beta_shapes(cost_beta, severity_ratio, n_pos, n_neg):
@@ -162,9 +186,21 @@ def h_measure(
         True binary labels. If they are not {0, 1} or {-1, 1}, ``pos_label``
         must be given.
 
-    y_score : array-like of shape (n_samples,)
+    y_score : array-like of shape (n_samples,) or (n_samples, n_classes + 1)
         Any real-valued scores, higher meaning more likely positive
         (probabilities, decision function values, ...). Ties are allowed.
+
+        Or the array that an open-world classifier's ``predict_proba`` (or
+        ``predict_log_proba``) returned, unchanged, such as
+        :meth:`CRPGaussianClassifier.predict_proba
+        <sklearn_flowr.CRPGaussianClassifier.predict_proba>`: it carries the
+        classes the classifier knew. The score is then its last column,
+        P(novel), and the positive rows are those whose label is not one of
+        those classes, so ``make_scorer(h_measure,
+        response_method="predict_proba")`` scores novelty detection in
+        :class:`~sklearn.model_selection.GridSearchCV` with
+        :class:`~sklearn_flowr.model_selection.OpenWorldSplit` (each test fold
+        needs rows of both kinds). A plain 2-D array is refused.
 
     cost_beta : tuple of (float, float), default=(2.0, 2.0)
         Shapes ``(alpha, beta)`` of the Beta cost density ``u(c)``. The default
@@ -177,7 +213,8 @@ def h_measure(
         positives over number of negatives).
 
     pos_label : int, float, bool or str, default=None
-        The label of the positive class.
+        The label of the positive class. Must be None with an open-world
+        ``y_score``, whose positive class is "novel".
 
     Returns
     -------
@@ -212,7 +249,21 @@ def h_measure(
     0.4431
     >>> h_measure(y_true, [0.1, 0.2, 0.3, 0.7, 0.8])
     1.0
+
+    On an open-world classifier's ``predict_proba``, novel rows are those of
+    classes it did not train on (here class 2):
+
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
+    >>> y = np.array([0, 0, 1, 1, 2, 2])
+    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
+    >>> h_measure(y, head.predict_proba(X))
+    1.0
     """
+    if getattr(y_score, "known_classes", None) is not None:
+        y_true, y_score = _novelty_problem(y_true, y_score, pos_label)
+        pos_label = None
     y_true = column_or_1d(y_true)
     y_score = check_array(
         y_score, ensure_2d=False, dtype="numeric", input_name="y_score"
@@ -220,7 +271,10 @@ def h_measure(
     if y_score.ndim != 1:
         raise ValueError(
             f"y_score must be one-dimensional; got shape {y_score.shape}. For a "
-            "binary predict_proba output pass the positive-class column."
+            "binary predict_proba output pass the positive-class column. To "
+            "score an open-world estimator's novelty, pass the array its "
+            "predict_proba returned, unchanged (it carries the known classes; "
+            "np.asarray drops them), or use scoring=novelty_scorer."
         )
     check_consistent_length(y_true, y_score)
     y_bool = _binary_target(y_true, pos_label)

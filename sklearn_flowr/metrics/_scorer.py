@@ -1,8 +1,8 @@
 """A scorer for open-world cross-validation (novel = label unknown to the model)."""
 
 import numpy as np
-from sklearn.utils import column_or_1d
 
+from .._proba import novel_rows
 from ._h_measure import h_measure
 
 
@@ -16,6 +16,11 @@ def novelty_scorer(estimator, X, y) -> float:
     novel-class probability, against that indicator, so it can be passed as
     ``scoring=novelty_scorer`` to :class:`~sklearn.model_selection.GridSearchCV`
     or :func:`~sklearn.model_selection.cross_val_score` (higher is better).
+    On this package's classifiers it equals ``make_scorer(h_measure,
+    response_method="predict_proba")`` whenever the training fold has three
+    classes or more (with one or two, scikit-learn's scorer hands the metric a
+    single known class's column); it has no such limit, and it also takes an
+    estimator whose ``predict_proba`` has the layout below as a plain array.
 
     Parameters
     ----------
@@ -56,15 +61,7 @@ def novelty_scorer(estimator, X, y) -> float:
             f"{type(estimator).__name__} has no classes_; novelty_scorer needs a "
             "fitted classifier to tell known labels from novel ones."
         )
-    y = column_or_1d(y)
-    is_novel = ~np.isin(y, np.asarray(classes))
-    if is_novel.all() or not is_novel.any():
-        kind = "novel" if is_novel.all() else "known"
-        raise ValueError(
-            f"Cannot score this fold: every row has a {kind} label. The test fold "
-            "needs rows of classes in estimator.classes_ and rows of classes "
-            "held out of training (use OpenWorldSplit)."
-        )
+    is_novel = novel_rows(y, classes)
     proba = np.asarray(estimator.predict_proba(X))
     n_columns = len(classes) + 1
     if proba.ndim != 2 or proba.shape[1] != n_columns:

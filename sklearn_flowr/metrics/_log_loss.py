@@ -1,0 +1,114 @@
+"""Log-loss of an open-world classifier, novel rows scored on the novel column."""
+
+import numpy as np
+from sklearn.utils import check_array, check_consistent_length, column_or_1d
+from sklearn.utils._param_validation import validate_params
+
+from .._proba import novel_rows
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_proba": ["array-like"],
+        "sample_weight": ["array-like", None],
+    },
+    prefer_skip_nested_validation=True,
+)
+def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
+    """Log-loss of open-world probabilities: novel rows count on P(novel).
+
+    A row whose label is one of the classes the classifier knew is scored on
+    that class's column; a row of any other class (one the classifier never
+    trained on) is scored on the last column, the novel class. The loss is the
+    mean of ``-log p`` over the rows, lower being better, so
+    ``make_scorer(open_world_log_loss, greater_is_better=False,
+    response_method="predict_proba")`` is the open-world ``neg_log_loss``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels; they may include labels the classifier never saw.
+
+    y_proba : array of shape (n_samples, n_classes + 1)
+        The array that an open-world classifier's ``predict_proba`` or
+        ``predict_log_proba`` returned, unchanged: it carries the classes the
+        classifier knew (``known_classes``) and whether it holds
+        log-probabilities. Columns follow those classes; the last is novel.
+
+    sample_weight : array-like of shape (n_samples,), default=None
+        Weights of the rows.
+
+    Returns
+    -------
+    loss : float
+        The (weighted) mean negative log-likelihood. Probabilities are clipped
+        to ``[eps, 1 - eps]`` (``eps`` of their float type), as
+        :func:`sklearn.metrics.log_loss` does, so a wrong certainty costs a
+        large finite amount.
+
+    See Also
+    --------
+    h_measure : How well P(novel) ranks the novel rows above the known ones.
+
+    Notes
+    -----
+    scikit-learn's ``scoring="neg_log_loss"`` (and ``"roc_auc_ovr"``) cannot
+    score this output: they match the sorted labels of ``y_true`` to the
+    columns by position. Where the test fold holds one class more than the
+    model knows (one class held out), the counts agree and they return a
+    finite score that is wrong: from the held-out class on, every class is
+    scored on the next class's column and the largest label on P(novel).
+    With more classes held out they raise ("y_true and y_prob contain
+    different number of classes", "Number of classes in y_true not equal to
+    the number of columns in 'y_score'"), which ``GridSearchCV`` and
+    ``cross_val_score`` turn into NaN scores with a warning.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.metrics import open_world_log_loss
+    >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
+    >>> y = np.array([0, 0, 1, 1, 2, 2])
+    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
+    >>> proba = head.predict_proba(X)  # columns 0, 1, novel
+    >>> loss = open_world_log_loss(y, proba)  # class 2 scored on P(novel)
+    >>> bool(np.isclose(loss, -np.log(proba[[0, 1, 2, 3, 4, 5],
+    ...                                     [0, 0, 1, 1, 2, 2]]).mean()))
+    True
+    """
+    known_classes = getattr(y_proba, "known_classes", None)
+    if known_classes is None:
+        raise ValueError(
+            "open_world_log_loss needs the array an open-world classifier's "
+            "predict_proba or predict_log_proba returned, unchanged: it carries "
+            "the classes the classifier knew (known_classes), which tell the "
+            "novel rows. Got a plain array (np.asarray, slicing or arithmetic "
+            "drops them)."
+        )
+    is_log_proba = y_proba.is_log_proba
+    y_true = column_or_1d(y_true)
+    # A log-probability of -inf (a probability of 0) is valid; NaN is not.
+    values = check_array(
+        np.asarray(y_proba),
+        dtype=[np.float64, np.float32],
+        ensure_all_finite=not is_log_proba,
+        input_name="y_proba",
+    )
+    if np.isnan(values).any():
+        raise ValueError("y_proba contains NaN.")
+    check_consistent_length(y_true, values, sample_weight)
+    is_novel = novel_rows(y_true, known_classes, require_both=False)
+    # The novel column is the last; a known label's column is its position in
+    # known_classes, which follow classes_ and need not be sorted.
+    order = np.argsort(known_classes, kind="stable")
+    columns = np.full(y_true.shape[0], known_classes.shape[0])
+    columns[~is_novel] = order[np.searchsorted(known_classes[order], y_true[~is_novel])]
+    chosen = values[np.arange(y_true.shape[0]), columns]
+    eps = np.finfo(values.dtype).eps
+    if is_log_proba:
+        log_p = np.clip(chosen, np.log(eps), np.log1p(-eps))
+    else:
+        log_p = np.log(np.clip(chosen, eps, 1.0 - eps))
+    return float(-np.average(log_p, weights=sample_weight))
