@@ -28,6 +28,9 @@ def test_api_reference_lists_every_public_name():
     assert not missing, f"not in docs/api.rst: {missing}"
 
 
+# Minutes of Sphinx and gallery: run as its own CI step (.ci/run),
+# `pytest -m docs tests/test_docs.py`, not in the default `pytest`.
+@pytest.mark.docs
 @pytest.mark.slow
 def test_docs_build_without_warnings(tmp_path):
     """Check that Sphinx builds the user guide, the API reference and the
