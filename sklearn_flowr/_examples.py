@@ -18,12 +18,15 @@ def _fitted(setting):
     from sklearn.datasets import load_digits
 
     from ._flowr import FLOWRClassifier
+    from .training import MetaTraining, SupE
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0  # 64 pixel features, for the "mlp" backbone
     clf = FLOWRClassifier(backbone="mlp", setting=setting, embedding_dim=4,
-                          pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2,
-                          n_way=3, n_unknown=1, verbose=0, random_state=0)
+                          pretrain=SupE(epochs=1),
+                          meta=MetaTraining(epochs=1, episodes_per_epoch=2,
+                                            n_way=3, n_unknown=1),
+                          verbose=0, random_state=0)
     return clf.fit(X[y < 5], y[y < 5]), X, y
 
 
@@ -38,8 +41,9 @@ def flowr_example(setting="large"):
     -------
     clf : FLOWRClassifier
         ``FLOWRClassifier(backbone="mlp", setting=setting, embedding_dim=4,
-        pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2, n_way=3,
-        n_unknown=1, verbose=0, random_state=0)`` fitted on digits 0-4.
+        pretrain=SupE(epochs=1), meta=MetaTraining(epochs=1,
+        episodes_per_epoch=2, n_way=3, n_unknown=1), verbose=0,
+        random_state=0)`` fitted on digits 0-4.
     X : ndarray of shape (1797, 64)
         The digits' pixels in [0, 1].
     y : ndarray of shape (1797,)

@@ -289,7 +289,7 @@ def check_targets(targets):
 
 def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
-                    "(FLOWRClassifier's calibration_cv, "
+                    "(FLOWRClassifier's calibration=k, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
     """The Platt map of P(novel) to first sightings, and its in-sample ECE.
 

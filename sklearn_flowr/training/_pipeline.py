@@ -138,7 +138,7 @@ def train_encoder(X, labels, y_index, config: FLOWRConfig,
     >>> trained = train_encoder(X, np.arange(4), y, config,
     ...                         StageRunner(torch.device("cpu"), seed=0))
     >>> trained["embeddings"].shape, sorted(trained["history_"])
-    ((717, 4), ['meta', 'pretrain'])
+    ((720, 4), ['meta', 'pretrain'])
     """
     torch.manual_seed(runner.seed)
     # On a GPU the training images live there when they fit, so batches and
