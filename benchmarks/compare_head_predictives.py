@@ -4,7 +4,9 @@ Trains (or loads from the cache) one ``FLOWRClassifier`` on a benchmark
 dataset, embeds the training and test images with its meta-trained encoder,
 and runs the same seeded small-context tasks through:
 
-- ``gaussian meta``: FLOWR's head as meta-trained (the paper's predictive);
+- ``gaussian meta``: FLOWR's head as meta-trained (the paper's predictive:
+  ``FLOWRClassifier(head=CRPGaussianClassifier(), calibration=None)``, its
+  ``prior_head_``);
 - ``gaussian EB``: the paper's isotropic-Gaussian predictive with ``mu0``,
   ``s0``, ``b`` and ``sigma`` by empirical Bayes on the training classes;
 - ``full-cov EB``: the same head with a full class-noise covariance and a full
@@ -38,10 +40,10 @@ import torch
 from sklearn.base import clone
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
-from sklearn_flowr._core import estimate_noise_covariance
 from sklearn_flowr.baselines import NCMClassifier
 from sklearn_flowr.cli._benchmark_setup import load_benchmark_data
 from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
+from sklearn_flowr.training import MetaTraining, SupE
 
 
 def parse_args(argv=None):
@@ -62,15 +64,28 @@ def parse_args(argv=None):
     return parser.parse_args(argv)
 
 
+def model_params(args) -> dict:
+    """The small-context ``FLOWRClassifier`` whose embedding is compared: the
+    paper's isotropic head with its meta-learned prior, unmapped."""
+    return dict(setting="small", embedding_dim=args.embedding_dim,
+                head=CRPGaussianClassifier(), calibration=None,
+                pretrain=SupE(epochs=args.pretrain_epochs),
+                meta=MetaTraining(epochs=args.meta_epochs,
+                                  episodes_per_epoch=args.episodes_per_epoch,
+                                  n_way=args.n_way),
+                random_state=args.seed, device="cpu", verbose=0)
+
+
 def embedding(args) -> dict:
     """Train/test embeddings of the meta-trained encoder and its learned head
     hyper-parameters, from the cache when present."""
-    params = dict(setting="small", embedding_dim=args.embedding_dim,
-                  pretrain_epochs=args.pretrain_epochs, meta_epochs=args.meta_epochs,
-                  episodes_per_epoch=args.episodes_per_epoch, n_way=args.n_way,
-                  random_state=args.seed, device="cpu", verbose=0)
-    key = hashlib.sha256(json.dumps([args.dataset, args.max_per_class, params],
-                                    sort_keys=True).encode()).hexdigest()[:12]
+    params = model_params(args)
+    described = FLOWRClassifier(**params).get_params(deep=True)
+    described = {name: value for name, value in described.items()
+                 if "__" in name or not hasattr(value, "get_params")}
+    key = hashlib.sha256(json.dumps([args.dataset, args.max_per_class, described],
+                                    sort_keys=True, default=repr).encode()
+                         ).hexdigest()[:12]
     path = Path(args.cache_dir) / f"{args.dataset}-{key}.npz"
     if path.exists():
         with np.load(path, allow_pickle=False) as cached:
@@ -80,15 +95,15 @@ def embedding(args) -> dict:
     torch.set_num_threads(2)
     tic = time.perf_counter()
     model = FLOWRClassifier(**params).fit(data.X_train, data.y_train)
-    print(f"trained {params} in {time.perf_counter() - tic:.0f} s", flush=True)
-    # Small context: the head is unfitted, its meta-learned prior in its params.
-    head = model.head_.get_params()
+    print(f"trained {model} in {time.perf_counter() - tic:.0f} s", flush=True)
+    # The small context's start: the head with the meta-learned prior.
+    prior = model.prior_head_.get_params()
     arrays = dict(Z_train=model.transform(data.X_train), y_train=data.y_train,
                   Z_test=model.transform(data.X_test), y_test=data.y_test,
-                  meta_prior_mean=np.asarray(head["prior_mean"], dtype=float),
-                  meta_prior_var=np.asarray(head["prior_var"], dtype=float),
-                  meta_b=np.float64(head["b"]), meta_sigma=np.float64(head["sigma"]),
-                  params=np.array(json.dumps(params)))
+                  meta_prior_mean=np.asarray(prior["prior_mean"], dtype=float),
+                  meta_prior_var=np.asarray(prior["prior_var"], dtype=float),
+                  meta_b=np.float64(prior["b"]), meta_sigma=np.float64(prior["sigma"]),
+                  params=np.array(repr(model)))
     path.parent.mkdir(parents=True, exist_ok=True)
     np.savez(path, **arrays)
     print(f"cached the embedding in {path}", flush=True)
@@ -111,7 +126,7 @@ def main(argv=None):
         return
     Z_train, y_train = arrays["Z_train"], arrays["y_train"]
     Z_test, y_test = arrays["Z_test"], arrays["y_test"]
-    print(f"embedding {json.loads(str(arrays['params']))}: {Z_train.shape[0]} "
+    print(f"embedding of {arrays['params']}: {Z_train.shape[0]} "
           f"training rows / {np.unique(y_train).shape[0]} classes, "
           f"{Z_test.shape[0]} test rows / {np.unique(y_test).shape[0]} classes, "
           f"d = {Z_train.shape[1]}")
@@ -124,8 +139,9 @@ def main(argv=None):
         "NCM": NCMClassifier(),
         "NCM whitened": NCMClassifier(),
     }
-    labels, y_index = np.unique(y_train, return_inverse=True)
-    noise = estimate_noise_covariance(Z_train, y_index, labels.shape[0])
+    # The pooled within-class covariance (Ledoit-Wolf shrunk): the full head's
+    # class noise by empirical Bayes.
+    noise = CRPGaussianClassifier(covariance="full").fit(Z_train, y_train).sigma_
     values, vectors = np.linalg.eigh(noise)
     whitened_test = Z_test @ (vectors / np.sqrt(values))
     tasks = SmallContextTasks(y_test, n_support_classes=10, n_novel_classes=5,

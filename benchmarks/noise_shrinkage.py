@@ -1,16 +1,20 @@
 """Does shrinking the full head's noise covariance help on new classes?
 
-The full-covariance head takes its class noise ``W`` from the training classes'
-embeddings (Ledoit-Wolf shrunk). On an embedding trained on those classes, the
-encoder squeezes their within-class scatter in some directions; new classes
-are not squeezed there, so a Mahalanobis distance under ``W`` over-weighs
-those directions for them. ``noise_shrinkage`` moves ``W``'s eigenvalues
-towards their mean (``CRPGaussianClassifier``'s parameter). This script reads
-``flowr-benchmark``'s cache (same options and keys; it trains and caches a
-model when it is absent) and prints, per setting and pre-training:
+The full-covariance head (``CRPGaussianClassifier(covariance="full")``,
+``FLOWRClassifier``'s default) takes its class noise ``W`` from the training
+classes' embeddings (Ledoit-Wolf shrunk). On an embedding trained on those
+classes, the encoder squeezes their within-class scatter in some directions;
+new classes are not squeezed there, so a Mahalanobis distance under ``W``
+over-weighs those directions for them. ``head__noise_shrinkage`` moves ``W``'s
+eigenvalues towards their mean. This script fits ``FLOWRClassifier(head=
+CRPGaussianClassifier(covariance="full"), calibration=None)`` per setting and
+pre-training on a ``flowr-benchmark`` dataset, refits it once per shrinkage
+with ``set_params(head__noise_shrinkage=s)`` (the trained encoder is reused,
+``reuse_encoder=True``) and prints:
 
 - the sweep: H-measure / accuracy at the fixed TPR / ECE of P(novel) (the
-  model's own, unmapped) of the full head for each shrinkage in
+  model's own, unmapped) of the fitted model's head (``prior_head_`` in the
+  small context, ``head_`` in the large one) for each shrinkage in
   ``--shrinkages``, and NCM on the same embedding, on all test classes;
 - an honest choice: the test classes are split in two halves; the shrinkage
   with the best H-measure on one half's tasks is scored on the other half's
@@ -18,53 +22,43 @@ model when it is absent) and prints, per setting and pre-training:
   ``--min-half-classes`` test classes in each half (glyphs, kanji), else
   "n/a" (digits, fashion-mnist: 5 test classes).
 
-Usage (the other options are ``flowr-benchmark``'s)::
+The data, contexts and tasks are ``flowr-benchmark``'s (same seeds); its
+training options are accepted here too (a subset, see ``--help``).
+
+Usage::
 
     python benchmarks/noise_shrinkage.py --quick --seed 0 \
-        --cache-dir ~/.cache/sklearn_flowr --shrinkages 0 0.1 0.25
+        --shrinkages 0 0.1 0.25
 """
 
 from __future__ import annotations
 
-import argparse
-import functools
 import sys
+from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
-from sklearn_flowr.cli._benchmark import (
-    _TPR,
-    benchmark_data,
-    model_params,
-    parse_args,
-    setting_data,
-)
-from sklearn_flowr.cli._benchmark_report import run_probe
-from sklearn_flowr.cli._benchmark_setup import (
-    features_or_load,
-    fit_or_load_model,
-    method_template,
-    model_key,
-)
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.cli._benchmark_setup import baseline_template, setting_data
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,
     evaluate_online,
 )
-from sklearn_flowr.protocol._calibrate import small_context_sizes
 
-
-def _own_options(argv):
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--shrinkages", type=float, nargs="+",
-                        default=[0.0, 0.05, 0.1, 0.2, 0.3])
-    parser.add_argument("--min-half-classes", type=int, default=10)
-    own, rest = parser.parse_known_args(argv)
-    if 0.0 not in own.shrinkages:
-        own.shrinkages = [0.0, *own.shrinkages]
-    if not all(0.0 <= s <= 1.0 for s in own.shrinkages):
-        parser.error(f"--shrinkages must lie in [0, 1]; got {own.shrinkages}")
-    return own, rest
+# The probes' shared run (flowr-benchmark's options, model and tasks), from
+# this script's folder whether run or imported.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _probe import (  # noqa: E402
+    TPR,
+    benchmark_data,
+    build_model,
+    build_parser,
+    parse_args,
+    run_probe,
+    small_context_sizes,
+)
 
 
 def class_halves(y_test, seed):
@@ -95,16 +89,25 @@ def make_tasks(setting, y_eval, novel_pool, known, args):
 
 def _figures(estimator, Z, y, tasks, setting, args):
     report = evaluate_online(estimator, Z, y, tasks, setting=setting,
-                             tpr=_TPR[setting], n_jobs=args.n_jobs, verbose=0)
+                             tpr=TPR[setting], n_jobs=args.n_jobs, verbose=0)
     return {"h_measure": float(report.h_measure),
             "accuracy": float(report.accuracy),
             "ece": None if report["ece"] is None else float(report["ece"])}
 
 
+def shrunk_heads(model, shrinkages, X_fit, y_fit, setting):
+    """The fitted model's head for each shrinkage (one training: the refits
+    reuse the encoder), and the model of the first."""
+    heads, first = {}, None
+    for s in shrinkages:
+        fitted = clone(model).set_params(head__noise_shrinkage=s).fit(X_fit, y_fit)
+        heads[s] = fitted.prior_head_ if setting == "small" else fitted.head_
+        first = fitted if first is None else first
+    return heads, first
+
+
 def probe(args, shrinkages, min_half_classes, log=print) -> dict:
-    cache = args.cache_dir or None
     data = benchmark_data(args)
-    data_key = data.fingerprint()
     halves = class_halves(data.y_test, args.seed)
     out = {"dataset": args.dataset, "seed": args.seed, "shrinkages": shrinkages,
            "settings": {}}
@@ -112,16 +115,12 @@ def probe(args, shrinkages, min_half_classes, log=print) -> dict:
         X_fit, y_fit, X_eval, y_eval = setting_data(setting, data, args.seed)
         known = (np.unique(y_fit)[:0] if setting == "small" else np.unique(y_fit))
         for pretrain in args.pretrain:
-            params = model_params(args, setting, pretrain)
-            model = fit_or_load_model(params, X_fit, y_fit, data_key=data_key,
-                                      cache_dir=cache, log=log)
-            features = features_or_load(model_key(params, data_key), model,
-                                        {"fit": X_fit, "eval": X_eval},
-                                        cache_dir=cache, log=log)
-            Z_fit, Z_eval = features["flowr/fit"], features["flowr/eval"]
-            heads = {s: method_template("flowr-full", setting, model, Z_fit, y_fit,
-                                        noise_shrinkage=s) for s in shrinkages}
-            ncm = method_template("ncm-flowr-emb", setting, model, Z_fit, y_fit)
+            model = build_model(args, setting, pretrain, calibration=None,
+                                head=CRPGaussianClassifier(covariance="full"))
+            log(f"{setting} {pretrain}: training on {X_fit.shape[0]} images ...")
+            heads, fitted = shrunk_heads(model, shrinkages, X_fit, y_fit, setting)
+            Z_fit, Z_eval = fitted.transform(X_fit), fitted.transform(X_eval)
+            ncm = baseline_template("ncm", setting, Z_fit, y_fit)
             mask, tasks = make_tasks(setting, y_eval, np.unique(data.y_test),
                                      known, args)
             Z, y = Z_eval[mask], y_eval[mask]
@@ -146,6 +145,7 @@ def _choose(heads, ncm, Z_eval, y_eval, halves, known, setting, args):
         chosen = max(h_pick, key=lambda s: (h_pick[s], -s))
         mask, tasks = make_tasks(setting, y_eval, held, known, args)
         Z, y = Z_eval[mask], y_eval[mask]
+
         def score(estimator, Z=Z, y=y, tasks=tasks):
             return _figures(estimator, Z, y, tasks, setting, args)
 
@@ -178,11 +178,20 @@ def _cell(f):
 
 
 def main(argv=None) -> dict:
-    own, rest = _own_options(list(sys.argv[1:] if argv is None else argv))
-    return run_probe(parse_args(rest),
-                     functools.partial(probe, shrinkages=own.shrinkages,
-                                       min_half_classes=own.min_half_classes),
-                     format_probe, "noise_shrinkage.json")
+    parser = build_parser(__doc__.split("\n")[0])
+    parser.add_argument("--shrinkages", type=float, nargs="+",
+                        default=[0.0, 0.05, 0.1, 0.2, 0.3],
+                        help="values of head__noise_shrinkage (0 is always "
+                        "measured)")
+    parser.add_argument("--min-half-classes", type=int, default=10)
+    args = parse_args(parser, list(sys.argv[1:] if argv is None else argv))
+    if 0.0 not in args.shrinkages:
+        args.shrinkages = [0.0, *args.shrinkages]
+    if not all(0.0 <= s <= 1.0 for s in args.shrinkages):
+        parser.error(f"--shrinkages must lie in [0, 1]; got {args.shrinkages}")
+    return run_probe(args, lambda args, log: probe(
+        args, args.shrinkages, args.min_half_classes, log=log),
+        format_probe, "noise_shrinkage.json")
 
 
 if __name__ == "__main__":

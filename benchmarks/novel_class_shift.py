@@ -1,7 +1,8 @@
 """Why P(novel) stays miscalibrated on encoders trained on few classes.
 
-FLOWR's head takes its noise covariance ``W`` and its prior covariance ``S0``
-of the class means from the training classes' embeddings. The Gaussian
+FLOWR's full-covariance head (``CRPGaussianClassifier(covariance="full")``,
+``FLOWRClassifier``'s default) takes its noise covariance ``W`` and its prior
+covariance ``S0`` of the class means from the training classes' embeddings. The Gaussian
 predictive of the novel class, ``N(mu0, S0 + W)``, pays an Occam factor of
 ``1/2 log det(I + W^-1 S0)`` against a known class; that is right when new
 classes spread like the training classes. An encoder trained on five classes
@@ -11,9 +12,10 @@ known class and P(novel) collapses to ~0, far below the rate of first
 sightings, and a Platt map fitted on training classes (where novelty *is*
 visible) cannot see that.
 
-This probe reads ``flowr-benchmark``'s cache (same options, same keys; it
-trains and caches the small-context model when it is absent) and prints, per
-pre-training:
+This probe fits the small-context ``FLOWRClassifier(head=
+CRPGaussianClassifier(covariance="full"), calibration=None)`` on a
+``flowr-benchmark`` dataset (its data, tasks and training options, a subset)
+and prints, per pre-training:
 
 - the shift: the mean generalised eigenvalue of the test classes' pooled
   within-class covariance against ``W`` (``noise x``) and of their class-mean
@@ -21,46 +23,41 @@ pre-training:
   training classes";
 - the median novelty log-odds of first sightings and of the other queries;
 - H-measure / accuracy at the fixed TPR / ECE of the full-covariance head as
-  deployed, with its calibration map (``calibrate_novelty`` on the training
-  classes), and with ``W`` and ``S0`` rescaled by the test classes' own ratios
-  (an oracle no deployed model has: it shows whether knowing the shift would
-  fix the calibration).
+  deployed (``prior_head_``), with its calibration map (the same model refitted
+  with ``calibration="train"``, which reuses the trained encoder), and with
+  ``W`` and ``S0`` rescaled by the test classes' own ratios (an oracle no
+  deployed model has: it shows whether knowing the shift would fix the
+  calibration).
 
 Usage (the options are ``flowr-benchmark``'s)::
 
-    python benchmarks/novel_class_shift.py --quick --dataset digits --seed 0 \
-        --cache-dir ~/.cache/sklearn_flowr
+    python benchmarks/novel_class_shift.py --quick --dataset digits --seed 0
 """
 
 from __future__ import annotations
 
 import copy
 import sys
+from pathlib import Path
 
 import numpy as np
+from sklearn.base import clone
 
-from sklearn_flowr._core._covariance import (
-    estimate_noise_covariance,
-    estimate_prior_covariance,
-)
-from sklearn_flowr.cli._benchmark import (
-    _TPR,
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
+
+# The probes' shared run (flowr-benchmark's options, model and tasks), from
+# this script's folder whether run or imported.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _probe import (  # noqa: E402
+    TPR,
     benchmark_data,
-    model_params,
+    build_model,
+    build_parser,
     parse_args,
+    run_probe,
+    small_context_sizes,
 )
-from sklearn_flowr.cli._benchmark_report import run_probe
-from sklearn_flowr.cli._benchmark_setup import (
-    features_or_load,
-    fit_or_load_model,
-    method_template,
-    model_key,
-)
-from sklearn_flowr.protocol import (
-    SmallContextTasks,
-    evaluate_online,
-)
-from sklearn_flowr.protocol._calibrate import small_context_sizes
 
 
 def scale_ratio(reference, covariance):
@@ -73,12 +70,13 @@ def scale_ratio(reference, covariance):
 
 
 def shift_ratios(head, Z, y):
-    """``(noise x, prior x)`` of the classes of ``(Z, y)`` against a fitted
-    full-covariance head's ``sigma`` (``W``) and ``prior_var`` (``S0``)."""
-    labels, y_index = np.unique(y, return_inverse=True)
-    noise = estimate_noise_covariance(Z, y_index, labels.shape[0])
-    _, prior = estimate_prior_covariance(Z, y_index, labels.shape[0])
-    return scale_ratio(head.sigma, noise), scale_ratio(head.prior_var, prior)
+    """``(noise x, prior x)`` of the classes of ``(Z, y)`` against a
+    full-covariance prior head's ``sigma`` (``W``) and ``prior_var``
+    (``S0``): the same empirical-Bayes estimates (Ledoit-Wolf shrunk) on
+    ``(Z, y)``, by a full head fitted there."""
+    own = CRPGaussianClassifier(covariance="full").fit(Z, y)
+    return (scale_ratio(head.sigma, own.sigma_),
+            scale_ratio(head.prior_var, own.prior_var_))
 
 
 def _summary(report):
@@ -96,39 +94,35 @@ def _summary(report):
 
 def probe(args, log=print) -> dict:
     """Shift ratios and the head's figures per pre-training (small context)."""
-    cache = args.cache_dir or None
     data = benchmark_data(args)
-    data_key = data.fingerprint()
     n_support, n_novel = small_context_sizes(np.unique(data.y_test).shape[0])
     tasks = SmallContextTasks(data.y_test, n_support_classes=n_support,
                               n_novel_classes=n_novel, n_tasks=args.tasks,
                               random_state=args.seed)
     out = {"dataset": args.dataset, "seed": args.seed, "pretrain": {}}
     for pretrain in args.pretrain:
-        params = model_params(args, "small", pretrain)
-        model = fit_or_load_model(params, data.X_train, data.y_train,
-                                  data_key=data_key, cache_dir=cache, log=log)
-        features = features_or_load(model_key(params, data_key), model,
-                                    {"fit": data.X_train, "eval": data.X_test},
-                                    cache_dir=cache, log=log)
-        Z_fit, Z_eval = features["flowr/fit"], features["flowr/eval"]
-        head = method_template("flowr-full", "small", model, Z_fit, data.y_train)
+        model = build_model(args, "small", pretrain, calibration=None,
+                            head=CRPGaussianClassifier(covariance="full"))
+        log(f"{pretrain}: training on {data.X_train.shape[0]} images ...")
+        model.fit(data.X_train, data.y_train)
+        # The same model with its map: the refit reuses the trained encoder.
+        calibrated = clone(model).set_params(calibration="train").fit(
+            data.X_train, data.y_train)
+        Z_eval = model.transform(data.X_test)
+        head = model.prior_head_
         noise_x, prior_x = shift_ratios(head, Z_eval, data.y_test)
-        calibration = dict(random_state=args.seed, n_jobs=args.n_jobs)
         variants = {
             "full head": head,
-            "full head, calibrated": method_template(
-                "flowr-full-cal", "small", model, Z_fit, data.y_train,
-                calibration=calibration),
+            "full head, calibrated": calibrated.prior_head_,
             # set_params on a copy: the deployed head stays as it is.
             "full head, W and S0 x test ratios (oracle)":
                 copy.deepcopy(head).set_params(sigma=noise_x * head.sigma,
                                                prior_var=prior_x * head.prior_var),
         }
         figures = {}
-        for name, head in variants.items():
-            report = evaluate_online(head, Z_eval, data.y_test, tasks,
-                                     setting="small", tpr=_TPR["small"],
+        for name, estimator in variants.items():
+            report = evaluate_online(estimator, Z_eval, data.y_test, tasks,
+                                     setting="small", tpr=TPR["small"],
                                      n_jobs=args.n_jobs, return_rows=True,
                                      verbose=0)
             figures[name] = _summary(report)
@@ -156,8 +150,10 @@ def format_probe(result) -> str:
 
 
 def main(argv=None) -> dict:
-    return run_probe(parse_args(argv), probe, format_probe, "novel_class_shift.json")
+    parser = build_parser(__doc__.split("\n")[0])
+    args = parse_args(parser, list(sys.argv[1:] if argv is None else argv))
+    return run_probe(args, probe, format_probe, "novel_class_shift.json")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -43,8 +43,8 @@ Methods
 - ``flowr``: ``CRPGaussianClassifier`` with FLOWR's hyper-parameters
   (``a = 0.5``, CRP class prior, known-class pseudo-count 1) and what
   meta-training would learn -- ``mu0``, ``s0``, ``b`` and ``sigma`` -- by
-  empirical Bayes on the training classes' features
-  (``empirical_bayes_head``, as ``flowr-benchmark``'s ``flowr-no-meta``).
+  empirical Bayes on the training classes' features (``CRPGaussianClassifier``'s
+  ``"auto"`` values, fitted there; ``sklearn_flowr._empirical_head``).
 - ``flowr-full``: the same with ``covariance="full"`` (full class noise and
   full prior covariance, both by empirical Bayes).
 - ``flowr-full-cal``: ``flowr-full`` with P(novel) Platt-mapped by
@@ -106,7 +106,6 @@ from torch import nn
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._empirical_head import empirical_bayes_head
-from sklearn_flowr.cli._benchmark import _small_context_sizes
 from sklearn_flowr.cli._benchmark_setup import (
     baseline_template,
     load_benchmark_data,
@@ -239,10 +238,19 @@ def head_prior(head):
 
 
 # ------------------------------------------------------------- protocol
+def small_context_sizes(n_classes):
+    """The paper's 10 support + 5 novel classes, in proportion below 15
+    classes (3 + 2 of 5), as ``flowr-benchmark`` draws them."""
+    if n_classes >= 15:
+        return 10, 5
+    n_novel = max(1, round(n_classes / 3))
+    return n_classes - n_novel, n_novel
+
+
 def setting_data(setting, data, Z_train, Z_test, seed, args):
     """(fit features, labels, eval features, labels, tasks, protocol)."""
     if setting == "small":
-        n_support, n_novel = _small_context_sizes(np.unique(data.y_test).shape[0])
+        n_support, n_novel = small_context_sizes(np.unique(data.y_test).shape[0])
         tasks = SmallContextTasks(data.y_test, n_support_classes=n_support,
                                   n_novel_classes=n_novel, n_tasks=args.n_tasks,
                                   random_state=seed)

@@ -24,7 +24,7 @@ from .protocol._cross_fit import cross_fit_on_plan
 from .training._checkpoints import check_fingerprint
 from .training._config import PARAMETER_CONSTRAINTS, FLOWRConfig
 from .training._device import deterministic_cuda
-from .training._head_building import build_heads
+from .training._head_building import build_heads, check_head_template
 from .training._memo import ENCODER_MEMO
 from .training._pipeline import (
     check_calibration_plan,
@@ -272,6 +272,7 @@ default="train"
         self._validate_params()
         config = self._training_config()
         self.head._validate_params()
+        check_head_template(self.head, self.meta)
         X_raw = X
         X = as_model_input(X, allow_features=config.takes_features)
         y = check_labels(y, X.shape[0])

@@ -9,16 +9,17 @@ import torch
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
-from sklearn.utils import Bunch
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.encoders import last_linear_layer
 from sklearn_flowr.metrics import novelty_scorer
 from sklearn_flowr.model_selection import OpenWorldSplit
+from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._device import resolve_device
 
-TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
-            n_way=3, n_unknown=2, verbose=0, random_state=0)
+TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
+            meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
+            verbose=0, random_state=0)
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +41,9 @@ def small_isotropic_model(digits):
     """The paper's head: the meta-learned prior, class noise sigma * I, its
     own P(novel)."""
     X, y = digits
-    return FLOWRClassifier(backbone="conv4", setting="small", covariance="isotropic",
-                           calibrate_novelty=False, **TINY).fit(X[y < 7], y[y < 7])
+    return FLOWRClassifier(backbone="conv4", setting="small",
+                           head=CRPGaussianClassifier(covariance="isotropic"),
+                           calibration=None, **TINY).fit(X[y < 7], y[y < 7])
 
 
 def test_large_context_keeps_training_classes(large_model, digits):
@@ -76,32 +78,34 @@ def test_transform_shape_dtype_and_determinism(large_model, digits):
 
 
 def test_small_context_adapt_then_reset(small_model, digits):
-    """Check adapt conditions on a support set and reset forgets it."""
+    """Check the fitted small-context model knows its training classes, adapt
+    starts a task from the prior alone, and reset returns to the fitted state."""
     X, y = digits
     model = copy.deepcopy(small_model)
-    with pytest.raises(NotFittedError, match="no classes yet"):
-        model.predict_proba(X[:2])
+    fitted = model.predict_proba(X[:3])
+    assert fitted.shape == (3, 8) and model.classes_.tolist() == list(range(7))
     support = np.r_[np.flatnonzero(y == 7)[:3], np.flatnonzero(y == 8)[:2]]
     model.adapt(X[support], y[support])
     assert model.predict_proba(X[:3]).shape == (3, 3)
     assert model.classes_.tolist() == [7, 8]
     model.reset()
-    with pytest.raises(NotFittedError):
-        model.predict(X[:1])
+    assert model.classes_.tolist() == list(range(7))
+    np.testing.assert_array_equal(model.predict_proba(X[:3]), fitted)
 
 
 def test_small_context_stream_from_the_prior(small_isotropic_model, digits):
-    """Check open_world_step on the fitted small-context model (the paper's
-    isotropic head) equals a stream of an independent CRPGaussianClassifier
+    """Check the prior head of the small-context model (the paper's isotropic
+    head; where adapt starts) streams as an independent CRPGaussianClassifier
     holding the meta-learned prior, on the model's embeddings."""
     X, y = digits
     model = copy.deepcopy(small_isotropic_model)
     rows = np.flatnonzero(y >= 7)[:30]
     learned = model.meta_module_.head_kwargs()
-    reference = CRPGaussianClassifier(**learned, known_count=model.known_count,
-                                      novel_label=model.novel_label)
+    reference = CRPGaussianClassifier(**learned,
+                                      known_count=model.meta.known_count)
     expected = reference.open_world_step(model.transform(X[rows]), y[rows])
-    out = model.open_world_step(X[rows], y[rows])
+    out = copy.deepcopy(model.prior_head_).open_world_step(
+        model.transform(X[rows]), y[rows])
     assert out.is_novel[0] and out.p_novel[0] == 1.0
     np.testing.assert_allclose(out.p_novel, expected.p_novel, rtol=1e-12)
     np.testing.assert_array_equal(out.y_pred, expected.y_pred)
@@ -157,37 +161,6 @@ def test_pickle_round_trip_keeps_online_state(large_model, digits):
             == resolve_device(model.device).type)
 
 
-def test_model_pickled_before_new_parameters_loads_with_their_defaults(
-        large_model, digits):
-    """Check a model saved by a version without noise_shrinkage, prior_scale
-    and calibration_cv (and their fitted attributes) loads with their
-    defaults (which reproduce the old behaviour), so get_params, clone and
-    repr work and it predicts as before."""
-    X, _ = digits
-    state = large_model.__getstate__()
-    for name in ("noise_shrinkage", "prior_scale", "calibration_cv",
-                 "noise_shrinkage_", "calibration_cv_results_"):
-        del state[name]
-    old = FLOWRClassifier.__new__(FLOWRClassifier)
-    old.__setstate__(state)
-    assert old.get_params()["noise_shrinkage"] == 0.0
-    assert old.get_params()["prior_scale"] == 1.0
-    assert old.get_params()["calibration_cv"] is None
-    assert old.noise_shrinkage_ == 0.0 and old.calibration_cv_results_ is None
-    assert "FLOWRClassifier(" in repr(old)
-    assert clone(old).get_params() == clone(large_model).get_params()
-    np.testing.assert_allclose(old.predict_proba(X[:4]),
-                               large_model.predict_proba(X[:4]))
-    # Cross-fitted results saved before the folds' accuracies were kept.
-    state = large_model.__getstate__()
-    state["calibration_cv_results_"] = Bunch(slope=0.5, intercept=-1.0,
-                                             h_measures={0.0: 0.3})
-    older = FLOWRClassifier.__new__(FLOWRClassifier)
-    older.__setstate__(state)
-    assert older.calibration_cv_results_.accuracies is None
-    assert older.calibration_cv_results_.h_measures == {0.0: 0.3}
-
-
 @pytest.mark.parametrize("layout", ["nhwc", "nchw", "uint8"])
 def test_image_layouts_are_equivalent(large_model, digits, layout):
     """Check (n,H,W,1), (n,1,H,W) and uint8 images embed like (n,H,W) floats."""
@@ -222,7 +195,7 @@ def test_novel_label_in_training_labels_fails_before_training(digits):
     """Check a label equal to novel_label is refused up front."""
     X, y = digits
     with pytest.raises(ValueError, match="novel label"):
-        FLOWRClassifier(novel_label=3, **TINY).fit(X[y < 5], y[y < 5])
+        FLOWRClassifier(head=CRPGaussianClassifier(novel_label=3), **TINY).fit(X[y < 5], y[y < 5])
 
 
 def test_unfitted_use_raises(digits):
@@ -235,17 +208,16 @@ def test_grid_search_over_a_and_sigma(digits):
     """Check GridSearchCV tunes a and sigma on the estimator with open-world
     CV: the grid changes the scores, and best_params_ is their argmax.
 
-    Without match_sigma, which rescales the embedding to sigma and so leaves
-    the ranking of P(novel) (all the H-measure sees) unchanged by sigma; with
-    the paper's isotropic head, whose class noise is sigma (the default full
-    head estimates its noise covariance from the embeddings).
+    The paper's isotropic head without meta-training, whose class noise is
+    sigma (the default full head is tested in test_card_calls.py).
     """
     X, y = digits
     features = X.reshape(len(X), -1)[y < 6]
     search = GridSearchCV(
-        FLOWRClassifier(backbone="mlp", setting="large", match_sigma=False,
-                        covariance="isotropic", **{**TINY, "meta_epochs": 0}),
-        {"a": [0.1, 0.5], "sigma": [0.3, 1.0]},
+        FLOWRClassifier(backbone="mlp", setting="large",
+                        head=CRPGaussianClassifier(covariance="isotropic"),
+                        calibration=None, **{**TINY, "meta": None}),
+        {"head__a": [0.1, 0.5], "head__sigma": [0.3, 1.0]},
         cv=OpenWorldSplit(n_splits=2, n_novel_classes=2, random_state=0),
         scoring=novelty_scorer,
     ).fit(features, y[y < 6])

@@ -3,32 +3,47 @@ and the checks that run before any training (see also test_training_stages)."""
 
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
-TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
-            n_way=3, n_unknown=2, verbose=0, random_state=0)
+# Every fit here trains afresh (reuse_encoder=False): the tests compare
+# trainings, which the in-process encoder memo would otherwise short-cut.
+TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
+            meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
+            verbose=0, random_state=0, reuse_encoder=False)
+ISOTROPIC = CRPGaussianClassifier(covariance="isotropic")
 
 
-@pytest.mark.parametrize("pretrain", ["sup-fc", None])
+def tiny(**params):
+    """A fresh model of TINY with ``params`` (its parts cloned, so a nested
+    set_params never changes TINY's shared parts)."""
+    return clone(FLOWRClassifier(**{**TINY, **params}))
+
+
+@pytest.mark.parametrize("pretrain", [SupFC(epochs=2), None])
 def test_other_pretraining_choices(digits, pretrain):
     """Check Sup-FC trains the encoder otherwise than Sup-E (its own loss and
     weights), and pretrain=None trains nothing: its encoder does not depend on
-    the data it is fitted on."""
+    the data it is fitted on (but for match_sigma's scale)."""
     X, y = digits
-    params = dict(backbone="conv4", setting="large", pretrain=pretrain,
-                  match_sigma=False, **{**TINY, "meta_epochs": 0})
+    params = dict(TINY, backbone="conv4", setting="large", pretrain=pretrain,
+                  meta=None)
     model = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
     assert model.predict_proba(X[:2]).shape == (2, 6)
     other_data = FLOWRClassifier(**params).fit(X[y >= 5], y[y >= 5])
-    sup_e = FLOWRClassifier(**{**params, "pretrain": "sup-e"}).fit(X[y < 5],
-                                                                   y[y < 5])
+    sup_e = FLOWRClassifier(**{**params, "pretrain": SupE(epochs=2)}).fit(
+        X[y < 5], y[y < 5])
     Z = model.transform(X[:20])
     assert not np.allclose(Z, sup_e.transform(X[:20]), atol=1e-4)
     if pretrain is None:
         assert "pretrain" not in model.history_
-        np.testing.assert_array_equal(Z, other_data.transform(X[:20]))
+        # Up to match_sigma's factor, which the data set.
+        other = other_data.transform(X[:20])
+        np.testing.assert_allclose(Z / np.linalg.norm(Z),
+                                   other / np.linalg.norm(other), rtol=1e-5)
         return
     losses = [row["train_loss"] for row in model.history_["pretrain"]]
     assert losses[-1] < losses[0]
@@ -52,20 +67,21 @@ def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
 
     monkeypatch.setattr(SupENet, "fit", keep)
     X, y = digits
-    # The paper's isotropic head carries the prior (the full head re-estimates it).
-    model = FLOWRClassifier(backbone="conv4", setting="small",
-                            class_stats=class_stats, covariance="isotropic",
-                            **{**TINY, "meta_epochs": 0}).fit(X[y < 4], y[y < 4])
+    # The paper's isotropic head carries the prior (the full head re-estimates
+    # it); meta-training at a negligible rate leaves the prior where it starts.
+    model = tiny(head=ISOTROPIC).set_params(
+        meta__class_stats=class_stats, meta__lr=1e-12, meta__head_lr=1e-12).fit(
+        X[y < 4], y[y < 4])
     assert len(nets) == 1 and len(model.history_["pretrain"]) == 2
     Z = model.transform(X[y < 4])
     empirical = np.stack([Z[y[y < 4] == c].mean(axis=0) for c in range(4)])
     learned = (model.noise_scale_
                * nets[0].module_.class_means.detach().cpu().double().numpy())
     means = empirical if class_stats == "empirical" else learned
-    np.testing.assert_allclose(model.head_.prior_mean, means.mean(axis=0),
+    np.testing.assert_allclose(model.prior_head_.prior_mean, means.mean(axis=0),
                                rtol=1e-4, atol=1e-5)
-    assert model.head_.prior_var == pytest.approx(means.var(axis=0).mean(),
-                                                  rel=1e-4)
+    assert model.prior_head_.prior_var == pytest.approx(
+        means.var(axis=0).mean(), rel=1e-4)
     assert not np.allclose(empirical.mean(axis=0), learned.mean(axis=0),
                            atol=1e-3)
 
@@ -73,7 +89,8 @@ def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
 def test_learned_class_stats_need_sup_e(digits):
     """Check class_stats='learned' with Sup-FC fails before any training."""
     X, y = digits
-    model = FLOWRClassifier(pretrain="sup-fc", class_stats="learned", **TINY)
+    model = tiny(pretrain=SupFC()).set_params(
+        meta__class_stats="learned")
     with pytest.raises(ValueError, match="needs pretrain='sup-e'"):
         model.fit(X[y < 4], y[y < 4])
     assert not hasattr(model, "head_")
@@ -86,10 +103,10 @@ def test_last_batch_of_one_row_is_dropped(digits, n_rows, batches):
     batch), and only then."""
     X, y = digits
     rows = np.flatnonzero(y < 3)[:n_rows]
-    model = FLOWRClassifier(backbone="conv4", batch_size=16,
-                            **{**TINY, "meta_epochs": 0}).fit(X[rows], y[rows])
+    model = tiny(meta=None).set_params(
+        pretrain__batch_size=16).fit(X[rows], y[rows])
     history = model.history_["pretrain"]
-    assert len(history) == TINY["pretrain_epochs"]
+    assert len(history) == 2
     for epoch in history:
         assert [batch["train_batch_size"] for batch in epoch["batches"]] == batches
 
@@ -97,24 +114,24 @@ def test_last_batch_of_one_row_is_dropped(digits, n_rows, batches):
 def test_same_seed_same_model(digits):
     """Check random_state makes CPU training reproducible."""
     X, y = digits
-    params = dict(backbone="conv4", setting="small", **{**TINY, "meta_epochs": 0})
+    params = dict(TINY, backbone="conv4", setting="small", meta=None)
     first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     second = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     np.testing.assert_array_equal(first.transform(X[:6]), second.transform(X[:6]))
 
 
 def test_noise_shrinkage_changes_the_head_not_the_encoder(digits):
-    """Check FLOWRClassifier passes noise_shrinkage to its full head (the noise
-    covariance moved towards its mean eigenvalue, the trace kept) and that
-    training does not read it: with the same seed a refit with the value
-    chosen by select_head_params gives the same encoder."""
+    """Check head__noise_shrinkage reaches the full head (the noise covariance
+    moved towards its mean eigenvalue, the trace kept) and that training does
+    not read it: with the same seed the refit gives the same encoder."""
     X, y = digits
-    params = dict(backbone="mlp", setting="small", **TINY)
+    params = dict(TINY, backbone="mlp", setting="small")
     plain = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
-    shrunk = FLOWRClassifier(**params, noise_shrinkage=0.5).fit(X[y < 5], y[y < 5])
+    shrunk = clone(FLOWRClassifier(**params)).set_params(head__noise_shrinkage=0.5).fit(
+        X[y < 5], y[y < 5])
     np.testing.assert_array_equal(plain.transform(X[:6]), shrunk.transform(X[:6]))
-    W = np.asarray(plain.head_.sigma)
-    np.testing.assert_allclose(shrunk.head_.sigma,
+    W = np.asarray(plain.prior_head_.sigma)
+    np.testing.assert_allclose(shrunk.prior_head_.sigma,
                                0.5 * W + 0.5 * np.trace(W) / W.shape[0] * np.eye(
                                    W.shape[0]), rtol=1e-6, atol=1e-9)
     assert shrunk.head_.noise_shrinkage == 0.5
@@ -123,13 +140,12 @@ def test_noise_shrinkage_changes_the_head_not_the_encoder(digits):
 def test_checkpoint_resume_trains_only_the_missing_epochs(digits, tmp_path):
     """Check an interrupted fit resumes from checkpoint_dir."""
     X, y = digits
-    params = dict(backbone="conv4", setting="small",
-                  **{**TINY, "meta_epochs": 0}, checkpoint_dir=tmp_path)
-    FLOWRClassifier(**{**params, "pretrain_epochs": 1}).fit(X[y < 4], y[y < 4])
-    resumed = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(
-        X[y < 4], y[y < 4])
+    params = dict(TINY, backbone="conv4", setting="small", meta=None,
+                  checkpoint_dir=tmp_path)
+    FLOWRClassifier(**{**params, "pretrain": SupE(epochs=1)}).fit(X[y < 4], y[y < 4])
+    resumed = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     assert len(resumed.history_["pretrain"]) == 2
-    done = FLOWRClassifier(**{**params, "pretrain_epochs": 2}).fit(X[y < 4], y[y < 4])
+    done = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     np.testing.assert_array_equal(done.transform(X[:3]), resumed.transform(X[:3]))
 
 
@@ -138,13 +154,17 @@ def test_match_sigma_sets_within_class_variance_to_sigma(digits):
     variance of the training embeddings equals sigma."""
     X, y = digits
     rows = y < 4
-    params = dict(backbone="conv4", setting="small", sigma=0.3,
-                  **{**TINY, "meta_epochs": 0})
+    # Meta-training at a negligible rate keeps the rescaled embedding.
+    params = dict(TINY, backbone="conv4", setting="small",
+                  meta=MetaTraining(epochs=1, episodes_per_epoch=1, n_way=3,
+                                    n_unknown=1, sigma=0.3, lr=1e-12,
+                                    head_lr=1e-12))
     model = FLOWRClassifier(**params).fit(X[rows], y[rows])
     Z = model.transform(X[rows])
     within = np.mean([Z[y[rows] == c].var(axis=0).mean() for c in range(4)])
     assert within == pytest.approx(0.3, rel=0.05)
-    raw = FLOWRClassifier(**params, match_sigma=False).fit(X[rows], y[rows])
+    raw = clone(FLOWRClassifier(**params)).set_params(meta__match_sigma=False).fit(
+        X[rows], y[rows])
     Z_raw = raw.transform(X[rows])
     ratio = np.linalg.norm(Z) / np.linalg.norm(Z_raw)
     np.testing.assert_allclose(Z, ratio * Z_raw, rtol=1e-3, atol=1e-4 * ratio)
@@ -167,8 +187,8 @@ def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
 
     monkeypatch.setattr(EpisodicMetaNet, "initialize_optimizer", spy)
     X, y = digits
-    FLOWRClassifier(**{**TINY, "pretrain_epochs": 0}, lr=lr,
-                    meta_lr=meta_lr).fit(X[y < 5], y[y < 5])
+    tiny().set_params(pretrain__epochs=0, pretrain__lr=lr,
+                                       meta__lr=meta_lr).fit(X[y < 5], y[y < 5])
     assert seen and seen[-1] == pytest.approx(expected)
 
 
@@ -178,16 +198,17 @@ def test_known_table_after_meta_training(known_table, digits):
     on its final embeddings and "learned" keeps the meta-trained table."""
     X, y = digits
     X, y = X[y < 7], y[y < 7]
-    clf = FLOWRClassifier(setting="large", known_table=known_table,
-                          covariance="isotropic", **TINY).fit(X, y)
+    clf = tiny(head=ISOTROPIC, setting="large").set_params(
+        meta__known_table=known_table).fit(X, y)
     head, meta = clf.head_, clf.meta_module_
     Z = clf.transform(X)
     prior = meta.head_kwargs()
     prior_var = np.atleast_1d(prior["prior_var"])[0]
     counts = np.bincount(y)
-    precision = 1.0 / prior_var + counts / clf.sigma
+    sigma = clf.meta.sigma
+    precision = 1.0 / prior_var + counts / sigma
     sums = np.stack([Z[y == k].sum(axis=0) for k in range(7)])
-    refit_means = ((prior["prior_mean"] / prior_var + sums / clf.sigma)
+    refit_means = ((prior["prior_mean"] / prior_var + sums / sigma)
                    / precision[:, None])
     expected = refit_means.copy()
     if known_table == "learned":
@@ -205,9 +226,10 @@ def test_meta_training_moves_the_head(digits, learn_sigma):
     pre-training leaves it (the same seed without meta-training), at the
     default head_lr, and that the fitted head uses the learned values."""
     X, y = digits
-    params = dict(TINY, backbone="mlp", learn_sigma=learn_sigma,
-                  episodes_per_epoch=20, covariance="isotropic")
-    start = FLOWRClassifier(**{**params, "meta_epochs": 0}).fit(X[y < 7], y[y < 7])
+    params = dict(TINY, backbone="mlp", head=ISOTROPIC,
+                  meta=MetaTraining(epochs=1, episodes_per_epoch=20, n_way=3,
+                                    n_unknown=2, learn_sigma=learn_sigma))
+    start = FLOWRClassifier(**{**params, "meta": None}).fit(X[y < 7], y[y < 7])
     model = FLOWRClassifier(**params).fit(X[y < 7], y[y < 7])
     before = start.meta_module_.head_kwargs()
     after = model.meta_module_.head_kwargs()
@@ -215,30 +237,32 @@ def test_meta_training_moves_the_head(digits, learn_sigma):
     assert abs(np.log(after["prior_var"] / before["prior_var"])) > 0.02
     assert np.abs(after["prior_mean"] - before["prior_mean"]).max() > 0.02
     assert (after["sigma"] != before["sigma"]) is learn_sigma
-    assert model.head_.b == pytest.approx(after["b"])
-    assert model.head_.sigma == pytest.approx(after["sigma"])
+    assert model.prior_head_.b == pytest.approx(after["b"])
+    assert model.prior_head_.sigma == pytest.approx(after["sigma"])
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
         digits, setting):
-    """Check covariance="full" builds the head by full-covariance empirical
+    """Check the default full head builds by full-covariance empirical
     Bayes on the training classes' meta-trained embeddings (an independent
     fit of CRPGaussianClassifier on transform(X)), keeps a and the
     meta-learned b, leaves meta-training itself unchanged, and (large context)
     keeps the training classes fixed online unless update_known."""
     X, y = digits
     X, y = X[y < 7], y[y < 7]
-    params = dict(TINY, backbone="mlp", setting=setting, calibrate_novelty=False)
-    isotropic = FLOWRClassifier(**params).fit(X, y)
-    model = FLOWRClassifier(**params, covariance="full").fit(X, y)
+    params = dict(TINY, backbone="mlp", setting=setting, calibration=None)
+    isotropic = FLOWRClassifier(**params, head=ISOTROPIC).fit(X, y)
+    model = FLOWRClassifier(**params).fit(X, y)
     Z = model.transform(X)
     np.testing.assert_allclose(Z, isotropic.transform(X), rtol=1e-6, atol=1e-6)
-    reference = CRPGaussianClassifier(covariance="full", a=model.a,
-                                      b=isotropic.head_.b).fit(Z, y)
+    b = isotropic.prior_head_.b
+    reference = CRPGaussianClassifier(covariance="full", a=model.head.a,
+                                      b=b).fit(Z, y)
     head = model.head_
-    assert head.covariance == "full" and head.b == isotropic.head_.b
+    assert head.covariance == "full" and head.b == b
     if setting == "small":
+        head = model.prior_head_
         assert not head.__sklearn_is_fitted__()
         np.testing.assert_allclose(head.prior_var, reference.prior_var_)
         np.testing.assert_allclose(head.sigma, reference.sigma_)
@@ -265,10 +289,10 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 @pytest.mark.parametrize("params, message", [
-    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
-    (dict(n_unknown=7, n_way=3), "leaves no support class"),
-    (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
-    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
+    (dict(meta__a=0.9, meta__known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(meta__n_unknown=7, meta__n_way=3), "leaves no support class"),
+    (dict(meta__n_query=60), "n_query \\+ 1 = 61 rows per class"),
+    (dict(meta__known_table="learned"), "known_table='refit'"),
 ])
 def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
                                                  params, message):
@@ -278,7 +302,7 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
 
     X, y = digits
     X, y = X[y < 7][:300], y[y < 7][:300]
-    model = FLOWRClassifier(**{**TINY, "setting": setting}).fit(X, y)
+    model = tiny(setting=setting).fit(X, y)
     state = {k: v for k, v in vars(model).items() if k.endswith("_")}
     proba = model.predict_proba(X[:20]) if setting == "large" else None
 
@@ -286,7 +310,8 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
         raise AssertionError("pre-training started")
 
     monkeypatch.setattr(SupENet, "fit", no_training)
-    fitted_params = model.get_params()
+    fitted_params = {name: clone(value) if hasattr(value, "get_params") else value
+                     for name, value in model.get_params(deep=False).items()}
     with pytest.raises(ValueError, match=message):
         model.set_params(**params).fit(X, y)
     after = {k: v for k, v in vars(model).items() if k.endswith("_")}
@@ -300,15 +325,19 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 @pytest.mark.parametrize("params, message", [
-    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
-    (dict(pretrain="sup-fc", class_stats="learned"), "needs pretrain='sup-e'"),
-    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
-    (dict(n_unknown=7, n_way=3), "leaves no support class"),
-    (dict(n_query=60), "n_query \\+ 1 = 61 rows per class"),
-    (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
-    (dict(prior_scale=0.0), "'prior_scale' parameter"),
-    (dict(covariance="isotropic", noise_shrinkage=0.1), "noise_shrinkage=0.1 shrinks"),
-    (dict(noise_shrinkage=1.5), "'noise_shrinkage' parameter"),
+    (dict(meta__a=0.9, meta__known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(pretrain=SupFC(), meta__class_stats="learned"), "needs pretrain='sup-e'"),
+    (dict(meta__known_table="learned"), "known_table='refit'"),
+    (dict(meta__n_unknown=7, meta__n_way=3), "leaves no support class"),
+    (dict(meta__n_query=60), "n_query \\+ 1 = 61 rows per class"),
+    (dict(head=CRPGaussianClassifier(covariance="isotropic", prior_scale=2.0)),
+     "prior_scale=2.0 scales"),
+    (dict(head__prior_scale=0.0), "'prior_scale' parameter"),
+    (dict(head=CRPGaussianClassifier(covariance="isotropic", noise_shrinkage=0.1)),
+     "noise_shrinkage=0.1 shrinks"),
+    (dict(head__noise_shrinkage=1.5), "'noise_shrinkage' parameter"),
+    (dict(meta__n_way=0), "'n_way' parameter"),
+    (dict(pretrain__epochs=-1), "'epochs' parameter"),
 ])
 def test_bad_configuration_fails_before_training_an_unfitted_model(
         digits, monkeypatch, setting, params, message):
@@ -322,7 +351,7 @@ def test_bad_configuration_fails_before_training_an_unfitted_model(
     monkeypatch.setattr(SupENet, "fit", no_training)
     monkeypatch.setattr(SupFCNet, "fit", no_training)
     X, y = digits
-    model = FLOWRClassifier(**{**TINY, "setting": setting, **params})
+    model = tiny(setting=setting).set_params(**params)
     with pytest.raises(ValueError, match=message):
         model.fit(X[y < 7][:300], y[y < 7][:300])
     assert not [name for name in vars(model) if name.endswith("_")]
@@ -340,7 +369,9 @@ def test_ctrl_c_stops_fit_and_resume_finishes(digits, tmp_path, monkeypatch,
 
     X, y = digits
     X, y = X[y < 5], y[y < 5]
-    params = dict(TINY, backbone="mlp", pretrain_epochs=3, meta_epochs=3)
+    params = dict(TINY, backbone="mlp", pretrain=SupE(epochs=3),
+                  meta=MetaTraining(epochs=3, episodes_per_epoch=4, n_way=3,
+                                    n_unknown=2))
     net_class = SupENet if stage == "pretrain" else EpisodicMetaNet
     original = net_class.train_step_single
     calls = []
@@ -373,19 +404,20 @@ def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
     """Check a reused checkpoint_dir refuses a fit on other data or with other
     parameters, saying what differs, and names an unreadable history file."""
     X, y = digits
-    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    params = dict(TINY, backbone="mlp", meta=None, checkpoint_dir=tmp_path)
     FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     with pytest.raises(ValueError, match="the training data differ"):
         FLOWRClassifier(**params).fit(X[y >= 4], y[y >= 4])
     with pytest.raises(ValueError, match="embedding_dim: 8 -> 4"):
         FLOWRClassifier(**{**params, "embedding_dim": 4}).fit(X[y < 4], y[y < 4])
     # More epochs, or another device or verbosity, resume the same fit.
-    FLOWRClassifier(**{**params, "pretrain_epochs": 3, "verbose": 1}).fit(
+    FLOWRClassifier(**{**params, "pretrain": SupE(epochs=3), "verbose": 1}).fit(
         X[y < 4], y[y < 4])
     # So do parameters only the head reads: the encoder is the same.
     first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
-    shrunk = FLOWRClassifier(**{**params, "noise_shrinkage": 0.3,
-                                "prior_scale": 2.0}).fit(X[y < 4], y[y < 4])
+    shrunk = FLOWRClassifier(**{**params, "head": CRPGaussianClassifier(
+        covariance="full", noise_shrinkage=0.3, prior_scale=2.0)}).fit(
+        X[y < 4], y[y < 4])
     np.testing.assert_array_equal(first.transform(X[:3]), shrunk.transform(X[:3]))
     (tmp_path / "pretrain" / "history.json").write_text("{not json")
     with pytest.raises(ValueError, match="history.json"):
@@ -398,7 +430,7 @@ def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
     """Check that a truncated or garbage torch file of a checkpoint fails with
     an error naming the file and the fix, not torch's raw error."""
     X, y = digits
-    params = dict(TINY, backbone="mlp", meta_epochs=0, checkpoint_dir=tmp_path)
+    params = dict(TINY, backbone="mlp", meta=None, checkpoint_dir=tmp_path)
     FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     path = tmp_path / "pretrain" / name
     assert path.exists()
@@ -410,16 +442,15 @@ def test_damaged_checkpoint_file_is_named(digits, tmp_path, name, damage):
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
-def test_calibrate_novelty_maps_p_novel_only(digits, setting):
-    """Check calibrate_novelty=True (the default) trains the same encoder and
+def test_calibration_maps_p_novel_only(digits, setting):
+    """Check calibration="train" (the default) trains the same encoder and
     head as without it and only adds the Platt map of P(novel): same best
     known class, P(novel) mapped as the head's parameter says."""
     from scipy.special import expit, logit
 
     X, y = digits
     params = dict(backbone="conv4", setting=setting, **TINY)
-    plain = FLOWRClassifier(**params, calibrate_novelty=False).fit(X[y < 5],
-                                                                   y[y < 5])
+    plain = FLOWRClassifier(**params, calibration=None).fit(X[y < 5], y[y < 5])
     assert plain.head_.novelty_calibration is None
     model = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])  # default: mapped
     slope, intercept = model.head_.novelty_calibration
@@ -438,11 +469,12 @@ def test_calibrate_novelty_maps_p_novel_only(digits, setting):
         expit(slope * logit(expected.p_novel[exact]) + intercept), rtol=1e-6)
 
 
-def test_calibrate_novelty_refuses_a_one_row_class_before_training(digits):
+def test_calibration_refuses_a_one_row_class_before_training(digits):
     """Check a class of a single row fails in fit, before any training."""
     X, y = digits
     rows = np.r_[np.flatnonzero(y < 4), np.flatnonzero(y == 4)[:1]]
-    model = FLOWRClassifier(backbone="conv4", **TINY)  # calibrate_novelty=True
-    with pytest.raises(ValueError, match="calibrate_novelty=True .* at least 2 rows"):
+    # Without meta-training, whose episodes would refuse the class first.
+    model = FLOWRClassifier(backbone="conv4", **{**TINY, "meta": None})
+    with pytest.raises(ValueError, match="calibration='train' .* at least 2 rows"):
         model.fit(X[rows], y[rows])
     assert not hasattr(model, "head_")

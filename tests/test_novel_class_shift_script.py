@@ -43,6 +43,7 @@ def test_probe_runs_on_tiny_digits(script, tmp_path, capsys):
     for figures in variants.values():
         assert 0.0 <= figures["ece"] <= 1.0
         assert 0.0 < figures["rate_first_sightings"] < 1.0
-    # A second run reads the model from the cache and gives the same figures.
+    # A second run in this process reuses the trained encoder
+    # (reuse_encoder=True) and gives the same figures.
     again = script.main([*argv[:-1], str(tmp_path / "again")])
     assert again["pretrain"]["sup-e"]["noise_x"] == pytest.approx(part["noise_x"])

@@ -38,6 +38,7 @@ from sklearn_flowr.protocol import (
     evaluate_online,
     select_head_params,
 )
+from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 warnings.simplefilter("ignore")
 SCRATCH = Path(tempfile.mkdtemp(prefix="flowr-sweep-"))
@@ -45,25 +46,31 @@ torch.set_num_threads(1)
 X, y = load_digits(return_X_y=True)
 X = (X / 16.0).astype(np.float32)
 IMAGES = X.reshape(-1, 8, 8)
-TINY = dict(
-    embedding_dim=4,
-    pretrain_epochs=1,
-    meta_epochs=1,
-    episodes_per_epoch=2,
-    n_way=3,
-    n_unknown=1,
-    verbose=0,
-    random_state=0,
-)
-large = FLOWRClassifier(setting="large", **TINY).fit(IMAGES[y < 5], y[y < 5])
-small = FLOWRClassifier(setting="small", **TINY).fit(IMAGES[y < 5], y[y < 5])
+
+
+def tiny(**params):
+    """A tiny FLOWRClassifier (its own stage objects), ``params`` on top."""
+    return FLOWRClassifier(
+        embedding_dim=4,
+        pretrain=SupE(epochs=1),
+        meta=MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3, n_unknown=1),
+        verbose=0,
+        random_state=0,
+        **params,
+    )
+
+
+# The default head (full covariance, calibration="train") in both contexts,
+# and the paper's model (isotropic head, no novelty map).
+large = tiny(setting="large").fit(IMAGES[y < 5], y[y < 5])
+small = tiny(setting="small").fit(IMAGES[y < 5], y[y < 5])
 small.adapt(IMAGES[y == 6][:3], y[y == 6][:3])
 # The small context resolves novel_label="auto" per task (adapt may pick a new
 # one); an explicit novel label must be refused in a task's labels.
-pinned = FLOWRClassifier(setting="small", novel_label=-1, **TINY).fit(
-    IMAGES[y < 5], y[y < 5]
-)
-full = FLOWRClassifier(setting="large", covariance="full", **TINY).fit(
+pinned = tiny(
+    setting="small", head=CRPGaussianClassifier(covariance="full", novel_label=-1)
+).fit(IMAGES[y < 5], y[y < 5])
+paper = tiny(setting="large", head=CRPGaussianClassifier(), calibration=None).fit(
     IMAGES[y < 5], y[y < 5]
 )
 head = CRPGaussianClassifier().fit(X[y < 5], y[y < 5])
@@ -81,7 +88,7 @@ def case(name, obj, fn, prepare=None):
     cases.append((name, obj, fn, prepare))
 
 
-for nm, m in (("large", large), ("small", small), ("full", full)):
+for nm, m in (("large", large), ("small", small), ("paper", paper)):
     case(f"{nm}.predict_proba nan", m, lambda m: m.predict_proba(nan))
     case(f"{nm}.predict_proba inf", m, lambda m: m.predict_proba(inf))
     case(
@@ -143,16 +150,17 @@ for nm, m in (("large", large), ("small", small), ("full", full)):
     case(f"{nm}.transform nan", m, lambda m: m.transform(nan))
     case(f"{nm}.transform encoder=x", m, lambda m: m.transform(IMAGES[:2], encoder="x"))
     for kw in (
-        dict(a=1.5),
-        dict(a=-1),
-        dict(sigma=-1),
-        dict(known_count=0.1),
-        dict(covariance="diag"),
+        dict(head__a=1.5),
+        dict(head__a=-1),
+        dict(head__sigma=-1),
+        dict(head__known_count=0.1),
+        dict(head__covariance="diag"),
         dict(embedding_dim=0),
-        dict(class_prior="x"),
+        dict(head__class_prior="x"),
+        dict(meta__sigma=2.0),
         dict(setting="medium"),
         dict(device="gpu0"),
-        dict(batch_size=0),
+        dict(pretrain__batch_size=0),
     ):
         case(
             f"{nm}.set_params({kw}) then predict",
@@ -179,28 +187,34 @@ for nm, m in (("large", large), ("small", small), ("full", full)):
     )
     case(f"{nm}.adapt nan X", m, lambda m: m.adapt(nan, [1, 2, 3]))
 for kw in (
-    dict(a=1.0),
-    dict(a=0.9, known_count=0.5),
-    dict(n_unknown=9),
-    dict(n_query=1000),
-    dict(n_way=0),
-    dict(sigma=0),
-    dict(meta_lr=-1),
+    dict(head__a=1.0),
+    dict(head__a=0.9, head__known_count=0.5),
+    dict(meta__a=0.9, meta__known_count=0.5),
+    dict(meta__n_unknown=9),
+    dict(meta__n_query=1000),
+    dict(meta__n_way=0),
+    dict(meta__epochs=0),
+    dict(meta__sigma=0),
+    dict(head__sigma=0),
+    dict(meta__lr=-1),
+    dict(pretrain__epochs=-1),
     dict(backbone="vgg"),
     dict(pretrain="x"),
-    dict(class_stats="learned", pretrain="sup-fc"),
-    dict(covariance="full", known_table="learned"),
+    dict(meta="x"),
+    dict(head="x"),
+    dict(meta__class_stats="learned", pretrain=SupFC(epochs=1)),
+    dict(meta__class_stats="learned", pretrain=None),
     dict(checkpoint_dir=3.5),
-    dict(autocast="fp8"),
+    dict(meta__autocast="fp8"),
     dict(verbose=-1),
-    dict(calibration_cv=1),
-    dict(calibration_cv="classes"),
-    dict(calibration_cv=2, calibrate_novelty=False),
-    dict(calibration_cv=9),
-    dict(calibration_cv=[(np.arange(10), np.arange(5))]),
-    dict(noise_shrinkage="auto"),
-    dict(noise_shrinkage="auto", calibration_cv=2, covariance="isotropic"),
-    dict(calibration_cv=[(np.arange(100) < 50, np.arange(100) >= 50)]),
+    dict(calibration=1),
+    dict(calibration="classes"),
+    dict(calibration=9),
+    dict(calibration=[(np.arange(10), np.arange(5))]),
+    dict(head__noise_shrinkage="auto"),
+    dict(head__noise_shrinkage=2.0),
+    dict(head__prior_scale=0),
+    dict(calibration=[(np.arange(100) < 50, np.arange(100) >= 50)]),
 ):
     case(
         f"fit {kw}",
@@ -219,7 +233,9 @@ case(
 case(
     "fit novel label in y",
     large,
-    lambda m: copy.deepcopy(m).set_params(novel_label=1).fit(IMAGES[:100], y[:100]),
+    lambda m: copy.deepcopy(m)
+    .set_params(head__novel_label=1)
+    .fit(IMAGES[:100], y[:100]),
 )
 case("fit float y", large, lambda m: copy.deepcopy(m).fit(IMAGES[:100], y[:100] + 0.5))
 for nm, h in (("head", head), ("headfull", headf), ("ncm", ncm), ("peeler", peeler)):
@@ -278,6 +294,8 @@ for kw in (
         lambda h: h.partial_fit(X[:2], y[:2]),
         prepare=lambda h, kw=kw: h.set_params(**kw),
     )
+# Valid tasks on digits' ten classes, so evaluate_online's own checks are hit.
+TWO_TASKS = SmallContextTasks(y, n_support_classes=3, n_novel_classes=2, n_tasks=2)
 yt = np.array([0, 1, 0, 1])
 st = np.array([0.1, 0.9, 0.2, 0.8])
 for nm, fn in (
@@ -298,19 +316,19 @@ for nm, fn in (
     (
         "evaluate_online setting",
         lambda: evaluate_online(
-            NCMClassifier(), X, y, SmallContextTasks(y, n_tasks=2), setting="x"
+            NCMClassifier(), X, y, TWO_TASKS, setting="x"
         ),
     ),
     (
         "evaluate_online tpr",
         lambda: evaluate_online(
-            NCMClassifier(), X, y, SmallContextTasks(y, n_tasks=2), tpr=1.5
+            NCMClassifier(), X, y, TWO_TASKS, tpr=1.5
         ),
     ),
     (
         "evaluate_online y mismatch",
         lambda: evaluate_online(
-            NCMClassifier(), X, y[:-1], SmallContextTasks(y, n_tasks=2)
+            NCMClassifier(), X, y[:-1], TWO_TASKS
         ),
     ),
     ("open_world_report bad", lambda: open_world_report(y[:4], y[:3], st, yt)),
@@ -328,40 +346,40 @@ for nm, fn in (
     (
         "cross_fit_novelty_calibration one fold class",
         lambda: cross_fit_novelty_calibration(
-            FLOWRClassifier(**TINY), IMAGES[y < 5], y[y < 5],
+            tiny(), IMAGES[y < 5], y[y < 5],
             cv=[(np.flatnonzero(y[y < 5] > 0), np.flatnonzero(y[y < 5] == 0))]),
     ),
     (
         "cross_fit_novelty_calibration n_tasks 0",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[y < 5], y[y < 5], n_tasks=0),
     ),
     (
         "cross_fit_novelty_calibration y mismatch",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[:10], y[:9]),
     ),
     (
         "cross_fit_novelty_calibration n_jobs",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[y < 5], y[y < 5], n_jobs="x"),
     ),
     (
         "cross_fit_novelty_calibration shrinkages",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[y < 5], y[y < 5],
                                               noise_shrinkages=[2.0]),
     ),
     (
         "cross_fit_novelty_calibration accuracy_tolerance",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[y < 5], y[y < 5],
                                               noise_shrinkages=[0.0, 0.1],
                                               accuracy_tolerance=1.5),
     ),
     (
         "cross_fit_novelty_calibration targets",
-        lambda: cross_fit_novelty_calibration(FLOWRClassifier(**TINY),
+        lambda: cross_fit_novelty_calibration(tiny(),
                                               IMAGES[y < 5], y[y < 5],
                                               targets="soft"),
     ),
@@ -369,11 +387,6 @@ for nm, fn in (
         "calibrate_novelty targets",
         lambda: calibrate_novelty(CRPGaussianClassifier(), X[:60], y[:60],
                                   targets=None),
-    ),
-    ("cli --calibration-cv 1", lambda: benchmark_main(["--calibration-cv", "1"])),
-    (
-        "cli --noise-shrinkage auto",
-        lambda: benchmark_main(["--noise-shrinkage", "auto"]),
     ),
     ("EVM tailsize", lambda: EVMClassifier(tailsize=-1).fit(X[:50], y[:50])),
 ):
@@ -389,6 +402,13 @@ for args in (
     ["--out", "/proc/nope"],
     ["--embedding-dim", "0"],
     ["--n-jobs", "0"],
+    ["--meta-epochs", "0"],
+    ["--set", "head__sigma=-1"],
+    ["--set", "head__covariance=diag"],
+    ["--set", "nope=1"],
+    ["--set", "setting=large"],
+    ["--set", "head__sigma"],
+    ["--set", "meta__n_way=0"],
 ):
     case(
         f"cli {args}",

@@ -17,7 +17,7 @@ from .._core import condition_on
 from ..protocol import calibrate_novelty
 from ._heads import FLOWRMetaModule
 
-__all__ = ["build_heads", "known_class_table"]
+__all__ = ["build_heads", "check_head_template", "known_class_table"]
 
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
@@ -69,6 +69,46 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
         precision[rows] = np.exp(
             meta.known_log_precision.detach().cpu().double().numpy())
     return nat_mean / precision, 1.0 / precision[:, 0]
+
+
+def check_head_template(template, meta) -> None:
+    """Fail before training on a head template that :func:`build_heads`
+    could not fill from the stage ``meta`` (a ``MetaTraining`` or None).
+
+    Raises
+    ------
+    ValueError
+        The isotropic head (whose prior and noise are meta-learned) with a
+        ``prior_scale`` or ``noise_shrinkage`` meant for estimated values, or
+        ``meta.known_table="learned"`` with a head that re-estimates the table.
+
+    Examples
+    --------
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> check_head_template(CRPGaussianClassifier(prior_scale=2.0), None)
+    Traceback (most recent call last):
+    ...
+    ValueError: head__prior_scale=2.0 scales an estimated prior variance; the isotropic head's prior is meta-learned. Use head__covariance='full' or head__prior_scale=1.0.
+    """
+    own = template.get_params(deep=False)
+    if own["covariance"] == "isotropic":
+        if _is_auto(own["prior_var"]) and own["prior_scale"] != 1.0:
+            raise ValueError(
+                f"head__prior_scale={own['prior_scale']} scales an estimated "
+                "prior variance; the isotropic head's prior is meta-learned. "
+                "Use head__covariance='full' or head__prior_scale=1.0.")
+        if _is_auto(own["sigma"]) and own["noise_shrinkage"] != 0.0:
+            raise ValueError(
+                f"head__noise_shrinkage={own['noise_shrinkage']} shrinks an "
+                "estimated noise covariance; the isotropic head's noise is "
+                "the meta-learned sigma * I. Use head__covariance='full' or "
+                "head__noise_shrinkage=0.0.")
+    elif meta is not None and meta.known_table == "learned":
+        raise ValueError(
+            "meta__known_table='learned' keeps the meta-trained isotropic class "
+            f"table, which the head__covariance={own['covariance']!r} head "
+            "replaces by empirical Bayes; use meta__known_table='refit', or "
+            "head__covariance='isotropic' (the paper's head) to keep the table.")
 
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
@@ -147,9 +187,10 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                                              known_table=known_table)
         fitted = head.fit_class_embeddings(labels, means, variances)
     fitted._freeze_classes(not update_known)
+    # The fitted values already carry prior_scale and noise_shrinkage.
     prior = clone(fitted).set_params(
         prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
-        b=fitted.b_, sigma=fitted.sigma_)
+        b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0, noise_shrinkage=0.0)
     if calibrate:
         # Tasks of the training classes on the final embedding (the large
         # context refits a clone with some classes held out as novel).
