@@ -1,11 +1,17 @@
 """Tests of the command-line entry points."""
 
+import contextlib
+import io
 import itertools
+import json
+import re
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from sklearn_flowr.cli import demo_main
+from sklearn_flowr.cli import benchmark_main, demo_main
+from sklearn_flowr.cli._benchmark import parse_args
 from sklearn_flowr.cli._demo import run_demo
 
 
@@ -25,85 +31,82 @@ def test_demo_is_reproducible():
 
 
 # 20 known query classes is more than digits' 5 training classes: means all.
-TINY_BENCHMARK = ["--dataset", "digits", "--lc-known-query-classes", "20",
-                  "--tasks", "6", "--pretrain-epochs", "1", "--meta-epochs", "1",
-                  "--episodes-per-epoch", "2",
-                  "--embedding-dim", "8", "--evm-tasks", "3", "--verbose", "0"]
+TINY_BENCHMARK = ["--dataset", "digits", "--max-per-class", "40",
+                  "--lc-known-query-classes", "20", "--tasks", "6",
+                  "--pretrain-epochs", "1", "--meta-epochs", "1",
+                  "--episodes-per-epoch", "2", "--embedding-dim", "8",
+                  "--evm-tasks", "3", "--verbose", "0"]
+ALL_METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet",
+               "peeler", "evm")
+
+
+def _run(args):
+    """benchmark_main(args) with its tables captured: (status, printed)."""
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        status = benchmark_main(args)
+    return status, printed.getvalue()
+
+
+def _results(out):
+    return json.loads((Path(out) / "results.json").read_text())
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
-    """One tiny flowr-benchmark run with every default method, shared by the
-    tests that only read its output: (arguments, printed text, results)."""
-    import contextlib
-    import io
-    import json
-
-    from sklearn_flowr.cli import benchmark_main
-
+    """One tiny flowr-benchmark run of every method (Sup-E pre-training),
+    shared by the tests that only read its output: (arguments, printed text,
+    results, folder)."""
     tmp_path = tmp_path_factory.mktemp("benchmark")
-    args = [*TINY_BENCHMARK, "--out", str(tmp_path / "out"), "--cache-dir",
+    args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods",
+            *ALL_METHODS, "--out", str(tmp_path / "out"), "--cache-dir",
             str(tmp_path / "cache")]
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert benchmark_main(args) == 0
-    results = json.loads((tmp_path / "out" / "results.json").read_text())
-    return args, printed.getvalue(), results, tmp_path
+    status, printed = _run(args)
+    assert status == 0
+    return args, printed, _results(tmp_path / "out"), tmp_path
 
 
 def test_benchmark_writes_table_json_and_roc(tiny_run):
-    """Check that a tiny flowr-benchmark run prints both tables, writes the JSON
-    of every (setting, pre-training, method) row -- the ablation rows included
-    by default -- and the figure, and that a re-run loads the cached models and
-    gives the same figures."""
-    import json
-
-    from sklearn_flowr.cli import benchmark_main
-
-    args, printed, results, tmp_path = tiny_run
+    """Check that a tiny run prints both tables, writes the JSON of every
+    (setting, pre-training, method) row and of every model's parameters, and
+    the figure; and that nothing but data is cached (no model files)."""
+    _, printed, results, tmp_path = tiny_run
     assert "Small context" in printed and "Large context" in printed
     assert "H-measure" in printed and "Support Acc" in printed
     assert (tmp_path / "out" / "roc.png").stat().st_size > 0
     for setting in ("small", "large"):
-        rows = results["settings"][setting]["rows"]
-        assert {(r["method"], r["pretrain"]) for r in rows} == {
-            (m, p) for m in ("flowr", "flowr-full", "flowr-full-cal",
-                             "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet",
-                             "peeler", "evm")
-            for p in ("sup-e", "sup-fc")}
+        result = results["settings"][setting]
+        assert {(r["method"], r["pretrain"]) for r in result["rows"]} == set(
+            itertools.product(ALL_METHODS, ("sup-e",)))
         assert all(r["n_tasks"] == (3 if r["method"] == "evm" else 6)
-                   for r in rows)
-        assert all(0.0 <= r["accuracy"] <= 1.0 for r in rows)
-    models = sorted((tmp_path / "cache" / "models").iterdir())
-    assert len(models) == 4  # two pre-trainings x two settings (no extra model
-    # for the ablation: it runs on the cached features)
-
-    assert benchmark_main([*args, "--out", str(tmp_path / "again")]) == 0
-    again = json.loads((tmp_path / "again" / "results.json").read_text())
-    assert sorted((tmp_path / "cache" / "models").iterdir()) == models
-    first_row = results["settings"]["small"]["rows"][0]
-    assert again["settings"]["small"]["rows"][0]["h_measure"] == first_row[
-        "h_measure"]
+                   for r in result["rows"])
+        assert all(0.0 <= r["accuracy"] <= 1.0 for r in result["rows"])
+        # FLOWRClassifier's defaults and the run's options, as fitted.
+        model = result["models"]["sup-e"]
+        assert model["setting"] == setting
+        assert (model["head__covariance"], model["calibration"]) == ("full",
+                                                                     "train")
+        assert (model["pretrain__epochs"], model["meta__epochs"],
+                model["embedding_dim"], model["random_state"]) == (1, 1, 8, 0)
+        assert model["pretrain"].startswith("SupE(")
+        assert result["models"]["sup-e/no-meta"]["meta"] is None
+    assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
 
 
 def test_benchmark_reports_calibration_and_ablation(tiny_run):
-    """Check FLOWR's rows (meta-trained and not) carry the calibration of
-    P(novel) and the argmax accuracy, the baselines' rows say n/a instead of a
-    number (null in the JSON), and every table ends with the ablation: FLOWR
-    against no meta-training and against NCM on the same embedding."""
+    """Check FLOWR's rows (with and without meta-training) carry the
+    calibration of P(novel) and the argmax accuracy, the distances' rows say
+    n/a (null in the JSON), and every table ends with the ablation."""
     _, printed, results, _ = tiny_run
     assert results["calibration"]["n_bins"] == 15
-    for setting, pretrain in itertools.product(("small", "large"),
-                                               ("sup-e", "sup-fc")):
+    for setting, pretrain in itertools.product(("small", "large"), ("sup-e",)):
         result = results["settings"][setting]
         rows = {r["method"]: r for r in result["rows"]
                 if r["pretrain"] == pretrain}
-        assert {r["embedding"] for r in rows.values()} == {"meta-trained",
-                                                          "pre-trained"}
-        assert (rows["flowr"]["embedding"] == rows["flowr-full"]["embedding"]
-                == rows["ncm-flowr-emb"]["embedding"] == "meta-trained")
+        assert rows["flowr"]["embedding"] == "meta-trained"
+        assert rows["ncm-flowr-emb"]["embedding"] == "meta-trained"
         assert rows["flowr-no-meta"]["embedding"] == "pre-trained"
-        for method in ("flowr", "flowr-full", "flowr-full-cal", "flowr-no-meta"):
+        for method in ("flowr", "flowr-no-meta"):
             row = rows[method]
             assert row["probability"] is True
             assert 0.0 <= row["ece"] <= 1.0 and 0.0 <= row["brier"] <= 1.0
@@ -113,88 +116,54 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
             row = rows[method]
             assert row["probability"] is False
             assert row["ece"] is row["brier"] is row["argmax_accuracy"] is None
-            assert row["reliability"] is None
         (entry,) = [e for e in result["ablation"] if e["pretrain"] == pretrain]
         assert entry["meta_training"]["h_measure_gain"] == (
             rows["flowr"]["h_measure"] - rows["flowr-no-meta"]["h_measure"])
-        assert entry["head_vs_distance"]["h_measure_gain"] == (
-            rows["flowr"]["h_measure"] - rows["ncm-flowr-emb"]["h_measure"])
-        assert entry["full_covariance_vs_distance"]["h_measure_gain"] == (
-            rows["flowr-full"]["h_measure"] - rows["ncm-flowr-emb"]["h_measure"])
-        assert entry["full_covariance_vs_isotropic"]["accuracy_gain"] == (
-            rows["flowr-full"]["accuracy"] - rows["flowr"]["accuracy"])
+        assert entry["head_vs_distance"]["accuracy_gain"] == (
+            rows["flowr"]["accuracy"] - rows["ncm-flowr-emb"]["accuracy"])
     table = [line for line in printed.splitlines()
              if line.startswith(("FLOWR", "NCM", "ProtoNet", "PEELER", "EVM"))]
-    assert len(table) == 36  # nine methods x two pre-trainings x two settings
+    assert len(table) == 14  # seven methods x two settings
     for line in table:
         n_na = line.split().count("n/a")
         assert n_na == (0 if line.startswith("FLOWR") else 3), line
-    assert "ECE" in printed and "Brier" in printed and "Argmax Acc" in printed
     assert printed.count("n/a (no probability)") == 2
     assert printed.count("Ablation sup-e: meta-training vs none") == 2
-    assert printed.count("Ablation sup-fc: meta-training vs none") == 2
-    assert "FLOWR head vs NCM on the same embedding" in printed
-    assert printed.count("full-cov head vs NCM on it") == 4
+    assert printed.count("FLOWR head vs NCM on the same embedding") == 2
 
 
-def test_no_meta_head_is_flowr_head_by_empirical_bayes(rng):
-    """Check the no-meta-training head keeps FLOWR's hyper-parameters and takes
-    the prior, b and sigma by empirical Bayes: unfitted in the small context,
-    the training classes frozen in the large one."""
+def test_benchmark_model_is_the_default_estimator():
+    """Check that, without options, the run's model is FLOWRClassifier() with
+    its defaults (the setting and seed aside): the CLI evaluates what users
+    build; --pretrain picks the stage."""
+    from sklearn_flowr import FLOWRClassifier
+    from sklearn_flowr.cli._benchmark_model import build_model, describe_model
+
+    args = parse_args([])
+    built = build_model(args, "large", "sup-e")
+    assert describe_model(built) == describe_model(
+        FLOWRClassifier(setting="large", random_state=0))
+    assert build_model(args, "small", "sup-fc").pretrain.__class__.__name__ == (
+        "SupFC")
+    assert build_model(args, "small", "none").pretrain is None
+    assert build_model(args, "small", "sup-e", meta=False).meta is None
+    # A shared default part is never changed by the run.
+    assert FLOWRClassifier().meta.epochs == 10
+
+
+def test_benchmark_templates_are_the_fitted_heads():
+    """Check FLOWR is evaluated through the fitted model's own heads: the
+    prior head in the small context, the head knowing the training classes in
+    the large one."""
     from types import SimpleNamespace
 
-    from sklearn_flowr import CRPGaussianClassifier
-    from sklearn_flowr.cli._benchmark_setup import no_meta_head
+    from sklearn_flowr.cli._benchmark_setup import method_template
 
-    centres = rng.normal(scale=3.0, size=(6, 4))
-    y = np.repeat(np.arange(6), 10)
-    Z = centres[y] + rng.normal(size=(60, 4))
-    model = SimpleNamespace(update_known=False, head_=CRPGaussianClassifier(
-        a=0.3, b=1.0, sigma=0.5, prior_mean=0.0, prior_var=1.0, known_count=2.0))
-    empirical = CRPGaussianClassifier(a=0.3, known_count=2.0).fit(Z, y)
-
-    small = no_meta_head("small", model, Z, y)
-    assert not small.__sklearn_is_fitted__()
-    assert small.a == 0.3 and small.known_count == 2.0
-    assert small.b == empirical.b_ and small.sigma == empirical.sigma_
-    np.testing.assert_allclose(small.prior_mean, empirical.prior_mean_)
-    np.testing.assert_allclose(small.prior_var, empirical.prior_var_)
-
-    large = no_meta_head("large", model, Z, y)
-    np.testing.assert_array_equal(large.classes_, empirical.classes_)
-    np.testing.assert_allclose(large.class_mean_, empirical.class_mean_)
-    np.testing.assert_allclose(large.crp_count_, 2.0)
-    before = large.class_mean_.copy()
-    large.open_world_step(Z[:5], y[:5])  # known classes stay fixed online
-    np.testing.assert_array_equal(large.class_mean_, before)
-
-
-def test_full_covariance_head_matches_flowr_classifier_option(rng):
-    """Check the benchmark's flowr-full row is the head
-    FLOWRClassifier(covariance="full") builds: full-covariance empirical
-    Bayes on the embedding with FLOWR's a and meta-learned b kept."""
-    from types import SimpleNamespace
-
-    from sklearn_flowr import CRPGaussianClassifier
-    from sklearn_flowr.cli._benchmark_setup import full_covariance_head
-
-    centres = rng.normal(scale=3.0, size=(6, 4))
-    y = np.repeat(np.arange(6), 10)
-    Z = centres[y] + rng.normal(size=(60, 4)) * [1.0, 0.1, 2.0, 0.5]
-    model = SimpleNamespace(update_known=False, head_=CRPGaussianClassifier(
-        a=0.3, b=1.7, sigma=0.5, prior_mean=0.0, prior_var=1.0))
-    empirical = CRPGaussianClassifier(a=0.3, b=1.7, covariance="full").fit(Z, y)
-    small = full_covariance_head("small", model, Z, y)
-    assert not small.__sklearn_is_fitted__()
-    assert small.covariance == "full" and small.b == 1.7 and small.a == 0.3
-    np.testing.assert_allclose(small.sigma, empirical.sigma_)
-    np.testing.assert_allclose(small.prior_var, empirical.prior_var_)
-    large = full_covariance_head("large", model, Z, y)
-    np.testing.assert_allclose(large.predict_proba(Z[:7]),
-                               empirical.predict_proba(Z[:7]))
-    before = large.class_mean_.copy()
-    large.open_world_step(Z[:5], y[:5])  # known classes stay fixed online
-    np.testing.assert_array_equal(large.class_mean_, before)
+    model = SimpleNamespace(prior_head_=object(), head_=object())
+    for method in ("flowr", "flowr-no-meta"):
+        assert method_template(method, "small", model, None, None) is (
+            model.prior_head_)
+        assert method_template(method, "large", model, None, None) is model.head_
 
 
 def test_benchmark_small_context_scales_to_small_splits():
@@ -206,155 +175,480 @@ def test_benchmark_small_context_scales_to_small_splits():
     assert _small_context_sizes(5) == (3, 2)
 
 
-def test_benchmark_ablation_options(tmp_path):
-    """Check --lambda-adapt keys a separately cached model and --fine-tune-steps
-    evaluates FLOWR on images with a per-task fine-tuned encoder, leaving the
-    baselines' figures unchanged."""
-    import json
+# ----------------------------------------------------------------- --data npz
+def _blobs(classes, rng, n=24, d=6):
+    centres = rng.normal(scale=3.0, size=(len(classes), d))
+    y = np.repeat(classes, n)
+    X = centres[np.repeat(np.arange(len(classes)), n)] + rng.normal(
+        size=(y.shape[0], d))
+    return X.astype(np.float32), y
 
-    from sklearn_flowr.cli import benchmark_main
 
-    base = [*TINY_BENCHMARK, "--setting", "small", "--methods", "flowr", "ncm",
-            "--pretrain", "sup-e", "--cache-dir", str(tmp_path / "cache")]
+@pytest.fixture(scope="module")
+def npz_arrays():
+    """Four training and four test classes of 6-d features, 24 rows each."""
+    rng = np.random.default_rng(0)
+    X_train, y_train = _blobs(np.arange(4), rng)
+    X_test, y_test = _blobs(np.arange(4, 8), rng)
+    return dict(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test)
+
+
+# The mlp reads the features; a tiny budget, and episodes that fit 4 classes.
+NPZ_BASE = ["--backbone", "mlp", "--tasks", "3", "--pretrain", "sup-e",
+            "--pretrain-epochs", "1", "--meta-epochs", "1",
+            "--episodes-per-epoch", "2", "--embedding-dim", "4",
+            "--set", "meta__n_way=2", "--verbose", "0", "--cache-dir", ""]
+TINY_NPZ = [*NPZ_BASE, "--set", "meta__n_unknown=1"]
+
+
+@pytest.fixture
+def npz_file(tmp_path, npz_arrays):
+    path = tmp_path / "blobs.npz"
+    np.savez(path, **npz_arrays)
+    return path
+
+
+@pytest.fixture
+def fit_spy(monkeypatch):
+    """Record the parameters of every FLOWRClassifier.fit (then fit)."""
+    from sklearn_flowr import FLOWRClassifier
+
+    fits = []
+    original = FLOWRClassifier.fit
+
+    def spy(self, X, y):
+        fits.append(self.get_params(deep=True))
+        return original(self, X, y)
+
+    monkeypatch.setattr(FLOWRClassifier, "fit", spy)
+    return fits
+
+
+def test_data_npz_runs_with_set_overrides(npz_file, tmp_path, fit_spy):
+    """Check --data x.npz runs end to end on features (mlp backbone) and
+    --set reaches the fitted model through set_params, after the options
+    (--meta-epochs 1 then --set meta__epochs=2) and recorded in the JSON."""
+    out = tmp_path / "out"
+    status, printed = _run([
+        "--data", str(npz_file), *TINY_NPZ, "--methods", "flowr",
+        "flowr-no-meta", "ncm", "--set", "head__covariance=isotropic",
+        "--set", "calibration=None", "--set", "head__a=0.25",
+        "--set", "meta__lambda_adapt=0.0", "--set", "meta__epochs=2",
+        "--out", str(out)])
+    assert status == 0 and "Small context" in printed
+    results = _results(out)
+    assert results["dataset"] == {"name": "blobs.npz", "n_train_classes": 4,
+                                  "n_test_classes": 4}
+    assert results["args"]["set"][-3] == "head__a=0.25"
+    # Two contexts x (the model and its no-meta twin).
+    assert len(fit_spy) == 4
+    with_meta = [p for p in fit_spy if p["meta"] is not None]
+    assert len(with_meta) == 2
+    for params in with_meta:
+        assert params["head__covariance"] == "isotropic"
+        assert params["calibration"] is None and params["head__a"] == 0.25
+        assert params["meta__lambda_adapt"] == 0.0 and params["meta__epochs"] == 2
+        assert params["backbone"] == "mlp" and params["meta__n_way"] == 2
+    recorded = results["settings"]["large"]["models"]["sup-e"]
+    assert recorded["head__a"] == 0.25 and recorded["calibration"] is None
+    assert recorded["meta__epochs"] == 2
+    assert results["settings"]["large"]["models"]["sup-e/no-meta"][
+        "head__covariance"] == "isotropic"
+    rows = {r["method"] for r in results["settings"]["small"]["rows"]}
+    assert rows == {"flowr", "flowr-no-meta", "ncm"}
+
+
+def test_fine_tune_steps_evaluate_flowr_on_images(npz_file, tmp_path):
+    """Check --fine-tune-steps streams FLOWR through the model itself (a
+    per-task fine-tuned encoder) and leaves the baselines' figures unchanged;
+    the second run reuses the first one's encoder (same process)."""
+    base = ["--data", str(npz_file), *TINY_NPZ, "--setting", "small",
+            "--methods", "flowr", "ncm"]
 
     def rows(*extra, out):
-        assert benchmark_main([*base, *extra, "--out", str(tmp_path / out)]) == 0
-        results = json.loads((tmp_path / out / "results.json").read_text())
-        return {r["method"]: r for r in results["settings"]["small"]["rows"]}
+        assert _run([*base, *extra, "--out", str(tmp_path / out)])[0] == 0
+        results = _results(tmp_path / out)
+        return results, {r["method"]: r for r in results["settings"]["small"][
+            "rows"]}
 
-    plain = rows(out="plain")
-    tuned = rows("--fine-tune-steps", "3", out="tuned")
-    assert len(list((tmp_path / "cache" / "models").iterdir())) == 1
+    _, plain = rows(out="plain")
+    tuned_results, tuned = rows("--fine-tune-steps", "3", out="tuned")
+    assert tuned_results["settings"]["small"]["models"]["sup-e"][
+        "fine_tune_steps"] == 3
     assert tuned["ncm"]["h_measure"] == plain["ncm"]["h_measure"]
     assert tuned["flowr"]["h_measure"] != plain["flowr"]["h_measure"]
-    rows("--lambda-adapt", "0", out="no-adapt")
-    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
-    # --prior-scale changes only the full head, from the same cached model.
-    full = ["--methods", "flowr", "flowr-full"]
-    plain = rows(*full, out="plain-full")
-    wider = rows(*full, "--prior-scale", "3", out="wider")
-    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
-    assert wider["flowr"]["h_measure"] == plain["flowr"]["h_measure"]
-    assert wider["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
-    # So does --noise-shrinkage.
-    shrunk = rows(*full, "--noise-shrinkage", "0.5", out="shrunk")
-    assert len(list((tmp_path / "cache" / "models").iterdir())) == 2
-    assert shrunk["flowr"]["h_measure"] == plain["flowr"]["h_measure"]
-    assert shrunk["flowr-full"]["ece"] != plain["flowr-full"]["ece"]
 
 
-def test_benchmark_cross_fitted_calibration(tmp_path):
-    """Check --calibration-cv adds flowr-full-cvcal: the full head of the
-    same cached model (same ranking, so the same H-measure and fixed-TPR
-    accuracy) with the map cross_fit_novelty_calibration fits on folds of
-    models like it; the default run does not train those folds."""
-    import json
+def _refuse(*args, **kwargs):
+    raise AssertionError("the run went past its checks")
 
-    from sklearn.model_selection import GroupShuffleSplit
 
-    from sklearn_flowr.cli import benchmark_main
-    from sklearn_flowr.cli._benchmark import parse_args
-    from sklearn_flowr.cli._benchmark_setup import DEFAULT_METHODS
-    from sklearn_flowr.protocol import cross_fit_novelty_calibration
-
-    assert "flowr-full-cvcal" not in parse_args([]).methods
-    assert list(DEFAULT_METHODS) == parse_args([]).methods
-    cache = str(tmp_path / "cache")
-    base = [*TINY_BENCHMARK, "--setting", "small", "--pretrain", "sup-e",
-            "--methods", "flowr-full", "flowr-full-cal", "--cache-dir", cache,
-            ]
-    out = tmp_path / "out"
-    assert benchmark_main([*base, "--calibration-cv", "3",
-                           "--calibration-held-classes", "2", "--out", str(out)]) == 0
-    rows = {row["method"]: row for row in json.loads(
-        (out / "results.json").read_text())["settings"]["small"]["rows"]}
-    assert set(rows) == {"flowr-full", "flowr-full-cal", "flowr-full-cvcal"}
-    assert len(list((tmp_path / "cache" / "models").iterdir())) == 1
-    crossed, full = rows["flowr-full-cvcal"], rows["flowr-full"]
-    assert crossed["h_measure"] == full["h_measure"]
-    assert crossed["accuracy"] == full["accuracy"]
-    own_map = rows["flowr-full-cal"]["novelty_calibration"]
-    assert crossed["novelty_calibration"] != own_map
-    # The same map by hand, from the benchmark's own model parameters.
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Make training (and, with --set, data loading) fail: a usage error must
+    come first."""
     from sklearn_flowr import FLOWRClassifier
-    from sklearn_flowr.cli._benchmark import benchmark_data, model_params, setting_data
+    from sklearn_flowr.cli import _benchmark
 
-    args = parse_args([*base, "--calibration-cv", "3"])
-    data = benchmark_data(args)
-    X_fit, y_fit = setting_data("small", data, args.seed)[:2]
-    expected = cross_fit_novelty_calibration(
-        FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
-            covariance="full"), X_fit, y_fit,
-        cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
-        random_state=args.seed, n_jobs=args.n_jobs,
-        n_known_query_classes=args.lc_known_query_classes)
-    assert crossed["novelty_calibration"] == [expected.slope, expected.intercept]
-    assert crossed["noise_shrinkage"] == 0.0
-    # --noise-shrinkage auto: cvcal chooses it on the folds, the full row keeps 0.
-    auto = tmp_path / "auto"
-    # Two held-out classes a fold: small-context tasks of one support class,
-    # which the choice warns about.
-    with pytest.warns(UserWarning, match="tasks of one support class"):
-        assert benchmark_main([*base, "--calibration-cv", "3",
-                               "--calibration-held-classes", "2",
-                               "--noise-shrinkage", "auto", "--out", str(auto)]) == 0
-    rows = {row["method"]: row for row in json.loads(
-        (auto / "results.json").read_text())["settings"]["small"]["rows"]}
-    with pytest.warns(UserWarning, match="tasks of one support class"):
-        chosen = cross_fit_novelty_calibration(
-            FLOWRClassifier(**model_params(args, "small", "sup-e")).set_params(
-                covariance="full"), X_fit, y_fit,
-            cv=GroupShuffleSplit(n_splits=3, test_size=2, random_state=args.seed),
-            noise_shrinkages=[0.0, 0.05, 0.1, 0.2, 0.3], random_state=args.seed,
-            n_jobs=args.n_jobs, n_known_query_classes=args.lc_known_query_classes)
-    assert rows["flowr-full-cvcal"]["noise_shrinkage"] == chosen.noise_shrinkage
-    assert rows["flowr-full-cvcal"]["novelty_calibration"] == [chosen.slope,
-                                                               chosen.intercept]
-    # What the choice was made on, per candidate, is in the row.
-    assert rows["flowr-full-cvcal"]["cross_fit_candidates"] == {
-        str(value): {"h_measure": pytest.approx(chosen.h_measures[value]),
-                     "accuracy": pytest.approx(chosen.accuracies[value])}
-        for value in (0.0, 0.05, 0.1, 0.2, 0.3)}
-    assert "cross_fit_candidates" not in crossed
-    assert rows["flowr-full"] == {**full, "seconds": rows["flowr-full"]["seconds"]}
+    monkeypatch.setattr(FLOWRClassifier, "fit", _refuse)
+    return monkeypatch, _benchmark
 
 
-def test_benchmark_refuses_folds_that_cannot_train_before_training(
-        tmp_path, no_training, capsys):
-    """Check --calibration-cv folds the models cannot train on (digits' five
-    training classes: one held out leaves a small-context task no novel
-    class; two folds of 2-3 classes leave n_unknown=2 no support class) stop
-    with a usage error before any encoder is trained."""
-    from sklearn_flowr.cli import benchmark_main
+@pytest.mark.parametrize(("items", "message"), [
+    (["head__sigmaa=1"], r"--set head__sigmaa=1: FLOWRClassifier has no "
+     r"parameter 'head__sigmaa' \(did you mean head__sigma"),
+    (["colour=red"], "--set colour=red: FLOWRClassifier has no parameter"),
+    (["head__sigma=-1"], r"--set head__sigma=-1: The 'sigma' parameter"),
+    (["calibration=sometimes"], "--set calibration=sometimes: The 'calibration'"),
+    (["meta__a=0.95", "meta__known_count=0.5"],
+     "--set meta__known_count=0.5: known_count=0.5 must exceed a=0.95"),
+    (["setting=large"], "--set setting=large: .*--setting"),
+    (["head__covariance=isotropic", "head__prior_scale=2"],
+     "--set head__prior_scale=2: head__prior_scale=2 scales an estimated"),
+    (["meta=None", "meta__epochs=3"], "--set meta__epochs=3: meta is None"),
+    (["calibration"], "--set: expected KEY=VALUE"),
+])
+def test_bad_set_is_a_usage_error_before_anything_runs(items, message, tmp_path,
+                                                       nothing_runs, capsys):
+    """Check a --set key or value the model refuses stops with exit status 2
+    and a message naming it, before any data is loaded or model trained."""
+    monkeypatch, module = nothing_runs
+    monkeypatch.setattr(module, "load_benchmark_data", _refuse)
+    monkeypatch.setattr(module, "run_benchmark", _refuse)
+    argv = [*TINY_BENCHMARK, "--out", str(tmp_path)]
+    for item in items:
+        argv += ["--set", item]
+    with pytest.raises(SystemExit) as stop:
+        benchmark_main(argv)
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
 
-    base = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--cache-dir", "",
-            "--out", str(tmp_path)]
-    for extra, message in ((["--calibration-cv", "5"], "holds out 1"),
-                           (["--calibration-cv", "2"], "n_unknown=2")):
+
+def test_set_values_are_python_literals():
+    """Check VALUE is read as a Python literal, or else kept as text."""
+    from sklearn_flowr.cli._benchmark_model import build_model
+
+    args = parse_args(["--set", "calibration=None", "--set",
+                       "head__covariance=isotropic", "--set", "calibration=3",
+                       "--set", "head__novelty_calibration=(1.5, -0.5)"])
+    model = build_model(args, "small", "sup-e")
+    assert model.calibration == 3  # the last one given wins
+    assert model.head.covariance == "isotropic"
+    assert model.head.novelty_calibration == (1.5, -0.5)
+
+
+def _array_of_objects():
+    array = np.empty(96, dtype=object)
+    array[:] = [_Canary()] * 96
+    return array
+
+
+class _Canary:
+    """Unpickling one would create the file CANARY names."""
+
+    path = None
+
+    def __reduce__(self):
+        return (Path.touch, (Path(_Canary.path),))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ("missing", "no such file or folder"),
+    (dict(X_test=None, y_test=None),
+     "lacks X_test, y_test; it holds X_train, y_train"),
+    (dict(y_train=np.arange(95) % 4), "X_train has 96 rows but y_train 95"),
+    (dict(X_train="objects"), "X_train is an object array"),
+    (dict(X_test=np.zeros((96, 2, 2, 2, 2))), r"X_test has shape \(96, 2, 2, 2, 2\)"),
+    (dict(X_train=np.full((96, 6), "a")), "X_train has dtype <U1"),
+    (dict(X_train=np.zeros(96)), r"X_train has shape \(96,\)"),
+    (dict(y_train=np.zeros(96, int)), "the train split has 1 class"),
+    (dict(y_test=np.arange(96) % 4 + 2), "must be disjoint.*both hold 2, 3"),
+    (dict(X_test=np.zeros((96, 5))), r"X_train rows have shape \(6,\) but X_test"),
+    ("garbage", "not an .npz file of the arrays"),
+    ("npy", "single array"),
+    ("pickle", "not an .npz file"),
+    ("images-with-mlp", "--backbone mlp reads feature vectors"),
+    ("features-without-mlp", "need --backbone mlp"),
+    ("two-train-classes", "small-context model cannot be fitted on its "
+     "training classes: n_unknown=2 leaves no support class"),
+    (dict(X_test=np.zeros((8, 6), np.float32), y_test=np.arange(8) % 4 + 4),
+     "tasks cannot be drawn from it"),
+])
+def test_data_npz_problems_are_usage_errors(change, message, tmp_path,
+                                            npz_arrays, nothing_runs, capsys):
+    """Check every layout the run cannot use stops with exit status 2 and a
+    message naming the path and the problem, before any training; object
+    arrays and pickles are never unpickled."""
+    import pickle
+
+    arrays = dict(npz_arrays)
+    path = tmp_path / "data.npz"
+    options = list(NPZ_BASE)  # meta__n_unknown=2, MetaTraining's default
+    _Canary.path = str(tmp_path / "unpickled")
+    if change == "garbage":
+        path.write_bytes(b"not a zip")
+    elif change == "npy":
+        np.save(tmp_path / "data.npy", arrays["X_train"])
+        path = tmp_path / "data.npy"
+    elif change == "pickle":
+        path.write_bytes(pickle.dumps(_Canary()))
+    elif change == "images-with-mlp":
+        arrays.update(X_train=np.zeros((96, 4, 4)), X_test=np.zeros((96, 4, 4)))
+    elif change == "features-without-mlp":
+        options = options[2:]  # drops --backbone mlp
+    elif change == "two-train-classes":
+        arrays.update(y_train=np.arange(96) % 2)
+    elif isinstance(change, dict):
+        if isinstance(change.get("X_train"), str):
+            change = dict(X_train=_array_of_objects())
+        arrays.update(change)
+    arrays = {key: value for key, value in arrays.items() if value is not None}
+    if isinstance(change, dict) or change in ("images-with-mlp",
+                                              "features-without-mlp",
+                                              "two-train-classes"):
+        np.savez(path, **arrays)
+    with pytest.raises(SystemExit) as stop:
+        benchmark_main(["--data", str(path), *options, "--out",
+                        str(tmp_path / "out")])
+    assert stop.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--data {str(path)!r}" in err
+    assert re.search(message, err), err
+    assert not Path(_Canary.path).exists()
+
+
+# -------------------------------------------------------------- --data folder
+def _png_tree(root, n_classes, n_images=22, size=8):
+    """``root/class-k/*.png``: a bright square at a class's own place."""
+    from PIL import Image
+
+    rng = np.random.default_rng(1)
+    for k in range(n_classes):
+        folder = root / f"class-{k}"
+        folder.mkdir(parents=True)
+        for i in range(n_images):
+            image = rng.integers(0, 60, size=(size, size), dtype=np.uint8)
+            row, col = divmod(k, size // 2)
+            image[2 * row: 2 * row + 2, 2 * col: 2 * col + 3] = 255
+            Image.fromarray(image).save(folder / f"{i:02d}.png")
+    return root
+
+
+@pytest.mark.filterwarnings("ignore:The calibration tasks separate")
+def test_data_folder_of_images_runs(tmp_path):
+    """Check --data FOLDER reads one class per sub-folder, splits the classes
+    by --seed into training and test classes (half each) and runs."""
+    pytest.importorskip("PIL")
+    from sklearn_flowr.cli._benchmark import benchmark_data
+    from sklearn_flowr.cli._user_data import split_classes
+
+    root = _png_tree(tmp_path / "shapes", 6)
+    options = [opt for opt in TINY_NPZ if opt != "mlp"]
+    options.remove("--backbone")
+    options = ["--data", str(root), *options, "--methods", "flowr", "ncm"]
+    status, printed = _run([*options, "--out", str(tmp_path / "out")])
+    assert status == 0 and "Large context" in printed
+    results = _results(tmp_path / "out")
+    assert results["dataset"] == {"name": "shapes", "n_train_classes": 3,
+                                  "n_test_classes": 3}
+    data = benchmark_data(parse_args(options))
+    assert data.X_train.shape[1:] == (8, 8) and data.X_train.max() <= 1.0
+    # The classes are split by --seed: the same seed, the same split.
+    again = benchmark_data(parse_args(options))
+    np.testing.assert_array_equal(again.X_train, data.X_train)
+    assert len({tuple(split_classes(6, seed)) for seed in range(10)}) > 1
+
+
+@pytest.mark.parametrize(("layout", "message"), [
+    ("three", r"found 3 class folder\(s\).*needs at least 4"),
+    ("empty", "has no class folder"),
+    ("broken", "cannot read it as an image folder"),
+])
+def test_data_folder_problems_are_usage_errors(layout, message, tmp_path,
+                                               nothing_runs, capsys):
+    """Check a folder with too few class folders, none, or an image that
+    cannot be read stops with exit status 2 and a message naming it."""
+    pytest.importorskip("PIL")
+    root = tmp_path / "tree"
+    if layout == "empty":
+        root.mkdir()
+    else:
+        _png_tree(root, 3 if layout == "three" else 4, n_images=3)
+    if layout == "broken":
+        (root / "class-0" / "99.png").write_bytes(b"not a png")
+    with pytest.raises(SystemExit) as stop:
+        benchmark_main(["--data", str(root), *TINY_BENCHMARK[2:],
+                        "--out", str(tmp_path / "out")])
+    assert stop.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"--data {str(root)!r}" in err and re.search(message, err), err
+
+
+def test_data_and_dataset_are_exclusive(capsys, tmp_path):
+    """Check --data replaces --dataset (giving both is a usage error) and
+    --backbone mlp needs --data: the benchmark's data sets are images."""
+    for argv, message in (
+            (["--data", str(tmp_path), "--dataset", "digits"], "not allowed with"),
+            (["--backbone", "mlp"], "--backbone mlp reads feature vectors")):
         with pytest.raises(SystemExit) as stop:
-            benchmark_main([*base, *extra])
+            parse_args(argv)
         assert stop.value.code == 2
         assert message in capsys.readouterr().err
 
 
-def test_benchmark_rejects_negative_ablation_values():
-    """Check bad ablation values stop with a usage error."""
-    import pytest
+def test_cli_never_unpickles():
+    """Check no code of the command line reads a pickle: no joblib.load,
+    pickle module or allow_pickle=True (files a user hands it are data)."""
+    import sklearn_flowr.cli
 
-    from sklearn_flowr.cli._benchmark import parse_args
+    folder = Path(sklearn_flowr.cli.__file__).parent
+    pattern = re.compile(r"joblib\.(load|dump)|import pickle|pickle\.load|"
+                         r"allow_pickle=True|load_pickle|import joblib")
+    for path in folder.glob("*.py"):
+        assert not pattern.search(path.read_text()), path.name
 
-    for bad in (["--lambda-adapt", "-1"], ["--fine-tune-steps", "-2"],
-                ["--meta-lr", "0"]):
-        with pytest.raises(SystemExit):
-            parse_args(bad)
+
+# ------------------------------------------------------------------- options
+def test_benchmark_verbose_levels():
+    """Check that --verbose defaults to 1 (progress), -v sets a level and
+    --quiet / -q mean 0."""
+    assert parse_args([]).verbose == 1
+    assert parse_args(["--quick"]).verbose == 1
+    assert parse_args(["-v", "2"]).verbose == 2
+    assert parse_args(["--verbose", "0"]).verbose == 0
+    assert parse_args(["--quiet"]).verbose == 0
+    assert parse_args(["-q", "--quick"]).verbose == 0
+    with pytest.raises(SystemExit):
+        parse_args(["--verbose", "-1"])
+
+
+def test_benchmark_out_is_honoured(tmp_path, monkeypatch, npz_file):
+    """Check that --out names the folder of results.json and roc.png, and
+    nothing is written into the working directory."""
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "elsewhere" / "run"
+    args = ["--data", str(npz_file), *TINY_NPZ, "--setting", "large",
+            "--methods", "ncm", "--pretrain", "none", "--out", str(out)]
+    assert _run(args)[0] == 0
+    assert (out / "results.json").exists() and (out / "roc.png").exists()
+    assert _results(out)["settings"]["large"]["models"]["none"]["pretrain"] is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["blobs.npz",
+                                                          "elsewhere"]
+
+
+def test_benchmark_progress_lines(tmp_path, capsys, npz_file):
+    """Check that the default verbosity prints a line per stage (training,
+    evaluation) and --quiet prints only the tables."""
+    args = ["--data", str(npz_file), *NPZ_BASE[:-4], "--set",
+            "meta__n_unknown=1", "--cache-dir", "",
+            "--setting", "small", "--methods", "ncm", "--out",
+            str(tmp_path / "out")]
+    assert benchmark_main(args) == 0
+    printed = capsys.readouterr().out
+    assert "training FLOWR Sup-E encoder on 96 images" in printed
+    assert "evaluating NCM on 3 tasks" in printed
+    assert benchmark_main([*args, "--quiet"]) == 0
+    printed = capsys.readouterr().out
+    assert "training FLOWR" not in printed and "evaluating" not in printed
+    assert "Small context" in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--max-per-class", "-3"], "--max-per-class: must be an integer >= 2"),
+        (["--max-per-class", "1"], "half of each class"),
+        (["--evm-tasks", "0"], "--evm-tasks: must be an integer >= 1"),
+        (["--lc-known-query-classes", "0"],
+         "--lc-known-query-classes: must be an integer >= 1"),
+        (["--seed", "-5"], r"--seed: must be an integer in 0\.\.4294967295"),
+        (["--seed", str(2**32)], "--seed: must be an integer in"),
+        (["--max-fonts", "0"], "--max-fonts: must be an integer >= 5"),
+        (["--tasks", "0"], "--tasks: must be an integer >= 1"),
+        (["--pretrain-epochs", "-1"], "--pretrain-epochs: must be an integer >= 0"),
+        (["--meta-epochs", "0"], "--meta-epochs: must be an integer >= 1"),
+        (["--embedding-dim", "0"], "--embedding-dim: must be an integer >= 1"),
+        (["--episodes-per-epoch", "0"], "--episodes-per-epoch: must be an integer"),
+        (["--n-jobs", "0"], "--n-jobs: must be an integer >= 1"),
+        (["--fine-tune-steps", "-2"], "--fine-tune-steps: must be an integer >= 0"),
+        (["--tasks", "1.5"], "--tasks: expected an integer; got '1.5'"),
+        (["--lambda-adapt", "-1"], "--lambda-adapt: must be a finite number >= 0"),
+        (["--lambda-adapt", "nan"], "--lambda-adapt: must be a finite number"),
+        (["--meta-lr", "0"], "--meta-lr: must be a finite number > 0"),
+        (["--meta-lr", "fast"], "--meta-lr: expected a number; got 'fast'"),
+        (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
+        (["--prior-scale", "2"], "unrecognized arguments: --prior-scale"),
+        (["--set", "=3"], "--set: expected KEY=VALUE"),
+        (["--device", "warp-drive"], "--device warp-drive: device='warp-drive' is "
+         "not a torch device"),
+        (["--set", "device='warp-drive'"], "--set device='warp-drive': device="),
+        (["--data", "/no/such/data.npz"],
+         "--data '/no/such/data.npz': no such file or folder"),
+        (["--pretrain", "none", "--set", "pretrain__epochs=3"],
+         "no model of this run has a pre-training stage"),
+    ],
+)
+def test_benchmark_rejects_bad_options(argv, message, capsys):
+    """Check that every option out of its range stops with a usage error (exit
+    status 2) naming the option and the allowed values."""
+    with pytest.raises(SystemExit) as stop:
+        parse_args(argv)
+    assert stop.value.code == 2
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_benchmark_accepts_boundary_numbers():
+    """Check the smallest allowed values pass (and --quick keeps them)."""
+    args = parse_args(["--quick", "--max-per-class", "2", "--evm-tasks", "1",
+                       "--lc-known-query-classes", "1", "--seed", "0",
+                       "--max-fonts", "5", "--pretrain-epochs", "0",
+                       "--lambda-adapt", "0"])
+    assert (args.max_per_class, args.evm_tasks, args.lc_known_query_classes,
+            args.seed, args.max_fonts, args.pretrain_epochs,
+            args.lambda_adapt) == (2, 1, 1, 0, 5, 0, 0.0)
+
+
+@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
+def test_benchmark_unwritable_output_fails_before_training(tmp_path, monkeypatch,
+                                                           capsys, option):
+    """Check that an --out or --cache-dir that cannot be written stops the run
+    with a usage error naming it, before any data is loaded or model trained."""
+    from sklearn_flowr.cli import _benchmark
+
+    monkeypatch.setattr(_benchmark, "run_benchmark", _refuse)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    paths = {"--out": str(tmp_path / "out"), "--cache-dir": str(tmp_path / "cache"),
+             option: str(blocker / "sub")}
+    with pytest.raises(SystemExit) as stop:
+        _benchmark.main([*TINY_BENCHMARK, "--out", paths["--out"], "--cache-dir",
+                         paths["--cache-dir"]])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert f"{option} '{blocker / 'sub'}' cannot be written" in err
+
+
+def test_benchmark_output_check_leaves_no_trace(tmp_path):
+    """Check that the write test creates the folders but no file, and keeps
+    existing results untouched."""
+    from sklearn_flowr.cli._benchmark import _output_problem
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("{}")
+    args = parse_args(["--out", str(out), "--cache-dir", str(tmp_path / "c")])
+    assert _output_problem(args) is None
+    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
+    assert (out / "results.json").read_text() == "{}"
+    assert list((tmp_path / "c").iterdir()) == []
+    (out / "roc.png").mkdir()  # a folder where the figure must go
+    assert "roc.png" in _output_problem(args)
 
 
 def test_benchmark_help_is_plain_text_and_lists_quick_values():
     """Check that --help shows no reST markup, states every default once and
     lists exactly the values --quick sets (from the dict the code applies)."""
-    import re
-
-    from sklearn_flowr.cli._benchmark import _QUICK, build_parser, parse_args
+    from sklearn_flowr.cli._benchmark import _QUICK, build_parser
 
     parser = build_parser()
     text = parser.format_help()
@@ -362,6 +656,10 @@ def test_benchmark_help_is_plain_text_and_lists_quick_values():
     assert not re.search(r":(class|func|meth|mod|attr|obj):", text)
     assert "evaluate_online" in text and "FLOWRClassifier" in text
     flat = " ".join(text.split())
+    assert "--set KEY=VALUE" in flat
+    for removed in ("--prior-scale", "--noise-shrinkage", "--calibration-cv",
+                    "--calibration-held-classes"):
+        assert removed not in flat
     for key, value in _QUICK.items():
         assert f"--{key.replace('_', '-')} {value}" in flat
     # Every option has help, and every option with a value states its default
@@ -380,171 +678,17 @@ def test_benchmark_help_is_plain_text_and_lists_quick_values():
     assert {key: getattr(quick, key) for key in _QUICK} == _QUICK
 
 
-def test_benchmark_quick_keeps_explicit_values():
+def test_benchmark_quick_keeps_explicit_values_and_sets_the_budget():
     """Check that an option given explicitly wins over --quick, even when it
-    spells out the normal default."""
-    from sklearn_flowr.cli._benchmark import _QUICK, parse_args
+    spells out the normal default, and that --quick's budget reaches the
+    model's nested parameters."""
+    from sklearn_flowr.cli._benchmark import _QUICK
+    from sklearn_flowr.cli._benchmark_model import build_model
 
     args = parse_args(["--quick", "--tasks", "1000", "--embedding-dim", "16"])
     assert (args.tasks, args.embedding_dim) == (1000, 16)
     assert args.meta_epochs == _QUICK["meta_epochs"]
     assert parse_args([]).tasks == 1000
-
-
-def test_benchmark_verbose_levels():
-    """Check that --verbose defaults to 1 (progress), -v sets a level and
-    --quiet / -q mean 0."""
-    import pytest
-
-    from sklearn_flowr.cli._benchmark import parse_args
-
-    assert parse_args([]).verbose == 1
-    assert parse_args(["--quick"]).verbose == 1
-    assert parse_args(["-v", "2"]).verbose == 2
-    assert parse_args(["--verbose", "0"]).verbose == 0
-    assert parse_args(["--quiet"]).verbose == 0
-    assert parse_args(["-q", "--quick"]).verbose == 0
-    with pytest.raises(SystemExit):
-        parse_args(["--verbose", "-1"])
-
-
-def test_benchmark_out_is_honoured(tmp_path, monkeypatch):
-    """Check that --out names the folder of results.json and roc.png, and
-    nothing is written into the working directory."""
-    from sklearn_flowr.cli import benchmark_main
-
-    monkeypatch.chdir(tmp_path)
-    out = tmp_path / "elsewhere" / "run"
-    args = [*TINY_BENCHMARK, "--setting", "large", "--methods", "ncm",
-            "--pretrain", "none", "--cache-dir", "", "--out", str(out)]
-    assert benchmark_main(args) == 0
-    assert (out / "results.json").exists() and (out / "roc.png").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["elsewhere"]
-
-
-def test_benchmark_progress_lines(tmp_path, capsys):
-    """Check that the default verbosity prints a line per stage (training,
-    cached model, evaluation) and --quiet prints only the tables."""
-    from sklearn_flowr.cli import benchmark_main
-
-    args = [*TINY_BENCHMARK[:-2], "--setting", "small", "--methods", "ncm",
-            "--pretrain", "sup-e", "--cache-dir", str(tmp_path / "cache"),
-            "--out", str(tmp_path / "out")]
-    assert benchmark_main(args) == 0
-    printed = capsys.readouterr().out
-    assert "training FLOWR Sup-E encoder" in printed
-    assert "evaluating NCM on 6 tasks" in printed
-    assert benchmark_main(args) == 0
-    assert "loading cached model" in capsys.readouterr().out
-    assert benchmark_main([*args, "--quiet"]) == 0
-    printed = capsys.readouterr().out
-    assert "loading" not in printed and "evaluating" not in printed
-    assert "Small context" in printed
-
-
-@pytest.mark.parametrize(
-    ("argv", "message"),
-    [
-        (["--max-per-class", "-3"], "--max-per-class: must be an integer >= 2"),
-        (["--max-per-class", "0"], "--max-per-class: must be an integer >= 2"),
-        (["--max-per-class", "1"], "half of each class"),
-        (["--evm-tasks", "-1"], "--evm-tasks: must be an integer >= 1"),
-        (["--evm-tasks", "0"], "--evm-tasks: must be an integer >= 1"),
-        (["--lc-known-query-classes", "0"],
-         "--lc-known-query-classes: must be an integer >= 1"),
-        (["--seed", "-5"], r"--seed: must be an integer in 0\.\.4294967295"),
-        (["--seed", str(2**32)], "--seed: must be an integer in"),
-        (["--max-fonts", "0"], "--max-fonts: must be an integer >= 5"),
-        (["--tasks", "0"], "--tasks: must be an integer >= 1"),
-        (["--pretrain-epochs", "-1"], "--pretrain-epochs: must be an integer >= 0"),
-        (["--meta-epochs", "-1"], "--meta-epochs: must be an integer >= 0"),
-        (["--embedding-dim", "0"], "--embedding-dim: must be an integer >= 1"),
-        (["--episodes-per-epoch", "0"], "--episodes-per-epoch: must be an integer"),
-        (["--n-jobs", "0"], "--n-jobs: must be an integer >= 1"),
-        (["--fine-tune-steps", "-2"], "--fine-tune-steps: must be an integer >= 0"),
-        (["--tasks", "1.5"], "--tasks: expected an integer; got '1.5'"),
-        (["--lambda-adapt", "-1"], "--lambda-adapt: must be a finite number >= 0"),
-        (["--lambda-adapt", "nan"], "--lambda-adapt: must be a finite number"),
-        (["--meta-lr", "0"], "--meta-lr: must be a finite number > 0"),
-        (["--meta-lr", "inf"], "--meta-lr: must be a finite number > 0"),
-        (["--meta-lr", "fast"], "--meta-lr: expected a number; got 'fast'"),
-        (["--prior-scale", "0"], "--prior-scale: must be a finite number > 0"),
-        (["--noise-shrinkage", "1.5"], "--noise-shrinkage: must be at most 1"),
-        (["--noise-shrinkage", "-0.1"],
-         "--noise-shrinkage: must be a finite number >= 0"),
-        (["--verbose", "-1"], "--verbose: must be an integer >= 0"),
-        (["--calibration-cv", "1"], "--calibration-cv: must be an integer >= 2"),
-        (["--calibration-cv", "2", "--calibration-held-classes", "0"],
-         "--calibration-held-classes: must be an integer >= 1"),
-        (["--methods", "flowr-full-cvcal"],
-         "flowr-full-cvcal needs --calibration-cv K"),
-        (["--calibration-held-classes", "2"],
-         "--calibration-held-classes needs --calibration-cv K"),
-        (["--noise-shrinkage", "auto"], "--noise-shrinkage auto is chosen on"),
-        (["--noise-shrinkage", "most"], "--noise-shrinkage: expected a number"),
-    ],
-)
-def test_benchmark_rejects_out_of_range_numbers(argv, message, capsys):
-    """Check that every numeric option out of its range stops with a usage
-    error (exit status 2) naming the option and the allowed values."""
-    import re
-
-    from sklearn_flowr.cli._benchmark import parse_args
-
-    with pytest.raises(SystemExit) as stop:
-        parse_args(argv)
-    assert stop.value.code == 2
-    assert re.search(message, capsys.readouterr().err)
-
-
-def test_benchmark_accepts_boundary_numbers():
-    """Check the smallest allowed values pass (and --quick keeps them)."""
-    from sklearn_flowr.cli._benchmark import parse_args
-
-    args = parse_args(["--quick", "--max-per-class", "2", "--evm-tasks", "1",
-                       "--lc-known-query-classes", "1", "--seed", "0",
-                       "--max-fonts", "5", "--pretrain-epochs", "0",
-                       "--lambda-adapt", "0"])
-    assert (args.max_per_class, args.evm_tasks, args.lc_known_query_classes,
-            args.seed, args.max_fonts, args.pretrain_epochs,
-            args.lambda_adapt) == (2, 1, 1, 0, 5, 0, 0.0)
-
-
-@pytest.mark.parametrize("option", ["--out", "--cache-dir"])
-def test_benchmark_unwritable_output_fails_before_training(tmp_path, monkeypatch,
-                                                           capsys, option):
-    """Check that an --out or --cache-dir that cannot be written stops the run
-    with a usage error naming it, before any data is loaded or model trained."""
-    from sklearn_flowr.cli import _benchmark
-
-    def must_not_run(*args, **kwargs):
-        raise AssertionError("the benchmark ran")
-
-    monkeypatch.setattr(_benchmark, "run_benchmark", must_not_run)
-    blocker = tmp_path / "a-file"
-    blocker.write_text("")
-    paths = {"--out": str(tmp_path / "out"), "--cache-dir": str(tmp_path / "cache"),
-             option: str(blocker / "sub")}
-    with pytest.raises(SystemExit) as stop:
-        _benchmark.main([*TINY_BENCHMARK, "--out", paths["--out"], "--cache-dir",
-                         paths["--cache-dir"]])
-    assert stop.value.code == 2
-    err = capsys.readouterr().err
-    assert f"{option} '{blocker / 'sub'}' cannot be written" in err
-
-
-def test_benchmark_output_check_leaves_no_trace(tmp_path):
-    """Check that the write test creates the folders but no file, and keeps
-    existing results untouched."""
-    from sklearn_flowr.cli._benchmark import _output_problem, parse_args
-
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "results.json").write_text("{}")
-    args = parse_args(["--out", str(out), "--cache-dir", str(tmp_path / "c")])
-    assert _output_problem(args) is None
-    assert sorted(p.name for p in out.iterdir()) == ["results.json"]
-    assert (out / "results.json").read_text() == "{}"
-    assert list((tmp_path / "c").iterdir()) == []
-    (out / "roc.png").mkdir()  # a folder where the figure must go
-    assert "roc.png" in _output_problem(args)
+    model = build_model(parse_args(["--quick"]), "small", "sup-e")
+    assert (model.pretrain.epochs, model.meta.epochs,
+            model.meta.episodes_per_epoch, model.embedding_dim) == (3, 3, 30, 32)

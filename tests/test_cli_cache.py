@@ -1,93 +1,57 @@
-"""Tests of flowr-benchmark's caches: models and features keyed by every
-parameter, and unreadable cache files rebuilt."""
+"""Tests of flowr-benchmark's cache: only rendered data, as plain arrays.
+
+Trained models are not cached (a file handed to the command is never
+unpickled); the rendered glyphs and kanji are, as ``.npz`` arrays read back
+with ``allow_pickle=False``.
+"""
+
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 
-def test_model_cache_key_covers_every_parameter():
-    """Check that the model cache key reads every FLOWRClassifier parameter
-    but verbose: spelling out a default keeps the key, changing any parameter
-    that shapes the model changes it."""
-    from sklearn_flowr.cli._benchmark_setup import model_key
+class _Canary:
+    """Unpickling one creates the file ``_Canary.path``."""
 
-    assert model_key({}, "data") == model_key({"known_table": "refit"}, "data")
-    assert model_key({}, "data") != model_key({"known_table": "learned"}, "data")
-    assert model_key({}, "data") != model_key({}, "other data")
-    # verbose changes what training prints, not the model: -v 0 and -v 1
-    # share the cached model.
-    assert model_key({"verbose": 0}, "data") == model_key({"verbose": 1}, "data")
+    path = None
+
+    def __reduce__(self):
+        return (Path.touch, (Path(_Canary.path),))
 
 
-@pytest.fixture(scope="module")
-def cached_mlp_model(tmp_path_factory):
-    """A tiny mlp FLOWR fitted through the benchmark's model cache, with its
-    cached features: (params, X, y, cache folder, model, features)."""
-    from sklearn_flowr.cli._benchmark_setup import features_or_load, fit_or_load_model
+def test_data_cache_never_unpickles(tmp_path):
+    """Check a rendered-glyphs cache file replaced by pickled object arrays is
+    not unpickled: a warning names it, the data are rendered again (the same
+    arrays) and re-cached."""
+    from sklearn_flowr.cli._benchmark_setup import load_benchmark_data
 
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(40, 5)).astype(np.float32)
-    y = np.repeat(np.arange(4), 10)
-    params = dict(backbone="mlp", setting="large", pretrain_epochs=1,
-                  meta_epochs=0, embedding_dim=4, verbose=0, random_state=0)
-    cache = tmp_path_factory.mktemp("cache")
-    model = fit_or_load_model(params, X, y, data_key="d", cache_dir=cache,
-                              log=lambda *a: None)
-    features = features_or_load("k", model, {"fit": X}, cache_dir=cache,
-                                log=lambda *a: None)
-    return params, X, y, cache, model, features
-
-
-def _truncate(path):
-    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
-
-
-def _garbage(path):
-    path.write_bytes(b"\x80\x04not a pickle nor a zip")
-
-
-@pytest.mark.parametrize("damage", [_truncate, _garbage])
-def test_unreadable_cached_model_is_retrained(cached_mlp_model, damage):
-    """Check that a damaged cached model gives a warning naming the file, is
-    trained again to the same model and re-cached."""
-    import warnings
-
-    from sklearn_flowr.cli._benchmark_setup import fit_or_load_model, model_key
-
-    params, X, y, cache, model, _ = cached_mlp_model
-    path = cache / "models" / f"{model_key(params, 'd')}.joblib"
-    damage(path)
+    cache = tmp_path / "data"
+    first = load_benchmark_data("glyphs", max_fonts=5, cache_dir=cache)
+    (path,) = cache.glob("glyphs-*.npz")
+    with np.load(path, allow_pickle=False) as cached:
+        keys = list(cached.files)
+    _Canary.path = str(tmp_path / "unpickled")
+    objects = np.empty(3, dtype=object)
+    objects[:] = [_Canary()] * 3
+    np.savez(path, **{key: objects for key in keys})
     with pytest.warns(UserWarning, match=rf"{path.name}.*is unreadable"):
-        again = fit_or_load_model(params, X, y, data_key="d", cache_dir=cache,
-                                  log=lambda *a: None)
-    np.testing.assert_allclose(again.predict_proba(X), model.predict_proba(X))
+        again = load_benchmark_data("glyphs", max_fonts=5, cache_dir=cache)
+    assert not Path(_Canary.path).exists()
+    np.testing.assert_array_equal(again.X_train, first.X_train)
+    np.testing.assert_array_equal(again.y_test, first.y_test)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        fit_or_load_model(params, X, y, data_key="d", cache_dir=cache,
-                          log=lambda *a: None)
+        load_benchmark_data("glyphs", max_fonts=5, cache_dir=cache)
 
 
-@pytest.mark.parametrize("damage", [_truncate, _garbage, "other arrays"])
-def test_unreadable_cached_features_are_recomputed(cached_mlp_model, damage):
-    """Check that damaged cached features, or features of other arrays, give a
-    warning naming the file and are extracted again and re-cached."""
-    import warnings
+def test_model_cache_is_gone():
+    """Check the joblib model cache and the features cache keyed by it are
+    gone from the command line."""
+    from sklearn_flowr.cli import _benchmark, _benchmark_setup
 
-    from sklearn_flowr.cli._benchmark_setup import features_or_load
-
-    _, X, _, cache, model, features = cached_mlp_model
-    path = cache / "features" / "k.npz"
-    if damage == "other arrays":
-        np.savez(path, **{"flowr/fit": features["flowr/fit"][:3],
-                          "base/fit": features["base/fit"][:3]})
-    else:
-        damage(path)
-    with pytest.warns(UserWarning, match=rf"{path.name}.*is unreadable"):
-        again = features_or_load("k", model, {"fit": X}, cache_dir=cache,
-                                 log=lambda *a: None)
-    for key, Z in features.items():
-        np.testing.assert_array_equal(again[key], Z)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        features_or_load("k", model, {"fit": X}, cache_dir=cache,
-                         log=lambda *a: None)
+    for name in ("fit_or_load_model", "features_or_load", "model_key",
+                 "_read_model"):
+        assert not hasattr(_benchmark_setup, name)
+        assert not hasattr(_benchmark, name)

@@ -1,21 +1,26 @@
 """``flowr-benchmark``: the paper's few-shot open-world tables, end to end.
 
-For every pre-training (Sup-E, Sup-FC) and setting (small, large context) it
-trains a ``FLOWRClassifier`` on the training classes, extracts features of the
-evaluation images with the meta-trained encoder (FLOWR) and with the
-pre-trained encoder (the baselines), and runs every method through the same
-seeded tasks with :func:`~sklearn_flowr.protocol.evaluate_online`. Two
-ablation rows ride along: FLOWR's head without meta-training (empirical Bayes
-on the pre-trained embedding) and NCM on FLOWR's meta-trained embedding, so
-every table says whether meta-training helps and whether the head beats a
-distance on the same features. It prints the paper-style table (Acc, Support
-Acc, Inc. Acc at the fixed novelty TPR, and the accuracy of the threshold-free
-argmax decision, as mean +- 95% CI over tasks; H-measure, AUROC, expected
-calibration error over 15 equal-width bins and Brier score of P(novel)
-against first sightings, pooled over the run; n/a for a baseline, whose
-novelty output is not a probability), writes a JSON of all figures and a PNG
-of the ROC curves and reliability diagrams. Trained models and features are
-cached, so a re-run only evaluates. ``--n-jobs`` spreads tasks over joblib
+It evaluates the estimator a user builds: ``FLOWRClassifier()`` with its
+defaults, the run's options (backbone, embedding, training budget, seed) and
+every ``--set KEY=VALUE`` applied with ``set_params`` (``--set
+head__covariance=isotropic --set calibration=None`` is the paper's head). For
+every pre-training (``--pretrain``: Sup-E, Sup-FC) and setting (small, large
+context) it fits that model on the training classes and runs every method
+through the same seeded tasks with :func:`~sklearn_flowr.protocol.evaluate_online`:
+FLOWR (the fitted model's own head on its meta-trained embedding), NCM on that
+same embedding (does the head beat a distance on the same features?), and the
+baselines NCM, ProtoNet, PEELER and EVM on the pre-trained embedding;
+``flowr-no-meta`` (asked for with ``--methods``) fits a second model with
+``meta=None`` (does meta-training help?). It prints the paper-style table
+(Acc, Support Acc, Inc. Acc at the fixed novelty TPR, and the accuracy of the
+threshold-free argmax decision, as mean +- 95% CI over tasks; H-measure,
+AUROC, expected calibration error over 15 equal-width bins and Brier score of
+P(novel) against first sightings, pooled over the run; n/a for a baseline,
+whose novelty output is not a probability), writes a JSON of all figures and
+of every model's parameters, and a PNG of the ROC curves and reliability
+diagrams. ``--data`` runs on your own data: a folder with a sub-folder of
+images per class, or an ``.npz`` of ``X_train``, ``y_train``, ``X_test``,
+``y_test`` with class-disjoint labels. ``--n-jobs`` spreads tasks over joblib
 workers; inside ``joblib.parallel_config(backend="dask")`` they go to a Dask
 cluster.
 """
@@ -26,7 +31,6 @@ import argparse
 import copy
 import functools
 import inspect
-import itertools
 import json
 import os
 import sys
@@ -37,8 +41,19 @@ import numpy as np
 
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders._factory import BACKBONE_NAMES
-from ..protocol import LargeContextTasks, SmallContextTasks, evaluate_online
-from ..protocol._calibrate import small_context_sizes as _small_context_sizes
+from ..protocol import evaluate_online
+from ..protocol._calibrate import (  # noqa: F401 (used by benchmarks/)
+    small_context_sizes as _small_context_sizes,
+)
+from ._benchmark_model import (
+    DEFAULT_META,
+    DEFAULT_MODEL,
+    DEFAULT_PRETRAIN,
+    PRETRAININGS,
+    build_model,
+    check_model_options,
+    describe_model,
+)
 from ._benchmark_report import (
     CALIBRATION,
     ablation,
@@ -53,21 +68,19 @@ from ._benchmark_setup import (
     KANJI_INSTANCES,
     METHOD_NAMES,
     METHODS,
-    calibration_folds,
-    cross_fit_option_problem,
-    cross_fit_setting_problem,
-    features_or_load,
-    fit_or_load_model,
+    Features,
+    benchmark_tasks,
+    fit_model,
     load_benchmark_data,
-    method_features,
     method_template,
-    model_key,
-    split_fit_and_held_out,
+    plan_run,
+    setting_data,
 )
-from ._options import HelpFormatter, integer, plain_text, real, real_or_auto
+from ._options import HelpFormatter, integer, key_value, plain_text, real
+from ._user_data import UserDataError
 
-__all__ = ["benchmark_data", "build_parser", "format_table", "main", "model_params",
-           "parse_args", "run_benchmark", "setting_data"]
+__all__ = ["benchmark_data", "benchmark_tasks", "build_model", "build_parser",
+           "format_table", "main", "parse_args", "run_benchmark", "setting_data"]
 
 _TPR = {"small": 0.15, "large": 0.6}
 _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
@@ -95,10 +108,20 @@ def build_parser() -> argparse.ArgumentParser:
         prog="flowr-benchmark", description=plain_text(__doc__),
         formatter_class=HelpFormatter)
     add = parser.add_argument
-    add("--dataset", choices=DATASETS, default="glyphs",
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "--dataset", choices=DATASETS, default="glyphs",
         help="images to run on: rendered font glyphs (bundled fonts), kanji "
         "drawn from KanjiVG's strokes (pip install sklearn-flowr[kanji]), "
         "Fashion-MNIST (idx files) or scikit-learn's 8x8 digits")
+    source.add_argument(
+        "--data", default=None, metavar="PATH",
+        help="your own data instead of --dataset: a folder with one sub-folder "
+        "of images per class (at least 4; about half of them, a choice by "
+        "--seed, are the training classes, the others the test classes), or an "
+        ".npz file of X_train, y_train, X_test, y_test (numbers, read without "
+        "unpickling; class-disjoint labels; X images (n, H, W), (n, H, W, C), "
+        "(n, C, H, W), or features (n, d) with --backbone mlp) (default: none)")
     add("--data-path", default=None,
         help="folder of the idx files (fashion-mnist; default: "
         f"{_FASHION_MNIST_PATH})")
@@ -121,21 +144,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--setting", nargs="+", choices=("small", "large"),
         default=["small", "large"], help="evaluation settings (contexts) to run")
     add("--methods", nargs="+", choices=METHODS, default=list(DEFAULT_METHODS),
-        help="methods to evaluate on the same tasks; flowr-no-meta (FLOWR's "
-        "head by empirical Bayes on the pre-trained embedding, no "
-        "meta-training) and ncm-flowr-emb (NCM on FLOWR's meta-trained "
-        "embedding) are the ablation; flowr-full-cal is flowr-full with "
-        "P(novel) calibrated on episodes of the training classes, "
-        "flowr-full-cvcal on classes held out of training "
-        "(--calibration-cv; added by it)")
-    add("--pretrain", nargs="+", choices=("sup-e", "sup-fc", "none"),
+        help="methods to evaluate on the same tasks: flowr (the fitted "
+        "FLOWRClassifier's head), ncm-flowr-emb (NCM on its meta-trained "
+        "embedding), flowr-no-meta (a second FLOWRClassifier fitted with "
+        "meta=None: one more training per model, so not run by default) and the "
+        "baselines on the pre-trained embedding")
+    add("--pretrain", nargs="+", choices=tuple(PRETRAININGS),
         default=["sup-e", "sup-fc"],
-        help="encoder pre-trainings; 'none' keeps the encoder untrained "
-        "(a reference row)")
-    # Image backbones: "mlp" takes feature vectors, not the benchmark's images.
-    add("--backbone", choices=[name for name in BACKBONE_NAMES if name != "mlp"],
-        default="conv4",
-        help="encoder architecture")
+        help="pre-trainings, one model each: pretrain=SupE(), SupFC() or None "
+        "(no pre-training: meta-training starts from the untrained encoder, "
+        "which the baselines then run on)")
+    add("--backbone", choices=BACKBONE_NAMES, default=DEFAULT_MODEL.backbone,
+        help="encoder architecture (FLOWRClassifier's backbone); mlp reads "
+        "feature vectors: --data with an .npz of 2-d X")
     add("--tasks", type=integer(1), default=1000, help="tasks per setting")
     add("--evm-tasks", type=integer(1), default=None,
         help="evaluate EVM on the first N tasks only, it is ~50x slower "
@@ -146,51 +167,47 @@ def build_parser() -> argparse.ArgumentParser:
                                          "half of each class and queries the "
                                          "other half"), default=None,
         help="cap on images per class, bounds training time (default: no cap)")
-    add("--embedding-dim", type=integer(1), default=64,
-        help="embedding dimension")
-    add("--pretrain-epochs", type=integer(0), default=20,
-        help="epochs of Sup-E / Sup-FC pre-training")
-    add("--meta-epochs", type=integer(0), default=10,
-        help="epochs of meta-training")
-    add("--episodes-per-epoch", type=integer(1), default=100,
-        help="meta-training episodes per epoch")
-    add("--meta-lr", type=real(0.0, closed=False), default=None,
-        help="meta-training learning rate (default: a tenth of the pre-training "
-        "rate)")
-    add("--lambda-adapt", type=real(0.0), default=0.1,
-        help="weight of the adaptation loss in meta-training")
-    add("--prior-scale", type=real(0.0, closed=False), default=1.0,
-        help="FLOWR full: factor on its empirical-Bayes prior covariance "
-        "(FLOWRClassifier's prior_scale; 1.0: plain empirical Bayes)")
-    add("--noise-shrinkage", type=real_or_auto(0.0, 1.0), default=0.0,
-        help="FLOWR full: extra shrinkage of its empirical-Bayes noise "
-        "covariance towards isotropic, in [0, 1] (FLOWRClassifier's "
-        "noise_shrinkage; 0.0: the Ledoit-Wolf estimate); 'auto' (needs "
-        "--calibration-cv): flowr-full-cvcal chooses it on its folds' held-out "
-        "classes, the other full-head rows keep 0.0")
-    add("--calibration-cv", type=integer(2), default=None, metavar="K",
-        help="add flowr-full-cvcal: P(novel) mapped on tasks of training "
-        "classes held out of K models trained on the others "
-        "(FLOWRClassifier's calibration_cv; K more trainings per model, not "
-        "cached)")
-    add("--calibration-held-classes", type=integer(1), default=None,
-        metavar="M",
-        help="with --calibration-cv: each of the K folds holds out M random "
-        "training classes (GroupShuffleSplit) instead of a K-th of them "
-        "(GroupKFold)")
-    add("--fine-tune-steps", type=integer(0), default=0,
+    add("--embedding-dim", type=integer(1), default=DEFAULT_MODEL.embedding_dim,
+        help="embedding dimension (embedding_dim)")
+    add("--pretrain-epochs", type=integer(0), default=DEFAULT_PRETRAIN.epochs,
+        help="epochs of Sup-E / Sup-FC pre-training (pretrain__epochs)")
+    add("--meta-epochs", type=integer(1), default=DEFAULT_META.epochs,
+        help="epochs of meta-training (meta__epochs; for none, --methods "
+        "flowr-no-meta or --set meta=None)")
+    add("--episodes-per-epoch", type=integer(1),
+        default=DEFAULT_META.episodes_per_epoch,
+        help="meta-training episodes per epoch (meta__episodes_per_epoch)")
+    add("--meta-lr", type=real(0.0, closed=False), default=DEFAULT_META.lr,
+        help="meta-training learning rate (meta__lr; default: a tenth of the "
+        "pre-training rate)")
+    add("--lambda-adapt", type=real(0.0), default=DEFAULT_META.lambda_adapt,
+        help="weight of the adaptation loss in meta-training (meta__lambda_adapt)")
+    add("--fine-tune-steps", type=integer(0),
+        default=DEFAULT_MODEL.fine_tune_steps,
         help="small context: last-layer fine-tuning steps on each task's support "
-        "set (FLOWR runs on images then, not on cached features)")
+        "set (fine_tune_steps; FLOWR then runs on images, its encoder tuned per "
+        "task)")
+    add("--set", action="append", type=key_value, default=[],
+        metavar="KEY=VALUE",
+        help="set a FLOWRClassifier parameter with set_params after the options "
+        "above, nested ones as head__sigma or meta__n_way (repeatable; VALUE is "
+        "a Python literal or else a string), e.g. --set "
+        "head__covariance=isotropic --set calibration=None for the paper's head, "
+        "--set head__prior_scale=2, --set calibration=3; a key or value the "
+        "model refuses stops the run before any data is loaded (default: none)")
     add("--n-jobs", type=integer(1), default=1, help="joblib workers over tasks")
-    add("--device", default="auto",
+    add("--device", default=DEFAULT_MODEL.device,
         help="torch device of training and feature extraction: auto (CUDA when "
         "available), cpu, cuda, cuda:1, ...")
     add("--seed", type=integer(0, _MAX_SEED), default=0,
-        help="seed of data subsampling, training and task sampling")
+        help="seed of data subsampling, training (random_state) and task "
+        "sampling")
     add("--out", default="flowr-benchmark-out",
         help="folder for results.json and roc.png")
     add("--cache-dir", default=str(Path.home() / ".cache" / "sklearn_flowr"),
-        help="cache of rendered data, trained models and features ('' disables)")
+        help="cache of rendered glyph and kanji images, plain arrays read back "
+        "without unpickling ('' disables). Trained models are never cached: "
+        "each run trains its own")
     add("--quick", action="store_true", help=_quick_help())
     add("-v", "--verbose", type=integer(0), default=1, metavar="LEVEL",
         help="0: only the tables; 1: a line per stage, training progress bars "
@@ -202,24 +219,43 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """Parse the options; ``--quick`` changes the defaults, not given values."""
+    """Parse the options; ``--quick`` changes the defaults, not given values.
+
+    Every model the run will fit is built and validated here (its options and
+    ``--set`` items, as ``fit`` checks them before training), and ``--data``
+    must exist: a problem is a usage error (``SystemExit`` with status 2)
+    before any data is loaded.
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.quick:
         parser.set_defaults(**_QUICK)
         args = parser.parse_args(argv)
-    problem = cross_fit_option_problem(args)
+    if args.data is not None:
+        path = Path(args.data)
+        if not path.exists():
+            parser.error(f"--data {args.data!r}: no such file or folder.")
+        args.dataset = path.name
+    problem = check_model_options(args)
     if problem:
         parser.error(problem)
-    if args.calibration_cv is not None and "flowr-full-cvcal" not in args.methods:
-        args.methods = [*args.methods, "flowr-full-cvcal"]
+    if args.data is None and _backbone(args) == "mlp":
+        parser.error(f"--backbone mlp reads feature vectors, and --dataset "
+                     f"{args.dataset} holds images: choose an image backbone, or "
+                     "pass --data FILE.npz with 2-d X_train and X_test.")
     return args
+
+
+def _backbone(args):
+    """The backbone of the run's models (the options, then ``--set``)."""
+    return build_model(args, args.setting[0], args.pretrain[0]).backbone
 
 
 def benchmark_data(args):
     """The run's train/test images (:func:`load_benchmark_data` with the
     options of ``args``; rendered glyphs and kanji cached under
-    ``--cache-dir``)."""
+    ``--cache-dir``; ``--data``'s problems raise
+    :class:`~._user_data.UserDataError`)."""
     cache = args.cache_dir or None
     return load_benchmark_data(args.dataset, data_path=args.data_path,
                                font_dirs=args.font_dir,
@@ -229,133 +265,85 @@ def benchmark_data(args):
                                kanji_instances=args.kanji_instances,
                                cache_dir=None if cache is None
                                else Path(cache) / "data",
-                               random_state=args.seed)
+                               random_state=args.seed,
+                               user_data=getattr(args, "data", None))
 
 
-def model_params(args, setting: str, pretrain: str) -> dict:
-    """``FLOWRClassifier`` parameters of the run's model for one setting and
-    pre-training (the model cache is keyed by them)."""
-    return dict(backbone=args.backbone, setting=setting,
-                pretrain=None if pretrain == "none" else pretrain,
-                embedding_dim=args.embedding_dim,
-                pretrain_epochs=args.pretrain_epochs,
-                meta_epochs=args.meta_epochs,
-                episodes_per_epoch=args.episodes_per_epoch,
-                meta_lr=args.meta_lr, lambda_adapt=args.lambda_adapt,
-                # "flowr" is the paper's isotropic head, unmapped;
-                # "flowr-full" (FLOWRClassifier's default head) and
-                # "flowr-full-cal" are built from the same encoder's
-                # cached features.
-                covariance="isotropic", calibrate_novelty=False,
-                device=args.device, random_state=args.seed,
-                # Training progress (skorch's epoch tables and bars).
-                verbose=int(args.verbose >= 1))
+def run_benchmark(args, log=print, data=None) -> dict:
+    """Load, train and evaluate; return every figure as a JSON-able dict.
 
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The options (:func:`parse_args`).
+    log : callable, default=print
+        Takes the progress lines.
+    data : BenchmarkData or None, default=None
+        The data; ``None`` loads it (:func:`benchmark_data`).
 
-def setting_data(setting: str, data, seed):
-    """``(X_fit, y_fit, X_eval, y_eval)`` of one context: small, the
-    training classes fit and the test classes are evaluated; large, half of
-    every training class fits (the known-known classes) and the other half
-    is evaluated with the test classes."""
-    if setting == "small":
-        return data.X_train, data.y_train, data.X_test, data.y_test
-    fit_rows, held_rows = split_fit_and_held_out(data.y_train, seed)
-    return (data.X_train[fit_rows], data.y_train[fit_rows],
-            np.concatenate([data.X_train[held_rows], data.X_test]),
-            np.concatenate([data.y_train[held_rows], data.y_test]))
+    Returns
+    -------
+    results : dict
+        The options, the dataset, and per setting the models' parameters, the
+        rows of every (pre-training, method) and the ablation.
 
-
-def run_benchmark(args, log=print) -> dict:
-    """Train, extract and evaluate; return every figure as a JSON-able dict."""
-    cache = args.cache_dir or None
+    Raises
+    ------
+    UserDataError
+        Before any training: data the run cannot use (from ``--data``, or
+        tasks the data cannot give).
+    """
     start = time.perf_counter()
-    log(f"loading {args.dataset} ...")
-    data = benchmark_data(args)
+    if data is None:
+        log(f"loading {args.dataset} ...")
+        data = benchmark_data(args)
     n_train_classes = np.unique(data.y_train).shape[0]
     n_test_classes = np.unique(data.y_test).shape[0]
     log(f"{args.dataset}: {n_train_classes} training classes "
-        f"({data.y_train.shape[0]} images), {n_test_classes} test classes "
-        f"({data.y_test.shape[0]} images), images {data.X_train.shape[1:]}")
-    data_key = data.fingerprint()
+        f"({data.y_train.shape[0]} rows), {n_test_classes} test classes "
+        f"({data.y_test.shape[0]} rows), rows of shape {data.X_train.shape[1:]}")
+    plan = plan_run(args, data)
     results = {"args": vars(args), "dataset": {
         "name": args.dataset, "n_train_classes": int(n_train_classes),
         "n_test_classes": int(n_test_classes)}, "calibration": CALIBRATION,
         "settings": {}}
-    if "flowr-full-cvcal" in args.methods:
-        # Folds that cannot train fail now, not after the encoders have.
-        for setting, pretrain in itertools.product(args.setting, args.pretrain):
-            X_fit, y_fit = setting_data(setting, data, args.seed)[:2]
-            problem = cross_fit_setting_problem(
-                calibration_folds(args), model_params(args, setting, pretrain),
-                X_fit, y_fit, args.seed)
-            if problem:
-                build_parser().error(problem)
-    for setting in args.setting:
-        results["settings"][setting] = _run_setting(setting, args, data, data_key,
-                                                    cache, log)
+    for setting, (split, tasks, protocol) in plan.items():
+        log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
+        results["settings"][setting] = _run_setting(setting, split, tasks,
+                                                    protocol, args, log)
     results["seconds"] = time.perf_counter() - start
     return results
 
 
-def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
-    """The setting's evaluation tasks over ``y_eval`` (the rows of
-    :func:`setting_data`) and a description of their protocol."""
-    if setting == "small":
-        n_support, n_novel = _small_context_sizes(np.unique(y_eval).shape[0])
-        tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
-                                  n_novel_classes=n_novel, n_tasks=args.tasks,
-                                  random_state=args.seed)
-        return tasks, {"n_support_classes": n_support, "n_novel_classes": n_novel,
-                       "shots": [1, 10], "n_query": 10}
-    n_novel = min(5, np.unique(y_test).shape[0])
-    n_known = int(np.unique(y_fit).shape[0])
-    # A cap above the number of known classes (--quick on a ten-class
-    # dataset) means "all of them".
-    n_queried = (None if args.lc_known_query_classes is None
-                 or args.lc_known_query_classes >= n_known
-                 else args.lc_known_query_classes)
-    tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
-                              n_tasks=args.tasks, n_known_query_classes=n_queried,
-                              random_state=args.seed)
-    return tasks, {"n_known_classes": n_known, "n_known_query_classes": n_queried,
-                   "n_novel_classes": n_novel, "n_query": 10}
-
-
-def _run_setting(setting, args, data, data_key, cache, log):
-    X_fit, y_fit, X_eval, y_eval = setting_data(setting, data, args.seed)
-    tasks, protocol = benchmark_tasks(setting, y_fit, y_eval, data.y_test, args)
-    log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
-    out = {"protocol": protocol, "tpr": _TPR[setting], "rows": []}
+def _run_setting(setting, split, tasks, protocol, args, log):
+    """Fit each pre-training's model and evaluate every method on ``tasks``."""
+    X_fit, y_fit, X_eval, y_eval = split
+    out = {"protocol": protocol, "tpr": _TPR[setting], "models": {}, "rows": []}
     for pretrain in args.pretrain:
-        params = model_params(args, setting, pretrain)
         tic = time.perf_counter()
         log(f"-- {pretrain} pre-training, {setting} context")
-        model = fit_or_load_model(params, X_fit, y_fit, data_key=data_key,
-                                  cache_dir=cache, log=log)
-        features = features_or_load(model_key(params, data_key), model,
-                                    {"fit": X_fit, "eval": X_eval}, cache_dir=cache,
-                                    log=log)
-        log(f"   model and features in {time.perf_counter() - tic:.1f} s")
+        models = {"flowr": fit_model(build_model(args, setting, pretrain),
+                                     X_fit, y_fit, log=log)}
+        out["models"][pretrain] = describe_model(models["flowr"])
+        if "flowr-no-meta" in args.methods:
+            models["flowr-no-meta"] = fit_model(
+                build_model(args, setting, pretrain, meta=False), X_fit, y_fit,
+                log=log)
+            out["models"][f"{pretrain}/no-meta"] = describe_model(
+                models["flowr-no-meta"])
+        features = Features(models, X_fit, X_eval)
+        log(f"   models in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
-            kind = method_features(method)
-            cross_fit = dict(X=X_fit, cv=calibration_folds(args),
-                             choose_shrinkage=args.noise_shrinkage == "auto")
-            template = method_template(
-                method, setting, model, features[f"{kind}/fit"], y_fit,
-                prior_scale=args.prior_scale,
-                noise_shrinkage=0.0 if args.noise_shrinkage == "auto"
-                else args.noise_shrinkage,
-                calibration=dict(random_state=args.seed, n_jobs=args.n_jobs,
-                                 n_known_query_classes=args.lc_known_query_classes),
-                cross_fit=cross_fit)
-            X_method = features[f"{kind}/eval"]
-            if method == "flowr" and setting == "small" and args.fine_tune_steps:
-                # Fine-tuning changes the encoder per task: stream images. A
-                # copy, so the cached model keeps its own parameters.
-                # Its per-task fine-tuning bars only at --verbose 2: one bar
-                # per task otherwise floods the terminal.
+            model = models.get(method, models["flowr"])
+            Z_fit, X_method = features(method)
+            template = method_template(method, setting, model, Z_fit, y_fit)
+            if (method in models and setting == "small"
+                    and model.fine_tune_steps):
+                # Fine-tuning changes the encoder per task: stream images,
+                # through the whole model (adapt starts each task). Its
+                # per-task fine-tuning bars only at --verbose 2: one bar per
+                # task otherwise floods the terminal.
                 template = copy.deepcopy(model).set_params(
-                    fine_tune_steps=args.fine_tune_steps,
                     verbose=int(args.verbose >= 2))
                 X_method = X_eval
             method_tasks = tasks
@@ -364,22 +352,11 @@ def _run_setting(setting, args, data, data_key, cache, log):
             tic = time.perf_counter()
             log(f"   evaluating {METHOD_NAMES[method]} on {len(method_tasks)} "
                 "tasks ...")
-            report = evaluate_online(template, X_method, y_eval,
-                                     method_tasks, setting=setting,
-                                     n_jobs=args.n_jobs,
+            report = evaluate_online(template, X_method, y_eval, method_tasks,
+                                     setting=setting, n_jobs=args.n_jobs,
                                      verbose=int(args.verbose >= 1))
             row = row_from_report(method, pretrain, report,
                                   time.perf_counter() - tic)
-            if method in ("flowr-full-cal", "flowr-full-cvcal"):
-                row["novelty_calibration"] = list(template.novelty_calibration)
-                row["noise_shrinkage"] = float(template.noise_shrinkage)
-            if method == "flowr-full-cvcal" and cross_fit["result"].h_measures:
-                # What "auto" chose from: the folds' mean H and accuracy.
-                fitted = cross_fit["result"]
-                row["cross_fit_candidates"] = {
-                    str(value): {"h_measure": fitted.h_measures[value],
-                                 "accuracy": fitted.accuracies[value]}
-                    for value in fitted.h_measures}
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None
                            else f" ECE={row['ece']:.3f}")
@@ -433,9 +410,10 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit status, 0. An out-of-range option or an ``--out`` /
-        ``--cache-dir`` that cannot be written stops earlier, before any data
-        is loaded, with a usage error (``SystemExit`` with status 2).
+        The exit status, 0. An out-of-range option, a ``--set`` the model
+        refuses, an ``--out`` / ``--cache-dir`` that cannot be written or
+        ``--data`` the run cannot use stops earlier, before any training, with
+        a usage error (``SystemExit`` with status 2).
 
     Examples
     --------
@@ -443,11 +421,16 @@ def main(argv=None) -> int:
 
         flowr-benchmark --quick --out flowr-benchmark-out
 
+    The paper's isotropic head, without the novelty calibration::
+
+        flowr-benchmark --quick --set head__covariance=isotropic \\
+            --set calibration=None
+
     The options, without running a benchmark:
 
     >>> from sklearn_flowr.cli._benchmark import build_parser, parse_args
     >>> print(build_parser().format_usage())  # doctest: +ELLIPSIS
-    usage: flowr-benchmark [-h] [--dataset {glyphs,kanji,fashion-mnist,digits}] ...
+    usage: flowr-benchmark [-h] [--dataset {glyphs,...} | --data PATH] ...
     >>> args = parse_args(["--quick", "--tasks", "50"])  # --quick keeps --tasks
     >>> args.dataset, args.tasks, args.pretrain_epochs
     ('glyphs', 50, 3)
@@ -462,7 +445,12 @@ def main(argv=None) -> int:
     # stderr) when the output goes to a file.
     log = (functools.partial(print, flush=True) if args.verbose
            else (lambda *a, **k: None))
-    results = run_benchmark(args, log=log)
+    try:
+        # Raised only before training: the data and the tasks are checked
+        # first.
+        results = run_benchmark(args, log=log)
+    except UserDataError as exc:
+        build_parser().error(str(exc))
     out = Path(args.out)
     # The tables are printed before the files are written: a failing write
     # (a full disk) cannot take them along.

@@ -53,16 +53,12 @@ def row_from_report(method: str, pretrain: str, report, seconds: float) -> dict:
 
 
 # (ablation entry, method, the method it is compared with, printed title):
-# does meta-training help, does the head beat a distance on the same features,
-# and does the full covariance head (FLOWRClassifier(covariance="full")) too?
+# does meta-training help (when flowr-no-meta ran), and does the head beat a
+# distance on the same embedding?
 _ABLATIONS = (
     ("meta_training", "flowr", "flowr-no-meta", "meta-training vs none"),
     ("head_vs_distance", "flowr", "ncm-flowr-emb",
      "FLOWR head vs NCM on the same embedding"),
-    ("full_covariance_vs_distance", "flowr-full", "ncm-flowr-emb",
-     "full-cov head vs NCM on it"),
-    ("full_covariance_vs_isotropic", "flowr-full", "flowr",
-     "full-cov vs isotropic head"),
 )
 
 
@@ -121,7 +117,7 @@ def format_table(setting_result, setting) -> str:
              "the argmax over the N+1 probabilities. ECE (over "
              f"{DEFAULT_N_BINS} equal-width bins) and Brier: P(novel) against "
              "first sightings. Emb.: meta = FLOWR's meta-trained encoder, pre = "
-             "the encoder before meta-training."]
+             "the encoder before meta-training (flowr-no-meta: its model's only one)."]
     if any_score:
         notes.append(_NOT_A_PROBABILITY)
     lines.extend(textwrap.fill(note, width=len(head), break_on_hyphens=False)

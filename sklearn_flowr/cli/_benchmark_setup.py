@@ -1,28 +1,22 @@
-"""Data, trained encoders and method templates of ``flowr-benchmark``.
+"""Data, methods and their templates of ``flowr-benchmark``.
 
-Everything expensive is cached under one folder, keyed by a hash of what it
-depends on: the dataset arrays, the fitted ``FLOWRClassifier`` of each
-(setting, pre-training) pair and the features it extracts. A re-run with the
-same arguments only evaluates. A cache file that cannot be read back is
-recomputed and rewritten, with a warning naming it.
+The benchmark's data sets (rendered glyphs, kanji, Fashion-MNIST, digits) or
+a user's own (``--data``, :mod:`._user_data`) as class-disjoint training and
+test images; the two contexts' splits of them; and the estimators each
+method evaluates on features. Rendered data (glyphs, kanji) are cached as
+plain arrays, read back without unpickling anything; trained models are not
+cached (an in-process memo avoids retraining within one run).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import json
 from dataclasses import dataclass
-from pathlib import Path
 
-import joblib
 import numpy as np
-from sklearn.base import clone
-from sklearn.model_selection import GroupShuffleSplit
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils import check_random_state
 
-from .._empirical_head import empirical_bayes_head
-from .._flowr import NOISE_SHRINKAGE_GRID, FLOWRClassifier
+from .._flowr import FLOWRClassifier
 from ..baselines import (
     EVMClassifier,
     NCMClassifier,
@@ -35,9 +29,11 @@ from ..datasets import (
     load_glyphs,
     load_kanji,
 )
-from ..datasets._cache import read_cache, write_cache
-from ..protocol import calibrate_novelty, cross_fit_novelty_calibration
-from ..protocol._cross_fit import cross_fit_plan
+from ..protocol import LargeContextTasks, SmallContextTasks
+from ..protocol._calibrate import small_context_sizes
+from ..training._pipeline import check_training_plan
+from ._benchmark_model import PRETRAIN_NAMES, build_model
+from ._user_data import UserDataError, load_user_data
 
 DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 # kanji: this many KanjiVG characters (by a fixed hash; about 60% of them are
@@ -45,35 +41,24 @@ DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 # many times each.
 KANJI_CLASSES = 1000
 KANJI_INSTANCES = 20
-# The ablation rides along as two methods of its own: FLOWR's head without
-# meta-training (on the pre-trained embedding) and NCM on FLOWR's meta-trained
-# embedding, so every table answers "does meta-training help?" (flowr vs
-# flowr-no-meta) and "does the head beat a distance on the same features?"
-# (flowr vs ncm-flowr-emb). flowr-full is the switchable improvement
-# FLOWRClassifier(covariance="full"), built from the same cached features;
-# flowr-full-cal is that head with P(novel) Platt-mapped by calibrate_novelty
-# on episodes of the training classes (same ranking, so the same H-measure and
-# fixed-TPR accuracy; only ECE, Brier and the argmax decision can differ).
-# flowr-full-cvcal maps it by cross_fit_novelty_calibration instead (one model
-# trained per fold of classes, so it runs only when asked for).
-METHODS = ("flowr", "flowr-full", "flowr-full-cal", "flowr-full-cvcal",
-           "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler", "evm")
-DEFAULT_METHODS = tuple(method for method in METHODS
-                        if method != "flowr-full-cvcal")
-METHOD_NAMES = {"flowr": "FLOWR", "flowr-full": "FLOWR full",
-                "flowr-full-cal": "FLOWR full cal",
-                "flowr-full-cvcal": "FLOWR cv-cal",
-                "flowr-no-meta": "FLOWR no-meta",
+# "flowr" is the fitted FLOWRClassifier's own head; "ncm-flowr-emb" NCM on
+# the same meta-trained embedding (does the head beat a distance on the same
+# features?); "flowr-no-meta" a second FLOWRClassifier fitted with meta=None
+# (does meta-training help? It trains another model, so it runs only when
+# asked for); the baselines run on the pre-trained embedding.
+METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler",
+           "evm")
+DEFAULT_METHODS = tuple(method for method in METHODS if method != "flowr-no-meta")
+METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
                 "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
 # The encoder whose features a method runs on: "flowr" the meta-trained one,
-# "base" the pre-trained one (before meta-training).
-METHOD_FEATURES = {"flowr": "flowr", "flowr-full": "flowr", "flowr-full-cal": "flowr",
-                   "flowr-full-cvcal": "flowr", "ncm-flowr-emb": "flowr"}
+# "base" the pre-trained one (before meta-training; flowr-no-meta's model has
+# no other).
+METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split (few-shot tasks need classes the encoder never saw).
 _TEN_CLASS_TRAIN = np.arange(5)
-_PRETRAIN_NAMES = {"sup-e": "Sup-E", "sup-fc": "Sup-FC", None: "untrained"}
 
 
 @dataclass
@@ -87,6 +72,7 @@ class BenchmarkData:
     y_test: np.ndarray
 
     def fingerprint(self) -> str:
+        """A short hash of the name and the four arrays."""
         digest = hashlib.sha256(self.name.encode())
         for array in (self.X_train, self.y_train, self.X_test, self.y_test):
             digest.update(str(array.shape).encode())
@@ -99,16 +85,26 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
                         max_per_class: int | None = None,
                         kanji_classes: int = KANJI_CLASSES,
                         kanji_instances: int = KANJI_INSTANCES, cache_dir=None,
-                        random_state: int = 0) -> BenchmarkData:
+                        random_state: int = 0, user_data=None) -> BenchmarkData:
     """Train/test images of a benchmark dataset, as float32 in [0, 1].
 
     ``max_per_class`` keeps at most that many rows of every class (a seeded
     choice), to bound training time on large datasets. ``kanji_classes`` and
     ``kanji_instances`` size the kanji data set (:func:`load_kanji`'s
     ``max_classes`` and ``n_instances``); its drawings do not depend on
-    ``random_state``, so every seed sees the same data.
+    ``random_state``, so every seed sees the same data. ``user_data``: the
+    path of ``--data`` (:func:`~._user_data.load_user_data`; ``name`` is then
+    only the data's name), whose labels become ``0 .. k - 1`` for the
+    training classes and ``k ..`` for the test classes; it raises
+    :class:`~._user_data.UserDataError` on data it cannot run on.
     """
-    if name == "glyphs":
+    if user_data is not None:
+        X_train, y_train, X_test, y_test = load_user_data(
+            user_data, random_state=random_state)
+        train_labels, y_train = np.unique(y_train, return_inverse=True)
+        y_test = np.unique(y_test, return_inverse=True)[1] + train_labels.shape[0]
+        parts = (X_train, y_train, X_test, y_test)
+    elif name == "glyphs":
         glyphs = dict(max_fonts=max_fonts, cache_dir=cache_dir)
         train = load_glyphs(font_dirs or None, split="train", **glyphs)
         test = load_glyphs(font_dirs or None, split="test", **glyphs)
@@ -137,7 +133,7 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
         X_test, y_test = _cap_per_class(X_test, y_test, max_per_class, rng)
     # Test labels are offset so a test class never shares a label with a
     # training class (the large context mixes both).
-    offset = int(y_train.max()) + 1
+    offset = 0 if user_data is not None else int(y_train.max()) + 1
     return BenchmarkData(name, _as_unit_float(X_train), y_train.astype(np.int64),
                          _as_unit_float(X_test), y_test.astype(np.int64) + offset)
 
@@ -169,92 +165,37 @@ def split_fit_and_held_out(y, random_state):
     return np.flatnonzero(is_fit), np.flatnonzero(~is_fit)
 
 
-def _digest(payload) -> str:
-    return hashlib.sha256(json.dumps(payload, sort_keys=True,
-                                     default=str).encode()).hexdigest()[:16]
+def setting_data(setting: str, data, seed):
+    """``(X_fit, y_fit, X_eval, y_eval)`` of one context: small, the
+    training classes fit and the test classes are evaluated; large, half of
+    every training class fits (the known-known classes) and the other half
+    is evaluated with the test classes."""
+    if setting == "small":
+        return data.X_train, data.y_train, data.X_test, data.y_test
+    fit_rows, held_rows = split_fit_and_held_out(data.y_train, seed)
+    return (data.X_train[fit_rows], data.y_train[fit_rows],
+            np.concatenate([data.X_train[held_rows], data.X_test]),
+            np.concatenate([data.y_train[held_rows], data.y_test]))
 
 
-def fit_or_load_model(params: dict, X, y, *, data_key: str, cache_dir,
-                      log=print) -> FLOWRClassifier:
-    """Fit ``FLOWRClassifier(**params)`` on (X, y), or load it from the cache.
+def fit_model(model: FLOWRClassifier, X, y, *, log=print) -> FLOWRClassifier:
+    """``model.fit(X, y)``, logged: what is trained on how many images.
 
-    An unreadable cache file (truncated, damaged, pickled by an incompatible
-    version) is not an error: a warning names it and the model is trained
-    again and re-cached.
+    Within one process an identical earlier fit's encoder is reused
+    (``FLOWRClassifier(reuse_encoder=True)``); nothing is read from or
+    written to disk.
     """
-    path = None
-    if cache_dir is not None:
-        path = Path(cache_dir) / "models" / f"{model_key(params, data_key)}.joblib"
-        if path.is_file():
-            log(f"   loading cached model {path} ...")
-            model = read_cache(path, _read_model)
-            if model is not None:
-                return model
-    model = FLOWRClassifier(**params)
-    log(f"   training FLOWR {_PRETRAIN_NAMES.get(model.pretrain, model.pretrain)} "
-        f"encoder on {X.shape[0]} images ({model.pretrain_epochs} pre-training + "
-        f"{model.meta_epochs} meta-training epochs) ...")
-    model.fit(X, y)
-    if path is not None:
-        write_cache(path, functools.partial(joblib.dump, model))
-    return model
-
-
-def _read_model(path: Path) -> FLOWRClassifier:
-    model = joblib.load(path)
-    if not isinstance(model, FLOWRClassifier):
-        raise TypeError(f"it holds a {type(model).__name__}, not a FLOWRClassifier")
-    check_is_fitted(model)
-    return model
-
-
-def features_or_load(model_key: str, model: FLOWRClassifier, arrays: dict, *,
-                     cache_dir, log=print) -> dict:
-    """Embeddings of each named array, by the meta-trained ("flowr") and the
-    pre-trained ("base") encoder, cached next to the model.
-
-    A cache file that is unreadable or does not hold the embeddings of these
-    arrays is recomputed and rewritten, with a warning naming it.
-    """
-    path = None
-    if cache_dir is not None:
-        path = Path(cache_dir) / "features" / f"{model_key}.npz"
-        if path.is_file():
-            log("   loading cached features ...")
-            features = read_cache(path, functools.partial(_read_features,
-                                                          arrays=arrays))
-            if features is not None:
-                return features
-    log(f"   extracting features of {sum(len(X) for X in arrays.values())} "
-        "images ...")
-    features = {}
-    for name, X in arrays.items():
-        features[f"flowr/{name}"] = model.transform(X)
-        features[f"base/{name}"] = model.transform(X, encoder="pretrained")
-    if path is not None:
-        write_cache(path, lambda file: np.savez(file, **features))
-    return features
-
-
-def _read_features(path: Path, arrays: dict) -> dict:
-    with np.load(path, allow_pickle=False) as cached:
-        features = {f"{kind}/{name}": cached[f"{kind}/{name}"]
-                    for name in arrays for kind in ("flowr", "base")}
-    for key, Z in features.items():
-        n_rows = len(arrays[key.split("/", 1)[1]])
-        if Z.ndim != 2 or Z.shape[0] != n_rows:
-            raise ValueError(f"{key!r} has shape {Z.shape}; expected ({n_rows}, "
-                             "embedding_dim)")
-    return features
-
-
-def model_key(params: dict, data_key: str) -> str:
-    """Cache key of a model: every parameter of ``FLOWRClassifier``, defaults
-    included, so a model cached before a parameter was added or a default
-    changed is not mistaken for a current one. ``verbose`` is keyed as 0: it
-    changes what training prints, not the model."""
-    key_params = FLOWRClassifier(**params).get_params() | {"verbose": 0}
-    return _digest([key_params, data_key])
+    pretrain = model.pretrain
+    name = ("untrained" if pretrain is None
+            else PRETRAIN_NAMES.get(getattr(pretrain, "method", ""),
+                                    type(pretrain).__name__))
+    epochs = [f"{pretrain.epochs} pre-training" if pretrain is not None else
+              "no pre-training",
+              f"{model.meta.epochs} meta-training epochs" if model.meta is not None
+              else "no meta-training"]
+    log(f"   training FLOWR {name} encoder on {X.shape[0]} images "
+        f"({' + '.join(epochs)}) ...")
+    return model.fit(X, y)
 
 
 def method_features(method: str) -> str:
@@ -262,102 +203,19 @@ def method_features(method: str) -> str:
     return METHOD_FEATURES.get(method, "base")
 
 
-def cross_fit_option_problem(args) -> str | None:
-    """Why ``--calibration-cv`` and the options that need it do not fit
-    together (a usage error), or None."""
-    if args.calibration_cv is not None:
-        return None
-    if "flowr-full-cvcal" in args.methods:
-        return "flowr-full-cvcal needs --calibration-cv K."
-    if args.calibration_held_classes is not None:
-        return "--calibration-held-classes needs --calibration-cv K."
-    if args.noise_shrinkage == "auto":
-        return ("--noise-shrinkage auto is chosen on --calibration-cv's folds; "
-                "give --calibration-cv K.")
-    return None
+def method_template(method: str, setting: str, model: FLOWRClassifier, Z_train,
+                    y_train):
+    """The estimator ``evaluate_online`` copies for every task of ``method``.
 
-
-def cross_fit_setting_problem(cv, params: dict, X_fit, y_fit, seed) -> str | None:
-    """Why flowr-full-cvcal's folds (``cv``) cannot train models of
-    ``params`` on ``y_fit`` (checked before any training), or None."""
-    if cv is None:
-        return None
-    try:
-        plan = cross_fit_plan(cv, X_fit, y_fit, setting=params["setting"],
-                              random_state=seed)
-        FLOWRClassifier(**{**params, "covariance": "full"})._check_cross_fit_plan(
-            y_fit, plan)
-    except ValueError as exc:
-        return f"--calibration-cv on the {params['setting']} context: {exc}"
-    return None
-
-
-def calibration_folds(args):
-    """The ``cv`` of flowr-full-cvcal (``--calibration-cv``,
-    ``--calibration-held-classes``), or None."""
-    if args.calibration_cv is None:
-        return None
-    if args.calibration_held_classes is None:
-        return args.calibration_cv
-    return GroupShuffleSplit(n_splits=args.calibration_cv,
-                             test_size=args.calibration_held_classes,
-                             random_state=args.seed)
-
-
-def method_template(method: str, setting: str, model: FLOWRClassifier,
-                    Z_train, y_train, *, prior_scale: float = 1.0,
-                    noise_shrinkage: float = 0.0,
-                    calibration: dict | None = None,
-                    cross_fit: dict | None = None):
-    """The estimator ``evaluate_online`` copies for every task.
-
-    Small context: an unfitted estimator (FLOWR: the head with the
-    meta-learned prior; PEELER: with the precision learned on the training
-    classes). Large context: fitted on the training classes' features.
-    ``Z_train`` are the training features of the method's encoder
-    (:func:`method_features`). ``prior_scale``, ``noise_shrinkage``: the
-    full head's (``FLOWRClassifier``'s parameters). ``calibration``: keyword
-    arguments of :func:`~sklearn_flowr.protocol.calibrate_novelty` for "flowr-full-cal",
-    whose fitted map the template carries as ``novelty_calibration``.
-    ``cross_fit``: for "flowr-full-cvcal", the training inputs ``X`` (the
-    folds train on them) and the ``cv`` of
-    :func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`, which runs
-    with ``calibration``'s other arguments on models like ``model`` with the
-    full head; with ``choose_shrinkage`` it also chooses the head's
-    ``noise_shrinkage`` (FLOWRClassifier's ``"auto"`` grid). The cross-fit's
-    result is left in ``cross_fit["result"]``.
+    ``flowr`` and ``flowr-no-meta``: the fitted model's own head, as
+    :meth:`~sklearn_flowr.FLOWRClassifier.adapt` starts from it -- the prior
+    head (no classes) in the small context, the head knowing the training
+    classes in the large one. ``ncm-flowr-emb``: NCM
+    (:func:`baseline_template`), as the other baselines. ``Z_train`` are the
+    training features of the method's encoder (:func:`method_features`).
     """
-    if method == "flowr":
-        return model.head_
-    if method == "flowr-no-meta":
-        return no_meta_head(setting, model, Z_train, y_train)
-    if method in ("flowr-full", "flowr-full-cal", "flowr-full-cvcal"):
-        head = full_covariance_head(setting, model, Z_train, y_train,
-                                    prior_scale=prior_scale,
-                                    noise_shrinkage=noise_shrinkage)
-        if method == "flowr-full-cal":
-            fitted = calibrate_novelty(head, Z_train, y_train, setting=setting,
-                                       **(calibration or {}))
-            head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
-        elif method == "flowr-full-cvcal":
-            if cross_fit is None:
-                raise ValueError("flowr-full-cvcal needs cross_fit (the training "
-                                 "inputs and the folds).")
-            folds = clone(model).set_params(covariance="full",
-                                            prior_scale=prior_scale,
-                                            noise_shrinkage=noise_shrinkage)
-            fitted = cross_fit_novelty_calibration(
-                folds, cross_fit["X"], y_train, cv=cross_fit["cv"],
-                noise_shrinkages=list(NOISE_SHRINKAGE_GRID)
-                if cross_fit.get("choose_shrinkage") else None,
-                **(calibration or {}))
-            cross_fit["result"] = fitted
-            if fitted.noise_shrinkage != noise_shrinkage:
-                head = full_covariance_head(setting, model, Z_train, y_train,
-                                            prior_scale=prior_scale,
-                                            noise_shrinkage=fitted.noise_shrinkage)
-            head.set_params(novelty_calibration=(fitted.slope, fitted.intercept))
-        return head
+    if method in ("flowr", "flowr-no-meta"):
+        return model.prior_head_ if setting == "small" else model.head_
     return baseline_template("ncm" if method == "ncm-flowr-emb" else method,
                              setting, Z_train, y_train)
 
@@ -382,34 +240,119 @@ def baseline_template(method: str, setting: str, Z_train, y_train):
     return estimator
 
 
-def no_meta_head(setting: str, model: FLOWRClassifier, Z_train, y_train):
-    """FLOWR without meta-training: its head on the pre-trained embedding.
+def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
+    """The setting's evaluation tasks over ``y_eval`` (the rows of
+    :func:`setting_data`) and a description of their protocol."""
+    if setting == "small":
+        n_support, n_novel = small_context_sizes(np.unique(y_eval).shape[0])
+        tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
+                                  n_novel_classes=n_novel, n_tasks=args.tasks,
+                                  random_state=args.seed)
+        return tasks, {"n_support_classes": n_support, "n_novel_classes": n_novel,
+                       "shots": [1, 10], "n_query": 10}
+    n_novel = min(5, np.unique(y_test).shape[0])
+    n_known = int(np.unique(y_fit).shape[0])
+    # A cap above the number of known classes (--quick on a ten-class
+    # dataset) means "all of them".
+    n_queried = (None if args.lc_known_query_classes is None
+                 or args.lc_known_query_classes >= n_known
+                 else args.lc_known_query_classes)
+    tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
+                              n_tasks=args.tasks, n_known_query_classes=n_queried,
+                              random_state=args.seed)
+    return tasks, {"n_known_classes": n_known, "n_known_query_classes": n_queried,
+                   "n_novel_classes": n_novel, "n_query": 10}
 
-    The head's hyper-parameters are FLOWR's (``a``, the class prior, the
-    known-class pseudo-count); what meta-training would learn -- the prior
-    ``(mu0, s0)``, the concentration ``b`` -- and the class noise ``sigma``
-    come from empirical Bayes on the training classes' pre-trained features
-    (``CRPGaussianClassifier``'s "auto"), the best a head can do without
-    training. Small context: unfitted, with that prior. Large context: the
-    training classes conditioned from it, kept fixed online unless
-    ``update_known``, as FLOWR's own large-context head.
+
+class Features:
+    """Embeddings of the fit and evaluation rows, computed once per encoder:
+    a method's ``(Z_fit, Z_eval)``.
+
+    ``flowr`` and ``ncm-flowr-emb`` read the fitted model's meta-trained
+    embedding (``transform``), the baselines its pre-trained one
+    (``transform(X, encoder="pretrained")``), ``flowr-no-meta`` its own
+    model's embedding.
     """
-    return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
-                                frozen=not model.update_known, b="auto")
+
+    def __init__(self, models, X_fit, X_eval):
+        self.models, self.X_fit, self.X_eval = models, X_fit, X_eval
+        self._cache = {}
+
+    def __call__(self, method):
+        """``(Z_fit, Z_eval)`` of ``method``'s encoder."""
+        if method == "flowr-no-meta":
+            key, model, encoder = method, self.models[method], "current"
+        else:
+            kind = method_features(method)
+            key, model = kind, self.models["flowr"]
+            encoder = "current" if kind == "flowr" else "pretrained"
+        if key not in self._cache:
+            self._cache[key] = tuple(model.transform(X, encoder=encoder)
+                                     for X in (self.X_fit, self.X_eval))
+        return self._cache[key]
 
 
-def full_covariance_head(setting: str, model: FLOWRClassifier, Z_train, y_train,
-                         prior_scale: float = 1.0, noise_shrinkage: float = 0.0):
-    """FLOWR's head with full covariances on its meta-trained embedding.
+def plan_run(args, data) -> dict:
+    """Per setting, its data split, tasks and protocol, once everything the
+    run can check before training has passed.
 
-    What ``FLOWRClassifier(covariance="full")`` builds after meta-training,
-    from the cached features of the isotropic model: ``mu0``, the full prior
-    covariance and the full class noise by empirical Bayes on the training
-    classes' meta-trained embeddings; ``a`` and the meta-learned ``b`` kept;
-    the prior covariance times ``prior_scale`` and the noise covariance shrunk
-    by ``noise_shrinkage`` (FLOWRClassifier's parameters).
+    The data must suit the backbone (2-d features ``mlp``, images the
+    others), every context's tasks must be drawable from it, and every model
+    of the run must accept its training classes (the checks ``fit`` runs
+    before it trains).
+
+    Raises
+    ------
+    UserDataError
+        Naming the data (``--data`` or ``--dataset``) and the problem.
     """
-    return empirical_bayes_head(model.head_, Z_train, y_train, setting=setting,
-                                frozen=not model.update_known,
-                                prior_scale=prior_scale, covariance="full",
-                                noise_shrinkage=noise_shrinkage)
+    where = (f"--data {args.data!r}" if getattr(args, "data", None)
+             else f"--dataset {args.dataset}")
+    n_dims = data.X_train.ndim
+    backbone = build_model(args, args.setting[0], args.pretrain[0]).backbone
+    if n_dims == 2 and backbone != "mlp":
+        raise UserDataError(f"{where}: X is 2-d, feature vectors of "
+                            f"{data.X_train.shape[1]} values: they need "
+                            "--backbone mlp (an image backbone reads (n, H, W), "
+                            "(n, H, W, C) or (n, C, H, W)).")
+    if n_dims > 2 and backbone == "mlp":
+        raise UserDataError(f"{where}: X holds images of shape "
+                            f"{data.X_train.shape[1:]}; --backbone mlp reads "
+                            "feature vectors: choose an image backbone.")
+    plan = {}
+    for setting in args.setting:
+        split = setting_data(setting, data, args.seed)
+        try:
+            tasks, protocol = benchmark_tasks(setting, split[1], split[3],
+                                              data.y_test, args)
+        except ValueError as exc:
+            raise UserDataError(f"{where}: the {setting} context's tasks cannot "
+                                f"be drawn from it: {exc}") from None
+        for model in _run_models(args, setting):
+            try:
+                _check_fit(model, split[0], split[1], args.seed)
+            except ValueError as exc:
+                raise UserDataError(
+                    f"{where}: the {setting}-context model cannot be fitted on "
+                    f"its training classes: {exc}") from None
+        plan[setting] = split, tasks, protocol
+    return plan
+
+
+def _run_models(args, setting):
+    """The unfitted models of one context: one per ``--pretrain``, and their
+    no-meta-training twins when ``flowr-no-meta`` runs."""
+    metas = (True, False) if "flowr-no-meta" in args.methods else (True,)
+    return [build_model(args, setting, pretrain, meta=meta)
+            for pretrain in args.pretrain for meta in metas]
+
+
+def _check_fit(model, X, y, seed):
+    """The checks ``model.fit(X, y)`` runs on the labels before it trains
+    (episodes, calibration), without training."""
+    config = model._training_config()
+    labels, y_index = np.unique(y, return_inverse=True)
+    # The seed fit draws from random_state (StageRunner.for_fit).
+    fit_seed = int(check_random_state(seed).randint(2**31 - 1))
+    check_training_plan(config, y_index, labels.shape[0], fit_seed)
+    model._check_calibration(config, X, y, y_index, fit_seed)

@@ -1,15 +1,18 @@
 """argparse pieces of the command-line tools: range-checked number types
 (a bad value stops with a usage error naming the option and the allowed
-range) and help text printed as plain text with every default stated once."""
+range), ``KEY=VALUE`` settings and help text printed as plain text with every
+default stated once."""
 
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import re
 import textwrap
 
-__all__ = ["HelpFormatter", "integer", "plain_text", "real", "real_or_auto"]
+__all__ = ["HelpFormatter", "integer", "key_value", "literal", "plain_text", "real",
+           "split_key_value"]
 
 
 def integer(low: int, high: int | None = None, *, why: str = ""):
@@ -53,14 +56,46 @@ def real(low: float, high: float = math.inf, *, closed: bool = True):
     return parse
 
 
-def real_or_auto(low: float, high: float):
-    """An argparse ``type=``: ``"auto"`` or a number in ``[low, high]``."""
-    number = real(low, high)
+def literal(text: str):
+    """A Python literal (``ast.literal_eval``), or the text itself.
 
-    def parse(text: str):
-        return "auto" if text == "auto" else number(text)
+    ``"2"`` is 2, ``"None"`` None, ``"(1.0, 0.0)"`` a tuple, and a word that
+    is no literal, such as ``"isotropic"``, stays the string.
 
-    return parse
+    Examples
+    --------
+    >>> literal("0.5"), literal("None"), literal("isotropic"), literal("'x'")
+    (0.5, None, 'isotropic', 'x')
+    """
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+
+
+def key_value(text: str) -> str:
+    """An argparse ``type=`` for ``KEY=VALUE`` (kept as given; split it with
+    :func:`split_key_value`): text without ``=`` or with an empty key stops
+    with a usage error."""
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE, e.g. head__covariance=isotropic; got {text!r}")
+    return text
+
+
+def split_key_value(text: str) -> tuple[str, object]:
+    """``(KEY, VALUE)`` of a ``KEY=VALUE`` text, VALUE read by :func:`literal`.
+
+    Examples
+    --------
+    >>> split_key_value("head__prior_scale=2")
+    ('head__prior_scale', 2)
+    >>> split_key_value("calibration=None")
+    ('calibration', None)
+    """
+    key, _, value = text.partition("=")
+    return key.strip(), literal(value.strip())
 
 
 def plain_text(text: str) -> str:

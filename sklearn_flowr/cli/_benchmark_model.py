@@ -1,0 +1,218 @@
+"""The ``FLOWRClassifier`` that ``flowr-benchmark`` trains and evaluates.
+
+The run builds ``FLOWRClassifier()`` with its defaults, sets the run's options
+on it (``--backbone``, ``--embedding-dim``, ``--seed``, the training budget
+``--pretrain-epochs``, ``--meta-epochs``, ...) and then every ``--set
+KEY=VALUE`` in the order given, through ``set_params``: the estimator a user
+would build with the same parameters is the one in the tables. Every setting
+is checked here, before any data is loaded, so a bad key or value is a usage
+error naming it rather than a failure hours into training.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from sklearn.base import BaseEstimator
+
+from .._flowr import FLOWRClassifier
+from ..training import MetaTraining, SupE, SupFC
+from ..training._device import resolve_device
+from ..training._head_building import check_head_template
+from ._options import split_key_value
+
+__all__ = ["PRETRAININGS", "ModelOptionError", "build_model", "check_model_options",
+           "describe_model"]
+
+# --pretrain's choices and the stage each builds.
+PRETRAININGS = {"sup-e": SupE, "sup-fc": SupFC, "none": None}
+PRETRAIN_NAMES = {"sup-e": "Sup-E", "sup-fc": "Sup-FC", "none": "untrained"}
+# What the run's convenience options default to: FLOWRClassifier's defaults.
+DEFAULT_MODEL = FLOWRClassifier()
+DEFAULT_PRETRAIN = SupE()
+DEFAULT_META = MetaTraining()
+# Parameters the run sets itself, and why --set may not.
+_RUN_OWNED = {
+    "setting": "the run fits one model per context; choose them with --setting",
+    "checkpoint_dir": "the run fits several models, which cannot share one "
+    "checkpoint folder",
+    "accelerator": "an Accelerator cannot be given on the command line",
+}
+
+
+class ModelOptionError(ValueError):
+    """A ``--set`` item or option the model refuses (a usage error)."""
+
+
+def _option_params(args, setting: str, pretrain: str, meta: bool) -> dict:
+    """The run's options as ``set_params`` parameters, nested ones included."""
+    stage = PRETRAININGS[pretrain]
+    params = dict(backbone=args.backbone, setting=setting,
+                  pretrain=None if stage is None else stage(),
+                  embedding_dim=args.embedding_dim,
+                  fine_tune_steps=args.fine_tune_steps, device=args.device,
+                  random_state=args.seed,
+                  # Training progress (skorch's epoch tables and bars).
+                  verbose=int(args.verbose >= 1))
+    if stage is not None:
+        params["pretrain__epochs"] = args.pretrain_epochs
+    if meta:
+        params.update(meta__epochs=args.meta_epochs,
+                      meta__episodes_per_epoch=args.episodes_per_epoch,
+                      meta__lr=args.meta_lr, meta__lambda_adapt=args.lambda_adapt)
+    else:
+        params["meta"] = None
+    return params
+
+
+def _problem(model: FLOWRClassifier) -> str | None:
+    """What the model's parameters, alone or together, break; or None.
+
+    The checks ``fit`` runs before it looks at the data: the estimator's
+    constraints, each stage's and their combination (the training
+    configuration), the head's, the head against the stages, and the device.
+    """
+    try:
+        model._validate_params()
+        model._training_config()  # validates the stages, and them together
+        model.head._validate_params()
+        check_head_template(model.head, model.meta)
+        resolve_device(model.device)
+    except (ValueError, TypeError) as exc:
+        return str(exc)
+    return None
+
+
+def _unknown_key(model: FLOWRClassifier, key: str) -> str | None:
+    """Why ``key`` is no parameter of ``model`` (with close matches), or None."""
+    valid = model.get_params(deep=True)
+    if key in valid:
+        return None
+    part = key.split("__", 1)[0]
+    if "__" in key and part in valid and valid[part] is None:
+        return f"{part} is None in this model, so it has no {key!r}"
+    close = difflib.get_close_matches(key, list(valid), n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    return (f"FLOWRClassifier has no parameter {key!r}{hint}; the keys are its "
+            "parameters and its parts' settings as head__*, pretrain__*, meta__* "
+            "(FLOWRClassifier().get_params(deep=True))")
+
+
+def build_model(args, setting: str, pretrain: str, *,
+                meta: bool = True) -> FLOWRClassifier:
+    """The unfitted ``FLOWRClassifier`` of one context and pre-training.
+
+    ``FLOWRClassifier()`` with the run's options and then its ``--set`` items
+    applied by ``set_params``, and validated as ``fit`` validates before it
+    trains.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        ``flowr-benchmark``'s options (:func:`~._benchmark.parse_args`).
+    setting : {"small", "large"}
+        The context the model is meta-trained in.
+    pretrain : {"sup-e", "sup-fc", "none"}
+        Its pre-training (``--pretrain``).
+    meta : bool, default=True
+        ``False``: no meta-training (``meta=None``), the ``flowr-no-meta``
+        ablation. ``--set meta__*`` items do not apply to it, nor
+        ``pretrain__*`` items to ``pretrain="none"``.
+
+    Returns
+    -------
+    model : FLOWRClassifier
+
+    Raises
+    ------
+    ModelOptionError
+        Naming the ``--set`` item (or options) the model refuses, and why.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.cli._benchmark import parse_args
+    >>> args = parse_args(["--set", "head__covariance=isotropic",
+    ...                    "--set", "calibration=None"])
+    >>> model = build_model(args, "small", "sup-e")
+    >>> model.head.covariance, model.calibration, model.meta.epochs
+    ('isotropic', None, 10)
+    """
+    model = FLOWRClassifier().set_params(
+        **_option_params(args, setting, pretrain, meta))
+    problem = _problem(model)
+    if problem:
+        raise ModelOptionError(f"the options give an invalid model: {problem}")
+    blame = None
+    for text in args.set:
+        key, value = split_key_value(text)
+        part = key.split("__", 1)[0]
+        if "__" in key and ((part == "pretrain" and PRETRAININGS[pretrain] is None)
+                            or (part == "meta" and not meta)):
+            continue  # the stage this run left out on purpose
+        if key in _RUN_OWNED:
+            raise ModelOptionError(f"--set {text}: {_RUN_OWNED[key]}.")
+        why = _unknown_key(model, key)
+        if why:
+            raise ModelOptionError(f"--set {text}: {why}.")
+        try:
+            model.set_params(**{key: value})
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise ModelOptionError(f"--set {text}: {exc}") from None
+        if blame is None and _problem(model):
+            blame = text
+    problem = _problem(model)
+    if problem:
+        # Named after the first item after which the model was invalid.
+        raise ModelOptionError(f"--set {blame}: {problem}")
+    return model
+
+
+def check_model_options(args) -> str | None:
+    """Why the models of the run cannot be built (a usage error), or None.
+
+    Builds every model the run will fit: each ``--setting`` and
+    ``--pretrain``, and the no-meta-training ones when ``flowr-no-meta`` is
+    among ``--methods``.
+    """
+    try:
+        resolve_device(args.device)
+    except ValueError as exc:
+        return f"--device {args.device}: {exc}"
+    if all(PRETRAININGS[pretrain] is None for pretrain in args.pretrain):
+        for text in args.set:
+            if text.startswith("pretrain__"):
+                return (f"--set {text}: no model of this run has a pre-training "
+                        "stage (--pretrain none).")
+    metas = (True, False) if "flowr-no-meta" in args.methods else (True,)
+    try:
+        for setting in args.setting:
+            for pretrain in args.pretrain:
+                for meta in metas:
+                    build_model(args, setting, pretrain, meta=meta)
+    except ModelOptionError as exc:
+        return str(exc)
+    return None
+
+
+def _json_value(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)) and all(
+            v is None or isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    if isinstance(value, BaseEstimator):
+        return repr(value)
+    return str(value)
+
+
+def describe_model(model: FLOWRClassifier) -> dict:
+    """The model's parameters, nested ones included, as JSON values (parts and
+    other objects as their ``repr``), for ``results.json``.
+
+    Examples
+    --------
+    >>> describe_model(FLOWRClassifier())["head__covariance"]
+    'full'
+    """
+    return {key: _json_value(value)
+            for key, value in model.get_params(deep=True).items()}
