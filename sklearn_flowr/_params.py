@@ -101,6 +101,11 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
     if not changed:
         return
     estimator._validate_params()
+    if deep:
+        # The parts (head, training stages) validate their own settings.
+        for part in estimator.get_params(deep=False).values():
+            if hasattr(part, "get_params") and hasattr(part, "_validate_params"):
+                part._validate_params()
     fixed = [name for name in changed if name not in runtime]
     if fixed:
         what = ", ".join(f"{name}: {snapshot[name]!r} -> {now(name, None)!r}"

@@ -29,6 +29,8 @@ from sklearn_flowr.training import (
     EpisodeDataset,
     EpisodicMetaNet,
     FLOWRMetaModule,
+    MetaTraining,
+    SupE,
     SupENet,
     SupFCNet,
     accelerated,
@@ -341,16 +343,20 @@ def test_flowr_classifier_trains_through_the_accelerator(accelerator, setting):
     X, y = load_digits(return_X_y=True)
     X = X.astype("f4") / 16
     known = y < 7
-    params = dict(backbone="mlp", setting=setting, pretrain_epochs=2,
-                  meta_epochs=2, episodes_per_epoch=4, n_way=4, n_unknown=2,
+    params = dict(backbone="mlp", setting=setting, pretrain=SupE(epochs=2),
+                  meta=MetaTraining(epochs=2, episodes_per_epoch=4, n_way=4,
+                                    n_unknown=2),
                   random_state=0, device="cpu")
-    plain = FLOWRClassifier(**params).fit(X[known], y[known])
+    plain = FLOWRClassifier(**params, reuse_encoder=False).fit(X[known], y[known])
     through = FLOWRClassifier(**params, accelerator=accelerator).fit(X[known],
                                                                      y[known])
     assert list(through.history_) == ["pretrain", "meta"]
     assert len(through.history_["meta"]) == 2
     np.testing.assert_allclose(through.transform(X[:50]), plain.transform(X[:50]),
                                atol=1e-5)
+    # Both settings predict straight after fit, the training classes known.
+    np.testing.assert_allclose(through.predict_proba(X[:50]),
+                               plain.predict_proba(X[:50]), atol=1e-5)
     if setting == "small":
         for model in (plain, through):
             model.adapt(X[~known][:40], y[~known][:40])

@@ -1,6 +1,6 @@
 """Cross-fitted novelty calibration: the map of P(novel) fitted on classes held
 out of training (protocol.cross_fit_novelty_calibration and
-FLOWRClassifier(calibration_cv=...))."""
+FLOWRClassifier(calibration=k))."""
 
 import numpy as np
 import pytest
@@ -8,7 +8,7 @@ from scipy.optimize import minimize
 from scipy.special import expit, logit
 from sklearn.base import BaseEstimator, clone
 from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
-from sklearn.model_selection import GroupShuffleSplit, KFold
+from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold
 from sklearn.utils import check_random_state
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
@@ -26,29 +26,38 @@ from sklearn_flowr.protocol._cross_fit import (
     class_disjoint_folds,
     cross_fit_plan,
 )
+from sklearn_flowr.training import MetaTraining, SupE
+from sklearn_flowr.training._memo import ENCODER_MEMO
+
+# The head template SqueezingEncoder takes by default. Shared, as a default
+# part of FLOWRClassifier is: the cross-fit sets head__* only on clones.
+SQUEEZING_HEAD = CRPGaussianClassifier(covariance="full", b=1.0)
 
 
 class SqueezingEncoder(BaseEstimator):
     """A stand-in for a trained encoder that squeezes its training classes:
     linear discriminant analysis fitted on few rows per class, followed by
-    FLOWR's full head by empirical Bayes on its output. New classes come out
-    wider than the training classes, as with the five-class encoders."""
+    FLOWR's full head by empirical Bayes on its output (``head`` is the
+    template, reached as ``head__noise_shrinkage`` as on FLOWRClassifier).
+    New classes come out wider than the training classes, as with the
+    five-class encoders."""
 
     def __init__(self, setting="small", n_components=8, stretch=False,
-                 calibrate_novelty=False, calibration_cv=None, random_state=None):
+                 head=SQUEEZING_HEAD, calibration=None, random_state=None):
         self.setting = setting
         self.n_components = n_components
         self.stretch = stretch
-        self.calibrate_novelty = calibrate_novelty
-        self.calibration_cv = calibration_cv
+        self.head = head
+        self.calibration = calibration
         self.random_state = random_state
 
     def fit(self, X, y):
         self.lda_ = LinearDiscriminantAnalysis(
             n_components=self.n_components).fit(X, y)
-        self.head_ = empirical_bayes_head(
-            CRPGaussianClassifier(covariance="full", b=1.0), self.transform(X), y,
-            setting=self.setting)
+        Z = self.transform(X)
+        # As FLOWRClassifier: the prior alone, and the head fitted on y.
+        self.prior_head_ = empirical_bayes_head(self.head, Z, y, setting="small")
+        self.head_ = empirical_bayes_head(self.head, Z, y, setting="large")
         return self
 
     def transform(self, X):
@@ -163,7 +172,7 @@ def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
     saw) gives a lower ECE and Brier score on them, with a flatter slope."""
     X_train, y_train, X_new, y_new = squeezed
     model = SqueezingEncoder().fit(X_train, y_train)
-    own = calibrate_novelty(model.head_, model.transform(X_train), y_train,
+    own = calibrate_novelty(model.prior_head_, model.transform(X_train), y_train,
                             random_state=0)
     crossed = cross_fit_novelty_calibration(SqueezingEncoder(), X_train, y_train,
                                             cv=3, random_state=0)
@@ -172,7 +181,7 @@ def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
     Z_new = model.transform(X_new)
     reports = {}
     for name, fitted in (("own", own), ("crossed", crossed)):
-        head = clone(model.head_).set_params(
+        head = clone(model.prior_head_).set_params(
             novelty_calibration=(fitted.slope, fitted.intercept))
         reports[name] = evaluate_online(head, Z_new, y_new, tasks, setting="small")
     assert crossed.n_folds == 3 and crossed.slope < own.slope
@@ -194,7 +203,7 @@ def _by_hand(X, y, setting, plan, shrinkage=None, stretch=False):
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
         model = SqueezingEncoder(setting=setting, stretch=stretch,
                                  random_state=fold.seed).fit(X[fold.fit_rows], y_fit)
-        head = model.head_
+        head = model.prior_head_ if setting == "small" else model.head_
         if shrinkage is not None:
             head = empirical_bayes_head(head, model.transform(X[fold.fit_rows]),
                                         y_fit, setting=setting, covariance="full",
@@ -367,97 +376,129 @@ def test_large_context_plan_keeps_known_queries_out_of_training():
         cross_fit_plan(5, np.zeros((y.size, 1)), y, setting="large")
 
 
-TINY_MLP = dict(backbone="mlp", embedding_dim=8, pretrain_epochs=2, meta_epochs=1,
-                episodes_per_epoch=4, n_way=3, n_unknown=1, random_state=0)
+TINY_MLP = dict(backbone="mlp", embedding_dim=8, pretrain=SupE(epochs=2),
+                meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3,
+                                  n_unknown=1),
+                random_state=0)
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
-def test_flowr_classifier_cross_fits_its_map(digits, capsys, setting):
-    """Check FLOWRClassifier(calibration_cv=...) with its default verbosity,
-    in both contexts: it says what it does, its map is
+def test_flowr_classifier_cross_fits_its_map(digits, capsys, monkeypatch, setting):
+    """Check FLOWRClassifier(calibration=3) with its default verbosity, in
+    both contexts: it says what it does, its map is
     cross_fit_novelty_calibration's under the fit's seed, and its encoder is
-    the one it trains without cross-fitting (the folds are extra models)."""
+    the one it trains without cross-fitting (the folds are extra models;
+    the plain model trains afresh, not from the encoder memo). The reference
+    cross-fit reads the same images, and trains nothing: its fold models
+    find the fit's fold encoders in the memo, as they were trained on the
+    same rows, settings and fold seeds."""
+    from sklearn_flowr import _flowr
+
     X, y = digits
     X, y = X[y < 6], y[y < 6]
-    model = FLOWRClassifier(**TINY_MLP, setting=setting, calibration_cv=3).fit(X, y)
+    model = FLOWRClassifier(**TINY_MLP, setting=setting, calibration=3).fit(X, y)
     assert "Cross-fitting the novelty map: 3 models" in capsys.readouterr().out
-    plain = FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0).fit(X, y)
+    plain = FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0,
+                            reuse_encoder=False).fit(X, y)
     np.testing.assert_array_equal(model.transform(X[:5]), plain.transform(X[:5]))
     seed = int(check_random_state(0).randint(2**31 - 1))
+    trainings = []
+    train_encoder = _flowr.train_encoder
+
+    def counting(*args, **kwargs):
+        trainings.append(1)
+        return train_encoder(*args, **kwargs)
+
+    monkeypatch.setattr(_flowr, "train_encoder", counting)
     expected = cross_fit_novelty_calibration(
         FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0),
-        X.reshape(len(X), -1), y, cv=3, random_state=seed)
+        X, y, cv=3, random_state=seed)
+    assert trainings == []
     assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
-    assert model.calibration_cv_results_.slope == expected.slope
-    assert model.noise_shrinkage_ == 0.0 and plain.calibration_cv_results_ is None
+    assert model.prior_head_.novelty_calibration == model.head_.novelty_calibration
+    assert model.calibration_results_.slope == expected.slope
+    assert model.calibration_results_.n_folds == 3
+    assert plain.calibration_results_ is None
     assert plain.head_.novelty_calibration != model.head_.novelty_calibration
+    unmapped = FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0,
+                               calibration=None).fit(X, y)
+    assert unmapped.head_.novelty_calibration is None
+    assert unmapped.calibration_results_ is None
 
 
-def test_noise_shrinkage_auto_is_chosen_on_the_folds(digits, monkeypatch):
-    """Check noise_shrinkage="auto": the value with the best mean held-out
-    H-measure of the grid, the head built with it exactly as a model given
-    that value, and the map cross-fitted with it. The labels are negative
-    (a fold's own "auto" novel label would be one of its held-out classes)
-    and the folds come as a generator, as scikit-learn's cv allows."""
-    from sklearn.model_selection import GroupKFold
-
-    from sklearn_flowr._flowr import NOISE_SHRINKAGE_GRID
-
+def test_cross_fitting_takes_folds_as_a_generator_and_negative_labels(digits):
+    """Check calibration given as a generator of folds (scikit-learn's cv
+    allows one; it is consumed by the check before training) on negative
+    labels (a fold's own "auto" novel label would be one of its held-out
+    classes): the map is the one an int of the same folds gives."""
     X, y = digits
     X, y = X[y < 6], y[y < 6] - 3
     folds = GroupKFold(3).split(X, y, groups=y)
+    model = FLOWRClassifier(**TINY_MLP, verbose=0, setting="large",
+                            calibration=folds).fit(X, y)
+    assert model.novel_label_ not in set(y.tolist())
+    seed = int(check_random_state(0).randint(2**31 - 1))
+    expected = cross_fit_novelty_calibration(
+        FLOWRClassifier(**TINY_MLP, setting="large", verbose=0),
+        X, y, cv=3, random_state=seed)
+    assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
+
+
+def test_noise_shrinkages_are_chosen_with_one_encoder_per_fold(digits, monkeypatch):
+    """Check cross_fit_novelty_calibration's noise_shrinkages on a
+    FLOWRClassifier: each candidate is a fold model with head__noise_shrinkage
+    set, whose encoder comes from the memo after the fold's first (one
+    training per fold, not per candidate); the choice follows the documented
+    rule under the default one-point guard."""
+    from sklearn_flowr import _flowr
     from sklearn_flowr.protocol import _cross_fit
 
-    tolerances = []
+    X, y = digits
+    X, y = X[y < 6], y[y < 6]
+    trainings, tolerances = [], []
+    train_encoder = _flowr.train_encoder
+
+    def counting(*args, **kwargs):
+        trainings.append(1)
+        return train_encoder(*args, **kwargs)
 
     def recording(h_measures, accuracies, accuracy_tolerance):
         tolerances.append(accuracy_tolerance)
         return choose_shrinkage(h_measures, accuracies, accuracy_tolerance)
 
+    monkeypatch.setattr(_flowr, "train_encoder", counting)
     monkeypatch.setattr(_cross_fit, "choose_shrinkage", recording)
-    model = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage="auto",
-                            calibration_cv=folds)
-    with pytest.warns(UserWarning, match="tasks of one support class"):
-        model.fit(X, y)  # two held-out classes a fold: one support class
-    assert tolerances == [0.01]  # the documented one-point guard
-    results = model.calibration_cv_results_
-    assert sorted(results.h_measures) == sorted(NOISE_SHRINKAGE_GRID)
-    assert sorted(results.accuracies) == sorted(NOISE_SHRINKAGE_GRID)
-    # The documented rule with its default guard: the best H-measure among
-    # candidates within one accuracy point of the most accurate.
-    floor = max(results.accuracies.values()) - 0.01
-    best = max((v for v in results.h_measures if results.accuracies[v] >= floor),
-               key=lambda v: (results.h_measures[v], -v))
-    assert model.noise_shrinkage_ == best == results.noise_shrinkage
-    assert model.head_.noise_shrinkage == best
-    given = FLOWRClassifier(**TINY_MLP, verbose=0, noise_shrinkage=best,
-                            calibrate_novelty=False).fit(X, y)
-    np.testing.assert_array_equal(model.head_.sigma, given.head_.sigma)
-    seed = int(check_random_state(0).randint(2**31 - 1))
-    with pytest.warns(UserWarning, match="tasks of one support class"):
-        expected = cross_fit_novelty_calibration(
-            FLOWRClassifier(**TINY_MLP, verbose=0), X.reshape(len(X), -1), y,
-            cv=3, noise_shrinkages=list(NOISE_SHRINKAGE_GRID), random_state=seed)
-    assert model.head_.novelty_calibration == (expected.slope, expected.intercept)
+    ENCODER_MEMO.clear()
+    result = cross_fit_novelty_calibration(
+        FLOWRClassifier(**TINY_MLP, setting="large", verbose=0),
+        X, y, cv=3, noise_shrinkages=[0.0, 0.5, 1.0],
+        n_tasks=20, random_state=0)
+    assert len(trainings) == 3
+    assert tolerances == [0.01]
+    assert sorted(result.h_measures) == sorted(result.accuracies) == [0.0, 0.5, 1.0]
+    floor = max(result.accuracies.values()) - 0.01
+    best = max((v for v in result.h_measures if result.accuracies[v] >= floor),
+               key=lambda v: (result.h_measures[v], -v))
+    assert result.noise_shrinkage == best
 
 
 @pytest.mark.parametrize("params, message", [
-    (dict(calibration_cv=2, calibrate_novelty=False), "calibrate_novelty=False"),
-    (dict(calibration_cv=KFold(2, shuffle=True, random_state=0)),
+    (dict(calibration=KFold(2, shuffle=True, random_state=0)),
      "must split whole classes"),
-    (dict(calibration_cv=2, n_unknown=2), "Fold 0 of calibration_cv trains on 2"),
-    (dict(calibration_cv="classes"), "'calibration_cv' parameter"),
-    (dict(noise_shrinkage="auto"), "noise_shrinkage='auto' is chosen on the "
-     "held-out classes of calibration_cv"),
-    (dict(noise_shrinkage="auto", calibration_cv=2, covariance="isotropic"),
-     "noise_shrinkage=auto shrinks the full head"),
+    (dict(calibration=2, meta__n_unknown=2), "Fold 0 of calibration trains on 2"),
+    (dict(calibration="classes"), "'calibration' parameter"),
+    (dict(calibration=1), "'calibration' parameter"),
+    (dict(calibration=5), "calibration=5 folds over the classes need at least 5"),
+    (dict(calibration=[(np.arange(10), np.arange(5))]), "class 0 on both sides"),
+    # noise_shrinkage="auto" is gone: GridSearchCV chooses it.
+    (dict(head__noise_shrinkage="auto"), "'noise_shrinkage' parameter"),
 ])
 @pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
 def test_bad_cross_fitting_fails_before_training(digits, no_training, params,
                                                  message):
     X, y = digits
-    model = FLOWRClassifier(**{"backbone": "mlp", "n_way": 3, "n_unknown": 1,
-                               "verbose": 0, **params})
+    model = FLOWRClassifier(backbone="mlp", meta=MetaTraining(n_way=3, n_unknown=1),
+                            verbose=0).set_params(**params)
     with pytest.raises(ValueError, match=message):
         model.fit(X[y < 4], y[y < 4])
     assert not hasattr(model, "head_")
@@ -465,7 +506,7 @@ def test_bad_cross_fitting_fails_before_training(digits, no_training, params,
 
 @pytest.mark.parametrize("kwargs, message", [
     (dict(noise_shrinkages=[0.0, 0.1], estimator_params=dict(
-        covariance="isotropic")), "covariance='isotropic'"),
+        head__covariance="isotropic")), "covariance='isotropic'"),
     (dict(noise_shrinkages=[]), "non-empty list of numbers"),
     (dict(noise_shrinkages=[0.1, 2.0]), "non-empty list of numbers"),
     (dict(n_known_query_classes=-1), "n_known_query_classes must be None"),
@@ -479,16 +520,17 @@ def test_bad_cross_fitting_fails_before_training(digits, no_training, params,
 def test_cross_fit_options_fail_before_training(digits, no_training, kwargs,
                                                 message):
     X, y = digits
-    estimator = FLOWRClassifier(**{**TINY_MLP,
-                                   **kwargs.pop("estimator_params", {})})
+    estimator = FLOWRClassifier(**TINY_MLP).set_params(
+        **kwargs.pop("estimator_params", {}))
     with pytest.raises(ValueError, match=message):
         cross_fit_novelty_calibration(estimator, X[y < 6], y[y < 6], **kwargs)
 
 
-def test_cross_fitting_refuses_an_accelerator(digits):
+def test_cross_fitting_refuses_an_accelerator(digits, no_training):
     accelerate = pytest.importorskip("accelerate")
     X, y = digits
-    model = FLOWRClassifier(backbone="mlp", calibration_cv=2, verbose=0,
+    model = FLOWRClassifier(backbone="mlp", calibration=2, verbose=0,
+                            meta=MetaTraining(n_way=3, n_unknown=1),
                             accelerator=accelerate.Accelerator(cpu=True))
     with pytest.raises(ValueError, match="does not run through an accelerator"):
         model.fit(X[y < 6], y[y < 6])
@@ -496,9 +538,7 @@ def test_cross_fitting_refuses_an_accelerator(digits):
 
 def test_refitted_parameter_check_compares_splitters_by_their_parameters():
     """Check a splitter set back to an equal one (e.g. restored by skops) is
-    not taken for a changed calibration_cv, and another one is."""
-    from sklearn.model_selection import GroupKFold
-
+    not taken for a changed calibration, and another one is."""
     from sklearn_flowr._params import _same
 
     assert _same(GroupKFold(3), GroupKFold(3))

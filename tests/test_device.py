@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from sklearn_flowr import FLOWRClassifier
+from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._device import (
     deterministic_cuda,
     exact_float32,
@@ -22,8 +23,9 @@ from sklearn_flowr.training._device import (
     to_device_if_fits,
 )
 
-TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1, episodes_per_epoch=4,
-            n_way=3, n_unknown=2, verbose=0, random_state=0)
+TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
+            meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
+            verbose=0, random_state=0)
 CUDA = torch.cuda.is_available()
 
 
@@ -142,10 +144,11 @@ def test_cuda_and_cpu_predictions_agree(cuda_model, digits):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_cuda_training_is_seeded(cuda_model, digits):
-    """Check that the same seed gives the same model on CUDA (within 1e-4)."""
+    """Check that the same seed gives the same model on CUDA (within 1e-4):
+    trained again, not taken from the encoder memo."""
     X, y = digits
-    again = FLOWRClassifier(setting="large", device="cuda", **TINY).fit(
-        X[y < 7], y[y < 7])
+    again = FLOWRClassifier(setting="large", device="cuda", reuse_encoder=False,
+                            **TINY).fit(X[y < 7], y[y < 7])
     np.testing.assert_allclose(again.transform(X[:100]), cuda_model.transform(X[:100]),
                                rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(again.predict_proba(X[:100]),
@@ -195,9 +198,10 @@ def test_cuda_pickle_keeps_live_model_and_reloads_on_cuda(cuda_model, digits):
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
 def test_match_sigma_on_cuda(digits):
-    """Check that match_sigma sets the within-class variance to sigma on CUDA."""
+    """Check that match_sigma sets the within-class variance to sigma on CUDA
+    (without meta-training, the default MetaTraining's sigma=0.5)."""
     X, y = digits
-    params = {**TINY, "meta_epochs": 0, "sigma": 0.5}
+    params = {**TINY, "meta": None}
     model = FLOWRClassifier(setting="large", device="cuda", **params).fit(
         X[y < 7], y[y < 7])
     Z, labels = model.transform(X[y < 7]), y[y < 7]
@@ -213,7 +217,8 @@ def test_match_sigma_on_cuda(digits):
 def test_cuda_defaults_with_progress(digits, setting, capsys):
     """Check that the default verbose and autocast='bf16' train on CUDA."""
     X, y = digits
-    params = {**TINY, "verbose": 1, "autocast": "bf16"}
+    params = {**TINY, "verbose": 1, "meta": MetaTraining(
+        epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2, autocast="bf16")}
     model = FLOWRClassifier(setting=setting, device="auto", **params).fit(
         X[y < 7], y[y < 7])
     support = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 9)[:3]]

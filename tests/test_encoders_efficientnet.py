@@ -14,9 +14,11 @@ from sklearn_flowr.encoders import (
     make_backbone,
 )
 from sklearn_flowr.encoders._efficientnet import efficientnet_lite0_weights
+from sklearn_flowr.training import MetaTraining, SupE
 
-TINY = dict(embedding_dim=8, pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2,
-            n_way=3, n_unknown=1, batch_size=16, verbose=0, random_state=0)
+TINY = dict(embedding_dim=8, pretrain=SupE(epochs=1, batch_size=16),
+            meta=MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3, n_unknown=1),
+            calibration=None, verbose=0, random_state=0)
 
 
 @pytest.fixture(autouse=True)

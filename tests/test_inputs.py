@@ -7,6 +7,7 @@ import pytest
 
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr._inputs import as_model_input
+from sklearn_flowr.training import SupE
 
 
 @pytest.fixture
@@ -24,8 +25,8 @@ def image_model():
     X = rng.random((40, 8, 8)).astype(np.float32)
     y = np.repeat(np.arange(4), 10)
     return FLOWRClassifier(backbone="conv4", setting="large", embedding_dim=4,
-                           pretrain_epochs=1, meta_epochs=0, verbose=0,
-                           random_state=0).fit(X, y)
+                           pretrain=SupE(epochs=1), meta=None, calibration=None,
+                           verbose=0, random_state=0).fit(X, y)
 
 
 def test_uint8_images_are_divided_by_255(pixels):

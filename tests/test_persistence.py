@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from sklearn_flowr import FLOWRClassifier
+from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._persistence import (
     TensorState,
     modules_from_state,
@@ -22,8 +23,9 @@ from sklearn_flowr.training._persistence import (
 
 sio = pytest.importorskip("skops.io")
 
-TINY = dict(embedding_dim=8, pretrain_epochs=2, meta_epochs=1,
-            episodes_per_epoch=3, n_way=3, n_unknown=1, random_state=0)
+TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
+            meta=MetaTraining(epochs=1, episodes_per_epoch=3, n_way=3, n_unknown=1),
+            random_state=0)
 # What a saved FLOWRClassifier asks the user to trust: the package's own
 # classes, torch's layers, skorch's training history. Nothing else (no
 # functions, no pickle).
@@ -56,6 +58,7 @@ def test_skops_round_trip_keeps_model_and_online_state(large_model, digits):
     assert "sklearn_flowr.training._persistence.TensorState" in untrusted
     assert "torch.nn.modules.conv.Conv2d" in untrusted
     assert loaded.encoder_ is loaded.meta_module_.encoder
+    assert repr(loaded) == repr(model)  # the parts (head, stages) come back
     assert loaded.classes_.tolist() == model.classes_.tolist()
     np.testing.assert_array_equal(loaded.predict_proba(X[:20]),
                                   model.predict_proba(X[:20]))
@@ -74,8 +77,9 @@ def test_skops_round_trip_keeps_model_and_online_state(large_model, digits):
 
 
 def test_skops_small_context_model_adapts_and_fine_tunes_after_loading(digits):
-    """Check a small-context model saved mid-task loads with its task, and
-    fine-tuning (which trains the last layer) still works on the loaded one."""
+    """Check a small-context model saved mid-task loads with its task,
+    fine-tuning (which trains the last layer) still works on the loaded one,
+    and reset returns both to the fitted model (the training classes known)."""
     X, y = digits
     model = FLOWRClassifier(setting="small", verbose=0, **TINY).fit(
         X[y < 6], y[y < 6])
@@ -91,6 +95,9 @@ def test_skops_small_context_model_adapts_and_fine_tunes_after_loading(digits):
     model.reset()
     loaded.reset()
     np.testing.assert_array_equal(loaded.transform(X[:10]), model.transform(X[:10]))
+    assert loaded.classes_.tolist() == model.classes_.tolist() == list(range(6))
+    np.testing.assert_array_equal(loaded.predict_proba(X[:10]),
+                                  model.predict_proba(X[:10]))
 
 
 def test_pickle_holds_no_tensor_storage(large_model):

@@ -10,6 +10,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr._head import MAX_ABS_INPUT
+from sklearn_flowr.training import MetaTraining, SupE
 
 
 def _head_problem(rng, shift=0.0):
@@ -137,24 +138,42 @@ def flowr_model():
     X = (X / 16.0).astype(np.float32)
     keep = y < 5
     model = FLOWRClassifier(backbone="mlp", setting="large", embedding_dim=8,
-                            pretrain_epochs=1, meta_epochs=1, episodes_per_epoch=2,
-                            n_way=3, n_unknown=1, random_state=0)
+                            pretrain=SupE(epochs=1),
+                            meta=MetaTraining(epochs=1, episodes_per_epoch=2,
+                                              n_way=3, n_unknown=1),
+                            random_state=0)
     return model.fit(X[keep], y[keep]), X, y
 
 
+@pytest.mark.parametrize("bad", [
+    dict(fine_tune_steps=-2),
+    dict(head__a=1.5),
+    dict(head__sigma=-1.0),
+    dict(meta__n_way=0),
+    dict(pretrain__batch_size=0),
+])
+def test_flowr_invalid_params_after_fit_fail(flowr_model, bad):
+    """Check FLOWRClassifier: an invalid new value, of its own parameters or
+    of its parts' (head__*, meta__*, pretrain__*), fails with scikit-learn's
+    parameter error when the fitted model next runs."""
+    model, X, _ = flowr_model
+    with pytest.raises(InvalidParameterError):
+        copy.deepcopy(model).set_params(**bad).predict(X[:5])
+
+
 def test_flowr_params_changed_after_fit(flowr_model):
-    """Check FLOWRClassifier: invalid new values fail, values the fitted model
-    was built from need a refit, and values read at run time just apply."""
+    """Check FLOWRClassifier: values the fitted model was built from (the
+    head's and the training stages') need a refit, and values read at run
+    time just apply."""
     model, X, y = flowr_model
     model = copy.deepcopy(model)
     expected = model.predict_proba(X[:5])
-    for bad in (dict(a=1.5), dict(sigma=-1.0), dict(fine_tune_steps=-2)):
-        with pytest.raises(InvalidParameterError):
-            copy.deepcopy(model).set_params(**bad).predict(X[:5])
-    with pytest.raises(ValueError, match="known_count: 1.0 -> 3.0"):
-        copy.deepcopy(model).set_params(known_count=3.0).partial_fit(X[:2], y[:2])
+    for name in ("head__known_count", "meta__known_count"):
+        with pytest.raises(ValueError, match=f"{name}: 1.0 -> 3.0"):
+            copy.deepcopy(model).set_params(**{name: 3.0}).partial_fit(X[:2], y[:2])
     runtime = copy.deepcopy(model).set_params(device="cpu", verbose=0,
-                                              batch_size=7, fine_tune_steps=3)
+                                              pretrain__batch_size=7,
+                                              fine_tune_steps=3)
     np.testing.assert_allclose(runtime.predict_proba(X[:5]), expected, rtol=1e-5,
                                atol=1e-7)
 

@@ -8,21 +8,28 @@ import numpy as np
 import pytest
 import torch
 from sklearn.datasets import load_digits
-from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import estimate_prior
 from sklearn_flowr.encoders import MLPEncoder, last_linear_layer
-from sklearn_flowr.training import FLOWRMetaModule, SupEModule, SupENet
+from sklearn_flowr.training import FLOWRMetaModule, MetaTraining, SupEModule, SupENet
 from sklearn_flowr.training._class_stats import class_statistics, initial_prior
 from sklearn_flowr.training._config import FLOWRConfig
-from sklearn_flowr.training._head_building import build_head, known_class_table
+from sklearn_flowr.training._head_building import (
+    build_heads,
+    check_head_template,
+    known_class_table,
+)
 from sklearn_flowr.training._meta_training import (
     check_meta_training_plan,
     known_classes,
     meta_train,
 )
-from sklearn_flowr.training._pipeline import train_flowr
+from sklearn_flowr.training._pipeline import (
+    check_calibration_plan,
+    check_training_plan,
+    train_encoder,
+)
 from sklearn_flowr.training._pretraining import (
     build_encoder,
     embed_rows,
@@ -57,10 +64,7 @@ def fresh_encoder(seed=0):
     (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
     (dict(pretrain="sup-fc", class_stats="learned"), "needs pretrain='sup-e'"),
     (dict(pretrain=None, class_stats="learned"), "needs pretrain='sup-e'"),
-    (dict(covariance="full", known_table="learned"), "known_table='refit'"),
     (dict(sigma=0.0), "sigma=0.0 must be positive"),
-    (dict(covariance="isotropic", prior_scale=2.0), "prior_scale=2.0 scales"),
-    (dict(covariance="isotropic", noise_shrinkage=0.2), "noise_shrinkage=0.2 shrinks"),
 ])
 def test_config_refuses_bad_combinations(params, message):
     """Check that building a configuration checks the parameters together."""
@@ -68,26 +72,37 @@ def test_config_refuses_bad_combinations(params, message):
         FLOWRConfig(**params)
 
 
-def test_config_from_params_checks_single_values_first():
-    """Check that from_params refuses an invalid value with scikit-learn's
-    parameter error, naming the estimator."""
-    with pytest.raises(InvalidParameterError, match="FLOWRClassifier"):
-        FLOWRConfig.from_params(dict(a=1.5))
-    with pytest.raises(InvalidParameterError, match="n_way"):
-        FLOWRConfig.from_params(dict(n_way=0))
-
-
-@pytest.mark.parametrize("params, lr, meta_lr", [
-    (dict(), 1e-3, 1e-4),
-    (dict(backbone="resnet12"), 1e-4, 1e-5),
-    (dict(lr=2e-3), 2e-3, 2e-4),
-    (dict(lr=2e-3, meta_lr=5e-4), 2e-3, 5e-4),
+@pytest.mark.parametrize("head, meta, message", [
+    (CRPGaussianClassifier(covariance="full"), MetaTraining(known_table="learned"),
+     "known_table='refit'"),
+    (CRPGaussianClassifier(covariance="isotropic", prior_scale=2.0), MetaTraining(),
+     "prior_scale=2.0 scales"),
+    (CRPGaussianClassifier(covariance="isotropic", prior_scale=2.0), None,
+     "prior_scale=2.0 scales"),
+    (CRPGaussianClassifier(covariance="isotropic", noise_shrinkage=0.2),
+     MetaTraining(), "noise_shrinkage=0.2 shrinks"),
 ])
-def test_config_resolves_learning_rates(params, lr, meta_lr):
-    """Check the default rates: 1e-3 (1e-4 for ResNets) and a tenth for meta."""
-    config = FLOWRConfig.from_params({"lr": None, "meta_lr": None, **params})
-    assert config.lr == pytest.approx(lr)
-    assert config.meta_lr == pytest.approx(meta_lr)
+def test_head_template_refuses_what_training_cannot_fill(head, meta, message):
+    """Check the head/stage combinations the flat configuration refused
+    (now split between head=... and meta=...) are refused together."""
+    with pytest.raises(ValueError, match=message):
+        check_head_template(head, meta)
+
+
+@pytest.mark.parametrize("head, meta", [
+    (CRPGaussianClassifier(covariance="full", prior_scale=2.0,
+                           noise_shrinkage=0.2), MetaTraining()),
+    (CRPGaussianClassifier(covariance="full"), None),
+    (CRPGaussianClassifier(covariance="isotropic"),
+     MetaTraining(known_table="learned")),
+    (CRPGaussianClassifier(covariance="isotropic", prior_var=2.0, sigma=0.3,
+                           noise_shrinkage=0.2), MetaTraining()),
+])
+def test_head_template_accepts_what_training_fills(head, meta):
+    """Check the combinations that build: the full head's factors on its
+    estimates, the isotropic head with the learned table, and given values
+    (which the factors leave alone)."""
+    check_head_template(head, meta)
 
 
 def test_meta_module_shares_the_config_checks():
@@ -317,16 +332,27 @@ def _meta_with_prior(config, prior_mean, prior_var, b):
     return meta
 
 
-def test_large_context_head_is_conjugate_update_from_the_learned_prior(rng):
-    """Check the large-context head conditions every class from the learned
-    prior: lam = 1/s0 + n/sigma, m = (mu0/s0 + sum z / sigma) / lam."""
+def _full_problem(rng):
+    """Embeddings of 4 classes with a correlated class noise, and labels."""
+    y = np.repeat(np.arange(4), 6)
+    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
+        size=(4, 3))[y]
+    return Z, y
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_isotropic_head_is_conjugate_update_from_the_learned_prior(rng, setting):
+    """Check the isotropic head conditions every training class from the
+    learned prior, in both settings: lam = 1/s0 + n/sigma,
+    m = (mu0/s0 + sum z / sigma) / lam."""
     y = np.repeat(np.arange(3), [2, 3, 4])
     Z = rng.normal(size=(9, 4)) + 3 * y[:, None]
     mu0, s0, b, sigma = rng.normal(size=4), 2.0, 1.7, 0.4
-    config = FLOWRConfig(setting="large", sigma=sigma, covariance="isotropic")
+    config = FLOWRConfig(sigma=sigma)
     labels = np.array([10, 20, 30])
-    head = build_head(CRPGaussianClassifier(**config.head_params()),
-                      _meta_with_prior(config, mu0, s0, b), Z, y, labels, config)
+    _, head = build_heads(CRPGaussianClassifier(covariance="isotropic"),
+                          _meta_with_prior(config, mu0, s0, b), Z, y, labels,
+                          setting=setting, calibrate=False)
     counts = np.bincount(y)
     lam = 1 / s0 + counts / sigma
     sums = np.stack([Z[y == k].sum(axis=0) for k in range(3)])
@@ -340,69 +366,66 @@ def test_large_context_head_is_conjugate_update_from_the_learned_prior(rng):
     np.testing.assert_allclose(variances, 1 / lam, rtol=1e-6)
 
 
-def test_small_context_head_carries_only_the_learned_prior(rng):
-    """Check the small-context head is unfitted, with the meta-learned prior
-    and the configuration's a, sigma and novel label."""
+def test_prior_head_carries_only_the_learned_prior(rng):
+    """Check the prior head is unfitted, with the meta-learned prior and b,
+    and the template's explicit a, sigma and novel label (its "auto" sigma
+    would be the meta-learned one); the template is left unchanged."""
     mu0 = rng.normal(size=4)
-    config = FLOWRConfig(setting="small", a=0.2, sigma=0.7, novel_label="new",
-                         covariance="isotropic", calibrate_novelty=False)
-    head = build_head(CRPGaussianClassifier(**config.head_params()),
-                      _meta_with_prior(config, mu0, 0.5, 3.0), None, np.zeros(0, int),
-                      np.zeros(0), config)
-    assert not head.__sklearn_is_fitted__()
-    np.testing.assert_allclose(head.prior_mean, mu0, rtol=1e-6)
-    assert head.prior_var == pytest.approx(0.5)
-    assert (head.a, head.sigma, head.novel_label) == (0.2, 0.7, "new")
-    assert head.b == pytest.approx(3.0)
+    y = np.repeat(np.arange(2), 3)
+    Z = rng.normal(size=(6, 4))
+    meta = _meta_with_prior(FLOWRConfig(sigma=0.3), mu0, 0.5, 3.0)
+    template = CRPGaussianClassifier(a=0.2, sigma=0.7, novel_label="new")
+    params = template.get_params()
+    prior, fitted = build_heads(template, meta, Z, y, np.array([4, 5]),
+                                setting="small", calibrate=False)
+    assert not prior.__sklearn_is_fitted__()
+    np.testing.assert_allclose(prior.prior_mean, mu0, rtol=1e-6)
+    assert prior.prior_var == pytest.approx(0.5)
+    assert (prior.a, prior.sigma, prior.novel_label) == (0.2, 0.7, "new")
+    assert prior.b == pytest.approx(3.0)
+    np.testing.assert_array_equal(fitted.classes_, [4, 5])
+    assert not template.__sklearn_is_fitted__() and template.get_params() == params
+    auto, _ = build_heads(CRPGaussianClassifier(), meta, Z, y, np.array([4, 5]),
+                          setting="small", calibrate=False)
+    assert auto.sigma == pytest.approx(0.3)
 
 
-@pytest.mark.parametrize("setting", ["small", "large"])
-def test_full_covariance_head_equals_independent_empirical_bayes(rng, setting):
-    """Check covariance='full' gives the head CRPGaussianClassifier's own
-    full-covariance empirical Bayes fits on the embeddings, with the learned b."""
-    y = np.repeat(np.arange(4), 6)
-    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
-        size=(4, 3))[y]
-    config = FLOWRConfig(setting=setting, covariance="full",
-                         calibrate_novelty=False)
-    head = build_head(CRPGaussianClassifier(**config.head_params()),
-                      _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
-                      config)
-    reference = CRPGaussianClassifier(covariance="full", b=head.b).fit(Z, y)
+def test_full_covariance_heads_equal_independent_empirical_bayes(rng):
+    """Check covariance='full' gives CRPGaussianClassifier's own
+    full-covariance empirical Bayes fit on the embeddings, with the learned
+    b, and a prior head carrying its estimates, from which the training
+    classes learned online get the same posterior means."""
+    Z, y = _full_problem(rng)
+    config = FLOWRConfig()
+    prior, head = build_heads(CRPGaussianClassifier(covariance="full"),
+                              _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y,
+                              np.arange(4), setting="small", calibrate=False)
+    reference = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     assert head.b == pytest.approx(2.5)
-    if setting == "small":
-        np.testing.assert_allclose(head.prior_var, reference.prior_var_)
-        np.testing.assert_allclose(head.sigma, reference.sigma_)
-        return
     probe = rng.normal(size=(5, 3))
     np.testing.assert_allclose(head.predict_proba(probe),
                                reference.predict_proba(probe), atol=1e-10)
+    np.testing.assert_allclose(prior.prior_mean, reference.prior_mean_)
+    np.testing.assert_allclose(prior.prior_var, reference.prior_var_)
+    np.testing.assert_allclose(prior.sigma, reference.sigma_)
+    online = prior.partial_fit(Z, y)
+    np.testing.assert_allclose(online.class_mean_, reference.class_mean_,
+                               atol=1e-10)
 
 
-@pytest.mark.parametrize("setting", ["small", "large"])
-def test_prior_scale_scales_only_the_empirical_prior_covariance(rng, setting):
+def test_prior_scale_scales_only_the_empirical_prior_covariance(rng):
     """Check prior_scale gives the full head fitted with the empirical-Bayes
     mu0, noise and b held and the prior covariance multiplied, computed here
     from an independent plain fit."""
-    y = np.repeat(np.arange(4), 6)
-    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
-        size=(4, 3))[y]
-    config = FLOWRConfig(setting=setting, covariance="full", prior_scale=1.5,
-                         calibrate_novelty=False)
-    head = build_head(CRPGaussianClassifier(**config.head_params()),
-                      _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
-                      config)
+    Z, y = _full_problem(rng)
+    _, head = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
+                          _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                          np.arange(4), setting="large", calibrate=False)
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     reference = CRPGaussianClassifier(
         covariance="full", b=2.5, prior_mean=plain.prior_mean_,
-        prior_var=1.5 * plain.prior_var_, sigma=plain.sigma_)
+        prior_var=1.5 * plain.prior_var_, sigma=plain.sigma_).fit(Z, y)
     probe = rng.normal(scale=3.0, size=(6, 3))
-    if setting == "small":  # unfitted with the prior: learn a task's classes
-        np.testing.assert_allclose(head.prior_var, 1.5 * plain.prior_var_)
-        np.testing.assert_allclose(head.sigma, plain.sigma_)
-        head, reference = head.partial_fit(Z, y), reference.partial_fit(Z, y)
-    else:
-        reference.fit(Z, y)
     np.testing.assert_allclose(head.predict_proba(probe),
                                reference.predict_proba(probe), atol=1e-10)
     # A wider prior for new classes' means: a far query is more novel.
@@ -410,45 +433,76 @@ def test_prior_scale_scales_only_the_empirical_prior_covariance(rng, setting):
             != plain.predict_proba(probe)[:, -1]).any()
 
 
-@pytest.mark.parametrize("setting", ["small", "large"])
-def test_noise_shrinkage_shrinks_only_the_empirical_noise_covariance(rng, setting):
-    """Check noise_shrinkage gives the full head with the empirical-Bayes
+def test_prior_head_of_a_scaled_prior_learns_new_classes(rng):
+    """Check the prior head of a template with prior_scale carries the scaled
+    prior covariance and learns a task's classes from it."""
+    Z, y = _full_problem(rng)
+    prior, _ = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
+                           _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                           np.arange(4), setting="small", calibrate=False)
+    plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
+    np.testing.assert_allclose(prior.prior_var, 1.5 * plain.prior_var_)
+    # The same prior given by hand, its classes learned online too.
+    reference = CRPGaussianClassifier(
+        covariance="full", b=2.5, prior_mean=plain.prior_mean_,
+        prior_var=1.5 * plain.prior_var_, sigma=plain.sigma_).partial_fit(Z, y)
+    probe = rng.normal(scale=3.0, size=(6, 3))
+    learned = prior.partial_fit(Z, y)
+    np.testing.assert_allclose(learned.class_mean_, reference.class_mean_,
+                               atol=1e-10)
+    np.testing.assert_allclose(learned.predict_proba(probe),
+                               reference.predict_proba(probe), atol=1e-10)
+
+
+def test_noise_shrinkage_shrinks_only_the_empirical_noise_covariance(rng):
+    """Check noise_shrinkage gives the full heads with the empirical-Bayes
     prior and b held and the noise covariance moved towards its mean
-    eigenvalue, computed here from an independent plain fit."""
-    y = np.repeat(np.arange(4), 6)
-    Z = rng.normal(size=(24, 3)) @ rng.normal(size=(3, 3)) + 4 * rng.normal(
-        size=(4, 3))[y]
-    config = FLOWRConfig(setting=setting, covariance="full", noise_shrinkage=0.4,
-                         calibrate_novelty=False)
-    head = build_head(CRPGaussianClassifier(**config.head_params()),
-                      _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y, np.arange(4),
-                      config)
+    eigenvalue, computed here from an independent plain fit; the prior head
+    carries the shrunk noise (not shrunk again)."""
+    Z, y = _full_problem(rng)
+    prior, head = build_heads(
+        CRPGaussianClassifier(covariance="full", noise_shrinkage=0.4),
+        _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y, np.arange(4),
+        setting="small", calibrate=False)
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     W = plain.sigma_
     shrunk = 0.6 * W + 0.4 * np.trace(W) / 3 * np.eye(3)
     reference = CRPGaussianClassifier(
         covariance="full", b=2.5, prior_mean=plain.prior_mean_,
-        prior_var=plain.prior_var_, sigma=shrunk)
+        prior_var=plain.prior_var_, sigma=shrunk).fit(Z, y)
     probe = rng.normal(scale=3.0, size=(6, 3))
-    if setting == "small":
-        np.testing.assert_allclose(head.sigma, shrunk)
-        np.testing.assert_allclose(head.prior_var, plain.prior_var_)
-        head, reference = head.partial_fit(Z, y), reference.partial_fit(Z, y)
-    else:
-        np.testing.assert_allclose(head.sigma_, shrunk)
-        reference.fit(Z, y)
+    np.testing.assert_allclose(head.sigma_, shrunk)
+    np.testing.assert_allclose(prior.sigma, shrunk)
+    np.testing.assert_allclose(prior.prior_var, plain.prior_var_)
     np.testing.assert_allclose(head.predict_proba(probe),
                                reference.predict_proba(probe), atol=1e-10)
+    np.testing.assert_allclose(prior.partial_fit(Z, y).class_mean_,
+                               reference.class_mean_, atol=1e-10)
     assert not np.allclose(head.predict_proba(probe), plain.predict_proba(probe))
 
 
+@pytest.mark.parametrize("update_known", [False, True])
+def test_update_known_releases_the_training_classes(rng, update_known):
+    """Check the fitted head keeps the training classes fixed online unless
+    update_known, while new classes always learn."""
+    Z, y = _full_problem(rng)
+    _, head = build_heads(CRPGaussianClassifier(covariance="full"),
+                          _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                          np.arange(4), setting="large", update_known=update_known,
+                          calibrate=False)
+    means = head.class_mean_.copy()
+    head.partial_fit(Z[:2] + 5.0, [0, 9])
+    assert np.allclose(head.class_mean_[0], means[0]) != update_known
+    assert head.classes_.tolist() == [0, 1, 2, 3, 9]
+
+
 # -------------------------------------------------------------- pipeline
-def test_pipeline_equals_the_stages_run_by_hand(digits5):
-    """Check train_flowr is the four stages in order, nothing more."""
+def test_train_encoder_equals_the_stages_run_by_hand(digits5):
+    """Check train_encoder is the four stages in order, nothing more, and
+    returns the pre-trained encoder before meta-training changed it."""
     X, y = digits5
     config = FLOWRConfig(**{**STAGE, "setting": "large"})
-    template = CRPGaussianClassifier(**config.head_params())
-    fitted = train_flowr(X, np.arange(5), y, config, cpu_runner(), template)
+    trained = train_encoder(X, np.arange(5), y, config, cpu_runner())
 
     runner = cpu_runner()
     torch.manual_seed(runner.seed)
@@ -456,41 +510,77 @@ def test_pipeline_equals_the_stages_run_by_hand(digits5):
     encoder, means, variances = pretrain(encoder, X, y, 5, config, runner)
     means, variances, factor = match_noise_scale(
         encoder, X, y, means, variances, sigma=config.sigma, batch_size=64)
+    pretrained = copy.deepcopy(encoder)
     meta = meta_train(encoder, X, y, means, variances, config, runner).eval()
-    head = build_head(template, meta, embed_rows(meta.encoder, X, 64), y,
-                      np.arange(5), config)
-    assert fitted["noise_scale_"] == factor
-    np.testing.assert_array_equal(fitted["head_"].class_mean_, head.class_mean_)
-    np.testing.assert_array_equal(embed_rows(fitted["encoder_"], X[:10], 64),
-                                  embed_rows(meta.encoder, X[:10], 64))
-    assert not template.__sklearn_is_fitted__()  # a template, left unchanged
+    assert sorted(trained) == ["embeddings", "history_", "meta_module_",
+                               "noise_scale_", "pretrained_encoder_"]
+    assert trained["noise_scale_"] == factor
+    assert sorted(trained["history_"]) == ["meta", "pretrain"]
+    np.testing.assert_array_equal(trained["embeddings"],
+                                  embed_rows(meta.encoder, X, 64))
+    np.testing.assert_array_equal(
+        embed_rows(trained["pretrained_encoder_"], X[:10], 64),
+        embed_rows(pretrained, X[:10], 64))
+    assert not np.allclose(embed_rows(pretrained, X[:10], 64),
+                           trained["embeddings"][:10])
+
+
+def test_check_calibration_plan_is_the_cross_fit_plan(digits5):
+    """Check the plan is cross_fit_plan's folds under the fit's seed."""
+    from sklearn_flowr.protocol import cross_fit_plan
+
+    X, y = digits5
+    config = FLOWRConfig(**{**STAGE, "setting": "large"})
+    plan = check_calibration_plan(5, config, X, y, seed=4)
+    expected = cross_fit_plan(5, X, y, setting="large", random_state=4)
+    assert len(plan) == len(expected) == 5
+    for got, want in zip(plan, expected, strict=True):
+        np.testing.assert_array_equal(got.fit_rows, want.fit_rows)
+        np.testing.assert_array_equal(got.query_rows, want.query_rows)
+        assert got.seed == want.seed
+
+
+@pytest.mark.parametrize("params, cv, message", [
+    (dict(n_unknown=4, n_way=1), 5, "Fold 0 of calibration trains on 4 "
+     "classes: .*leaves no support class"),
+    (dict(setting="small"), 5, "holds out 1"),
+    (dict(), 1, "must be >= 2"),
+])
+def test_check_calibration_plan_fails_on_a_fold(digits5, params, cv, message):
+    """Check each fold's classes get the training plan's checks, named by
+    fold, before any training."""
+    X, y = digits5
+    config = FLOWRConfig(**{**STAGE, "setting": "large", **params})
+    check_training_plan(config, y, 5, seed=0)  # the whole data is fine
+    with pytest.raises(ValueError, match=message):
+        check_calibration_plan(cv, config, X, y, seed=0)
 
 
 @pytest.mark.parametrize("setting, covariance", [
     ("small", "full"), ("large", "full"), ("large", "isotropic")])
-def test_calibrate_novelty_sets_the_map_fitted_on_training_tasks(
+def test_calibration_sets_the_map_fitted_on_training_tasks(
         rng, setting, covariance):
-    """Check calibrate_novelty=True gives the head built without it plus the
-    map calibrate_novelty fits on the same embeddings and seed."""
+    """Check calibrate=True gives the heads built without it plus the map
+    calibrate_novelty fits on the same embeddings and seed, run on the head
+    the setting's tasks start from (the prior head in the small context)."""
     from sklearn_flowr.protocol import calibrate_novelty
 
     y = np.repeat(np.arange(12), 20)
     Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
-    config = FLOWRConfig(setting=setting, covariance=covariance,
-                         calibrate_novelty=True)
-    plain_config = FLOWRConfig(setting=setting, covariance=covariance,
-                               calibrate_novelty=False)
-    meta = _meta_with_prior(config, 0.0, 9.0, 1.0)
-    head = build_head(CRPGaussianClassifier(**config.head_params()), meta, Z, y,
-                      np.arange(12), config, random_state=3)
-    plain = build_head(CRPGaussianClassifier(**config.head_params()), meta, Z, y,
-                       np.arange(12), plain_config)
-    expected = calibrate_novelty(plain, Z, y, setting=setting, random_state=3)
+    template = CRPGaussianClassifier(covariance=covariance)
+    meta = _meta_with_prior(FLOWRConfig(), 0.0, 9.0, 1.0)
+    labels = np.arange(12)
+    prior, head = build_heads(template, meta, Z, y, labels, setting=setting,
+                              random_state=3)
+    plain_prior, plain = build_heads(template, meta, Z, y, labels,
+                                     setting=setting, calibrate=False)
+    expected = calibrate_novelty(plain_prior if setting == "small" else plain, Z, y,
+                                 setting=setting, random_state=3)
     assert head.novelty_calibration == (expected.slope, expected.intercept)
+    assert prior.novelty_calibration == head.novelty_calibration
     assert 0 < expected.slope < 1  # heavy tails: the Gaussian odds are sharp
-    if setting == "large":
-        probe = rng.normal(scale=3.0, size=(6, 4))
-        np.testing.assert_array_equal(
-            head.predict(probe),
-            plain.set_params(novelty_calibration=head.novelty_calibration)
-            .predict(probe))
+    probe = rng.normal(scale=3.0, size=(6, 4))
+    np.testing.assert_array_equal(
+        head.predict(probe),
+        plain.set_params(novelty_calibration=head.novelty_calibration)
+        .predict(probe))
