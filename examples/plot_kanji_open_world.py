@@ -10,8 +10,9 @@ point, stroke and pen width is jittered per drawing, the way Omniglot's
 drawers vary. Class = character; train and test characters are disjoint.
 
 A tiny :class:`~sklearn_flowr.FLOWRClassifier` (a few epochs, so the example
-runs in well under a minute) is trained on training characters, then
-streams test characters it never saw, flagging each first sighting as novel.
+runs in well under a minute) is trained on training characters, which it
+then knows, and streams test characters it never saw, flagging each first
+sighting as novel.
 ``flowr-benchmark --dataset kanji`` runs the paper's protocols at scale.
 """
 
@@ -24,6 +25,7 @@ import numpy as np
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.datasets import load_kanji, render_kanji
 from sklearn_flowr.metrics import h_measure
+from sklearn_flowr.training import MetaTraining, SupE
 
 train = load_kanji(split="train", max_classes=80, n_instances=20)
 test = load_kanji(split="test", max_classes=80, n_instances=20)
@@ -44,17 +46,21 @@ plt.show()
 # %%
 # Train, then stream unseen characters
 # ------------------------------------
+# The labels are the characters themselves: ``target`` numbers the classes of
+# each split from 0, and the fitted model knows the training classes, so a
+# test character must not share a label with a training one.
 X_train = train.data.astype(np.float32) / 255.0
-model = FLOWRClassifier(setting="small", embedding_dim=16, pretrain_epochs=3,
-                        meta_epochs=1, episodes_per_epoch=10, verbose=0,
-                        random_state=0).fit(X_train, train.target)
+model = FLOWRClassifier(setting="small", embedding_dim=16,
+                        pretrain=SupE(epochs=3),
+                        meta=MetaTraining(epochs=1, episodes_per_epoch=10),
+                        verbose=0, random_state=0)
+model.fit(X_train, train.target_names[train.target])
 
 rng = np.random.default_rng(0)
 classes = rng.choice(np.unique(test.target), 5, replace=False)
 rows = rng.permutation(np.flatnonzero(np.isin(test.target, classes)))[:60]
-out = model.open_world_step(test.data[rows].astype(np.float32) / 255.0,
-                            test.target[rows])
-truth = test.target[rows]
+truth = test.target_names[test.target[rows]]
+out = model.open_world_step(test.data[rows].astype(np.float32) / 255.0, truth)
 correct = np.where(out.is_novel, out.y_pred == model.novel_label_,
                    out.y_pred == truth)
 print(f"accuracy {correct.mean():.3f}, H-measure of P(novel) "

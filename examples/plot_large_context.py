@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 from sklearn_flowr import FLOWRClassifier
+from sklearn_flowr.training import MetaTraining, SupE
 
 X, y = load_digits(return_X_y=True)
 X = (X.reshape(-1, 8, 8) / 16.0).astype(np.float32)
@@ -27,8 +28,10 @@ is_fit = np.zeros(len(y), dtype=bool)
 is_fit[order[: len(y) // 2]] = True
 is_fit &= y < 7  # the digits 7, 8, 9 are never trained on
 
-clf = FLOWRClassifier(setting="large", embedding_dim=16, pretrain_epochs=10,
-                      meta_epochs=3, episodes_per_epoch=30, n_way=5, n_unknown=1,
+clf = FLOWRClassifier(setting="large", embedding_dim=16,
+                      pretrain=SupE(epochs=10),
+                      meta=MetaTraining(epochs=3, episodes_per_epoch=30, n_way=5,
+                                        n_unknown=1),
                       random_state=0, verbose=0).fit(X[is_fit], y[is_fit])
 print("known-known classes:", clf.classes_)
 
@@ -76,9 +79,11 @@ plt.show()
 # ``open_world_step`` updates only sufficient statistics, in constant time per
 # sample, never the network -- but later images of it are still often called
 # novel. The embeddings of images the encoder did not train on scatter more
-# widely than the class noise ``sigma``, which ``match_sigma`` matched to the
-# *training* images: the small encoder overfits its 630 training images, and
-# the digits it never learned spread wider still.
+# widely than the head's class noise, which the default head
+# (``head__sigma="auto"``) estimates from the *training* images, on an
+# embedding that ``meta.match_sigma`` scaled to a within-class variance near
+# ``meta.sigma``: the small encoder overfits its 630 training images, and the
+# digits it never learned spread wider still.
 Z = clf.transform(X)
 
 
@@ -86,7 +91,8 @@ def within_class_variance(rows, digits):
     return np.mean([Z[rows & (y == k)].var(axis=0).mean() for k in digits])
 
 
-print(f"sigma = {clf.sigma}; mean within-class variance: "
+print(f"meta.sigma = {clf.meta.sigma}; head's class noise: mean variance "
+      f"{np.diag(clf.head_.sigma_).mean():.2f}; mean within-class variance: "
       f"training images {within_class_variance(is_fit, range(7)):.2f}, "
       f"held-out images of 0-6 {within_class_variance(~is_fit, range(7)):.2f}, "
       f"of 7-9 {within_class_variance(~is_fit, (7, 8, 9)):.2f}")

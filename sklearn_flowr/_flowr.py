@@ -225,6 +225,16 @@ default="train"
         Returns
         -------
         self : FLOWRClassifier
+
+        Examples
+        --------
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> clf = FLOWRClassifier().set_params(head__prior_scale=2.0,
+        ...                                    meta__epochs=5, calibration=None)
+        >>> clf.head.prior_scale, clf.meta.epochs, clf.calibration
+        (2.0, 5, None)
+        >>> FLOWRClassifier().head.prior_scale  # the shared default is unchanged
+        1.0
         """
         for name, default in _DEFAULT_PARTS.items():
             if (getattr(self, name, None) is default

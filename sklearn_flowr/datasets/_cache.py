@@ -7,8 +7,9 @@ rewrites) what it held. Writes go through a temporary file in the same folder
 and an atomic rename, so a reader never sees half a file; a write that fails
 (read-only folder, full disk) warns and the run goes on without the cache.
 
-Shared by the glyphs data set and ``flowr-benchmark``'s model and feature
-caches.
+Shared by the rendered ``glyphs`` and ``kanji`` data sets (``cache_dir=``,
+``flowr-benchmark --cache-dir``), whose files are plain arrays read back with
+``allow_pickle=False``. Trained models and features are not cached.
 """
 
 from __future__ import annotations

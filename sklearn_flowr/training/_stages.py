@@ -97,6 +97,15 @@ class SupE(_Pretraining):
         self.beta = beta
 
     def config_fields(self) -> dict:
+        """The :class:`~._config.FLOWRConfig` fields this stage sets.
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training import SupE
+        >>> fields = SupE(epochs=3).config_fields()
+        >>> fields["pretrain"], fields["pretrain_epochs"], fields["beta"]
+        ('sup-e', 3, 0.1)
+        """
         return {**super().config_fields(), "beta": self.beta}
 
 
@@ -238,7 +247,15 @@ class MetaTraining(_Stage):
         self.autocast = autocast
 
     def config_fields(self) -> dict:
-        """The :class:`~._config.FLOWRConfig` fields this stage sets."""
+        """The :class:`~._config.FLOWRConfig` fields this stage sets.
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training import MetaTraining
+        >>> fields = MetaTraining(epochs=2, lr=1e-4).config_fields()
+        >>> fields["meta_epochs"], fields["meta_lr"], fields["n_way"]
+        (2, 0.0001, 10)
+        """
         self.validate()
         fields = self.get_params(deep=False)
         fields["meta_epochs"] = fields.pop("epochs")
