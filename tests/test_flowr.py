@@ -6,7 +6,6 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV
 
@@ -142,8 +141,8 @@ def test_pretrained_encoder_is_kept_apart_from_meta_training(small_model, digits
     assert not np.allclose(pretrained, current)  # meta-training moved it
     with pytest.raises(ValueError, match="encoder must be"):
         small_model.transform(X[:5], encoder="meta")
-    clone = pickle.loads(pickle.dumps(small_model))
-    np.testing.assert_allclose(clone.transform(X[:5], encoder="pretrained"),
+    loaded = pickle.loads(pickle.dumps(small_model))
+    np.testing.assert_allclose(loaded.transform(X[:5], encoder="pretrained"),
                                pretrained, rtol=1e-6)
 
 
@@ -195,7 +194,8 @@ def test_novel_label_in_training_labels_fails_before_training(digits):
     """Check a label equal to novel_label is refused up front."""
     X, y = digits
     with pytest.raises(ValueError, match="novel label"):
-        FLOWRClassifier(head=CRPGaussianClassifier(novel_label=3), **TINY).fit(X[y < 5], y[y < 5])
+        FLOWRClassifier(head=CRPGaussianClassifier(novel_label=3), **TINY).fit(
+            X[y < 5], y[y < 5])
 
 
 def test_unfitted_use_raises(digits):

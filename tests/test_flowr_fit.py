@@ -11,9 +11,10 @@ from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 # Every fit here trains afresh (reuse_encoder=False): the tests compare
 # trainings, which the in-process encoder memo would otherwise short-cut.
+# No novelty map but where the test is about it (calibration="train").
 TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
             meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
-            verbose=0, random_state=0, reuse_encoder=False)
+            verbose=0, random_state=0, reuse_encoder=False, calibration=None)
 ISOTROPIC = CRPGaussianClassifier(covariance="isotropic")
 
 
@@ -251,7 +252,7 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
     keeps the training classes fixed online unless update_known."""
     X, y = digits
     X, y = X[y < 7], y[y < 7]
-    params = dict(TINY, backbone="mlp", setting=setting, calibration=None)
+    params = dict(TINY, backbone="mlp", setting=setting)
     isotropic = FLOWRClassifier(**params, head=ISOTROPIC).fit(X, y)
     model = FLOWRClassifier(**params).fit(X, y)
     Z = model.transform(X)
@@ -450,9 +451,10 @@ def test_calibration_maps_p_novel_only(digits, setting):
 
     X, y = digits
     params = dict(backbone="conv4", setting=setting, **TINY)
-    plain = FLOWRClassifier(**params, calibration=None).fit(X[y < 5], y[y < 5])
+    plain = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
     assert plain.head_.novelty_calibration is None
-    model = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])  # default: mapped
+    model = FLOWRClassifier(**{**params, "calibration": "train"}).fit(X[y < 5],
+                                                                      y[y < 5])
     slope, intercept = model.head_.novelty_calibration
     assert slope > 0 and np.isfinite(intercept)
     np.testing.assert_array_equal(model.transform(X[:20]), plain.transform(X[:20]))
@@ -474,7 +476,8 @@ def test_calibration_refuses_a_one_row_class_before_training(digits):
     X, y = digits
     rows = np.r_[np.flatnonzero(y < 4), np.flatnonzero(y == 4)[:1]]
     # Without meta-training, whose episodes would refuse the class first.
-    model = FLOWRClassifier(backbone="conv4", **{**TINY, "meta": None})
+    model = FLOWRClassifier(backbone="conv4", **{**TINY, "meta": None,
+                                                 "calibration": "train"})
     with pytest.raises(ValueError, match="calibration='train' .* at least 2 rows"):
         model.fit(X[rows], y[rows])
     assert not hasattr(model, "head_")

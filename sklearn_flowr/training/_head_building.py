@@ -88,7 +88,7 @@ def check_head_template(template, meta) -> None:
     >>> check_head_template(CRPGaussianClassifier(prior_scale=2.0), None)
     Traceback (most recent call last):
     ...
-    ValueError: head__prior_scale=2.0 scales an estimated prior variance; the isotropic head's prior is meta-learned. Use head__covariance='full' or head__prior_scale=1.0.
+    ValueError: head__prior_scale=2.0 scales an estimated prior variance; ...
     """
     own = template.get_params(deep=False)
     if own["covariance"] == "isotropic":
