@@ -22,6 +22,7 @@ def kanjivg():
         pytest.skip("the kanji extra (kanjivg) is not installed")
 
 
+@pytest.mark.slow
 def test_benchmark_runs_on_kanji(kanjivg, tmp_path):
     """Check that a tiny kanji run prints both tables and records the data."""
     args = ["--dataset", "kanji", "--kanji-classes", "40", "--kanji-instances", "20",
@@ -42,6 +43,7 @@ def test_benchmark_runs_on_kanji(kanjivg, tmp_path):
     assert list((tmp_path / "cache" / "data").glob("kanji-*.npz"))
 
 
+@pytest.mark.slow
 def test_kanji_defaults_give_the_paper_protocols(kanjivg):
     """Check that the default kanji data give the small context its 10 + 5
     test classes and the large context hundreds of known-known classes."""

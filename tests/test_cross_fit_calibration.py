@@ -245,20 +245,32 @@ def test_cross_fit_pools_every_fold_as_documented(squeezed, setting):
     assert got.h_measures is None and got.accuracies is None
 
 
+@pytest.fixture(scope="module")
+def stretched_by_hand():
+    """The squeezed data, its 2-fold plan and each candidate's map and
+    scores computed by hand on the stretched encoder (shared by the
+    tolerance cases: it does not depend on the tolerance)."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(60), 12)
+    X = rng.normal(size=(60, 30))[y] + rng.normal(size=(y.size, 30))
+    X, y = X[y < 30], y[y < 30]
+    plan = cross_fit_plan(2, X, y, setting="small", random_state=1)
+    hand = {value: _by_hand(X, y, "small", plan, shrinkage=value, stretch=True)
+            for value in (0.0, 0.5, 1.0)}
+    return X, y, hand
+
+
 @pytest.mark.parametrize("tolerance, chosen", [(None, 0.5), (0.01, 0.0),
                                                (0.2, 0.5)])
 def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(
-        squeezed, tolerance, chosen):
+        stretched_by_hand, tolerance, chosen):
     """Check noise_shrinkages: each candidate's scores are the folds' mean
     H-measure and accuracy of the head rebuilt with it; the best H-measure
     among the candidates within ``accuracy_tolerance`` of the best accuracy
     is chosen (ties to the smaller), and the map is fitted on its rows. On
     the stretched encoder 0.5 ranks novelty best and costs accuracy, so the
     tolerance decides."""
-    X, y = squeezed[:2]
-    plan = cross_fit_plan(2, X, y, setting="small", random_state=1)
-    hand = {value: _by_hand(X, y, "small", plan, shrinkage=value, stretch=True)
-            for value in (0.0, 0.5, 1.0)}
+    X, y, hand = stretched_by_hand
     got = cross_fit_novelty_calibration(SqueezingEncoder(stretch=True), X, y, cv=2,
                                         noise_shrinkages=[0.0, 0.5, 1.0],
                                         accuracy_tolerance=tolerance,

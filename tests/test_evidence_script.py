@@ -5,9 +5,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "evidence_flowr.py"
 
 
+@pytest.mark.slow
 def test_evidence_script_smoke(tmp_path):
     out = tmp_path / "results.json"
     # A subprocess: the script limits torch's thread count for its own run.

@@ -19,6 +19,7 @@ def script(load_benchmark_script):
     return load_benchmark_script("pretrained_embedding_heads.py")
 
 
+@pytest.mark.slow
 def test_pretrained_embedding_script_smoke(script, tmp_path, capsys):
     out = tmp_path / "results.json"
     cache = tmp_path / "cache"

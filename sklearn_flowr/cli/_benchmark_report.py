@@ -8,9 +8,7 @@ cells say ``n/a``, never a number.
 
 from __future__ import annotations
 
-import json
 import textwrap
-from pathlib import Path
 
 from ..metrics._calibration import DEFAULT_N_BINS
 from ._benchmark_setup import METHOD_NAMES, METHODS, method_features
@@ -185,16 +183,3 @@ def plot_figures(results, path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
-
-
-def run_probe(args, probe, format_result, filename: str) -> dict:
-    """What the evidence scripts of ``benchmarks/`` share: run ``probe(args,
-    log=...)`` (logging at ``--verbose`` >= 1), print ``format_result`` of its
-    result and save the result as JSON under ``--out``."""
-    log = print if args.verbose >= 1 else (lambda *a, **k: None)
-    result = probe(args, log=log)
-    print(format_result(result))
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / filename).write_text(json.dumps(result, indent=2))
-    return result
