@@ -119,6 +119,8 @@ default="auto"
         Number of samples each class was conditioned on.
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
+    frozen_classes_ : ndarray of bool of shape (n_classes,)
+        Which classes later labels leave fixed (:meth:`freeze_classes`).
     class_mean_ : ndarray of shape (n_classes, n_features)
         Posterior mean ``m_n = q_n / lam_n`` of each class embedding.
     class_var_ : ndarray of shape (n_classes, n_features)
@@ -524,10 +526,32 @@ default="auto"
         self._fitted_params = snapshot_params(self)
         return state
 
-    def _freeze_classes(self, frozen=True):
-        """Keep the classes learned so far fixed online (or release them):
-        :meth:`fit_class_embeddings`' switch, for classes learned by fit."""
-        self._state_of("_freeze_classes").freeze(bool(frozen))
+    def freeze_classes(self, frozen=True):
+        """Keep the classes known so far fixed online, or release them.
+
+        A frozen class still predicts; its later labels no longer move its
+        embedding or its CRP count (the paper's large context keeps the
+        training classes so). Classes that arrive later learn as usual.
+
+        Parameters
+        ----------
+        frozen : bool, default=True
+            ``False`` lets labels update the known classes again.
+
+        Returns
+        -------
+        self : CRPGaussianClassifier
+
+        Examples
+        --------
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0.0], [0.2], [4.0], [4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> clf = clf.freeze_classes().partial_fit([[0.1], [9.0]], [0, 2])
+        >>> clf.class_count_, clf.frozen_classes_
+        (array([2., 2., 1.]), array([ True,  True, False]))
+        """
+        self._state_of("freeze_classes").freeze(bool(frozen))
         return self
 
     def _state_of(self, name):
@@ -536,5 +560,7 @@ default="auto"
     # Read off the online state (documented under Attributes above).
     class_count_ = property(lambda self: self._state_of("class_count_").class_count())
     crp_count_ = property(lambda self: self._state_of("crp_count_").crp_counts())
+    frozen_classes_ = property(lambda self: self._state_of("frozen_classes_").frozen[
+        : self._state_of("frozen_classes_").n_classes].copy())
     class_mean_ = property(lambda self: self._state_of("class_mean_").class_mean())
     class_var_ = property(lambda self: self._state_of("class_var_").class_var())

@@ -275,3 +275,19 @@ def test_using_the_head_does_not_import_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True,
                             text=True, check=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_freeze_classes_keeps_known_classes_fixed_until_released():
+    """Check freeze_classes: labels of frozen classes leave their embedding
+    and counts unchanged, new classes still learn, and freeze_classes(False)
+    lets labels update the known classes again."""
+    X = np.array([[0.0, 0.0], [0.2, 0.1], [4.0, 4.0], [4.2, 3.9]])
+    clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1]).freeze_classes()
+    before = clf.class_mean_.copy()
+    clf.partial_fit([[1.0, 1.0], [9.0, 9.0]], [0, 2])
+    np.testing.assert_array_equal(clf.class_mean_[:2], before)
+    assert clf.frozen_classes_.tolist() == [True, True, False]
+    assert clf.class_count_.tolist() == [2, 2, 1]
+    clf.freeze_classes(False).partial_fit([[1.0, 1.0]], [0])
+    assert not np.allclose(clf.class_mean_[0], before[0])
+    assert clf.class_count_.tolist() == [3, 2, 1]

@@ -143,7 +143,7 @@ def test_large_context_calibration_refits_a_clone(rng, covariance):
     X, y = _heavy_tailed(rng, n_classes=12, per_class=30)
     head = CRPGaussianClassifier(covariance=covariance,
                                  novelty_calibration=(2.0, 0.0)).fit(X, y)
-    head._freeze_classes(True)
+    head.freeze_classes(True)
     before = (head.class_mean_.copy(), head.predict_proba(X[:5]))
     out = calibrate_novelty(head, X, y, setting="large", n_tasks=40,
                             n_novel_classes=3, random_state=0)

@@ -106,10 +106,9 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
              ("prior_mean", "prior_var", "sigma", "b")
              if name in refit.get_params() and hasattr(estimator, name + "_")}
     fitted = refit.set_params(**fixed).fit(X[fit_rows], y[fit_rows])
-    if callable(getattr(estimator, "_freeze_classes", None)) and \
-            getattr(estimator, "_state", None) is not None and \
-            bool(estimator._state.frozen[: estimator._state.n_classes].all()):
-        fitted._freeze_classes(True)  # as the deployed head's known classes
+    if callable(getattr(estimator, "freeze_classes", None)) and \
+            bool(np.all(estimator.frozen_classes_)):
+        fitted.freeze_classes(True)  # as the deployed head's known classes
     tasks = calibration_tasks("large", y[query_rows], n_novel, n_query, n_tasks,
                               seed, known=known, n_known_query=n_known_query)
     return fitted, X[query_rows], y[query_rows], tasks

@@ -186,7 +186,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                                              sigma=float(head.sigma),
                                              known_table=known_table)
         fitted = head.fit_class_embeddings(labels, means, variances)
-    fitted._freeze_classes(not update_known)
+    fitted.freeze_classes(not update_known)
     # The fitted values already carry prior_scale and noise_shrinkage.
     prior = clone(fitted).set_params(
         prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
