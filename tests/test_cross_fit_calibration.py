@@ -260,6 +260,7 @@ def stretched_by_hand():
     return X, y, hand
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tolerance, chosen", [(None, 0.5), (0.01, 0.0),
                                                (0.2, 0.5)])
 def test_cross_fit_chooses_the_shrinkage_with_the_best_held_out_h(
