@@ -141,7 +141,9 @@ default="train"
         The encoder after pre-training, before meta-training (what baselines
         are compared on).
     classes_ : ndarray of shape (n_classes,)
-        Known classes of the head.
+        Known classes of the head, in the order of ``predict_proba``'s
+        columns: the training classes sorted, then classes learned online in
+        order of arrival.
     train_classes_ : ndarray of shape (n_train_classes,)
         Classes of the training data.
     input_shape_ : tuple
