@@ -3,7 +3,8 @@
 The nets change skorch only through its hooks: constructor defaults,
 ``initialize_module`` (seeding), ``get_loss`` (the FLOWR losses need module
 parameters or an episode split, not just ``(y_pred, y_true)``) and
-``on_epoch_begin`` (a fresh draw of episodes each epoch). The fit loop, the
+``on_epoch_begin`` (a fresh draw of episodes each epoch). The fit and epoch
+loops (``fit_loop``, ``run_single_epoch``: one ``loss.item()`` per step), the
 epoch table (``PrintLog``; ``verbose=0`` silences it), callbacks such as
 ``Checkpoint`` / ``LoadInitState``, ``device`` and ``warm_start`` are skorch's
 own.
@@ -27,7 +28,6 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
-from skorch.dataset import get_len
 from skorch.utils import to_tensor
 from torch import nn
 
@@ -152,53 +152,7 @@ class _SeededInitMixin:
             torch.manual_seed(int(seed.generate_state(1)[0]))
 
 
-class _EpochLossReads:
-    """Read the training losses once per epoch rather than once per step."""
-
-    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
-        """skorch's epoch loop, reading the step losses once, at its end.
-
-        skorch reads each step's loss as it is taken (``loss.item()``), which
-        on a GPU waits for the step's backward pass and optimizer step before
-        the host may prepare the next batch or episode. The losses are kept on
-        the device and written into the history's batch rows in one read when
-        the pass is over, before ``on_epoch_end`` (epoch scores, the printed
-        table) sees them; a progress bar shows no per-step loss.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> from sklearn_flowr.training import EpisodeDataset
-        >>> y = np.repeat(np.arange(5), 12)
-        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
-        >>> net = EpisodicMetaNet(
-        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...     max_epochs=1, verbose=0, random_state=0)
-        >>> net = net.fit(EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2,
-        ...                                n_episodes=3))
-        >>> [type(v).__name__ for v in net.history[-1, "batches", :, "train_loss"]]
-        ['float', 'float', 'float']
-        """
-        if iterator is None:
-            return
-        losses = []
-        for batch in iterator:
-            self.notify("on_batch_begin", batch=batch, training=training)
-            step = step_fn(batch, **fit_params)
-            losses.append(step["loss"].detach().reshape(()))
-            self.history.record_batch(prefix + "_batch_size", get_len(
-                batch[0] if isinstance(batch, (tuple, list)) else batch))
-            self.notify("on_batch_end", batch=batch, training=training, **step)
-        if losses:
-            values = torch.stack(losses).float().cpu().tolist()
-            for row, value in zip(self.history[-1]["batches"][-len(losses):],
-                                  values, strict=True):
-                row[prefix + "_loss"] = value
-        self.history.record(prefix + "_batch_count", len(losses))
-
-
-class SupENet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
+class SupENet(_SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     The module (default :class:`SupEModule`) needs ``module__encoder`` and
@@ -263,7 +217,7 @@ class SupENet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
                                self.module_.class_log_var)
 
 
-class SupFCNet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
+class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
     """Sup-FC pre-training (encoder + linear layer, cross-entropy).
 
     Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
@@ -295,7 +249,7 @@ class SupFCNet(_EpochLossReads, _SeededInitMixin, NeuralNetClassifier):
         self.random_state = random_state
 
 
-class EpisodicMetaNet(_EpochLossReads, _SeededInitMixin, NeuralNet):
+class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
     ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
