@@ -103,7 +103,42 @@ def recalibrate_novel_column(scores, slope, intercept):
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return scores
+    known, _ = _known_log_mass(scores, xp)
+    return with_novel_log_odds(
+        scores, known + slope * (scores[..., -1] - known) + intercept - known)
+
+
+def with_novel_log_odds(scores, log_odds):
+    """Joint log-weights whose novel column has the given log-odds.
+
+    The novel column becomes ``L + log_odds`` with ``L`` the log-sum-exp of
+    the known columns; the known columns are unchanged, so after normalising
+    they keep their ratios. Rows without a known class are returned as they
+    were (P(novel) stays 1). :func:`recalibrate_novel_column` and
+    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier` both set
+    the novel column through this function.
+
+    Parameters
+    ----------
+    scores : array of shape (..., n_classes + 1)
+        Unnormalised log-weights, the novel class last.
+    log_odds : array of shape (...)
+        ``log P(novel) - log P(known)`` wanted for each row.
+
+    Returns
+    -------
+    array of the same shape as ``scores``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = with_novel_log_odds(np.log([[0.6, 0.2, 0.2]]), np.array([0.0]))
+    >>> (np.exp(out) / np.exp(out).sum()).round(4)  # P(novel) = 1/2
+    array([[0.375, 0.125, 0.5  ]])
+    """
+    xp = get_namespace(scores)
+    if scores.shape[-1] < 2:
+        return scores
     known, has_known = _known_log_mass(scores, xp)
-    mapped = known + slope * (scores[..., -1] - known) + intercept
-    novel = xp.where(has_known, mapped, scores[..., -1])
+    novel = xp.where(has_known, known + log_odds, scores[..., -1])
     return xp.concat([scores[..., :-1], novel[..., None]], axis=-1)

@@ -59,6 +59,21 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         novel = self._is_novel(known_index, score)
         return self._labels_of(np.where(novel, -1, known_index))
 
+    def predict_known(self, X):
+        """Best known class of each row, whatever its novelty score.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        y_known : ndarray of shape (n_samples,)
+            Labels from ``classes_`` (``novel_label_`` while no class exists).
+        """
+        return self._labels_of(self._score(self._validated_rows(X))[0])
+
     def _is_novel(self, known_index, score):
         """No class to give, or the method's threshold says novel."""
         return (known_index < 0) | self._declares_novel(score)

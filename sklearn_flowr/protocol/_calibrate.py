@@ -328,7 +328,7 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
             f"queries perfectly: the map's slope is then set by {slope_from}, "
             "not by the data, and it over-states novelty on new classes; "
             f"{remedy}.", UserWarning, stacklevel=3)
-    slope, intercept = _platt_fit(log_odds, first, targets)
+    slope, intercept = platt_fit(log_odds, first, targets)
     return Bunch(
         slope=slope, intercept=intercept, n_rows=int(first.shape[0]),
         n_first_sightings=int(first.sum()),
@@ -338,8 +338,8 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
     )
 
 
-def _platt_fit(log_odds, first, targets):
-    """Logistic regression of the targets on the log-odds, effectively
+def platt_fit(log_odds, first, targets="platt"):
+    """``(slope, intercept)``: logistic regression of the targets on the log-odds, effectively
     unpenalised and solved to a tight tolerance (lbfgs's default stops about
     1e-3 short of the optimum's slope). Soft targets ``t`` are the same
     cross-entropy as weighted rows: each row once as a positive with weight

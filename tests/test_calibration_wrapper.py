@@ -1,0 +1,209 @@
+"""NoveltyCalibratedClassifier: the novelty map as a wrapper over public methods."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.baselines import EVMClassifier, NCMClassifier
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.metrics import expected_calibration_error, h_measure
+from sklearn_flowr.model_selection import OpenWorldSplit
+from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
+
+
+@pytest.fixture(scope="module")
+def heavy_tails():
+    """40 classes with Student-t (3 dof) noise: the head's P(novel) is
+    over-confident there. Classes 0-24 train, 25-39 are new."""
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(40), 30)
+    X = rng.normal(scale=2.5, size=(40, 6))[y] + rng.standard_t(3, (1200, 6))
+    train = y < 25
+    stream = rng.permutation(np.flatnonzero(~train))
+    return X[train], y[train], X[stream], y[stream]
+
+
+def test_defaults_calibrate_p_novel_on_new_classes(heavy_tails):
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    assert isinstance(clf.estimator_, CRPGaussianClassifier)
+    raw = copy.deepcopy(clf.estimator_).open_world_step(X_new, y_new)
+    out = copy.deepcopy(clf).open_world_step(X_new, y_new)
+    np.testing.assert_array_equal(out.is_novel, raw.is_novel)
+    before = expected_calibration_error(raw.is_novel, raw.p_novel)
+    after = expected_calibration_error(out.is_novel, out.p_novel)
+    assert after < 0.5 * before, (before, after)
+    proba = clf.predict_proba(X_new[:20])
+    assert proba.shape == (20, 26)
+    np.testing.assert_allclose(np.asarray(proba).sum(axis=1), 1.0)
+    np.testing.assert_array_equal(proba.known_classes, clf.classes_)
+
+
+def test_sigmoid_map_is_the_heads_own_novelty_calibration(heavy_tails):
+    X, y, X_new, _ = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    head = copy.deepcopy(clf.estimator_).set_params(
+        novelty_calibration=(clf.slope_, clf.intercept_))
+    np.testing.assert_allclose(clf.predict_proba(X_new), head.predict_proba(X_new),
+                               atol=1e-12)
+    np.testing.assert_array_equal(clf.predict(X_new), head.predict(X_new))
+
+
+def test_step_equals_predict_then_partial_fit(heavy_tails):
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    loop = copy.deepcopy(clf)
+    expected = []
+    for i in range(40):
+        expected.append(loop.predict_novelty_proba(X_new[i : i + 1])[0])
+        loop.partial_fit(X_new[i : i + 1], y_new[i : i + 1])
+    out = clf.open_world_step(X_new[:40], y_new[:40])
+    np.testing.assert_allclose(out.p_novel, expected, rtol=1e-12)
+    np.testing.assert_array_equal(clf.classes_, loop.classes_)
+    np.testing.assert_allclose(clf.predict_proba(X_new), loop.predict_proba(X_new))
+
+
+def test_the_map_keeps_the_order_of_novelty(heavy_tails):
+    X, y, X_new, _ = heavy_tails
+    for method in ("sigmoid", "isotonic"):
+        clf = NoveltyCalibratedClassifier(method=method, random_state=0).fit(X, y)
+        raw = np.asarray(clf.estimator_.predict_proba(X_new))[:, -1]
+        mapped = clf.predict_novelty_proba(X_new)
+        order = np.argsort(raw, kind="stable")
+        assert np.all(np.diff(mapped[order]) >= -1e-12), method
+
+
+@pytest.mark.parametrize("baseline", [NCMClassifier(), EVMClassifier()])
+def test_baselines_are_calibrated_through_their_novelty_score(heavy_tails, baseline):
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(baseline, random_state=0).fit(X, y)
+    assert not hasattr(clf, "predict_proba")  # a distance has no class probabilities
+    p = clf.predict_novelty_proba(X_new)
+    score = clf.estimator_.novelty_score(X_new)
+    order = np.argsort(score, kind="stable")
+    assert np.all(np.diff(p[order]) >= -1e-12)
+    y_pred = clf.predict(X_new)
+    novel = y_pred == clf.novel_label_
+    np.testing.assert_array_equal(novel, p >= 0.5)
+    np.testing.assert_array_equal(y_pred[~novel],
+                                  clf.estimator_.predict_known(X_new)[~novel])
+    raw = copy.deepcopy(clf.estimator_).open_world_step(X_new, y_new)
+    out = clf.open_world_step(X_new, y_new)
+    assert expected_calibration_error(out.is_novel, out.p_novel) < 0.05
+    np.testing.assert_array_equal(out.y_known, raw.y_known)
+
+
+def test_prefit_uses_the_fitted_estimator_as_it_is(heavy_tails):
+    X, y, X_new, y_new = heavy_tails
+    head = CRPGaussianClassifier().fit(X[::2], y[::2])
+    before = copy.deepcopy(head)
+    rows = np.concatenate([np.arange(1, X.shape[0], 2)])
+    X_cal = np.concatenate([X[rows], X_new[:200]])
+    y_cal = np.concatenate([y[rows], y_new[:200]])
+    clf = NoveltyCalibratedClassifier(head, cv="prefit").fit(X_cal, y_cal)
+    np.testing.assert_array_equal(clf.classes_, head.classes_)
+    clf.partial_fit(X_new[200:210], y_new[200:210])
+    # The wrapper learns on its own copy; the user's estimator is untouched.
+    np.testing.assert_array_equal(head.classes_, before.classes_)
+    np.testing.assert_array_equal(head.predict_proba(X_new), before.predict_proba(X_new))
+    assert clf.calibration_rows_.is_first_sighting.sum() == np.unique(y_new[:200]).size
+
+
+def test_evaluate_online_runs_the_wrapper(heavy_tails):
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    tasks = SmallContextTasks(y_new, n_support_classes=5, n_novel_classes=3,
+                              shots=(1, 5), n_query=4, n_tasks=3, random_state=0)
+    # Small context through partial_fit on top of the fitted classes.
+    report = evaluate_online(clf, X_new, y_new, tasks, setting="small")
+    assert np.isfinite(report.h_measure)
+
+
+def test_in_scikit_learn_tools(heavy_tails):
+    X, y, _, _ = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0)
+    params = clf.get_params()
+    assert "estimator__sigma" not in params  # estimator=None: the default head
+    search = GridSearchCV(
+        NoveltyCalibratedClassifier(CRPGaussianClassifier(), random_state=0),
+        {"estimator__a": [0.0, 0.5], "method": ["sigmoid", "isotonic"]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=5, random_state=0),
+    ).fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    fitted = search.best_estimator_
+    restored = pickle.loads(pickle.dumps(fitted))
+    np.testing.assert_array_equal(restored.predict_proba(X), fitted.predict_proba(X))
+    assert clone(fitted).get_params()["estimator__a"] == fitted.estimator.a
+
+
+def test_bad_input_fails_clearly_before_any_state(heavy_tails):
+    X, y, X_new, y_new = heavy_tails
+    with pytest.raises(NotFittedError):
+        NoveltyCalibratedClassifier(CRPGaussianClassifier(), cv="prefit").fit(X, y)
+    with pytest.raises(InvalidParameterError, match="method"):
+        NoveltyCalibratedClassifier(method="platt").fit(X, y)
+    with pytest.raises(ValueError, match="cv=50 folds"):
+        NoveltyCalibratedClassifier(cv=50).fit(X, y)
+    with pytest.raises(ValueError, match="different numbers of rows"):
+        NoveltyCalibratedClassifier().fit(X, y[:-1])
+    head = CRPGaussianClassifier().fit(X, y)
+    with pytest.raises(ValueError, match="first sightings"):
+        # Every row of a known class: nothing new to calibrate on.
+        NoveltyCalibratedClassifier(head, cv="prefit").fit(X, y)
+
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    snapshot = copy.deepcopy(clf)
+    calls = {"n": 0}
+    real = CRPGaussianClassifier.partial_fit
+
+    def interrupted(self, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CRPGaussianClassifier, "partial_fit", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            clf.open_world_step(X_new[:20], y_new[:20])
+    np.testing.assert_array_equal(clf.classes_, snapshot.classes_)
+    np.testing.assert_array_equal(clf.predict_proba(X_new), snapshot.predict_proba(X_new))
+
+
+def test_an_estimator_without_a_novelty_score_is_refused(heavy_tails):
+    from sklearn.linear_model import LogisticRegression
+
+    class NoScore(LogisticRegression):
+        predict_log_proba = None  # neither log-probabilities nor a score
+
+        def partial_fit(self, X, y):
+            return self
+
+        def open_world_step(self, X, y):
+            return {}
+
+    X, y, _, _ = heavy_tails
+    with pytest.raises(TypeError, match="novelty score"):
+        NoveltyCalibratedClassifier(NoScore()).fit(X, y)
+
+
+def test_wraps_a_fitted_flowr_classifier():
+    from sklearn_flowr._examples import flowr_example
+
+    model, X, y = flowr_example("large")  # knows digits 0-4
+    rows = np.flatnonzero((y < 5) | (y >= 7))[::3]
+    clf = NoveltyCalibratedClassifier(model, cv="prefit").fit(X[rows], y[rows])
+    proba = clf.predict_proba(X[y == 5][:4])
+    assert proba.shape == (4, 6)
+    out = clf.open_world_step(X[y == 5][:3], y[y == 5][:3])
+    np.testing.assert_array_equal(out.is_novel, [True, False, False])
+    assert 5 in clf.classes_ and 5 not in model.classes_
