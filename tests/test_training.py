@@ -196,12 +196,13 @@ def test_end_to_end_sup_e_then_meta_training_on_digits(digits, capsys):
     episodes = EpisodeDataset(X[train], y[train], n_episodes=20, random_state=0)
     net = EpisodicMetaNet(module=meta, max_epochs=3, lr=3e-3, verbose=1)
     net.fit(episodes)
-    assert "train_loss" in capsys.readouterr().out  # skorch's epoch table
+    printed = capsys.readouterr().out
+    assert "train_loss" in printed  # skorch's epoch table
+    assert "\x1b[" not in printed  # no terminal colours in captured output
     after = fixed_episode_loss(net.module_, held_out)
     assert after < before
     assert np.isfinite(net.history[:, "train_loss"]).all()
-    # The episode losses, read once per epoch, fill every batch row, and the
-    # epoch's train_loss is their mean weighted by rows, as skorch's is.
+    # The episode losses fill every batch row, and the epoch's train_loss is their mean weighted by rows, as skorch's is.
     for row in net.history:
         batch_losses = [batch["train_loss"] for batch in row["batches"]]
         assert len(batch_losses) == row["train_batch_count"] == 20

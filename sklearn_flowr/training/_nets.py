@@ -23,11 +23,14 @@ so it fixes the initial weights and any torch randomness that follows
 
 from __future__ import annotations
 
+import re
+import sys
 from collections.abc import Mapping
 
 import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
+from skorch.callbacks import PrintLog
 from skorch.utils import to_tensor
 from torch import nn
 
@@ -128,6 +131,28 @@ class FLOWRMetaLoss(nn.Module):
                                   lambda_adapt=self.lambda_adapt, **head)
 
 
+_ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class _PlainPrintLog(PrintLog):
+    """skorch's epoch table, its best-score colours only on a terminal (a
+    log file or a notebook's captured output gets plain text)."""
+
+    def format_row(self, row, key, color):
+        text = super().format_row(row, key, color)
+        if isinstance(text, str) and not sys.stdout.isatty():
+            text = _ANSI_COLOUR.sub("", text)
+        return text
+
+
+class _PlainLogMixin:
+    """Use :class:`_PlainPrintLog` as the ``print_log`` default callback."""
+
+    def get_default_callbacks(self):
+        return [(name, _PlainPrintLog() if name == "print_log" else callback)
+                for name, callback in super().get_default_callbacks()]
+
+
 class _SeededInitMixin:
     """Seed torch right before the module is built (see module docstring), and
     at the start of every epoch from ``(random_state, epoch)``.
@@ -152,7 +177,7 @@ class _SeededInitMixin:
             torch.manual_seed(int(seed.generate_state(1)[0]))
 
 
-class SupENet(_SeededInitMixin, NeuralNetClassifier):
+class SupENet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     The module (default :class:`SupEModule`) needs ``module__encoder`` and
@@ -217,7 +242,7 @@ class SupENet(_SeededInitMixin, NeuralNetClassifier):
                                self.module_.class_log_var)
 
 
-class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
+class SupFCNet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-FC pre-training (encoder + linear layer, cross-entropy).
 
     Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
@@ -249,7 +274,7 @@ class SupFCNet(_SeededInitMixin, NeuralNetClassifier):
         self.random_state = random_state
 
 
-class EpisodicMetaNet(_SeededInitMixin, NeuralNet):
+class EpisodicMetaNet(_PlainLogMixin, _SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
     ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
