@@ -128,8 +128,8 @@ class EncoderHeadMixin:
         array([0, 1, 2, 3, 4])
         """
         check_is_fitted(self)
-        self.encoder_ = self.meta_module_.encoder
-        self.head_ = copy.deepcopy(self._fitted_head)
+        head = copy.deepcopy(self._fitted_head)  # all that can fail, first
+        self.encoder_, self.head_ = self.meta_module_.encoder, head
         return self
 
     # ------------------------------------------------------- online and predict
@@ -330,7 +330,16 @@ class EncoderHeadMixin:
         self._place_modules()
         encoder = self.encoder_ if encoder is None else encoder
         batch_size = getattr(self.pretrain, "batch_size", _DEFAULT_BATCH_SIZE)
-        return embed(encoder, X, batch_size=4 * batch_size).astype(np.float64)
+        Z = embed(encoder, X, batch_size=4 * batch_size).astype(np.float64)
+        finite = np.isfinite(Z).all(axis=1)
+        if not finite.all():
+            # Say so here: the head would report NaN in data that had none.
+            raise ValueError(
+                f"The encoder gave non-finite embeddings for {int((~finite).sum())} "
+                f"of {Z.shape[0]} rows (inputs up to "
+                f"{float(np.abs(X).max()):.3g} in magnitude): rescale the inputs "
+                "to the range the model was trained on.")
+        return Z
 
     def _place_modules(self):
         """Put every fitted module on the device ``device`` names now.

@@ -39,6 +39,7 @@ _PIXEL_MAX = {np.dtype(np.uint8): np.float32(255),
 # Float images in [0, 255] whose maximum exceeds this look like 8-bit pixels
 # that were never scaled (resampling can push [0, 1] images a little above 1).
 _UNSCALED_FLOAT_MAX = 2.0
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 def as_model_input(X, *, allow_features, expected_shape=None):
@@ -149,6 +150,13 @@ def _scaled(X, *, is_image):
                 UserWarning,
                 stacklevel=3,
             )
+    if X.dtype.itemsize > 4 and X.size:
+        largest = float(np.abs(X).max())
+        if largest > _FLOAT32_MAX:
+            raise ValueError(
+                f"X holds values up to {largest:.3g} in magnitude, beyond the "
+                f"float32 range ({_FLOAT32_MAX:.3g}) the encoder computes in. "
+                "Rescale X: images to [0, 1], features e.g. with StandardScaler.")
     return X.astype(np.float32)
 
 

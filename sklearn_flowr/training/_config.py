@@ -23,6 +23,7 @@ from sklearn.utils._param_validation import (
 )
 
 from ..encoders._factory import BACKBONE_NAMES
+from ._stages import MAX_COUNT
 
 __all__ = ["PARAMETER_CONSTRAINTS", "FLOWRConfig", "check_head_hyperparameters"]
 
@@ -37,7 +38,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "meta": [HasMethods(["config_fields"]), None],
     "calibration": [StrOptions({"train"}), "cv_object", None],
     "embedding_dim": [Interval(Integral, 1, 65536, closed="both")],
-    "fine_tune_steps": [Interval(Integral, 0, None, closed="left")],
+    "fine_tune_steps": [Interval(Integral, 0, MAX_COUNT, closed="both")],
     "update_known": ["boolean"],
     "reuse_encoder": ["boolean"],
     "device": [str, torch.device],

@@ -30,7 +30,7 @@ from collections.abc import Mapping
 import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
-from skorch.callbacks import PrintLog
+from skorch.callbacks import Callback, PrintLog
 from skorch.utils import to_tensor
 from torch import nn
 
@@ -40,7 +40,8 @@ from ._loaders import _batch_index_loader
 from ._losses import meta_training_loss
 from ._sup_e_losses import sup_e_objective
 
-__all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "SupELoss", "SupENet", "SupFCNet"]
+__all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "StopOnNonFiniteLoss", "SupELoss",
+           "SupENet", "SupFCNet"]
 
 
 def _host_tensor(value) -> torch.Tensor:
@@ -145,12 +146,50 @@ class _PlainPrintLog(PrintLog):
         return text
 
 
-class _PlainLogMixin:
-    """Use :class:`_PlainPrintLog` as the ``print_log`` default callback."""
+class StopOnNonFiniteLoss(Callback):
+    """Stop training at the first step whose loss is not finite.
+
+    A diverged optimisation (a learning rate far too large, inputs of an
+    absurd scale) otherwise trains on NaN weights to the end and leaves NaN
+    embeddings behind. The loss skorch records for each step is read; the
+    error names the training stage and the learning rate to lower.
+
+    Parameters
+    ----------
+    stage : str, default="training"
+        The stage's name in the message.
+    lr_param : str or None, default=None
+        The parameter of :class:`~sklearn_flowr.FLOWRClassifier` that sets
+        this stage's learning rate, named in the message.
+    """
+
+    def __init__(self, stage="training", lr_param=None):
+        self.stage = stage
+        self.lr_param = lr_param
+
+    def on_batch_end(self, net, batch=None, training=None, **kwargs):
+        key = "train_loss" if training else "valid_loss"
+        value = net.history[-1]["batches"][-1].get(key)
+        if value is None or np.isfinite(value):
+            return
+        where = f" (FLOWRClassifier: {self.lr_param})" if self.lr_param else ""
+        raise FloatingPointError(
+            f"{self.stage} stopped: the {key.replace('_', ' ')} became {value} at "
+            f"epoch {len(net.history)}, step {len(net.history[-1]['batches'])}; "
+            f"the optimisation diverged. Lower the learning rate lr={net.lr:g}"
+            f"{where}, or rescale the inputs.")
+
+
+class _DefaultCallbacksMixin:
+    """skorch's default callbacks with :class:`_PlainPrintLog` as
+    ``print_log`` and :class:`StopOnNonFiniteLoss` as ``finite_loss``."""
+
+    _stage = ("training", None)
 
     def get_default_callbacks(self):
-        return [(name, _PlainPrintLog() if name == "print_log" else callback)
-                for name, callback in super().get_default_callbacks()]
+        callbacks = [(name, _PlainPrintLog() if name == "print_log" else callback)
+                     for name, callback in super().get_default_callbacks()]
+        return [("finite_loss", StopOnNonFiniteLoss(*self._stage)), *callbacks]
 
 
 class _SeededInitMixin:
@@ -177,7 +216,7 @@ class _SeededInitMixin:
             torch.manual_seed(int(seed.generate_state(1)[0]))
 
 
-class SupENet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
+class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     The module (default :class:`SupEModule`) needs ``module__encoder`` and
@@ -221,6 +260,8 @@ class SupENet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
     (40, 4)
     """
 
+    _stage = ("Sup-E pre-training", "pretrain__lr")
+
     def __init__(self, module=SupEModule, *args, criterion=SupELoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, train_split=None,
                  iterator_train=_batch_index_loader,
@@ -242,7 +283,7 @@ class SupENet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
                                self.module_.class_log_var)
 
 
-class SupFCNet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
+class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-FC pre-training (encoder + linear layer, cross-entropy).
 
     Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
@@ -260,6 +301,8 @@ class SupFCNet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
     (40,)
     """
 
+    _stage = ("Sup-FC pre-training", "pretrain__lr")
+
     def __init__(self, module=SupFCModule, *args,
                  criterion=torch.nn.CrossEntropyLoss, optimizer=torch.optim.Adam,
                  lr: float = 1e-3, train_split=None,
@@ -274,7 +317,7 @@ class SupFCNet(_PlainLogMixin, _SeededInitMixin, NeuralNetClassifier):
         self.random_state = random_state
 
 
-class EpisodicMetaNet(_PlainLogMixin, _SeededInitMixin, NeuralNet):
+class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
     ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
@@ -332,6 +375,8 @@ class EpisodicMetaNet(_PlainLogMixin, _SeededInitMixin, NeuralNet):
     >>> len(net.history)
     2
     """
+
+    _stage = ("Meta-training", "meta__lr")
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,

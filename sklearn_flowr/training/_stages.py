@@ -22,7 +22,11 @@ __all__ = ["MetaTraining", "SupE", "SupFC"]
 
 _positive = Interval(Real, 0, None, closed="neither")
 _rate = [_positive, None]
-_count = Interval(Integral, 1, None, closed="left")
+# Counts (epochs, episodes, batch and task sizes) up to what torch and NumPy
+# index with 32-bit integers: a larger one is a typo, refused before any work
+# rather than met as an OverflowError or an allocation failure.
+MAX_COUNT = 2**31 - 1
+_count = Interval(Integral, 1, MAX_COUNT, closed="both")
 
 
 class _Stage(BaseEstimator):
@@ -46,7 +50,7 @@ class _Stage(BaseEstimator):
 
 class _Pretraining(_Stage):
     _parameter_constraints: dict = {
-        "epochs": [Interval(Integral, 0, None, closed="left")],
+        "epochs": [Interval(Integral, 0, MAX_COUNT, closed="both")],
         "lr": _rate,
         "batch_size": [_count],
     }
@@ -208,7 +212,7 @@ class MetaTraining(_Stage):
         "episodes_per_epoch": [_count],
         "n_way": [_count],
         "n_query": [_count],
-        "n_unknown": [Interval(Integral, 0, None, closed="left")],
+        "n_unknown": [Interval(Integral, 0, MAX_COUNT, closed="both")],
         "lr": _rate,
         "head_lr": _rate,
         "a": [Interval(Real, 0, 1, closed="left")],
