@@ -8,10 +8,11 @@ maths (written once against the array API so it serves NumPy and torch),
 """
 
 from ._head import CRPGaussianClassifier
+from ._saving import load, save
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "__version__"]
+__all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "__version__", "load", "save"]
 
 
 def __getattr__(name):

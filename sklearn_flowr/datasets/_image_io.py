@@ -59,19 +59,128 @@ def check_directory(path, expected):
     return path
 
 
-def load_pickle(path, expected):
-    """Unpickle ``path``; a ValueError naming ``expected`` if it cannot be read.
+# What a pickled data set may reference: NumPy arrays, dtypes and scalars
+# (every spelling NumPy 1 and 2 write, and Python 2 pickles hold) and plain
+# containers. Each is rebuilt from data only; none can call user code.
+_NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
+_ALLOWED_GLOBALS = frozenset(
+    {("numpy", "ndarray"), ("numpy", "dtype")}
+    | {(module, name) for module in _NUMPY_MODULES
+       for name in ("_reconstruct", "scalar", "ndarray", "dtype")}
+    | {(module, "_frombuffer") for module in ("numpy.core.numeric",
+                                              "numpy._core.numeric")}
+    | {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
+                                       "str", "bytes", "bytearray", "int", "float",
+                                       "complex", "bool")}
+    | {("_codecs", "encode")}
+)
 
-    ``encoding="latin1"`` lets pickles written by Python 2 (as several of the
-    few-shot caches were) load: their byte strings arrive as ``str`` and are
-    turned back into bytes by :func:`as_bytes`.
+
+# Where this NumPy keeps the array constructors pickles name.
+_NUMPY_CORE = "numpy._core" if int(np.__version__.split(".")[0]) >= 2 else "numpy.core"
+
+
+class UnsafePickleError(pickle.UnpicklingError):
+    """A pickle references something other than arrays and plain containers."""
+
+
+def _latin1_encode(text, encoding="latin1"):
+    """``_codecs.encode`` as pickle uses it for bytes, and nothing more.
+
+    Pickles of protocol 0 to 2 store bytes as ``_codecs.encode(text,
+    "latin1")``; any other codec is refused rather than looked up.
+    """
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise UnsafePickleError(
+            f"'_codecs.encode' with {type(text).__name__} and codec {encoding!r} "
+            "(only the latin1 encoding of a str is allowed)"
+        )
+    return text.encode("latin1")
+
+
+class _ArrayUnpickler(pickle.Unpickler):
+    """An unpickler that builds only NumPy arrays and plain containers.
+
+    :meth:`find_class` is the one way a pickle reaches a callable; it answers
+    only the names of ``_ALLOWED_GLOBALS`` and raises
+    :class:`UnsafePickleError` for any other one, so a planted ``os.system``
+    or ``exec`` is refused before it is called.
+    """
+
+    def find_class(self, module, name):
+        # Python 2 pickles name the builtins module "__builtin__".
+        module = "builtins" if module == "__builtin__" else module
+        if (module, name) not in _ALLOWED_GLOBALS:
+            raise UnsafePickleError(f"'{module}.{name}'")
+        if (module, name) == ("_codecs", "encode"):
+            return _latin1_encode
+        for spelling in ("numpy.core.", "numpy._core."):
+            if module.startswith(spelling):
+                # NumPy 2 moved numpy.core to numpy._core (the old name warns).
+                module = _NUMPY_CORE + module[len(spelling) - 1:]
+        return super().find_class(module, name)
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError(f"a persistent id ({type(pid).__name__})")
+
+
+def load_pickle(path, expected):
+    """Unpickle a data file that may hold only NumPy arrays and plain containers.
+
+    The file is read by a restricted unpickler: it rebuilds NumPy arrays,
+    dtypes and scalars and the builtin containers and values (dict, list,
+    tuple, set, str, bytes, numbers), and refuses every other reference
+    before it is called, so no code stored in the file runs.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The pickle file.
+    expected : str
+        What the file should hold, for the error messages.
+
+    Returns
+    -------
+    content : object
+        The unpickled arrays and containers. ``encoding="latin1"`` lets
+        pickles written by Python 2 (as several of the few-shot caches were)
+        load: their byte strings arrive as ``str`` and are turned back into
+        bytes by :func:`as_bytes`.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the file cannot be unpickled, or references anything but NumPy
+        arrays and plain containers (the message names the file and the
+        refused ``module.name``); convert such a file to arrays and lists,
+        e.g. with :func:`numpy.savez`, where it was made.
+
+    Examples
+    --------
+    >>> import os, pickle, tempfile
+    >>> import numpy as np
+    >>> path = os.path.join(tempfile.mkdtemp(), "cache.pkl")
+    >>> with open(path, "wb") as f:
+    ...     pickle.dump({"image_data": np.zeros((1, 2), np.uint8)}, f)
+    >>> load_pickle(path, "a dict")["image_data"].shape
+    (1, 2)
     """
     try:
         with open(path, "rb") as f:
-            return pickle.load(f, encoding="latin1")
+            return _ArrayUnpickler(f, encoding="latin1").load()
     except FileNotFoundError:
         raise FileNotFoundError(
             f"Pickle file not found: {path!r}; expected {expected}."
+        ) from None
+    except UnsafePickleError as exc:
+        raise ValueError(
+            f"Refused to unpickle {path!r}: it references {exc}, which is not a "
+            "NumPy array or a plain container (dict, list, tuple, set, str, "
+            "bytes, number). Loading it could run code stored in the file; "
+            f"expected {expected}. Convert the file to arrays and lists where "
+            "it was made (e.g. numpy.savez) if you trust it."
         ) from None
     except Exception as exc:  # unpickling can fail in almost any way
         raise ValueError(

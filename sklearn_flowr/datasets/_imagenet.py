@@ -2,8 +2,9 @@
 
 Both are class-disjoint ImageNet subsets used for few-shot learning. Nothing is
 downloaded: the loaders read the files people already have on disk. The pickle
-formats are read with :mod:`pickle`, which can run code stored in the file, so
-load only files from a source you trust.
+formats are read by a restricted unpickler that builds only NumPy arrays and
+plain containers (``_image_io.load_pickle``): a file that references anything
+else -- the way a pickle runs code -- is refused with an error naming it.
 """
 
 import csv
@@ -135,8 +136,9 @@ def load_mini_imagenet(
       the images in ``root/images/<filename>``;
     - the pickle cache ``root/mini-imagenet-cache-<split>.pkl``, a dict with
       ``image_data`` (uint8, shape (n, 84, 84, 3)) and ``class_dict`` (class
-      name -> list of row indices). Unpickling can run code: load only
-      trusted files.
+      name -> list of row indices). It is unpickled with only NumPy arrays
+      and plain containers allowed: a file referencing anything else (the way
+      a pickle runs code) raises a ValueError naming it.
 
     Parameters
     ----------
@@ -295,8 +297,10 @@ def load_tiered_imagenet(
     Reads ``root/<split>_labels.pkl`` and the images from
     ``root/<split>_images.npz`` (key ``images``) when present, else from the
     original ``root/<split>_images_png.pkl`` (PNG byte strings, decoded with
-    Pillow; hundreds of thousands of images take a while). Unpickling can run
-    code: load only trusted files.
+    Pillow; hundreds of thousands of images take a while). The pickles are
+    read with only NumPy arrays and plain containers allowed: a file
+    referencing anything else (the way a pickle runs code) raises a
+    ValueError naming it.
 
     Parameters
     ----------
