@@ -7,12 +7,14 @@ tensors, can store and safely load it.
 """
 
 import copy
+import io
 import pickle
 
 import numpy as np
 import pytest
 import torch
 
+import sklearn_flowr
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._persistence import (
@@ -39,12 +41,16 @@ def large_model(digits):
     return FLOWRClassifier(setting="large", **TINY).fit(X[y < 6], y[y < 6])
 
 
-def skops_round_trip(model):
-    dumped = sio.dumps(model)
+def skops_round_trip(model, trusted=None):
+    """Save and load through the package's helpers (a vetted list of types,
+    plus ``trusted``), and the types the file asks to trust."""
+    buffer = io.BytesIO()
+    sklearn_flowr.save(model, buffer)
+    dumped = buffer.getvalue()
     untrusted = sio.get_untrusted_types(data=dumped)
     assert untrusted and all(t.startswith(TRUSTED_PREFIXES) for t in untrusted), (
         untrusted)
-    return sio.loads(dumped, trusted=untrusted), untrusted
+    return sklearn_flowr.load(io.BytesIO(dumped), trusted=trusted), untrusted
 
 
 def test_skops_round_trip_keeps_model_and_online_state(large_model, digits):
@@ -136,8 +142,13 @@ def test_user_module_backbone_is_stored_too(digits):
                                    torch.nn.Linear(16, 8))
     model = FLOWRClassifier(backbone=backbone, setting="large", verbose=0,
                             **{**TINY, "embedding_dim": 8}).fit(X[y < 6], y[y < 6])
-    loaded, untrusted = skops_round_trip(model)
-    assert "torch.nn.modules.activation.Tanh" in untrusted
+    tanh = "torch.nn.modules.activation.Tanh"  # not on the vetted list
+    with pytest.warns(UserWarning, match=tanh):
+        with pytest.raises(ValueError, match=tanh):
+            skops_round_trip(model)
+    with pytest.warns(UserWarning, match=tanh):
+        loaded, untrusted = skops_round_trip(model, trusted=[tanh])
+    assert tanh in untrusted
     np.testing.assert_array_equal(loaded.predict_proba(X[:5]),
                                   model.predict_proba(X[:5]))
 

@@ -166,6 +166,11 @@ def efficientnet_lite0_weights() -> dict[str, torch.Tensor]:
     except FileNotFoundError as exc:
         raise ImportError(f"The EfficientNet-Lite0 weights file {path!r} is "
                           f"missing; reinstall them: {_EXTRA_HINT}.") from exc
+    except Exception as exc:  # weights_only refuses code; a bad file, anything
+        raise ValueError(f"Cannot read the EfficientNet-Lite0 weights file "
+                         f"{path!r} as plain tensors ({type(exc).__name__}: "
+                         f"{str(exc).splitlines()[0] if str(exc) else ''}); "
+                         f"reinstall them: {_EXTRA_HINT}.") from exc
 
 
 class EfficientNetLite0Encoder(nn.Module):
