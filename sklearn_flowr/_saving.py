@@ -40,7 +40,9 @@ TRUSTED_TYPES = (
     "sklearn_flowr.baselines._peeler.PEELERClassifier",
     "sklearn_flowr.baselines._protonet.ProtoNetClassifier",
     "sklearn_flowr.calibration.NoveltyCalibratedClassifier",
+    "sklearn_flowr.conformal.ConformalNoveltyClassifier",
     # Their fitted state and parts.
+    "sklearn_flowr.conformal._Calibrator",
     "sklearn_flowr._labels.LabelRegistry",
     "sklearn_flowr._online_state.OnlineClassState",
     "sklearn_flowr.training._stages.MetaTraining",

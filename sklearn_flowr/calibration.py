@@ -27,21 +27,23 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
 from ._core._softmax import logsumexp
 from ._head import CRPGaussianClassifier
-from ._labels import label_result_dtype
+from ._novelty_score import (
+    LOG_ODDS_CLIP,
+    check_scoring,
+    has_log_proba,
+    labels_of_columns,
+    with_novel,
+)
 from ._proba import OpenWorldProba
 from .protocol._calibrate import platt_fit
 from .protocol._cross_fit import class_disjoint_folds
 
 __all__ = ["NoveltyCalibratedClassifier"]
 
-# Log-odds are clipped here, before the map and after it: a row without any
-# known class has P(novel) = 1 (infinite odds), and the logistic fit needs
-# finite features (the same clip as calibrate_novelty's).
-_LOG_ODDS_CLIP = 30.0
-
-
-def _has_proba(estimator):
-    return callable(getattr(estimator, "predict_log_proba", None))
+# Log-odds are clipped before the map and after it (the logistic fit needs
+# finite features; the same clip as calibrate_novelty's).
+_LOG_ODDS_CLIP = LOG_ODDS_CLIP
+_has_proba = has_log_proba
 
 
 def _estimator_has_proba(self):
@@ -182,13 +184,7 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
             raise ValueError(f"X and y have different numbers of rows: "
                              f"{_num_samples(X)} and {y.shape[0]}.")
         estimator = self._estimator()
-        if not (_has_proba(estimator) or (
-                callable(getattr(estimator, "novelty_score", None))
-                and callable(getattr(estimator, "predict_known", None)))):
-            raise TypeError(
-                f"{type(estimator).__name__} has neither predict_log_proba nor "
-                "novelty_score and predict_known: NoveltyCalibratedClassifier "
-                "needs a novelty score to calibrate.")
+        check_scoring(estimator, type(self).__name__)
         rng = check_random_state(self.random_state)
         if isinstance(self.cv, str):
             check_is_fitted(estimator)
@@ -307,10 +303,10 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
         """
         check_is_fitted(self)
         if _has_proba(self.estimator_):
-            return _labels(self._calibrated_log_proba(X).argmax(axis=1),
+            return labels_of_columns(self._calibrated_log_proba(X).argmax(axis=1),
                            self.classes_, self.novel_label_)
         novel = self.predict_novelty_proba(X) >= 0.5
-        return _with_novel(self.estimator_.predict_known(X), novel,
+        return with_novel(self.estimator_.predict_known(X), novel,
                            self.classes_, self.novel_label_)
 
     # ------------------------------------------------------------------- online
@@ -375,10 +371,10 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
         is_new = not np.isin(label, self.classes_)[0]
         known = log_proba[:, :-1]
         classes = self.classes_
-        y_known = (_labels(known.argmax(axis=1), classes, self.novel_label_)
-                   if known.shape[1] else _labels(np.array([0]), classes,
+        y_known = (labels_of_columns(known.argmax(axis=1), classes, self.novel_label_)
+                   if known.shape[1] else labels_of_columns(np.array([0]), classes,
                                                   self.novel_label_))
-        y_pred = _labels(log_proba.argmax(axis=1), classes, self.novel_label_)
+        y_pred = labels_of_columns(log_proba.argmax(axis=1), classes, self.novel_label_)
         self.estimator_.partial_fit(x, label)
         return {"y_pred": y_pred, "y_known": y_known,
                 "p_novel": np.exp(log_proba[:, -1]),
@@ -387,7 +383,7 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
 
     def _baseline_step(self, out):
         mapped = self._map(out["p_novel"])
-        y_pred = _with_novel(out["y_known"], expit(mapped) >= 0.5, self.classes_,
+        y_pred = with_novel(out["y_known"], expit(mapped) >= 0.5, self.classes_,
                              self.novel_label_)
         return Bunch(y_pred=y_pred, y_known=out["y_known"],
                      p_novel=expit(mapped), novelty_score=mapped,
@@ -439,22 +435,3 @@ def _split_known(y, train, share, rng):
         known_rows.append(rows[:n_query])
         fit_rows.append(rows[n_query:])
     return np.concatenate(fit_rows), np.concatenate(known_rows)
-
-
-def _labels(index, classes, novel_label):
-    """Column indices to labels: the last column is the novel class."""
-    classes = np.asarray(classes)
-    is_novel = index >= classes.shape[0]
-    out = np.empty(index.shape[0], dtype=label_result_dtype(classes, novel_label))
-    out[~is_novel] = classes[index[~is_novel]]
-    out[is_novel] = novel_label
-    return out
-
-
-def _with_novel(y_known, novel, classes, novel_label):
-    """``y_known`` with ``novel_label`` where ``novel``, in the labels' dtype."""
-    out = np.empty(novel.shape[0], dtype=label_result_dtype(np.asarray(classes),
-                                                            novel_label))
-    out[:] = y_known
-    out[novel] = novel_label
-    return out

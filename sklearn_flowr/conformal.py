@@ -1,0 +1,430 @@
+"""A novelty decision with a guarantee: conformal p-values and Benjamini-Hochberg.
+
+:class:`ConformalNoveltyClassifier` wraps an open-world estimator and turns its
+novelty score into a conformal p-value for "this row belongs to a known class"
+(Bates, Candes, Lei, Romano, Sesia, "Testing for outliers with conformal
+p-values", Annals of Statistics, 2023). Where the calibration rows and a new
+row of a known class are exchangeable, ``P(p <= alpha) <= alpha``: flagging
+rows with ``p <= alpha`` calls at most a share ``alpha`` of known-class rows
+novel, whatever the data's distribution. Benjamini-Hochberg on the p-values of
+a batch (:meth:`ConformalNoveltyClassifier.select_novel`) bounds the false
+discovery rate of the rows flagged, as the p-values share one calibration set
+and are positively dependent (PRDS; Bates et al., 2023).
+
+The wrapper reaches the estimator only through public methods (``fit``,
+``partial_fit``, ``predict_log_proba`` or ``novelty_score``/``predict_known``,
+``classes_``, ``novel_label_``).
+"""
+
+from __future__ import annotations
+
+import copy
+from numbers import Integral, Real
+
+import numpy as np
+from scipy.stats import false_discovery_control
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.model_selection import StratifiedKFold
+from sklearn.utils import Bunch, _safe_indexing, check_random_state, column_or_1d
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import _num_samples, check_is_fitted
+
+from ._head import CRPGaussianClassifier
+from ._novelty_score import best_known, check_scoring, novelty_scores, with_novel
+
+__all__ = ["ConformalNoveltyClassifier"]
+
+
+class _Calibrator:
+    """One model and the labelled rows it never learned from.
+
+    The rows' scores are recomputed under the model's current state whenever
+    it has learned since they were last computed, so p-values always compare
+    a new row with calibration rows scored by the very same model.
+    """
+
+    def __init__(self, model, X, y):
+        self.model, self.X, self.y = model, X, y
+        self._scores = None
+
+    def scores(self):
+        if self._scores is None:
+            self._scores = novelty_scores(self.model, self.X)
+        return self._scores
+
+    def learned(self):
+        self._scores = None
+
+
+class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
+                                 BaseEstimator):
+    """Open-world classifier whose novelty decision has a stated error rate.
+
+    For a row ``x`` with novelty score ``s(x)`` (the log-odds of P(novel) for
+    the head and ``FLOWRClassifier``; the distance or score of a baseline)
+    and ``n`` calibration rows of known classes with scores ``s_i``, the
+    conformal p-value is ``(1 + #{i : s_i >= s(x)}) / (n + 1)``. A row is
+    predicted novel when its p-value is at most ``alpha``; otherwise it gets
+    the estimator's best known class.
+
+    Parameters
+    ----------
+    estimator : estimator or None, default=None
+        An open-world classifier with ``fit`` and ``partial_fit`` and either
+        ``predict_log_proba`` (the novel class last) or ``novelty_score`` and
+        ``predict_known``. ``None``: ``CRPGaussianClassifier()``.
+    alpha : float in (0, 1), default=0.05
+        Largest share of known-class rows :meth:`predict` may call novel.
+        Smaller is safer and finds fewer new classes.
+    cv : "prefit" or int, default="prefit"
+        ``"prefit"``: ``estimator`` is fitted; ``fit(X, y)`` takes the
+        calibration rows, labelled rows of known classes it did NOT train
+        on (exact split-conformal validity). An int ``k >= 2``:
+        cross-conformal; ``fit`` trains ``k`` clones on stratified folds,
+        each calibrated on the rows it left out, and ``estimator_`` on all
+        rows for the labels (valid up to about ``2 alpha`` in the worst case,
+        close to ``alpha`` in practice; ``k`` times the cost of each call).
+    mondrian : bool, default=False
+        Class-conditional p-values: each known class is compared with its
+        own calibration rows, and a row's p-value is the largest over the
+        classes, so the false-novel rate is at most ``alpha`` within every
+        class (not only on average). Needs calibration rows in every class
+        and is more conservative.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the folds of an int ``cv``.
+
+    Attributes
+    ----------
+    estimator_ : estimator
+        The fitted estimator that gives the labels (a copy with
+        ``cv="prefit"``); online calls update it.
+    n_calibration_ : int
+        Calibration rows.
+    classes_ : ndarray of shape (n_classes,)
+        Known classes of ``estimator_``.
+    novel_label_ : object
+        Label :meth:`predict` gives a row called novel.
+
+    Notes
+    -----
+    On a stream (:meth:`partial_fit`, :meth:`open_world_step`) every model
+    learns the labelled rows and the calibration rows are re-scored under the
+    updated model, so the guarantee keeps holding for rows of the classes the
+    calibration rows come from. A class learned online has no calibration
+    rows until :meth:`add_calibration` gives it some (labelled rows the
+    models must not have learned from); with ``mondrian=True`` its rows are
+    then compared with its own.
+
+    References
+    ----------
+    .. [1] S. Bates, E. Candes, L. Lei, Y. Romano, M. Sesia, "Testing for
+       outliers with conformal p-values", Annals of Statistics, 51(1), 2023.
+    .. [2] V. Vovk, "Cross-conformal predictors", Annals of Mathematics and
+       Artificial Intelligence, 74, 2015.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.conformal import ConformalNoveltyClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(6), 60)
+    >>> X = rng.normal(scale=3.0, size=(6, 4))[y] + rng.normal(size=(360, 4))
+    >>> head = CRPGaussianClassifier().fit(X[::2], y[::2])
+    >>> clf = ConformalNoveltyClassifier(head, alpha=0.1).fit(X[1::2], y[1::2])
+    >>> p = clf.novelty_pvalues(np.r_[X[:1], X[:1] + 30.0])
+    >>> bool(p[0] > 0.1), bool(p[1] <= 0.1)  # a known row, a far-away one
+    (True, True)
+    """
+
+    _parameter_constraints: dict = {
+        "estimator": [HasMethods(["fit", "partial_fit"]), None],
+        "alpha": [Interval(Real, 0, 1, closed="neither")],
+        "cv": [StrOptions({"prefit"}), Interval(Integral, 2, None, closed="left")],
+        "mondrian": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, estimator=None, *, alpha=0.05, cv="prefit", mondrian=False,
+                 random_state=None):
+        self.estimator = estimator
+        self.alpha = alpha
+        self.cv = cv
+        self.mondrian = mondrian
+        self.random_state = random_state
+
+    def _estimator(self):
+        return CRPGaussianClassifier() if self.estimator is None else self.estimator
+
+    # ------------------------------------------------------------------ fitting
+    def fit(self, X, y):
+        """Calibrate (and with an int ``cv``, fit) on labelled known-class rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+            Inputs as the estimator takes them.
+        y : array-like of shape (n_samples,)
+            Labels; with ``cv="prefit"`` every label must be a class the
+            estimator knows.
+
+        Returns
+        -------
+        self : ConformalNoveltyClassifier
+        """
+        self._validate_params()
+        y = _check_rows(X, y)
+        estimator = self._estimator()
+        check_scoring(estimator, type(self).__name__)
+        if self.cv == "prefit":
+            check_is_fitted(estimator)
+            unknown = np.setdiff1d(np.unique(y), np.asarray(estimator.classes_))
+            if unknown.size:
+                raise ValueError(
+                    "With cv='prefit' the calibration rows must be of classes the "
+                    f"estimator knows; got rows of {unknown.tolist()[:5]} (they "
+                    "would be novel). Calibrate on held-out rows of its classes.")
+            fitted = copy.deepcopy(estimator)
+            calibrators = [_Calibrator(fitted, X, y)]
+        else:
+            seed = check_random_state(self.random_state).randint(2**31 - 1)
+            folds = StratifiedKFold(self.cv, shuffle=True, random_state=seed)
+            smallest = int(np.unique(y, return_counts=True)[1].min())
+            if smallest < self.cv:
+                raise ValueError(
+                    f"cv={self.cv} stratified folds need at least {self.cv} rows "
+                    f"in every class; the smallest has {smallest}.")
+            calibrators = []
+            for train, held in folds.split(np.zeros(y.shape[0]), y):
+                model = clone(estimator).fit(_safe_indexing(X, train), y[train])
+                calibrators.append(_Calibrator(model, _safe_indexing(X, held), y[held]))
+            fitted = clone(estimator).fit(X, y)
+        if self.mondrian:
+            missing = np.setdiff1d(np.asarray(fitted.classes_), y)
+            if missing.size:
+                raise ValueError(
+                    "mondrian=True needs calibration rows of every known class; "
+                    f"none of {missing.tolist()[:5]}.")
+        for calibrator in calibrators:
+            calibrator.scores()  # scored now: a bad row fails fit, not predict
+        self.estimator_, self._calibrators = fitted, calibrators
+        return self
+
+    @property
+    def n_calibration_(self):
+        check_is_fitted(self)
+        return int(sum(c.y.shape[0] for c in self._calibrators))
+
+    # --------------------------------------------------------------- predicting
+    def novelty_pvalues(self, X):
+        """Conformal p-value of "this row belongs to a known class".
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+
+        Returns
+        -------
+        pvalues : ndarray of shape (n_samples,)
+            In ``[1 / (n + 1), 1]``; small means novel. Under exchangeability
+            a known-class row has ``P(p <= t) <= t`` for every ``t``.
+        """
+        check_is_fitted(self)
+        n_rows = _num_samples(X)
+        if not self.mondrian:
+            exceed = np.zeros(n_rows)
+            total = 0
+            for calibrator in self._calibrators:
+                exceed += _n_at_least(calibrator.scores(),
+                                      novelty_scores(calibrator.model, X))
+                total += calibrator.scores().shape[0]
+            return (1.0 + exceed) / (1.0 + total)
+        labels = np.unique(np.concatenate([c.y for c in self._calibrators]))
+        exceed = np.zeros((labels.shape[0], n_rows))
+        total = np.zeros(labels.shape[0])
+        for calibrator in self._calibrators:
+            test = novelty_scores(calibrator.model, X)
+            scores = calibrator.scores()
+            for k, label in enumerate(labels):
+                of_class = scores[calibrator.y == label]
+                exceed[k] += _n_at_least(of_class, test)
+                total[k] += of_class.shape[0]
+        return ((1.0 + exceed) / (1.0 + total[:, None])).max(axis=0)
+
+    def predict(self, X):
+        """The best known class, or ``novel_label_`` where the p-value <= alpha.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+        """
+        novel = self.novelty_pvalues(X) <= self.alpha
+        return with_novel(best_known(self.estimator_, X), novel, self.classes_,
+                          self.novel_label_)
+
+    def select_novel(self, X, fdr=0.1):
+        """Rows to call novel in a batch, false discovery rate at most ``fdr``.
+
+        Benjamini-Hochberg on the conformal p-values: of the rows selected,
+        the expected share that belong to known classes is at most ``fdr``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+            The batch, decided together.
+        fdr : float in (0, 1), default=0.1
+            Target false discovery rate.
+
+        Returns
+        -------
+        selected : ndarray of bool, shape (n_samples,)
+        """
+        if isinstance(fdr, bool) or not isinstance(fdr, Real) or not 0 < fdr < 1:
+            raise ValueError(f"fdr must be a float in (0, 1); got {fdr!r}.")
+        pvalues = self.novelty_pvalues(X)
+        if pvalues.shape[0] == 0:
+            return np.zeros(0, dtype=bool)
+        return false_discovery_control(pvalues, method="bh") <= fdr
+
+    # ------------------------------------------------------------------- online
+    def _models(self):
+        models = [self.estimator_]
+        models += [c.model for c in self._calibrators if c.model is not self.estimator_]
+        return models
+
+    def partial_fit(self, X, y, classes=None):
+        """Every model learns the rows; calibration rows are re-scored.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+        y : array-like of shape (n_samples,)
+        classes : ignored
+            For the scikit-learn signature.
+
+        Returns
+        -------
+        self : ConformalNoveltyClassifier
+        """
+        check_is_fitted(self)
+        y = _check_rows(X, y)
+        work = copy.deepcopy(self)  # swapped in only when every model learned
+        for model in work._models():
+            model.partial_fit(X, y)
+        for calibrator in work._calibrators:
+            calibrator.learned()
+        self.__dict__.update(work.__dict__)
+        return self
+
+    def open_world_step(self, X, y):
+        """Decide each row with the models before it, then learn its label.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+            Rows in stream order.
+        y : array-like of shape (n_samples,)
+            Their labels, revealed after each decision.
+
+        Returns
+        -------
+        result : Bunch
+            ``y_pred``, ``y_known``, ``p_novel`` (the conformal p-value, small
+            = novel), ``is_novel`` (the label was unseen at that moment).
+        """
+        check_is_fitted(self)
+        y = _check_rows(X, y)
+        work = copy.deepcopy(self)
+        rows = {"y_pred": [], "y_known": [], "pvalue": [], "is_novel": []}
+        for i in range(y.shape[0]):
+            x = _safe_indexing(X, [i])
+            pvalue = work.novelty_pvalues(x)
+            y_known = best_known(work.estimator_, x)
+            rows["pvalue"].append(pvalue)
+            rows["y_known"].append(y_known)
+            rows["y_pred"].append(with_novel(y_known, pvalue <= work.alpha,
+                                             work.classes_, work.novel_label_))
+            rows["is_novel"].append(~np.isin(y[i : i + 1], work.classes_))
+            work.partial_fit(x, y[i : i + 1])
+        self.__dict__.update(work.__dict__)
+        out = {name: np.concatenate(values) if values else np.zeros(0)
+               for name, values in rows.items()}
+        return Bunch(y_pred=out["y_pred"], y_known=out["y_known"],
+                     p_novel=out["pvalue"], is_novel=out["is_novel"].astype(bool))
+
+    def add_calibration(self, X, y):
+        """Add labelled rows the models never learned from to the calibration.
+
+        Use it for a class learned online: hold some of its labelled rows
+        back from learning and add them here, so its rows are covered too.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, ...)
+        y : array-like of shape (n_samples,)
+            Classes the estimator knows.
+
+        Returns
+        -------
+        self : ConformalNoveltyClassifier
+        """
+        check_is_fitted(self)
+        y = _check_rows(X, y)
+        unknown = np.setdiff1d(np.unique(y), np.asarray(self.classes_))
+        if unknown.size:
+            raise ValueError("Calibration rows must be of known classes; "
+                             f"{unknown.tolist()[:5]} are not.")
+        rng = check_random_state(self.random_state)
+        target = rng.randint(len(self._calibrators), size=y.shape[0])
+        work = copy.deepcopy(self._calibrators)
+        for k, calibrator in enumerate(work):
+            rows = np.flatnonzero(target == k)
+            if rows.size == 0:
+                continue
+            X_new = _safe_indexing(X, rows)
+            calibrator.X = _concat(calibrator.X, X_new)
+            calibrator.y = np.concatenate([calibrator.y, y[rows]])
+            calibrator.learned()
+            calibrator.scores()
+        self._calibrators = work
+        return self
+
+    # --------------------------------------------------------------- attributes
+    @property
+    def classes_(self):
+        return self.estimator_.classes_
+
+    @property
+    def novel_label_(self):
+        return self.estimator_.novel_label_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags = copy.deepcopy(self._estimator().__sklearn_tags__().input_tags)
+        return tags
+
+
+def _n_at_least(calibration, test):
+    """For each test score, how many calibration scores are >= it."""
+    ordered = np.sort(calibration)
+    return ordered.shape[0] - np.searchsorted(ordered, test, side="left")
+
+
+def _check_rows(X, y):
+    y = column_or_1d(y)
+    if _num_samples(X) != y.shape[0]:
+        raise ValueError(f"X and y have different numbers of rows: "
+                         f"{_num_samples(X)} and {y.shape[0]}.")
+    return y
+
+
+def _concat(X, X_new):
+    if hasattr(X, "iloc"):
+        import pandas as pd
+
+        return pd.concat([X, X_new])
+    return np.concatenate([np.asarray(X), np.asarray(X_new)])
