@@ -9,7 +9,7 @@ from sklearn.utils.validation import validate_data
 
 from ._core import log_softmax, softmax_rows_inplace
 from ._core._covariance import scale_prior_var
-from ._online_base import (  # noqa: F401 (MAX_ABS_INPUT: the input range)
+from ._online_base import (
     MAX_ABS_INPUT,
     OnlineOpenWorldClassifier,
     _check_magnitude,
@@ -180,12 +180,18 @@ default="auto"
     """
 
     _positive = Interval(Real, 0, None, closed="neither")
+    # Means within the input range, variances within its squares: beyond,
+    # squared distances over variances (or a variance's reciprocal) leave
+    # float64 and the probabilities become NaN (prior_mean=1e200 did).
+    _mean = Interval(Real, -MAX_ABS_INPUT, MAX_ABS_INPUT, closed="both")
+    _variance = Interval(Real, 1.0 / MAX_ABS_INPUT**2, MAX_ABS_INPUT**2,
+                         closed="both")
     _parameter_constraints: dict = {
         "a": [Interval(Real, 0, 1, closed="left")],
         "b": [StrOptions({"auto"}), Real],
-        "sigma": [StrOptions({"auto"}), _positive, "array-like"],
-        "prior_mean": [StrOptions({"auto"}), Real, "array-like"],
-        "prior_var": [StrOptions({"auto"}), _positive, "array-like"],
+        "sigma": [StrOptions({"auto"}), _variance, "array-like"],
+        "prior_mean": [StrOptions({"auto"}), _mean, "array-like"],
+        "prior_var": [StrOptions({"auto"}), _variance, "array-like"],
         "prior_scale": [_positive],
         "covariance": [StrOptions({"isotropic", "full"})],
         "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
@@ -332,12 +338,14 @@ default="auto"
             self._start_labels(labels)
             # The empirical-Bayes prior of class means applies as in fit.
             self._state = self._new_state(means, y_index, labels)
-        self._registry.add(labels)
-        order = np.argsort(y_index)  # classes_ follow ``classes``' sorted order
-        self._state.add_classes(
-            labels.shape[0], nat_mean=means[order] / variances[order],
-            precision=1.0 / variances[order], crp_count=float(self.known_count),
-            frozen=frozen)
+            # A fresh registry and state: if this fails, the earlier ones
+            # come back untouched with ``__dict__``.
+            self._registry.add(labels)
+            order = np.argsort(y_index)  # classes_ follow ``classes``' sorted order
+            self._state.add_classes(
+                labels.shape[0], nat_mean=means[order] / variances[order],
+                precision=1.0 / variances[order], crp_count=float(self.known_count),
+                frozen=frozen)
         return self
 
     def open_world_step(self, X, y):
@@ -388,6 +396,9 @@ default="auto"
 
     def _learn(self, X, index):
         self._state.learn(X, index, len(self._registry))
+
+    def _checkpoint(self, index):
+        return self._state.checkpoint(index)
 
     def _end_fit(self):
         if self.known_count != "observed":
@@ -551,7 +562,14 @@ default="auto"
         >>> clf.class_count_, clf.frozen_classes_
         (array([2., 2., 1.]), array([ True,  True, False]))
         """
-        self._state_of("freeze_classes").freeze(bool(frozen))
+        state = self._state_of("freeze_classes")
+        frozen = bool(frozen)
+        before = state.frozen.copy()  # O(N) bools: all or nothing, cheaply
+        try:
+            state.freeze(frozen)
+        except BaseException:
+            state.frozen = before
+            raise
         return self
 
     def _state_of(self, name):

@@ -99,6 +99,40 @@ class LabelRegistry:
             self._index[label] = self.n_labels + offset
         self.n_labels = stop
 
+    def checkpoint(self):
+        """A callable that takes the registry back to its present labels.
+
+        Labels are only ever appended (into the buffer past ``n_labels``, or
+        into a new, wider buffer), so the buffer, its length and dropping the
+        index entries of later labels are all the undo needs: O(1) to take.
+
+        Returns
+        -------
+        undo : callable
+            Restores the registry (O(n_labels), on the error path only).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> registry = LabelRegistry(np.int64)
+        >>> registry.add(np.array([3, 1]))
+        >>> undo = registry.checkpoint()
+        >>> registry.add(np.array([7, 8, 9]))
+        >>> undo()
+        >>> registry.labels, sorted(registry._index)
+        (array([3, 1]), [1, 3])
+        """
+        labels, n_labels = self._labels, self.n_labels
+
+        def undo():
+            # Entries may have been added before ``n_labels`` moved on.
+            later = [key for key, i in self._index.items() if i >= n_labels]
+            for key in later:
+                del self._index[key]
+            self._labels, self.n_labels = labels, n_labels
+
+        return undo
+
     def register(self, labels):
         """Index of each of the distinct ``labels``; unknown ones are added in
         the order of ``labels``."""

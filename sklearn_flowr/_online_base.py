@@ -15,7 +15,17 @@ stream's bookkeeping. A method supplies these hooks:
   then learn it; returns the best known class index (-1 when none exists),
   the novelty score and the novel decision of each row, and optionally a
   ranking score (the log-odds of a probability);
-- ``_end_fit()``: optional, after ``fit`` has learned its rows.
+- ``_end_fit()``: optional, after ``fit`` has learned its rows;
+- ``_checkpoint(index)``: what undoes the in-place changes that learning rows
+  of the classes ``index`` makes (see below).
+
+Every learning method is all-or-nothing: an exception or a KeyboardInterrupt
+at any point leaves the estimator exactly as it was. Attributes that learning
+*replaces* are restored from a shallow copy of ``__dict__``; what it changes
+*in place* (the registry, rows of the per-class buffers) is journalled before
+the change: the labels' count and buffer, and a copy of the rows of the
+classes ``index`` touches -- O(rows x d), not a copy of the whole state, so a
+one-row step at 10^4 classes pays a few microseconds for it.
 """
 
 from contextlib import contextmanager
@@ -69,8 +79,12 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                                  fitting=False)
 
     def _partial_fit(self, X, y, classes=None, *, reset, fitting):
-        """Validate everything, then learn; ``reset`` starts a fresh state."""
-        with _unchanged_on_error(self):
+        """Validate everything, then learn; ``reset`` starts a fresh state.
+
+        All or nothing: any exception (or a KeyboardInterrupt) leaves the
+        estimator as it was.
+        """
+        with _all_or_nothing(self) as undo:
             X, y = self._validate_input(X, y, reset=reset)
             labels, y_index = self._check_labels(
                 y, None if reset else self._registry, arrival_order=not fitting
@@ -83,10 +97,12 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             if reset:
                 self._start_labels(labels)
                 self._start(X, y_index, labels, fitting=fitting)
-        # Everything is validated: from here on nothing can fail half-way.
-        self._learn(X, self._registry.register(labels)[y_index])
-        if fitting:
-            self._end_fit()
+            undo.append(self._registry.checkpoint())
+            index = self._registry.register(labels)[y_index]
+            undo.append(self._checkpoint(index))
+            self._learn(X, index)
+            if fitting:
+                self._end_fit()
         return self
 
     def open_world_step(self, X, y):
@@ -101,12 +117,13 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         while none exists), ``p_novel`` (the novelty score, higher = more
         novel), ``is_novel`` (the label was unseen at that moment) and, where
         ``p_novel`` is a probability, ``novelty_score``: its log-odds, in the
-        same order without rounding to 1.
+        same order without rounding to 1. All or nothing: an exception or a
+        KeyboardInterrupt anywhere leaves the estimator as it was.
         """
         first_call = not self.__sklearn_is_fitted__()
         if first_call:
             self._check_stream_start()
-        with _unchanged_on_error(self):
+        with _all_or_nothing(self) as undo:
             if first_call:
                 self._validate_params()
             X, y = self._validate_input(X, y, reset=first_call)
@@ -116,14 +133,18 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             if first_call:
                 self._start_labels(labels)
                 self._start(X, y_index, labels, fitting=False)
-        index, is_new = self._registry.register_stream(labels, y_index)
-        known_index, score, novel, *ranking = self._stream(X, index, is_new)
-        y_known = self._labels_of(known_index)
-        y_pred = np.where(novel, self.novel_label_, y_known)
-        out = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
-                    is_novel=is_new)
-        if ranking:  # a probability's order without its rounding near 0 and 1
-            out["novelty_score"] = ranking[0]
+            undo.append(self._registry.checkpoint())
+            index, is_new = self._registry.register_stream(labels, y_index)
+            undo.append(self._checkpoint(index))
+            known_index, score, novel, *ranking = self._stream(X, index, is_new)
+            # The outputs are built inside the guard too: a failure here
+            # must not leave the rows learned without their predictions.
+            y_known = self._labels_of(known_index)
+            y_pred = np.where(novel, self.novel_label_, y_known)
+            out = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
+                        is_novel=is_new)
+            if ranking:  # a probability's order without its rounding near 0 and 1
+                out["novelty_score"] = ranking[0]
         return out
 
     # ------------------------------------------------------------------ hooks
@@ -132,6 +153,17 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     def _end_fit(self):
         """Finish ``fit`` once its rows are learned."""
+
+    def _checkpoint(self, index):
+        """A callable that undoes what learning rows of classes ``index``
+        changes in place (attributes that are replaced come back with
+        ``__dict__``).
+
+        Called after the registry has registered the labels of ``index`` and
+        before ``_learn`` or ``_stream``. The default has nothing to undo: a
+        method whose learning writes into existing arrays must override it.
+        """
+        return _nothing_to_undo
 
     # ------------------------------------------------------------- validation
     def _validate_input(self, X, y=None, *, reset=False):
@@ -267,18 +299,39 @@ def _check_magnitude(X):
         )
 
 
-@contextmanager
-def _unchanged_on_error(estimator):
-    """Restore the estimator's attributes if validation fails part-way.
+def _nothing_to_undo():
+    """The undo of a change that was not made in place."""
 
-    ``validate_data(reset=True)`` records ``n_features_in_`` before the labels
-    are checked; a failed call must leave the model exactly as it was. The
-    online state is only mutated after every check has passed.
+
+@contextmanager
+def _all_or_nothing(estimator):
+    """Leave ``estimator`` exactly as it was if the block does not finish.
+
+    Yields a list to which the block appends, *before* each change it makes
+    in place, a callable that undoes it (e.g.
+    :meth:`~sklearn_flowr._labels.LabelRegistry.checkpoint`). On any
+    exception, KeyboardInterrupt included, they run last-first, then the
+    attributes the block replaced or added come back from a shallow copy of
+    ``__dict__``. Nothing is copied on success beyond that shallow copy and
+    what the callables saved.
     """
     saved = estimator.__dict__.copy()
+    undo = []
     try:
-        yield
+        yield undo
     except BaseException:
+        for restore in reversed(undo):
+            restore()
         estimator.__dict__.clear()
         estimator.__dict__.update(saved)
         raise
+
+
+def _unchanged_on_error(estimator):
+    """Restore the estimator's attributes if the block fails part-way.
+
+    :func:`_all_or_nothing` for blocks that only replace attributes (no
+    in-place change to undo), e.g. ``validate_data(reset=True)``, which
+    records ``n_features_in_`` before the labels are checked.
+    """
+    return _all_or_nothing(estimator)

@@ -189,6 +189,44 @@ class OnlineClassState:
             rows = self.n_classes + (name == "joint_coef")
             getattr(self, name)[:rows] = prev[:rows]
 
+    def checkpoint(self, index):
+        """A callable that undoes what learning rows of classes ``index`` does.
+
+        Learning appends classes (past ``n_classes``, or into grown buffers)
+        and rewrites the rows of the classes it touches plus the novel row of
+        ``joint_coef``. The undo keeps the buffers, the counters and a copy of
+        those rows: O(touched x d) to take, instead of a copy of all classes.
+
+        Parameters
+        ----------
+        index : ndarray of shape (n_rows,)
+            Class index of each row about to be learned; indices from
+            ``n_classes`` on are classes about to be added.
+
+        Returns
+        -------
+        undo : callable
+            Puts the state back as it is now.
+        """
+        n = self.n_classes
+        if index.shape[0] == 1:  # the online hot path: no sort
+            rows = index if index[0] < n else index[:0]
+        else:
+            rows = np.unique(index[index < n])
+        coef_rows = np.append(rows, n)  # and the novel class's row
+        buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
+        saved = [buffer[coef_rows if name == "joint_coef" else rows].copy()
+                 for name, buffer in buffers]
+        crp_total = self.crp_total
+
+        def undo():
+            for (name, buffer), values in zip(buffers, saved, strict=True):
+                buffer[coef_rows if name == "joint_coef" else rows] = values
+                setattr(self, name, buffer)
+            self.n_classes, self.crp_total = n, crp_total
+
+        return undo
+
     def compact(self):
         """Shrink buffers to the used size (for pickling)."""
         for name in self._BUFFERS:

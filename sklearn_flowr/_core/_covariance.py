@@ -30,6 +30,7 @@ from sklearn.utils import Bunch
 
 from ._empirical_bayes import (
     _PRIOR_VAR_FLOOR,
+    _relative_floor,
     class_means,
     estimate_noise_var,
     estimate_prior,
@@ -37,9 +38,21 @@ from ._empirical_bayes import (
 )
 
 
+# The estimators' input range (``_online_base.MAX_ABS_INPUT``), which a given
+# prior mean must respect as the rows do.
+_MAX_ABS_MEAN = 1e100
+
+
 def _shrunk(centred, covariance):
-    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``."""
-    shrinkage = ledoit_wolf_shrinkage(centred, assume_centered=True)
+    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``.
+
+    The shrinkage intensity does not depend on the units, but its estimate
+    sums fourth powers of ``centred``: at 1e90 those overflow. It is computed
+    on ``centred`` divided by its largest magnitude.
+    """
+    peak = float(np.max(np.abs(centred))) if centred.size else 0.0
+    unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
+    shrinkage = ledoit_wolf_shrinkage(unit, assume_centered=True)
     return shrunk_covariance(covariance, shrinkage)
 
 
@@ -74,7 +87,7 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
         ``sum_n sum_{i in n} (x_i - xbar_n)(x_i - xbar_n)^T / (n_samples -
         n_classes)``, Ledoit-Wolf shrunk towards a multiple of the identity,
         eigenvalues floored at ``1e-6`` times the mean feature variance of
-        ``X`` (and at ``1e-12``).
+        ``X`` (``feature_scale``), so that it scales with ``X``.
 
     Raises
     ------
@@ -138,8 +151,7 @@ def estimate_prior_covariance(X, y_index, n_classes):
     prior_mean = means.mean(axis=0)
     centred = means - prior_mean
     covariance = _shrunk(centred, centred.T @ centred / n_classes)
-    floor = max(_PRIOR_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
-    return prior_mean, _floored(covariance, floor)
+    return prior_mean, _floored(covariance, _relative_floor(_PRIOR_VAR_FLOOR, X))
 
 
 def check_covariance(matrix, n_features, name):
@@ -223,6 +235,12 @@ def prior_array(value, n_features, name, *, matrix=False):
         )
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite.")
+    if name == "prior_mean" and np.abs(array).max() > _MAX_ABS_MEAN:
+        raise ValueError(
+            f"prior_mean holds values up to {np.abs(array).max():.3g} in "
+            f"magnitude; the head scores values up to {_MAX_ABS_MEAN:g} "
+            "(squared distances overflow float64 beyond)."
+        )
     if name == "prior_mean" and array.shape[0] == 1 and n_features != 1:
         array = np.full(n_features, array[0])
     return array

@@ -22,11 +22,44 @@ _PRIOR_VAR_FLOOR = 1e-3
 # below the prior's floor because well separated classes legitimately have a
 # within-class variance many orders below the total variance of X.
 _NOISE_VAR_FLOOR = 1e-6
+# The last resort of the relative floors: no absolute variance (1e-12 was one)
+# may override the data's own scale, only the smallest normal float64.
+_SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
+
+
+def feature_scale(X):
+    """The unit of every variance floor: the mean feature variance of ``X``.
+
+    Floors are relative to it, so that the estimates scale as ``X**2`` and
+    the head predicts the same on ``X * 1e-7`` as on ``X`` (an absolute floor
+    such as 1e-12 overrode the estimates of small-scale data). Data that do
+    not vary fall back on their mean square, then on 1; the result is at least
+    the smallest normal float64, whose reciprocal is finite.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> feature_scale(np.array([[0.0], [0.5]]))
+    0.0625
+    >>> feature_scale(np.array([[3.0], [3.0]]))  # constant: its mean square
+    9.0
+    """
+    X = np.asarray(X, dtype=np.float64)
+    for scale in (np.mean(X.var(axis=0)), np.mean(X * X)):
+        scale = float(scale)
+        if np.isfinite(scale) and scale > 0:
+            return max(scale, _SMALLEST_NORMAL)
+    return 1.0
+
+
+def _relative_floor(relative, X):
+    """``relative`` times :func:`feature_scale` of ``X``, kept normal."""
+    return max(relative * feature_scale(X), _SMALLEST_NORMAL)
 
 
 def noise_var_floor(X):
     """Smallest class-noise variance allowed for data ``X``: ``1e-6`` times its
-    mean feature variance, and at least ``1e-12``.
+    mean feature variance (:func:`feature_scale`), which scales with ``X``.
 
     Every estimate of a within-class variance (``sigma``, ``Sigma_eps``, the
     class variances ``s_n`` that seed meta-training) is floored here, so that
@@ -38,7 +71,7 @@ def noise_var_floor(X):
     >>> noise_var_floor(np.array([[0.0], [2.0]]))
     1e-06
     """
-    return max(_NOISE_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
+    return _relative_floor(_NOISE_VAR_FLOOR, X)
 
 
 def class_means(X, y_index, n_classes):
@@ -65,14 +98,14 @@ def estimate_prior(X, y_index, n_classes):
         ``mu0``, the unweighted mean of the class means.
     prior_var : float
         ``s0``, the mean over features of the variance of the class means,
-        floored at ``1e-3`` times the mean feature variance of ``X`` (and at
-        ``1e-12``). Isotropic, so that a prediction is a single matrix product.
+        floored at ``1e-3`` times the mean feature variance of ``X``
+        (:func:`feature_scale`). Isotropic, so that a prediction is a single
+        matrix product.
     """
     means, _ = class_means(X, y_index, n_classes)
     prior_mean = means.mean(axis=0)
     spread = float(np.mean(means.var(axis=0)))
-    floor = max(_PRIOR_VAR_FLOOR * float(np.mean(X.var(axis=0))), 1e-12)
-    return prior_mean, max(spread, floor)
+    return prior_mean, max(spread, _relative_floor(_PRIOR_VAR_FLOOR, X))
 
 
 def estimate_noise_var(X, y_index, n_classes):
@@ -95,7 +128,7 @@ def estimate_noise_var(X, y_index, n_classes):
     -------
     float
         ``sigma``, floored at ``1e-6`` times the mean feature variance of
-        ``X`` (and at ``1e-12``) so that it is positive.
+        ``X`` (:func:`feature_scale`) so that it is positive.
 
     Raises
     ------

@@ -137,16 +137,20 @@ class EVMClassifier(OpenWorldBaseline):
         new_points = _unit_rows(X)
         n_old = self._points.shape[0]
         changed = np.zeros(n_old, dtype=bool)
+        # The old tails are merged into a copy and every array is replaced,
+        # never written in place: a step interrupted half-way leaves the
+        # arrays it started from intact (O(n_points x tail_size), less than
+        # the step's own O(n_points x d)).
+        tails = self._tails.copy()
         # The old points' tails take in the new points of other classes.
         step = max(1, _CHUNK_ELEMENTS // new_points.shape[0])
         for start in range(0, n_old, step):
             rows = slice(start, start + step)
             margins = self._margins(self._points[rows], self._point_class[rows],
                                     new_points, index)
-            merged = _smallest(np.hstack([self._tails[rows], margins]),
-                               self.tail_size)
-            changed[rows] = np.any(merged != self._tails[rows], axis=1)
-            self._tails[rows] = merged
+            merged = _smallest(np.hstack([tails[rows], margins]), self.tail_size)
+            changed[rows] = np.any(merged != tails[rows], axis=1)
+            tails[rows] = merged
         points = np.vstack([self._points, new_points])
         point_class = np.concatenate([self._point_class, index])
         # The new points' tails against every point of another class.
@@ -158,13 +162,13 @@ class EVMClassifier(OpenWorldBaseline):
                 self._margins(new_points[rows], index[rows], points, point_class),
                 self.tail_size,
             )
-        self._points, self._point_class = points, point_class
-        self._tails = np.vstack([self._tails, new_tails])
+        tails = np.vstack([tails, new_tails])
         refit = np.r_[np.flatnonzero(changed), n_old + np.arange(new_points.shape[0])]
-        shape, scale = fit_weibull(self._tails[refit])
-        self._shape = np.concatenate([self._shape, np.empty(new_points.shape[0])])
-        self._scale = np.concatenate([self._scale, np.empty(new_points.shape[0])])
-        self._shape[refit], self._scale[refit] = shape, scale
+        shape = np.concatenate([self._shape, np.empty(new_points.shape[0])])
+        scale = np.concatenate([self._scale, np.empty(new_points.shape[0])])
+        shape[refit], scale[refit] = fit_weibull(tails[refit])
+        self._points, self._point_class = points, point_class
+        self._tails, self._shape, self._scale = tails, shape, scale
 
     def _score(self, X):
         n_rows = X.shape[0]
