@@ -1,16 +1,42 @@
-"""Open-world evaluation: H-measure, log-loss, calibration, report, a CV scorer."""
+"""Open-world evaluation: H-measure, log-loss, calibration, novelty detection
+scores, a report, and a CV scorer.
 
-from ._calibration import expected_calibration_error
+The AUROC of a novelty score is scikit-learn's
+``roc_auc_score(is_novel, novelty_score)`` (novel rows positive, ties counting
+one half); it has no function here.
+"""
+
+from ._calibration import (
+    brier_decomposition,
+    classwise_calibration_error,
+    expected_calibration_error,
+)
 from ._h_measure import h_measure
 from ._log_loss import open_world_log_loss
+from ._novelty import (
+    false_discovery_proportion,
+    false_novel_rate,
+    fpr_at_tpr,
+    novelty_power,
+    open_auc,
+    selection_power,
+)
 from ._open_world import novelty_threshold_at_tpr, open_world_report
 from ._scorer import novelty_scorer
 
 __all__ = [
+    "brier_decomposition",
+    "classwise_calibration_error",
     "expected_calibration_error",
+    "false_discovery_proportion",
+    "false_novel_rate",
+    "fpr_at_tpr",
     "h_measure",
+    "novelty_power",
     "novelty_scorer",
     "novelty_threshold_at_tpr",
+    "open_auc",
     "open_world_log_loss",
     "open_world_report",
+    "selection_power",
 ]

@@ -1,20 +1,30 @@
-"""Calibration of a probability: expected calibration error and reliability bins.
+"""Calibration of a probability: expected calibration error, its class-wise
+form, the Brier score's decomposition, and reliability bins.
 
 scikit-learn has the reliability curve (:func:`sklearn.calibration.calibration_curve`)
 and the Brier score (:func:`sklearn.metrics.brier_score_loss`) but no expected
 calibration error; this module adds it, on the very bins of
-``calibration_curve(strategy="uniform")`` so that the figure and the number
-describe the same groups of rows.
+``calibration_curve`` (equal-width with ``strategy="uniform"``, equal-mass
+with ``strategy="quantile"``) so that the figure and the number describe the
+same groups of rows.
 """
 
 from numbers import Integral
 
 import numpy as np
 from sklearn.calibration import calibration_curve
-from sklearn.utils import Bunch, check_consistent_length, column_or_1d
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.metrics import brier_score_loss
+from sklearn.utils import Bunch, check_array, check_consistent_length, column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-__all__ = ["expected_calibration_error", "reliability_bins"]
+from .._proba import novel_rows
+
+__all__ = [
+    "brier_decomposition",
+    "classwise_calibration_error",
+    "expected_calibration_error",
+    "reliability_bins",
+]
 
 DEFAULT_N_BINS = 15
 
@@ -42,14 +52,22 @@ def _check_binary_and_proba(y_true, y_prob):
     return y_true == 1, y_prob
 
 
-def _bin_index(y_prob, n_bins):
-    """Bin of each probability among ``n_bins`` equal-width bins of [0, 1].
+def _bin_index(y_prob, n_bins, strategy="uniform"):
+    """Bin of each probability among ``n_bins`` bins: the rule of
+    :func:`sklearn.calibration.calibration_curve`.
 
-    Right-closed bins ``(k / n_bins, (k + 1) / n_bins]``, the first one also
-    holding 0: the rule of ``calibration_curve(strategy="uniform")``.
+    ``"uniform"``: right-closed equal-width bins ``(k / n_bins, (k + 1) /
+    n_bins]``, the first one also holding 0. ``"quantile"``: the edges are the
+    ``k / n_bins`` percentiles of ``y_prob`` (``np.percentile``, linear
+    interpolation), the bins right-closed ``(e_k, e_{k+1}]`` with everything up
+    to ``e_1`` in the first, so that each bin holds about ``n / n_bins`` rows
+    (fewer non-empty bins when values are tied).
     """
-    inner_edges = np.linspace(0.0, 1.0, n_bins + 1)[1:-1]
-    return np.searchsorted(inner_edges, y_prob)
+    if strategy == "quantile":
+        edges = np.percentile(y_prob, np.linspace(0.0, 1.0, n_bins + 1) * 100)
+    else:
+        edges = np.linspace(0.0, 1.0, n_bins + 1)
+    return np.searchsorted(edges[1:-1], y_prob)
 
 
 @validate_params(
@@ -57,17 +75,33 @@ def _bin_index(y_prob, n_bins):
         "y_true": ["array-like"],
         "y_prob": ["array-like"],
         "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "strategy": [StrOptions({"uniform", "quantile"})],
     },
     prefer_skip_nested_validation=True,
 )
 def expected_calibration_error(y_true, y_prob, *,
-                               n_bins: int = DEFAULT_N_BINS) -> float:
-    """Expected calibration error of a binary probability, equal-width bins.
+                               n_bins: int = DEFAULT_N_BINS,
+                               strategy: str = "uniform") -> float:
+    """Expected calibration error of a binary probability, binned.
 
-    The rows are grouped into ``n_bins`` equal-width bins of [0, 1] by their
-    predicted probability, right-closed ``(k / n_bins, (k + 1) / n_bins]`` with
-    0 in the first bin -- the bins of
-    :func:`sklearn.calibration.calibration_curve` with ``strategy="uniform"``.
+    The rows are grouped into ``n_bins`` bins by their predicted probability,
+    the bins of :func:`sklearn.calibration.calibration_curve` with the same
+    ``strategy``:
+
+    - ``"uniform"`` (the default): equal-width bins of [0, 1], right-closed
+      ``(k / n_bins, (k + 1) / n_bins]`` with 0 in the first bin;
+    - ``"quantile"``: equal-mass bins, the *adaptive* ECE [3]_: the edges are
+      the ``k / n_bins`` percentiles of ``y_prob`` (``np.percentile``), bins
+      right-closed as above, so each holds about ``n / n_bins`` rows (fewer
+      non-empty bins when predictions are tied). Where most predictions are
+      near 0 or 1 -- P(novel) on a stream with few novel rows -- equal-width
+      bins put almost every row into one or two bins; equal-mass bins keep
+      the resolution where the rows are.
+
+    The adaptive ECE is this function with ``strategy="quantile"`` rather
+    than a function of its own, so that the two estimates differ in one
+    argument, as the reliability diagrams of ``calibration_curve`` do.
+
     The error is the gap between the mean prediction and the observed
     frequency of the positive class in each bin, weighted by the bin's share
     of the rows:
@@ -88,8 +122,12 @@ def expected_calibration_error(y_true, y_prob, *,
     y_prob : array-like of shape (n_samples,)
         Predicted probability of the positive class, in [0, 1].
 
-    n_bins : int, default=15
-        Number of equal-width bins.
+    n_bins : int >= 1, default=15
+        Number of bins.
+
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width bins of [0, 1] (``"uniform"``) or equal-mass bins at the
+        quantiles of ``y_prob`` (``"quantile"``, the adaptive ECE).
 
     Returns
     -------
@@ -98,6 +136,10 @@ def expected_calibration_error(y_true, y_prob, *,
 
     See Also
     --------
+    classwise_calibration_error : the mean one-vs-rest ECE of a multi-class
+        probability.
+    brier_decomposition : the Brier score's reliability term, a squared
+        counterpart of the ECE.
     sklearn.calibration.calibration_curve : the per-bin frequencies and mean
         predictions (a reliability diagram).
     sklearn.metrics.brier_score_loss : mean squared error of the probability.
@@ -108,6 +150,8 @@ def expected_calibration_error(y_true, y_prob, *,
        calibrated probabilities using Bayesian binning", AAAI, 2015.
     .. [2] C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On calibration of
        modern neural networks", ICML, 2017.
+    .. [3] J. Nixon, M. W. Dusenberry, L. Zhang, G. Jerfel and D. Tran,
+       "Measuring calibration in deep learning", CVPR Workshops, 2019.
 
     Examples
     --------
@@ -116,9 +160,25 @@ def expected_calibration_error(y_true, y_prob, *,
     0.5
     >>> expected_calibration_error([0, 0, 0, 1], [0.25, 0.25, 0.25, 0.25])
     0.0
+
+    All four predictions below lie in the first of two equal-width bins (one
+    gap, 0.5 - 0.25); two equal-mass bins split them into the two lowest and
+    the two highest (gaps 0.15 and 0.65, each weighing one half):
+
+    >>> y_true, y_prob = [0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]
+    >>> round(expected_calibration_error(y_true, y_prob, n_bins=2), 4)
+    0.25
+    >>> round(expected_calibration_error(y_true, y_prob, n_bins=2,
+    ...                                  strategy="quantile"), 4)
+    0.4
     """
     y_true, y_prob = _check_binary_and_proba(y_true, y_prob)
-    bins = _bin_index(y_prob, n_bins)
+    return _binned_ece(y_true, y_prob, n_bins, strategy)
+
+
+def _binned_ece(y_true, y_prob, n_bins, strategy):
+    """The ECE of checked inputs: boolean ``y_true``, float ``y_prob``."""
+    bins = _bin_index(y_prob, n_bins, strategy)
     # |sum of predictions - sum of outcomes| per bin, over n: the weighted
     # gap of the formula with the bin counts cancelled.
     predicted = np.bincount(bins, weights=y_prob, minlength=n_bins)
@@ -127,7 +187,296 @@ def expected_calibration_error(y_true, y_prob, *,
     return float(np.sum(np.abs(predicted - observed)) / y_true.shape[0])
 
 
-def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS) -> Bunch:
+def _one_vs_rest_targets(y_true, y_proba, classes):
+    """Probabilities (n_samples, n_columns) and the boolean outcome of each
+    column, for a closed-world or an open-world (last column novel) output."""
+    known = getattr(y_proba, "known_classes", None)
+    is_log_proba = bool(getattr(y_proba, "is_log_proba", False))
+    values = check_array(
+        np.asarray(y_proba),
+        dtype=np.float64,
+        ensure_all_finite=not is_log_proba,  # log(0) = -inf is valid
+        input_name="y_proba",
+    )
+    if np.isnan(values).any():
+        raise ValueError("y_proba contains NaN.")
+    if is_log_proba:
+        values = np.exp(values)
+    if values.min() < 0.0 or values.max() > 1.0:
+        raise ValueError(
+            "y_proba has values outside [0, 1]: calibration needs "
+            "probabilities, not scores."
+        )
+    y_true = column_or_1d(y_true)
+    check_consistent_length(y_true, values)
+    n_columns = values.shape[1]
+    if classes is None:
+        if known is None:
+            raise ValueError(
+                "classes is required unless y_proba is the array an open-world "
+                "classifier's predict_proba returned, unchanged (it carries its "
+                "known_classes; np.asarray, slicing or arithmetic drops them)."
+            )
+        classes = known
+    else:
+        classes = column_or_1d(classes)
+        if known is not None and not np.array_equal(classes, known):
+            raise ValueError(
+                f"classes {classes.tolist()!r} differ from the known classes "
+                f"{known.tolist()!r} that y_proba carries."
+            )
+    if np.unique(classes).shape[0] != classes.shape[0]:
+        raise ValueError(f"classes has repeated labels: {classes.tolist()!r}.")
+    if classes.shape[0] == n_columns - 1:
+        # The open-world layout: the last column is "novel", whose positives
+        # are the rows of every class outside `classes`.
+        is_novel = novel_rows(y_true, classes, require_both=False)
+        targets = [y_true == label for label in classes] + [is_novel]
+    elif classes.shape[0] == n_columns:
+        unknown = ~np.isin(y_true, classes)
+        if unknown.any():
+            raise ValueError(
+                f"y_true has labels {np.unique(y_true[unknown]).tolist()!r} that "
+                "are not in classes; for an open-world output, whose last column "
+                "is the novel class, pass the known classes only."
+            )
+        targets = [y_true == label for label in classes]
+    else:
+        raise ValueError(
+            f"y_proba has {n_columns} columns but classes has "
+            f"{classes.shape[0]} labels: pass one label per column, or one per "
+            "column but the last for an open-world output (the last column is "
+            "the novel class)."
+        )
+    return values, np.column_stack(targets)
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_proba": ["array-like"],
+        "classes": ["array-like", None],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "strategy": [StrOptions({"uniform", "quantile"})],
+    },
+    prefer_skip_nested_validation=True,
+)
+def classwise_calibration_error(y_true, y_proba, classes=None, *,
+                                n_bins: int = DEFAULT_N_BINS,
+                                strategy: str = "uniform") -> float:
+    """Class-wise expected calibration error of multi-class probabilities.
+
+    The mean over the columns of ``y_proba`` of the one-vs-rest expected
+    calibration error (:func:`expected_calibration_error` of "the row belongs
+    to this column's class" against that column's probability):
+
+    .. math::
+
+       \\mathrm{cwECE} = \\frac{1}{C} \\sum_{c=1}^{C} \\sum_k
+       \\frac{n_{c,k}}{n} \\left| \\bar p_{c,k} - \\bar y_{c,k} \\right| ,
+
+    with each column binned on its own. Unlike the ECE of the top-label
+    confidence, it asks every probability to be calibrated, not only the
+    largest one. Every column counts equally, including a class with no row
+    in ``y_true`` (its probabilities should then be near 0).
+
+    An open-world output (``predict_proba`` of the package's classifiers) has
+    one column per known class and a last column for the novel class; the
+    positives of that column are the rows whose label is not a known class,
+    as :func:`open_world_log_loss` scores them, so the novel column's term is
+    the ECE of P(novel).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels; with an open-world output they may include labels the
+        classifier never saw.
+
+    y_proba : array-like of shape (n_samples, n_columns)
+        Probabilities in [0, 1], one column per class. The array an
+        open-world classifier's ``predict_proba`` (or ``predict_log_proba``:
+        it is exponentiated) returned, unchanged, carries its known classes.
+
+    classes : array-like of shape (n_columns,) or (n_columns - 1,), default=None
+        Labels of the columns, in order. With ``n_columns - 1`` labels the
+        last column is the novel class (the open-world layout). None: the
+        ``known_classes`` that an open-world output carries (an error for a
+        plain array: matching sorted labels to columns by position silently
+        scores the wrong columns when a class is missing from ``y_true``).
+
+    n_bins : int >= 1, default=15
+        Number of bins of each column.
+
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins, as in
+        :func:`expected_calibration_error`.
+
+    Returns
+    -------
+    cw_ece : float
+        The class-wise expected calibration error, in [0, 1].
+
+    See Also
+    --------
+    expected_calibration_error : the binary ECE of one column.
+
+    References
+    ----------
+    .. [1] M. Kull, M. Perello-Nieto, M. Kängsepp, T. Silva Filho, H. Song and
+       P. Flach, "Beyond temperature scaling: obtaining well-calibrated
+       multi-class probabilities with Dirichlet calibration", NeurIPS, 2019.
+    .. [2] J. Nixon, M. W. Dusenberry, L. Zhang, G. Jerfel and D. Tran,
+       "Measuring calibration in deep learning", CVPR Workshops, 2019.
+
+    Examples
+    --------
+    Two known classes and the novel column; ``"c"`` is novel. With one bin,
+    each column's term is the gap between its mean probability and its
+    frequency: 0.4 vs 0.5, 0.275 vs 0.25 and 0.325 vs 0.25.
+
+    >>> from sklearn_flowr.metrics import classwise_calibration_error
+    >>> y_proba = [[0.8, 0.1, 0.1], [0.2, 0.6, 0.2], [0.1, 0.1, 0.8],
+    ...            [0.5, 0.3, 0.2]]
+    >>> y_true = ["a", "b", "c", "a"]
+    >>> err = classwise_calibration_error(y_true, y_proba, ["a", "b"], n_bins=1)
+    >>> round(err, 4)  # (0.1 + 0.025 + 0.075) / 3
+    0.0667
+
+    The output of an open-world classifier carries its classes:
+
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
+    >>> y = np.array([0, 0, 1, 1, 2, 2])
+    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
+    >>> err = classwise_calibration_error(y, head.predict_proba(X))
+    >>> 0.0 <= err <= 1.0
+    True
+    """
+    values, targets = _one_vs_rest_targets(y_true, y_proba, classes)
+    return float(np.mean([
+        _binned_ece(targets[:, column], values[:, column], n_bins, strategy)
+        for column in range(values.shape[1])
+    ]))
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_prob": ["array-like"],
+        "n_bins": [Interval(Integral, 1, None, closed="left")],
+        "strategy": [StrOptions({"uniform", "quantile"})],
+    },
+    prefer_skip_nested_validation=True,
+)
+def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
+                        strategy: str = "uniform") -> Bunch:
+    """The Brier score and Murphy's decomposition into reliability, resolution
+    and uncertainty, over bins of the predicted probability.
+
+    With the rows grouped into bins ``k`` as in
+    :func:`expected_calibration_error` (``n_k`` rows, mean prediction
+    :math:`\\bar p_k`, frequency of the positive class :math:`\\bar y_k`, and
+    :math:`\\bar y` the overall frequency):
+
+    .. math::
+
+       \\mathrm{REL} = \\sum_k \\frac{n_k}{n} (\\bar p_k - \\bar y_k)^2, \\quad
+       \\mathrm{RES} = \\sum_k \\frac{n_k}{n} (\\bar y_k - \\bar y)^2, \\quad
+       \\mathrm{UNC} = \\bar y (1 - \\bar y).
+
+    Reliability is the calibration error (lower is better), resolution how
+    far the bins' frequencies spread from the base rate (higher is better),
+    uncertainty that of the outcome alone (the Brier score of always
+    predicting :math:`\\bar y`). The identity
+
+    .. math::
+
+       \\mathrm{BS} = \\mathrm{REL} - \\mathrm{RES} + \\mathrm{UNC}
+       + \\mathrm{WB}, \\quad
+       \\mathrm{WB} = \\frac{1}{n} \\sum_k \\sum_{i \\in k}
+       \\left[ (p_i - \\bar p_k)^2 - 2 (p_i - \\bar p_k)(y_i - \\bar y_k) \\right]
+
+    is exact (up to floating-point rounding). Murphy's three-term form,
+    ``brier = reliability - resolution + uncertainty``, holds exactly when the
+    predictions are constant within each bin (then ``within_bin`` is 0, as
+    for a forecaster who issues a few fixed probabilities); otherwise the
+    within-bin term -- the within-bin variance of the predictions minus twice
+    their within-bin covariance with the outcome [2]_ -- makes up the
+    difference. It is small when the bins are narrow.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Outcomes: booleans, or 0 and 1 (1 = positive).
+
+    y_prob : array-like of shape (n_samples,)
+        Predicted probability of the positive class, in [0, 1].
+
+    n_bins : int >= 1, default=15
+        Number of bins.
+
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins, as in
+        :func:`expected_calibration_error`.
+
+    Returns
+    -------
+    decomposition : :class:`~sklearn.utils.Bunch`
+        Floats ``brier`` (:func:`sklearn.metrics.brier_score_loss`),
+        ``reliability``, ``resolution``, ``uncertainty`` and ``within_bin``,
+        with ``brier == reliability - resolution + uncertainty + within_bin``.
+
+    See Also
+    --------
+    sklearn.metrics.brier_score_loss : the Brier score alone.
+    expected_calibration_error : the calibration gap in absolute value.
+
+    References
+    ----------
+    .. [1] A. H. Murphy, "A new vector partition of the probability score",
+       Journal of Applied Meteorology, 12(4), 595-600, 1973.
+    .. [2] D. B. Stephenson, C. A. S. Coelho and I. T. Jolliffe, "Two extra
+       components in the Brier score decomposition", Weather and
+       Forecasting, 23(4), 752-757, 2008.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import brier_decomposition
+    >>> parts = brier_decomposition([0, 0, 1, 1], [0.2, 0.2, 0.8, 0.8], n_bins=2)
+    >>> round(parts.brier, 4), round(parts.reliability, 4)
+    (0.04, 0.04)
+    >>> round(parts.resolution, 4), round(parts.uncertainty, 4), parts.within_bin
+    (0.25, 0.25, 0.0)
+    """
+    y_true, y_prob = _check_binary_and_proba(y_true, y_prob)
+    brier = float(brier_score_loss(y_true.astype(np.int8), y_prob, pos_label=1))
+    outcome = y_true.astype(np.float64)
+    n = outcome.shape[0]
+    bins = _bin_index(y_prob, n_bins, strategy)
+    count = np.bincount(bins, minlength=n_bins)
+    filled = count > 0
+    mean_pred = np.zeros(n_bins)
+    mean_true = np.zeros(n_bins)
+    mean_pred[filled] = (np.bincount(bins, weights=y_prob, minlength=n_bins)[filled]
+                         / count[filled])
+    mean_true[filled] = (np.bincount(bins, weights=outcome, minlength=n_bins)[filled]
+                         / count[filled])
+    weight = count / n
+    base_rate = outcome.mean()
+    pred_dev = y_prob - mean_pred[bins]
+    true_dev = outcome - mean_true[bins]
+    return Bunch(
+        brier=brier,
+        reliability=float(np.sum(weight * (mean_pred - mean_true) ** 2)),
+        resolution=float(np.sum(weight * (mean_true - base_rate) ** 2)),
+        uncertainty=float(base_rate * (1.0 - base_rate)),
+        within_bin=float(np.mean(pred_dev ** 2 - 2.0 * pred_dev * true_dev)),
+    )
+
+
+def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
+                     strategy: str = "uniform") -> Bunch:
     """Reliability-diagram data: the non-empty bins of ``calibration_curve``.
 
     Parameters
@@ -137,7 +486,9 @@ def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS) -> Bunch:
     y_prob : array-like of shape (n_samples,)
         Predicted probability of the positive class, in [0, 1].
     n_bins : int, default=15
-        Number of equal-width bins (see :func:`expected_calibration_error`).
+        Number of bins (see :func:`expected_calibration_error`).
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width or equal-mass bins, as in ``calibration_curve``.
 
     Returns
     -------
@@ -155,7 +506,7 @@ def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS) -> Bunch:
     """
     y_true, y_prob = _check_binary_and_proba(y_true, y_prob)
     prob_true, prob_pred = calibration_curve(y_true, y_prob, n_bins=n_bins,
-                                             strategy="uniform")
-    count = np.bincount(_bin_index(y_prob, n_bins), minlength=n_bins)
+                                             strategy=strategy)
+    count = np.bincount(_bin_index(y_prob, n_bins, strategy), minlength=n_bins)
     return Bunch(prob_pred=prob_pred, prob_true=prob_true,
                  count=count[count > 0], n_bins=n_bins)

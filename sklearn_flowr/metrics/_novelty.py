@@ -1,0 +1,454 @@
+"""Novelty detection scores: FPR at a TPR, OpenAUC, and the error rates of a
+novelty decision taken from p-values or a selection.
+
+The convention throughout: the positive class is *novel* (a class the model
+did not know when it predicted), and a higher novelty score means "more
+likely novel" -- FLOWR's P(novel), or a baseline's distance to the nearest
+class. The AUROC needs no function of its own: it is
+``sklearn.metrics.roc_auc_score(is_novel, novelty_score)``, ties counting one
+half; :func:`open_world_report` reports it, and with an open-world
+``predict_proba`` output, ``roc_auc_score(novel_rows(y, proba.known_classes),
+proba[:, -1])`` (:func:`sklearn_flowr._proba.novel_rows`).
+"""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils import check_array, check_consistent_length, column_or_1d
+from sklearn.utils._param_validation import Interval, validate_params
+
+from ._open_world import _check_boolean, _same_labels, novelty_threshold_at_tpr
+
+__all__ = [
+    "false_discovery_proportion",
+    "false_novel_rate",
+    "fpr_at_tpr",
+    "novelty_power",
+    "open_auc",
+    "selection_power",
+]
+
+
+def _check_score(score, name):
+    """A one-dimensional, finite, non-empty float array."""
+    score = check_array(score, ensure_2d=False, dtype=np.float64, input_name=name)
+    if score.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {score.shape}.")
+    return score
+
+
+def _check_binary_target(y_true):
+    """``y_true`` as booleans: it may be boolean, or take values in {0, 1}."""
+    y_true = column_or_1d(y_true)
+    if y_true.shape[0] == 0:
+        raise ValueError("y_true is empty.")
+    if y_true.dtype == bool:
+        return y_true
+    labels = np.unique(y_true)
+    if not np.all(np.isin(labels, [0, 1])):
+        raise ValueError(
+            f"y_true must be boolean or in {{0, 1}}; got labels {labels.tolist()}."
+        )
+    return y_true == 1
+
+
+def _check_is_novel(is_novel, *others):
+    """A non-empty boolean ``is_novel``, as long as each of ``others``."""
+    is_novel = _check_boolean(is_novel, "is_novel")
+    if is_novel.shape[0] == 0:
+        raise ValueError("is_novel is empty.")
+    check_consistent_length(is_novel, *others)
+    return is_novel
+
+
+def _check_pvalues(pvalues):
+    pvalues = _check_score(pvalues, "pvalues")
+    if pvalues.min() < 0.0 or pvalues.max() > 1.0:
+        raise ValueError("pvalues has values outside [0, 1].")
+    return pvalues
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "score": ["array-like"],
+        "tpr": [Interval(Real, 0.0, 1.0, closed="right")],
+    },
+    prefer_skip_nested_validation=True,
+)
+def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
+    """False-positive rate at the threshold whose true-positive rate reaches ``tpr``.
+
+    A row is declared positive iff ``score >= tau``, with ``tau`` the largest
+    threshold at which at least a share ``tpr`` of the positive rows is
+    declared positive (:func:`novelty_threshold_at_tpr`); the result is the
+    share of the negative rows declared positive there. As the
+    false-positive rate only falls when ``tau`` grows, it is the smallest
+    false-positive rate among the thresholds whose true-positive rate is at
+    least ``tpr``: the lowest point of the ROC curve at or above ``tpr``, with
+    no interpolation. Rows tied at ``tau`` are all declared positive.
+
+    With ``tpr=0.95`` it is the FPR95 of out-of-distribution detection. Here
+    the positive class is *novel* (a known row flagged novel is a false
+    positive). Papers that call in-distribution the positive class [1]_
+    measure the share of novel rows accepted as known at 95% of known rows
+    accepted: ``fpr_at_tpr(~is_novel, -score)``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        Booleans, or 0 and 1: whether each row is positive (novel). Both
+        classes must be present.
+
+    score : array-like of shape (n_samples,)
+        Any finite score, higher meaning more likely positive (P(novel), a
+        distance to the nearest class).
+
+    tpr : float in (0, 1], default=0.95
+        The true-positive rate to reach.
+
+    Returns
+    -------
+    fpr : float
+        The false-positive rate, in [0, 1].
+
+    See Also
+    --------
+    novelty_threshold_at_tpr : the threshold itself.
+    sklearn.metrics.roc_curve : every (FPR, TPR) point.
+    sklearn.metrics.roc_auc_score : the area under that curve (AUROC).
+
+    References
+    ----------
+    .. [1] S. Liang, Y. Li and R. Srikant, "Enhancing the reliability of
+       out-of-distribution image detection in neural networks", ICLR, 2018.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import fpr_at_tpr
+    >>> y_true = [1, 1, 1, 1, 0, 0, 0, 0]
+    >>> score = [0.9, 0.8, 0.7, 0.3, 0.6, 0.4, 0.2, 0.1]
+    >>> fpr_at_tpr(y_true, score, tpr=0.75)  # tau = 0.7: no negative above
+    0.0
+    >>> fpr_at_tpr(y_true, score, tpr=0.95)  # tau = 0.3: 0.6 and 0.4 above
+    0.5
+    """
+    positive = _check_binary_target(y_true)
+    score = _check_score(score, "score")
+    check_consistent_length(positive, score)
+    if positive.all():
+        raise ValueError("y_true has no negative row; the FPR is undefined.")
+    # novelty_threshold_at_tpr refuses a y_true without positive rows.
+    tau = novelty_threshold_at_tpr(score, positive, tpr)
+    return float(np.mean(score[~positive] >= tau))
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_known": ["array-like"],
+        "novelty_score": ["array-like"],
+        "is_novel": ["array-like"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
+    """OpenAUC: the chance that a known row is classified correctly *and*
+    ranked below a novel row by its novelty score.
+
+    Over all pairs of a known row ``i`` and a novel row ``j``, OpenAUC [1]_ is
+    the mean of
+
+    .. math::
+
+       \\mathbb{1}[\\hat y_i = y_i] \\left( \\mathbb{1}[s_i < s_j]
+       + \\tfrac{1}{2} \\mathbb{1}[s_i = s_j] \\right),
+
+    with :math:`\\hat y_i` the best known class and :math:`s` the novelty
+    score. A misclassified known row fails against every novel row, however
+    low its score: the metric asks for both the closed-set prediction and the
+    novelty ranking to be right, which the AUROC (the same mean without the
+    first factor) and the closed-set accuracy each see only in part. A tie
+    counts one half, as in the AUROC and in the authors' implementation
+    (which scores a misclassified known row above every novel row and calls
+    ``roc_auc_score``). OpenAUC is at most the AUROC and at most the
+    closed-set accuracy; it equals the AUROC when every known row is
+    classified correctly.
+
+    Novel rows are told by ``is_novel`` rather than by a set of known
+    classes, so that a stream where the known classes grow (the rows of
+    :func:`open_world_report`) is scored as it was predicted. For a fixed
+    set of known classes, ``is_novel = ~np.isin(y_true, known_classes)``.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True class of each row.
+
+    y_known : array-like of shape (n_samples,)
+        The closed-set prediction: the most probable *known* class of each row
+        (the argmax over the known columns of ``predict_proba``), not the
+        open-world decision that may say "novel". Ignored on novel rows.
+
+    novelty_score : array-like of shape (n_samples,)
+        Any finite score, higher meaning more likely novel (P(novel), a
+        distance to the nearest class).
+
+    is_novel : array-like of bool of shape (n_samples,)
+        Whether each row's class was unknown to the model when it predicted.
+        At least one row must be novel and one known.
+
+    Returns
+    -------
+    open_auc : float
+        OpenAUC, in [0, 1]; higher is better.
+
+    See Also
+    --------
+    sklearn.metrics.roc_auc_score : the AUROC of the novelty score alone.
+    open_world_report : accuracies at a fixed novelty TPR.
+
+    References
+    ----------
+    .. [1] Z. Wang, Q. Xu, Z. Yang, Y. He, X. Cao and Q. Huang, "OpenAUC:
+       towards AUC-oriented open-set recognition", NeurIPS, 2022.
+
+    Examples
+    --------
+    Three known rows, the second misclassified, and two novel rows. The first
+    known row is below both novel rows (2 successes), the third below one and
+    tied with the other (1.5), the second fails: 3.5 of 6 pairs.
+
+    >>> from sklearn_flowr.metrics import open_auc
+    >>> y_true = [0, 1, 1, 7, 8]
+    >>> y_known = [0, 0, 1, 0, 1]
+    >>> novelty_score = [0.1, 0.2, 0.6, 0.6, 0.9]
+    >>> is_novel = [False, False, False, True, True]
+    >>> round(open_auc(y_true, y_known, novelty_score, is_novel), 4)
+    0.5833
+    """
+    y_true = column_or_1d(y_true)
+    y_known = column_or_1d(y_known)
+    score = _check_score(novelty_score, "novelty_score")
+    is_novel = _check_is_novel(is_novel, y_true, y_known, score)
+    if is_novel.all() or not is_novel.any():
+        raise ValueError(
+            "OpenAUC needs both known and novel rows; is_novel is "
+            f"{'all True' if is_novel.all() else 'all False'}."
+        )
+    known = ~is_novel
+    correct = _same_labels(y_known[known], y_true[known])
+    novel_scores = np.sort(score[is_novel])
+    known_scores = score[known][correct]
+    # For each correctly classified known row: the novel rows strictly above
+    # it, and those tied with it.
+    below_or_tied = np.searchsorted(novel_scores, known_scores, side="right")
+    strictly_below = np.searchsorted(novel_scores, known_scores, side="left")
+    n_novel = novel_scores.shape[0]
+    successes = np.sum(n_novel - below_or_tied) + 0.5 * np.sum(
+        below_or_tied - strictly_below
+    )
+    return float(successes / (known.sum() * n_novel))
+
+
+_ALPHA = [Interval(Real, 0.0, 1.0, closed="both")]
+
+
+@validate_params(
+    {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
+    prefer_skip_nested_validation=True,
+)
+def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
+    """Share of the known rows whose novelty p-value is at most ``alpha``.
+
+    A novelty p-value tests "this row belongs to a known class"; a row is
+    declared novel when its p-value is at most ``alpha``. The false-novel
+    rate is the share of the known rows so declared: the type I error rate,
+    which a valid (conformal) p-value keeps at most ``alpha`` in expectation.
+
+    Parameters
+    ----------
+    is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel. At least one row must be known.
+
+    pvalues : array-like of shape (n_samples,)
+        Novelty p-values in [0, 1]; small means novel.
+
+    alpha : float in [0, 1]
+        The level: declared novel iff ``pvalues <= alpha``.
+
+    Returns
+    -------
+    rate : float
+        The false-novel rate, in [0, 1].
+
+    See Also
+    --------
+    novelty_power : the same decision's share of novel rows found.
+    false_discovery_proportion : the share of false discoveries among the
+        rows declared novel.
+
+    References
+    ----------
+    .. [1] S. Bates, E. Candès, L. Lei, Y. Romano and M. Sesia, "Testing for
+       outliers with conformal p-values", The Annals of Statistics, 51(1),
+       149-178, 2023.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import false_novel_rate
+    >>> is_novel = [False, False, False, False, True, True]
+    >>> pvalues = [0.8, 0.04, 0.3, 0.05, 0.01, 0.2]
+    >>> false_novel_rate(is_novel, pvalues, alpha=0.05)  # 0.04 and 0.05
+    0.5
+    """
+    pvalues = _check_pvalues(pvalues)
+    is_novel = _check_is_novel(is_novel, pvalues)
+    if is_novel.all():
+        raise ValueError("is_novel has no known row; the false-novel rate is "
+                         "undefined.")
+    return float(np.mean(pvalues[~is_novel] <= alpha))
+
+
+@validate_params(
+    {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
+    prefer_skip_nested_validation=True,
+)
+def novelty_power(is_novel, pvalues, alpha: float) -> float:
+    """Share of the novel rows whose novelty p-value is at most ``alpha``.
+
+    The power of the decision "novel iff ``pvalues <= alpha``": the share of
+    the novel rows it declares novel (its true-positive rate).
+
+    Parameters
+    ----------
+    is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel. At least one row must be novel.
+
+    pvalues : array-like of shape (n_samples,)
+        Novelty p-values in [0, 1]; small means novel.
+
+    alpha : float in [0, 1]
+        The level: declared novel iff ``pvalues <= alpha``.
+
+    Returns
+    -------
+    power : float
+        The power, in [0, 1].
+
+    See Also
+    --------
+    false_novel_rate : the same decision's error rate on known rows.
+    selection_power : the power of a selection mask.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import novelty_power
+    >>> is_novel = [False, False, False, False, True, True]
+    >>> pvalues = [0.8, 0.04, 0.3, 0.05, 0.01, 0.2]
+    >>> novelty_power(is_novel, pvalues, alpha=0.05)  # only 0.01
+    0.5
+    """
+    pvalues = _check_pvalues(pvalues)
+    is_novel = _check_is_novel(is_novel, pvalues)
+    if not is_novel.any():
+        raise ValueError("is_novel has no novel row; the power is undefined.")
+    return float(np.mean(pvalues[is_novel] <= alpha))
+
+
+def _check_selected(is_novel, selected):
+    selected = _check_boolean(selected, "selected")
+    is_novel = _check_is_novel(is_novel, selected)
+    return is_novel, selected
+
+
+@validate_params(
+    {"is_novel": ["array-like"], "selected": ["array-like"]},
+    prefer_skip_nested_validation=True,
+)
+def false_discovery_proportion(is_novel, selected) -> float:
+    """Share of the selected rows that are not novel; 0 when none is selected.
+
+    The false discovery proportion of a selection of rows declared novel
+    (Benjamini-Hochberg's, say): its false discoveries (known rows) over its
+    size, taken as 0 for an empty selection, so that its mean over
+    repetitions is the false discovery rate [1]_.
+
+    Parameters
+    ----------
+    is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel.
+
+    selected : array-like of bool of shape (n_samples,)
+        Whether each row was declared novel (a boolean mask, not indices).
+
+    Returns
+    -------
+    fdp : float
+        The false discovery proportion, in [0, 1].
+
+    See Also
+    --------
+    selection_power : the share of the novel rows the selection holds.
+    false_novel_rate : the error rate on known rows of a p-value decision.
+
+    References
+    ----------
+    .. [1] Y. Benjamini and Y. Hochberg, "Controlling the false discovery
+       rate: a practical and powerful approach to multiple testing", Journal
+       of the Royal Statistical Society, Series B, 57(1), 289-300, 1995.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import false_discovery_proportion
+    >>> is_novel = [True, True, False, False, True]
+    >>> false_discovery_proportion(is_novel, [True, True, True, False, False])
+    0.3333333333333333
+    >>> false_discovery_proportion(is_novel, [False] * 5)
+    0.0
+    """
+    is_novel, selected = _check_selected(is_novel, selected)
+    n_selected = int(selected.sum())
+    if n_selected == 0:
+        return 0.0
+    return float(np.sum(selected & ~is_novel) / n_selected)
+
+
+@validate_params(
+    {"is_novel": ["array-like"], "selected": ["array-like"]},
+    prefer_skip_nested_validation=True,
+)
+def selection_power(is_novel, selected) -> float:
+    """Share of the novel rows that the selection holds.
+
+    The power (true-positive rate) of a selection of rows declared novel.
+
+    Parameters
+    ----------
+    is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel. At least one row must be novel.
+
+    selected : array-like of bool of shape (n_samples,)
+        Whether each row was declared novel (a boolean mask, not indices).
+
+    Returns
+    -------
+    power : float
+        The power, in [0, 1].
+
+    See Also
+    --------
+    false_discovery_proportion : the share of the selection that is wrong.
+    novelty_power : the power of the decision ``pvalues <= alpha``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.metrics import selection_power
+    >>> is_novel = [True, True, False, False, True]
+    >>> selection_power(is_novel, [True, True, True, False, False])
+    0.6666666666666666
+    """
+    is_novel, selected = _check_selected(is_novel, selected)
+    if not is_novel.any():
+        raise ValueError("is_novel has no novel row; the power is undefined.")
+    return float(np.sum(selected & is_novel) / is_novel.sum())
