@@ -111,7 +111,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
         raise ValueError(
             f"X must be 2-d features or 3-d/4-d images; got shape {X.shape}."
         )
-    out = _scaled(out, is_image=X.ndim > 2)
+    out = scale_by_dtype(out, is_image=X.ndim > 2)
     if expected_shape is None:
         return np.ascontiguousarray(out)
     if out.ndim == 2 and len(expected_shape) == 1 and out.shape[1:] != expected_shape:
@@ -127,7 +127,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     return np.ascontiguousarray(out)
 
 
-def _scaled(X, *, is_image):
+def scale_by_dtype(X, *, is_image):
     """``X`` as float32 under the dtype contract of the module docstring."""
     pixel_max = _PIXEL_MAX.get(X.dtype)
     if pixel_max is not None:

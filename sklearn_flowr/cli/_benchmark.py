@@ -28,6 +28,7 @@ cluster.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import functools
 import inspect
@@ -88,6 +89,15 @@ _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
 _MIN_FONTS = inspect.signature(load_glyphs).parameters["min_fonts"].default
 # Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
 _MAX_SEED = 2**32 - 1
+# Caps on sizes, checked by argparse: beyond them a run would exhaust memory
+# or time long after it started (after the training, for the tasks), so they
+# are refused before anything runs. Counts the run only compares (class caps)
+# get the int32 bound the model's own counts have.
+_MAX_COUNT = 2**31 - 1
+_MAX_TASKS = 10**6
+_MAX_JOBS = 1024
+_MAX_KANJI_INSTANCES = 1000
+_TASKS_WHY = " (every task's predictions are held in memory)"
 # What --quick sets, on options left at their defaults. The --help text of
 # --quick is generated from this dict, so the two cannot drift apart.
 _QUICK = dict(dataset="glyphs", tasks=200, lc_known_query_classes=20,
@@ -128,17 +138,21 @@ def build_parser() -> argparse.ArgumentParser:
     add("--font-dir", action="append", default=[],
         help="extra font folder for glyphs (repeatable), e.g. /usr/share/fonts")
     add("--max-fonts", type=integer(_MIN_FONTS, why=" (a glyph class needs "
-                                     f"{_MIN_FONTS} fonts)"), default=None,
+                                     f"{_MIN_FONTS} fonts)", cap=_MAX_COUNT),
+        default=None,
         help="glyphs: at most this many fonts per class, a seeded choice "
         "(default: all)")
     add("--kanji-classes", type=integer(20, why=" (about a fifth of them "
-                                         "are test classes)"),
+                                         "are test classes)", cap=_MAX_COUNT),
         default=KANJI_CLASSES,
         help="kanji: characters drawn, by a fixed hash; about 60%% are the "
         "training (large context: known-known) classes, 20%% the test classes")
     add("--kanji-instances", type=integer(20, why=" (a small-context task "
                                            "takes up to 10 shots and 10 queries "
-                                           "of a class)"),
+                                           "of a class)",
+                                           cap=_MAX_KANJI_INSTANCES,
+                                           cap_why=" (every drawing is held "
+                                           "in memory)"),
         default=KANJI_INSTANCES,
         help="kanji: drawings per character")
     add("--setting", nargs="+", choices=("small", "large"),
@@ -157,15 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     add("--backbone", choices=BACKBONE_NAMES, default=DEFAULT_MODEL.backbone,
         help="encoder architecture (FLOWRClassifier's backbone); mlp reads "
         "feature vectors: --data with an .npz of 2-d X")
-    add("--tasks", type=integer(1), default=1000, help="tasks per setting")
-    add("--evm-tasks", type=integer(1), default=None,
+    add("--tasks", type=integer(1, cap=_MAX_TASKS, cap_why=_TASKS_WHY),
+        default=1000, help="tasks per setting")
+    add("--evm-tasks", type=integer(1, cap=_MAX_TASKS, cap_why=_TASKS_WHY),
+        default=None,
         help="evaluate EVM on the first N tasks only, it is ~50x slower "
         "(default: all tasks)")
-    add("--lc-known-query-classes", type=integer(1), default=None,
+    add("--lc-known-query-classes", type=integer(1, cap=_MAX_COUNT),
+        default=None,
         help="known classes queried per large-context task (default: all)")
     add("--max-per-class", type=integer(2, why=": the large context fits on "
                                          "half of each class and queries the "
-                                         "other half"), default=None,
+                                         "other half", cap=_MAX_COUNT),
+        default=None,
         help="cap on images per class, bounds training time (default: no cap)")
     add("--embedding-dim", type=integer(1), default=DEFAULT_MODEL.embedding_dim,
         help="embedding dimension (embedding_dim)")
@@ -195,7 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
         "head__covariance=isotropic --set calibration=None for the paper's head, "
         "--set head__prior_scale=2, --set calibration=3; a key or value the "
         "model refuses stops the run before any data is loaded (default: none)")
-    add("--n-jobs", type=integer(1), default=1, help="joblib workers over tasks")
+    add("--n-jobs", type=integer(1, cap=_MAX_JOBS,
+                                 cap_why=" (joblib starts that many workers)"),
+        default=1, help="joblib workers over tasks")
     add("--device", default=DEFAULT_MODEL.device,
         help="torch device of training and feature extraction: auto (CUDA when "
         "available), cpu, cuda, cuda:1, ...")
@@ -209,7 +229,8 @@ def build_parser() -> argparse.ArgumentParser:
         "without unpickling ('' disables). Trained models are never cached: "
         "each run trains its own")
     add("--quick", action="store_true", help=_quick_help())
-    add("-v", "--verbose", type=integer(0), default=1, metavar="LEVEL",
+    add("-v", "--verbose", type=integer(0, cap=_MAX_COUNT), default=1,
+        metavar="LEVEL",
         help="0: only the tables; 1: a line per stage, training progress bars "
         "and a progress bar per evaluation; 2: also FLOWR's per-task "
         "fine-tuning bars")
@@ -410,10 +431,13 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit status, 0. An out-of-range option, a ``--set`` the model
-        refuses, an ``--out`` / ``--cache-dir`` that cannot be written or
-        ``--data`` the run cannot use stops earlier, before any training, with
-        a usage error (``SystemExit`` with status 2).
+        The exit status: 0, or 1 when results.json or roc.png cannot be
+        written (a full disk; a one-line message names the file, after the
+        tables are printed). An out-of-range option, a ``--device`` this
+        machine lacks, a ``--set`` the model refuses, an ``--out`` /
+        ``--cache-dir`` that cannot be written or ``--data`` the run cannot
+        use stops earlier, before any training, with a usage error
+        (``SystemExit`` with status 2).
 
     Examples
     --------
@@ -458,12 +482,50 @@ def main(argv=None) -> int:
     for setting, setting_result in results["settings"].items():
         print(format_table(setting_result, setting))
         print()
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
-    plot_figures(results, out / "roc.png")
+    problem = _write_outputs(results, out)
+    if problem:
+        # One line, no traceback: the tables above already hold the results.
+        print(f"flowr-benchmark: error: {problem}", file=sys.stderr, flush=True)
+        return 1
     print(f"Figures: {out / 'results.json'}, ROC curves and reliability "
           f"diagrams: {out / 'roc.png'} ({results['seconds']:.0f} s)")
     return 0
+
+
+def _write_replacing(path: Path, write) -> None:
+    """Write ``path`` through ``write(binary file)`` under a temporary name in
+    its folder, then rename it into place: a full disk leaves the previous
+    file (or none), never a truncated one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_outputs(results, out: Path) -> str | None:
+    """Write results.json and roc.png into ``out``; why one failed, or None."""
+    target = out
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        target = out / "results.json"
+        text = json.dumps(results, indent=1).encode("utf-8")
+        _write_replacing(target, lambda file: file.write(text))
+        target = out / "roc.png"
+        _write_replacing(target, lambda file: plot_figures(results, file))
+    except OSError as exc:
+        # exc.filename, when set, is the temporary name: name the target.
+        return (f"cannot write {str(target)!r}: "
+                f"{exc.strerror or type(exc).__name__ + ': ' + str(exc)}; the "
+                "tables above hold the results (free space or pass another "
+                "--out to keep the files).")
+    return None
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -167,6 +167,39 @@ def build_model(args, setting: str, pretrain: str, *,
     return model
 
 
+def _device_problem(device: str) -> str | None:
+    """Why training cannot run on ``device``, or None.
+
+    Beyond :func:`resolve_device` (a torch device; CUDA available when named):
+    a CUDA index this machine has, and a device that can hold a tensor (an
+    unavailable ``mps``, or ``meta``, which holds no data), so that the run
+    stops here rather than at the first tensor, after the data is loaded.
+    """
+    try:
+        resolved = resolve_device(device)
+    except ValueError as exc:
+        return str(exc)
+    if resolved.type == "cpu":
+        return None
+    if resolved.type == "meta":
+        return "the meta device holds no data; use cpu, cuda or auto."
+    import torch
+
+    if resolved.type == "cuda" and resolved.index is not None:
+        count = torch.cuda.device_count()
+        if resolved.index >= count:
+            return (f"this machine has {count} CUDA device(s), numbered from 0; "
+                    "use cuda (the current one) or cuda:0 .. "
+                    f"cuda:{count - 1}.")
+    try:
+        torch.zeros(1, device=resolved)
+    except Exception as exc:  # torch raises several types for a bad device
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return (f"cannot place a tensor there ({type(exc).__name__}: {first}); "
+                "use cpu or auto.")
+    return None
+
+
 def check_model_options(args) -> str | None:
     """Why the models of the run cannot be built (a usage error), or None.
 
@@ -174,10 +207,9 @@ def check_model_options(args) -> str | None:
     ``--pretrain``, and the no-meta-training ones when ``flowr-no-meta`` is
     among ``--methods``.
     """
-    try:
-        resolve_device(args.device)
-    except ValueError as exc:
-        return f"--device {args.device}: {exc}"
+    problem = _device_problem(args.device)
+    if problem:
+        return f"--device {args.device}: {problem}"
     if all(PRETRAININGS[pretrain] is None for pretrain in args.pretrain):
         for text in args.set:
             if text.startswith("pretrain__"):

@@ -135,7 +135,8 @@ def _label(row):
 
 def plot_figures(results, path) -> None:
     """Per setting, ROC curves of every method (top) and the reliability
-    diagram of P(novel) of the methods with a probability (bottom)."""
+    diagram of P(novel) of the methods with a probability (bottom), as a PNG
+    written to ``path`` (a file name or a binary file object)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -181,5 +182,8 @@ def plot_figures(results, path) -> None:
         reliability.legend(fontsize=6, title="baselines: no probability",
                            title_fontsize=6)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        # PNG whatever the name: the caller writes under a temporary one.
+        fig.savefig(path, dpi=120, format="png")
+    finally:
+        plt.close(fig)

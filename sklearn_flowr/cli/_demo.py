@@ -20,6 +20,11 @@ from sklearn.preprocessing import StandardScaler
 
 from .._head import CRPGaussianClassifier
 from ..metrics import open_world_report
+from ._options import integer, real
+
+# Every task keeps its 100 predictions in memory: beyond this a run would
+# exhaust memory long after it started.
+_MAX_TASKS = 10**6
 
 
 def run_demo(*, n_tasks=200, n_known=5, n_novel=5, queries_per_class=10, tpr=0.6,
@@ -71,7 +76,8 @@ def main(argv=None):
     Returns
     -------
     int
-        The exit status, 0.
+        The exit status, 0. An option out of its range stops earlier with a
+        usage error (``SystemExit`` with status 2).
 
     Examples
     --------
@@ -91,10 +97,15 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(prog="flowr-demo", description=__doc__.split(
         "\n")[0])
-    parser.add_argument("--n-tasks", type=int, default=200)
-    parser.add_argument("--tpr", type=float, default=0.6,
-                        help="novelty TPR that fixes the threshold (LC: 0.6)")
-    parser.add_argument("--random-state", type=int, default=0)
+    # Each number is checked here, so a bad one is a one-line usage error
+    # (exit status 2), not a traceback from deep inside the run.
+    parser.add_argument("--n-tasks", type=integer(1, cap=_MAX_TASKS), default=200,
+                        help=f"tasks to run, 1 to {_MAX_TASKS}")
+    parser.add_argument("--tpr", type=real(0.0, 1.0, closed=False), default=0.6,
+                        help="novelty TPR that fixes the threshold, in (0, 1] "
+                        "(LC: 0.6)")
+    parser.add_argument("--random-state", type=integer(0, 2**32 - 1), default=0,
+                        help="seed, 0 to 2**32 - 1")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     report = run_demo(n_tasks=args.n_tasks, tpr=args.tpr,

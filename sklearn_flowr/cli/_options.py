@@ -15,9 +15,24 @@ __all__ = ["HelpFormatter", "integer", "key_value", "literal", "plain_text", "re
            "split_key_value"]
 
 
-def integer(low: int, high: int | None = None, *, why: str = ""):
+def integer(low: int, high: int | None = None, *, why: str = "",
+            cap: int | None = None, cap_why: str = ""):
     """An argparse ``type=`` for an integer in ``[low, high]``: a bad value
-    stops with a usage error naming the option and the allowed range."""
+    stops with a usage error naming the option and the allowed range.
+
+    ``cap`` bounds a size against absurd values (tasks, workers) that would
+    run out of memory or time long after the run started; above it the
+    message says ``must be at most cap`` and ``cap_why``.
+
+    Examples
+    --------
+    >>> integer(1, cap=10)("3")
+    3
+    >>> integer(1, cap=10)("11")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be at most 10; got 11
+    """
 
     def parse(text: str) -> int:
         try:
@@ -29,6 +44,9 @@ def integer(low: int, high: int | None = None, *, why: str = ""):
             allowed = f">= {low}" if high is None else f"in {low}..{high}"
             raise argparse.ArgumentTypeError(
                 f"must be an integer {allowed}{why}; got {value}")
+        if cap is not None and value > cap:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {cap}{cap_why}; got {value}")
         return value
 
     return parse
@@ -36,7 +54,17 @@ def integer(low: int, high: int | None = None, *, why: str = ""):
 
 def real(low: float, high: float = math.inf, *, closed: bool = True):
     """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
-    ``closed``) and ``<= high``; nan and inf are refused."""
+    ``closed``) and ``<= high``; nan and inf are refused.
+
+    Examples
+    --------
+    >>> real(0.0, 1.0, closed=False)("0.6")
+    0.6
+    >>> real(0.0, 1.0, closed=False)("1.5")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: must be a finite number in (0, 1]; got 1.5
+    """
 
     def parse(text: str) -> float:
         try:
@@ -44,13 +72,18 @@ def real(low: float, high: float = math.inf, *, closed: bool = True):
         except ValueError:
             raise argparse.ArgumentTypeError(
                 f"expected a number; got {text!r}") from None
-        if not (math.isfinite(value) and (value >= low if closed else value > low)):
+        above = value >= low if closed else value > low
+        if math.isfinite(high):
+            # A bounded range is stated whole, so one message covers both ends.
+            if not (math.isfinite(value) and above and value <= high):
+                raise argparse.ArgumentTypeError(
+                    f"must be a finite number in {'[' if closed else '('}"
+                    f"{low:g}, {high:g}]; got {text}")
+            return value
+        if not (math.isfinite(value) and above):
             raise argparse.ArgumentTypeError(
                 f"must be a finite number {'>=' if closed else '>'} {low:g}; got "
                 f"{text}")
-        if value > high:
-            raise argparse.ArgumentTypeError(
-                f"must be at most {high:g}; got {text}")
         return value
 
     return parse

@@ -57,15 +57,18 @@ def load_user_data(path, *, random_state: int = 0):
     Returns
     -------
     X_train, y_train, X_test, y_test : ndarray
-        ``X`` as stored (uint8 images are scaled later), labels as stored
-        (a folder's are its class indices).
+        ``X`` as float32, scaled as ``FLOWRClassifier.fit`` scales it (uint8
+        images divided by 255, uint16 ones by 65535); labels as stored (a
+        folder's are its class indices).
 
     Raises
     ------
     UserDataError
         The path is missing, a file is no ``.npz`` of the four arrays, an
-        array has the wrong kind or shape, a split has fewer than 2 classes,
-        or the training and test classes overlap.
+        array has the wrong kind or shape (boolean images, or integer images
+        other than uint8 and uint16, refused as ``fit`` refuses them), a
+        split has fewer than 2 classes, or the training and test classes
+        overlap.
     """
     path = Path(path)
     if path.is_dir():
@@ -75,7 +78,21 @@ def load_user_data(path, *, random_state: int = 0):
     else:
         raise UserDataError(f"--data {str(path)!r}: no such file or folder.")
     _check_arrays(path, *parts)
-    return parts
+    X_train, y_train, X_test, y_test = parts
+    return (_scaled_as_fit(path, "train", X_train), y_train,
+            _scaled_as_fit(path, "test", X_test), y_test)
+
+
+def _scaled_as_fit(path: Path, name: str, X) -> np.ndarray:
+    """``X`` as float32, scaled by FLOWRClassifier's own dtype contract
+    (uint8 / 255, uint16 / 65535, other integer images refused), so that
+    ``--data`` and ``fit`` read the same array the same way."""
+    from .._inputs import scale_by_dtype
+
+    try:
+        return scale_by_dtype(X, is_image=X.ndim > 2)
+    except ValueError as exc:
+        raise UserDataError(f"--data {str(path)!r}: X_{name}: {exc}") from None
 
 
 def _read_folder(path: Path, random_state: int):
@@ -131,6 +148,15 @@ def _read_npz(path: Path):
 def _check_arrays(path: Path, X_train, y_train, X_test, y_test) -> None:
     where = f"--data {str(path)!r}"
     for name, X, y in (("train", X_train, y_train), ("test", X_test, y_test)):
+        if X.dtype.kind == "b":
+            # Refused as FLOWRClassifier.fit refuses them (one contract for
+            # both entry points); a 1-bit image in a --data folder is read as
+            # 0/255 pixels, which is what the fix gives.
+            raise UserDataError(
+                f"{where}: X_{name} holds boolean images, which "
+                "FLOWRClassifier.fit refuses too (their scale is not stated); "
+                "store X.astype(np.uint8) * 255 (black and white pixels) or "
+                "X.astype(np.float32).")
         if X.dtype.kind not in "uif":
             raise UserDataError(f"{where}: X_{name} has dtype {X.dtype}; "
                                 "expected numbers (uint8 images or floats).")

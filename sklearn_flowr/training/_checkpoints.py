@@ -5,20 +5,38 @@ training stage) and a fingerprint of that fit: a hash of the training data and
 the parameters that shape the model. A later ``fit`` resumes from the folder
 only when its fingerprint matches, so a reused folder never silently resumes
 another fit; epoch counts and run-time settings (device, verbosity) are left
-out, so a longer schedule resumes the shorter one.
+out, so a longer schedule resumes the shorter one. A folder that holds
+checkpoints but no readable fingerprint is refused: nothing says which fit
+they belong to. To start over, delete the folder (or give another one).
+
+Every file is written under a temporary name in its own folder, synced and
+renamed into place (:func:`os.replace`), so a process killed mid-write leaves
+the previous file whole and never a truncated one; the temporary files such a
+kill leaves behind are removed when the folder is next used.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
+import uuid
+import warnings
 
 import joblib
 import numpy as np
+from skorch.callbacks import Checkpoint
 
-__all__ = ["check_fingerprint", "checkpointed_epochs"]
+__all__ = ["AtomicCheckpoint", "check_fingerprint", "checkpointed_epochs",
+           "remove_stale_temporaries"]
 
 FINGERPRINT_FILE = "fingerprint.json"
+# The files skorch's Checkpoint writes (its default names, which the runner
+# keeps); one of them in a sub-folder marks the folder as holding checkpoints.
+CHECKPOINT_FILES = ("params.pt", "optimizer.pt", "criterion.pt", "history.json")
+# ".<name>.<pid>.<32 hex>.tmp": only names this module makes are ever removed.
+_TEMPORARY = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{32}\.tmp$")
 # Parameters that do not change what the epochs already saved computed: run
 # settings, and those only the head built after training reads (so a refit
 # with another noise_shrinkage resumes the trained encoder).
@@ -37,8 +55,144 @@ def _fingerprint(X, y, params) -> dict:
     return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
 
 
-def check_fingerprint(directory, X, y, params) -> None:
+def _temporary_name(path: str) -> str:
+    """A unique temporary name next to ``path`` (same folder, so the rename
+    into place is atomic)."""
+    folder, name = os.path.split(path)
+    return os.path.join(folder,
+                        f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+
+
+def _sync_file(path: str) -> None:
+    # A rename is atomic but may reach the disk before the data does: sync the
+    # data first, or a power cut could leave a whole-named empty file.
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_folder(folder: str) -> None:
+    # Makes the rename itself durable; not every system can open a folder
+    # (Windows), and the rename is atomic without it.
+    with contextlib.suppress(OSError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _remove_quietly(paths) -> None:
+    for path in paths:
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+
+
+def remove_stale_temporaries(directory) -> list:
+    """Remove the temporary files a killed writer left in ``directory``.
+
+    Only names this module makes (``.<file>.<pid>.<hex>.tmp``) are removed;
+    one ``checkpoint_dir`` serves one fit at a time, so any such file found
+    when a fit starts is a leftover.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        A folder; a missing one has nothing to remove.
+
+    Returns
+    -------
+    list of str
+        The paths removed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> stale = os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32))
+    >>> open(stale, "w").close()
+    >>> [os.path.basename(path) for path in remove_stale_temporaries(folder)]
+    ['.params.pt.99.00000000000000000000000000000000.tmp']
+    >>> os.listdir(folder)
+    []
+    """
+    directory = os.fspath(directory)
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    for name in sorted(names):
+        path = os.path.join(directory, name)
+        if _TEMPORARY.match(name) and os.path.isfile(path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+                removed.append(path)
+    return removed
+
+
+def _checkpoint_files(directory: str) -> list:
+    """The skorch checkpoint files in the sub-folders of ``directory``."""
+    found = []
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        for stage in sorted(os.listdir(directory)):
+            for name in CHECKPOINT_FILES:
+                path = os.path.join(directory, stage, name)
+                if os.path.isfile(path):
+                    found.append(os.path.join(stage, name))
+    return found
+
+
+def _read_fingerprint(path: str) -> dict:
+    """The fingerprint stored at ``path``; ValueError when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            old = json.load(file)
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(old, dict) or set(old) != {"data", "params"}:
+        raise ValueError("expected an object with the fields 'data' and "
+                         "'params'")
+    if not isinstance(old["data"], str) or not isinstance(old["params"], dict) \
+            or not all(isinstance(value, str)
+                       for value in old["params"].values()):
+        raise ValueError("'data' must be a string and 'params' an object of "
+                         "strings")
+    return old
+
+
+def _write_fingerprint(path: str, fingerprint: dict) -> None:
+    tmp = _temporary_name(path)
+    try:
+        with open(tmp, "x", encoding="utf-8") as file:
+            json.dump(fingerprint, file, indent=1)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _remove_quietly([tmp])
+        raise
+    _sync_folder(os.path.dirname(path))
+
+
+def _start_over(directory: str) -> None:
+    """Delete the checkpoints and the fingerprint ``directory`` holds (only
+    the files this package writes there)."""
+    _remove_quietly([os.path.join(directory, name)
+                     for name in _checkpoint_files(directory)]
+                    + [os.path.join(directory, FINGERPRINT_FILE)])
+
+
+def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
     """Record this fit's fingerprint in ``directory``, or fail on another's.
+
+    A new or empty folder (or one without checkpoint files) starts a fresh
+    fit. A folder whose fingerprint is missing, unreadable or malformed while
+    it holds checkpoint files is refused: nothing says which fit those
+    checkpoints belong to. To start over, delete the folder, give another
+    one, or pass ``restart=True``.
 
     Parameters
     ----------
@@ -47,12 +201,19 @@ def check_fingerprint(directory, X, y, params) -> None:
         The training data as the fit uses it.
     params : dict
         The estimator's ``get_params(deep=False)``.
+    restart : bool, default=False
+        Delete the checkpoints and the fingerprint ``directory`` holds (only
+        the files this package writes there) and record this fit's
+        fingerprint, whatever the folder held.
 
     Raises
     ------
     ValueError
         If ``directory`` holds the checkpoints of a fit on other data or with
-        other parameters; the message says what differs.
+        other parameters (the message says what differs), or checkpoints
+        without a valid fingerprint; each message says how to start over.
+    OSError
+        If the fingerprint cannot be written (the message names the file).
 
     Examples
     --------
@@ -65,18 +226,23 @@ def check_fingerprint(directory, X, y, params) -> None:
     ValueError: checkpoint_dir ... of another fit (a: 0.5 -> 0.7)...
     """
     new = _fingerprint(X, y, params)
-    path = os.path.join(os.fspath(directory), FINGERPRINT_FILE)
-    if os.path.exists(path):
+    directory = os.fspath(directory)
+    path = os.path.join(directory, FINGERPRINT_FILE)
+    remove_stale_temporaries(directory)
+    if restart:
+        _start_over(directory)
+    if os.path.lexists(path):
         try:
-            with open(path, encoding="utf-8") as file:
-                old = json.load(file)
-            # Folders written before a parameter joined _RUN_SETTINGS hold it.
-            old_params, old_data = _shaping(dict(old["params"])), old["data"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            old = _read_fingerprint(path)
+        except ValueError as exc:
             raise ValueError(
-                f"Cannot read the checkpoint fingerprint {path} ({exc}). Delete "
-                f"{os.fspath(directory)} to start over."
+                f"Cannot read the checkpoint fingerprint {path} ({exc}), so "
+                f"the checkpoints in {directory} cannot be matched to this "
+                f"fit. Delete {directory}, or give another checkpoint_dir, to "
+                "start over."
             ) from exc
+        # Folders written before a parameter joined _RUN_SETTINGS hold it.
+        old_params, old_data = _shaping(old["params"]), old["data"]
         differences = []
         if old_data != new["data"]:
             differences.append("the training data differ")
@@ -87,14 +253,26 @@ def check_fingerprint(directory, X, y, params) -> None:
                         if old_params.get(name) != new["params"].get(name)]
         if differences:
             raise ValueError(
-                f"checkpoint_dir {os.fspath(directory)} holds the checkpoints of "
+                f"checkpoint_dir {directory} holds the checkpoints of "
                 f"another fit ({'; '.join(differences)}). Give another "
                 "checkpoint_dir, or delete this one to start over."
             )
         return
-    os.makedirs(os.fspath(directory), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as file:
-        json.dump(new, file, indent=1)
+    found = _checkpoint_files(directory)
+    if found:
+        shown = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+        raise ValueError(
+            f"checkpoint_dir {directory} holds checkpoints ({shown}) but no "
+            f"{FINGERPRINT_FILE}, so they cannot be matched to this fit (they "
+            f"may be another fit's). Delete {directory}, or give another "
+            "checkpoint_dir, to start over."
+        )
+    try:
+        os.makedirs(directory, exist_ok=True)
+        _write_fingerprint(path, new)
+    except OSError as exc:
+        raise OSError(exc.errno, f"Cannot write the checkpoint fingerprint "
+                                 f"{path} ({exc.strerror or exc})") from exc
 
 
 def checkpointed_epochs(checkpoint) -> int:
@@ -108,11 +286,15 @@ def checkpointed_epochs(checkpoint) -> int:
     -------
     int
 
+    Stale temporary files in the checkpoint's folder are removed first.
+
     Raises
     ------
     ValueError
         If the saved history or one of the saved torch files (parameters,
-        optimizer, criterion) cannot be read; the message names the file.
+        optimizer, criterion) cannot be read or is missing beside the
+        history; the message names the file. Torch files are read with
+        ``weights_only=True``: no file can run code.
 
     Examples
     --------
@@ -123,6 +305,7 @@ def checkpointed_epochs(checkpoint) -> int:
     """
     from skorch.history import History
 
+    remove_stale_temporaries(checkpoint.dirname)
     path = os.path.join(checkpoint.dirname, checkpoint.f_history)
     if not os.path.exists(path):
         return 0
@@ -140,7 +323,10 @@ def checkpointed_epochs(checkpoint) -> int:
             continue
         path = os.path.join(checkpoint.dirname, name)
         if not os.path.exists(path):
-            continue
+            # skorch's LoadInitState skips a missing file quietly: the saved
+            # epochs would resume from freshly initialised weights.
+            raise _unreadable(path, checkpoint, FileNotFoundError(
+                "missing beside the saved history"))
         try:
             torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for a bad file
@@ -154,3 +340,89 @@ def _unreadable(path, checkpoint, exc) -> ValueError:
         f"{str(exc).splitlines()[0] if str(exc) else ''}). Delete "
         f"{checkpoint.dirname} to restart that training stage."
     )
+
+
+class AtomicCheckpoint(Checkpoint):
+    """A skorch ``Checkpoint`` whose files are replaced whole, or not at all.
+
+    skorch writes each file in place, so a process killed mid-write leaves a
+    truncated file that the next fit would load. Here every file of an epoch
+    is written under a temporary name in the same folder and synced; only
+    when all are written are they renamed into place, the history last (it
+    says how many epochs are saved, so it must never run ahead of the
+    weights). A file that cannot be written (a full disk) leaves the previous
+    checkpoint whole and gives a warning naming the file; training goes on,
+    as with skorch's ``Checkpoint``.
+
+    Parameters
+    ----------
+    **kwargs
+        As :class:`skorch.callbacks.Checkpoint`; ``f_pickle`` is refused (a
+        pickled net runs code when loaded).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> import numpy as np, torch
+    >>> from skorch import NeuralNetClassifier
+    >>> folder = tempfile.mkdtemp()
+    >>> net = NeuralNetClassifier(
+    ...     torch.nn.Linear(2, 2), max_epochs=1, train_split=None, verbose=0,
+    ...     callbacks=[AtomicCheckpoint(monitor=None, dirname=folder)])
+    >>> net = net.fit(np.zeros((4, 2), "f4"), np.array([0, 1, 0, 1]))
+    >>> sorted(os.listdir(folder))
+    ['criterion.pt', 'history.json', 'optimizer.pt', 'params.pt']
+    """
+
+    def initialize(self):
+        """Refuse ``f_pickle`` and set up as skorch's ``Checkpoint``."""
+        if self.f_pickle:
+            raise ValueError("AtomicCheckpoint does not pickle the net "
+                             "(f_pickle): a pickle runs code when loaded.")
+        return super().initialize()
+
+    def save_model(self, net):
+        """Save the net's state files, each replaced atomically.
+
+        Parameters
+        ----------
+        net : skorch.NeuralNet
+        """
+        files = self.get_formatted_files(net)
+        targets = [(key, files[key]) for key in sorted(files)
+                   if key not in ("f_history", "f_pickle")
+                   and files[key] is not None]
+        if self.f_history is not None:
+            targets.append(("f_history", self.f_history_))
+        written = []
+        try:
+            for key, path in targets:
+                tmp = _temporary_name(path)
+                written.append(tmp)
+                net.save_params(**{key: tmp,
+                                   "use_safetensors": self.use_safetensors})
+                _sync_file(tmp)
+        except Exception as exc:  # torch and json raise many types
+            _remove_quietly(written)
+            warnings.warn(
+                f"Cannot write the checkpoint file {path} ({type(exc).__name__}"
+                f": {exc}); the checkpoint keeps the previous epoch and "
+                "training goes on.", UserWarning, stacklevel=2)
+            return
+        except BaseException:  # KeyboardInterrupt: leave no temporary file
+            _remove_quietly(written)
+            raise
+        # Renames in the order written: the history last.
+        done = 0
+        try:
+            for tmp, (_, path) in zip(written, targets, strict=True):
+                os.replace(tmp, path)
+                done += 1
+        except OSError as exc:
+            _remove_quietly(written[done:])
+            warnings.warn(
+                f"Cannot replace the checkpoint file {path} ({exc}); the "
+                "checkpoint's history keeps the previous epoch and training "
+                "goes on.", UserWarning, stacklevel=2)
+            return
+        _sync_folder(self.dirname)

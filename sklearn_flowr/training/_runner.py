@@ -16,7 +16,7 @@ import torch
 from sklearn.utils.validation import check_random_state
 
 from ._accelerate import accelerated
-from ._checkpoints import checkpointed_epochs
+from ._checkpoints import AtomicCheckpoint, checkpointed_epochs
 from ._device import resolve_device
 
 __all__ = ["StageRunner"]
@@ -135,14 +135,18 @@ class StageRunner:
         """
         done = 0
         if self.checkpoint_dir is not None:
-            from skorch.callbacks import Checkpoint, LoadInitState
+            from skorch.callbacks import LoadInitState
 
-            checkpoint = Checkpoint(monitor=None, dirname=os.path.join(
+            # Files replaced whole (a kill mid-write leaves the last epoch's),
+            # and loaded as weights only: no checkpoint file can run code.
+            checkpoint = AtomicCheckpoint(monitor=None, dirname=os.path.join(
                 os.fspath(self.checkpoint_dir), stage))
             done = checkpointed_epochs(checkpoint)
-            net.set_params(callbacks=[*(net.callbacks or []),
-                                      ("checkpoint", checkpoint),
-                                      ("resume", LoadInitState(checkpoint))])
+            net.set_params(
+                callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
+                           ("resume", LoadInitState(checkpoint))],
+                torch_load_kwargs={**(net.torch_load_kwargs or {}),
+                                   "weights_only": True})
             epochs = max(epochs - done, 0)
         if epochs == 0:
             net.initialize()
