@@ -32,7 +32,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from ._head import CRPGaussianClassifier
 from ._novelty_score import best_known, check_scoring, novelty_scores, with_novel
 
-__all__ = ["ConformalNoveltyClassifier"]
+__all__ = ["ConformalNoveltyClassifier", "conformal_pvalues"]
 
 
 class _Calibrator:
@@ -412,6 +412,36 @@ def _n_at_least(calibration, test):
     """For each test score, how many calibration scores are >= it."""
     ordered = np.sort(calibration)
     return ordered.shape[0] - np.searchsorted(ordered, test, side="left")
+
+
+def conformal_pvalues(calibration_scores, scores):
+    """Split-conformal p-values: ``(1 + #{i : c_i >= s}) / (n + 1)``.
+
+    Parameters
+    ----------
+    calibration_scores : array-like of shape (n_calibration,)
+        Novelty scores (higher = more novel) of rows known to belong to known
+        classes, never learned from.
+    scores : array-like of shape (n_samples,)
+        Novelty scores of the rows to test.
+
+    Returns
+    -------
+    pvalues : ndarray of shape (n_samples,)
+        In ``[1 / (n + 1), 1]``; small means novel.
+
+    Examples
+    --------
+    >>> conformal_pvalues([0.1, 0.2, 0.3, 0.4], [0.05, 0.25, 0.5])
+    array([1. , 0.6, 0.2])
+    """
+    calibration = np.asarray(calibration_scores, dtype=np.float64).ravel()
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    if calibration.shape[0] == 0:
+        raise ValueError("conformal_pvalues needs at least one calibration score.")
+    if np.isnan(calibration).any() or np.isnan(scores).any():
+        raise ValueError("conformal_pvalues got NaN scores.")
+    return (1.0 + _n_at_least(calibration, scores)) / (1.0 + calibration.shape[0])
 
 
 def _check_rows(X, y):

@@ -52,25 +52,46 @@ def _results(out):
     return json.loads((Path(out) / "results.json").read_text())
 
 
+def _recording(function, calls):
+    """``function``, appending ``(args, kwargs, result)`` of each call to
+    ``calls``."""
+    def wrapper(*args, **kwargs):
+        result = function(*args, **kwargs)
+        calls.append((args, kwargs, result))
+        return result
+    return wrapper
+
+
 @pytest.fixture(scope="module")
 def tiny_run(tmp_path_factory):
     """One tiny flowr-benchmark run of every method (Sup-E pre-training),
     shared by the tests that only read its output: (arguments, printed text,
-    results, folder)."""
+    results, folder, calls). ``calls`` records, in the order of the rows, the
+    test runs (``evaluate_online``) and conformal calibration runs
+    (``calibration_scores``) of the command line."""
+    from sklearn_flowr.cli import _benchmark, _benchmark_conformal
+
     tmp_path = tmp_path_factory.mktemp("benchmark")
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods",
             *ALL_METHODS, "--out", str(tmp_path / "out"), "--cache-dir",
             str(tmp_path / "cache")]
-    status, printed = _run(args)
+    calls = {"test": [], "calibration": []}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_benchmark, "evaluate_online",
+                      _recording(_benchmark.evaluate_online, calls["test"]))
+        patch.setattr(_benchmark_conformal, "calibration_scores",
+                      _recording(_benchmark_conformal.calibration_scores,
+                                 calls["calibration"]))
+        status, printed = _run(args)
     assert status == 0
-    return args, printed, _results(tmp_path / "out"), tmp_path
+    return args, printed, _results(tmp_path / "out"), tmp_path, calls
 
 
 def test_benchmark_writes_table_json_and_roc(tiny_run):
     """Check that a tiny run prints both tables, writes the JSON of every
     (setting, pre-training, method) row and of every model's parameters, and
     the figure; and that nothing but data is cached (no model files)."""
-    _, printed, results, tmp_path = tiny_run
+    _, printed, results, tmp_path, _ = tiny_run
     assert "Small context" in printed and "Large context" in printed
     assert "H-measure" in printed and "Support Acc" in printed
     assert (tmp_path / "out" / "roc.png").stat().st_size > 0
@@ -97,7 +118,7 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
     """Check FLOWR's rows (with and without meta-training) carry the
     calibration of P(novel) and the argmax accuracy, the distances' rows say
     n/a (null in the JSON), and every table ends with the ablation."""
-    _, printed, results, _ = tiny_run
+    _, printed, results, _, _ = tiny_run
     assert results["calibration"]["n_bins"] == 15
     for setting, pretrain in itertools.product(("small", "large"), ("sup-e",)):
         result = results["settings"][setting]
@@ -121,8 +142,14 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
             rows["flowr"]["h_measure"] - rows["flowr-no-meta"]["h_measure"])
         assert entry["head_vs_distance"]["accuracy_gain"] == (
             rows["flowr"]["accuracy"] - rows["ncm-flowr-emb"]["accuracy"])
-    table = [line for line in printed.splitlines()
-             if line.startswith(("FLOWR", "NCM", "ProtoNet", "PEELER", "EVM"))]
+    # The rows of the main tables (the conformal tables follow them).
+    table, in_main_table = [], False
+    for line in printed.splitlines():
+        if "context (accuracies" in line or "conformal novelty decision" in line:
+            in_main_table = "context (accuracies" in line
+        elif in_main_table and line.startswith(("FLOWR", "NCM", "ProtoNet",
+                                                "PEELER", "EVM")):
+            table.append(line)
     assert len(table) == 14  # seven methods x two settings
     for line in table:
         n_na = line.split().count("n/a")
@@ -130,6 +157,116 @@ def test_benchmark_reports_calibration_and_ablation(tiny_run):
     assert printed.count("n/a (no probability)") == 2
     assert printed.count("Ablation sup-e: meta-training vs none") == 2
     assert printed.count("FLOWR head vs NCM on the same embedding") == 2
+
+
+_LEVELS = ("0.01", "0.05", "0.1")
+
+
+def _in_unit_interval(value):
+    return value is not None and np.isfinite(value) and 0.0 <= value <= 1.0
+
+
+def test_benchmark_reports_conformal_figures(tiny_run):
+    """Check every (setting, method) row carries the conformal novelty
+    decision: false-novel rate and power at alpha 0.01, 0.05, 0.1 (finite,
+    in [0, 1], the rate non-decreasing in alpha), Benjamini-Hochberg's FDR and
+    power at q = 0.1, the curve the figure draws, and a calibration set from
+    the training classes; and that the printed conformal tables list every
+    row."""
+    _, printed, results, _, _ = tiny_run
+    for setting in ("small", "large"):
+        for row in results["settings"][setting]["rows"]:
+            figures = row["conformal"]
+            assert figures["n_calibration"] > 0
+            assert figures["n_calibration_tasks"] == row["n_tasks"]
+            assert figures["n_tasks"] == row["n_tasks"]
+            assert figures["score"] == ("novelty_score" if row["probability"]
+                                        else "p_novel")
+            assert figures["calibration_seconds"] >= 0.0
+            rates = []
+            for level in _LEVELS:
+                cell = figures["alpha"][level]
+                for key in ("false_novel_rate", "false_novel_rate_se", "power",
+                            "power_se"):
+                    assert _in_unit_interval(cell[key]), (row["method"], key)
+                rates.append(cell["false_novel_rate"])
+            assert rates == sorted(rates), (setting, row["method"], rates)
+            bh = figures["bh"]
+            assert bh["q"] == 0.1
+            for key in ("fdr", "fdr_se", "power", "power_se"):
+                assert _in_unit_interval(bh[key]), (row["method"], key)
+            curve = figures["curve"]
+            assert curve["alpha"][0] == 0.01 and curve["alpha"][-1] == 0.3
+            assert np.all(np.diff(curve["false_novel_rate"]) >= 0)
+            for level in _LEVELS:
+                assert curve["false_novel_rate"][curve["alpha"].index(
+                    float(level))] == figures["alpha"][level]["false_novel_rate"]
+    assert printed.count("conformal novelty decision") == 2
+    assert printed.count("FNR@0.05") == 2
+
+
+def test_benchmark_conformal_figures_match_a_recomputation(tiny_run):
+    """Check the conformal figures of every row against an independent
+    computation from the rows of the runs the command line made: the
+    calibration set is the calibration run's scores of rows that are not
+    first sightings, on training classes only; p-values by brute force;
+    the false-novel rate, power, FDP and BH selection per task by the
+    package's metrics and scipy, then mean and standard error over tasks."""
+    from scipy.stats import false_discovery_control
+
+    from sklearn_flowr.metrics import (
+        false_discovery_proportion,
+        false_novel_rate,
+        novelty_power,
+        selection_power,
+    )
+
+    _, _, results, _, calls = tiny_run
+    rows = [row for setting in ("small", "large")
+            for row in results["settings"][setting]["rows"]]
+    assert len(calls["test"]) == len(calls["calibration"]) == len(rows) == 14
+
+    def mean_se(values):
+        values = np.asarray(values)
+        return values.mean(), values.std(ddof=1) / np.sqrt(values.shape[0])
+
+    for row, test_call, calibration_call in zip(
+            rows, calls["test"], calls["calibration"], strict=True):
+        report, calibration = test_call[2], calibration_call[2]
+        y_fit = calibration_call[0][2]  # calibration_scores(template, X, y, ...)
+        # The calibration tasks draw from the training (fit) classes only,
+        # and the test tasks have classes the calibration never saw.
+        assert np.isin(calibration.y_true, np.unique(y_fit)).all()
+        assert not np.isin(report.rows.y_true, np.unique(y_fit)).all()
+        reference = calibration.score[~calibration.is_novel]
+        assert reference.shape[0] == row["conformal"]["n_calibration"]
+        scores = report.rows.get("novelty_score", report.rows.p_novel)
+        pvalues = ((1 + (reference[None, :] >= scores[:, None]).sum(axis=1))
+                   / (reference.shape[0] + 1))
+        by_task = [report.rows.task_id == task
+                   for task in np.unique(report.rows.task_id)]
+        first = report.rows.is_novel
+        for level in _LEVELS:
+            cell = row["conformal"]["alpha"][level]
+            fnr = mean_se([false_novel_rate(first[t], pvalues[t], float(level))
+                           for t in by_task])
+            power = mean_se([novelty_power(first[t], pvalues[t], float(level))
+                             for t in by_task])
+            assert (cell["false_novel_rate"], cell["false_novel_rate_se"]) == (
+                pytest.approx(fnr[0], abs=1e-12), pytest.approx(fnr[1], abs=1e-12))
+            assert (cell["power"], cell["power_se"]) == (
+                pytest.approx(power[0], abs=1e-12),
+                pytest.approx(power[1], abs=1e-12))
+        selected = [false_discovery_control(pvalues[t], method="bh") <= 0.1
+                    for t in by_task]
+        fdr = mean_se([false_discovery_proportion(first[t], s)
+                       for t, s in zip(by_task, selected, strict=True)])
+        power = mean_se([selection_power(first[t], s)
+                         for t, s in zip(by_task, selected, strict=True)])
+        bh = row["conformal"]["bh"]
+        assert (bh["fdr"], bh["fdr_se"], bh["power"], bh["power_se"]) == (
+            pytest.approx(fdr[0], abs=1e-12), pytest.approx(fdr[1], abs=1e-12),
+            pytest.approx(power[0], abs=1e-12), pytest.approx(power[1], abs=1e-12))
 
 
 def test_benchmark_model_is_the_default_estimator():

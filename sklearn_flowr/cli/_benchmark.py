@@ -16,13 +16,25 @@ baselines NCM, ProtoNet, PEELER and EVM on the pre-trained embedding;
 threshold-free argmax decision, as mean +- 95% CI over tasks; H-measure,
 AUROC, expected calibration error over 15 equal-width bins and Brier score of
 P(novel) against first sightings, pooled over the run; n/a for a baseline,
-whose novelty output is not a probability), writes a JSON of all figures and
-of every model's parameters, and a PNG of the ROC curves and reliability
-diagrams. ``--data`` runs on your own data: a folder with a sub-folder of
-images per class, or an ``.npz`` of ``X_train``, ``y_train``, ``X_test``,
-``y_test`` with class-disjoint labels. ``--n-jobs`` spreads tasks over joblib
-workers; inside ``joblib.parallel_config(backend="dask")`` they go to a Dask
-cluster.
+whose novelty output is not a probability). A second table gives every
+method's conformal novelty decision: each query's novelty score is ranked
+among the scores of known-class rows of calibration tasks of the same kind
+drawn from the TRAINING classes (at most 200, seeded by ``--seed``; large
+context: a clone refitted with some training classes held out as novel),
+giving a p-value; a query is called novel when it is at most alpha. It
+reports, as mean +- standard error over tasks, the false-novel rate (share of
+the rows of known classes called novel) at alpha 0.01, 0.05 and 0.1, the
+power (share of first sightings called novel) and Benjamini-Hochberg's false
+discovery rate and power at q = 0.1 on each task's queries. Were calibration
+and test rows exchangeable, the false-novel rate would be at most alpha; the
+test tasks draw on other classes and rows, so the figures test that
+assumption. It writes a JSON of all figures and of every model's parameters,
+and a PNG of the ROC curves, reliability diagrams and the false-novel rate
+against alpha (the diagonal is the promise). ``--data`` runs on your own data:
+a folder with a sub-folder of images per class, or an ``.npz`` of ``X_train``,
+``y_train``, ``X_test``, ``y_test`` with class-disjoint labels. ``--n-jobs``
+spreads tasks over joblib workers; inside
+``joblib.parallel_config(backend="dask")`` they go to a Dask cluster.
 """
 
 from __future__ import annotations
@@ -45,6 +57,11 @@ from ..encoders._factory import BACKBONE_NAMES
 from ..protocol import evaluate_online
 from ..protocol._calibrate import (  # noqa: F401 (used by benchmarks/)
     small_context_sizes as _small_context_sizes,
+)
+from ._benchmark_conformal import (
+    MAX_CALIBRATION_TASKS,
+    calibrate,
+    conformal_figures,
 )
 from ._benchmark_model import (
     DEFAULT_META,
@@ -223,7 +240,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="seed of data subsampling, training (random_state) and task "
         "sampling")
     add("--out", default="flowr-benchmark-out",
-        help="folder for results.json and roc.png")
+        help="folder for results.json and roc.png (ROC curves, reliability "
+        "diagrams, conformal false-novel rate against alpha)")
     add("--cache-dir", default=str(Path.home() / ".cache" / "sklearn_flowr"),
         help="cache of rendered glyph and kanji images, plain arrays read back "
         "without unpickling ('' disables). Trained models are never cached: "
@@ -358,6 +376,10 @@ def _run_setting(setting, split, tasks, protocol, args, log):
             model = models.get(method, models["flowr"])
             Z_fit, X_method = features(method)
             template = method_template(method, setting, model, Z_fit, y_fit)
+            # The conformal calibration run reads the same kind of rows as
+            # the test run: the fit classes' features, or their images when
+            # FLOWR fine-tunes per task.
+            X_calibration = Z_fit
             if (method in models and setting == "small"
                     and model.fine_tune_steps):
                 # Fine-tuning changes the encoder per task: stream images,
@@ -366,7 +388,7 @@ def _run_setting(setting, split, tasks, protocol, args, log):
                 # task otherwise floods the terminal.
                 template = copy.deepcopy(model).set_params(
                     verbose=int(args.verbose >= 2))
-                X_method = X_eval
+                X_method, X_calibration = X_eval, X_fit
             method_tasks = tasks
             if method == "evm" and args.evm_tasks is not None:
                 method_tasks = tasks[: min(args.evm_tasks, len(tasks))]
@@ -375,17 +397,50 @@ def _run_setting(setting, split, tasks, protocol, args, log):
                 "tasks ...")
             report = evaluate_online(template, X_method, y_eval, method_tasks,
                                      setting=setting, n_jobs=args.n_jobs,
-                                     verbose=int(args.verbose >= 1))
+                                     verbose=int(args.verbose >= 1),
+                                     return_rows=True)
             row = row_from_report(method, pretrain, report,
                                   time.perf_counter() - tic)
+            row["conformal"] = _conformal(template, X_calibration, y_fit,
+                                          setting, report.rows,
+                                          len(method_tasks), method, args, log)
             out["rows"].append(row)
             calibration = ("" if row["ece"] is None
                            else f" ECE={row['ece']:.3f}")
+            fnr = (None if row["conformal"] is None else
+                   row["conformal"]["alpha"]["0.1"]["false_novel_rate"])
+            conformal = "" if fnr is None else f" false-novel@0.1={fnr:.3f}"
             log(f"   {METHOD_NAMES[method]:14s} H={row['h_measure']:.3f} "
-                f"Acc={row['accuracy']:.3f}{calibration} ({row['n_tasks']} "
-                f"tasks, {row['seconds']:.1f} s)")
+                f"Acc={row['accuracy']:.3f}{calibration}{conformal} "
+                f"({row['n_tasks']} tasks, {row['seconds']:.1f} s)")
     out["ablation"] = ablation(out["rows"])
     return out
+
+
+def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
+               log):
+    """The conformal figures of one row (:func:`conformal_figures`), from a
+    calibration run of ``template`` on the training classes ``(X_fit,
+    y_fit)`` with as many tasks as the test run (at most 200) and the run's
+    seed; None, logged, where those classes cannot give the tasks."""
+    tic = time.perf_counter()
+    n_calibration = min(n_tasks, MAX_CALIBRATION_TASKS)
+    log(f"   conformal calibration of {METHOD_NAMES[method]} on "
+        f"{n_calibration} training-class tasks ...")
+    try:
+        calibration = calibrate(
+            template, X_fit, y_fit, setting, n_tasks=n_calibration,
+            n_known_query_classes=args.lc_known_query_classes,
+            n_jobs=args.n_jobs, seed=args.seed, verbose=int(args.verbose >= 1))
+        figures = conformal_figures(calibration, rows,
+                                    seconds=time.perf_counter() - tic)
+    except ValueError as exc:
+        log(f"   no conformal figures for {METHOD_NAMES[method]}: {exc}")
+        return None
+    log(f"   conformal calibration of {METHOD_NAMES[method]}: "
+        f"{figures['n_calibration']} calibration scores in "
+        f"{figures['calibration_seconds']:.1f} s")
+    return figures
 
 
 def _output_problem(args) -> str | None:
@@ -487,8 +542,9 @@ def main(argv=None) -> int:
         # One line, no traceback: the tables above already hold the results.
         print(f"flowr-benchmark: error: {problem}", file=sys.stderr, flush=True)
         return 1
-    print(f"Figures: {out / 'results.json'}, ROC curves and reliability "
-          f"diagrams: {out / 'roc.png'} ({results['seconds']:.0f} s)")
+    print(f"Figures: {out / 'results.json'}, ROC curves, reliability "
+          f"diagrams and conformal false-novel rates: {out / 'roc.png'} "
+          f"({results['seconds']:.0f} s)")
     return 0
 
 

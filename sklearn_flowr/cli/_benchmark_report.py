@@ -1,5 +1,6 @@
 """What ``flowr-benchmark`` reports: JSON rows, the tables, the ablation and
-the figures (ROC curves, reliability diagrams).
+the figures (ROC curves, reliability diagrams, false-novel rate of the
+conformal decision against its level).
 
 A method whose novelty output is not a probability (the baselines' distances)
 has no calibration and no argmax decision: its JSON holds null and its table
@@ -11,6 +12,7 @@ from __future__ import annotations
 import textwrap
 
 from ..metrics._calibration import DEFAULT_N_BINS
+from ._benchmark_conformal import ALPHA_GRID, ALPHAS, BH_Q
 from ._benchmark_setup import METHOD_NAMES, METHODS, method_features
 
 ACCURACY_COLUMNS = ("accuracy", "support_accuracy", "incremental_accuracy")
@@ -125,6 +127,54 @@ def format_table(setting_result, setting) -> str:
                  f"{100 * entry[key]['accuracy_gain']:+.2f}"
                  for key, _, _, title in _ABLATIONS if key in entry]
         lines.append(f"Ablation {entry['pretrain']}: " + "; ".join(parts))
+    if any("conformal" in row for row in setting_result["rows"]):
+        lines.extend(["", format_conformal_table(setting_result, setting)])
+    return "\n".join(lines)
+
+
+def _mean_se_cell(figures, key, width=12):
+    value, se = figures.get(key), figures.get(key + "_se")
+    if value is None:
+        return f"{'n/a':>{width}s}"
+    if se is None:
+        return f"{value:{width}.3f}"
+    return f"{f'{value:.3f}+-{se:.3f}':>{width}s}"
+
+
+def format_conformal_table(setting_result, setting) -> str:
+    """The conformal novelty decision of every row of one setting: the
+    false-novel rate at each level of ``ALPHAS``, the power at the largest,
+    and Benjamini-Hochberg's FDR and power (mean +- standard error over
+    tasks)."""
+    levels = [str(alpha) for alpha in ALPHAS]
+    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
+            + " ".join(f"{'FNR@' + level:>12s}" for level in levels)
+            + f" {'Power@' + levels[-1]:>12s} {'BH FDR':>12s} {'BH power':>12s} "
+            f"{'n cal':>6s}")
+    lines = [f"{setting.capitalize()} context, conformal novelty decision "
+             "(mean +- standard error over tasks)", head, "-" * len(head)]
+    for row in setting_result["rows"]:
+        figures = row.get("conformal")
+        label = (f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
+                 f"{_EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} ")
+        if figures is None:
+            lines.append(label + "n/a (no calibration tasks on the training "
+                         "classes)")
+            continue
+        cells = [_mean_se_cell(figures["alpha"][level], "false_novel_rate")
+                 for level in levels]
+        cells.append(_mean_se_cell(figures["alpha"][levels[-1]], "power"))
+        cells.extend(_mean_se_cell(figures["bh"], key) for key in ("fdr", "power"))
+        lines.append(label + " ".join(cells) + f" {figures['n_calibration']:6d}")
+    note = ("A query is called novel when its conformal p-value, its novelty "
+            "score ranked among the scores of known-class rows of "
+            "calibration tasks drawn from the training classes (n cal), is at "
+            "most alpha. FNR@alpha: share of the rows of known classes called "
+            "novel, at most alpha when calibration and test rows are "
+            "exchangeable; Power: share of first sightings called novel. BH: "
+            f"Benjamini-Hochberg at q = {BH_Q} on each task's queries; FDR: "
+            "mean share of known-class rows among those selected (0 when none).")
+    lines.append(textwrap.fill(note, width=len(head), break_on_hyphens=False))
     return "\n".join(lines)
 
 
@@ -134,9 +184,11 @@ def _label(row):
 
 
 def plot_figures(results, path) -> None:
-    """Per setting, ROC curves of every method (top) and the reliability
-    diagram of P(novel) of the methods with a probability (bottom), as a PNG
-    written to ``path`` (a file name or a binary file object)."""
+    """Per setting, ROC curves of every method (top), the reliability
+    diagram of P(novel) of the methods with a probability (middle) and the
+    false-novel rate of the conformal decision against its level alpha, with
+    the diagonal it promises not to exceed (bottom), as a PNG written to
+    ``path`` (a file name or a binary file object)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -153,7 +205,7 @@ def plot_figures(results, path) -> None:
                     ls=("-", "--", ":", "-.")[pretrains.index(row["pretrain"]) % 4])
 
     settings = list(results["settings"])
-    fig, axes = plt.subplots(2, len(settings), figsize=(5.5 * len(settings), 9.5),
+    fig, axes = plt.subplots(3, len(settings), figsize=(5.5 * len(settings), 14),
                              squeeze=False)
     name = results["dataset"]["name"]
     for column, setting in enumerate(settings):
@@ -181,6 +233,24 @@ def plot_figures(results, path) -> None:
             ylabel="fraction of first sightings in bin", xlim=(0, 1), ylim=(0, 1))
         reliability.legend(fontsize=6, title="baselines: no probability",
                            title_fontsize=6)
+        promise = axes[2, column]
+        right, top = ALPHA_GRID[-1], ALPHA_GRID[-1]
+        for row in rows:
+            curve = (row.get("conformal") or {}).get("curve")
+            if curve is None:
+                continue
+            rates = [float("nan") if rate is None else rate
+                     for rate in curve["false_novel_rate"]]
+            top = max([top, *(rate for rate in rates if rate == rate)])
+            promise.plot(curve["alpha"], rates, **style(row), label=_label(row))
+        promise.plot([0, right], [0, right], color="grey", lw=0.8, ls="--",
+                     label="the promise: rate = alpha")
+        promise.set(
+            title=f"{name}: {setting} context, conformal novelty decision",
+            xlabel="level alpha (novel when p-value <= alpha)",
+            ylabel="false-novel rate (mean over tasks)", xlim=(0, right),
+            ylim=(0, min(1.0, 1.05 * top)))
+        promise.legend(fontsize=6)
     fig.tight_layout()
     try:
         # PNG whatever the name: the caller writes under a temporary one.

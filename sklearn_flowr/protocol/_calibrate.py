@@ -235,7 +235,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         raise ValueError("calibrate_novelty needs at least 2 labelled classes (some "
                          f"are held out as novel); got {n_classes}.")
     if n_novel_classes is None:
-        n_novel_classes = min(5, small_context_sizes(n_classes)[1])
+        n_novel_classes = _default_n_novel(n_classes)
     if isinstance(n_novel_classes, bool) or not isinstance(n_novel_classes, Integral) \
             or not 1 <= n_novel_classes < n_classes:
         raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
@@ -252,18 +252,111 @@ def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
     """The unmapped P(novel) and first-sighting flags of the calibration
     queries :func:`calibrate_novelty` fits its map on (arguments checked
     there)."""
-    template = _uncalibrated(estimator, y)
+    run = calibration_scores(
+        _uncalibrated(estimator, y), X, y, setting, n_tasks=n_tasks,
+        n_novel_classes=n_novel_classes, n_query=n_query,
+        n_known_query_classes=n_known_query_classes, n_jobs=n_jobs, seed=seed,
+        probability=True)
+    return run.p_novel, run.is_first_sighting
+
+
+def calibration_scores(estimator, X, y, setting, *, n_tasks,
+                       n_novel_classes=None, n_query=10,
+                       n_known_query_classes=None, n_jobs=None, seed=0,
+                       probability="auto", verbose=0) -> Bunch:
+    """Novelty scores of open-world tasks drawn from labelled training classes.
+
+    The calibration run of :func:`calibrate_novelty`, for any estimator
+    :func:`evaluate_online` takes and as it is given (its own
+    ``novelty_calibration`` included). Small context: ``SmallContextTasks``
+    on ``y`` (:func:`calibration_tasks`), each run through a copy of
+    ``estimator``. Large context: ``n_novel_classes`` classes of ``y`` are
+    held out, a clone of the fitted ``estimator`` is refitted on half the
+    rows of the others and ``LargeContextTasks`` query the rest. The scores
+    of the rows that are not first sightings (rows of classes known at that
+    moment) are a calibration set for conformal novelty p-values
+    (:func:`~sklearn_flowr.conformal.conformal_pvalues`) of rows of other
+    tasks run the same way.
+
+    Parameters
+    ----------
+    estimator : estimator
+        As :func:`evaluate_online` takes it in ``setting``; not modified.
+    X : array-like of shape (n_samples, ...)
+        Features (or images) of the labelled training classes.
+    y : array-like of shape (n_samples,)
+        Their labels.
+    setting : {"small", "large"}
+    n_tasks : int
+        Calibration tasks.
+    n_novel_classes : int or None, default=None
+        Novel classes per task; ``None``: as :func:`calibrate_novelty`
+        chooses them (the small context's proportion, at most 5).
+    n_query : int, default=10
+        Query rows per class (see :func:`calibration_tasks`).
+    n_known_query_classes : int or None, default=None
+        Large context: known classes queried per task (``None``: all).
+    n_jobs : int or None, default=None
+        Parallel workers of :func:`evaluate_online`.
+    seed : int, default=0
+        Seeds the tasks and the large context's class split.
+    probability : bool or "auto", default="auto"
+        Passed to :func:`evaluate_online`.
+    verbose : int, default=0
+        Passed to :func:`evaluate_online`.
+
+    Returns
+    -------
+    rows : :class:`~sklearn.utils.Bunch`
+        The per-row arrays of :func:`evaluate_online` (``return_rows=True``:
+        ``y_true``, ``p_novel``, ``is_novel``, ``task_id``, ...) plus
+        ``score``, the novelty score conformal p-values rank by (the
+        ``novelty_score`` column when the estimator returns one -- FLOWR's
+        log-odds of P(novel), which have no ties at P(novel) = 1 -- else
+        ``p_novel``), ``score_name`` (which of the two), and
+        ``is_first_sighting`` (``is_novel``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.protocol._calibrate import calibration_scores
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(20), 25)
+    >>> X = rng.normal(scale=3.0, size=(20, 4))[y] + rng.normal(size=(500, 4))
+    >>> head = CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0,
+    ...                              sigma=1.0)
+    >>> run = calibration_scores(head, X, y, "small", n_tasks=5)
+    >>> run.score_name, bool(run.is_first_sighting.any())
+    ('novelty_score', True)
+    >>> calibration_set = run.score[~run.is_first_sighting]
+    """
+    if setting not in ("small", "large"):
+        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    y = column_or_1d(y)
+    if n_novel_classes is None:
+        n_novel_classes = _default_n_novel(np.unique(y).shape[0])
     if setting == "small":
         tasks = calibration_tasks("small", y, n_novel_classes, n_query, n_tasks,
                                   seed)
         X_run, y_run = X, y
     else:
-        template, X_run, y_run, tasks = _large_context_episodes(
-            template, X, y, n_novel_classes, n_query, n_known_query_classes,
+        estimator, X_run, y_run, tasks = _large_context_episodes(
+            estimator, X, y, n_novel_classes, n_query, n_known_query_classes,
             n_tasks, seed)
-    report = evaluate_online(template, X_run, y_run, tasks, setting=setting,
-                             n_jobs=n_jobs, return_rows=True, probability=True)
-    return report.rows.p_novel, report.rows.is_novel
+    rows = evaluate_online(estimator, X_run, y_run, tasks, setting=setting,
+                           n_jobs=n_jobs, return_rows=True,
+                           probability=probability, verbose=verbose).rows
+    score_name = "novelty_score" if "novelty_score" in rows else "p_novel"
+    rows.update(score=rows[score_name], score_name=score_name,
+                is_first_sighting=rows.is_novel)
+    return rows
+
+
+def _default_n_novel(n_classes):
+    """Novel classes per calibration task: the small context's proportion
+    (5 of 15), at most 5."""
+    return min(5, small_context_sizes(n_classes)[1])
 
 
 def check_run_options(n_known_query_classes, n_jobs):
