@@ -3,8 +3,8 @@
 Run with ``python benchmarks/novelty_wrapper.py`` (about a minute on a 2-core
 CPU). On features whose new classes the estimators never saw it streams a
 third of the training classes' rows (kept out of training) and every row of
-the new classes, shuffled, through each estimator, raw and wrapped (``cv=3`` class-disjoint
-folds of the training classes, ``method="sigmoid"`` and ``"isotonic"``), and
+the new classes, shuffled, through each estimator, raw and wrapped (``cv=3``
+class-disjoint folds of the training classes, ``method="sigmoid"`` and ``"isotonic"``), and
 prints the expected calibration error of P(novel) against "first sighting"
 (15 equal-width bins), the H-measure of the score (unchanged by the map,
 printed to show it) and the share of first sightings called novel, per seed.

@@ -113,7 +113,8 @@ def test_prefit_uses_the_fitted_estimator_as_it_is(heavy_tails):
     clf.partial_fit(X_new[200:210], y_new[200:210])
     # The wrapper learns on its own copy; the user's estimator is untouched.
     np.testing.assert_array_equal(head.classes_, before.classes_)
-    np.testing.assert_array_equal(head.predict_proba(X_new), before.predict_proba(X_new))
+    np.testing.assert_array_equal(head.predict_proba(X_new),
+                                  before.predict_proba(X_new))
     assert clf.calibration_rows_.is_first_sighting.sum() == np.unique(y_new[:200]).size
 
 
@@ -176,7 +177,8 @@ def test_bad_input_fails_clearly_before_any_state(heavy_tails):
         with pytest.raises(KeyboardInterrupt):
             clf.open_world_step(X_new[:20], y_new[:20])
     np.testing.assert_array_equal(clf.classes_, snapshot.classes_)
-    np.testing.assert_array_equal(clf.predict_proba(X_new), snapshot.predict_proba(X_new))
+    np.testing.assert_array_equal(clf.predict_proba(X_new),
+                                  snapshot.predict_proba(X_new))
 
 
 def test_an_estimator_without_a_novelty_score_is_refused(heavy_tails):

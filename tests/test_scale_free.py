@@ -119,7 +119,8 @@ BASELINES = {
 def test_baseline_accuracy_does_not_depend_on_origin(digits, name):
     """Check that a shift of 1e7 changes the accuracy of the class-mean
     baselines by less than 0.01 (sums of squares cancelled: NCM fell from
-    0.93 to 0.80 here, PEELER from 0.96 to 0.70), in ``predict_known`` and in the stream."""
+    0.93 to 0.80 here, PEELER from 0.96 to 0.70), in ``predict_known`` and in
+    the stream."""
     Z_train, y_train, Z_test, y_test = digits
     known = y_test < 6
 

@@ -202,7 +202,8 @@ def test_end_to_end_sup_e_then_meta_training_on_digits(digits, capsys):
     after = fixed_episode_loss(net.module_, held_out)
     assert after < before
     assert np.isfinite(net.history[:, "train_loss"]).all()
-    # The episode losses fill every batch row, and the epoch's train_loss is their mean weighted by rows, as skorch's is.
+    # The episode losses fill every batch row, and the epoch's train_loss
+    # is their mean weighted by rows, as skorch's is.
     for row in net.history:
         batch_losses = [batch["train_loss"] for batch in row["batches"]]
         assert len(batch_losses) == row["train_batch_count"] == 20

@@ -37,7 +37,6 @@ from ._empirical_bayes import (
     noise_var_floor,
 )
 
-
 # The estimators' input range (``_online_base.MAX_ABS_INPUT``), which a given
 # prior mean must respect as the rows do.
 _MAX_ABS_MEAN = 1e100
