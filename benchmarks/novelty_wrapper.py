@@ -4,17 +4,18 @@ Run with ``python benchmarks/novelty_wrapper.py`` (about a minute on a 2-core
 CPU). On features whose new classes the estimators never saw it streams a
 third of the training classes' rows (kept out of training) and every row of
 the new classes, shuffled, through each estimator, raw and wrapped (``cv=3``
-class-disjoint folds of the training classes, ``method="sigmoid"`` and ``"isotonic"``), and
-prints the expected calibration error of P(novel) against "first sighting"
-(15 equal-width bins), the H-measure of the score (unchanged by the map,
-printed to show it) and the share of first sightings called novel, per seed.
-The raw baselines' novelty score is a distance, not a probability: their ECE
-column reads ``-``.
+class-disjoint folds of the training classes, ``method="sigmoid"`` and
+``"isotonic"``), and prints the expected calibration error of P(novel) against
+"first sighting" (15 equal-width bins), the H-measure of the score (unchanged
+by the map, printed to show it) and the share of first sightings called novel,
+per seed. The raw baselines' novelty score is a distance, not a probability:
+their ECE column reads ``-``.
 
 Data: scikit-learn's digits, 64 pixels standardised and reduced by PCA to 16
 dimensions fitted on the training rows (digits 0-5 known, 6-9 new), and
 ``heavy``: 40 synthetic classes in 6-d with Student-t (3 dof) noise, 25 train
-and 15 new, 30 rows a class (the Gaussian head's P(novel) is over-confident there).
+and 15 new, 30 rows a class (the Gaussian head's P(novel) is over-confident
+there).
 """
 
 from __future__ import annotations

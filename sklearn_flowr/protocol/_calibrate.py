@@ -433,10 +433,11 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
 
 def platt_fit(log_odds, first, targets="platt"):
     """``(slope, intercept)``: logistic regression of the targets on the
-    log-odds, effectively unpenalised and solved to a tight tolerance (lbfgs's default stops about
-    1e-3 short of the optimum's slope). Soft targets ``t`` are the same
-    cross-entropy as weighted rows: each row once as a positive with weight
-    ``t`` and once as a negative with weight ``1 - t``."""
+    log-odds, effectively unpenalised and solved to a tight tolerance
+    (lbfgs's default stops about 1e-3 short of the optimum's slope). Soft
+    targets ``t`` are the same cross-entropy as weighted rows: each row once
+    as a positive with weight ``t`` and once as a negative with weight
+    ``1 - t``."""
     if targets == "hard":
         fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000).fit(
             log_odds[:, None], first)
