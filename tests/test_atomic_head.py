@@ -242,6 +242,10 @@ def _operations(name):
 
 
 CASES = [(name, op) for name in ESTIMATORS for op in _operations(name)]
+# EVM's sweeps are the longest (a Weibull fit per step): CI's slow step runs
+# them, the default run the other estimators'.
+SWEEPS = [pytest.param(name, op, marks=pytest.mark.slow) if name == "evm"
+          else (name, op) for name, op in CASES]
 
 
 def _base(name):
@@ -310,7 +314,7 @@ def _interrupted_after_commit(after, expected_after, before):
 # The NumPy-call points double the sweep's time: CI's slow step runs them.
 @pytest.mark.parametrize("kind", ["line", pytest.param("numpy",
                                                        marks=pytest.mark.slow)])
-@pytest.mark.parametrize(("name", "op"), CASES)
+@pytest.mark.parametrize(("name", "op"), SWEEPS)
 def test_interrupted_call_leaves_estimator_unchanged(name, op, kind, monkeypatch):
     """Check that a KeyboardInterrupt at every point of a learning call leaves
     the estimator as the snapshot taken before the call."""
