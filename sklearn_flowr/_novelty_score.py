@@ -6,12 +6,18 @@ a baseline by its ``novelty_score``. Higher means more novel. The calibration
 and conformal wrappers both read scores here.
 """
 
+import copy
+
 import numpy as np
+from sklearn.utils import column_or_1d
+from sklearn.utils.validation import _num_samples
 
 from ._core._novelty_odds import novel_log_odds
+from ._head import CRPGaussianClassifier
 from ._labels import label_result_dtype
 
-__all__ = ["best_known", "check_scoring", "has_log_proba", "novelty_scores"]
+__all__ = ["WrapperMixin", "best_known", "check_rows", "check_scoring",
+           "has_log_proba", "novelty_scores"]
 
 # Log-odds are clipped here: a row without any known class has P(novel) = 1
 # (infinite odds), and fits and ranks need finite values.
@@ -71,3 +77,33 @@ def with_novel(y_known, novel, classes, novel_label):
     out[:] = y_known
     out[novel] = novel_label
     return out
+
+
+def check_rows(X, y):
+    """``y`` as a 1-d array with as many rows as ``X``."""
+    y = column_or_1d(y)
+    if _num_samples(X) != y.shape[0]:
+        raise ValueError(f"X and y have different numbers of rows: "
+                         f"{_num_samples(X)} and {y.shape[0]}.")
+    return y
+
+
+class WrapperMixin:
+    """What the novelty wrappers share: the default estimator (the head),
+    the wrapped model's classes and novel label, and its input tags."""
+
+    def _estimator(self):
+        return CRPGaussianClassifier() if self.estimator is None else self.estimator
+
+    @property
+    def classes_(self):
+        return self.estimator_.classes_
+
+    @property
+    def novel_label_(self):
+        return self.estimator_.novel_label_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags = copy.deepcopy(self._estimator().__sklearn_tags__().input_tags)
+        return tags

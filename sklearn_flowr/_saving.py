@@ -16,10 +16,10 @@ called, so ``import sklearn_flowr`` stays light.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
 import warnings
+
+from ._atomic import write_atomically
 
 __all__ = ["TRUSTED_TYPES", "UntrustedTypesError", "load", "save"]
 
@@ -176,21 +176,7 @@ def save(estimator, file):
     if not isinstance(file, str | os.PathLike):
         file.write(data)
         return
-    path = os.fspath(file)
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(
-        folder, f".{os.path.basename(path)}.{os.getpid()}.{uuid.uuid4().hex}.tmp"
-    )
-    try:
-        with open(tmp, "xb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    write_atomically(os.path.abspath(os.fspath(file)), lambda out: out.write(data))
 
 
 def load(file, *, trusted=None):

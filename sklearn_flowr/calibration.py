@@ -19,16 +19,17 @@ import numpy as np
 from scipy.special import expit, logit
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.isotonic import IsotonicRegression
-from sklearn.utils import Bunch, _safe_indexing, check_random_state, column_or_1d
+from sklearn.utils import Bunch, _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _num_samples, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
 from ._core._softmax import logsumexp
-from ._head import CRPGaussianClassifier
 from ._novelty_score import (
     LOG_ODDS_CLIP,
+    WrapperMixin,
+    check_rows,
     check_scoring,
     has_log_proba,
     labels_of_columns,
@@ -51,7 +52,7 @@ def _estimator_has_proba(self):
                       else self._estimator())
 
 
-class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
+class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMixin,
                                   BaseEstimator):
     """Open-world classifier with a P(novel) calibrated on held-out classes.
 
@@ -159,9 +160,6 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
         self.known_query_share = known_query_share
         self.random_state = random_state
 
-    def _estimator(self):
-        return CRPGaussianClassifier() if self.estimator is None else self.estimator
-
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
         """Fit the estimator (unless prefit) and the novelty map.
@@ -179,10 +177,7 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
         self : NoveltyCalibratedClassifier
         """
         self._validate_params()
-        y = column_or_1d(y)
-        if _num_samples(X) != y.shape[0]:
-            raise ValueError(f"X and y have different numbers of rows: "
-                             f"{_num_samples(X)} and {y.shape[0]}.")
+        y = check_rows(X, y)
         estimator = self._estimator()
         check_scoring(estimator, type(self).__name__)
         rng = check_random_state(self.random_state)
@@ -352,10 +347,7 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
             (n_samples,).
         """
         check_is_fitted(self)
-        y = column_or_1d(y)
-        if _num_samples(X) != y.shape[0]:
-            raise ValueError(f"X and y have different numbers of rows: "
-                             f"{_num_samples(X)} and {y.shape[0]}.")
+        y = check_rows(X, y)
         if not _has_proba(self.estimator_):
             return self._baseline_step(self.estimator_.open_world_step(X, y))
         work = copy.deepcopy(self)  # the model changes only on success
@@ -389,24 +381,9 @@ class NoveltyCalibratedClassifier(MetaEstimatorMixin, ClassifierMixin,
                      p_novel=expit(mapped), novelty_score=mapped,
                      is_novel=np.asarray(out["is_novel"], dtype=bool))
 
-    # --------------------------------------------------------------- attributes
-    @property
-    def classes_(self):
-        return self.estimator_.classes_
-
-    @property
-    def novel_label_(self):
-        return self.estimator_.novel_label_
-
     @property
     def n_features_in_(self):
         return self.estimator_.n_features_in_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        inner = self._estimator().__sklearn_tags__()
-        tags.input_tags = copy.deepcopy(inner.input_tags)
-        return tags
 
 
 def _stream_scores(estimator, X, y):

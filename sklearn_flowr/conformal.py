@@ -25,12 +25,18 @@ import numpy as np
 from scipy.stats import false_discovery_control
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import Bunch, _safe_indexing, check_random_state, column_or_1d
+from sklearn.utils import Bunch, _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from ._head import CRPGaussianClassifier
-from ._novelty_score import best_known, check_scoring, novelty_scores, with_novel
+from ._novelty_score import (
+    WrapperMixin,
+    best_known,
+    check_rows,
+    check_scoring,
+    novelty_scores,
+    with_novel,
+)
 
 __all__ = ["ConformalNoveltyClassifier", "conformal_pvalues"]
 
@@ -56,7 +62,7 @@ class _Calibrator:
         self._scores = None
 
 
-class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
+class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMixin,
                                  BaseEstimator):
     """Open-world classifier whose novelty decision has a stated error rate.
 
@@ -153,9 +159,6 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
         self.mondrian = mondrian
         self.random_state = random_state
 
-    def _estimator(self):
-        return CRPGaussianClassifier() if self.estimator is None else self.estimator
-
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
         """Calibrate (and with an int ``cv``, fit) on labelled known-class rows.
@@ -173,7 +176,7 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
         self : ConformalNoveltyClassifier
         """
         self._validate_params()
-        y = _check_rows(X, y)
+        y = check_rows(X, y)
         estimator = self._estimator()
         check_scoring(estimator, type(self).__name__)
         if self.cv == "prefit":
@@ -311,7 +314,7 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
         self : ConformalNoveltyClassifier
         """
         check_is_fitted(self)
-        y = _check_rows(X, y)
+        y = check_rows(X, y)
         work = copy.deepcopy(self)  # swapped in only when every model learned
         for model in work._models():
             model.partial_fit(X, y)
@@ -337,7 +340,7 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
             = novel), ``is_novel`` (the label was unseen at that moment).
         """
         check_is_fitted(self)
-        y = _check_rows(X, y)
+        y = check_rows(X, y)
         work = copy.deepcopy(self)
         rows = {"y_pred": [], "y_known": [], "pvalue": [], "is_novel": []}
         for i in range(y.shape[0]):
@@ -373,7 +376,7 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
         self : ConformalNoveltyClassifier
         """
         check_is_fitted(self)
-        y = _check_rows(X, y)
+        y = check_rows(X, y)
         unknown = np.setdiff1d(np.unique(y), np.asarray(self.classes_))
         if unknown.size:
             raise ValueError("Calibration rows must be of known classes; "
@@ -392,20 +395,6 @@ class ConformalNoveltyClassifier(MetaEstimatorMixin, ClassifierMixin,
             calibrator.scores()
         self._calibrators = work
         return self
-
-    # --------------------------------------------------------------- attributes
-    @property
-    def classes_(self):
-        return self.estimator_.classes_
-
-    @property
-    def novel_label_(self):
-        return self.estimator_.novel_label_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags = copy.deepcopy(self._estimator().__sklearn_tags__().input_tags)
-        return tags
 
 
 def _n_at_least(calibration, test):
@@ -442,14 +431,6 @@ def conformal_pvalues(calibration_scores, scores):
     if np.isnan(calibration).any() or np.isnan(scores).any():
         raise ValueError("conformal_pvalues got NaN scores.")
     return (1.0 + _n_at_least(calibration, scores)) / (1.0 + calibration.shape[0])
-
-
-def _check_rows(X, y):
-    y = column_or_1d(y)
-    if _num_samples(X) != y.shape[0]:
-        raise ValueError(f"X and y have different numbers of rows: "
-                         f"{_num_samples(X)} and {y.shape[0]}.")
-    return y
 
 
 def _concat(X, X_new):

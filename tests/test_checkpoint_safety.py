@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_flowr import FLOWRClassifier
+from sklearn_flowr import FLOWRClassifier, _atomic
 from sklearn_flowr.training import MetaTraining, SupE, _checkpoints
 from sklearn_flowr.training._checkpoints import check_fingerprint
 
@@ -138,8 +138,8 @@ def test_fingerprint_killed_mid_write_leaves_no_partial_file(features, tmp_path,
         raise Killed
 
     monkeypatch.setattr(json, "dump", killed_mid_write)
-    monkeypatch.setattr(_checkpoints, "_remove_quietly", lambda paths: None,
-                        raising=False)
+    # A killed process cleans nothing up.
+    monkeypatch.setattr(_atomic, "_discard", lambda tmp: None)
     with pytest.raises(Killed):
         cheapest(tmp_path).fit(X, y)
     monkeypatch.setattr(json, "dump", dump)

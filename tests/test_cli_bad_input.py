@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from sklearn_flowr import _atomic
 from sklearn_flowr.cli import _benchmark, _demo, benchmark_main, demo_main
 
 
@@ -159,12 +160,13 @@ def test_benchmark_full_disk_is_one_line_naming_the_file(full, no_training,
     real_open = open
 
     def full_disk_open(path, mode="r", *args, **kwargs):
-        # Every write of the file ``full`` goes to /dev/full: a real ENOSPC.
-        if "w" in mode and full in os.fspath(path):
-            return real_open("/dev/full", mode, *args, **kwargs)
+        # Every write of the file ``full`` (under its temporary name) goes to
+        # /dev/full: a real ENOSPC.
+        if ("w" in mode or "x" in mode) and full in os.fspath(path):
+            return real_open("/dev/full", mode.replace("x", "w"), *args, **kwargs)
         return real_open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(_benchmark, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(_atomic, "open", full_disk_open, raising=False)
     status = benchmark_main(["--dataset", "digits", "--out", str(out),
                              "--cache-dir", "", "--verbose", "0"])
     captured = capsys.readouterr()

@@ -40,7 +40,6 @@ spreads tasks over joblib workers; inside
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import functools
 import inspect
@@ -52,6 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._atomic import write_atomically
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders._factory import BACKBONE_NAMES
 from ..protocol import evaluate_online
@@ -548,23 +548,6 @@ def main(argv=None) -> int:
     return 0
 
 
-def _write_replacing(path: Path, write) -> None:
-    """Write ``path`` through ``write(binary file)`` under a temporary name in
-    its folder, then rename it into place: a full disk leaves the previous
-    file (or none), never a truncated one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 def _write_outputs(results, out: Path) -> str | None:
     """Write results.json and roc.png into ``out``; why one failed, or None."""
     target = out
@@ -572,9 +555,9 @@ def _write_outputs(results, out: Path) -> str | None:
         out.mkdir(parents=True, exist_ok=True)
         target = out / "results.json"
         text = json.dumps(results, indent=1).encode("utf-8")
-        _write_replacing(target, lambda file: file.write(text))
+        write_atomically(target, lambda file: file.write(text))
         target = out / "roc.png"
-        _write_replacing(target, lambda file: plot_figures(results, file))
+        write_atomically(target, lambda file: plot_figures(results, file))
     except OSError as exc:
         # exc.filename, when set, is the temporary name: name the target.
         return (f"cannot write {str(target)!r}: "

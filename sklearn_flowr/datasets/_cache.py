@@ -14,13 +14,13 @@ Shared by the rendered ``glyphs`` and ``kanji`` data sets (``cache_dir=``,
 
 from __future__ import annotations
 
-import contextlib
 import os
-import uuid
 import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
+
+from .._atomic import write_atomically
 
 
 def read_cache(path: str | os.PathLike, read: Callable[[Path], Any]) -> Any:
@@ -98,15 +98,7 @@ def write_cache(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> N
         path.parent.mkdir(parents=True, exist_ok=True)
         # A unique name per writer; open() (not mkstemp) keeps the umask's
         # permissions, so a shared cache stays readable by its group.
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        try:
-            with open(tmp, "xb") as file:
-                write(file)
-            os.replace(tmp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_atomically(path, write, sync=False)
     except OSError as exc:
         warnings.warn(
             f"Cannot write cache file {str(path)!r} ({exc}); going on without "

@@ -21,12 +21,13 @@ import contextlib
 import json
 import os
 import re
-import uuid
 import warnings
 
 import joblib
 import numpy as np
 from skorch.callbacks import Checkpoint
+
+from .._atomic import temporary_name, write_atomically
 
 __all__ = ["AtomicCheckpoint", "check_fingerprint", "checkpointed_epochs",
            "remove_stale_temporaries"]
@@ -53,14 +54,6 @@ def _shaping(params: dict) -> dict:
 def _fingerprint(X, y, params) -> dict:
     shaping = {name: repr(value) for name, value in _shaping(params).items()}
     return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
-
-
-def _temporary_name(path: str) -> str:
-    """A unique temporary name next to ``path`` (same folder, so the rename
-    into place is atomic)."""
-    folder, name = os.path.split(path)
-    return os.path.join(folder,
-                        f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
 
 
 def _sync_file(path: str) -> None:
@@ -164,16 +157,8 @@ def _read_fingerprint(path: str) -> dict:
 
 
 def _write_fingerprint(path: str, fingerprint: dict) -> None:
-    tmp = _temporary_name(path)
-    try:
-        with open(tmp, "x", encoding="utf-8") as file:
-            json.dump(fingerprint, file, indent=1)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        _remove_quietly([tmp])
-        raise
+    write_atomically(path, lambda file: json.dump(fingerprint, file, indent=1),
+                     text=True)
     _sync_folder(os.path.dirname(path))
 
 
@@ -397,7 +382,7 @@ class AtomicCheckpoint(Checkpoint):
         written = []
         try:
             for key, path in targets:
-                tmp = _temporary_name(path)
+                tmp = temporary_name(path)
                 written.append(tmp)
                 net.save_params(**{key: tmp,
                                    "use_safetensors": self.use_safetensors})
