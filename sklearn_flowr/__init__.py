@@ -15,6 +15,11 @@ __version__ = "0.1.0.dev0"
 __all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "__version__", "load", "save"]
 
 
+def __dir__():
+    # FLOWRClassifier loads on demand (below); list it for tab-completion.
+    return sorted([*globals(), "FLOWRClassifier"])
+
+
 def __getattr__(name):
     # torch loads only when FLOWRClassifier is asked for: the head, metrics,
     # protocol and baselines run on NumPy, and joblib workers that evaluate
