@@ -120,7 +120,8 @@ default="train"
     random_state : int, RandomState or None, default=None
         Seeds training, episodes and calibration tasks.
     verbose : int, default=1
-        0 is silent; 1 prints skorch's epoch tables and tqdm bars.
+        0 is silent; 1 prints skorch's epoch tables and tqdm bars; 2 also
+        says when an earlier fit's encoder is reused.
     checkpoint_dir : str or None, default=None
         Save every epoch there and resume an interrupted ``fit`` from it. The
         folder remembers a fingerprint of the data and training settings; a
@@ -362,7 +363,9 @@ default="train"
                                    device=runner.device)
             reused = ENCODER_MEMO.get(key)
             if reused is not None:
-                if self.verbose:
+                # Only at verbose >= 2: a grid over head settings would
+                # print it once per candidate.
+                if self.verbose >= 2:
                     print("Reusing the encoder trained on the same data and "
                           "settings in this process (reuse_encoder=True).")
                 return reused
