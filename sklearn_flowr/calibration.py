@@ -41,14 +41,8 @@ from .protocol._cross_fit import class_disjoint_folds
 
 __all__ = ["NoveltyCalibratedClassifier"]
 
-# Log-odds are clipped before the map and after it (the logistic fit needs
-# finite features; the same clip as calibrate_novelty's).
-_LOG_ODDS_CLIP = LOG_ODDS_CLIP
-_has_proba = has_log_proba
-
-
 def _estimator_has_proba(self):
-    return _has_proba(self.estimator_ if hasattr(self, "estimator_")
+    return has_log_proba(self.estimator_ if hasattr(self, "estimator_")
                       else self._estimator())
 
 
@@ -221,20 +215,22 @@ class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMi
 
     # --------------------------------------------------------------- predicting
     def _map(self, score):
-        """Calibrated log-odds of novel against known, from the raw score."""
-        score = np.clip(np.asarray(score, dtype=np.float64), -_LOG_ODDS_CLIP,
-                        _LOG_ODDS_CLIP)
+        """Calibrated log-odds of novel against known, from the raw score
+        (log-odds clipped to +-30 for a probabilistic estimator; a baseline's
+        distance as it is)."""
+        score = np.asarray(score, dtype=np.float64)
         if self.calibrator_ is None:
             mapped = self.slope_ * score + self.intercept_
         else:
             with np.errstate(divide="ignore"):
                 mapped = logit(self.calibrator_.predict(score))
-        return np.clip(mapped, -_LOG_ODDS_CLIP, _LOG_ODDS_CLIP)
+        return np.clip(mapped, -LOG_ODDS_CLIP, LOG_ODDS_CLIP)
 
     def _calibrated_log_proba(self, X):
         log_proba = np.asarray(self.estimator_.predict_log_proba(X),
                                dtype=np.float64)
-        mapped = with_novel_log_odds(log_proba, self._map(novel_log_odds(log_proba)))
+        log_odds = np.clip(novel_log_odds(log_proba), -LOG_ODDS_CLIP, LOG_ODDS_CLIP)
+        mapped = with_novel_log_odds(log_proba, self._map(log_odds))
         return mapped - logsumexp(mapped, axis=1)[:, None]
 
     def predict_novelty_proba(self, X):
@@ -249,7 +245,7 @@ class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMi
         p_novel : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if _has_proba(self.estimator_):
+        if has_log_proba(self.estimator_):
             return np.exp(self._calibrated_log_proba(X)[:, -1])
         return expit(self._map(self.estimator_.novelty_score(X)))
 
@@ -297,7 +293,7 @@ class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMi
         y_pred : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if _has_proba(self.estimator_):
+        if has_log_proba(self.estimator_):
             return labels_of_columns(self._calibrated_log_proba(X).argmax(axis=1),
                            self.classes_, self.novel_label_)
         novel = self.predict_novelty_proba(X) >= 0.5
@@ -348,7 +344,7 @@ class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMi
         """
         check_is_fitted(self)
         y = check_rows(X, y)
-        if not _has_proba(self.estimator_):
+        if not has_log_proba(self.estimator_):
             return self._baseline_step(self.estimator_.open_world_step(X, y))
         work = copy.deepcopy(self)  # the model changes only on success
         rows = [work._proba_step(_safe_indexing(X, [i]), y[i : i + 1])
@@ -389,15 +385,15 @@ class NoveltyCalibratedClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMi
 def _stream_scores(estimator, X, y):
     """Raw novelty score and first-sighting flag of each row of a stream."""
     out = estimator.open_world_step(X, y)
+    is_first = np.asarray(out["is_novel"], dtype=bool)
+    if not has_log_proba(estimator):  # a distance or score, used as it is
+        return np.asarray(out["p_novel"], dtype=np.float64), is_first
     if "novelty_score" in out:
         score = np.asarray(out["novelty_score"], dtype=np.float64)
-    elif _has_proba(estimator):
+    else:
         with np.errstate(divide="ignore"):
             score = logit(np.asarray(out["p_novel"], dtype=np.float64))
-    else:
-        score = np.asarray(out["p_novel"], dtype=np.float64)
-    score = np.clip(score, -_LOG_ODDS_CLIP, _LOG_ODDS_CLIP)
-    return score, np.asarray(out["is_novel"], dtype=bool)
+    return np.clip(score, -LOG_ODDS_CLIP, LOG_ODDS_CLIP), is_first
 
 
 def _split_known(y, train, share, rng):

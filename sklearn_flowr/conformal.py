@@ -180,6 +180,11 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         estimator = self._estimator()
         check_scoring(estimator, type(self).__name__)
         if self.cv == "prefit":
+            if self.estimator is None:
+                raise ValueError(
+                    "cv='prefit' calibrates an estimator fitted already: pass "
+                    "one (ConformalNoveltyClassifier(fitted_head)), or cv=k to "
+                    "fit the default head here on k folds.")
             check_is_fitted(estimator)
             unknown = np.setdiff1d(np.unique(y), np.asarray(estimator.classes_))
             if unknown.size:
@@ -316,12 +321,16 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         check_is_fitted(self)
         y = check_rows(X, y)
         work = copy.deepcopy(self)  # swapped in only when every model learned
-        for model in work._models():
-            model.partial_fit(X, y)
-        for calibrator in work._calibrators:
-            calibrator.learned()
+        work._learn(X, y)
         self.__dict__.update(work.__dict__)
         return self
+
+    def _learn(self, X, y):
+        """Every model learns ``(X, y)`` in place; calibration scores go stale."""
+        for model in self._models():
+            model.partial_fit(X, y)
+        for calibrator in self._calibrators:
+            calibrator.learned()
 
     def open_world_step(self, X, y):
         """Decide each row with the models before it, then learn its label.
@@ -352,7 +361,7 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
             rows["y_pred"].append(with_novel(y_known, pvalue <= work.alpha,
                                              work.classes_, work.novel_label_))
             rows["is_novel"].append(~np.isin(y[i : i + 1], work.classes_))
-            work.partial_fit(x, y[i : i + 1])
+            work._learn(x, y[i : i + 1])
         self.__dict__.update(work.__dict__)
         out = {name: np.concatenate(values) if values else np.zeros(0)
                for name, values in rows.items()}

@@ -209,3 +209,17 @@ def test_wraps_a_fitted_flowr_classifier():
     out = clf.open_world_step(X[y == 5][:3], y[y == 5][:3])
     np.testing.assert_array_equal(out.is_novel, [True, False, False])
     assert 5 in clf.classes_ and 5 not in model.classes_
+
+
+def test_a_baseline_distance_is_mapped_as_it_is_at_any_scale(heavy_tails):
+    """NCM's squared distances run far beyond the +-30 clip of log-odds; the
+    map must keep them apart (a clip would tie every far row)."""
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(NCMClassifier(), random_state=0).fit(
+        X * 100.0, y)
+    score = clf.estimator_.novelty_score(X_new * 100.0)
+    assert score.min() > 30.0
+    p = clf.predict_novelty_proba(X_new * 100.0)
+    assert np.unique(p).size > 0.9 * np.unique(score).size
+    np.testing.assert_array_equal(np.argsort(p, kind="stable"),
+                                  np.argsort(score, kind="stable"))

@@ -261,3 +261,15 @@ def test_wraps_a_fitted_flowr_classifier():
     assert p.shape == (10,) and (p >= 1 / (known.size + 1)).all()
     out = clf.open_world_step(X[y == 8][:3], y[y == 8][:3])
     np.testing.assert_array_equal(out.is_novel, [True, False, False])
+
+
+def test_defaults_fail_clearly_and_folds_search_in_scikit_learn(rng):
+    from sklearn.model_selection import GridSearchCV
+
+    X, y = _exchangeable_draw(rng)
+    with pytest.raises(ValueError, match="cv='prefit' calibrates an estimator"):
+        ConformalNoveltyClassifier().fit(X, y)
+    search = GridSearchCV(ConformalNoveltyClassifier(cv=3, random_state=0),
+                          {"alpha": [0.05, 0.2]}, cv=3).fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.predict(X[:5]).shape == (5,)
