@@ -38,7 +38,8 @@ from ._novelty_score import (
     with_novel,
 )
 
-__all__ = ["ConformalNoveltyClassifier", "conformal_pvalues"]
+__all__ = ["ConformalNoveltyClassifier", "conformal_pvalues",
+           "leave_group_out_pvalues"]
 
 
 class _Calibrator:
@@ -440,6 +441,70 @@ def conformal_pvalues(calibration_scores, scores):
     if np.isnan(calibration).any() or np.isnan(scores).any():
         raise ValueError("conformal_pvalues got NaN scores.")
     return (1.0 + _n_at_least(calibration, scores)) / (1.0 + calibration.shape[0])
+
+
+def leave_group_out_pvalues(scores, is_calibration, groups):
+    """Conformal p-values of every row against the calibration rows of the
+    other groups.
+
+    Row ``i`` of group ``g`` gets ``(1 + #{j : c_j, g_j != g, s_j >= s_i}) /
+    (1 + #{j : c_j, g_j != g})``, the split-conformal p-value
+    (:func:`conformal_pvalues`) whose calibration set leaves its own group
+    out. With groups that are independent draws of the same kind -- the tasks
+    of an open-world evaluation, each drawn at random from one pool of
+    classes -- the calibration rows of the other groups and a known-class row
+    of group ``g`` are exchangeable, so ``P(p <= alpha) <= alpha`` holds for a
+    random group's known-class rows (cross-conformal over groups); rows of one
+    group share a state (its support classes) and are never calibrated on one
+    another.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_samples,)
+        Novelty scores, higher = more novel.
+    is_calibration : array-like of bool, shape (n_samples,)
+        Rows that may calibrate other groups (rows known to belong to known
+        classes).
+    groups : array-like of shape (n_samples,)
+        The group of each row; at least two groups must hold calibration
+        rows.
+
+    Returns
+    -------
+    pvalues : ndarray of shape (n_samples,)
+        Small means novel.
+
+    Examples
+    --------
+    >>> leave_group_out_pvalues([0.1, 0.2, 0.3, 0.9], [True, True, True, False],
+    ...                         [0, 0, 1, 1])
+    array([1.        , 1.        , 0.33333333, 0.33333333])
+    """
+    scores = np.asarray(scores, dtype=np.float64).ravel()
+    is_calibration = np.asarray(is_calibration, dtype=bool).ravel()
+    groups = np.asarray(groups).ravel()
+    if not scores.shape == is_calibration.shape == groups.shape:
+        raise ValueError("scores, is_calibration and groups need one value per "
+                         f"row; got {scores.shape[0]}, {is_calibration.shape[0]} "
+                         f"and {groups.shape[0]}.")
+    if np.isnan(scores).any():
+        raise ValueError("leave_group_out_pvalues got NaN scores.")
+    group_ids, group = np.unique(groups, return_inverse=True)
+    n_cal_groups = np.unique(group[is_calibration]).shape[0]
+    if n_cal_groups < 2:
+        raise ValueError("leave_group_out_pvalues needs calibration rows in at "
+                         f"least two groups; got {n_cal_groups}.")
+    calibration = scores[is_calibration]
+    n_ge = _n_at_least(calibration, scores)
+    n_ref = np.full(scores.shape[0], calibration.shape[0])
+    order = np.argsort(group, kind="stable")
+    bounds = np.cumsum(np.bincount(group, minlength=group_ids.shape[0]))[:-1]
+    for rows in np.split(order, bounds):
+        own = scores[rows][is_calibration[rows]]
+        if own.shape[0]:
+            n_ge[rows] -= _n_at_least(own, scores[rows])
+            n_ref[rows] -= own.shape[0]
+    return (1.0 + n_ge) / (1.0 + n_ref)
 
 
 def _concat(X, X_new):

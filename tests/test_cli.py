@@ -170,19 +170,21 @@ def test_benchmark_reports_conformal_figures(tiny_run):
     """Check every (setting, method) row carries the conformal novelty
     decision: false-novel rate and power at alpha 0.01, 0.05, 0.1 (finite,
     in [0, 1], the rate non-decreasing in alpha), Benjamini-Hochberg's FDR and
-    power at q = 0.1, the curve the figure draws, and a calibration set from
-    the training classes; and that the printed conformal tables list every
-    row."""
-    _, printed, results, _, _ = tiny_run
+    power at q = 0.05, 0.1 and 0.2, the curve the figure draws, and a
+    calibration set from the other test tasks (the default); and that the
+    printed conformal tables list every row."""
+    _, printed, results, _, calls = tiny_run
+    assert calls["calibration"] == []  # no run on the training classes
     for setting in ("small", "large"):
         for row in results["settings"][setting]["rows"]:
             figures = row["conformal"]
+            assert figures["calibration"] == "tasks"
             assert figures["n_calibration"] > 0
-            assert figures["n_calibration_tasks"] == row["n_tasks"]
+            assert figures["n_calibration_tasks"] == row["n_tasks"] - 1
             assert figures["n_tasks"] == row["n_tasks"]
             assert figures["score"] == ("novelty_score" if row["probability"]
                                         else "p_novel")
-            assert figures["calibration_seconds"] >= 0.0
+            assert figures["calibration_seconds"] is None
             rates = []
             for level in _LEVELS:
                 cell = figures["alpha"][level]
@@ -191,10 +193,12 @@ def test_benchmark_reports_conformal_figures(tiny_run):
                     assert _in_unit_interval(cell[key]), (row["method"], key)
                 rates.append(cell["false_novel_rate"])
             assert rates == sorted(rates), (setting, row["method"], rates)
-            bh = figures["bh"]
-            assert bh["q"] == 0.1
-            for key in ("fdr", "fdr_se", "power", "power_se"):
-                assert _in_unit_interval(bh[key]), (row["method"], key)
+            assert figures["bh"] == figures["bh_levels"]["0.1"]
+            for q in ("0.05", "0.1", "0.2"):
+                bh = figures["bh_levels"][q]
+                assert bh["q"] == float(q)
+                for key in ("fdr", "fdr_se", "power", "power_se"):
+                    assert _in_unit_interval(bh[key]), (row["method"], key)
             curve = figures["curve"]
             assert curve["alpha"][0] == 0.01 and curve["alpha"][-1] == 0.3
             assert np.all(np.diff(curve["false_novel_rate"]) >= 0)
@@ -205,13 +209,9 @@ def test_benchmark_reports_conformal_figures(tiny_run):
     assert printed.count("FNR@0.05") == 2
 
 
-def test_benchmark_conformal_figures_match_a_recomputation(tiny_run):
-    """Check the conformal figures of every row against an independent
-    computation from the rows of the runs the command line made: the
-    calibration set is the calibration run's scores of rows that are not
-    first sightings, on training classes only; p-values by brute force;
-    the false-novel rate, power, FDP and BH selection per task by the
-    package's metrics and scipy, then mean and standard error over tasks."""
+def _brute_force_figures(row, pvalues, report):
+    """Check ``row``'s conformal figures against per-task metrics of
+    ``pvalues`` computed by the package's metrics and scipy."""
     from scipy.stats import false_discovery_control
 
     from sklearn_flowr.metrics import (
@@ -221,18 +221,90 @@ def test_benchmark_conformal_figures_match_a_recomputation(tiny_run):
         selection_power,
     )
 
-    _, _, results, _, calls = tiny_run
-    rows = [row for setting in ("small", "large")
-            for row in results["settings"][setting]["rows"]]
-    assert len(calls["test"]) == len(calls["calibration"]) == len(rows) == 14
-
     def mean_se(values):
         values = np.asarray(values)
         return values.mean(), values.std(ddof=1) / np.sqrt(values.shape[0])
 
+    by_task = [report.rows.task_id == task
+               for task in np.unique(report.rows.task_id)]
+    first = report.rows.is_novel
+    for level in _LEVELS:
+        cell = row["conformal"]["alpha"][level]
+        fnr = mean_se([false_novel_rate(first[t], pvalues[t], float(level))
+                       for t in by_task])
+        power = mean_se([novelty_power(first[t], pvalues[t], float(level))
+                         for t in by_task])
+        assert (cell["false_novel_rate"], cell["false_novel_rate_se"]) == (
+            pytest.approx(fnr[0], abs=1e-12), pytest.approx(fnr[1], abs=1e-12))
+        assert (cell["power"], cell["power_se"]) == (
+            pytest.approx(power[0], abs=1e-12),
+            pytest.approx(power[1], abs=1e-12))
+    for q in (0.05, 0.1, 0.2):
+        selected = [false_discovery_control(pvalues[t], method="bh") <= q
+                    for t in by_task]
+        fdr = mean_se([false_discovery_proportion(first[t], s)
+                       for t, s in zip(by_task, selected, strict=True)])
+        power = mean_se([selection_power(first[t], s)
+                         for t, s in zip(by_task, selected, strict=True)])
+        bh = row["conformal"]["bh_levels"][str(q)]
+        assert (bh["fdr"], bh["fdr_se"], bh["power"], bh["power_se"]) == (
+            pytest.approx(fdr[0], abs=1e-12), pytest.approx(fdr[1], abs=1e-12),
+            pytest.approx(power[0], abs=1e-12), pytest.approx(power[1], abs=1e-12))
+
+
+def test_benchmark_conformal_figures_match_a_recomputation(tiny_run):
+    """Check the conformal figures of every row against an independent
+    computation from the rows of the runs the command line made: each task's
+    calibration set is the scores of the rows of the OTHER tasks that are
+    not first sightings; p-values by brute force; the false-novel rate,
+    power, FDP and BH selection per task by the package's metrics and scipy,
+    then mean and standard error over tasks."""
+    _, _, results, _, calls = tiny_run
+    rows = [row for setting in ("small", "large")
+            for row in results["settings"][setting]["rows"]]
+    assert len(calls["test"]) == len(rows) == 14
+    for row, test_call in zip(rows, calls["test"], strict=True):
+        report = test_call[2]
+        scores = np.asarray(report.rows.get("novelty_score",
+                                            report.rows.p_novel))
+        task, known = report.rows.task_id, ~report.rows.is_novel
+        pvalues = np.empty(scores.shape[0])
+        for i in range(scores.shape[0]):
+            reference = scores[known & (task != task[i])]
+            pvalues[i] = (1 + np.sum(reference >= scores[i])) / (
+                reference.shape[0] + 1)
+        _brute_force_figures(row, pvalues, report)
+
+
+def test_benchmark_conformal_calibration_on_training_classes(tmp_path):
+    """Check ``--conformal-calibration training``: one calibration run per
+    row, on the training (fit) classes only, whose known-class scores are
+    every test row's calibration set (brute-force p-values and figures)."""
+    from sklearn_flowr.cli import _benchmark, _benchmark_conformal
+
+    args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods", "flowr",
+            "ncm", "--conformal-calibration", "training", "--out",
+            str(tmp_path / "out"), "--cache-dir", ""]
+    calls = {"test": [], "calibration": []}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_benchmark, "evaluate_online",
+                      _recording(_benchmark.evaluate_online, calls["test"]))
+        patch.setattr(_benchmark_conformal, "calibration_scores",
+                      _recording(_benchmark_conformal.calibration_scores,
+                                 calls["calibration"]))
+        status, printed = _run(args)
+    assert status == 0
+    results = _results(tmp_path / "out")
+    rows = [row for setting in ("small", "large")
+            for row in results["settings"][setting]["rows"]]
+    assert len(calls["test"]) == len(calls["calibration"]) == len(rows) == 4
+    assert "calibration tasks drawn from the training classes" in " ".join(
+        printed.split())
     for row, test_call, calibration_call in zip(
             rows, calls["test"], calls["calibration"], strict=True):
         report, calibration = test_call[2], calibration_call[2]
+        assert row["conformal"]["calibration"] == "training"
+        assert row["conformal"]["n_calibration_tasks"] == row["n_tasks"]
         y_fit = calibration_call[0][2]  # calibration_scores(template, X, y, ...)
         # The calibration tasks draw from the training (fit) classes only,
         # and the test tasks have classes the calibration never saw.
@@ -243,30 +315,7 @@ def test_benchmark_conformal_figures_match_a_recomputation(tiny_run):
         scores = report.rows.get("novelty_score", report.rows.p_novel)
         pvalues = ((1 + (reference[None, :] >= scores[:, None]).sum(axis=1))
                    / (reference.shape[0] + 1))
-        by_task = [report.rows.task_id == task
-                   for task in np.unique(report.rows.task_id)]
-        first = report.rows.is_novel
-        for level in _LEVELS:
-            cell = row["conformal"]["alpha"][level]
-            fnr = mean_se([false_novel_rate(first[t], pvalues[t], float(level))
-                           for t in by_task])
-            power = mean_se([novelty_power(first[t], pvalues[t], float(level))
-                             for t in by_task])
-            assert (cell["false_novel_rate"], cell["false_novel_rate_se"]) == (
-                pytest.approx(fnr[0], abs=1e-12), pytest.approx(fnr[1], abs=1e-12))
-            assert (cell["power"], cell["power_se"]) == (
-                pytest.approx(power[0], abs=1e-12),
-                pytest.approx(power[1], abs=1e-12))
-        selected = [false_discovery_control(pvalues[t], method="bh") <= 0.1
-                    for t in by_task]
-        fdr = mean_se([false_discovery_proportion(first[t], s)
-                       for t, s in zip(by_task, selected, strict=True)])
-        power = mean_se([selection_power(first[t], s)
-                         for t, s in zip(by_task, selected, strict=True)])
-        bh = row["conformal"]["bh"]
-        assert (bh["fdr"], bh["fdr_se"], bh["power"], bh["power_se"]) == (
-            pytest.approx(fdr[0], abs=1e-12), pytest.approx(fdr[1], abs=1e-12),
-            pytest.approx(power[0], abs=1e-12), pytest.approx(power[1], abs=1e-12))
+        _brute_force_figures(row, pvalues, report)
 
 
 def test_benchmark_model_is_the_default_estimator():

@@ -273,3 +273,43 @@ def test_defaults_fail_clearly_and_folds_search_in_scikit_learn(rng):
                           {"alpha": [0.05, 0.2]}, cv=3).fit(X, y)
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert search.best_estimator_.predict(X[:5]).shape == (5,)
+
+
+def test_leave_group_out_pvalues_brute_force_and_validity():
+    """Check leave_group_out_pvalues against a brute-force loop (each row
+    against the calibration rows of the other groups) and its validity on
+    exchangeable groups: over many draws the share of known rows with
+    p <= alpha is at most alpha (within Monte-Carlo error) and not far
+    below it."""
+    from sklearn_flowr.conformal import leave_group_out_pvalues
+
+    rng = np.random.default_rng(3)
+    scores = np.round(rng.normal(size=60), 1)  # ties included
+    is_calibration = rng.random(60) < 0.7
+    groups = rng.integers(0, 5, 60)
+    expected = np.empty(60)
+    for i in range(60):
+        reference = scores[is_calibration & (groups != groups[i])]
+        expected[i] = (1 + np.sum(reference >= scores[i])) / (reference.shape[0] + 1)
+    got = leave_group_out_pvalues(scores, is_calibration, groups)
+    assert np.array_equal(got, expected)
+    # Exchangeable groups: each group draws a shared shift (task effect)
+    # and rows around it; known rows come from the same law everywhere.
+    hits, n_rows = {0.05: 0, 0.1: 0}, 0
+    for draw in range(40):
+        rng = np.random.default_rng(draw)
+        groups = np.repeat(np.arange(30), 20)
+        scores = rng.normal(size=30)[groups] * 0.5 + rng.normal(size=600)
+        pvalues = leave_group_out_pvalues(scores, np.ones(600, bool), groups)
+        n_rows += 600
+        for alpha in hits:
+            hits[alpha] += int(np.sum(pvalues <= alpha))
+    for alpha, count in hits.items():
+        rate = count / n_rows
+        assert alpha - 0.03 <= rate <= alpha + 0.02, (alpha, rate)
+    with pytest.raises(ValueError, match="at least two groups"):
+        leave_group_out_pvalues([0.1, 0.2], [True, True], [0, 0])
+    with pytest.raises(ValueError, match="one value per row"):
+        leave_group_out_pvalues([0.1, 0.2], [True], [0, 1])
+    with pytest.raises(ValueError, match="NaN"):
+        leave_group_out_pvalues([np.nan, 0.2], [True, True], [0, 1])

@@ -6,35 +6,36 @@ every ``--set KEY=VALUE`` applied with ``set_params`` (``--set
 head__covariance=isotropic --set calibration=None`` is the paper's head). For
 every pre-training (``--pretrain``: Sup-E, Sup-FC) and setting (small, large
 context) it fits that model on the training classes and runs every method
-through the same seeded tasks with :func:`~sklearn_flowr.protocol.evaluate_online`:
-FLOWR (the fitted model's own head on its meta-trained embedding), NCM on that
-same embedding (does the head beat a distance on the same features?), and the
-baselines NCM, ProtoNet, PEELER and EVM on the pre-trained embedding;
-``flowr-no-meta`` (asked for with ``--methods``) fits a second model with
-``meta=None`` (does meta-training help?). It prints the paper-style table
-(Acc, Support Acc, Inc. Acc at the fixed novelty TPR, and the accuracy of the
-threshold-free argmax decision, as mean +- 95% CI over tasks; H-measure,
-AUROC, expected calibration error over 15 equal-width bins and Brier score of
-P(novel) against first sightings, pooled over the run; n/a for a baseline,
-whose novelty output is not a probability). A second table gives every
-method's conformal novelty decision: each query's novelty score is ranked
-among the scores of known-class rows of calibration tasks of the same kind
-drawn from the TRAINING classes (at most 200, seeded by ``--seed``; large
-context: a clone refitted with some training classes held out as novel),
-giving a p-value; a query is called novel when it is at most alpha. It
-reports, as mean +- standard error over tasks, the false-novel rate (share of
-the rows of known classes called novel) at alpha 0.01, 0.05 and 0.1, the
+through the same seeded tasks with
+:func:`~sklearn_flowr.protocol.evaluate_online`: FLOWR (the fitted model's own
+head on its meta-trained embedding), NCM on that same embedding (does the head
+beat a distance on the same features?), and the baselines NCM, ProtoNet, PEELER
+and EVM on the pre-trained embedding; ``flowr-no-meta`` (asked for with
+``--methods``) fits a second model with ``meta=None`` (does meta-training
+help?). It prints the paper-style table (Acc, Support Acc, Inc. Acc at the
+fixed novelty TPR, and the accuracy of the threshold-free argmax decision, as
+mean +- 95% CI over tasks; H-measure, AUROC, expected calibration error over 15
+equal-width bins and Brier score of P(novel) against first sightings, pooled
+over the run; n/a for a baseline, whose novelty output is not a probability). A
+second table gives every method's conformal novelty decision: each query's
+novelty score is ranked among the scores of known-class rows of the OTHER test
+tasks (tasks are independent draws from one pool, so these rows are
+exchangeable with a task's own known-class rows; ``--conformal-calibration
+training`` ranks them among calibration tasks drawn from the training classes
+instead), giving a p-value; a query is called novel when it is at most alpha.
+It reports, as mean +- standard error over tasks, the false-novel rate (share
+of the rows of known classes called novel) at alpha 0.01, 0.05 and 0.1, the
 power (share of first sightings called novel) and Benjamini-Hochberg's false
-discovery rate and power at q = 0.1 on each task's queries. Were calibration
-and test rows exchangeable, the false-novel rate would be at most alpha; the
-test tasks draw on other classes and rows, so the figures test that
-assumption. It writes a JSON of all figures and of every model's parameters,
-and a PNG of the ROC curves, reliability diagrams and the false-novel rate
-against alpha (the diagonal is the promise). ``--data`` runs on your own data:
-a folder with a sub-folder of images per class, or an ``.npz`` of ``X_train``,
-``y_train``, ``X_test``, ``y_test`` with class-disjoint labels. ``--n-jobs``
-spreads tasks over joblib workers; inside
-``joblib.parallel_config(backend="dask")`` they go to a Dask cluster.
+discovery rate and power at q = 0.1 on each task's queries (the JSON also at q
+= 0.05 and 0.2); the false-novel rate is at most alpha when the calibration and
+test rows are exchangeable, which the figures test. It writes a JSON of all
+figures and of every model's parameters, and a PNG of the ROC curves,
+reliability diagrams and the false-novel rate against alpha (the diagonal is
+the promise). ``--data`` runs on your own data: a folder with a sub-folder of
+images per class, or an ``.npz`` of ``X_train``, ``y_train``, ``X_test``,
+``y_test`` with class-disjoint labels. ``--n-jobs`` spreads tasks over joblib
+workers; inside ``joblib.parallel_config(backend="dask")`` they go to a Dask
+cluster.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from ..protocol._calibrate import (  # noqa: F401 (used by benchmarks/)
     small_context_sizes as _small_context_sizes,
 )
 from ._benchmark_conformal import (
+    CALIBRATION_SETS,
     MAX_CALIBRATION_TASKS,
     calibrate,
     conformal_figures,
@@ -230,6 +232,11 @@ def build_parser() -> argparse.ArgumentParser:
         "head__covariance=isotropic --set calibration=None for the paper's head, "
         "--set head__prior_scale=2, --set calibration=3; a key or value the "
         "model refuses stops the run before any data is loaded (default: none)")
+    add("--conformal-calibration", choices=CALIBRATION_SETS, default="tasks",
+        help="calibration rows of the conformal novelty decision: tasks, the "
+        "known-class rows of the other test tasks (classes the encoder never "
+        "saw, cross-conformal over tasks); training, calibration tasks drawn "
+        "from the training classes (the encoder saw them; a run per method)")
     add("--n-jobs", type=integer(1, cap=_MAX_JOBS,
                                  cap_why=" (joblib starts that many workers)"),
         default=1, help="joblib workers over tasks")
@@ -419,27 +426,33 @@ def _run_setting(setting, split, tasks, protocol, args, log):
 
 def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
                log):
-    """The conformal figures of one row (:func:`conformal_figures`), from a
-    calibration run of ``template`` on the training classes ``(X_fit,
-    y_fit)`` with as many tasks as the test run (at most 200) and the run's
-    seed; None, logged, where those classes cannot give the tasks."""
+    """The conformal figures of one row (:func:`conformal_figures`): with
+    ``--conformal-calibration tasks``, each test task calibrated on the
+    other tasks' known-class rows; with ``training``, on a calibration run of
+    ``template`` on the training classes ``(X_fit, y_fit)`` with as many
+    tasks as the test run (at most 200) and the run's seed. None, logged,
+    where the rows cannot give a calibration set."""
     tic = time.perf_counter()
-    n_calibration = min(n_tasks, MAX_CALIBRATION_TASKS)
-    log(f"   conformal calibration of {METHOD_NAMES[method]} on "
-        f"{n_calibration} training-class tasks ...")
     try:
-        calibration = calibrate(
-            template, X_fit, y_fit, setting, n_tasks=n_calibration,
-            n_known_query_classes=args.lc_known_query_classes,
-            n_jobs=args.n_jobs, seed=args.seed, verbose=int(args.verbose >= 1))
-        figures = conformal_figures(calibration, rows,
-                                    seconds=time.perf_counter() - tic)
+        if args.conformal_calibration == "tasks":
+            figures = conformal_figures(rows)
+        else:
+            n_calibration = min(n_tasks, MAX_CALIBRATION_TASKS)
+            log(f"   conformal calibration of {METHOD_NAMES[method]} on "
+                f"{n_calibration} training-class tasks ...")
+            calibration = calibrate(
+                template, X_fit, y_fit, setting, n_tasks=n_calibration,
+                n_known_query_classes=args.lc_known_query_classes,
+                n_jobs=args.n_jobs, seed=args.seed,
+                verbose=int(args.verbose >= 1))
+            figures = conformal_figures(rows, calibration,
+                                        seconds=time.perf_counter() - tic)
+            log(f"   conformal calibration of {METHOD_NAMES[method]}: "
+                f"{figures['n_calibration']} calibration scores in "
+                f"{figures['calibration_seconds']:.1f} s")
     except ValueError as exc:
         log(f"   no conformal figures for {METHOD_NAMES[method]}: {exc}")
         return None
-    log(f"   conformal calibration of {METHOD_NAMES[method]}: "
-        f"{figures['n_calibration']} calibration scores in "
-        f"{figures['calibration_seconds']:.1f} s")
     return figures
 
 

@@ -158,20 +158,24 @@ def format_conformal_table(setting_result, setting) -> str:
         label = (f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
                  f"{_EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} ")
         if figures is None:
-            lines.append(label + "n/a (no calibration tasks on the training "
-                         "classes)")
+            lines.append(label + "n/a (no calibration set: see the log)")
             continue
         cells = [_mean_se_cell(figures["alpha"][level], "false_novel_rate")
                  for level in levels]
         cells.append(_mean_se_cell(figures["alpha"][levels[-1]], "power"))
         cells.extend(_mean_se_cell(figures["bh"], key) for key in ("fdr", "power"))
         lines.append(label + " ".join(cells) + f" {figures['n_calibration']:6d}")
+    sources = {(row.get("conformal") or {}).get("calibration")
+               for row in setting_result["rows"]} - {None}
+    source = ("known-class rows of the other test tasks" if sources == {"tasks"}
+              else "known-class rows of calibration tasks drawn from the "
+              "training classes" if sources == {"training"}
+              else "the calibration rows of its JSON row")
     note = ("A query is called novel when its conformal p-value, its novelty "
-            "score ranked among the scores of known-class rows of "
-            "calibration tasks drawn from the training classes (n cal), is at "
-            "most alpha. FNR@alpha: share of the rows of known classes called "
-            "novel, at most alpha when calibration and test rows are "
-            "exchangeable; Power: share of first sightings called novel. BH: "
+            f"score ranked among the scores of {source} (n cal; per task, the "
+            "fewest), is at most alpha. FNR@alpha: share of the rows of known "
+            "classes called novel, at most alpha when calibration and test rows "
+            "are exchangeable; Power: share of first sightings called novel. BH: "
             f"Benjamini-Hochberg at q = {BH_Q} on each task's queries; FDR: "
             "mean share of known-class rows among those selected (0 when none).")
     lines.append(textwrap.fill(note, width=len(head), break_on_hyphens=False))
