@@ -15,6 +15,8 @@ _CHUNK_ELEMENTS = 4_000_000
 # Margins below this are raised to it: a zero margin (the same direction in
 # two classes) has no logarithm, and the Weibull fit needs one.
 _MIN_MARGIN = 1e-12
+# Most rows in one chunk of a stream (see ``EVMClassifier._chunk_rows``).
+_MAX_CHUNK_ROWS = 512
 
 
 class EVMClassifier(OpenWorldBaseline):
@@ -35,7 +37,11 @@ class EVMClassifier(OpenWorldBaseline):
     Learning a row of class ``c`` stores it as a point (and fits its Weibull)
     and gives every point of the other classes one more negative; the points
     whose tail changed are refitted, all at once (see
-    :func:`~sklearn_flowr.baselines._weibull.fit_weibull`).
+    :func:`~sklearn_flowr.baselines._weibull.fit_weibull`). ``open_world_step``
+    does the same for a chunk of rows at once: it finds every step at which a
+    point's tail changes and fits all those tails in one call, then scores
+    each row with the Weibulls of the step before it: the results of
+    predicting and learning row by row, up to the rounding of the distances.
 
     Parameters
     ----------
@@ -146,8 +152,8 @@ class EVMClassifier(OpenWorldBaseline):
         step = max(1, _CHUNK_ELEMENTS // new_points.shape[0])
         for start in range(0, n_old, step):
             rows = slice(start, start + step)
-            margins = self._margins(self._points[rows], self._point_class[rows],
-                                    new_points, index)
+            margins = _margins(_cosine_distances(self._points[rows], new_points),
+                               self._point_class[rows], index)
             merged = _smallest(np.hstack([tails[rows], margins]), self.tail_size)
             changed[rows] = np.any(merged != tails[rows], axis=1)
             tails[rows] = merged
@@ -159,7 +165,8 @@ class EVMClassifier(OpenWorldBaseline):
         for start in range(0, new_points.shape[0], step):
             rows = slice(start, start + step)
             new_tails[rows] = _smallest(
-                self._margins(new_points[rows], index[rows], points, point_class),
+                _margins(_cosine_distances(new_points[rows], points), index[rows],
+                         point_class),
                 self.tail_size,
             )
         tails = np.vstack([tails, new_tails])
@@ -170,41 +177,139 @@ class EVMClassifier(OpenWorldBaseline):
         self._points, self._point_class = points, point_class
         self._tails, self._shape, self._scale = tails, shape, scale
 
+    def _stream(self, X, index, is_new):
+        """Predict-then-learn, vectorised by chunks of rows.
+
+        Equals :meth:`_score` then :meth:`_learn` row by row (the base class's
+        loop), with one Weibull fit per chunk for every tail that changes in
+        it (see :meth:`_stream_chunk`) instead of one fit per row.
+        """
+        units = _unit_rows(X)
+        n_rows = X.shape[0]
+        known_index = np.empty(n_rows, dtype=np.intp)
+        score = np.empty(n_rows)
+        start = 0
+        while start < n_rows:
+            rows = slice(start, start + self._chunk_rows())
+            known_index[rows], score[rows] = self._stream_chunk(units[rows],
+                                                                index[rows])
+            start = rows.stop
+        return known_index, score, self._is_novel(known_index, score)
+
+    def _chunk_rows(self):
+        """Rows per stream chunk: its comparison tensors, at most
+        (n_points + rows) x rows x (rows + tail_size), stay within
+        ``_CHUNK_ELEMENTS``."""
+        rows = np.arange(1, _MAX_CHUNK_ROWS + 1)
+        fits = ((self._points.shape[0] + rows) * rows * (rows + self.tail_size)
+                <= _CHUNK_ELEMENTS)
+        return int(rows[fits][-1]) if fits[0] else 1
+
+    def _stream_chunk(self, units, index):
+        """Score each unit row with the state before it, then learn it.
+
+        A point's tail (its ``tail_size`` smallest margins) changes at step
+        ``t`` only when the margin ``m`` to row ``t`` is smaller than the
+        tail's largest, i.e. when fewer than ``tail_size`` of the margins the
+        point holds before step ``t`` are ``<= m``. All (point, step) pairs
+        are tested at once by comparing each point's candidate margins with
+        each other; every tail a change creates, and every new row's first
+        tail, is fitted in one :func:`fit_weibull` call. Row ``t`` is then
+        scored with, for each point, the last Weibull fitted before it.
+
+        Parameters
+        ----------
+        units : ndarray of shape (n_rows, n_features)
+            Rows scaled to unit length, in stream order.
+        index : ndarray of shape (n_rows,)
+            Class index of each row.
+
+        Returns
+        -------
+        known_index : ndarray of shape (n_rows,)
+            Best known class index (-1 while no point exists).
+        score : ndarray of shape (n_rows,)
+            Novelty score.
+        """
+        k = self.tail_size
+        n_old, n_rows = self._points.shape[0], units.shape[0]
+        points = np.vstack([self._points, units])
+        point_class = np.concatenate([self._point_class, index])
+        n_points = points.shape[0]
+        step = np.arange(n_rows)
+        born = np.r_[np.full(n_old, -1), step]  # the step a point is learned at
+        distance = _cosine_distances(units, points)  # (n_rows, n_points)
+        margin = _margins(distance.T, point_class, index)  # point q, row t
+        # A new point's first tail: the old points and the earlier rows.
+        earlier = np.where(step[None, :] < step[:, None], margin[n_old:], np.inf)
+        first_tails = _smallest(
+            np.hstack([_margins(distance[:, :n_old], index, self._point_class),
+                       earlier]), k)
+        tails = np.vstack([self._tails, first_tails])  # (n_points, k)
+        # Margins learned after a point's birth that can enter its tail.
+        later = np.where(born[:, None] < step[None, :], margin, np.inf)
+        point, when = np.nonzero(later < tails[:, -1:])  # by point, then step
+        owners, owner = np.unique(point, return_inverse=True)
+        count = np.bincount(owner, minlength=owners.shape[0])
+        slot = np.arange(point.shape[0]) - (np.cumsum(count) - count)[owner]
+        width = int(count.max(initial=0))
+        value = np.full((owners.shape[0], width), np.inf)
+        value[owner, slot] = later[point, when]
+        # Margins <= m the point holds before m's step: its tail at the chunk's
+        # start and its earlier candidates (the others exceed that tail).
+        before = np.arange(width)[None, :] < np.arange(width)[:, None]
+        held = (np.sum((value[:, None, :] <= value[:, :, None]) & before, axis=2)
+                + np.sum(tails[owners][:, None, :] <= value[:, :, None], axis=2))
+        enters = held[owner, slot] < k
+        point, when, owner, slot = (a[enters] for a in (point, when, owner, slot))
+        upto = np.where(np.arange(width)[None, :] <= slot[:, None], value[owner],
+                        np.inf)
+        new_tails = _smallest(np.hstack([tails[point], upto]), k)
+        new_shape, new_scale = fit_weibull(np.vstack([first_tails, new_tails]))
+        # Weibull j < n_points is point j's at the chunk's start (or birth);
+        # n_points + e is change e's (changes sorted by point, then step).
+        shape = np.concatenate([self._shape, new_shape])
+        scale = np.concatenate([self._scale, new_scale])
+        changes = np.zeros((n_points, n_rows), dtype=np.intp)
+        changes[point, when] = 1
+        n_before = np.cumsum(changes, axis=1) - changes  # changes before step t
+        n_changes = changes.sum(axis=1)
+        first_change = n_points + np.cumsum(n_changes) - n_changes
+        which = np.where(n_before == 0, np.arange(n_points)[:, None],
+                         first_change[:, None] + n_before - 1).T
+        exists = born[None, :] < step[:, None]  # (n_rows, n_points)
+        psi = np.where(exists, weibull_inclusion(distance, shape[which],
+                                                 scale[which]), 0.0)
+        known_index, score = _decide(np.where(exists, distance, np.inf), psi,
+                                     point_class)
+        empty = ~exists.any(axis=1)
+        known_index[empty], score[empty] = -1, 1.0
+        last = np.where(n_changes > 0, first_change + n_changes - 1,
+                        np.arange(n_points))
+        changed = n_changes > 0
+        tails[changed] = new_tails[last[changed] - n_points]
+        self._points, self._point_class, self._tails = points, point_class, tails
+        self._shape, self._scale = shape[last], scale[last]
+        return known_index, score
+
     def _score(self, X):
         n_rows = X.shape[0]
         known_index = np.full(n_rows, -1, dtype=np.intp)
         score = np.ones(n_rows)
         if self._points.shape[0] == 0:
             return known_index, score
-        order = np.argsort(self._point_class, kind="stable")
-        sorted_class = self._point_class[order]
-        starts = np.flatnonzero(np.r_[True, sorted_class[1:] != sorted_class[:-1]])
-        present = sorted_class[starts]
         units = _unit_rows(X)
         step = max(1, _CHUNK_ELEMENTS // self._points.shape[0])
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             distance = _cosine_distances(units[rows], self._points)
             psi = weibull_inclusion(distance, self._shape, self._scale)
-            # Class score: the largest inclusion probability of its points.
-            class_score = np.maximum.reduceat(psi[:, order], starts, axis=1)
-            best = np.argmax(class_score, axis=1)
-            best_score = class_score[np.arange(best.shape[0]), best]
-            nearest = self._point_class[np.argmin(distance, axis=1)]
-            known_index[rows] = np.where(best_score > 0, present[best], nearest)
-            score[rows] = 1.0 - best_score
+            known_index[rows], score[rows] = _decide(distance, psi,
+                                                     self._point_class)
         return known_index, score
 
     def _declares_novel(self, score):
         return score >= self.threshold
-
-    # ---------------------------------------------------------------- helpers
-    def _margins(self, points, point_class, others, other_class):
-        """Half cosine distances to points of other classes (``inf`` within a
-        class), floored at ``_MIN_MARGIN``."""
-        margins = np.maximum(_cosine_distances(points, others) / 2.0, _MIN_MARGIN)
-        margins[point_class[:, None] == other_class[None, :]] = np.inf
-        return margins
 
     # -------------------------------------------------------------- attributes
     @property
@@ -222,6 +327,34 @@ class EVMClassifier(OpenWorldBaseline):
     @property
     def weibull_scale_(self):
         return self._fitted("weibull_scale_")._scale
+
+
+def _decide(distance, psi, point_class):
+    """Best known class index and novelty score of each row.
+
+    A class's score is the largest ``Psi`` of its points; the best class is
+    the one with the largest score, or the nearest point's when every score
+    is 0. ``distance`` and ``psi`` have shape (n_rows, n_points); a point
+    left out of a row has distance ``inf`` and ``Psi`` 0 there.
+    """
+    order = np.argsort(point_class, kind="stable")
+    sorted_class = point_class[order]
+    starts = np.flatnonzero(np.r_[True, sorted_class[1:] != sorted_class[:-1]])
+    class_score = np.maximum.reduceat(psi[:, order], starts, axis=1)
+    best = np.argmax(class_score, axis=1)
+    best_score = class_score[np.arange(best.shape[0]), best]
+    nearest = point_class[np.argmin(distance, axis=1)]
+    known_index = np.where(best_score > 0, sorted_class[starts][best], nearest)
+    return known_index, 1.0 - best_score
+
+
+def _margins(distance, point_class, other_class):
+    """Half cosine distances of points to points of other classes (``inf``
+    within a class), floored at ``_MIN_MARGIN``; ``distance`` has shape
+    (n_points, n_others)."""
+    margins = np.maximum(distance / 2.0, _MIN_MARGIN)
+    margins[point_class[:, None] == other_class[None, :]] = np.inf
+    return margins
 
 
 def _unit_rows(X):

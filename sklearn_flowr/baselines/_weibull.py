@@ -108,7 +108,9 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         low = np.where(below, k, low)
         high = np.where(below, high, k)
         step = k - value / slope
-        outside = ~((step > low) & (step < high))
+        # A converged Newton step lands on the bracket's edge (k itself):
+        # take it rather than bisecting on.
+        outside = ~((step >= low) & (step <= high))
         new_k = np.where(outside, np.sqrt(low * high), step)
         active = np.abs(new_k - k) > 1e-14 * k
         k = new_k
