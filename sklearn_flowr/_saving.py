@@ -35,6 +35,7 @@ TRUSTED_TYPES = (
     # The estimators.
     "sklearn_flowr._head.CRPGaussianClassifier",
     "sklearn_flowr._flowr.FLOWRClassifier",
+    "sklearn_flowr.baselines._dpmeans.DPMeansClassifier",
     "sklearn_flowr.baselines._evm.EVMClassifier",
     "sklearn_flowr.baselines._ncm.NCMClassifier",
     "sklearn_flowr.baselines._peeler.PEELERClassifier",

@@ -22,14 +22,19 @@ Methods:
   precision; score = smallest normalised Mahalanobis distance.
 - :class:`EVMClassifier`: Extreme Value Machine on cosine distances; score =
   1 - largest Weibull inclusion probability.
+- :class:`DPMeansClassifier`: NCM with a distance threshold (DP-means); an
+  unlabelled ``open_world_step(X)`` opens a provisional class for each row
+  beyond it, so it also discovers classes.
 """
 
+from ._dpmeans import DPMeansClassifier
 from ._evm import EVMClassifier
 from ._ncm import NCMClassifier
 from ._peeler import PEELERClassifier
 from ._protonet import ProtoNetClassifier
 
 __all__ = [
+    "DPMeansClassifier",
     "EVMClassifier",
     "NCMClassifier",
     "PEELERClassifier",

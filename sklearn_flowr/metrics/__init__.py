@@ -1,5 +1,5 @@
 """Open-world evaluation: H-measure, log-loss, calibration, novelty detection
-scores, a report, and a CV scorer.
+scores, class discovery (clustering accuracy), a report, and a CV scorer.
 
 The AUROC of a novelty score is scikit-learn's
 ``roc_auc_score(is_novel, novelty_score)`` (novel rows positive, ties counting
@@ -11,6 +11,7 @@ from ._calibration import (
     classwise_calibration_error,
     expected_calibration_error,
 )
+from ._discovery import clustering_accuracy, discovery_report
 from ._h_measure import h_measure
 from ._log_loss import open_world_log_loss
 from ._novelty import (
@@ -27,6 +28,8 @@ from ._scorer import novelty_scorer
 __all__ = [
     "brier_decomposition",
     "classwise_calibration_error",
+    "clustering_accuracy",
+    "discovery_report",
     "expected_calibration_error",
     "false_discovery_proportion",
     "false_novel_rate",

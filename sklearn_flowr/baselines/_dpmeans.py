@@ -1,0 +1,367 @@
+"""DP-means: nearest class mean that opens a class for a row far from all.
+
+The baseline for class discovery from an unlabelled stream: a row within the
+threshold of its nearest mean joins that class (and moves its mean), a row
+beyond it opens a provisional class of its own, named by
+:func:`provisional_label`.
+"""
+
+from numbers import Number, Real
+
+import numpy as np
+from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import validate_data
+
+from .._labels import _same_label
+from .._online_base import _all_or_nothing, _check_magnitude
+from .._streaming import group_sums
+from ._ncm import NCMClassifier
+from ._prototypes import PrototypeBaseline
+
+__all__ = ["DPMeansClassifier", "provisional_label"]
+
+# Quantile of the within-class pair distances that threshold="auto" takes:
+# the second row of a new Gaussian class opens a class of its own with
+# probability 1 - AUTO_QUANTILE.
+AUTO_QUANTILE = 0.99
+
+
+def provisional_label(k: int, existing_labels) -> str | int:
+    """The label of the ``k``-th class a model opens by itself.
+
+    String labels (and no labels at all) give ``"new-k"``; numeric labels give
+    the negative integer ``-(k + 1)`` (-2, -3, ...: below the default novel
+    label -1 and away from the non-negative labels people use, so a label a
+    user gives later is unlikely to be taken). When that label is already in
+    ``existing_labels``, the next of the same sequence that is not is
+    returned ("new-(k+1)", ... or -(k + 2), ...), so the result never equals
+    an existing label.
+
+    Parameters
+    ----------
+    k : int
+        Number of the provisional class, from 1: pass one more than the
+        number of provisional labels made so far.
+    existing_labels : iterable
+        Every label to avoid: the known classes, earlier provisional labels
+        and the novel label. Numeric labels when all are numbers (and there
+        is at least one), strings otherwise.
+
+    Returns
+    -------
+    label : str or int
+        A label equal to none of ``existing_labels``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.baselines._dpmeans import provisional_label
+    >>> provisional_label(1, ["cat", "dog", "novel"])
+    'new-1'
+    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
+    'new-3'
+    >>> provisional_label(1, [0, 1, 2, -1])
+    -2
+    """
+    existing = list(existing_labels)
+    numeric = bool(existing) and all(
+        isinstance(label, Number) and not isinstance(label, str)
+        for label in existing
+    )
+    taken = set(existing)
+    return _first_free(k, numeric, lambda label: label in taken)[1]
+
+
+def _first_free(k, numeric, is_taken):
+    """Number ``j >= k`` and label of the first provisional label not taken."""
+    j = k
+    while True:
+        label = -(j + 1) if numeric else f"new-{j}"
+        if not is_taken(label):
+            return j, label
+        j += 1
+
+
+def _auto_threshold(X, y_index):
+    """The ``AUTO_QUANTILE`` quantile of the distance between two rows of one
+    class, from the rows' distances to their class mean; NaN when no class has
+    two rows.
+
+    For a class of n Gaussian rows, ``x_i - mean`` has (n - 1) / (2 n) times
+    the covariance of ``x_i - x_j``, so ``sqrt(2 n / (n - 1)) ||x_i - mean||`` is
+    distributed as the distance of two rows: O(n d), no pairs formed.
+    """
+    classes, sums, counts = group_sums(X, y_index)
+    position = np.searchsorted(classes, y_index)
+    n = counts[position]
+    distances = np.linalg.norm(X - sums[position] / n[:, None], axis=1)
+    paired = n >= 2
+    if not paired.any():
+        return np.nan
+    pair_scale = np.sqrt(2.0 * n[paired] / (n[paired] - 1.0))
+    return float(np.quantile(distances[paired] * pair_scale, AUTO_QUANTILE))
+
+
+class DPMeansClassifier(PrototypeBaseline):
+    """DP-means: nearest class mean, with a distance beyond which a row opens
+    a new class.
+
+    Each class is the mean of its rows (Euclidean), updated online; a row
+    within ``threshold`` of its nearest mean belongs to it, a row beyond is
+    novel. On labelled rows it is :class:`NCMClassifier` with that threshold.
+    ``open_world_step(X)`` without labels runs DP-means [1]_ in one pass over
+    the stream: each row joins its nearest class and updates its mean when
+    within the threshold, and otherwise opens a provisional class named by
+    :func:`provisional_label` (``"new-1"``, ... for string labels, -2, -3,
+    ... for numeric ones), which later rows can join.
+
+    Parameters
+    ----------
+    threshold : "auto" or float >= 0, default="auto"
+        Distance to the nearest mean beyond which a row is novel and, without
+        a label, opens a class (DP-means' penalty ``lambda`` is its square).
+        "auto" learns it when the state starts (``fit``, or the first
+        ``partial_fit``): the 0.99 quantile of the distance between two rows
+        of one class, estimated from the rows' distances ``r`` to their class
+        mean as ``sqrt(2 n / (n - 1)) r`` (classes of ``n >= 2`` rows); it
+        scales with the data. Raise it if one class is split into several,
+        lower it if new classes are merged with others.
+    novel_label : object, default="auto"
+        Label returned for the novel class: ``"novel"`` for string labels, -1
+        (or one below the smallest label) for numeric ones. It may not occur
+        in ``y``.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        Known labels: sorted in ``fit``, new ones (given or provisional)
+        appended in order of arrival.
+    n_classes_ : int
+        Number of known classes, provisional ones included.
+    class_count_ : ndarray of shape (n_classes,)
+        Rows each class was learned from.
+    class_mean_ : ndarray of shape (n_classes, n_features)
+        Class means ``mu_n``.
+    is_provisional_ : ndarray of shape (n_classes,) of bool
+        Whether each class was opened by an unlabelled row.
+    threshold_ : float
+        The threshold in use: ``threshold``, or the one "auto" learned.
+    novel_label_ : object
+        Label used for the novel class.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit`` (only when ``X`` has string
+        column names).
+
+    See Also
+    --------
+    NCMClassifier : the same means and score, without class discovery.
+
+    Notes
+    -----
+    A row at exactly the threshold joins its class (DP-means opens a class
+    when ``min_n ||x - mu_n||^2 > lambda``), where :class:`NCMClassifier`
+    calls it novel. ``novelty_score`` and ``open_world_step``'s ``p_novel``
+    are the distance ``min_n ||x - mu_n||`` (``inf`` while no class exists).
+    Kulis and Jordan iterate assignments and means to convergence over a
+    batch; here each row is assigned once, in stream order, as an online
+    model must. With "auto" a stream cannot start on an unfitted estimator
+    (no labelled rows to learn the threshold from); with a float threshold,
+    an unlabelled stream started on an unfitted estimator names its classes
+    with strings, or with numbers when ``novel_label`` is a number. A label
+    given later that equals a provisional label is taken to be that class.
+
+    References
+    ----------
+    .. [1] B. Kulis and M. I. Jordan, "Revisiting k-means: New Algorithms via
+       Bayesian Nonparametrics", ICML, 2012.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import DPMeansClassifier
+    >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0], [5.0, 1.0]])
+    >>> dp = DPMeansClassifier().fit(X, ["a", "a", "b", "b"])
+    >>> dp.threshold_
+    1.0
+    >>> stream = np.array([[0.0, 0.5], [9.0, 9.0], [9.0, 9.5]])
+    >>> dp.open_world_step(stream).y_assigned
+    array(['a', 'new-1', 'new-1'], dtype=object)
+    >>> dp.predict([[9.0, 9.2]])
+    array(['new-1'], dtype=object)
+    """
+
+    _parameter_constraints: dict = {
+        "threshold": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "novel_label": "no_validation",
+    }
+    _empty_score = np.inf
+    _from_distances = NCMClassifier._from_distances
+
+    def __init__(self, *, threshold="auto", novel_label="auto"):
+        self.threshold = threshold
+        self.novel_label = novel_label
+
+    def open_world_step(self, X, y=None):
+        """Predict each row with the state before it, then learn it.
+
+        With labels, each row is learned under its label (as
+        :class:`NCMClassifier` does). Without, each row joins its nearest
+        class when within ``threshold_`` of its mean, and otherwise opens a
+        provisional class (see :func:`provisional_label`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings, in stream order.
+        y : array-like of shape (n_samples,) or None, default=None
+            Labels, revealed after each prediction; None: an unlabelled
+            stream.
+
+        Returns
+        -------
+        result : :class:`~sklearn.utils.Bunch`
+            Arrays of shape (n_samples,): ``y_pred`` (``novel_label_`` for a
+            row beyond the threshold, else ``y_known``), ``y_known`` (nearest
+            class before the row, ``novel_label_`` while none exists),
+            ``p_novel`` (distance to it), ``is_novel`` (the row opened a
+            class: its label was unseen, or without labels it was beyond the
+            threshold) and ``y_assigned`` (the class the row was learned
+            under: its label, the class it joined or the provisional class it
+            opened).
+
+        Raises
+        ------
+        ValueError
+            Bad input, or an unfitted estimator with ``threshold="auto"``.
+            Nothing is learned then, nor on any exception part-way.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.baselines import DPMeansClassifier
+        >>> dp = DPMeansClassifier(threshold=1.0)
+        >>> result = dp.open_world_step(np.array([[0.0], [0.5], [4.0], [0.2]]))
+        >>> result.y_assigned, result.is_novel
+        (array(['new-1', 'new-1', 'new-2', 'new-1'], dtype=object),
+         array([ True, False,  True, False]))
+        >>> dp.open_world_step(np.array([[4.1]]), ["b"]).y_pred
+        array(['new-2'], dtype=object)
+        """
+        if y is not None:
+            result = super().open_world_step(X, y)
+            result["y_assigned"] = np.asarray(y).reshape(-1)
+            return result
+        return self._discover(X)
+
+    def _discover(self, X):
+        """The unlabelled stream: assign each row, or open a class for it."""
+        first_call = not self.__sklearn_is_fitted__()
+        if first_call:
+            self._check_stream_start()
+        with _all_or_nothing(self) as undo:
+            if first_call:
+                self._validate_params()
+                X = validate_data(self, X, dtype=np.float64, reset=True)
+                _check_magnitude(X)
+                numeric_novel = (isinstance(self.novel_label, Number)
+                                 and not isinstance(self.novel_label, str))
+                no_labels = np.empty(0, dtype=np.int64 if numeric_novel else object)
+                self._start_labels(no_labels)
+                self._start(X, None, no_labels, fitting=False)
+            else:
+                X = self._validate_input(X)[0]
+            threshold = self.threshold_
+            undo.append(self._registry.checkpoint())
+            n_rows = X.shape[0]
+            known_index = np.empty(n_rows, dtype=np.intp)
+            score = np.empty(n_rows)
+            assigned = np.empty(n_rows, dtype=np.intp)
+            touched = set()
+            for row, x in enumerate(self._centred(X)):
+                best, distance = (value[0] for value in self._rank(
+                    self._distances_to_means(x[None], self._sums, self._counts)))
+                known_index[row], score[row] = best, distance
+                if best >= 0 and distance <= threshold:
+                    target = int(best)
+                else:
+                    target = self._open_provisional_class()
+                if target not in touched:
+                    # Journal a class's row before its first change (a class
+                    # opened here lives in arrays the undo drops anyway).
+                    undo.append(self._checkpoint(np.array([target])))
+                    touched.add(target)
+                self._sums[target] += x
+                self._counts[target] += 1.0
+                assigned[row] = target
+            novel = self._is_novel(known_index, score)
+            y_known = self._labels_of(known_index)
+            return Bunch(y_pred=np.where(novel, self.novel_label_, y_known),
+                         y_known=y_known, p_novel=score, is_novel=novel,
+                         y_assigned=self._labels_of(assigned))
+
+    def _open_provisional_class(self):
+        """Register the next provisional label; its class index."""
+        registry = self._registry
+        numeric = registry.labels.dtype.kind in "biuf"
+
+        def is_taken(label):
+            return label in registry._index or _same_label(label,
+                                                           self.novel_label_)
+
+        self._n_provisional, label = _first_free(self._n_provisional + 1,
+                                                 numeric, is_taken)
+        registry.add(np.array([label], dtype=object if not numeric else None))
+        self._grow()
+        index = registry.n_labels - 1
+        self._provisional = np.append(self._provisional, index)
+        return index
+
+    # ------------------------------------------------------------------ hooks
+    def _check_stream_start(self):
+        if isinstance(self.threshold, str) and self.threshold == "auto":
+            raise ValueError(
+                "DPMeansClassifier(threshold='auto') learns its threshold from "
+                "the labelled rows of fit or the first partial_fit; call one "
+                "of them first, or pass a float threshold to start a stream "
+                "on an unfitted estimator."
+            )
+
+    def _start(self, X, y_index, labels, *, fitting):
+        estimated = np.nan if y_index is None else _auto_threshold(X, y_index)
+        if (isinstance(self.threshold, str) and self.threshold == "auto"
+                and not np.isfinite(estimated)):
+            raise ValueError(
+                "DPMeansClassifier(threshold='auto') needs a class with at "
+                "least two rows to learn its threshold from, and each class "
+                "has one sample; pass a float threshold instead."
+            )
+        super()._start(X, y_index, labels, fitting=fitting)
+        self._auto_threshold = estimated
+        self._n_provisional = 0
+        self._provisional = np.zeros(0, dtype=np.intp)
+
+    def _declares_novel(self, score):
+        return score > self.threshold_
+
+    # -------------------------------------------------------------- attributes
+    @property
+    def threshold_(self):
+        self._fitted("threshold_")
+        if isinstance(self.threshold, str) and self.threshold == "auto":
+            estimated = self._auto_threshold
+            if not np.isfinite(estimated):
+                raise ValueError(
+                    "threshold='auto' was set after a start without a class of "
+                    "two rows: there is no learned threshold; pass a float "
+                    "threshold or fit again."
+                )
+            return estimated
+        return float(self.threshold)
+
+    @property
+    def is_provisional_(self):
+        mask = np.zeros(self._fitted("is_provisional_").n_classes_, dtype=bool)
+        mask[self._provisional] = True
+        return mask

@@ -1,0 +1,282 @@
+"""Class discovery: how well unlabelled rows were grouped into new classes.
+
+A model that opens classes of its own from an unlabelled stream names them
+itself (provisional labels), so its labels cannot be compared with the true
+ones row by row. The clustering accuracy matches the predicted groups to the
+true classes first, one to one, in the way that agrees with the most rows
+(the Hungarian algorithm); NMI and ARI need no matching. The convention is the
+one of open-world semi-supervised learning [1]_: plain accuracy on the rows of
+known classes, clustering accuracy on the rows of new classes and on all rows.
+"""
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+from sklearn.utils import Bunch, check_consistent_length, column_or_1d
+from sklearn.utils._param_validation import validate_params
+
+__all__ = ["clustering_accuracy", "discovery_report"]
+
+
+def _check_labels(labels, name):
+    """A one-dimensional label array, without NaN.
+
+    A list mixing numbers and strings stays objects: ``np.asarray`` would turn
+    ``[0, "new-1"]`` into the strings ``["0", "new-1"]``, and 0 would no longer
+    be the known class 0.
+    """
+    array = np.asarray(labels)
+    if array.dtype.kind in "US" and not isinstance(labels, np.ndarray):
+        array = np.asarray(labels, dtype=object)
+    array = column_or_1d(array, warn=True)
+    if array.dtype.kind == "f":
+        has_nan = bool(np.isnan(array).any())
+    else:
+        has_nan = array.dtype.kind == "O" and any(
+            isinstance(label, float) and label != label for label in array.tolist())
+    if has_nan:
+        raise ValueError(f"{name} contains NaN.")
+    return array
+
+
+def _codes(labels):
+    """Integer code of each label (0 .. n_distinct - 1) and the distinct count.
+
+    ``np.unique`` sorts, which fails on objects of mixed types (an int next to
+    a provisional string label); those are numbered in order of appearance,
+    equal labels (``==`` and hash) sharing a code.
+    """
+    if labels.dtype.kind != "O":
+        distinct, codes = np.unique(labels, return_inverse=True)
+        return codes.reshape(-1), distinct.shape[0]
+    index = {}
+    codes = np.fromiter((index.setdefault(label, len(index))
+                         for label in labels.tolist()),
+                        dtype=np.intp, count=labels.shape[0])
+    return codes, len(index)
+
+
+def _matched_hits(true_codes, n_true, pred_codes, n_pred):
+    """Rows that agree under the best one-to-one map of predicted groups to
+    true classes (a group left without a class counts all its rows wrong)."""
+    contingency = np.bincount(pred_codes * n_true + true_codes,
+                              minlength=n_pred * n_true).reshape(n_pred, n_true)
+    rows, cols = linear_sum_assignment(contingency, maximize=True)
+    return int(contingency[rows, cols].sum())
+
+
+def _clustering_scores(y_true, y_pred):
+    """Clustering accuracy, NMI and ARI of two non-empty label arrays."""
+    true_codes, n_true = _codes(y_true)
+    pred_codes, n_pred = _codes(y_pred)
+    hits = _matched_hits(true_codes, n_true, pred_codes, n_pred)
+    return (hits / y_true.shape[0],
+            float(normalized_mutual_info_score(true_codes, pred_codes)),
+            float(adjusted_rand_score(true_codes, pred_codes)))
+
+
+def _is_in(labels, reference):
+    """Whether each label is one of ``reference`` (by ``==`` and hash, so
+    labels of mixed types need no sorting)."""
+    members = set(reference)
+    return np.fromiter((label in members for label in labels.tolist()),
+                       dtype=bool, count=labels.shape[0])
+
+
+@validate_params(
+    {"y_true": ["array-like"], "y_pred": ["array-like"]},
+    prefer_skip_nested_validation=True,
+)
+def clustering_accuracy(y_true, y_pred) -> float:
+    """Accuracy of a clustering under the best matching of clusters to classes.
+
+    Each predicted cluster is mapped to at most one true class and each class
+    receives at most one cluster; of all such one-to-one maps, the one that
+    agrees with the most rows is found with the Hungarian algorithm
+    (:func:`scipy.optimize.linear_sum_assignment` on the contingency table),
+    and the accuracy is the fraction of rows it agrees with [1]_ [2]_. With
+    more clusters than classes, the rows of the clusters left unmatched count
+    as errors; with fewer, the classes left unmatched do. The score depends
+    only on how the rows are grouped: renaming the clusters, or the classes,
+    leaves it unchanged, and the two label sets need not share any label or
+    type.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True class of each row; any hashable labels.
+    y_pred : array-like of shape (n_samples,)
+        Predicted cluster of each row; any hashable labels, e.g. known class
+        labels mixed with provisional labels such as ``"new-1"``.
+
+    Returns
+    -------
+    accuracy : float
+        In [0, 1]; 1 when the clusters are exactly the classes.
+
+    Raises
+    ------
+    ValueError
+        Empty input, or inputs of different lengths.
+
+    See Also
+    --------
+    discovery_report : this accuracy on new-class and on all rows, with NMI,
+        ARI and the number of classes discovered.
+
+    References
+    ----------
+    .. [1] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
+       Visual Categories via Deep Transfer Clustering", ICCV, 2019.
+    .. [2] K. Cao, M. Brbic and J. Leskovec, "Open-World Semi-Supervised
+       Learning", ICLR, 2022.
+
+    Examples
+    --------
+    The clusters "a" and "b" are the classes 1 and 0; "c" splits class 1 and
+    gets no class of its own.
+
+    >>> from sklearn_flowr.metrics import clustering_accuracy
+    >>> clustering_accuracy([0, 0, 1, 1, 1], ["b", "b", "a", "a", "c"])
+    0.8
+    """
+    y_true = _check_labels(y_true, "y_true")
+    y_pred = _check_labels(y_pred, "y_pred")
+    check_consistent_length(y_true, y_pred)
+    if y_true.shape[0] == 0:
+        raise ValueError("y_true and y_pred are empty.")
+    true_codes, n_true = _codes(y_true)
+    pred_codes, n_pred = _codes(y_pred)
+    return _matched_hits(true_codes, n_true, pred_codes, n_pred) / y_true.shape[0]
+
+
+@validate_params(
+    {
+        "y_true": ["array-like"],
+        "y_pred": ["array-like"],
+        "known_classes": ["array-like"],
+        "novel_label": "no_validation",
+    },
+    prefer_skip_nested_validation=True,
+)
+def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunch:
+    """Score the classes a model discovered in a stream, and its known classes.
+
+    A row is *known* when its true class is one of ``known_classes`` (the
+    classes the model was given labels for), *new* otherwise. Following the
+    open-world semi-supervised convention [1]_, the known rows are scored by
+    plain accuracy (the predicted label must be the true one), and the
+    grouping of the new rows, and of all rows, by the clustering accuracy of
+    :func:`clustering_accuracy` (the best one-to-one matching of predicted
+    labels to true classes, over *every* predicted label of the rows scored:
+    a new row predicted as a known class puts that class's label in the
+    matching as one more cluster), the normalised mutual information
+    (:func:`sklearn.metrics.normalized_mutual_info_score`, arithmetic
+    normalisation) and the adjusted Rand index
+    (:func:`sklearn.metrics.adjusted_rand_score`). Each subset gets its own
+    matching, as in [1]_ and [2]_ (generalized category discovery [3]_ scores
+    subsets under the one matching of all rows instead).
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True class of each row; any hashable labels.
+    y_pred : array-like of shape (n_samples,)
+        Label the model gave each row: a known class, a label it made up for
+        a class it opened (e.g. ``"new-1"``), or ``novel_label``.
+    known_classes : array-like of shape (n_known,)
+        Labels of the classes the model knew (was given labels for); may be
+        empty, making every row new.
+    novel_label : object, default=None
+        Label meaning "novel, no class given", if the model has one. It is
+        not a discovered class in ``n_discovered``; in the clustering scores
+        its rows form one cluster like any other label. None: no such label.
+
+    Returns
+    -------
+    report : :class:`~sklearn.utils.Bunch`
+        With keys
+
+        - ``accuracy_new``, ``nmi_new``, ``ari_new``: clustering accuracy,
+          NMI and ARI on the new rows (NaN when there is none);
+        - ``accuracy_all``, ``nmi_all``, ``ari_all``: the same on all rows;
+        - ``known_accuracy``: fraction of known rows whose predicted label is
+          their true class (NaN when there is none);
+        - ``n_discovered``: number of distinct predicted labels, over all
+          rows, that are neither in ``known_classes`` nor ``novel_label``:
+          the classes the model claims to have found (a class it opened from
+          known-class rows only is a false discovery, and counts);
+        - ``n_true_new``: number of distinct true classes of the new rows;
+        - ``n_new``, ``n_known``: numbers of new and known rows.
+
+    Raises
+    ------
+    ValueError
+        Empty input, or ``y_true`` and ``y_pred`` of different lengths.
+
+    See Also
+    --------
+    clustering_accuracy : the matched accuracy alone.
+
+    References
+    ----------
+    .. [1] K. Cao, M. Brbic and J. Leskovec, "Open-World Semi-Supervised
+       Learning", ICLR, 2022.
+    .. [2] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
+       Visual Categories via Deep Transfer Clustering", ICCV, 2019.
+    .. [3] S. Vaze, K. Han, A. Vedaldi and A. Zisserman, "Generalized Category
+       Discovery", CVPR, 2022.
+
+    Examples
+    --------
+    Classes 0 and 1 are known; 7 and 8 are new and were found as "new-1" and
+    "new-2", except one row of 8 taken for class 1.
+
+    >>> from sklearn_flowr.metrics import discovery_report
+    >>> y_true = [0, 0, 1, 7, 7, 8, 8, 8]
+    >>> y_pred = [0, 0, 1, "new-1", "new-1", "new-2", "new-2", 1]
+    >>> report = discovery_report(y_true, y_pred, known_classes=[0, 1])
+    >>> report.known_accuracy, report.accuracy_new, report.accuracy_all
+    (1.0, 0.8, 0.875)
+    >>> report.n_discovered, report.n_true_new
+    (2, 2)
+    """
+    y_true = _check_labels(y_true, "y_true")
+    y_pred = _check_labels(y_pred, "y_pred")
+    known_classes = _check_labels(known_classes, "known_classes").tolist()
+    check_consistent_length(y_true, y_pred)
+    if y_true.shape[0] == 0:
+        raise ValueError("y_true and y_pred are empty.")
+    # Objects compare label by label (``==``), whatever the two dtypes are.
+    y_true_objects = y_true.astype(object)
+    y_pred_objects = y_pred.astype(object)
+    known = _is_in(y_true_objects, known_classes)
+    new = ~known
+
+    accuracy_all, nmi_all, ari_all = _clustering_scores(y_true_objects,
+                                                        y_pred_objects)
+    if new.any():
+        accuracy_new, nmi_new, ari_new = _clustering_scores(
+            y_true_objects[new], y_pred_objects[new])
+    else:
+        accuracy_new = nmi_new = ari_new = np.nan
+    known_accuracy = (
+        float(np.mean(np.asarray(y_pred_objects[known] == y_true_objects[known],
+                                 dtype=bool)))
+        if known.any() else np.nan
+    )
+    not_discovered = known_classes + ([] if novel_label is None else [novel_label])
+    claimed = y_pred_objects[~_is_in(y_pred_objects, not_discovered)]
+    return Bunch(
+        accuracy_new=accuracy_new,
+        nmi_new=nmi_new,
+        ari_new=ari_new,
+        accuracy_all=accuracy_all,
+        nmi_all=nmi_all,
+        ari_all=ari_all,
+        known_accuracy=known_accuracy,
+        n_discovered=len(set(claimed.tolist())),
+        n_true_new=len(set(y_true_objects[new].tolist())),
+        n_new=int(new.sum()),
+        n_known=int(known.sum()),
+    )
