@@ -282,6 +282,40 @@ default="train"
         >>> clf.classes_
         array([0, 1, 2])
         """
+        self._fit(X, y)
+        return self
+
+    def fit_transform(self, X, y):
+        """Fit, and return the training inputs' embeddings under the final
+        encoder (computed once, during ``fit``).
+
+        The same as ``fit(X, y).transform(X)`` (to float32 rounding: the
+        batches may differ), without embedding ``X`` a second time.
+
+        Parameters
+        ----------
+        X : array-like
+            As in :meth:`fit`.
+        y : array-like of shape (n_samples,)
+            Class labels.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, embedding_dim)
+
+        Examples
+        --------
+        >>> from sklearn_flowr._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # embedding_dim=4
+        >>> import numpy as np
+        >>> Z = clf.fit_transform(X[y < 3], y[y < 3])
+        >>> Z.shape[1], bool(np.allclose(Z, clf.transform(X[y < 3]), atol=1e-5))
+        (4, True)
+        """
+        return self._fit(X, y)
+
+    def _fit(self, X, y):
+        """:meth:`fit`'s work; the training rows' final embeddings."""
         self._validate_params()
         config = self._training_config()
         self.head._validate_params()
@@ -318,7 +352,8 @@ default="train"
                 for fitted in (prior_head, head):
                     fitted.set_params(
                         novelty_calibration=(crossed.slope, crossed.intercept))
-        del trained["embeddings"]
+        trained = dict(trained)
+        embeddings = trained.pop("embeddings")
         fitted = dict(trained, head_=head, prior_head_=prior_head,
                       encoder_=trained["meta_module_"].encoder,
                       train_classes_=labels, input_shape_=X.shape[1:],
@@ -332,7 +367,7 @@ default="train"
             setattr(self, name, value)
         self._fitted_head = copy.deepcopy(head)
         self._fitted_params = snapshot_params(self, deep=True)
-        return self
+        return embeddings
 
     def _check_calibration(self, config, X, y, y_index, seed):
         """Fail before training on what ``calibration`` cannot do; its folds."""

@@ -396,17 +396,21 @@ def npz_file(tmp_path, npz_arrays):
 
 @pytest.fixture
 def fit_spy(monkeypatch):
-    """Record the parameters of every FLOWRClassifier.fit (then fit)."""
+    """Record the parameters of every FLOWRClassifier.fit or fit_transform
+    (then run it)."""
     from sklearn_flowr import FLOWRClassifier
 
     fits = []
-    original = FLOWRClassifier.fit
 
-    def spy(self, X, y):
-        fits.append(self.get_params(deep=True))
-        return original(self, X, y)
+    def recording(original):
+        def spy(self, X, y):
+            fits.append(self.get_params(deep=True))
+            return original(self, X, y)
+        return spy
 
-    monkeypatch.setattr(FLOWRClassifier, "fit", spy)
+    for name in ("fit", "fit_transform"):
+        monkeypatch.setattr(FLOWRClassifier, name,
+                            recording(getattr(FLOWRClassifier, name)))
     return fits
 
 

@@ -368,16 +368,17 @@ def _run_setting(setting, split, tasks, protocol, args, log):
     for pretrain in args.pretrain:
         tic = time.perf_counter()
         log(f"-- {pretrain} pre-training, {setting} context")
-        models = {"flowr": fit_model(build_model(args, setting, pretrain),
-                                     X_fit, y_fit, log=log)}
+        models, fit_embeddings = {}, {}
+        models["flowr"], fit_embeddings["flowr"] = fit_model(
+            build_model(args, setting, pretrain), X_fit, y_fit, log=log)
         out["models"][pretrain] = describe_model(models["flowr"])
         if "flowr-no-meta" in args.methods:
-            models["flowr-no-meta"] = fit_model(
+            models["flowr-no-meta"], fit_embeddings["flowr-no-meta"] = fit_model(
                 build_model(args, setting, pretrain, meta=False), X_fit, y_fit,
                 log=log)
             out["models"][f"{pretrain}/no-meta"] = describe_model(
                 models["flowr-no-meta"])
-        features = Features(models, X_fit, X_eval)
+        features = Features(models, X_fit, X_eval, fit_embeddings)
         log(f"   models in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
             model = models.get(method, models["flowr"])

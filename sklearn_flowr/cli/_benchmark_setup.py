@@ -178,8 +178,9 @@ def setting_data(setting: str, data, seed):
             np.concatenate([data.y_train[held_rows], data.y_test]))
 
 
-def fit_model(model: FLOWRClassifier, X, y, *, log=print) -> FLOWRClassifier:
-    """``model.fit(X, y)``, logged: what is trained on how many images.
+def fit_model(model: FLOWRClassifier, X, y, *, log=print):
+    """``model.fit_transform(X, y)``, logged: what is trained on how many
+    images; ``(model, Z)``, ``Z`` the training images' final embeddings.
 
     Within one process an identical earlier fit's encoder is reused
     (``FLOWRClassifier(reuse_encoder=True)``); nothing is read from or
@@ -195,7 +196,7 @@ def fit_model(model: FLOWRClassifier, X, y, *, log=print) -> FLOWRClassifier:
               else "no meta-training"]
     log(f"   training FLOWR {name} encoder on {X.shape[0]} images "
         f"({' + '.join(epochs)}) ...")
-    return model.fit(X, y)
+    return model, model.fit_transform(X, y)
 
 
 def method_features(method: str) -> str:
@@ -274,8 +275,10 @@ class Features:
     model's embedding.
     """
 
-    def __init__(self, models, X_fit, X_eval):
+    def __init__(self, models, X_fit, X_eval, fit_embeddings=None):
         self.models, self.X_fit, self.X_eval = models, X_fit, X_eval
+        # The fit rows' embeddings ``fit_transform`` returned, per key.
+        self._fit_embeddings = dict(fit_embeddings or {})
         self._cache = {}
 
     def __call__(self, method):
@@ -287,8 +290,10 @@ class Features:
             key, model = kind, self.models["flowr"]
             encoder = "current" if kind == "flowr" else "pretrained"
         if key not in self._cache:
-            self._cache[key] = tuple(model.transform(X, encoder=encoder)
-                                     for X in (self.X_fit, self.X_eval))
+            Z_fit = self._fit_embeddings.get(key)
+            if Z_fit is None:
+                Z_fit = model.transform(self.X_fit, encoder=encoder)
+            self._cache[key] = Z_fit, model.transform(self.X_eval, encoder=encoder)
         return self._cache[key]
 
 
