@@ -342,7 +342,7 @@ default="train"
                 labels, setting=self.setting, update_known=self.update_known,
                 known_table=config.known_table,
                 calibrate=isinstance(self.calibration, str),
-                random_state=runner.seed)
+                random_state=runner.seed, verbose=self.verbose)
             crossed = None
             if plan is not None:
                 if self.verbose:

@@ -551,6 +551,7 @@ def main(argv=None) -> int:
     for setting, setting_result in results["settings"].items():
         print(format_table(setting_result, setting))
         print()
+    log(f"writing {out / 'results.json'} and drawing {out / 'roc.png'} ...")
     problem = _write_outputs(results, out)
     if problem:
         # One line, no traceback: the tables above already hold the results.

@@ -150,7 +150,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_tasks: int = 200, n_novel_classes: int | None = None,
                       n_query: int = 10, n_known_query_classes: int | None = None,
                       n_jobs: int | None = None, random_state=None,
-                      targets: str = "platt") -> Bunch:
+                      targets: str = "platt", verbose: int = 0) -> Bunch:
     """Fit the Platt map of P(novel) on open-world tasks of labelled data.
 
     The labelled data are training classes (never the classes the map will
@@ -193,6 +193,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         Seeds the tasks and the large context's class split.
     targets : {"platt", "hard"}, default="platt"
         Platt's smoothed targets or plain 0/1 ones (:func:`fit_novelty_map`).
+    verbose : int, default=0
+        Above 0, a progress bar over the calibration tasks.
 
     Returns
     -------
@@ -243,12 +245,12 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     p_novel, first = calibration_rows(
         estimator, X, y, setting, n_tasks=n_tasks, n_novel_classes=n_novel_classes,
         n_query=n_query, n_known_query_classes=n_known_query_classes,
-        n_jobs=n_jobs, seed=_resolve_seed(random_state))
+        n_jobs=n_jobs, seed=_resolve_seed(random_state), verbose=verbose)
     return fit_novelty_map(p_novel, first, targets=targets)
 
 
 def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
-                     n_query, n_known_query_classes, n_jobs, seed):
+                     n_query, n_known_query_classes, n_jobs, seed, verbose=0):
     """The unmapped P(novel) and first-sighting flags of the calibration
     queries :func:`calibrate_novelty` fits its map on (arguments checked
     there)."""
@@ -256,7 +258,7 @@ def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
         _uncalibrated(estimator, y), X, y, setting, n_tasks=n_tasks,
         n_novel_classes=n_novel_classes, n_query=n_query,
         n_known_query_classes=n_known_query_classes, n_jobs=n_jobs, seed=seed,
-        probability=True)
+        probability=True, verbose=verbose)
     return run.p_novel, run.is_first_sighting
 
 

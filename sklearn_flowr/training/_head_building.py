@@ -114,7 +114,7 @@ def check_head_template(template, meta) -> None:
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 setting: str, update_known: bool = False,
                 known_table: str = "refit", calibrate: bool = True,
-                random_state=None):
+                random_state=None, verbose: int = 0):
     """The online heads after training: the prior alone, and the fitted one.
 
     The template's ``"auto"`` values are filled from training: ``b`` is the
@@ -151,6 +151,8 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
         heads.
     random_state : int or None, default=None
         Seeds the calibration tasks.
+    verbose : int, default=0
+        Above 0, a progress bar over the calibration tasks.
 
     Returns
     -------
@@ -194,9 +196,13 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
     if calibrate:
         # Tasks of the training classes on the final embedding (the large
         # context refits a clone with some classes held out as novel).
+        if verbose:
+            print("Calibrating P(novel) on open-world tasks of the training "
+                  "classes (calibration='train') ...", flush=True)
         fitted_map = calibrate_novelty(prior if setting == "small" else fitted, Z,
                                        labels[y_index], setting=setting,
-                                       random_state=random_state)
+                                       random_state=random_state,
+                                       verbose=verbose)
         novelty_map = (fitted_map.slope, fitted_map.intercept)
         prior.set_params(novelty_calibration=novelty_map)
         fitted.set_params(novelty_calibration=novelty_map)
