@@ -7,6 +7,9 @@
   set, then predict-then-label along the query stream), in parallel through
   joblib, and scores the run with
   :func:`~sklearn_flowr.metrics.open_world_report`;
+- :func:`evaluate_discovery` runs them with a label budget (labels for a
+  share of the queries, late or never) and scores how new classes are
+  discovered from the unlabelled rows;
 - :func:`calibrate_novelty` fits a Platt map of P(novel) on such tasks drawn
   from labelled training classes (``novelty_calibration`` of the heads);
 - :func:`cross_fit_novelty_calibration` fits it on classes held out of
@@ -26,10 +29,12 @@ References
 
 from ._calibrate import calibrate_novelty
 from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
+from ._discovery import evaluate_discovery
 from ._evaluate import evaluate_online
 from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
-           "cross_fit_novelty_calibration", "cross_fit_plan", "evaluate_online",
+           "cross_fit_novelty_calibration", "cross_fit_plan", "evaluate_discovery",
+           "evaluate_online",
            "select_head_params"]

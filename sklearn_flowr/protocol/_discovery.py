@@ -1,0 +1,184 @@
+"""The open-world stream with a label budget: labels come for some rows, late.
+
+:func:`evaluate_online` gives every query's true label right after its
+prediction, as FLOWR's protocol does. :func:`evaluate_discovery` runs the same
+tasks with a label budget: each query's label arrives with probability
+``label_fraction`` (seeded), ``label_delay`` rows after the query, or never.
+A query whose label arrives at once is a labelled step
+(``open_world_step(x, y)``); any other is an unlabelled step
+(``open_world_step(x)``): the estimator assigns it to a known class or to a
+provisional class it opens, and may learn from it. When a late label comes,
+a row the estimator learned from is corrected (``correct(x, assigned,
+true)``, where the estimator has it) and one it did not learn from is learned
+(``partial_fit(x, true)``).
+
+Scored per task on the rows that came without their label, by
+:func:`~sklearn_flowr.metrics.discovery_report` of the labels they were
+assigned (``y_assigned``, read as clusters: provisional labels are matched to
+true classes by the Hungarian algorithm), then as mean and standard error
+over tasks.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from numbers import Integral, Real
+
+import numpy as np
+from joblib import Parallel, delayed
+from sklearn.utils import Bunch, column_or_1d
+from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
+
+from ..metrics import discovery_report
+from ._evaluate import _check_estimator, _check_tasks
+from ._tasks import _resolve_seed
+
+__all__ = ["evaluate_discovery"]
+
+# The figures of discovery_report averaged over tasks.
+DISCOVERY_FIGURES = ("accuracy_new", "nmi_new", "ari_new", "accuracy_all",
+                     "nmi_all", "ari_all", "known_accuracy", "n_discovered",
+                     "n_true_new")
+
+
+def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
+                       label_fraction: float = 0.0, label_delay: int = 0,
+                       n_jobs: int | None = None, random_state=None,
+                       verbose: int = 0) -> Bunch:
+    """Run an estimator through open-world tasks whose labels come late or
+    never, and score how it discovers new classes.
+
+    Parameters
+    ----------
+    estimator : estimator
+        As :func:`evaluate_online` takes it, with ``open_world_step(X)``
+        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``
+        when it may decline to learn a row); ``correct`` is used where it
+        exists. Copied per task; not modified.
+    X : array-like of shape (n_samples, ...)
+    y : array-like of shape (n_samples,)
+    tasks : SmallContextTasks, LargeContextTasks or iterable of Task
+    setting : {"small", "large"}, default="small"
+    label_fraction : float in [0, 1], default=0.0
+        Share of queries whose label arrives (each drawn independently,
+        seeded by ``random_state``). 0: a stream without labels; 1: every
+        label arrives.
+    label_delay : int >= 0, default=0
+        Rows after its query that a label arrives; 0: right after the
+        prediction (a labelled step).
+    n_jobs : int or None, default=None
+        joblib workers over tasks.
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds which labels arrive.
+    verbose : int, default=0
+        Above 0, a progress bar over tasks.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        ``per_task``: a dict of arrays over tasks, one per figure of
+        :func:`~sklearn_flowr.metrics.discovery_report` (NaN where a task has
+        no such rows); ``mean`` and ``se``: their mean and standard error
+        over tasks (NaN ignored); ``n_tasks``, ``label_fraction``,
+        ``label_delay``, and ``n_unlabelled`` (rows scored).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import DPMeansClassifier
+    >>> from sklearn_flowr.protocol import SmallContextTasks, evaluate_discovery
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 20)
+    >>> X = rng.normal(scale=8.0, size=(12, 3))[y] + rng.normal(size=(240, 3))
+    >>> tasks = SmallContextTasks(y, n_support_classes=8, n_novel_classes=4,
+    ...                           n_tasks=5, random_state=0)
+    >>> out = evaluate_discovery(DPMeansClassifier(), X, y, tasks,
+    ...                          random_state=0)
+    >>> round(out.mean["accuracy_new"], 2) > 0.8
+    True
+    """
+    if setting not in ("small", "large"):
+        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    if (isinstance(label_fraction, bool) or not isinstance(label_fraction, Real)
+            or not 0.0 <= label_fraction <= 1.0):
+        raise ValueError("label_fraction must be a number in [0, 1]; got "
+                         f"{label_fraction!r}.")
+    if (isinstance(label_delay, bool) or not isinstance(label_delay, Integral)
+            or label_delay < 0):
+        raise ValueError(f"label_delay must be an int >= 0; got {label_delay!r}.")
+    _check_estimator(estimator, setting)
+    y = column_or_1d(y)
+    X = X if hasattr(X, "shape") else np.asarray(X)
+    sampler, task_list = _check_tasks(tasks, y, setting)
+    n_tasks = len(sampler) if sampler is not None else len(task_list)
+    seed = _resolve_seed(random_state)
+    jobs = (delayed(_discovery_task)(
+        estimator, X, y, sampler[i] if sampler is not None else task_list[i],
+        setting, float(label_fraction), int(label_delay), (seed, i))
+        for i in range(n_tasks))
+    results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
+    parts = list(tqdm(results, total=n_tasks, disable=verbose <= 0,
+                      desc=f"{setting}-context discovery tasks", unit="task"))
+    per_task = {name: np.array([part[name] for part in parts], dtype=np.float64)
+                for name in DISCOVERY_FIGURES}
+    mean, se = {}, {}
+    for name, values in per_task.items():
+        values = values[~np.isnan(values)]
+        mean[name] = float(values.mean()) if values.size else float("nan")
+        se[name] = (float(values.std(ddof=1) / np.sqrt(values.size))
+                    if values.size > 1 else float("nan"))
+    return Bunch(per_task=per_task, mean=mean, se=se, n_tasks=n_tasks,
+                 label_fraction=float(label_fraction), label_delay=int(label_delay),
+                 n_unlabelled=int(sum(part["n_unlabelled"] for part in parts)))
+
+
+def _deliver(est, x, assigned, learned, y_true):
+    """A late label: correct a row the estimator learned from, else learn it."""
+    if learned and callable(getattr(est, "correct", None)):
+        est.correct(x, [assigned], [y_true])
+    elif not learned:
+        est.partial_fit(x, [y_true])
+    # A learned row of an estimator without ``correct`` keeps its assignment.
+
+
+def _discovery_task(estimator, X, y, task, setting, fraction, delay, seed):
+    """One task's stream under the label budget; its discovery figures."""
+    rng = np.random.default_rng(seed)
+    with threadpool_limits(limits=1, user_api="blas"):
+        est = copy.deepcopy(estimator)
+        if setting == "small":
+            X_support, y_support = X[task.support], y[task.support]
+            if callable(getattr(est, "adapt", None)):
+                est.adapt(X_support, y_support)
+            else:
+                est.partial_fit(X_support, y_support)
+        known = np.asarray(est.classes_)
+        query = task.query
+        arrives = rng.random(query.shape[0]) < fraction
+        labelled = arrives & (delay == 0)
+        assigned = np.empty(query.shape[0], dtype=object)
+        pending = deque()
+        for t, row in enumerate(query):
+            while pending and pending[0][0] <= t:
+                _, past, label, learned = pending.popleft()
+                _deliver(est, X[query[past:past + 1]], label, learned, y[query[past]])
+            x = X[query[t:t + 1]]
+            if labelled[t]:
+                est.open_world_step(x, y[query[t:t + 1]])
+                assigned[t] = y[row]
+                continue
+            out = est.open_world_step(x)
+            assigned[t] = out["y_assigned"][0]
+            learned = bool(np.asarray(out.get("learned", [True]))[0])
+            if arrives[t]:
+                pending.append((t + delay, t, assigned[t], learned))
+    unlabelled = ~labelled
+    figures = dict.fromkeys(DISCOVERY_FIGURES, float("nan"))
+    if unlabelled.any():
+        report = discovery_report(y[query][unlabelled], assigned[unlabelled],
+                                  known)
+        figures.update({name: float(report[name]) for name in DISCOVERY_FIGURES})
+    figures["n_unlabelled"] = int(unlabelled.sum())
+    return figures
