@@ -65,6 +65,7 @@ from ._benchmark_conformal import (
     calibrate,
     conformal_figures,
 )
+from ._benchmark_discovery import discovery_rows, plot_discovery
 from ._benchmark_model import (
     DEFAULT_META,
     DEFAULT_MODEL,
@@ -237,6 +238,15 @@ def build_parser() -> argparse.ArgumentParser:
         "known-class rows of the other test tasks (classes the encoder never "
         "saw, cross-conformal over tasks); training, calibration tasks drawn "
         "from the training classes (the encoder saw them; a run per method)")
+    add("--label-fraction", type=real(0.0, 1.0), nargs="+", default=None,
+        metavar="F",
+        help="also run class discovery under a label budget: the share of "
+        "queries whose label arrives, e.g. 0 0.1 (FLOWR's head, the isotropic "
+        "head and DP-means on FLOWR's embedding; a table, the JSON's "
+        "discovery rows and discovery.png; default: not run)")
+    add("--label-delay", type=integer(0, cap=_MAX_COUNT), default=0,
+        help="with --label-fraction: rows after its query that a label arrives "
+        "(0: right after the prediction)")
     add("--n-jobs", type=integer(1, cap=_MAX_JOBS,
                                  cap_why=" (joblib starts that many workers)"),
         default=1, help="joblib workers over tasks")
@@ -421,6 +431,13 @@ def _run_setting(setting, split, tasks, protocol, args, log):
             log(f"   {METHOD_NAMES[method]:14s} H={row['h_measure']:.3f} "
                 f"Acc={row['accuracy']:.3f}{calibration}{conformal} "
                 f"({row['n_tasks']} tasks, {row['seconds']:.1f} s)")
+        if args.label_fraction:
+            log(f"   class discovery under a label budget ({pretrain}) ...")
+            Z_fit, Z_eval = features("flowr")
+            for row in discovery_rows(models["flowr"], setting, Z_fit, y_fit,
+                                      Z_eval, y_eval, tasks, args, log):
+                out.setdefault("discovery", []).append(
+                    {"pretrain": pretrain, **row})
     out["ablation"] = ablation(out["rows"])
     return out
 
@@ -464,8 +481,8 @@ def _output_problem(args) -> str | None:
     appending, which creates no content and truncates nothing; files it had
     to create are removed again.
     """
-    checks = [(Path(args.out), ("results.json", "roc.png"), "--out",
-               "pass a folder you can write to")]
+    checks = [(Path(args.out), ("results.json", "roc.png", "discovery.png"),
+               "--out", "pass a folder you can write to")]
     if args.cache_dir:
         checks.append((Path(args.cache_dir), (), "--cache-dir",
                        "pass a folder you can write to, or --cache-dir '' to "
@@ -573,6 +590,9 @@ def _write_outputs(results, out: Path) -> str | None:
         write_atomically(target, lambda file: file.write(text))
         target = out / "roc.png"
         write_atomically(target, lambda file: plot_figures(results, file))
+        if any(result.get("discovery") for result in results["settings"].values()):
+            target = out / "discovery.png"
+            write_atomically(target, lambda file: plot_discovery(results, file))
     except OSError as exc:
         # exc.filename, when set, is the temporary name: name the target.
         return (f"cannot write {str(target)!r}: "

@@ -129,6 +129,11 @@ def format_table(setting_result, setting) -> str:
         lines.append(f"Ablation {entry['pretrain']}: " + "; ".join(parts))
     if any("conformal" in row for row in setting_result["rows"]):
         lines.extend(["", format_conformal_table(setting_result, setting)])
+    if setting_result.get("discovery"):
+        from ._benchmark_discovery import format_discovery_table
+
+        lines.extend(["", format_discovery_table(setting_result["discovery"],
+                                                 setting)])
     return "\n".join(lines)
 
 
