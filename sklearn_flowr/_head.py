@@ -4,25 +4,29 @@ from numbers import Real
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from ._core import log_softmax, softmax_rows_inplace
 from ._core._covariance import scale_prior_var
+from ._merge import fit_dask, fit_moments, is_dask_collection, merge_heads
 from ._online_base import (
     MAX_ABS_INPUT,
     OnlineOpenWorldClassifier,
+    _all_or_nothing,
     _check_magnitude,
     _unchanged_on_error,
 )
 from ._online_state import check_class_embeddings, new_head_state
 from ._params import check_novelty_map, snapshot_params
 from ._proba import OpenWorldProba
+from ._unlabelled import UnlabelledStreamMixin
 
 __all__ = ["CRPGaussianClassifier"]
 
 
-class CRPGaussianClassifier(OnlineOpenWorldClassifier):
+class CRPGaussianClassifier(UnlabelledStreamMixin, OnlineOpenWorldClassifier):
     """Open-world Bayesian classifier: Gaussian class embeddings + CRP prior.
 
     Every class ``n`` has a Gaussian mean with a shared prior
@@ -108,6 +112,13 @@ default="auto"
         (``slope > 0``; known classes keep their ratios, the order of P(novel)
         is kept), fitted by :func:`~sklearn_flowr.protocol.calibrate_novelty`
         and read at call time. ``None``: the model's own P(novel).
+    unlabelled_threshold : float in [0, 1] or None, default=0.5
+        An unlabelled row (``open_world_step(X)`` without ``y``) is learned
+        into the class it is assigned to -- its MAP class, or a new
+        provisional class -- when that assignment's posterior probability is
+        at least this. ``None`` never learns from unlabelled rows (they are
+        only predicted). Read at call time. Higher is safer (fewer wrong
+        rows learned) and slower to discover.
 
     Attributes
     ----------
@@ -199,13 +210,21 @@ default="auto"
         "known_count": [StrOptions({"observed"}), _positive],
         "novel_label": "no_validation",
         "novelty_calibration": [None, "array-like"],
+        "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
     }
-    _runtime_params = ("novelty_calibration",)
+    _runtime_params = ("novelty_calibration", "unlabelled_threshold")
+    # The unlabelled stream's bookkeeping (replaced, never changed in place;
+    # class-level defaults for heads fitted before it existed).
+    _n_provisional = 0
+    _provisional = ()
+    _unlabelled_counts = {}
+    _aliases = {}
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
                  noise_shrinkage=0.0, class_prior="crp", known_count=1.0,
-                 novel_label="auto", novelty_calibration=None):
+                 novel_label="auto", novelty_calibration=None,
+                 unlabelled_threshold=0.5):
         self.a = a
         self.b = b
         self.sigma = sigma
@@ -218,6 +237,7 @@ default="auto"
         self.known_count = known_count
         self.novel_label = novel_label
         self.novelty_calibration = novelty_calibration
+        self.unlabelled_threshold = unlabelled_threshold
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
@@ -228,9 +248,13 @@ default="auto"
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Training embeddings.
-        y : array-like of shape (n_samples,)
+        X : array-like or dask.array.Array of shape (n_samples, n_features)
+            Training embeddings. A Dask array is summarised chunk by chunk
+            (class sizes, means and scatter) on Dask's active scheduler (a
+            ``distributed.Client``'s cluster when one is set up), then the
+            summaries are merged as :meth:`merge` does: the same head as on
+            the whole array in memory, to float64 rounding.
+        y : array-like or dask.array.Array of shape (n_samples,)
             Class labels (none equal to ``novel_label``).
 
         Returns
@@ -246,6 +270,8 @@ default="auto"
         >>> clf.prior_mean_  # "auto": the mean of the class means
         array([2.05, 2.05])
         """
+        if is_dask_collection(X) or is_dask_collection(y):
+            return fit_dask(self, X, y)
         return super().fit(X, y)
 
     def partial_fit(self, X, y, classes=None):
@@ -348,26 +374,107 @@ default="auto"
                 frozen=frozen)
         return self
 
-    def open_world_step(self, X, y):
-        """Predict each row with the state before it, then learn its label.
+    def merge(self, other):
+        """The head that ``fit`` on the rows of both heads gives.
 
-        The paper's online loop, vectorised with prefix sums: it equals
-        ``predict_proba`` then ``partial_fit`` row by row. An unfitted head
-        needs ``prior_mean``, ``prior_var``, ``b`` and ``sigma`` given.
+        Fit a head per partition of the data, then merge: class statistics
+        (sizes, means, scatter) combine exactly (Chan et al.'s pairwise
+        update), so embeddings never need to meet on one machine. Neither
+        head changes.
+
+        Parameters
+        ----------
+        other : CRPGaussianClassifier
+            A fitted head with the same parameters and features.
+
+        Returns
+        -------
+        merged : CRPGaussianClassifier
+            A new fitted head: ``classes_`` are the union, sorted as ``fit``
+            sorts them; a class in both pools its rows.
+
+        Raises
+        ------
+        ValueError
+            The heads differ in a parameter or in their features, or the
+            statistics a re-estimate needs are gone (see Notes). Nothing
+            changes.
+
+        Notes
+        -----
+        "Same parameters" means equal ``get_params()``. Given (numeric)
+        ``sigma``, ``prior_mean`` and ``prior_var`` are kept, and merging adds
+        the class sums and counts the natural parameters hold: exact, rows
+        learned online included. "auto" ones, and ``b="auto"``, are
+        estimated again from the pooled statistics, as ``fit`` on the union
+        estimates them (empirical Bayes is a function of per-class sizes,
+        means and scatter, which ``fit`` keeps; ``covariance="full"`` with
+        ``sigma="auto"`` also keeps each class's scatter matrix and fourth
+        moments, O(d^2) per class, for Ledoit-Wolf). Rows learned online
+        after ``fit`` do not update those statistics: such a head merges only
+        with ``sigma``, ``prior_mean`` and ``prior_var`` given.
+
+        As after ``fit``, ``crp_count_`` is ``known_count`` (or the class
+        sizes with ``"observed"``) and ``novel_label_`` is resolved from the
+        union's labels. A class frozen in either head stays frozen. Classes
+        from :meth:`fit_class_embeddings` carry no rows and are refused.
+        ``novelty_calibration`` is kept, but it was fitted to the parts'
+        P(novel): calibrate the merged head again.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
+        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
+        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
+        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
+        >>> merged.classes_, merged.class_count_
+        (array([0, 1, 2, 3]), array([10., 10., 10., 10.]))
+        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
+        ...                  rtol=1e-10, atol=1e-12))
+        True
+        """
+        return merge_heads(self, other)
+
+    def open_world_step(self, X, y=None, *, labelled=None):
+        """Predict each row with the state before it, then learn from it.
+
+        With labels, the paper's online loop, vectorised with prefix sums: it
+        equals ``predict_proba`` then ``partial_fit`` row by row. An unfitted
+        head needs ``prior_mean``, ``prior_var``, ``b`` and ``sigma`` given.
+        Without labels (``y=None``), each row in stream order is assigned to
+        its MAP class by the CRP posterior -- a known class or a new
+        provisional class with a generated label (``-2, -3, ...`` for
+        numeric labels, ``"new-1", "new-2", ...`` for strings; never a user
+        label or the novel label), which then joins ``classes_`` -- and
+        learned when that assignment's probability is at least
+        ``unlabelled_threshold`` (and its class is not frozen). Late labels
+        go to :meth:`correct`. All or nothing: an exception leaves the head
+        as it was.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Embeddings, in stream order.
-        y : array-like of shape (n_samples,)
-            True labels, revealed after each prediction.
+        y : array-like of shape (n_samples,) or None, default=None
+            True labels, revealed after each prediction; None: no labels.
+        labelled : array-like of bool, shape (n_samples,), or None, default=None
+            Mix labelled and unlabelled rows in one batch: rows where it is
+            True are learned under their ``y`` entry, the others are
+            unlabelled (their ``y`` entries are ignored). Needs ``y``.
 
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
             Arrays of shape (n_samples,): ``y_pred`` (the MAP decision),
             ``y_known`` (best known class), ``p_novel``, ``is_novel`` (the
-            label was unseen then) and ``novelty_score`` (P(novel)'s log-odds).
+            label was unseen then; unlabelled: the MAP class was the new
+            one), ``novelty_score`` (P(novel)'s log-odds), ``y_assigned``
+            (the class the row was learned under: its label, or for an
+            unlabelled row its MAP class or new provisional label; the novel
+            label for a new-class row not learned) and ``learned``.
 
         Examples
         --------
@@ -378,8 +485,49 @@ default="auto"
         ...                           [2, 2, 0])
         >>> out.y_pred  # class 2 is novel at first sight, then recognised
         array([-1,  2,  0])
+        >>> clf.open_world_step([[9.0, -9.0], [9.1, -9.0]]).y_assigned
+        array([-2, -2])
         """
-        return super().open_world_step(X, y)
+        if y is None and labelled is None:
+            check_is_fitted(self, msg=(
+                "open_world_step(X) without labels needs a fitted %(name)s: "
+                "fit or partial_fit it on labelled rows first."))
+            with _all_or_nothing(self) as undo:
+                X = self._validated_rows(X)
+                return self._unlabelled_steps(X, undo)
+        if labelled is None:
+            return super().open_world_step(X, y)
+        return self._mixed_steps(X, y, labelled)
+
+    def _mixed_steps(self, X, y, labelled):
+        """Labelled and unlabelled runs of one batch, in order, all or nothing."""
+        if y is None:
+            raise ValueError("labelled needs y (the labels of the labelled rows).")
+        labelled = column_or_1d(np.asarray(labelled))
+        if labelled.dtype != bool:
+            raise ValueError(f"labelled must be a boolean mask; got dtype "
+                             f"{labelled.dtype}.")
+        y = column_or_1d(np.asarray(y))
+        if not _num_samples(X) == y.shape[0] == labelled.shape[0]:
+            raise ValueError("X, y and labelled need one entry per row; got "
+                             f"{_num_samples(X)}, {y.shape[0]} and "
+                             f"{labelled.shape[0]}.")
+        if not labelled[0] and not self.__sklearn_is_fitted__():
+            raise NotFittedError("open_world_step with unlabelled rows first needs "
+                                 "a fitted CRPGaussianClassifier.")
+        X = np.asarray(X) if not hasattr(X, "iloc") else X
+        bounds = np.flatnonzero(np.diff(labelled.astype(np.int8))) + 1
+        parts = []
+        with _all_or_nothing(self):
+            for rows in np.split(np.arange(labelled.shape[0]), bounds):
+                X_part = _safe_indexing(X, rows)
+                parts.append(self.open_world_step(
+                    X_part, y[rows] if labelled[rows[0]] else None))
+        return Bunch(**{key: np.concatenate([np.asarray(part[key], dtype=object)
+                                             if key in ("y_pred", "y_known",
+                                                        "y_assigned")
+                                             else part[key] for part in parts])
+                        for key in parts[0]})
 
     # ------------------------------------------------------------------ hooks
     def _check_stream_start(self):
@@ -393,6 +541,10 @@ default="auto"
 
     def _start(self, X, y_index, labels, *, fitting):
         self._state = self._new_state(X, y_index, labels)
+        self._n_provisional, self._provisional = 0, ()
+        self._unlabelled_counts, self._aliases = {}, {}
+        # What merge re-estimates "auto" hyper-parameters from.
+        self._fit_moments = fit_moments(self, X, y_index, labels.shape[0])
 
     def _learn(self, X, index):
         self._state.learn(X, index, len(self._registry))

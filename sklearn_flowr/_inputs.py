@@ -22,10 +22,10 @@ So a ``uint8`` array ``X``, ``X.astype(np.uint16) * 257`` and
 ``X / np.float32(255)`` are the same input.
 """
 
+import sys
 import warnings
 
 import numpy as np
-import torch
 from sklearn.utils import assert_all_finite, check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
@@ -76,7 +76,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     ...
     ValueError: X holds int64 images, whose scale is ambiguous...
     """
-    if torch.is_tensor(X):
+    if _is_tensor(X):
         X = X.detach().cpu().numpy()
     # scikit-learn's checks (and messages) for sparse, complex, object, 1-d,
     # empty and non-finite input; the dtype is kept, it sets the scale below.
@@ -125,6 +125,14 @@ def as_model_input(X, *, allow_features, expected_shape=None):
             f"but the model was fitted on {tuple(expected_shape)}."
         )
     return np.ascontiguousarray(out)
+
+
+def _is_tensor(X):
+    """``torch.is_tensor(X)`` without importing torch: a tensor cannot exist
+    before torch is imported (the CLI scales user data through this module
+    and the head never needs torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_tensor(X)
 
 
 def scale_by_dtype(X, *, is_image):

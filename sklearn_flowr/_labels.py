@@ -1,6 +1,8 @@
 """Label bookkeeping shared by the head and the baselines: the novel label and
 the registry of known labels."""
 
+from numbers import Number
+
 import numpy as np
 
 
@@ -30,7 +32,9 @@ def check_new_labels(labels, novel, known_labels=None):
                 f"of dtype {known_labels.dtype}: numeric and string labels "
                 "cannot be mixed."
             )
-    if any(_same_label(label, novel) for label in labels.tolist()):
+    values = labels.tolist()
+    if (_same_label(values[0], novel) if len(values) == 1
+            else any(_same_label(label, novel) for label in values)):
         raise ValueError(
             f"y contains the novel label {novel!r}, which is reserved for "
             "the novel class; pass another novel_label."
@@ -50,6 +54,61 @@ def _same_label(label, novel):
         return bool(label == novel)
     except (TypeError, ValueError):
         return False
+
+
+def _first_free(k, numeric, is_taken):
+    """Number ``j >= k`` and label of the first provisional label not taken."""
+    j = k
+    while True:
+        label = -(j + 1) if numeric else f"new-{j}"
+        if not is_taken(label):
+            return j, label
+        j += 1
+
+
+def provisional_label(k: int, existing_labels) -> str | int:
+    """The label of the ``k``-th class a model opens by itself.
+
+    String labels (and no labels at all) give ``"new-k"``; numeric labels give
+    the negative integer ``-(k + 1)`` (-2, -3, ...: below the default novel
+    label -1 and away from the non-negative labels people use, so a label a
+    user gives later is unlikely to be taken). When that label is already in
+    ``existing_labels``, the next of the same sequence that is not is
+    returned ("new-(k+1)", ... or -(k + 2), ...), so the result never equals
+    an existing label.
+
+    Parameters
+    ----------
+    k : int
+        Number of the provisional class, from 1: pass one more than the
+        number of provisional labels made so far.
+    existing_labels : iterable
+        Every label to avoid: the known classes, earlier provisional labels
+        and the novel label. Numeric labels when all are numbers (and there
+        is at least one), strings otherwise.
+
+    Returns
+    -------
+    label : str or int
+        A label equal to none of ``existing_labels``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr._labels import provisional_label
+    >>> provisional_label(1, ["cat", "dog", "novel"])
+    'new-1'
+    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
+    'new-3'
+    >>> provisional_label(1, [0, 1, 2, -1])
+    -2
+    """
+    existing = list(existing_labels)
+    numeric = bool(existing) and all(
+        isinstance(label, Number) and not isinstance(label, str)
+        for label in existing
+    )
+    taken = set(existing)
+    return _first_free(k, numeric, lambda label: label in taken)[1]
 
 
 class LabelRegistry:
@@ -183,6 +242,8 @@ class LabelRegistry:
 
     def labels_of(self, index, novel):
         """Labels of class indices, ``novel`` for ``-1``."""
+        if index.shape[0] == 1 and index[0] >= 0:  # the online hot path
+            return self._labels[index]
         labels = self.labels
         is_novel = index < 0
         if not is_novel.any():
@@ -191,6 +252,29 @@ class LabelRegistry:
         out[~is_novel] = labels[index[~is_novel]]
         out[is_novel] = novel
         return out
+
+    def rename(self, old, new):
+        """Give the class labelled ``old`` the label ``new`` (not known yet);
+        its index is kept."""
+        i = self._index.pop(old)
+        dtype = np.result_type(self._labels.dtype, np.asarray([new]).dtype)
+        if dtype != self._labels.dtype:
+            self._labels = self._labels.astype(dtype)
+        self._labels[i] = new
+        self._index[np.asarray([new]).tolist()[0]] = i
+
+    def remove(self, label):
+        """Forget ``label``; the labels after it move up one index."""
+        i = self._index.pop(label)
+        stop = self.n_labels
+        self._labels[i:stop - 1] = self._labels[i + 1:stop].copy()
+        self.n_labels = stop - 1
+        for j, later in enumerate(self._labels[i:self.n_labels].tolist(), start=i):
+            self._index[later] = j
+
+    def index_of(self, label):
+        """The class index of ``label``, or None when it is not known."""
+        return self._index.get(label)
 
     def __getstate__(self):
         # Pickle the used labels only; the index is rebuilt from them (dict

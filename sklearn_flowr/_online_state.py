@@ -5,8 +5,9 @@ scikit-learn; this object only keeps numbers, per class index: natural
 parameters ``(q_n, lam_n)``, observation and CRP counts,
 and, per class, the coefficients that make ``log N(z; m_n, v_n) + log(c_n - a)``
 one dot product with ``[z, ||z||**2, 1]`` (see ``_core._gaussian``). Buffers grow
-by doubling, so instantiating a class and updating one are amortised O(d), and
-a prediction is one matrix product against the cached coefficients: O(N d).
+by doubling, incrementally when large (``_class_buffers``), so instantiating a
+class and updating one are amortised O(d), and a prediction is one matrix
+product against the cached coefficients: O(N d).
 
 Row ``N`` of the coefficient buffer (just after the ``N`` known classes) always
 holds the novel class, so the joint log-likelihood of a batch against all
@@ -16,24 +17,35 @@ With full covariances (``covariance="full"``) the state lives in the basis
 where the noise is ``I`` and the prior diagonal (``_core._covariance``): rows
 are mapped into it on the way in, class means and variances back on the way
 out; everything in between is the diagonal head unchanged.
+
+Everything here is float64, on purpose: the natural parameters are running
+sums over a stream (``q_n`` adds ``z / sigma`` per row, ``lam_n`` adds
+``1 / sigma``), and in float32 a class seen 10^6 times keeps about one
+significant digit of its last updates; the cached coefficients subtract
+nearly equal terms (``||z||^2 / v - 2 z.m / v + ||m||^2 / v`` is an
+expanded square) and would lose the rest. Large batches (``fit``, long
+streams, big predictions) are processed in chunks of rows or classes whose
+temporaries stay within ``_CHUNK_ELEMENTS``, so ``fit`` of the full-covariance
+head peaks near its state plus a few tens of megabytes, not at a multiple of
+its input.
 """
 
 import numpy as np
 
+from ._class_buffers import ClassBuffers
 from ._core import (
-    MAX_LOG_ODDS,
     add_observations,
     crp_log_normaliser,
+    crp_log_numerator,
     crp_log_numerators,
     estimate_concentration,
     log_density_coef,
     log_density_features,
-    log_softmax,
-    novel_log_odds,
     recalibrate_novel_column,
     resolve_covariances,
 )
-from ._streaming import chunk_slices, group_sums, prefix_states
+from ._stream_scores import StreamScoring
+from ._streaming import chunk_slices, group_sums
 
 
 def new_head_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
@@ -107,7 +119,7 @@ def check_class_embeddings(classes, means, variances, *, covariance, **given):
     return classes, variances
 
 
-class OnlineClassState:
+class OnlineClassState(StreamScoring, ClassBuffers):
     """Sufficient statistics of all instantiated classes plus the shared prior.
 
     Parameters
@@ -165,78 +177,6 @@ class OnlineClassState:
         self._allocate(4)
         self._refresh_novel()
 
-    # ------------------------------------------------------------------ storage
-    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
-                "joint_coef")
-
-    def _allocate(self, capacity):
-        d, p = self.n_features, self.prior_precision.shape[0]
-        self.nat_mean = np.empty((capacity, d))
-        self.precision = np.empty((capacity, p))
-        self.n_obs = np.zeros(capacity)
-        self.crp_count = np.zeros(capacity)
-        self.frozen = np.zeros(capacity, dtype=bool)
-        # One spare row for the novel class.
-        self.joint_coef = np.empty((capacity + 1, self.prior_coef.shape[0]))
-
-    def _grow(self, needed):
-        capacity = self.n_obs.shape[0]
-        if needed <= capacity:
-            return
-        old = [getattr(self, name) for name in self._BUFFERS]
-        self._allocate(max(needed, 2 * capacity))
-        for name, prev in zip(self._BUFFERS, old, strict=True):
-            rows = self.n_classes + (name == "joint_coef")
-            getattr(self, name)[:rows] = prev[:rows]
-
-    def checkpoint(self, index):
-        """A callable that undoes what learning rows of classes ``index`` does.
-
-        Learning appends classes (past ``n_classes``, or into grown buffers)
-        and rewrites the rows of the classes it touches plus the novel row of
-        ``joint_coef``. The undo keeps the buffers, the counters and a copy of
-        those rows: O(touched x d) to take, instead of a copy of all classes.
-
-        Parameters
-        ----------
-        index : ndarray of shape (n_rows,)
-            Class index of each row about to be learned; indices from
-            ``n_classes`` on are classes about to be added.
-
-        Returns
-        -------
-        undo : callable
-            Puts the state back as it is now.
-        """
-        n = self.n_classes
-        if index.shape[0] == 1:  # the online hot path: no sort
-            rows = index if index[0] < n else index[:0]
-        else:
-            rows = np.unique(index[index < n])
-        coef_rows = np.append(rows, n)  # and the novel class's row
-        buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
-        saved = [buffer[coef_rows if name == "joint_coef" else rows].copy()
-                 for name, buffer in buffers]
-        crp_total = self.crp_total
-
-        def undo():
-            for (name, buffer), values in zip(buffers, saved, strict=True):
-                buffer[coef_rows if name == "joint_coef" else rows] = values
-                setattr(self, name, buffer)
-            self.n_classes, self.crp_total = n, crp_total
-
-        return undo
-
-    def compact(self):
-        """Shrink buffers to the used size (for pickling)."""
-        for name in self._BUFFERS:
-            rows = self.n_classes + (name == "joint_coef")
-            setattr(self, name, getattr(self, name)[:rows].copy())
-
-    def __getstate__(self):
-        self.compact()
-        return self.__dict__.copy()
-
     def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
         """Instantiate ``n_new`` classes at the prior (``q0, lam0``, zero
@@ -264,7 +204,7 @@ class OnlineClassState:
         self.crp_total += float(np.sum(self.crp_count[start:stop]))
         self.frozen[start:stop] = frozen
         self.n_classes = stop
-        self._refresh(np.arange(start, stop))
+        self._refresh(slice(start, stop))
         self._refresh_novel()
 
     # ------------------------------------------------------------------ updates
@@ -281,10 +221,27 @@ class OnlineClassState:
             )
         return np.where(positive, log_known, -np.inf), log_novel
 
-    def _refresh(self, index):
-        coef = log_density_coef(self.nat_mean[index], self.precision[index], self.sigma)
-        coef[:, -1] += self._log_numerators(self.crp_count[index], self.n_classes)[0]
-        self.joint_coef[index] = coef
+    def _refresh(self, rows):
+        """Recompute the cached coefficients of classes ``rows`` (a slice, or
+        sorted distinct indices), in place and in chunks of bounded size."""
+        if not isinstance(rows, slice):
+            if rows.shape[0] and rows[-1] - rows[0] + 1 == rows.shape[0]:
+                rows = slice(int(rows[0]), int(rows[-1]) + 1)  # a range: views
+            else:
+                for chunk in _chunks(rows.shape[0], self.joint_coef.shape[1]):
+                    index = rows[chunk]
+                    coef = np.empty((index.shape[0], self.joint_coef.shape[1]))
+                    self._coef_into(coef, index)
+                    self.joint_coef[index] = coef
+                return
+        for chunk in _chunks(rows.stop - rows.start, self.joint_coef.shape[1]):
+            block = slice(rows.start + chunk.start, rows.start + chunk.stop)
+            self._coef_into(self.joint_coef[block], block)
+
+    def _coef_into(self, out, rows):
+        log_density_coef(self.nat_mean[rows], self.precision[rows], self.sigma,
+                         out=out)
+        out[:, -1] += self._log_numerators(self.crp_count[rows], self.n_classes)[0]
 
     def _refresh_novel(self):
         row = self.prior_coef.copy()
@@ -297,11 +254,18 @@ class OnlineClassState:
         if index.shape[0] == 1:
             self._update_one(Z[0], int(index[0]), crp_increment)
             return
+        classes = self._accumulate(Z, index, crp_increment)
+        self._refresh(classes)
+        self._mirror(classes)
+
+    def _accumulate(self, Z, index, crp_increment=1.0):
+        """The conjugate update of the natural parameters and counts, without
+        the refresh of the cached coefficients; returns the classes changed."""
         live = ~self.frozen[index]
         if not live.all():
             Z, index = Z[live], index[live]
         if index.shape[0] == 0:
-            return
+            return index
         classes, sums, counts = group_sums(Z, index)
         self.nat_mean[classes], self.precision[classes] = add_observations(
             self.nat_mean[classes], self.precision[classes], sums, counts[:, None],
@@ -309,18 +273,24 @@ class OnlineClassState:
         self.n_obs[classes] += counts
         self.crp_count[classes] += crp_increment * counts
         self.crp_total += crp_increment * float(counts.sum())
-        self._refresh(classes)
+        return classes
 
     def _update_one(self, z, i, crp_increment=1.0):
         """The same conjugate update for a single row, without the grouping."""
         if self.frozen[i]:
             return
-        self.nat_mean[i], self.precision[i] = add_observations(
-            self.nat_mean[i], self.precision[i], z, 1.0, self.sigma)
+        nat_mean, precision = self.nat_mean[i], self.precision[i]
+        add_observations(nat_mean, precision, z, 1.0, self.sigma,
+                         out=(nat_mean, precision))
         self.n_obs[i] += 1.0
-        self.crp_count[i] += crp_increment
+        count = float(self.crp_count[i]) + crp_increment
+        self.crp_count[i] = count
         self.crp_total += crp_increment
-        self._refresh(np.array([i]))
+        coef = log_density_coef(nat_mean, precision, self.sigma,
+                                out=self.joint_coef[i])
+        coef[-1] += crp_log_numerator(count, a=self.a, class_prior=self.class_prior)
+        if self._next is not None:
+            self._mirror(i)
 
     def to_basis(self, Z):
         """Rows in the state's basis (``Z`` itself without a basis)."""
@@ -339,6 +309,7 @@ class OnlineClassState:
 
     def freeze(self, frozen=True):
         """Keep the classes instantiated so far fixed (or release them)."""
+        self._drop_growth()
         self.frozen[: self.n_classes] = frozen
 
     def class_mean(self):
@@ -362,16 +333,64 @@ class OnlineClassState:
 
     def learn(self, Z, index, n_classes):
         """Condition on rows of the classes ``index``; the state first grows to
-        ``n_classes`` classes (new ones at the prior)."""
+        ``n_classes`` classes (new ones at the prior).
+
+        Rows are mapped to the basis and summed chunk by chunk, and the
+        classes they touch refreshed once at the end: the temporaries stay
+        within ``_CHUNK_ELEMENTS`` however many rows ``fit`` brings.
+        """
         self.add_classes(n_classes - self.n_classes)
-        self.update(self.to_basis(Z), index)
+        if index.shape[0] == 1:
+            self._update_one(self.to_basis(Z)[0], int(index[0]))
+        else:
+            touched = [self._accumulate(self.to_basis(Z[rows]), index[rows])
+                       for rows in _chunks(index.shape[0], Z.shape[1])]
+            classes = np.unique(np.concatenate(touched))
+            self._refresh(classes)
+            self._mirror(classes)
+        self._advance_growth(index.shape[0])
+
+    def move(self, Z, source, target):
+        """Move rows ``Z`` (rows' frame) from the classes ``source`` to the
+        classes ``target`` (index arrays, one entry per row): the conjugate
+        update with the rows' sums and counts taken out of one class and put
+        into the other, CRP counts alike. Used by the head's ``correct``;
+        frozen classes are moved too (the caller decides)."""
+        self._drop_growth()
+        U = self.to_basis(np.asarray(Z, dtype=np.float64))
+        changed = []
+        for index, sign in ((source, -1.0), (target, 1.0)):
+            classes, sums, counts = group_sums(U, index)
+            self.nat_mean[classes], self.precision[classes] = add_observations(
+                self.nat_mean[classes], self.precision[classes], sign * sums,
+                sign * counts[:, None], self.sigma)
+            self.n_obs[classes] += sign * counts
+            self.crp_count[classes] += sign * counts
+            self.crp_total += sign * float(counts.sum())
+            changed.append(classes)
+        self._refresh(np.unique(np.concatenate(changed)))
+
+    def remove_class(self, i):
+        """Delete class ``i``: later classes move up one place."""
+        self._drop_growth()
+        n = self.n_classes
+        self.crp_total -= float(self.crp_count[i])
+        for name in self._BUFFERS:
+            buffer = getattr(self, name)
+            stop = n + 1 if name == "joint_coef" else n
+            buffer[i:stop - 1] = buffer[i + 1:stop].copy()
+        self.n_classes = n - 1
+        # The CRP numerators depend on the number of classes.
+        self._refresh(slice(0, self.n_classes))
+        self._refresh_novel()
 
     def set_crp_counts(self, counts):
         """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
+        self._drop_growth()
         n = self.n_classes
         self.crp_count[:n] = counts
         self.crp_total = float(np.sum(self.crp_count[:n]))
-        self._refresh(np.arange(n))
+        self._refresh(slice(0, n))
 
     # ------------------------------------------------------------------ scoring
     def features(self, Z):
@@ -384,18 +403,35 @@ class OnlineClassState:
         cancels in the softmax. Shape (n_samples, n_classes + 1), novel last;
         ``novelty_map`` (slope, intercept) maps the novel column's log-odds.
         """
-        scores = self._joint_log_numerators(self.to_basis(Z))
+        coef = self.joint_coef[: self.n_classes + 1]
+        if Z.shape[0] == 1:
+            # A matrix-vector product: BLAS gemv beats gemm on one row.
+            scores = coef.dot(self._row_features(Z[0]))[None, :]
+        else:
+            scores = self._scores(Z, coef)
         if novelty_map is None or self.n_classes == 0:
             return scores
         return recalibrate_novel_column(scores, *novelty_map)
 
-    def _joint_log_numerators(self, Z):
-        features = self.features(Z)
-        coef = self.joint_coef[: self.n_classes + 1]
-        if features.shape[0] == 1:
-            # A matrix-vector product: BLAS gemv beats gemm on one row.
-            return (coef @ features[0])[None, :]
-        return features @ coef.T
+    def _scores(self, Z, coef):
+        """``features(Z) @ coef.T`` with the features made in chunks of rows."""
+        if Z.shape[0] * Z.shape[1] <= _CHUNK_ELEMENTS:
+            return self.features(self.to_basis(Z)) @ coef.T
+        scores = np.empty((Z.shape[0], coef.shape[0]))
+        for rows in _chunks(Z.shape[0], Z.shape[1]):
+            scores[rows] = self.features(self.to_basis(Z[rows])) @ coef.T
+        return scores
+
+    def _row_features(self, z):
+        """Features of one row ``z`` (in the rows' frame), shape (width,); the
+        row in the state's basis is its first ``n_features`` entries."""
+        features = np.empty(self.joint_coef.shape[1])
+        if self.basis is None and self.basis_shift is not None:
+            # Centre straight into the features: no temporary row.
+            row = np.subtract(z, self.basis_shift, out=features[: self.n_features])
+        else:
+            row = self.to_basis(z)
+        return log_density_features(row, isotropic=self.isotropic, out=features)
 
     def log_normaliser(self):
         """The row constant left out of :meth:`joint_log_numerators` (and the
@@ -432,12 +468,9 @@ class OnlineClassState:
             ``log P(novel) - log P(known)``, in the order of ``p_novel`` but
             without its rounding to 1 (``novel_log_odds``).
         """
-        Z = self.to_basis(Z)
         if Z.shape[0] == 1:
-            scored = self._score_one(Z, novelty_map)
-            self.add_classes(int(is_new_class[0]))
-            self._update_one(Z[0], int(index[0]))
-            return scored
+            return self._step_one(Z[0], int(index[0]), bool(is_new_class[0]),
+                                  novelty_map)
         n_rows = Z.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
@@ -449,78 +482,35 @@ class OnlineClassState:
         ):
             first_new = self.n_classes
             self.add_classes(int(is_new_class[rows].sum()))
+            U = self.to_basis(Z[rows])
             (known_index[rows], p_novel[rows], pred_novel[rows],
              log_odds[rows]) = self._score_chunk(
-                Z[rows], index[rows], is_new_class[rows], first_new, novelty_map
+                U, index[rows], is_new_class[rows], first_new, novelty_map
             )
-            self.update(Z[rows], index[rows])
+            self.update(U, index[rows])
+        self._advance_growth(n_rows)
         return known_index, p_novel, pred_novel, log_odds
 
-    def _score_one(self, Z, novelty_map=None):
-        """A lone row sees exactly the cached state: no prefix sums needed."""
-        n = self.n_classes
-        if n == 0:
-            return (np.array([-1]), np.array([1.0]), np.array([True]),
-                    np.array([MAX_LOG_ODDS]))
-        scores = self._joint_log_numerators(Z)
-        if novelty_map is not None:
-            scores = recalibrate_novel_column(scores, *novelty_map)
-        scores = scores[0]
-        best = int(np.argmax(scores[:n]))
-        pred_novel = scores[n] > scores[best]
-        # At 10^4 classes the exponentials cost as much as the mat-vec. Terms
-        # below exp(-37) / (N + 1) add up to less than half an ulp of the
-        # normaliser (which is >= 1), so they are skipped.
-        cutoff = -37.0 - np.log(n + 1.0)
-        shifted = scores - max(scores[best], scores[n])
-        p_novel = np.exp(shifted[n]) / np.exp(shifted[shifted > cutoff]).sum()
-        # The known mass relative to the best known class, which it always
-        # holds: exact however far the novel class is ahead.
-        known = scores[:n] - scores[best]
-        log_known = scores[best] + np.log(np.exp(known[known > cutoff]).sum())
-        log_odds = np.clip(scores[n] - log_known, -MAX_LOG_ODDS, MAX_LOG_ODDS)
-        return (np.array([best]), np.array([p_novel]), np.array([pred_novel]),
-                np.array([log_odds]))
+    def _step_one(self, z, i, is_new, novelty_map=None):
+        """:meth:`stream` of one row: a lone row sees exactly the cached state,
+        so it is scored with one matrix-vector product, then learned."""
+        features = self._row_features(z)
+        scored = self._score_one(features, novelty_map)
+        if is_new:
+            self.add_classes(1)
+        self._update_one(features[: self.n_features], i)
+        if self._next is not None or 4 * self.n_classes >= 3 * self.n_obs.shape[0]:
+            self._advance_growth(1)  # (a growth under way, or one to start)
+        return scored
 
-    def _score_chunk(self, Z, index, is_new_class, first_new, novelty_map=None):
-        """Scores of one chunk against the states each row really sees.
 
-        Classes the chunk does not touch are scored through the cached GEMM;
-        the states of touched classes come from ``_streaming.prefix_states``
-        (rows of frozen classes change nothing) and are scored with one GEMM.
-        """
-        n_classes = self.n_classes
-        features = self.features(Z)
-        scores = features @ self.joint_coef[: n_classes + 1].T
-        table = prefix_states(Z, index, live=~self.frozen[index])
-        touched, seen = table.touched, table.seen
-        nat_mean, precision = add_observations(
-            self.nat_mean[table.owner], self.precision[table.owner], table.sums,
-            table.counts[:, None], self.sigma)
-        state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
-        density = np.take_along_axis(state_density, table.pick, axis=1)
+# Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
+_CHUNK_ELEMENTS = 1 << 18
 
-        # Per-row CRP prior: counts and N as they stand before each row.
-        classes_before = first_new + np.cumsum(is_new_class) - is_new_class
-        log_known, log_novel = self._log_numerators(
-            self.crp_count[touched] + seen, classes_before
-        )
-        # Classes not instantiated before a row have no mass at that row.
-        exists = (touched < first_new) | (seen > 0)
-        scores[:, touched] = np.where(exists, density + log_known, -np.inf)
-        scores[:, -1] = features @ self.prior_coef + log_novel
-        if novelty_map is not None:
-            scores = recalibrate_novel_column(scores, *novelty_map)
 
-        known_index = np.full(Z.shape[0], -1, dtype=np.intp)
-        if n_classes:
-            best = np.argmax(scores[:, :-1], axis=1)
-            # A row that precedes every class has no known candidate.
-            has_class = np.isfinite(scores[np.arange(Z.shape[0]), best])
-            known_index[has_class] = best[has_class]
-            # Ties go to the known class, as np.argmax does in ``predict``.
-            pred_novel = scores[:, -1] > scores[np.arange(Z.shape[0]), best]
-        else:
-            pred_novel = np.ones(Z.shape[0], dtype=bool)
-        log_odds = novel_log_odds(scores)
-        return known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel, log_odds
+def _chunks(n_rows, width):
+    """Consecutive slices of ``range(n_rows)`` of at most ``_CHUNK_ELEMENTS /
+    width`` rows each (one at least)."""
+    step = max(1, _CHUNK_ELEMENTS // max(1, width))
+    return [slice(start, min(n_rows, start + step))
+            for start in range(0, n_rows, step)]

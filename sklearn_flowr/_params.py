@@ -95,9 +95,15 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
         return (current.get(name, default) if deep
                 else getattr(estimator, name, default))
 
-    # Identity first: the common case costs a dict walk, no comparisons.
-    changed = [name for name, old in snapshot.items()
-               if now(name, old) is not old and not _same(old, now(name, old))]
+    # Identity first: the common case costs a dict walk, no comparisons (and,
+    # without ``deep``, no call per parameter: a one-row online step pays it).
+    if deep:
+        changed = [name for name, old in snapshot.items()
+                   if (new := now(name, old)) is not old and not _same(old, new)]
+    else:
+        changed = [name for name, old in snapshot.items()
+                   if (new := getattr(estimator, name, old)) is not old
+                   and not _same(old, new)]
     if not changed:
         return
     estimator._validate_params()

@@ -17,6 +17,7 @@ from ._covariance import (
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
+    crp_log_numerator,
     crp_log_numerators,
     crp_log_prior,
     raw_from_concentration,
@@ -46,6 +47,7 @@ __all__ = [
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",
+    "crp_log_numerator",
     "crp_log_numerators",
     "crp_log_prior",
     "estimate_concentration",

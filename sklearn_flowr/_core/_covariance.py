@@ -42,15 +42,19 @@ from ._empirical_bayes import (
 _MAX_ABS_MEAN = 1e100
 
 
-def _shrunk(centred, covariance):
+def _shrunk(centred, covariance, *, overwrite=False):
     """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``.
 
     The shrinkage intensity does not depend on the units, but its estimate
     sums fourth powers of ``centred``: at 1e90 those overflow. It is computed
-    on ``centred`` divided by its largest magnitude.
+    on ``centred`` divided by its largest magnitude (in place with
+    ``overwrite``: a caller done with ``centred`` saves a copy of the rows).
     """
-    peak = float(np.max(np.abs(centred))) if centred.size else 0.0
-    unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
+    peak = float(max(centred.max(), -centred.min())) if centred.size else 0.0
+    if np.isfinite(peak) and peak > 0:
+        unit = np.divide(centred, peak, out=centred if overwrite else None)
+    else:
+        unit = centred
     shrinkage = ledoit_wolf_shrinkage(unit, assume_centered=True)
     return shrunk_covariance(covariance, shrinkage)
 
@@ -110,8 +114,12 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
             f"{n_samples} sample(s) in {n_classes} class(es)."
         )
     means, _ = class_means(X, y_index, n_classes)
-    residual = X - means[y_index]
-    covariance = _shrunk(residual, residual.T @ residual / dof)
+    # One temporary of the size of X: the residuals, made in place.
+    residual = means[y_index]
+    del means
+    np.subtract(X, residual, out=residual)
+    covariance = _shrunk(residual, residual.T @ residual / dof, overwrite=True)
+    del residual
     if extra_shrinkage:
         covariance = shrunk_covariance(covariance, extra_shrinkage)
     return _floored(covariance, noise_var_floor(X))

@@ -64,6 +64,24 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
     return log_known, log_novel
 
 
+def crp_log_numerator(count, *, a, class_prior="crp"):
+    """:func:`crp_log_numerators` of one class, for a float count.
+
+    The online step refreshes one class per row; Python floats spare it the
+    array calls. A count not above ``a`` gives ``-inf`` (no prior mass: only
+    a class not instantiated yet has one).
+
+    Examples
+    --------
+    >>> import math
+    >>> crp_log_numerator(2.0, a=0.5) == math.log(1.5)
+    True
+    """
+    if not count > a:
+        return -math.inf
+    return 0.0 if class_prior == "uniform" else math.log(count - a)
+
+
 def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
     """``-log(k + b)`` for the CRP, ``-log(N + 1)`` for the uniform prior."""
     xp = get_namespace(total)

@@ -45,11 +45,40 @@ def feature_scale(X):
     9.0
     """
     X = np.asarray(X, dtype=np.float64)
-    for scale in (np.mean(X.var(axis=0)), np.mean(X * X)):
-        scale = float(scale)
+    for statistic in (_mean_feature_variance, _mean_square):
+        scale = float(statistic(X))
         if np.isfinite(scale) and scale > 0:
             return max(scale, _SMALLEST_NORMAL)
     return 1.0
+
+
+# Rows x features of the temporaries of :func:`feature_scale` (~8 MB).
+_CHUNK_ELEMENTS = 1 << 20
+
+
+def _row_chunks(X):
+    step = max(1, _CHUNK_ELEMENTS // max(1, X.shape[1]))
+    return [X[start : start + step] for start in range(0, X.shape[0], step)]
+
+
+def _mean_feature_variance(X):
+    """``np.mean(X.var(axis=0))``, chunk by chunk of rows for a large ``X``
+    (``fit`` of a large head: no temporary of the size of ``X``)."""
+    if X.size <= _CHUNK_ELEMENTS:
+        return np.mean(X.var(axis=0))
+    mean = X.mean(axis=0)
+    squares = np.zeros(X.shape[1])
+    for chunk in _row_chunks(X):
+        deviation = chunk - mean
+        squares += np.einsum("ij,ij->j", deviation, deviation)
+    return np.mean(squares / X.shape[0])
+
+
+def _mean_square(X):
+    """``np.mean(X * X)``, chunk by chunk for a large ``X``."""
+    if X.size <= _CHUNK_ELEMENTS:
+        return np.mean(X * X)
+    return sum(np.einsum("ij,ij->", chunk, chunk) for chunk in _row_chunks(X)) / X.size
 
 
 def _relative_floor(relative, X):

@@ -15,6 +15,8 @@ product ``features @ coef.T`` -- the O(N d) cost the design asks for.
 
 import math
 
+import numpy as np
+
 from ._namespace import get_namespace
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -50,7 +52,7 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
                             sigma)
 
 
-def add_observations(nat_mean, precision, sums, counts, sigma):
+def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
     """The conjugate update: condition classes on the sums of their rows.
 
     The one place the update is written; :func:`condition_on`, the head's
@@ -68,6 +70,9 @@ def add_observations(nat_mean, precision, sums, counts, sigma):
         Number of new rows of each class (weights are allowed).
     sigma : float
         Class-noise variance ``Sigma_eps = sigma * I``.
+    out : (ndarray, ndarray), default=None
+        NumPy only: where to write the two results (``nat_mean`` and
+        ``precision`` themselves for an update in place).
 
     Returns
     -------
@@ -77,6 +82,9 @@ def add_observations(nat_mean, precision, sums, counts, sigma):
         ``lam + counts / sigma``.
     """
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
+    if out is not None:
+        return (np.add(nat_mean, sums / sigma, out=out[0]),
+                np.add(precision, counts / sigma, out=out[1]))
     return nat_mean + sums / sigma, precision + counts / sigma
 
 
@@ -85,7 +93,7 @@ def predictive_moments(nat_mean, precision, sigma):
     return nat_mean / precision, 1.0 / precision + sigma
 
 
-def log_density_coef(nat_mean, precision, sigma):
+def log_density_coef(nat_mean, precision, sigma, *, out=None):
     """Coefficients that make the predictive log density a dot product.
 
     Parameters
@@ -96,6 +104,11 @@ def log_density_coef(nat_mean, precision, sigma):
         ``lam_n``; ``p == 1`` is the isotropic case.
     sigma : float
         Class-noise variance.
+    out : ndarray of shape (n_classes, d + p + 1), default=None
+        NumPy only: write the coefficients here (a view of a larger buffer
+        may be given) and return it. The temporaries are then one array of
+        the shape of ``nat_mean`` and one of ``precision``: no concatenation,
+        so a chunk of classes refreshes in place within a bounded memory.
 
     Returns
     -------
@@ -103,6 +116,8 @@ def log_density_coef(nat_mean, precision, sigma):
         ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]`` so that
         ``log N(z; m_n, diag(v_n)) = log_density_features(z) . coef[n]``.
     """
+    if out is not None:
+        return _log_density_coef_into(out, nat_mean, precision, sigma)
     xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
@@ -114,18 +129,66 @@ def log_density_coef(nat_mean, precision, sigma):
     return xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
 
 
-def log_density_features(Z, *, isotropic):
+def _log_density_coef_into(out, nat_mean, precision, sigma):
+    """:func:`log_density_coef` written into ``out``, the same operations in
+    NumPy with in-place steps (results equal to rounding: the sum of
+    ``m**2 / v`` is a dot product here)."""
+    d, p = nat_mean.shape[-1], precision.shape[-1]
+    weight, half_inv_var = out[..., :d], out[..., d : d + p]
+    if nat_mean.ndim == 1 and p == 1:
+        # One isotropic class (the online step): v is a float, and the
+        # d-vector work is two ufuncs and a dot product.
+        lam = float(precision[0])
+        var = 1.0 / lam + sigma  # v = 1 / lam + sigma
+        inv_var = 1.0 / var
+        mean = np.divide(nat_mean, lam)  # m = q / lam
+        np.multiply(mean, inv_var, out=weight)
+        out[d] = -0.5 * inv_var
+        out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + mean.dot(weight))
+        return out
+    mean, var = predictive_moments(nat_mean, precision, sigma)
+    np.divide(1.0, var, out=half_inv_var)
+    np.multiply(mean, half_inv_var, out=weight)
+    log_det = np.log(var, out=var).sum(axis=-1) * (d / p)
+    quad = np.einsum("...i,...i->...", mean, weight)
+    out[..., -1] = -0.5 * (d * _LOG_2PI + log_det + quad)
+    half_inv_var *= -0.5
+    return out
+
+
+def log_density_features(Z, *, isotropic, out=None):
     """Features ``[z, z**2 (or ||z||**2 when isotropic), 1]`` of each row.
 
     Parameters
     ----------
     Z : array of shape (..., d)
     isotropic : bool
+    out : ndarray of shape (..., d + p + 1), default=None
+        NumPy only: write the features here and return it. A one-row ``Z``
+        may be ``out[:d]`` itself (the online step centres its row there).
 
     Returns
     -------
     features : array of shape (..., d + p + 1)
     """
+    if out is not None:
+        d = Z.shape[-1]
+        if Z.ndim == 1:  # one row: plain slices, a dot product
+            if Z.base is not out:  # else Z is out[:d], filled by the caller
+                out[:d] = Z
+            if isotropic:
+                out[d] = Z.dot(Z)
+            else:
+                np.multiply(Z, Z, out=out[d : 2 * d])
+            out[-1] = 1.0
+            return out
+        out[..., :d] = Z
+        if isotropic:
+            out[..., d] = np.einsum("...i,...i->...", Z, Z)
+        else:
+            np.multiply(Z, Z, out=out[..., d : 2 * d])
+        out[..., -1] = 1.0
+        return out
     xp = get_namespace(Z)
     square = Z * Z
     if isotropic:

@@ -13,7 +13,7 @@ from sklearn.utils import Bunch
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import validate_data
 
-from .._labels import _same_label
+from .._labels import _first_free, _same_label, provisional_label
 from .._online_base import _all_or_nothing, _check_magnitude
 from .._streaming import group_sums
 from ._ncm import NCMClassifier
@@ -25,61 +25,6 @@ __all__ = ["DPMeansClassifier", "provisional_label"]
 # the second row of a new Gaussian class opens a class of its own with
 # probability 1 - AUTO_QUANTILE.
 AUTO_QUANTILE = 0.99
-
-
-def provisional_label(k: int, existing_labels) -> str | int:
-    """The label of the ``k``-th class a model opens by itself.
-
-    String labels (and no labels at all) give ``"new-k"``; numeric labels give
-    the negative integer ``-(k + 1)`` (-2, -3, ...: below the default novel
-    label -1 and away from the non-negative labels people use, so a label a
-    user gives later is unlikely to be taken). When that label is already in
-    ``existing_labels``, the next of the same sequence that is not is
-    returned ("new-(k+1)", ... or -(k + 2), ...), so the result never equals
-    an existing label.
-
-    Parameters
-    ----------
-    k : int
-        Number of the provisional class, from 1: pass one more than the
-        number of provisional labels made so far.
-    existing_labels : iterable
-        Every label to avoid: the known classes, earlier provisional labels
-        and the novel label. Numeric labels when all are numbers (and there
-        is at least one), strings otherwise.
-
-    Returns
-    -------
-    label : str or int
-        A label equal to none of ``existing_labels``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.baselines._dpmeans import provisional_label
-    >>> provisional_label(1, ["cat", "dog", "novel"])
-    'new-1'
-    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
-    'new-3'
-    >>> provisional_label(1, [0, 1, 2, -1])
-    -2
-    """
-    existing = list(existing_labels)
-    numeric = bool(existing) and all(
-        isinstance(label, Number) and not isinstance(label, str)
-        for label in existing
-    )
-    taken = set(existing)
-    return _first_free(k, numeric, lambda label: label in taken)[1]
-
-
-def _first_free(k, numeric, is_taken):
-    """Number ``j >= k`` and label of the first provisional label not taken."""
-    j = k
-    while True:
-        label = -(j + 1) if numeric else f"new-{j}"
-        if not is_taken(label):
-            return j, label
-        j += 1
 
 
 def _auto_threshold(X, y_index):

@@ -1,0 +1,116 @@
+"""Scores of a stream's rows against the states they really see.
+
+A stream predicts each row with the state before it, then learns it. A lone
+row sees exactly the cached state: one matrix-vector product, then its
+decision and P(novel) from the scores' log-sum-exp. A chunk of rows sees the
+cached state for the classes it does not touch and, for those it does, the
+prefix states of ``_streaming.prefix_states``, scored with one GEMM. Mixed
+into ``_online_state.OnlineClassState``, whose buffers and caches it reads.
+"""
+
+import math
+
+import numpy as np
+
+from ._core import (
+    MAX_LOG_ODDS,
+    add_observations,
+    log_density_coef,
+    log_softmax,
+    novel_log_odds,
+    recalibrate_novel_column,
+)
+from ._streaming import prefix_states
+
+# Up to this many classes, the one-row step's log-sum-exp is one pairwise
+# ``logaddexp`` reduction (one call); beyond, exp and sum are cheaper.
+_PAIRWISE_LOGSUMEXP = 256
+
+
+class StreamScoring:
+    """Mixin of ``OnlineClassState``: the scores of a stream's rows."""
+
+    def _score_one(self, features, novelty_map=None):
+        """Decision, P(novel) and its log-odds of one row's ``features``."""
+        n = self.n_classes
+        if n == 0:
+            return (np.array([-1]), np.array([1.0]), np.array([True]),
+                    np.array([MAX_LOG_ODDS]))
+        scores = self.joint_coef[: n + 1].dot(features)
+        if novelty_map is not None:
+            scores = recalibrate_novel_column(scores, *novelty_map)
+        known = scores[:n]
+        best = int(known.argmax())
+        top, novel = float(known[best]), float(scores[n])
+        if not (math.isfinite(top) and math.isfinite(novel)):
+            return self._score_one_row_as_batch(scores, best)
+        # The known mass relative to the best known class, which it always
+        # holds (a sum >= 1): exact however far the novel class is ahead.
+        known -= top  # in place: ``scores`` is ours
+        if n <= _PAIRWISE_LOGSUMEXP:
+            log_known = float(np.logaddexp.reduce(known))
+        else:
+            # Arguments whose exp is subnormal or underflows take exp's slow
+            # path (three times slower at 10^4 classes): clamped at -700 they
+            # add at most N * 1e-304 to a sum of at least 1, nothing.
+            np.maximum(known, -700.0, out=known)
+            log_known = math.log(np.exp(known, out=known).sum())
+        log_odds = min(max(novel - top - log_known, -MAX_LOG_ODDS), MAX_LOG_ODDS)
+        # P(novel) = sigmoid(log-odds), without overflow on either side.
+        if log_odds >= 0.0:
+            p_novel = 1.0 / (1.0 + math.exp(-log_odds))
+        else:
+            odds = math.exp(log_odds)
+            p_novel = odds / (1.0 + odds)
+        return (np.array([best]), np.array([p_novel]), np.array([novel > top]),
+                np.array([log_odds]))
+
+    @staticmethod
+    def _score_one_row_as_batch(scores, best):
+        """Scores with infinite entries: the batch path's formulas."""
+        scores = scores[None]
+        return (np.array([best]), np.exp(log_softmax(scores)[:, -1]),
+                np.array([scores[0, -1] > scores[0, best]]), novel_log_odds(scores))
+
+    def _score_chunk(self, Z, index, is_new_class, first_new, novelty_map=None):
+        """Scores of one chunk against the states each row really sees.
+
+        Classes the chunk does not touch are scored through the cached GEMM;
+        the states of touched classes come from ``_streaming.prefix_states``
+        (rows of frozen classes change nothing) and are scored with one GEMM.
+        """
+        n_classes = self.n_classes
+        features = self.features(Z)
+        scores = features @ self.joint_coef[: n_classes + 1].T
+        table = prefix_states(Z, index, live=~self.frozen[index])
+        touched, seen = table.touched, table.seen
+        nat_mean, precision = add_observations(
+            self.nat_mean[table.owner], self.precision[table.owner], table.sums,
+            table.counts[:, None], self.sigma)
+        state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
+        density = np.take_along_axis(state_density, table.pick, axis=1)
+
+        # Per-row CRP prior: counts and N as they stand before each row.
+        classes_before = first_new + np.cumsum(is_new_class) - is_new_class
+        log_known, log_novel = self._log_numerators(
+            self.crp_count[touched] + seen, classes_before
+        )
+        # Classes not instantiated before a row have no mass at that row.
+        exists = (touched < first_new) | (seen > 0)
+        scores[:, touched] = np.where(exists, density + log_known, -np.inf)
+        scores[:, -1] = features @ self.prior_coef + log_novel
+        if novelty_map is not None:
+            scores = recalibrate_novel_column(scores, *novelty_map)
+
+        known_index = np.full(Z.shape[0], -1, dtype=np.intp)
+        if n_classes:
+            best = np.argmax(scores[:, :-1], axis=1)
+            # A row that precedes every class has no known candidate.
+            has_class = np.isfinite(scores[np.arange(Z.shape[0]), best])
+            known_index[has_class] = best[has_class]
+            # Ties go to the known class, as np.argmax does in ``predict``.
+            pred_novel = scores[:, -1] > scores[np.arange(Z.shape[0]), best]
+        else:
+            pred_novel = np.ones(Z.shape[0], dtype=bool)
+        log_odds = novel_log_odds(scores)
+        return known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel, log_odds
