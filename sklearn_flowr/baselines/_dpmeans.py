@@ -172,9 +172,9 @@ class DPMeansClassifier(PrototypeBaseline):
             class before the row, ``novel_label_`` while none exists),
             ``p_novel`` (distance to it), ``is_novel`` (the row opened a
             class: its label was unseen, or without labels it was beyond the
-            threshold) and ``y_assigned`` (the class the row was learned
+            threshold), ``y_assigned`` (the class the row was learned
             under: its label, the class it joined or the provisional class it
-            opened).
+            opened) and ``learned`` (all True: DP-means learns every row).
 
         Raises
         ------
@@ -244,7 +244,8 @@ class DPMeansClassifier(PrototypeBaseline):
             y_known = self._labels_of(known_index)
             return Bunch(y_pred=np.where(novel, self.novel_label_, y_known),
                          y_known=y_known, p_novel=score, is_novel=novel,
-                         y_assigned=self._labels_of(assigned))
+                         y_assigned=self._labels_of(assigned),
+                         learned=np.ones(assigned.shape[0], dtype=bool))
 
     def _open_provisional_class(self):
         """Register the next provisional label; its class index."""
