@@ -199,18 +199,27 @@ class EncoderHeadMixin:
         self.head_.partial_fit(self.transform(X), y, classes=classes)
         return self
 
-    def open_world_step(self, X, y):
-        """Predict each sample, then learn its label; see the head's method.
+    def open_world_step(self, X, y=None, *, labelled=None):
+        """Predict each sample, then learn from it; see the head's method.
+
+        Without ``y``, the head assigns each sample by its CRP posterior to a
+        known or a new provisional class (see
+        :meth:`CRPGaussianClassifier.open_world_step`); late labels go to
+        :meth:`correct`.
 
         Parameters
         ----------
         X : array-like
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or None, default=None
+            Labels revealed after each prediction; None: no labels.
+        labelled : array-like of bool, shape (n_samples,), or None, default=None
+            Rows of ``y`` that carry a label (a mixed batch).
 
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            ``y_pred``, ``y_known``, ``p_novel``, ``is_novel`` per sample.
+            ``y_pred``, ``y_known``, ``p_novel``, ``is_novel``,
+            ``y_assigned`` and ``learned`` per sample.
 
         Examples
         --------
@@ -225,7 +234,25 @@ class EncoderHeadMixin:
         array([0, 1, 2, 3, 4, 8])
         """
         check_is_fitted(self)
-        return self.head_.open_world_step(self.transform(X), y)
+        return self.head_.open_world_step(self.transform(X), y, labelled=labelled)
+
+    def correct(self, X, y_assigned, y_true):
+        """Late labels of samples learned without one; see
+        :meth:`CRPGaussianClassifier.correct`.
+
+        Parameters
+        ----------
+        X : array-like
+        y_assigned : array-like of shape (n_samples,)
+        y_true : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self
+        """
+        check_is_fitted(self)
+        self.head_.correct(self.transform(X), y_assigned, y_true)
+        return self
 
     def predict_proba(self, X):
         """Probabilities of the known classes and, last, of the novel class.

@@ -161,3 +161,22 @@ def test_unfitted_head_and_scikit_learn_tools(tmp_path):
     np.testing.assert_array_equal(loaded.predict(X), head.predict(X))
     buffer = io.BytesIO()
     pickle.dump(head, buffer)
+
+
+def test_flowr_classifier_streams_without_labels_through_its_head():
+    """FLOWRClassifier.open_world_step(X) and correct reach its head: the
+    corrected model equals one that learned the same images labelled."""
+    from sklearn_flowr._examples import flowr_example
+
+    clf, X, y = flowr_example("large")
+    clf.head_.set_params(unlabelled_threshold=0.0)
+    # Frozen known classes learn no unlabelled row (nor labelled ones).
+    assert not clf.open_world_step(X[y < 5][:5]).learned.any()
+    clf.head_.freeze_classes(False)
+    twin = copy.deepcopy(clf)
+    rows = np.flatnonzero(y >= 5)[:30]
+    out = clf.open_world_step(X[rows])
+    assert out.learned.all() and len(out.y_assigned) == 30
+    clf.correct(X[rows], out.y_assigned, y[rows])
+    twin.open_world_step(X[rows], y[rows])
+    _assert_same_head(clf.head_, twin.head_, twin.transform(X[::50]))
