@@ -12,6 +12,7 @@ import sys
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
@@ -66,8 +67,8 @@ def merge_heads(head, other):
                         f"{type(other).__name__}.")
     for name, part in (("self", head), ("other", other)):
         if not part.__sklearn_is_fitted__():
-            raise ValueError(f"merge needs two fitted heads; {name} is not "
-                             "fitted: call fit first.")
+            raise NotFittedError(f"merge needs two fitted heads; {name} is not "
+                                 "fitted: call fit first.")
         check_params_unchanged(part, part._fitted_params,
                                runtime=part._runtime_params)
     params, others = head.get_params(deep=False), other.get_params(deep=False)

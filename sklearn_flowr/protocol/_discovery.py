@@ -177,8 +177,10 @@ def _discovery_task(estimator, X, y, task, setting, fraction, delay, seed):
     unlabelled = ~labelled
     figures = dict.fromkeys(DISCOVERY_FIGURES, float("nan"))
     if unlabelled.any():
+        # A new-class row left unlearned keeps the novel label: no discovery.
         report = discovery_report(y[query][unlabelled], assigned[unlabelled],
-                                  known)
+                                  known, novel_label=getattr(est, "novel_label_",
+                                                             None))
         figures.update({name: float(report[name]) for name in DISCOVERY_FIGURES})
     figures["n_unlabelled"] = int(unlabelled.sum())
     return figures
