@@ -46,11 +46,11 @@ def discovery_templates(model, setting, Z_fit, y_fit):
     embedding; ``Z_fit`` the training rows' features)."""
     head = model.prior_head_ if setting == "small" else model.head_
     isotropic = clone(head).set_params(covariance="isotropic")
-    sigma = np.asarray(isotropic.get_params()["sigma"]) if not isinstance(
-        isotropic.get_params()["sigma"], str) else None
-    if sigma is not None and sigma.ndim == 2:
-        # The full head's noise matrix, as one isotropic variance.
-        isotropic.set_params(sigma=float(np.trace(sigma) / sigma.shape[0]))
+    for name in ("sigma", "prior_var"):
+        value = isotropic.get_params()[name]
+        if not isinstance(value, str) and np.ndim(value) == 2:
+            # The full head's matrix, as one isotropic variance.
+            isotropic.set_params(**{name: float(np.trace(value) / len(value))})
     dp_means = DPMeansClassifier()
     if setting == "large":
         isotropic.fit(Z_fit, y_fit)
