@@ -25,7 +25,7 @@ __all__ = ["embed", "fine_tune_last_layer"]
 
 @torch.no_grad()
 def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
-          dtype: torch.dtype = torch.float32) -> np.ndarray:
+          dtype: torch.dtype = torch.float32, desc: str | None = None) -> np.ndarray:
     """Embeddings ``phi(X)`` in evaluation mode, in chunks, as a NumPy array.
 
     The inputs go to the encoder's device; TF32 is off and cuDNN's algorithms
@@ -43,6 +43,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
         encoder there first.
     dtype : torch.dtype, default=torch.float32
         Dtype the inputs are cast to.
+    desc : str or None, default=None
+        A tqdm bar over the batches with this description; None: no bar.
 
     Returns
     -------
@@ -63,10 +65,12 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
     try:
         X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
         with exact_float32(), deterministic_cuda(device.type == "cuda"):
+            starts = range(0, X.shape[0], batch_size)
             chunks = [
                 encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
                 .cpu().numpy()
-                for start in range(0, X.shape[0], batch_size)
+                for start in tqdm(starts, desc=desc, unit="batch",
+                                  disable=desc is None, leave=False)
             ]
     finally:
         encoder.train(was_training)

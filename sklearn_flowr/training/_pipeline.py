@@ -152,12 +152,13 @@ def train_encoder(X, labels, y_index, config: FLOWRConfig,
     if config.match_sigma:
         means, variances, noise_scale = match_noise_scale(
             encoder, X_train, y_index, means, variances, sigma=config.sigma,
-            batch_size=config.batch_size)
+            batch_size=config.batch_size, verbose=config.verbose)
     # Baselines are compared on the pre-trained encoder, before FLOWR's
     # meta-training changes it (same object when there is none).
     pretrained = encoder if config.meta_epochs == 0 else copy.deepcopy(encoder)
     meta = meta_train(encoder, X_train, y_index, means, variances, config, runner)
     meta.eval()
-    Z = embed_rows(meta.encoder, X_train, config.batch_size)
+    Z = embed_rows(meta.encoder, X_train, config.batch_size,
+                   desc="embedding the training rows" if config.verbose else None)
     return dict(history_=runner.history, pretrained_encoder_=pretrained.eval(),
                 meta_module_=meta, noise_scale_=noise_scale, embeddings=Z)

@@ -51,9 +51,11 @@ def build_encoder(config: FLOWRConfig, X) -> torch.nn.Module:
     )
 
 
-def embed_rows(encoder, X, batch_size: int) -> np.ndarray:
-    """float64 embeddings of ``X``, in batches of ``4 * batch_size`` rows."""
-    return embed(encoder, X, batch_size=4 * batch_size).astype(np.float64)
+def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarray:
+    """float64 embeddings of ``X``, in batches of ``4 * batch_size`` rows (a
+    progress bar named ``desc`` when given)."""
+    return embed(encoder, X, batch_size=4 * batch_size,
+                 desc=desc).astype(np.float64)
 
 
 def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
@@ -134,7 +136,7 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
 
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
-                      batch_size: int):
+                      batch_size: int, verbose: int = 0):
     """Scale the last linear layer so the within-class variance equals sigma.
 
     The head's Gaussian model assumes class noise ``sigma * I``; pre-training
@@ -154,6 +156,8 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
     sigma : float
     batch_size : int
         Embeddings are computed ``4 * batch_size`` rows at a time.
+    verbose : int, default=0
+        Above 0, a progress bar over the embedding's batches.
 
     Returns
     -------
@@ -178,7 +182,8 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
     >>> round(float(class_statistics(embed_rows(encoder, X, 64), y, 3)[1].mean()), 4)
     0.5
     """
-    Z = embed_rows(encoder, X, batch_size)
+    Z = embed_rows(encoder, X, batch_size,
+                   desc="embedding to match the noise scale" if verbose else None)
     _, within = class_statistics(Z, y_index, means.shape[0])
     factor = float(np.sqrt(sigma / max(within.mean(), 1e-12)))
     _scale_last_layer(encoder, factor)
