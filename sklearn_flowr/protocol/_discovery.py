@@ -21,7 +21,6 @@ over tasks.
 
 from __future__ import annotations
 
-import copy
 from collections import deque
 from numbers import Integral, Real
 
@@ -32,7 +31,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..metrics import discovery_report
-from ._evaluate import _check_estimator, _check_tasks
+from ._evaluate import _check_estimator, _check_tasks, start_task
 from ._tasks import _resolve_seed
 
 __all__ = ["evaluate_discovery"]
@@ -147,13 +146,7 @@ def _discovery_task(estimator, X, y, task, setting, fraction, delay, seed):
     """One task's stream under the label budget; its discovery figures."""
     rng = np.random.default_rng(seed)
     with threadpool_limits(limits=1, user_api="blas"):
-        est = copy.deepcopy(estimator)
-        if setting == "small":
-            X_support, y_support = X[task.support], y[task.support]
-            if callable(getattr(est, "adapt", None)):
-                est.adapt(X_support, y_support)
-            else:
-                est.partial_fit(X_support, y_support)
+        est = start_task(estimator, X, y, task, setting)
         known = np.asarray(est.classes_)
         query = task.query
         arrives = rng.random(query.shape[0]) < fraction

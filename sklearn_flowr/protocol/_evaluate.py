@@ -320,7 +320,10 @@ def _evaluate_batch(estimator, X, y, sampler, batch, setting):
             for name in parts[0]}
 
 
-def _evaluate_task(estimator, X, y, task, setting):
+def start_task(estimator, X, y, task, setting):
+    """A copy of ``estimator`` ready for ``task``'s stream: in the small
+    context it has learned the support set (``adapt`` where it has one, else
+    ``partial_fit``)."""
     est = copy.deepcopy(estimator)
     if setting == "small":
         X_support, y_support = X[task.support], y[task.support]
@@ -328,6 +331,11 @@ def _evaluate_task(estimator, X, y, task, setting):
             est.adapt(X_support, y_support)
         else:
             est.partial_fit(X_support, y_support)
+    return est
+
+
+def _evaluate_task(estimator, X, y, task, setting):
+    est = start_task(estimator, X, y, task, setting)
     # Known before the stream: the estimator's classes when it exposes them.
     known = getattr(est, "classes_", None)
     y_query = y[task.query]
