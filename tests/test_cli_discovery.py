@@ -27,6 +27,19 @@ def test_label_fraction_reports_discovery_rows_table_and_figure(tmp_path, capsys
             assert 0.0 <= row["mean"]["known_accuracy"] <= 1.0
         # Labels two rows late: every query still comes without its label.
         assert dp[1]["n_unlabelled"] == dp[0]["n_unlabelled"] > 0
+        # Thresholds cross-fitted over two halves of the five test classes:
+        # each half scored with the choice on the other, never on itself.
+        test_classes = set(range(10, 15))
+        for row in rows:
+            first, second = row["selection"]["halves"]
+            assert set(first["classes"]) | set(second["classes"]) == test_classes
+            assert first["validation_classes"] == second["classes"]
+            assert second["validation_classes"] == first["classes"]
+            assert not set(first["classes"]) & set(second["classes"])
+            assert first["n_tasks"] + second["n_tasks"] == row["n_tasks"] == 4
+    # The tables say how the thresholds were chosen.
+    assert " ".join(printed.split()).count(
+        "the candidate best on the other half's tasks (cross-fit") == 2
     assert printed.count("class discovery under a label budget") == 2
     assert (out / "discovery.png").stat().st_size > 0
 

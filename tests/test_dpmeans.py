@@ -37,9 +37,43 @@ def _same_state(estimator, snapshot):
 def test_default_parameters_and_clone():
     """Check the defaults, get_params and that clone keeps the parameters."""
     dp = DPMeansClassifier()
-    assert dp.get_params() == {"threshold": "auto", "novel_label": "auto"}
-    other = clone(DPMeansClassifier(threshold=2.5, novel_label="?"))
-    assert other.get_params() == {"threshold": 2.5, "novel_label": "?"}
+    assert dp.get_params() == {"threshold": "auto", "threshold_scale": 1.0,
+                               "novel_label": "auto"}
+    other = clone(DPMeansClassifier(threshold=2.5, threshold_scale=0.5,
+                                    novel_label="?"))
+    assert other.get_params() == {"threshold": 2.5, "threshold_scale": 0.5,
+                                  "novel_label": "?"}
+
+
+def test_threshold_scale_multiplies_the_threshold(discovery_blobs):
+    """Check that threshold_scale times the auto threshold streams exactly as
+    that float threshold does, changes after fitting (it is read at call
+    time), and survives pickling."""
+    X_train, y_train, X_stream, _ = discovery_blobs
+    auto = DPMeansClassifier().fit(X_train, y_train).threshold_
+    scaled = DPMeansClassifier(threshold_scale=0.3).fit(X_train, y_train)
+    assert scaled.threshold_ == pytest.approx(0.3 * auto, rel=1e-15)
+    by_value = DPMeansClassifier(threshold=0.3 * auto).fit(X_train, y_train)
+    assert_array_equal(copy.deepcopy(scaled).open_world_step(X_stream).y_assigned,
+                       by_value.open_world_step(X_stream).y_assigned)
+    restored = pickle.loads(pickle.dumps(scaled))
+    assert restored.threshold_ == scaled.threshold_
+    assert DPMeansClassifier(threshold=2.0, threshold_scale=1.5).fit(
+        X_train, y_train).threshold_ == 3.0
+    scaled.set_params(threshold_scale=2.0)
+    assert scaled.threshold_ == pytest.approx(2.0 * auto, rel=1e-15)
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, np.inf, np.nan, "2"])
+def test_threshold_scale_is_validated_at_fit_and_after(discovery_blobs, bad):
+    """Check that a threshold_scale outside (0, inf) fails at fit, and when
+    set after fitting, at the next use of the threshold."""
+    X_train, y_train, X_stream, _ = discovery_blobs
+    with pytest.raises(ValueError, match="threshold_scale"):
+        DPMeansClassifier(threshold_scale=bad).fit(X_train, y_train)
+    dp = DPMeansClassifier().fit(X_train, y_train).set_params(threshold_scale=bad)
+    with pytest.raises(ValueError, match="threshold_scale"):
+        dp.open_world_step(X_stream)
 
 
 def test_unlabelled_stream_discovers_new_blobs(discovery_blobs):

@@ -7,6 +7,7 @@ from sklearn.utils import Bunch
 
 from sklearn_flowr.baselines import DPMeansClassifier
 from sklearn_flowr.protocol import SmallContextTasks, Task, evaluate_discovery
+from sklearn_flowr.protocol._discovery import summarise_tasks
 
 
 def _blobs(seed=0, n_classes=12, n_rows=20, spread=8.0):
@@ -112,3 +113,12 @@ def test_a_label_budget_helps_and_bad_options_are_refused():
                        ({"setting": "medium"}, "setting")):
         with pytest.raises(ValueError, match=match):
             evaluate_discovery(DPMeansClassifier(), X, y, tasks, **bad)
+
+
+def test_summarise_tasks_ignores_nan():
+    mean, se = summarise_tasks({"a": np.array([1.0, np.nan, 3.0]),
+                                "b": np.array([np.nan, 2.0, np.nan]),
+                                "c": np.array([np.nan])})
+    assert mean == {"a": 2.0, "b": 2.0, "c": mean["c"]} and np.isnan(mean["c"])
+    assert se["a"] == pytest.approx(np.std([1.0, 3.0], ddof=1) / np.sqrt(2))
+    assert np.isnan(se["b"]) and np.isnan(se["c"])

@@ -10,7 +10,11 @@ from numbers import Number, Real
 
 import numpy as np
 from sklearn.utils import Bunch
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import (
+    Interval,
+    StrOptions,
+    validate_parameter_constraints,
+)
 from sklearn.utils.validation import validate_data
 
 from .._labels import _first_free, _same_label, provisional_label
@@ -71,6 +75,13 @@ class DPMeansClassifier(PrototypeBaseline):
         mean as ``sqrt(2 n / (n - 1)) r`` (classes of ``n >= 2`` rows); it
         scales with the data. Raise it if one class is split into several,
         lower it if new classes are merged with others.
+    threshold_scale : float > 0, default=1.0
+        Multiplies the threshold: ``threshold_`` is ``threshold_scale`` times
+        ``threshold`` (or the one "auto" learned). With "auto" it gives a
+        threshold relative to the data's scale that a grid can search, e.g.
+        ``{"threshold_scale": [0.5, 1, 2]}`` in
+        :func:`~sklearn_flowr.protocol.select_discovery_params`; it is read
+        at call time, so it may change after fitting.
     novel_label : object, default="auto"
         Label returned for the novel class: ``"novel"`` for string labels, -1
         (or one below the smallest label) for numeric ones. It may not occur
@@ -90,7 +101,8 @@ class DPMeansClassifier(PrototypeBaseline):
     is_provisional_ : ndarray of shape (n_classes,) of bool
         Whether each class was opened by an unlabelled row.
     threshold_ : float
-        The threshold in use: ``threshold``, or the one "auto" learned.
+        The threshold in use: ``threshold_scale`` times ``threshold``, or
+        times the one "auto" learned.
     novel_label_ : object
         Label used for the novel class.
     n_features_in_ : int
@@ -139,13 +151,16 @@ class DPMeansClassifier(PrototypeBaseline):
 
     _parameter_constraints: dict = {
         "threshold": [StrOptions({"auto"}), Interval(Real, 0, None, closed="left")],
+        "threshold_scale": [Interval(Real, 0, None, closed="neither")],
         "novel_label": "no_validation",
     }
     _empty_score = np.inf
     _from_distances = NCMClassifier._from_distances
 
-    def __init__(self, *, threshold="auto", novel_label="auto"):
+    def __init__(self, *, threshold="auto", threshold_scale=1.0,
+                 novel_label="auto"):
         self.threshold = threshold
+        self.threshold_scale = threshold_scale
         self.novel_label = novel_label
 
     def open_world_step(self, X, y=None):
@@ -295,6 +310,12 @@ class DPMeansClassifier(PrototypeBaseline):
     @property
     def threshold_(self):
         self._fitted("threshold_")
+        scale = self.threshold_scale
+        if not isinstance(scale, Real) or not 0 < scale < np.inf:
+            # Read at call time: a value set after fitting fails here.
+            validate_parameter_constraints(
+                {"threshold_scale": self._parameter_constraints["threshold_scale"]},
+                {"threshold_scale": scale}, caller_name=type(self).__name__)
         if isinstance(self.threshold, str) and self.threshold == "auto":
             estimated = self._auto_threshold
             if not np.isfinite(estimated):
@@ -303,8 +324,8 @@ class DPMeansClassifier(PrototypeBaseline):
                     "two rows: there is no learned threshold; pass a float "
                     "threshold or fit again."
                 )
-            return estimated
-        return float(self.threshold)
+            return float(scale * estimated)
+        return float(scale * self.threshold)
 
     @property
     def is_provisional_(self):

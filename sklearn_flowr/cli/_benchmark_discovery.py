@@ -1,44 +1,78 @@
 """Class discovery under a label budget, as ``flowr-benchmark --label-fraction``
 reports it.
 
-For each label fraction asked for, the run's tasks go through
+For each label fraction asked for, three methods run through
 :func:`~sklearn_flowr.protocol.evaluate_discovery` on FLOWR's meta-trained
-embedding, for three methods in the same run:
+embedding in the same run:
 
 ``flowr``
     FLOWR's own head (the fitted model's, as the main table runs it): an
     unlabelled row joins the class of highest CRP posterior, a new
-    provisional class when that is the new-class term.
+    provisional class when that is the new-class term, and is learned from
+    when that posterior reaches ``unlabelled_threshold``.
 ``crp-isotropic``
     The same head with ``covariance="isotropic"`` (the paper's head), on the
     same embedding.
 ``dp-means``
     Nearest class mean with a distance threshold that opens a new class
     (DP-means; :class:`~sklearn_flowr.baselines.DPMeansClassifier`), its
-    threshold the 0.99 quantile of within-class distances of the labelled
-    rows it is fitted on: the support set (small context) or the training
-    classes (large context), never the test classes.
+    threshold ``threshold_scale`` times the 0.99 quantile of within-class
+    distances of the labelled rows it is fitted on: the support set (small
+    context) or the training classes (large context).
+
+Every method's threshold is chosen on validation classes, never on the
+classes it is scored on (:func:`~sklearn_flowr.protocol.select_discovery_params`,
+criterion ``"balanced"``: the mean of the clustering accuracy on new-class
+rows and the accuracy on known-class rows). The encoder has seen every
+training class, so the validation classes come from the test classes, by
+cross-fitting: the test classes are split into two seeded halves
+(:func:`class_halves`); tasks are drawn from each half's classes (the large
+context's known classes are the training classes' held-out rows, as in the
+main table; its new classes come from the half), half the run's ``--tasks``
+each; each half is scored with the candidate that did best on the other
+half's tasks, and the figures are pooled over the tasks of both halves. The
+candidates' runs on a half serve both as that half's validation and, for the
+candidate chosen on the other half, as its evaluation: the same seeded tasks
+and label arrivals give the same figures. With fewer than
+``2 * MIN_HALF_CLASSES`` test classes there are no two halves to cross-fit:
+the methods then run with their default thresholds (the model's
+``unlabelled_threshold``, ``threshold_scale=1``) on the main table's tasks,
+and the log says so.
 
 Each row of the JSON (``discovery``, per setting) holds the mean and standard
 error over tasks of every figure of
 :func:`~sklearn_flowr.metrics.discovery_report` on the rows that came without
-their label.
+their label, and ``selection``: per half, its classes, the validation classes
+and the parameters chosen on them with their validation score (None in the
+fallback).
 """
 
 from __future__ import annotations
 
+import argparse
 import textwrap
 import time
 
 import numpy as np
 from sklearn.base import clone
+from sklearn.utils import Bunch
 
 from ..baselines import DPMeansClassifier
-from ..protocol import evaluate_discovery
+from ..protocol import evaluate_discovery, select_discovery_params
+from ..protocol._discovery import DISCOVERY_FIGURES, summarise_tasks
+from ._benchmark_setup import benchmark_tasks
 
 DISCOVERY_METHODS = ("flowr", "crp-isotropic", "dp-means")
 DISCOVERY_NAMES = {"flowr": "FLOWR", "crp-isotropic": "CRP isotropic",
                    "dp-means": "DP-means"}
+# The candidates each method's threshold is chosen from.
+_HEAD_GRID = {"unlabelled_threshold": [0.5, 0.7, 0.9, 0.99]}
+DISCOVERY_GRIDS = {"flowr": _HEAD_GRID, "crp-isotropic": _HEAD_GRID,
+                   "dp-means": {"threshold_scale": [0.5, 0.75, 1.0, 1.5, 2.0]}}
+SCORING = "balanced"
+# Test classes each half needs: a small-context task has a support class and
+# a new one.
+MIN_HALF_CLASSES = 2
 
 
 def discovery_templates(model, setting, Z_fit, y_fit):
@@ -60,31 +94,123 @@ def discovery_templates(model, setting, Z_fit, y_fit):
     return {"flowr": head, "crp-isotropic": isotropic, "dp-means": dp_means}
 
 
+def class_halves(test_classes, seed):
+    """The test classes in two seeded halves (the first has the odd one),
+    each sorted."""
+    classes = np.unique(test_classes)
+    order = np.random.default_rng([seed, 30]).permutation(classes)
+    n_first = (classes.shape[0] + 1) // 2
+    return np.sort(order[:n_first]), np.sort(order[n_first:])
+
+
+def discovery_halves(setting, y_fit, y_eval, args):
+    """Per half of the test classes, ``(rows, tasks, classes)``: the rows of
+    ``y_eval`` its tasks index (the half's classes, and in the large context
+    the training classes' held-out rows), its tasks (half of ``args.tasks``,
+    the first half taking the odd one) and its classes; None when a half
+    would have fewer than ``MIN_HALF_CLASSES`` classes."""
+    test_classes = np.setdiff1d(np.unique(y_eval), np.unique(y_fit))
+    halves = class_halves(test_classes, args.seed)
+    if min(half.shape[0] for half in halves) < MIN_HALF_CLASSES:
+        return None
+    plan = []
+    for i, half in enumerate(halves):
+        keep = np.isin(y_eval, half)
+        if setting == "large":
+            keep |= np.isin(y_eval, y_fit)
+        rows = np.flatnonzero(keep)
+        n_tasks = (args.tasks + 1 - i) // 2
+        half_args = argparse.Namespace(**{**vars(args), "tasks": max(n_tasks, 1)})
+        tasks, _ = benchmark_tasks(setting, y_fit, y_eval[rows], half, half_args)
+        plan.append((rows, tasks, half))
+    return plan
+
+
+def _cross_fit(method, template, Z_eval, y_eval, plan, setting, fraction, args):
+    """One method's figures under the cross-fit: per half, its candidates'
+    runs; each half scored with the other half's choice. ``(result,
+    selection)``, ``result`` as :func:`evaluate_discovery` returns it."""
+    nothing_unlabelled = fraction == 1.0 and args.label_delay == 0
+    grid = {} if nothing_unlabelled else DISCOVERY_GRIDS[method]
+    found = [select_discovery_params(
+        template, Z_eval[rows], y_eval[rows], grid, setting=setting, tasks=tasks,
+        label_fraction=fraction, label_delay=args.label_delay, scoring=SCORING,
+        n_jobs=args.n_jobs, random_state=args.seed,
+        verbose=int(args.verbose >= 1)) for rows, tasks, _ in plan]
+    halves, reports = [], []
+    for i, (_, tasks, classes) in enumerate(plan):
+        chosen = found[1 - i]
+        reports.append(found[i].results[chosen.best_index]["report"])
+        halves.append({"classes": classes.tolist(),
+                       "validation_classes": plan[1 - i][2].tolist(),
+                       "params": chosen.best_params,
+                       "validation_score": chosen.best_score,
+                       "n_tasks": len(tasks)})
+    per_task = {name: np.concatenate([report.per_task[name] for report in reports])
+                for name in DISCOVERY_FIGURES}
+    mean, se = summarise_tasks(per_task)
+    result = Bunch(
+        mean=mean, se=se, n_tasks=sum(report.n_tasks for report in reports),
+        n_unlabelled=sum(report.n_unlabelled for report in reports))
+    return result, {"scoring": SCORING, "grid": grid, "halves": halves}
+
+
+def _chosen(selection):
+    """A log's account of the parameters chosen per half."""
+    if selection is None:
+        return "default thresholds"
+    parts = []
+    for i, half in enumerate(selection["halves"]):
+        params = ", ".join(f"{key}={value}" for key, value in
+                           half["params"].items()) or "defaults"
+        parts.append(f"half {i + 1}: {params} (validation "
+                     f"{selection['scoring']} {half['validation_score']:.3f})")
+    return "; ".join(parts)
+
+
 def discovery_rows(model, setting, Z_fit, y_fit, Z_eval, y_eval, tasks, args,
                    log) -> list:
-    """Per label fraction and method, the discovery figures (JSON rows)."""
+    """Per label fraction and method, the discovery figures (JSON rows);
+    ``tasks`` are the main table's, run only in the fallback."""
     templates = discovery_templates(model, setting, Z_fit, y_fit)
+    plan = discovery_halves(setting, y_fit, y_eval, args)
+    if plan is None:
+        n_test = np.setdiff1d(np.unique(y_eval), np.unique(y_fit)).shape[0]
+        log(f"   discovery: only {n_test} test classes, too few for two "
+            f"validation halves of {MIN_HALF_CLASSES}: no threshold is chosen; "
+            "the methods' defaults run on the main table's tasks")
+    else:
+        log("   discovery thresholds cross-fitted over two halves of the test "
+            f"classes ({plan[0][2].shape[0]} + {plan[1][2].shape[0]} classes, "
+            f"{len(plan[0][1])} + {len(plan[1][1])} tasks): each half scored "
+            "with the choice on the other")
     rows = []
     for fraction in args.label_fraction:
         for method, template in templates.items():
             tic = time.perf_counter()
             try:
-                out = evaluate_discovery(
-                    template, Z_eval, y_eval, tasks, setting=setting,
-                    label_fraction=fraction, label_delay=args.label_delay,
-                    n_jobs=args.n_jobs, random_state=args.seed,
-                    verbose=int(args.verbose >= 1))
+                if plan is None:
+                    selection = None
+                    out = evaluate_discovery(
+                        template, Z_eval, y_eval, tasks, setting=setting,
+                        label_fraction=fraction, label_delay=args.label_delay,
+                        n_jobs=args.n_jobs, random_state=args.seed,
+                        verbose=int(args.verbose >= 1))
+                else:
+                    out, selection = _cross_fit(method, template, Z_eval, y_eval,
+                                                plan, setting, fraction, args)
             except (TypeError, ValueError) as exc:
                 log(f"   no discovery figures for {DISCOVERY_NAMES[method]}: {exc}")
                 continue
             rows.append({"method": method, "label_fraction": fraction,
                          "label_delay": args.label_delay, "mean": out.mean,
                          "se": out.se, "n_tasks": out.n_tasks,
-                         "n_unlabelled": out.n_unlabelled,
+                         "n_unlabelled": out.n_unlabelled, "selection": selection,
                          "seconds": time.perf_counter() - tic})
             log(f"   discovery {DISCOVERY_NAMES[method]:13s} fraction {fraction:g}: "
                 f"acc new={out.mean['accuracy_new']:.3f} "
-                f"known acc={out.mean['known_accuracy']:.3f}")
+                f"known acc={out.mean['known_accuracy']:.3f} "
+                f"[{_chosen(selection)}]")
     return rows
 
 
@@ -118,6 +244,13 @@ def format_discovery_table(rows, setting) -> str:
             "rows of known classes; found/true: provisional classes opened "
             "per task against the new classes in it. labels: share of "
             "queries whose label arrived (after --label-delay rows).")
+    if all(row.get("selection") is not None for row in rows):
+        note += (" Thresholds: each half of the test classes is scored with "
+                 "the candidate best on the other half's tasks (cross-fit; "
+                 "the JSON's selection).")
+    else:
+        note += (" Thresholds: the methods' defaults (too few test classes "
+                 "for two validation halves).")
     lines.append(textwrap.fill(note, width=len(head), break_on_hyphens=False))
     return "\n".join(lines)
 

@@ -15,7 +15,9 @@
 - :func:`cross_fit_novelty_calibration` fits it on classes held out of
   training instead, one model per class-disjoint fold;
 - :func:`select_head_params` picks head hyper-parameters (e.g.
-  ``noise_shrinkage``) on small-context tasks of validation classes.
+  ``noise_shrinkage``) on small-context tasks of validation classes;
+- :func:`select_discovery_params` picks the thresholds of class discovery
+  (e.g. ``unlabelled_threshold``) on discovery tasks of validation classes.
 
 The meta-training episodes of :class:`~sklearn_flowr.training.EpisodeDataset`
 are drawn by the same sampling code.
@@ -30,11 +32,11 @@ References
 from ._calibrate import calibrate_novelty
 from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
 from ._discovery import evaluate_discovery
+from ._discovery_select import select_discovery_params
 from ._evaluate import evaluate_online
 from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
            "cross_fit_novelty_calibration", "cross_fit_plan", "evaluate_discovery",
-           "evaluate_online",
-           "select_head_params"]
+           "evaluate_online", "select_discovery_params", "select_head_params"]

@@ -122,15 +122,33 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
                       desc=f"{setting}-context discovery tasks", unit="task"))
     per_task = {name: np.array([part[name] for part in parts], dtype=np.float64)
                 for name in DISCOVERY_FIGURES}
+    mean, se = summarise_tasks(per_task)
+    return Bunch(per_task=per_task, mean=mean, se=se, n_tasks=n_tasks,
+                 label_fraction=float(label_fraction), label_delay=int(label_delay),
+                 n_unlabelled=int(sum(part["n_unlabelled"] for part in parts)))
+
+
+def summarise_tasks(per_task):
+    """Mean and standard error over tasks of each figure, NaN ignored.
+
+    Parameters
+    ----------
+    per_task : dict of str to ndarray of shape (n_tasks,)
+        A figure's value per task (NaN where a task has no such rows).
+
+    Returns
+    -------
+    mean, se : dict of str to float
+        NaN where no task has the figure (``se`` where fewer than two do).
+    """
     mean, se = {}, {}
     for name, values in per_task.items():
+        values = np.asarray(values, dtype=np.float64)
         values = values[~np.isnan(values)]
         mean[name] = float(values.mean()) if values.size else float("nan")
         se[name] = (float(values.std(ddof=1) / np.sqrt(values.size))
                     if values.size > 1 else float("nan"))
-    return Bunch(per_task=per_task, mean=mean, se=se, n_tasks=n_tasks,
-                 label_fraction=float(label_fraction), label_delay=int(label_delay),
-                 n_unlabelled=int(sum(part["n_unlabelled"] for part in parts)))
+    return mean, se
 
 
 def _deliver(est, x, assigned, learned, y_true):

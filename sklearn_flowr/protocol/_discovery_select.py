@@ -1,0 +1,237 @@
+"""Choose the thresholds of class discovery on validation classes.
+
+How readily a method learns from an unlabelled row -- the head's
+``unlabelled_threshold``, DP-means' distance threshold -- trades discovering
+new classes against corrupting known ones, and the best trade depends on how
+the encoder embeds classes it has not seen. Choosing it on the test classes
+would overstate the method, so :func:`select_discovery_params` scores each
+candidate by :func:`evaluate_discovery` on tasks drawn from validation
+classes, which must be disjoint from the classes the chosen method is then
+evaluated on.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from numbers import Integral
+
+import numpy as np
+from sklearn.model_selection import ParameterGrid
+from sklearn.utils import Bunch, column_or_1d
+
+from ._calibrate import small_context_sizes
+from ._discovery import evaluate_discovery
+from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
+
+__all__ = ["discovery_score", "select_discovery_params"]
+
+# Figures of discovery_report a selection may maximise (higher is better).
+SCORINGS = ("balanced", "accuracy_all", "accuracy_new", "nmi_new", "ari_new",
+            "nmi_all", "ari_all", "known_accuracy")
+
+
+def discovery_score(mean, scoring: str = "balanced") -> float:
+    """The selection criterion of :func:`select_discovery_params`.
+
+    Parameters
+    ----------
+    mean : dict
+        Mean figures over tasks, as :func:`evaluate_discovery` returns them.
+    scoring : str, default="balanced"
+        ``"balanced"``: the mean of ``accuracy_new`` (clustering accuracy on
+        the unlabelled rows of new classes) and ``known_accuracy`` (accuracy
+        on those of known classes); or one of those figures by name:
+        ``"accuracy_all"``, ``"accuracy_new"``, ``"nmi_new"``, ``"ari_new"``,
+        ``"nmi_all"``, ``"ari_all"``, ``"known_accuracy"``.
+
+    Returns
+    -------
+    score : float
+        Higher is better; NaN where the figures are (no such rows).
+
+    Examples
+    --------
+    >>> from sklearn_flowr.protocol._discovery_select import discovery_score
+    >>> discovery_score({"accuracy_new": 0.6, "known_accuracy": 0.9})
+    0.75
+    """
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+    if scoring == "balanced":
+        return float((mean["accuracy_new"] + mean["known_accuracy"]) / 2.0)
+    return float(mean[scoring])
+
+
+def _validation_tasks(estimator, y_val, setting, n_tasks, random_state):
+    """The default tasks over the validation rows: the benchmark's
+    small-context sizes, or every known class with up to 5 new ones."""
+    if setting == "small":
+        n_classes = np.unique(y_val).shape[0]
+        if n_classes < 2:
+            raise ValueError("Small-context tasks need at least 2 validation "
+                             f"classes; got {n_classes}.")
+        n_support, n_novel = small_context_sizes(n_classes)
+        return SmallContextTasks(y_val, n_support_classes=n_support,
+                                 n_novel_classes=n_novel, n_tasks=n_tasks,
+                                 random_state=random_state)
+    known = getattr(estimator, "classes_", None)
+    if known is None:
+        raise ValueError("setting='large' needs a fitted estimator: its classes "
+                         "are the known classes of the validation tasks.")
+    n_new = np.setdiff1d(np.unique(y_val), known).shape[0]
+    if n_new < 1:
+        raise ValueError("setting='large' needs validation classes outside the "
+                         "estimator's known classes in y_val; got none.")
+    return LargeContextTasks(y_val, known, n_novel_classes=min(5, n_new),
+                             n_tasks=n_tasks, random_state=random_state)
+
+
+def select_discovery_params(estimator, X_val, y_val, param_grid, *,
+                            setting: str = "small", tasks=None,
+                            n_tasks: int = 200, label_fraction: float = 0.0,
+                            label_delay: int = 0, scoring: str = "balanced",
+                            n_jobs: int | None = None, random_state=None,
+                            verbose: int = 0) -> Bunch:
+    """Pick the parameters of class discovery with the best score on tasks of
+    validation classes.
+
+    Each candidate of ``param_grid`` is a copy of ``estimator`` with the
+    candidate set (its fitted state kept, as the large context needs), run by
+    :func:`evaluate_discovery` through the same validation tasks with the same
+    label budget and the same seeded label arrivals. The default criterion,
+    ``"balanced"``, is the mean of the clustering accuracy on the unlabelled
+    rows of new classes and the accuracy on those of known classes: a
+    threshold that learns too readily merges new classes into known ones or
+    drifts the known means, one that learns too rarely discovers nothing, and
+    each half of the score sees one of the two failures. Unlike the
+    clustering accuracy on all rows, it does not depend on the share of new
+    rows in a task (small in the large context, where the known classes would
+    decide the choice alone).
+
+    Parameters
+    ----------
+    estimator : estimator
+        The template, as :func:`evaluate_discovery` takes it (unfitted for
+        the small context, fitted on the known classes for the large one);
+        not modified.
+    X_val, y_val : array-like of shape (n_val, ...), (n_val,)
+        Rows and labels the validation tasks are drawn from. Their new
+        classes must be disjoint from the classes the chosen parameters are
+        evaluated on (and, for a fitted encoder's embedding, from its
+        training classes); in the large context ``y_val`` also holds held-out
+        rows of the estimator's known classes.
+    param_grid : dict or list of dicts
+        Candidates, as :class:`~sklearn.model_selection.ParameterGrid` takes
+        them, e.g. ``{"unlabelled_threshold": [0.5, 0.9, 0.99]}`` for the
+        heads or ``{"threshold_scale": [0.5, 1.0, 2.0]}`` for
+        :class:`~sklearn_flowr.baselines.DPMeansClassifier`; ``{}`` is one
+        candidate, the estimator as it is.
+    setting : {"small", "large"}, default="small"
+    tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
+        Validation tasks over ``y_val``. None draws ``n_tasks`` of them: in
+        the small context the paper's 10 support + 5 novel classes (in
+        proportion below 15 classes, every class needing 20 rows); in the
+        large context every known class of ``estimator`` and ``min(5, n)``
+        of the ``n`` other classes of ``y_val``.
+    n_tasks : int, default=200
+        Tasks drawn when ``tasks`` is None; ignored otherwise.
+    label_fraction : float in [0, 1], default=0.0
+    label_delay : int >= 0, default=0
+        The label budget of :func:`evaluate_discovery`.
+    scoring : str, default="balanced"
+        The criterion, maximised: see :func:`discovery_score`.
+    n_jobs : int or None, default=None
+        joblib workers over tasks.
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the tasks drawn and the labels that arrive (the same for every
+        candidate).
+    verbose : int, default=0
+        Above 0, a progress bar over each candidate's tasks.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        ``best_params`` (the first best score in grid order; where every
+        score is NaN -- no unlabelled row of the kind scored -- the first
+        candidate, with a warning when there was a choice), ``best_index``,
+        ``best_score``, ``best_estimator`` (the template's copy with them, as
+        :func:`evaluate_discovery` takes it), ``scoring`` and ``results``:
+        one dict per candidate with ``params``, ``score`` and ``report``
+        (its :func:`evaluate_discovery` result: ``mean``, ``se``,
+        ``per_task``).
+
+    Raises
+    ------
+    ValueError
+        No candidate, a parameter the estimator does not have or a value it
+        refuses, an unknown ``scoring``, or validation data tasks cannot be
+        drawn from; before any task runs.
+
+    See Also
+    --------
+    select_head_params : the head's other parameters, by the novelty
+        H-measure of labelled streams.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import DPMeansClassifier
+    >>> from sklearn_flowr.protocol import select_discovery_params
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 20)
+    >>> X = rng.normal(scale=8.0, size=(12, 3))[y] + rng.normal(size=(240, 3))
+    >>> found = select_discovery_params(
+    ...     DPMeansClassifier(), X, y, {"threshold_scale": [0.25, 1.0]},
+    ...     n_tasks=5, random_state=0)
+    >>> found.best_params, len(found.results)
+    ({'threshold_scale': 1.0}, 2)
+    """
+    if setting not in ("small", "large"):
+        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+    if tasks is None and (isinstance(n_tasks, bool)
+                          or not isinstance(n_tasks, Integral) or n_tasks < 1):
+        raise ValueError(f"n_tasks must be an int >= 1; got {n_tasks!r}.")
+    candidates = list(ParameterGrid(param_grid))
+    if not candidates:
+        raise ValueError("param_grid holds no candidate.")
+    unknown = {name for params in candidates for name in params} - set(
+        estimator.get_params())
+    if unknown:
+        raise ValueError(f"param_grid names parameters {sorted(unknown)} that "
+                         f"{type(estimator).__name__} does not have.")
+    built = [copy.deepcopy(estimator).set_params(**params)
+             for params in candidates]
+    for candidate in built:
+        if callable(getattr(candidate, "_validate_params", None)):
+            candidate._validate_params()
+    y_val = column_or_1d(y_val)
+    seed = _resolve_seed(random_state)
+    if tasks is None:
+        tasks = _validation_tasks(estimator, y_val, setting, n_tasks, seed)
+    results = []
+    for params, candidate in zip(candidates, built, strict=True):
+        report = evaluate_discovery(candidate, X_val, y_val, tasks,
+                                    setting=setting,
+                                    label_fraction=label_fraction,
+                                    label_delay=label_delay, n_jobs=n_jobs,
+                                    random_state=seed, verbose=verbose)
+        results.append({"params": params,
+                        "score": discovery_score(report.mean, scoring),
+                        "report": report})
+    scores = np.array([result["score"] for result in results])
+    if np.isnan(scores).all():
+        best = 0
+        if len(candidates) > 1:
+            warnings.warn(
+                f"No candidate has a {scoring!r} score (no unlabelled row of "
+                "the kind it scores in the validation tasks, e.g. "
+                "label_fraction=1 with label_delay=0): the first candidate "
+                "is returned.", UserWarning, stacklevel=2)
+    else:
+        best = int(np.nanargmax(scores))
+    return Bunch(best_params=candidates[best], best_index=best,
+                 best_score=float(scores[best]), best_estimator=built[best],
+                 scoring=scoring, results=results)
