@@ -304,3 +304,35 @@ def test_tiny_and_huge_margins_match_the_row_loop(rng):
     tolerance = 1e-15 / smallest
     assert_matches_reference(X[:3], y[:3], X[3:], y[3:], k=4, rtol=tolerance,
                              atol=tolerance)
+
+
+@pytest.mark.parametrize("spread", [0.05, 1.0, 20.0])
+def test_pruned_inclusion_decides_as_the_full_matrix(spread, rng):
+    """Only the exponentials that can be a row's largest are taken
+    (``_evm._leading_inclusion``); the decision -- best class, novelty
+    score -- is the full matrix's to the bit, with steps (shape inf),
+    everything-including points (scale inf), rows no point reaches and
+    points a row may not use."""
+    n_rows, n_points = 40, 300
+    distance = rng.uniform(0.0, 2.0, size=(n_rows, n_points))
+    shape = rng.uniform(0.5, 12.0, size=n_points)
+    scale = spread * rng.uniform(0.01, 0.2, size=n_points)
+    shape[:5], scale[5:8] = np.inf, np.inf
+    distance[0, 0] = scale[0]  # exactly on a step
+    distance[1:4] *= 1e3       # rows far from every point
+    point_class = rng.integers(0, 12, size=n_points)
+    exists = rng.random((n_rows, n_points)) < 0.8
+    exists[4] = False
+    for allowed in (None, exists):
+        full = _evm.weibull_inclusion(distance, shape, scale)
+        far = distance
+        if allowed is not None:
+            full = np.where(allowed, full, 0.0)
+            far = np.where(allowed, distance, np.inf)
+        pruned = _evm._leading_inclusion(distance, shape, scale, allowed)
+        expected = _evm._decide(far, full, point_class)
+        got = _evm._decide(far, pruned, point_class)
+        assert_array_equal(got[0], expected[0])
+        assert_array_equal(got[1], expected[1])
+        # Pruning happened wherever a point reaches the row.
+        assert (pruned == 0).sum() > (full == 0).sum() or spread == 20.0

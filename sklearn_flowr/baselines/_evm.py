@@ -270,16 +270,20 @@ class EVMClassifier(OpenWorldBaseline):
         # n_points + e is change e's (changes sorted by point, then step).
         shape = np.concatenate([self._shape, new_shape])
         scale = np.concatenate([self._scale, new_scale])
-        changes = np.zeros((n_points, n_rows), dtype=np.intp)
-        changes[point, when] = 1
-        n_before = np.cumsum(changes, axis=1) - changes  # changes before step t
-        n_changes = changes.sum(axis=1)
+        n_changes = np.bincount(point, minlength=n_points)
         first_change = n_points + np.cumsum(n_changes) - n_changes
-        which = np.where(n_before == 0, np.arange(n_points)[:, None],
-                         first_change[:, None] + n_before - 1).T
+        # which[t, q]: the Weibull of point q in force at step t; only the
+        # points that change in the chunk need the changes before each step.
+        which = np.tile(np.arange(n_points), (n_rows, 1))
+        moved = np.flatnonzero(n_changes)
+        if moved.size:
+            changes = np.zeros((moved.shape[0], n_rows), dtype=np.intp)
+            changes[np.searchsorted(moved, point), when] = 1
+            n_before = np.cumsum(changes, axis=1) - changes
+            which[:, moved] = np.where(n_before == 0, moved[:, None],
+                                       first_change[moved, None] + n_before - 1).T
         exists = born[None, :] < step[:, None]  # (n_rows, n_points)
-        psi = np.where(exists, weibull_inclusion(distance, shape[which],
-                                                 scale[which]), 0.0)
+        psi = _leading_inclusion(distance, shape[which], scale[which], exists)
         known_index, score = _decide(np.where(exists, distance, np.inf), psi,
                                      point_class)
         empty = ~exists.any(axis=1)
@@ -303,7 +307,7 @@ class EVMClassifier(OpenWorldBaseline):
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
             distance = _cosine_distances(units[rows], self._points)
-            psi = weibull_inclusion(distance, self._shape, self._scale)
+            psi = _leading_inclusion(distance, self._shape, self._scale)
             known_index[rows], score[rows] = _decide(distance, psi,
                                                      self._point_class)
         return known_index, score
@@ -329,6 +333,31 @@ class EVMClassifier(OpenWorldBaseline):
         return self._fitted("weibull_scale_")._scale
 
 
+def _leading_inclusion(distance, shape, scale, exists=None):
+    """``weibull_inclusion`` where it can decide a row, 0 elsewhere.
+
+    :func:`_decide` reads only each row's largest ``Psi`` and the classes
+    that reach it. ``Psi = exp(-(d / scale)^shape)`` exceeds ``exp(-1)``
+    exactly where ``d < scale``, so in a row with such a point every point
+    at ``d >= scale`` is below the row's largest and is left at 0 (the
+    exponentials of most stored points are never taken); a row without one
+    gets every ``Psi``. The decision is the one the full matrix gives, to
+    the bit. ``exists`` (same shape as ``distance``) marks the points a row
+    may use; the others get 0.
+    """
+    shape = np.broadcast_to(shape, distance.shape)
+    scale = np.broadcast_to(scale, distance.shape)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        near = distance < scale
+    if exists is not None:
+        near &= exists
+    everywhere = ~near.any(axis=1)
+    near[everywhere] = True if exists is None else exists[everywhere]
+    psi = np.zeros(distance.shape)
+    psi[near] = weibull_inclusion(distance[near], shape[near], scale[near])
+    return psi
+
+
 def _decide(distance, psi, point_class):
     """Best known class index and novelty score of each row.
 
@@ -352,9 +381,8 @@ def _margins(distance, point_class, other_class):
     """Half cosine distances of points to points of other classes (``inf``
     within a class), floored at ``_MIN_MARGIN``; ``distance`` has shape
     (n_points, n_others)."""
-    margins = np.maximum(distance / 2.0, _MIN_MARGIN)
-    margins[point_class[:, None] == other_class[None, :]] = np.inf
-    return margins
+    return np.where(point_class[:, None] == other_class[None, :], np.inf,
+                    np.maximum(distance / 2.0, _MIN_MARGIN))
 
 
 def _unit_rows(X):
