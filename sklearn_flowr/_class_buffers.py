@@ -145,14 +145,21 @@ class ClassBuffers:
         undo : callable
             Puts the state back as it is now.
         """
-        n = self.n_classes
         if index.shape[0] == 1:  # the online hot path: no sort
-            i = int(index[0])
-            if i < n:
-                return self._checkpoint_class(i)
-            rows = slice(0, 0)
-        else:
-            rows = np.unique(index[index < n])
+            return self.checkpoint_one(int(index[0]))
+        return self._checkpoint_rows(np.unique(index[index < self.n_classes]))
+
+    def checkpoint_one(self, i):
+        """:meth:`checkpoint` of one row of class ``i`` (``n_classes``: a class
+        about to be added)."""
+        if i < self.n_classes:
+            return self._checkpoint_class(i)
+        return self._checkpoint_rows(slice(0, 0))
+
+    def _checkpoint_rows(self, rows):
+        """:meth:`checkpoint` that saves the rows ``rows`` (a slice or sorted
+        distinct indices of existing classes)."""
+        n = self.n_classes
         buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
         saved = [buffer[rows].copy() for _, buffer in buffers]
         joint_coef = buffers[-1][1]

@@ -560,6 +560,11 @@ default="auto"
         return self._state.stream(X, index, is_new,
                                   check_novelty_map(self.novelty_calibration))
 
+    def _stream_one(self, X, i, is_new, undo):
+        return self._state.step_one(X[0], i, is_new,
+                                    check_novelty_map(self.novelty_calibration),
+                                    undo)
+
     # --------------------------------------------------------------- prediction
     def _joint_log_numerators(self, X):
         X = self._validated_rows(X)

@@ -33,8 +33,8 @@ def check_new_labels(labels, novel, known_labels=None):
                 "cannot be mixed."
             )
     values = labels.tolist()
-    if (_same_label(values[0], novel) if len(values) == 1
-            else any(_same_label(label, novel) for label in values)):
+    if (same_label(values[0], novel) if len(values) == 1
+            else any(same_label(label, novel) for label in values)):
         raise ValueError(
             f"y contains the novel label {novel!r}, which is reserved for "
             "the novel class; pass another novel_label."
@@ -49,7 +49,7 @@ def label_result_dtype(labels, novel):
         return object
 
 
-def _same_label(label, novel):
+def same_label(label, novel):
     try:
         return bool(label == novel)
     except (TypeError, ValueError):

@@ -17,7 +17,12 @@ stream's bookkeeping. A method supplies these hooks:
   ranking score (the log-odds of a probability);
 - ``_end_fit()``: optional, after ``fit`` has learned its rows;
 - ``_checkpoint(index)``: what undoes the in-place changes that learning rows
-  of the classes ``index`` makes (see below).
+  of the classes ``index`` makes (see below);
+- ``_stream_one(X, i, is_new, undo)``: optional, ``_checkpoint`` and
+  ``_stream`` of one row fused for the online hot path (``open_world_step``
+  of one valid row of a fitted estimator, which skips scikit-learn's
+  validation and the label arrays of a batch: per call, that overhead costs
+  more than the arithmetic of a small model).
 
 Every learning method is all-or-nothing: an exception or a KeyboardInterrupt
 at any point leaves the estimator exactly as it was. Attributes that learning
@@ -28,13 +33,21 @@ classes ``index`` touches -- O(rows x d), not a copy of the whole state, so a
 one-row step at 10^4 classes pays a few microseconds for it.
 """
 
+from itertools import repeat
+from operator import is_
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._labels import LabelRegistry, check_new_labels, resolve_novel_label
+from ._labels import (
+    LabelRegistry,
+    check_new_labels,
+    resolve_novel_label,
+    same_label,
+)
 from ._params import check_params_unchanged, fill_new_params
 
 # ``y_index`` of a one-row batch (read-only: it is shared).
@@ -44,6 +57,9 @@ _FIRST_LABEL.flags.writeable = False
 # Largest |x| the estimators score: squared distances of float64 rows stay
 # finite (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
 MAX_ABS_INPUT = 1e100
+_FLOAT64 = np.dtype(np.float64)
+# ``_hot_row_label``'s answer for inputs the general path takes.
+_GENERAL_PATH = object()
 
 
 class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
@@ -124,6 +140,11 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         nothing: an exception or a KeyboardInterrupt anywhere leaves the
         estimator as it was.
         """
+        key = self._hot_row_label(X, y)
+        if key is not _GENERAL_PATH:  # one valid row of a fitted estimator
+            with _all_or_nothing(self) as undo:
+                result = self._open_world_step_one(X, y, key, undo)
+            return result
         first_call = not self.__sklearn_is_fitted__()
         if first_call:
             self._check_stream_start()
@@ -153,7 +174,74 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 result["novelty_score"] = ranking[0]
         return result
 
+    def _hot_row_label(self, X, y):
+        """The label of a one-row step that the hot path takes, else
+        ``_GENERAL_PATH``; changes nothing.
+
+        The hot path (one row at a time, the paper's online loop) is a fitted
+        estimator whose parameters are the very objects it was fitted with, a
+        float64 ndarray ``X`` of one row of ``n_features_in_`` values within
+        the input range, and an ndarray ``y`` of one integer, boolean or str
+        label of the known labels' kind that is not the novel label. It skips
+        scikit-learn's validation (~10 cheap checks instead) and the label
+        arrays of a batch. Anything else, bad input included, takes the
+        general path, which raises its messages.
+        """
+        registry = self.__dict__.get("_registry")
+        if (registry is None or X.__class__ is not np.ndarray
+                or y.__class__ is not np.ndarray or X.dtype is not _FLOAT64
+                or X.shape != (1, self.n_features_in_) or y.shape != (1,)
+                or "feature_names_in_" in self.__dict__):
+            return _GENERAL_PATH
+        kind = y.dtype.kind
+        if kind not in "biuU" or (kind == "U") == (
+                registry.labels.dtype.kind in "biuf"):
+            return _GENERAL_PATH
+        snapshot = self._fitted_params
+        if snapshot is not None and not all(map(
+                is_, map(self.__dict__.get, snapshot, repeat(_GENERAL_PATH)),
+                snapshot.values())):
+            return _GENERAL_PATH  # (the general path compares the values)
+        # (NaN fails both comparisons, as does inf or a value out of range)
+        if not (X.max() <= MAX_ABS_INPUT and X.min() >= -MAX_ABS_INPUT):
+            return _GENERAL_PATH
+        key = y.item()
+        return _GENERAL_PATH if same_label(key, self.novel_label_) else key
+
+    def _open_world_step_one(self, X, y, key, undo):
+        """:meth:`open_world_step` of one row that ``_hot_row_label`` passed
+        (``key``: its label as a Python object), inside the caller's guard."""
+        registry = self._registry
+        index = registry.index_of(key)
+        is_new = index is None
+        if is_new:
+            undo.append(registry.checkpoint())
+            registry.add(y)
+            index = registry.n_labels - 1
+        known_index, score, novel, *ranking = self._stream_one(X, index, is_new,
+                                                                undo)
+        y_known = self._labels_of(known_index)
+        novel_label = self.novel_label_
+        result = Bunch(y_pred=(np.where(novel, novel_label, y_known) if novel[0]
+                               else y_known.astype(_pred_dtype(y_known, novel_label))),
+                       y_known=y_known, p_novel=score, is_novel=np.array([is_new]),
+                       y_assigned=y, learned=np.array([True]))
+        if ranking:
+            result["novelty_score"] = ranking[0]
+        return result
+
     # ------------------------------------------------------------------ hooks
+    def _stream_one(self, X, i, is_new, undo):
+        """``_checkpoint`` (appended to ``undo``) and ``_stream`` of the one
+        row ``X`` of class ``i``, which ``is_new`` (registered already).
+
+        Methods may fuse the two for speed; they return what ``_stream``
+        returns.
+        """
+        index = np.array([i], dtype=np.intp)
+        undo.append(self._checkpoint(index))
+        return self._stream(X, index, np.array([is_new]))
+
     def _check_stream_start(self):
         """Raise when a stream cannot start on the unfitted estimator."""
 
@@ -311,6 +399,27 @@ def _check_magnitude(X):
             "distances overflow float64 beyond). Rescale the features, e.g. with "
             "StandardScaler."
         )
+
+
+# dtype of ``np.where(novel, novel_label, y_known)`` by ``(y_known.dtype,
+# type(novel_label), novel_label)``: np.where costs a one-row step ~2 us.
+_PRED_DTYPES = {}
+
+
+def _pred_dtype(y_known, novel_label):
+    """The dtype of ``np.where(novel, novel_label, y_known)`` (it depends on
+    the value of a Python scalar ``novel_label``, under NEP 50)."""
+    try:
+        key = (y_known.dtype, novel_label.__class__, novel_label)
+        return _PRED_DTYPES[key]
+    except TypeError:  # an unhashable novel label
+        key = None
+    except KeyError:
+        pass
+    dtype = np.where(np.zeros(1, dtype=bool), novel_label, y_known[:1]).dtype
+    if key is not None and len(_PRED_DTYPES) < 1024:
+        _PRED_DTYPES[key] = dtype
+    return dtype
 
 
 def _nothing_to_undo():

@@ -406,7 +406,7 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         coef = self.joint_coef[: self.n_classes + 1]
         if Z.shape[0] == 1:
             # A matrix-vector product: BLAS gemv beats gemm on one row.
-            scores = coef.dot(self._row_features(Z[0]))[None, :]
+            scores = coef.dot(self._row_features(Z[0])[0])[None, :]
         else:
             scores = self._scores(Z, coef)
         if novelty_map is None or self.n_classes == 0:
@@ -423,15 +423,15 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         return scores
 
     def _row_features(self, z):
-        """Features of one row ``z`` (in the rows' frame), shape (width,); the
-        row in the state's basis is its first ``n_features`` entries."""
+        """Features of one row ``z`` (in the rows' frame), shape (width,), and
+        the row in the state's basis (their first ``n_features`` entries)."""
         features = np.empty(self.joint_coef.shape[1])
         if self.basis is None and self.basis_shift is not None:
             # Centre straight into the features: no temporary row.
             row = np.subtract(z, self.basis_shift, out=features[: self.n_features])
         else:
             row = self.to_basis(z)
-        return log_density_features(row, isotropic=self.isotropic, out=features)
+        return log_density_features(row, isotropic=self.isotropic, out=features), row
 
     def log_normaliser(self):
         """The row constant left out of :meth:`joint_log_numerators` (and the
@@ -469,8 +469,8 @@ class OnlineClassState(StreamScoring, ClassBuffers):
             without its rounding to 1 (``novel_log_odds``).
         """
         if Z.shape[0] == 1:
-            return self._step_one(Z[0], int(index[0]), bool(is_new_class[0]),
-                                  novelty_map)
+            return self.step_one(Z[0], int(index[0]), bool(is_new_class[0]),
+                                 novelty_map)
         n_rows = Z.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
@@ -491,14 +491,19 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         self._advance_growth(n_rows)
         return known_index, p_novel, pred_novel, log_odds
 
-    def _step_one(self, z, i, is_new, novelty_map=None):
-        """:meth:`stream` of one row: a lone row sees exactly the cached state,
-        so it is scored with one matrix-vector product, then learned."""
-        features = self._row_features(z)
+    def step_one(self, z, i, is_new, novelty_map=None, undo=None):
+        """:meth:`stream` of one row ``z`` (rows' frame) of class ``i`` (a new
+        class ``i == n_classes`` when ``is_new``): a lone row sees exactly the
+        cached state, so it is scored with one matrix-vector product, then
+        learned. ``undo``: a list to which the undo of the changes is
+        appended before they are made (the online hot path's checkpoint)."""
+        features, row = self._row_features(z)
         scored = self._score_one(features, novelty_map)
+        if undo is not None:
+            undo.append(self.checkpoint_one(i))
         if is_new:
             self.add_classes(1)
-        self._update_one(features[: self.n_features], i)
+        self._update_one(row, i)
         if self._next is not None or 4 * self.n_classes >= 3 * self.n_obs.shape[0]:
             self._advance_growth(1)  # (a growth under way, or one to start)
         return scored

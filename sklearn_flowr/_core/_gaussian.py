@@ -134,7 +134,7 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
     NumPy with in-place steps (results equal to rounding: the sum of
     ``m**2 / v`` is a dot product here)."""
     d, p = nat_mean.shape[-1], precision.shape[-1]
-    weight, half_inv_var = out[..., :d], out[..., d : d + p]
+    weight = out[..., :d]
     if nat_mean.ndim == 1 and p == 1:
         # One isotropic class (the online step): v is a float, and the
         # d-vector work is two ufuncs and a dot product.
@@ -147,6 +147,7 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
         out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + mean.dot(weight))
         return out
     mean, var = predictive_moments(nat_mean, precision, sigma)
+    half_inv_var = out[..., d : d + p]
     np.divide(1.0, var, out=half_inv_var)
     np.multiply(mean, half_inv_var, out=weight)
     log_det = np.log(var, out=var).sum(axis=-1) * (d / p)

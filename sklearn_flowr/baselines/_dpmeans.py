@@ -17,7 +17,7 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import validate_data
 
-from .._labels import _first_free, _same_label, provisional_label
+from .._labels import _first_free, provisional_label, same_label
 from .._online_base import _all_or_nothing, _check_magnitude
 from .._streaming import group_sums
 from ._ncm import NCMClassifier
@@ -268,7 +268,7 @@ class DPMeansClassifier(PrototypeBaseline):
         numeric = registry.labels.dtype.kind in "biuf"
 
         def is_taken(label):
-            return label in registry._index or _same_label(label,
+            return label in registry._index or same_label(label,
                                                            self.novel_label_)
 
         self._n_provisional, label = _first_free(self._n_provisional + 1,

@@ -1,0 +1,123 @@
+"""Tests of the one-row hot path of ``open_world_step`` (issue 28, per-call
+overhead): it must give what the general path gives, and leave every input it
+does not take -- bad input included -- to the general path and its messages.
+Speed itself lives in benchmarks/bench_head.py."""
+
+import copy
+
+import numpy as np
+import pytest
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr._online_base import _GENERAL_PATH, MAX_ABS_INPUT, _pred_dtype
+from sklearn_flowr.baselines import NCMClassifier
+
+
+def _fitted(rng, labels, **params):
+    y = np.repeat(np.asarray(labels), 3)
+    centres = rng.normal(scale=4.0, size=(len(labels), 4))
+    X = centres[np.repeat(np.arange(len(labels)), 3)] + rng.normal(size=(y.shape[0], 4))
+    return CRPGaussianClassifier(**params).fit(X, y)
+
+
+def _assert_same_result(got, expected):
+    assert list(got) == list(expected)
+    for key in expected:
+        assert got[key].dtype == expected[key].dtype, key
+        np.testing.assert_array_equal(got[key], expected[key], err_msg=key)
+
+
+@pytest.mark.parametrize(("labels", "new_label", "params"), [
+    ([0, 1, 2], 5, {}),
+    ([0, 1, 2], 5, {"covariance": "full"}),
+    ([0, 1, 2], 5, {"novelty_calibration": (0.5, -1.0), "class_prior": "uniform"}),
+    ([0, 1, 2], 5, {"novel_label": "unknown"}),
+    (["a", "b", "c"], "zz", {}),
+])
+def test_hot_path_equals_the_general_path(rng, labels, new_label, params):
+    """Check a stream of one-row float64 ndarray steps (the hot path) gives the
+    results, dtypes and state of the same steps as lists (the general path):
+    known and new labels, rows declared novel or not."""
+    head = _fitted(rng, labels, **params)
+    hot, general = copy.deepcopy(head), copy.deepcopy(head)
+    rows = rng.normal(scale=4.0, size=(12, 4))
+    stream = [labels[t % len(labels)] for t in range(12)]
+    stream[3] = stream[7] = new_label
+    for t in range(12):
+        y = np.array([stream[t]])
+        assert hot._hot_row_label(rows[t : t + 1], y) == stream[t]
+        _assert_same_result(hot.open_world_step(rows[t : t + 1], y),
+                            general.open_world_step(rows[t : t + 1].tolist(),
+                                                    [stream[t]]))
+    np.testing.assert_array_equal(hot.classes_, general.classes_)
+    np.testing.assert_array_equal(hot.predict_joint_log_proba(rows),
+                                  general.predict_joint_log_proba(rows))
+
+
+def test_hot_path_in_baselines_equals_the_general_path(rng):
+    """Check the default ``_stream_one`` (a baseline's) against lists."""
+    X = rng.normal(size=(12, 3))
+    model = NCMClassifier(threshold=3.0).fit(X, np.repeat([0, 1, 2], 4))
+    hot, general = copy.deepcopy(model), copy.deepcopy(model)
+    for t, label in enumerate([0, 7, 7, 2]):
+        _assert_same_result(hot.open_world_step(X[t : t + 1], np.array([label])),
+                            general.open_world_step(X[t : t + 1].tolist(), [label]))
+
+
+@pytest.mark.parametrize(("row", "y", "error"), [
+    ([[np.nan, 0.0, 0.0, 0.0]], [0], "Input X contains NaN"),
+    ([[np.inf, 0.0, 0.0, 0.0]], [0], "Input X contains infinity"),
+    ([[2 * MAX_ABS_INPUT, 0.0, 0.0, 0.0]], [0], "magnitude"),
+    ([[0.0, 0.0, 0.0]], [0], "X has 3 features"),
+    ([[0.0] * 4], [-1], "novel label"),
+    ([[0.0] * 4], ["a"], "cannot be mixed"),
+])
+def test_bad_one_row_input_takes_the_general_path(rng, row, y, error):
+    """Check a bad row or label is not taken by the hot path, and that the
+    step raises the general path's message with the head unchanged."""
+    head = _fitted(rng, [0, 1, 2])
+    X, y = np.array(row), np.array(y)
+    assert head._hot_row_label(X, y) is _GENERAL_PATH
+    before = copy.deepcopy(head)
+    with pytest.raises(ValueError, match=error):
+        head.open_world_step(X, y)
+    np.testing.assert_array_equal(head.class_count_, before.class_count_)
+    np.testing.assert_array_equal(head.classes_, before.classes_)
+
+
+def test_hot_path_checks_the_edge_of_the_input_range(rng):
+    """Check rows at exactly +-MAX_ABS_INPUT are taken and learned."""
+    head = _fitted(rng, [0, 1, 2])
+    X = np.array([[MAX_ABS_INPUT, -MAX_ABS_INPUT, 0.0, 0.0]])
+    assert head._hot_row_label(X, np.array([1])) == 1
+    head.open_world_step(X, np.array([1]))
+    assert head.class_count_[1] == 4
+
+
+def test_changed_parameters_leave_the_hot_path(rng):
+    """Check a parameter set after fitting (even to an equal value, a new
+    object) sends the step to the general path, which refuses a real change."""
+    head = _fitted(rng, [0, 1, 2], a=0.5)
+    X, y = np.zeros((1, 4)), np.array([1])
+    head.set_params(a=float("0.5"))  # equal, but not the same object
+    assert head._hot_row_label(X, y) is _GENERAL_PATH
+    head.open_world_step(X, y)
+    head.set_params(a=0.25)
+    with pytest.raises(ValueError, match="parameters changed after fitting"):
+        head.open_world_step(X, y)
+
+
+@pytest.mark.parametrize(("known", "novel"), [
+    (np.array([3]), np.int64(-1)),
+    (np.array([3], dtype=np.uint8), -1),
+    (np.array([3], dtype=np.uint8), np.int64(-1)),
+    (np.array([3]), "unknown"),
+    (np.array(["a"], dtype=object), "novel"),
+    (np.array([True]), -1),
+    (np.array([3]), {}),  # unhashable: computed every time
+])
+def test_pred_dtype_is_that_of_np_where(known, novel):
+    """Check the cached dtype of ``y_pred`` equals ``np.where``'s."""
+    expected = np.where(np.array([False]), novel, known).dtype
+    for _ in range(2):  # computed, then cached
+        assert _pred_dtype(known, novel) == expected
