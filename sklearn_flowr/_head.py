@@ -112,13 +112,16 @@ default="auto"
         (``slope > 0``; known classes keep their ratios, the order of P(novel)
         is kept), fitted by :func:`~sklearn_flowr.protocol.calibrate_novelty`
         and read at call time. ``None``: the model's own P(novel).
-    unlabelled_threshold : float in [0, 1] or None, default=0.5
+    unlabelled_threshold : float in [0, 1] or None, default=0.9
         An unlabelled row (``open_world_step(X)`` without ``y``) is learned
         into the class it is assigned to -- its MAP class, or a new
         provisional class -- when that assignment's posterior probability is
         at least this. ``None`` never learns from unlabelled rows (they are
         only predicted). Read at call time. Higher is safer (fewer wrong
-        rows learned) and slower to discover.
+        rows learned) and slower to discover; the default was chosen on
+        validation classes (docs/results.rst), and
+        :func:`~sklearn_flowr.protocol.select_discovery_params` chooses it
+        for your own data.
 
     Attributes
     ----------
@@ -224,7 +227,7 @@ default="auto"
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
                  noise_shrinkage=0.0, class_prior="crp", known_count=1.0,
                  novel_label="auto", novelty_calibration=None,
-                 unlabelled_threshold=0.5):
+                 unlabelled_threshold=0.9):
         self.a = a
         self.b = b
         self.sigma = sigma
