@@ -50,3 +50,31 @@ def test_without_label_fraction_no_discovery(tmp_path):
     results = json.loads((out / "results.json").read_text())
     assert "discovery" not in results["settings"]["small"]
     assert not (out / "discovery.png").exists()
+
+
+def test_dp_means_threshold_comes_from_the_training_classes():
+    """A one-shot support set has no two rows of one class: DP-means' base
+    threshold is learned on the training classes in both contexts, so a
+    small-context task of one-shot classes still runs."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from sklearn_flowr import CRPGaussianClassifier
+    from sklearn_flowr.baselines import DPMeansClassifier
+    from sklearn_flowr.cli._benchmark_discovery import discovery_templates
+
+    rng = np.random.default_rng(0)
+    y_fit = np.repeat(np.arange(6), 15)
+    Z_fit = rng.normal(scale=4.0, size=(6, 3))[y_fit] + rng.normal(size=(90, 3))
+    model = SimpleNamespace(prior_head_=CRPGaussianClassifier(),
+                            head_=CRPGaussianClassifier().fit(Z_fit, y_fit))
+    trained = DPMeansClassifier().fit(Z_fit, y_fit).threshold_
+    small = discovery_templates(model, "small", Z_fit, y_fit)["dp-means"]
+    assert small.threshold == trained
+    large = discovery_templates(model, "large", Z_fit, y_fit)["dp-means"]
+    assert large.threshold_ == trained
+    # One row per support class, then an unlabelled stream.
+    one_shot = small.fit(Z_fit[::15], y_fit[::15])
+    out = one_shot.open_world_step(Z_fit[1:40:3])
+    assert out.y_assigned.shape == (13,)

@@ -17,8 +17,8 @@ embedding in the same run:
     Nearest class mean with a distance threshold that opens a new class
     (DP-means; :class:`~sklearn_flowr.baselines.DPMeansClassifier`), its
     threshold ``threshold_scale`` times the 0.99 quantile of within-class
-    distances of the labelled rows it is fitted on: the support set (small
-    context) or the training classes (large context).
+    distances of the training classes' rows (in both contexts: a one-shot
+    support set has no two rows of a class to learn it from).
 
 Every method's threshold is chosen on validation classes, never on the
 classes it is scored on (:func:`~sklearn_flowr.protocol.select_discovery_params`,
@@ -85,12 +85,16 @@ def discovery_templates(model, setting, Z_fit, y_fit):
         if not isinstance(value, str) and np.ndim(value) == 2:
             # The full head's matrix, as one isotropic variance.
             isotropic.set_params(**{name: float(np.trace(value) / len(value))})
-    dp_means = DPMeansClassifier()
+    # DP-means' base threshold comes from the training classes in both
+    # contexts (as PEELER's precision does in the small one): a one-shot
+    # support set has no pair of rows of one class to learn it from.
+    trained = DPMeansClassifier().fit(Z_fit, y_fit)
+    dp_means = DPMeansClassifier(threshold=trained.threshold_)
     if setting == "large":
         isotropic.fit(Z_fit, y_fit)
         if callable(getattr(head, "freeze_classes", None)):
             isotropic.freeze_classes(bool(head.frozen_classes_.all()))
-        dp_means.fit(Z_fit, y_fit)
+        dp_means = trained
     return {"flowr": head, "crp-isotropic": isotropic, "dp-means": dp_means}
 
 
