@@ -146,13 +146,17 @@ def train_encoder(X, labels, y_index, config: FLOWRConfig,
     X_train = (X if runner.accelerator is not None
                else to_device_if_fits(X, runner.device))
     encoder = build_encoder(config, X)
-    encoder, means, variances = pretrain(encoder, X_train, y_index, len(labels),
-                                         config, runner)
+    # The class table's embedding is the one scale matching reads (same
+    # weights): the training rows pass through each encoder state once.
+    encoder, means, variances, Z = pretrain(
+        encoder, X_train, y_index, len(labels), config, runner,
+        return_embedding=True)
     noise_scale = 1.0
     if config.match_sigma:
         means, variances, noise_scale = match_noise_scale(
             encoder, X_train, y_index, means, variances, sigma=config.sigma,
-            batch_size=config.batch_size, verbose=config.verbose)
+            batch_size=config.batch_size, verbose=config.verbose, embedding=Z)
+    del Z
     # Baselines are compared on the pre-trained encoder, before FLOWR's
     # meta-training changes it (same object when there is none).
     pretrained = encoder if config.meta_epochs == 0 else copy.deepcopy(encoder)

@@ -59,7 +59,7 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarr
 
 
 def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
-             runner: StageRunner):
+             runner: StageRunner, *, return_embedding: bool = False):
     """Pre-train ``encoder`` (Sup-E, Sup-FC or none) and read the class table.
 
     Parameters
@@ -75,6 +75,10 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
         ``class_stats``.
     runner : StageRunner
         Device, seed, checkpoints; the history goes under ``"pretrain"``.
+    return_embedding : bool, default=False
+        Also return the embedding the class table was read from, so that the
+        next stage (:func:`match_noise_scale`) need not embed ``X`` again
+        under the same weights.
 
     Returns
     -------
@@ -84,6 +88,10 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
         ``class_stats="learned"``, else the embeddings' class means.
     variances : ndarray of shape (n_classes,)
         ``s_n``, likewise.
+    embedding : ndarray of shape (n_samples, embedding_dim) or None
+        Only with ``return_embedding=True``: :func:`embed_rows` of ``X``
+        under the returned encoder, or ``None`` where the table did not need
+        it (``class_stats="learned"``).
 
     Examples
     --------
@@ -99,9 +107,8 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
     ((4, 4), (4,), 1)
     """
     if config.pretrain is None:
-        encoder = encoder.to(runner.device)
-        return (encoder, *class_statistics(
-            embed_rows(encoder, X, config.batch_size), y_index, n_classes))
+        return _class_table(encoder.to(runner.device), X, y_index, n_classes,
+                            config, return_embedding)
     net_class = SupENet if config.pretrain == "sup-e" else SupFCNet
     params = dict(module__encoder=encoder, module__n_classes=n_classes,
                   lr=config.lr, batch_size=config.batch_size, device=runner.device,
@@ -118,9 +125,19 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
     if config.class_stats == "learned":
         means = module.class_means.detach().cpu().double().numpy()
         variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
-        return module.encoder, means, variances.reshape(-1)
-    return (module.encoder, *class_statistics(
-        embed_rows(module.encoder, X, config.batch_size), y_index, n_classes))
+        learned = (module.encoder, means, variances.reshape(-1))
+        return (*learned, None) if return_embedding else learned
+    return _class_table(module.encoder, X, y_index, n_classes, config,
+                        return_embedding)
+
+
+def _class_table(encoder, X, y_index, n_classes, config, return_embedding):
+    """:func:`pretrain`'s result with the class table of the embedding."""
+    Z = embed_rows(encoder, X, config.batch_size,
+                   desc="embedding the training rows for the class table"
+                   if config.verbose else None)
+    table = (encoder, *class_statistics(Z, y_index, n_classes))
+    return (*table, Z) if return_embedding else table
 
 
 def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
@@ -136,7 +153,7 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
 
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
-                      batch_size: int, verbose: int = 0):
+                      batch_size: int, verbose: int = 0, embedding=None):
     """Scale the last linear layer so the within-class variance equals sigma.
 
     The head's Gaussian model assumes class noise ``sigma * I``; pre-training
@@ -158,6 +175,12 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
         Embeddings are computed ``4 * batch_size`` rows at a time.
     verbose : int, default=0
         Above 0, a progress bar over the embedding's batches.
+    embedding : ndarray of shape (n_samples, embedding_dim) or None, \
+default=None
+        :func:`embed_rows` of ``X`` under ``encoder`` as given (e.g. from
+        :func:`pretrain`), batched by ``batch_size``; ``None`` computes it.
+        Only the linearity probe then runs the encoder (on at most
+        ``4 * batch_size`` rows, under the rescaled weights).
 
     Returns
     -------
@@ -182,8 +205,11 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
     >>> round(float(class_statistics(embed_rows(encoder, X, 64), y, 3)[1].mean()), 4)
     0.5
     """
-    Z = embed_rows(encoder, X, batch_size,
-                   desc="embedding to match the noise scale" if verbose else None)
+    Z = embedding
+    if Z is None:
+        Z = embed_rows(encoder, X, batch_size,
+                       desc="embedding to match the noise scale" if verbose
+                       else None)
     _, within = class_statistics(Z, y_index, means.shape[0])
     factor = float(np.sqrt(sigma / max(within.mean(), 1e-12)))
     _scale_last_layer(encoder, factor)
