@@ -17,7 +17,10 @@
 - :func:`select_head_params` picks head hyper-parameters (e.g.
   ``noise_shrinkage``) on small-context tasks of validation classes;
 - :func:`select_discovery_params` picks the thresholds of class discovery
-  (e.g. ``unlabelled_threshold``) on discovery tasks of validation classes.
+  (e.g. ``unlabelled_threshold``) on discovery tasks of validation classes;
+- :func:`choose_rows_to_label` picks the rows of an unlabelled batch to ask a
+  person to label under a budget (one row of each of the largest provisional
+  classes, the least certain rows, or random ones).
 
 The meta-training episodes of :class:`~sklearn_flowr.training.EpisodeDataset`
 are drawn by the same sampling code.
@@ -34,9 +37,11 @@ from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
 from ._discovery import evaluate_discovery
 from ._discovery_select import select_discovery_params
 from ._evaluate import evaluate_online
+from ._label_queries import choose_rows_to_label
 from ._select import select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "calibrate_novelty",
+           "choose_rows_to_label",
            "cross_fit_novelty_calibration", "cross_fit_plan", "evaluate_discovery",
            "evaluate_online", "select_discovery_params", "select_head_params"]
