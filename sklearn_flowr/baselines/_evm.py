@@ -242,9 +242,8 @@ class EVMClassifier(OpenWorldBaseline):
         margin = _margins(distance.T, point_class, index)  # point q, row t
         # A new point's first tail: the old points and the earlier rows.
         earlier = np.where(step[None, :] < step[:, None], margin[n_old:], np.inf)
-        first_tails = _smallest(
-            np.hstack([_margins(distance[:, :n_old], index, self._point_class),
-                       earlier]), k)
+        # (The new rows' margins to the old points: ``margin``'s first rows.)
+        first_tails = _smallest(np.hstack([margin[:n_old].T, earlier]), k)
         tails = np.vstack([self._tails, first_tails])  # (n_points, k)
         # Margins learned after a point's birth that can enter its tail.
         later = np.where(born[:, None] < step[None, :], margin, np.inf)
