@@ -17,11 +17,11 @@ import warnings
 from numbers import Integral
 
 import numpy as np
-from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch, column_or_1d
 
 from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
+from ._select import grid_candidates
 from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
 
 __all__ = ["discovery_score", "select_discovery_params"]
@@ -194,14 +194,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     if tasks is None and (isinstance(n_tasks, bool)
                           or not isinstance(n_tasks, Integral) or n_tasks < 1):
         raise ValueError(f"n_tasks must be an int >= 1; got {n_tasks!r}.")
-    candidates = list(ParameterGrid(param_grid))
-    if not candidates:
-        raise ValueError("param_grid holds no candidate.")
-    unknown = {name for params in candidates for name in params} - set(
-        estimator.get_params())
-    if unknown:
-        raise ValueError(f"param_grid names parameters {sorted(unknown)} that "
-                         f"{type(estimator).__name__} does not have.")
+    candidates = grid_candidates(estimator, param_grid)
     built = [copy.deepcopy(estimator).set_params(**params)
              for params in candidates]
     for candidate in built:

@@ -33,6 +33,20 @@ def _labelled(X, y, name):
     return X, y
 
 
+def grid_candidates(estimator, param_grid) -> list:
+    """The candidates of ``param_grid`` (as :class:`ParameterGrid` gives
+    them), checked: at least one, and only parameters ``estimator`` has."""
+    candidates = list(ParameterGrid(param_grid))
+    if not candidates:
+        raise ValueError("param_grid holds no candidate.")
+    unknown = {name for params in candidates for name in params} - set(
+        estimator.get_params())
+    if unknown:
+        raise ValueError(f"param_grid names parameters {sorted(unknown)} that "
+                         f"{type(estimator).__name__} does not have.")
+    return candidates
+
+
 def _check_shrinkage_acts(head, params):
     """``noise_shrinkage`` only moves an estimated full noise covariance: a
     grid over it with isotropic noise or a given ``sigma`` would score the
@@ -137,14 +151,7 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
             or not np.isfinite(prior_scale) or prior_scale <= 0):
         raise ValueError(f"prior_scale must be a finite number > 0; got "
                          f"{prior_scale!r}.")
-    candidates = list(ParameterGrid(param_grid))
-    if not candidates:
-        raise ValueError("param_grid holds no candidate.")
-    unknown = {name for params in candidates for name in params} - set(
-        head.get_params())
-    if unknown:
-        raise ValueError(f"param_grid names parameters {sorted(unknown)} that "
-                         f"{type(head).__name__} does not have.")
+    candidates = grid_candidates(head, param_grid)
     for params in candidates:
         _check_shrinkage_acts(head, params)
     n_support, n_novel = small_context_sizes(n_classes)
