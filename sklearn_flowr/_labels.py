@@ -142,6 +142,11 @@ class LabelRegistry:
         """The known labels, shape (n_labels,) (a view of the buffer)."""
         return self._labels[: self.n_labels]
 
+    @property
+    def numeric(self):
+        """Whether the labels are numbers (else strings, stored as objects)."""
+        return self._labels.dtype.kind in "biuf"
+
     def add(self, new_labels):
         """Append labels not known yet, in the order given."""
         n_new = len(new_labels)

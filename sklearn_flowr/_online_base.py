@@ -57,6 +57,7 @@ _FIRST_LABEL.flags.writeable = False
 # Largest |x| the estimators score: squared distances of float64 rows stay
 # finite (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
 MAX_ABS_INPUT = 1e100
+_MAX_SQUARED_NORM = MAX_ABS_INPUT**2
 _FLOAT64 = np.dtype(np.float64)
 # ``_hot_row_label``'s answer for inputs the general path takes.
 _GENERAL_PATH = object()
@@ -180,9 +181,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
         The hot path (one row at a time, the paper's online loop) is a fitted
         estimator whose parameters are the very objects it was fitted with, a
-        float64 ndarray ``X`` of one row of ``n_features_in_`` values within
-        the input range, and an ndarray ``y`` of one integer, boolean or str
-        label of the known labels' kind that is not the novel label. It skips
+        float64 ndarray ``X`` of one row of ``n_features_in_`` values whose
+        Euclidean norm is at most ``MAX_ABS_INPUT`` (so is every value), and
+        an ndarray ``y`` of one integer, boolean or str label of the known
+        labels' kind that is not the novel label. It skips
         scikit-learn's validation (~10 cheap checks instead) and the label
         arrays of a batch. Anything else, bad input included, takes the
         general path, which raises its messages.
@@ -194,16 +196,17 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 or "feature_names_in_" in self.__dict__):
             return _GENERAL_PATH
         kind = y.dtype.kind
-        if kind not in "biuU" or (kind == "U") == (
-                registry.labels.dtype.kind in "biuf"):
+        if kind not in "biuU" or (kind == "U") == registry.numeric:
             return _GENERAL_PATH
         snapshot = self._fitted_params
         if snapshot is not None and not all(map(
                 is_, map(self.__dict__.get, snapshot, repeat(_GENERAL_PATH)),
                 snapshot.values())):
             return _GENERAL_PATH  # (the general path compares the values)
-        # (NaN fails both comparisons, as does inf or a value out of range)
-        if not (X.max() <= MAX_ABS_INPUT and X.min() >= -MAX_ABS_INPUT):
+        # Every |x| <= MAX_ABS_INPUT when the squared norm is at most its
+        # square (one BLAS call; NaN and inf fail the comparison). Rows this
+        # does not clear, those within range included, take the general path.
+        if not np.vdot(X, X) <= _MAX_SQUARED_NORM:
             return _GENERAL_PATH
         key = y.item()
         return _GENERAL_PATH if same_label(key, self.novel_label_) else key

@@ -86,12 +86,19 @@ def test_bad_one_row_input_takes_the_general_path(rng, row, y, error):
 
 
 def test_hot_path_checks_the_edge_of_the_input_range(rng):
-    """Check rows at exactly +-MAX_ABS_INPUT are taken and learned."""
+    """Check the hot path takes a row whose norm is exactly MAX_ABS_INPUT and
+    leaves a row of values at +-MAX_ABS_INPUT (in range, a larger norm) to
+    the general path, which learns it; both steps equal the general path's."""
     head = _fitted(rng, [0, 1, 2])
-    X = np.array([[MAX_ABS_INPUT, -MAX_ABS_INPUT, 0.0, 0.0]])
-    assert head._hot_row_label(X, np.array([1])) == 1
-    head.open_world_step(X, np.array([1]))
-    assert head.class_count_[1] == 4
+    general = copy.deepcopy(head)
+    on_norm = np.array([[MAX_ABS_INPUT, 0.0, 0.0, 0.0]])
+    assert head._hot_row_label(on_norm, np.array([1])) == 1
+    edge = np.array([[MAX_ABS_INPUT, -MAX_ABS_INPUT, 0.0, 0.0]])
+    assert head._hot_row_label(edge, np.array([1])) is _GENERAL_PATH
+    for X in (on_norm, edge):
+        _assert_same_result(head.open_world_step(X, np.array([1])),
+                            general.open_world_step(X.tolist(), [1]))
+    assert head.class_count_[1] == 5
 
 
 def test_changed_parameters_leave_the_hot_path(rng):

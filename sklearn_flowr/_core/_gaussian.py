@@ -83,8 +83,13 @@ def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
     """
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
     if out is not None:
-        return (np.add(nat_mean, sums / sigma, out=out[0]),
-                np.add(precision, counts / sigma, out=out[1]))
+        if precision.shape == (1,) and isinstance(counts, float):
+            # One isotropic class (the online step): the same float64 sum
+            # in a Python float costs a tenth of a one-element ufunc.
+            out[1][0] = float(precision[0]) + counts / sigma
+        else:
+            np.add(precision, counts / sigma, out=out[1])
+        return np.add(nat_mean, sums / sigma, out=out[0]), out[1]
     return nat_mean + sums / sigma, precision + counts / sigma
 
 
@@ -137,14 +142,15 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
     weight = out[..., :d]
     if nat_mean.ndim == 1 and p == 1:
         # One isotropic class (the online step): v is a float, and the
-        # d-vector work is two ufuncs and a dot product.
+        # d-vector work is one ufunc and a dot product: m / v = q / (lam v),
+        # sum m**2 / v = q . (m / v) / lam.
         lam = float(precision[0])
         var = 1.0 / lam + sigma  # v = 1 / lam + sigma
         inv_var = 1.0 / var
-        mean = np.divide(nat_mean, lam)  # m = q / lam
-        np.multiply(mean, inv_var, out=weight)
+        np.multiply(nat_mean, inv_var / lam, out=weight)
         out[d] = -0.5 * inv_var
-        out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + mean.dot(weight))
+        out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var)
+                             + nat_mean.dot(weight) / lam)
         return out
     mean, var = predictive_moments(nat_mean, precision, sigma)
     half_inv_var = out[..., d : d + p]
