@@ -15,6 +15,9 @@ _CHUNK_ELEMENTS = 4_000_000
 # Margins below this are raised to it: a zero margin (the same direction in
 # two classes) has no logarithm, and the Weibull fit needs one.
 _MIN_MARGIN = 1e-12
+# ``(d / scale)^shape`` from which ``Psi = exp(-that)`` is 0 in float64
+# (``exp(-745.2)`` rounds to 0; 750 leaves room for the rounding of the power).
+_PSI_ZERO = 750.0
 # Most rows in one chunk of a stream (see ``EVMClassifier._chunk_rows``).
 _MAX_CHUNK_ROWS = 512
 
@@ -197,12 +200,14 @@ class EVMClassifier(OpenWorldBaseline):
         return known_index, score, self._is_novel(known_index, score)
 
     def _chunk_rows(self):
-        """Rows per stream chunk: its comparison tensors, at most
-        (n_points + rows) x rows x (rows + tail_size), stay within
-        ``_CHUNK_ELEMENTS``."""
+        """Rows per stream chunk: its matrices of (n_points + rows) x (rows +
+        tail_size) elements stay within ``_CHUNK_ELEMENTS / 16`` (2 MB of
+        float64: a chunk's matrices stay in the CPU's cache, and larger or
+        smaller chunks were slower in ``benchmarks/bench_evm.py``; the
+        per-point comparisons go in blocks of their own)."""
         rows = np.arange(1, _MAX_CHUNK_ROWS + 1)
-        fits = ((self._points.shape[0] + rows) * rows * (rows + self.tail_size)
-                <= _CHUNK_ELEMENTS)
+        fits = ((self._points.shape[0] + rows) * (rows + self.tail_size)
+                <= _CHUNK_ELEMENTS // 16)
         return int(rows[fits][-1]) if fits[0] else 1
 
     def _stream_chunk(self, units, index):
@@ -239,26 +244,27 @@ class EVMClassifier(OpenWorldBaseline):
         step = np.arange(n_rows)
         born = np.r_[np.full(n_old, -1), step]  # the step a point is learned at
         distance = _cosine_distances(units, points)  # (n_rows, n_points)
-        margin = _margins(distance.T, point_class, index)  # point q, row t
-        # A new point's first tail: the old points and the earlier rows.
-        earlier = np.where(step[None, :] < step[:, None], margin[n_old:], np.inf)
-        # (The new rows' margins to the old points: ``margin``'s first rows.)
-        first_tails = _smallest(np.hstack([margin[:n_old].T, earlier]), k)
+        # later[t, q]: the margin row t gives point q if q exists before step
+        # t (an old point, or a row learned earlier in the chunk), else inf.
+        later = _margins(distance, index, point_class)
+        later[:, n_old:][step[None, :] >= step[:, None]] = np.inf
+        # A new point's first tail: the old points and the earlier rows, i.e.
+        # its own row of ``later`` (margins are symmetric).
+        first_tails = _smallest(later, k)
         tails = np.vstack([self._tails, first_tails])  # (n_points, k)
         # Margins learned after a point's birth that can enter its tail.
-        later = np.where(born[:, None] < step[None, :], margin, np.inf)
-        point, when = np.nonzero(later < tails[:, -1:])  # by point, then step
+        when, point = np.nonzero(later < np.ascontiguousarray(tails[:, -1]))
+        by_point = np.argsort(point, kind="stable")  # by point, then step
+        point, when = point[by_point], when[by_point]
         owners, owner = np.unique(point, return_inverse=True)
         count = np.bincount(owner, minlength=owners.shape[0])
         slot = np.arange(point.shape[0]) - (np.cumsum(count) - count)[owner]
         width = int(count.max(initial=0))
         value = np.full((owners.shape[0], width), np.inf)
-        value[owner, slot] = later[point, when]
+        value[owner, slot] = later[when, point]
         # Margins <= m the point holds before m's step: its tail at the chunk's
         # start and its earlier candidates (the others exceed that tail).
-        before = np.arange(width)[None, :] < np.arange(width)[:, None]
-        held = (np.sum((value[:, None, :] <= value[:, :, None]) & before, axis=2)
-                + np.sum(tails[owners][:, None, :] <= value[:, :, None], axis=2))
+        held = _margins_held(value, tails[owners])
         enters = held[owner, slot] < k
         point, when, owner, slot = (a[enters] for a in (point, when, owner, slot))
         upto = np.where(np.arange(width)[None, :] <= slot[:, None], value[owner],
@@ -271,20 +277,22 @@ class EVMClassifier(OpenWorldBaseline):
         scale = np.concatenate([self._scale, new_scale])
         n_changes = np.bincount(point, minlength=n_points)
         first_change = n_points + np.cumsum(n_changes) - n_changes
-        # which[t, q]: the Weibull of point q in force at step t; only the
-        # points that change in the chunk need the changes before each step.
-        which = np.tile(np.arange(n_points), (n_rows, 1))
+        # The Weibull of point q in force at step t is q's unless q changes
+        # in the chunk: then it is the last change before t (if any).
         moved = np.flatnonzero(n_changes)
+        in_force = None
         if moved.size:
             changes = np.zeros((moved.shape[0], n_rows), dtype=np.intp)
             changes[np.searchsorted(moved, point), when] = 1
             n_before = np.cumsum(changes, axis=1) - changes
-            which[:, moved] = np.where(n_before == 0, moved[:, None],
-                                       first_change[moved, None] + n_before - 1).T
+            in_force = (moved, np.where(n_before == 0, moved[:, None],
+                                        first_change[moved, None] + n_before - 1).T)
         exists = born[None, :] < step[:, None]  # (n_rows, n_points)
-        psi = _leading_inclusion(distance, shape[which], scale[which], exists)
-        known_index, score = _decide(np.where(exists, distance, np.inf), psi,
-                                     point_class)
+        psi = _leading_inclusion(distance, shape, scale, exists, in_force)
+        # Points not learned yet are out of reach (only the chunk's own rows'
+        # columns hold such entries).
+        distance[:, n_old:][~exists[:, n_old:]] = np.inf
+        known_index, score = _decide(distance, psi, point_class)
         empty = ~exists.any(axis=1)
         known_index[empty], score[empty] = -1, 1.0
         last = np.where(n_changes > 0, first_change + n_changes - 1,
@@ -332,28 +340,82 @@ class EVMClassifier(OpenWorldBaseline):
         return self._fitted("weibull_scale_")._scale
 
 
-def _leading_inclusion(distance, shape, scale, exists=None):
+def _margins_held(value, tails):
+    """For each candidate margin ``value[p, i]`` of point ``p`` (its ``i``-th
+    in stream order; ``inf`` pads), how many margins ``<=`` it the point
+    holds before it: its earlier candidates and its tail ``tails[p]``.
+
+    The comparison tensors, (points x width x (width + tail_size)), go in
+    blocks of points of at most ``_CHUNK_ELEMENTS`` elements.
+    """
+    n_owners, width = value.shape
+    before = np.arange(width)[None, :] < np.arange(width)[:, None]
+    held = np.empty((n_owners, width), dtype=np.intp)
+    step = max(1, _CHUNK_ELEMENTS // max(1, width * (width + tails.shape[1])))
+    for start in range(0, n_owners, step):
+        block = slice(start, start + step)
+        candidate = value[block, :, None]
+        held[block] = (np.sum((value[block, None, :] <= candidate) & before, axis=2)
+                       + np.sum(tails[block, None, :] <= candidate, axis=2))
+    return held
+
+
+def _leading_inclusion(distance, shape, scale, exists=None, in_force=None):
     """``weibull_inclusion`` where it can decide a row, 0 elsewhere.
 
     :func:`_decide` reads only each row's largest ``Psi`` and the classes
     that reach it. ``Psi = exp(-(d / scale)^shape)`` exceeds ``exp(-1)``
     exactly where ``d < scale``, so in a row with such a point every point
     at ``d >= scale`` is below the row's largest and is left at 0 (the
-    exponentials of most stored points are never taken); a row without one
-    gets every ``Psi``. The decision is the one the full matrix gives, to
-    the bit. ``exists`` (same shape as ``distance``) marks the points a row
-    may use; the others get 0.
+    exponentials of most stored points are never taken). A row without one
+    needs every ``Psi`` that is not 0, and ``Psi`` is exactly 0 in float64
+    from ``(d / scale)^shape >= 750`` on (``exp(-745.2)`` rounds to 0), i.e.
+    beyond the point's reach ``scale * 750^(1 / shape)``: only the points
+    within reach are evaluated. The decision is the one the full matrix
+    gives, to the bit.
+
+    Parameters
+    ----------
+    distance : ndarray of shape (n_rows, n_points)
+    shape, scale : ndarray of shape (n_weibulls,)
+        The Weibulls; point q's is q (``n_weibulls >= n_points``), but for
+        the points of ``in_force``.
+    exists : ndarray of bool, shape (n_rows, n_points), or None
+        The points each row may use (the others get 0); None: all.
+    in_force : (ndarray of shape (n_moved,), ndarray of shape (n_rows, n_moved))
+        or None
+        Points whose Weibull changes from row to row, and the Weibull of
+        each at each row; None: none.
     """
-    shape = np.broadcast_to(shape, distance.shape)
-    scale = np.broadcast_to(scale, distance.shape)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        near = distance < scale
+    n_points = distance.shape[1]
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        reach = scale * _PSI_ZERO ** (1.0 / shape)
+        near = distance < scale[:n_points]
+        if in_force is not None:
+            moved, weibull = in_force
+            near[:, moved] = distance[:, moved] < scale[weibull]
     if exists is not None:
         near &= exists
-    everywhere = ~near.any(axis=1)
-    near[everywhere] = True if exists is None else exists[everywhere]
+    everywhere = np.flatnonzero(~near.any(axis=1))
+    if everywhere.size:
+        far_distance = distance[everywhere]
+        far = far_distance <= reach[:n_points]
+        if in_force is not None:
+            far[:, moved] = far_distance[:, moved] <= reach[weibull[everywhere]]
+        near[everywhere] = far if exists is None else far & exists[everywhere]
+    # Index arrays of the few evaluated entries: boolean masks would scan
+    # the whole matrix once per array they index.
+    rows, points = np.nonzero(near)
+    index = points
+    if in_force is not None:
+        slot = np.full(n_points, -1)
+        slot[moved] = np.arange(moved.shape[0])
+        changing = slot[points] >= 0
+        index = points.copy()
+        index[changing] = weibull[rows[changing], slot[points[changing]]]
     psi = np.zeros(distance.shape)
-    psi[near] = weibull_inclusion(distance[near], shape[near], scale[near])
+    psi[rows, points] = weibull_inclusion(distance[rows, points], shape[index],
+                                          scale[index])
     return psi
 
 
@@ -365,14 +427,21 @@ def _decide(distance, psi, point_class):
     is 0. ``distance`` and ``psi`` have shape (n_rows, n_points); a point
     left out of a row has distance ``inf`` and ``Psi`` 0 there.
     """
-    order = np.argsort(point_class, kind="stable")
-    sorted_class = point_class[order]
-    starts = np.flatnonzero(np.r_[True, sorted_class[1:] != sorted_class[:-1]])
-    class_score = np.maximum.reduceat(psi[:, order], starts, axis=1)
-    best = np.argmax(class_score, axis=1)
-    best_score = class_score[np.arange(best.shape[0]), best]
-    nearest = point_class[np.argmin(distance, axis=1)]
-    known_index = np.where(best_score > 0, sorted_class[starts][best], nearest)
+    rows = np.arange(psi.shape[0])
+    first = np.argmax(psi, axis=1)
+    best_score = psi[rows, first]
+    known_index = point_class[first]
+    # Classes tied at a row's largest score: the smallest class index wins
+    # (the order of the classes' scores). Ties are rare: only their rows
+    # are searched.
+    tied = np.flatnonzero(((psi == best_score[:, None]).sum(axis=1) > 1)
+                          & (best_score > 0))
+    if tied.size:
+        known_index[tied] = np.where(psi[tied] == best_score[tied, None],
+                                     point_class, np.iinfo(np.intp).max).min(axis=1)
+    unreached = np.flatnonzero(best_score <= 0)
+    if unreached.size:
+        known_index[unreached] = point_class[np.argmin(distance[unreached], axis=1)]
     return known_index, 1.0 - best_score
 
 
@@ -380,8 +449,10 @@ def _margins(distance, point_class, other_class):
     """Half cosine distances of points to points of other classes (``inf``
     within a class), floored at ``_MIN_MARGIN``; ``distance`` has shape
     (n_points, n_others)."""
-    return np.where(point_class[:, None] == other_class[None, :], np.inf,
-                    np.maximum(distance / 2.0, _MIN_MARGIN))
+    margin = np.multiply(distance, 0.5)  # (d / 2 exactly)
+    np.maximum(margin, _MIN_MARGIN, out=margin)
+    margin[point_class[:, None] == other_class[None, :]] = np.inf
+    return margin
 
 
 def _unit_rows(X):
@@ -392,7 +463,9 @@ def _unit_rows(X):
 
 def _cosine_distances(units, others):
     """``1 - cos`` between unit rows, clipped to [0, 2] against rounding."""
-    return np.clip(1.0 - units @ others.T, 0.0, 2.0)
+    distance = units @ others.T
+    np.subtract(1.0, distance, out=distance)
+    return np.clip(distance, 0.0, 2.0, out=distance)
 
 
 def _smallest(values, k):

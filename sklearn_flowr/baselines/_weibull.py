@@ -78,7 +78,7 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     log_ratio, weight = log_ratio[rows], valid[rows].astype(np.float64)
     mean_log, top, count = mean_log[rows], top[rows], count[rows]
 
-    def profile(k):
+    def profile(k, log_ratio, weight, mean_log):
         """g(k) and g'(k) of the profile-likelihood equation, per row."""
         power = weight * np.exp(k[:, None] * log_ratio)  # x^k / max^k
         total = power.sum(axis=1)  # >= 1: the maximum contributes 1
@@ -86,36 +86,51 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         second = (power * log_ratio**2).sum(axis=1) / total
         return first - 1.0 / k - mean_log, second - first**2 + 1.0 / k**2
 
+    def value_at(k, rows=slice(None)):
+        return profile(k, log_ratio[rows], weight[rows], mean_log[rows])[0]
+
     centred = np.where(weight > 0, log_ratio - mean_log[:, None], 0.0)
     std_log = np.sqrt((centred**2).sum(axis=1) / count)
     k = _PI_OVER_SQRT6 / std_log
     # Bracket the root: g -> -inf as k -> 0 and g -> -mean_log > 0 as k -> inf.
+    # Both ends start at k (one evaluation); only the rows whose end is on
+    # the wrong side are evaluated again.
+    start = value_at(k)
     low, high = k.copy(), k.copy()
+    too_high, too_low = start > 0, start < 0
     for _ in range(_MAX_ITER):
-        too_high = profile(low)[0] > 0
         if not too_high.any():
             break
         low[too_high] /= 4.0
+        too_high[too_high] = value_at(low[too_high], too_high) > 0
     for _ in range(_MAX_ITER):
-        too_low = profile(high)[0] < 0
         if not too_low.any():
             break
         high[too_low] *= 4.0
-    active = np.ones(k.shape[0], dtype=bool)
+        too_low[too_low] = value_at(high[too_low], too_low) < 0
+    # Newton steps on the rows still moving: a row leaves once its step is
+    # below 1e-14 of k (its last step taken).
+    live = np.arange(k.shape[0])
+    live_k, live_log, live_weight, live_mean = k, log_ratio, weight, mean_log
     for _ in range(_MAX_ITER):
-        value, slope = profile(k)
+        value, slope = profile(live_k, live_log, live_weight, live_mean)
         below = value < 0
-        low = np.where(below, k, low)
-        high = np.where(below, high, k)
-        step = k - value / slope
+        low = np.where(below, live_k, low)
+        high = np.where(below, high, live_k)
+        step = live_k - value / slope
         # A converged Newton step lands on the bracket's edge (k itself):
         # take it rather than bisecting on.
         outside = ~((step >= low) & (step <= high))
         new_k = np.where(outside, np.sqrt(low * high), step)
-        active = np.abs(new_k - k) > 1e-14 * k
-        k = new_k
-        if not active.any():
+        moving = np.abs(new_k - live_k) > 1e-14 * live_k
+        k[live] = new_k
+        if not moving.any():
             break
+        if not moving.all():
+            live, new_k, low, high = (a[moving] for a in (live, new_k, low, high))
+            live_log, live_weight = live_log[moving], live_weight[moving]
+            live_mean = live_mean[moving]
+        live_k = new_k
     shape[rows] = k
     # lambda = max * mean((x / max)^k)^(1/k), in logs.
     mean_power = (weight * np.exp(k[:, None] * log_ratio)).sum(axis=1) / count
