@@ -78,19 +78,32 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     log_ratio, weight = log_ratio[rows], valid[rows].astype(np.float64)
     mean_log, top, count = mean_log[rows], top[rows], count[rows]
 
-    def profile(k, log_ratio, weight, mean_log):
+    # Sums over a row's few values: a matrix-vector product or einsum is
+    # several times faster than ``sum(axis=1)`` on short rows. Rows with
+    # every value present need no weights.
+    ones = np.ones(log_ratio.shape[1])
+    log_ratio_sq = log_ratio**2
+    if weight.all():
+        weight = None
+
+    def profile(k, log_ratio, log_ratio_sq, weight, mean_log):
         """g(k) and g'(k) of the profile-likelihood equation, per row."""
-        power = weight * np.exp(k[:, None] * log_ratio)  # x^k / max^k
-        total = power.sum(axis=1)  # >= 1: the maximum contributes 1
-        first = (power * log_ratio).sum(axis=1) / total
-        second = (power * log_ratio**2).sum(axis=1) / total
+        power = np.exp(k[:, None] * log_ratio)  # x^k / max^k
+        if weight is not None:
+            power *= weight
+        total = power @ ones  # >= 1: the maximum contributes 1
+        first = np.einsum("ij,ij->i", power, log_ratio) / total
+        second = np.einsum("ij,ij->i", power, log_ratio_sq) / total
         return first - 1.0 / k - mean_log, second - first**2 + 1.0 / k**2
 
     def value_at(k, rows=slice(None)):
-        return profile(k, log_ratio[rows], weight[rows], mean_log[rows])[0]
+        return profile(k, log_ratio[rows], log_ratio_sq[rows],
+                       None if weight is None else weight[rows], mean_log[rows])[0]
 
-    centred = np.where(weight > 0, log_ratio - mean_log[:, None], 0.0)
-    std_log = np.sqrt((centred**2).sum(axis=1) / count)
+    centred = log_ratio - mean_log[:, None]
+    if weight is not None:
+        centred *= weight
+    std_log = np.sqrt((centred**2 @ ones) / count)
     k = _PI_OVER_SQRT6 / std_log
     # Bracket the root: g -> -inf as k -> 0 and g -> -mean_log > 0 as k -> inf.
     # Both ends start at k (one evaluation); only the rows whose end is on
@@ -111,9 +124,10 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # Newton steps on the rows still moving: a row leaves once its step is
     # below 1e-14 of k (its last step taken).
     live = np.arange(k.shape[0])
-    live_k, live_log, live_weight, live_mean = k, log_ratio, weight, mean_log
+    live_k, live_log, live_sq, live_weight, live_mean = (k, log_ratio, log_ratio_sq,
+                                                         weight, mean_log)
     for _ in range(_MAX_ITER):
-        value, slope = profile(live_k, live_log, live_weight, live_mean)
+        value, slope = profile(live_k, live_log, live_sq, live_weight, live_mean)
         below = value < 0
         low = np.where(below, live_k, low)
         high = np.where(below, high, live_k)
@@ -128,12 +142,17 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             break
         if not moving.all():
             live, new_k, low, high = (a[moving] for a in (live, new_k, low, high))
-            live_log, live_weight = live_log[moving], live_weight[moving]
+            live_log, live_sq = live_log[moving], live_sq[moving]
             live_mean = live_mean[moving]
+            if live_weight is not None:
+                live_weight = live_weight[moving]
         live_k = new_k
     shape[rows] = k
     # lambda = max * mean((x / max)^k)^(1/k), in logs.
-    mean_power = (weight * np.exp(k[:, None] * log_ratio)).sum(axis=1) / count
+    power = np.exp(k[:, None] * log_ratio)
+    if weight is not None:
+        power *= weight
+    mean_power = (power @ ones) / count
     scale[rows] = top * np.exp(np.log(mean_power) / k)
     return shape, scale
 
