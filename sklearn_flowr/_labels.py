@@ -142,6 +142,10 @@ class LabelRegistry:
         """The known labels, shape (n_labels,) (a view of the buffer)."""
         return self._labels[: self.n_labels]
 
+    def label_at(self, i):
+        """The label of class ``i`` (``0 <= i < n_labels``), shape (1,)."""
+        return self._labels[i : i + 1].copy()
+
     @property
     def numeric(self):
         """Whether the labels are numbers (else strings, stored as objects)."""

@@ -22,7 +22,8 @@ stream's bookkeeping. A method supplies these hooks:
   ``_stream`` of one row fused for the online hot path (``open_world_step``
   of one valid row of a fitted estimator, which skips scikit-learn's
   validation and the label arrays of a batch: per call, that overhead costs
-  more than the arithmetic of a small model).
+  more than the arithmetic of a small model); it returns ``_stream``'s
+  values of the row as scalars (the ranking score None when there is none).
 
 Every learning method is all-or-nothing: an exception or a KeyboardInterrupt
 at any point leaves the estimator exactly as it was. Attributes that learning
@@ -59,6 +60,9 @@ _FIRST_LABEL.flags.writeable = False
 MAX_ABS_INPUT = 1e100
 _MAX_SQUARED_NORM = MAX_ABS_INPUT**2
 _FLOAT64 = np.dtype(np.float64)
+# One-row boolean results, copied (a copy costs half of ``np.array``).
+_TRUE, _FALSE = np.array([True]), np.array([False])
+_TRUE.flags.writeable = _FALSE.flags.writeable = False
 # ``_hot_row_label``'s answer for inputs the general path takes.
 _GENERAL_PATH = object()
 
@@ -221,16 +225,17 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             undo.append(registry.checkpoint())
             registry.add(y)
             index = registry.n_labels - 1
-        known_index, score, novel, *ranking = self._stream_one(X, index, is_new,
-                                                                undo)
-        y_known = self._labels_of(known_index)
+        best, score, novel, ranking = self._stream_one(X, index, is_new, undo)
         novel_label = self.novel_label_
-        result = Bunch(y_pred=(np.where(novel, novel_label, y_known) if novel[0]
+        y_known = (registry.label_at(best) if best >= 0
+                   else self._labels_of(np.array([best])))
+        result = Bunch(y_pred=(np.where(_TRUE, novel_label, y_known) if novel
                                else y_known.astype(_pred_dtype(y_known, novel_label))),
-                       y_known=y_known, p_novel=score, is_novel=np.array([is_new]),
-                       y_assigned=y, learned=np.array([True]))
-        if ranking:
-            result["novelty_score"] = ranking[0]
+                       y_known=y_known, p_novel=np.array([score]),
+                       is_novel=(_TRUE if is_new else _FALSE).copy(),
+                       y_assigned=y, learned=_TRUE.copy())
+        if ranking is not None:
+            result["novelty_score"] = np.array([ranking])
         return result
 
     # ------------------------------------------------------------------ hooks
@@ -238,12 +243,17 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """``_checkpoint`` (appended to ``undo``) and ``_stream`` of the one
         row ``X`` of class ``i``, which ``is_new`` (registered already).
 
-        Methods may fuse the two for speed; they return what ``_stream``
-        returns.
+        Methods may fuse the two for speed. Returns ``_stream``'s values of
+        the row as scalars: the best known class index (-1: none), the
+        novelty score, the novel decision and the ranking score (None when
+        ``_stream`` gives none).
         """
         index = np.array([i], dtype=np.intp)
         undo.append(self._checkpoint(index))
-        return self._stream(X, index, np.array([is_new]))
+        known_index, score, novel, *ranking = self._stream(X, index,
+                                                           np.array([is_new]))
+        return (int(known_index[0]), score[0], bool(novel[0]),
+                ranking[0][0] if ranking else None)
 
     def _check_stream_start(self):
         """Raise when a stream cannot start on the unfitted estimator."""

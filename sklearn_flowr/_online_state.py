@@ -469,8 +469,10 @@ class OnlineClassState(StreamScoring, ClassBuffers):
             without its rounding to 1 (``novel_log_odds``).
         """
         if Z.shape[0] == 1:
-            return self.step_one(Z[0], int(index[0]), bool(is_new_class[0]),
-                                 novelty_map)
+            best, p_novel, pred_novel, log_odds = self.step_one(
+                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map)
+            return (np.array([best]), np.array([p_novel]), np.array([pred_novel]),
+                    np.array([log_odds]))
         n_rows = Z.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         p_novel = np.empty(n_rows)
@@ -496,7 +498,8 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         class ``i == n_classes`` when ``is_new``): a lone row sees exactly the
         cached state, so it is scored with one matrix-vector product, then
         learned. ``undo``: a list to which the undo of the changes is
-        appended before they are made (the online hot path's checkpoint)."""
+        appended before they are made (the online hot path's checkpoint).
+        Returns :meth:`stream`'s four values of the row as Python scalars."""
         features, row = self._row_features(z)
         scored = self._score_one(features, novelty_map)
         if undo is not None:
@@ -504,7 +507,9 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         if is_new:
             self.add_classes(1)
         self._update_one(row, i)
-        if self._next is not None or 4 * self.n_classes >= 3 * self.n_obs.shape[0]:
+        if self._next is not None or (
+                3 * self.n_obs.shape[0] <= 4 * self.n_classes
+                < 4 * self.n_obs.shape[0]):
             self._advance_growth(1)  # (a growth under way, or one to start)
         return scored
 

@@ -138,20 +138,21 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
     """:func:`log_density_coef` written into ``out``, the same operations in
     NumPy with in-place steps (results equal to rounding: the sum of
     ``m**2 / v`` is a dot product here)."""
-    d, p = nat_mean.shape[-1], precision.shape[-1]
-    weight = out[..., :d]
-    if nat_mean.ndim == 1 and p == 1:
+    if nat_mean.ndim == 1 and precision.shape[0] == 1:
         # One isotropic class (the online step): v is a float, and the
         # d-vector work is one ufunc and a dot product: m / v = q / (lam v),
         # sum m**2 / v = q . (m / v) / lam.
+        d = nat_mean.shape[0]
         lam = float(precision[0])
         var = 1.0 / lam + sigma  # v = 1 / lam + sigma
         inv_var = 1.0 / var
-        np.multiply(nat_mean, inv_var / lam, out=weight)
+        weight = np.multiply(nat_mean, inv_var / lam, out=out[:d])
         out[d] = -0.5 * inv_var
         out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var)
                              + nat_mean.dot(weight) / lam)
         return out
+    d, p = nat_mean.shape[-1], precision.shape[-1]
+    weight = out[..., :d]
     mean, var = predictive_moments(nat_mean, precision, sigma)
     half_inv_var = out[..., d : d + p]
     np.divide(1.0, var, out=half_inv_var)
