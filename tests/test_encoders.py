@@ -1,5 +1,6 @@
 """Tests for the torch encoders in ``sklearn_flowr.encoders``."""
 
+import copy
 import io
 import pickle
 
@@ -331,3 +332,23 @@ def test_torchvision_resnet_is_adapted():
         expected = original.conv1(gray.expand(-1, 3, -1, -1))
         out = encoder.conv1(gray)
     torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_conv4_computes_channels_last_like_the_row_major_layout():
+    """Check Conv4's blocks are channels-last (its speed on the CPU) and that
+    the layout changes no result beyond float32 rounding: the same weights
+    in the row-major layout give the same embeddings and gradients."""
+    torch.manual_seed(0)
+    encoder = Conv4(embedding_dim=8, hidden_channels=16)
+    weight = encoder.features[1][0].weight
+    assert weight.is_contiguous(memory_format=torch.channels_last)
+    assert not weight.is_contiguous()
+    row_major = copy.deepcopy(encoder)
+    row_major.features.to(memory_format=torch.contiguous_format)
+    X = torch.randn(6, 1, 28, 28)
+    out, expected = encoder(X), row_major(X)
+    torch.testing.assert_close(out, expected, rtol=1e-5, atol=1e-6)
+    out.sum().backward()
+    expected.sum().backward()
+    torch.testing.assert_close(encoder.fc.weight.grad, row_major.fc.weight.grad,
+                               rtol=1e-4, atol=1e-5)

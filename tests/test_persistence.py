@@ -173,3 +173,18 @@ def test_module_state_keeps_dtypes_ties_and_sharing():
     assert restored[2].weight is restored[0].weight
     assert restored[1].weight.requires_grad is False
     assert restored[1].bias.requires_grad is True
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 3, 3), (8, 1, 3, 3)])
+def test_tensor_state_keeps_the_channels_last_layout(shape):
+    """Check a channels-last tensor comes back with its exact strides (a
+    size-1 channel side included, where contiguous() is ambiguous) and a
+    row-major one stays row-major: a module computes alike after loading."""
+    tensor = torch.randn(shape).contiguous(memory_format=torch.channels_last)
+    if shape[1] == 1:  # (the same values, channels-last strides forced)
+        tensor = torch.empty_strided(shape, (9, 1, 3, 1)).copy_(tensor)
+    restored = TensorState(torch.nn.Parameter(tensor)).to_tensor()
+    assert restored.stride() == tensor.stride()
+    assert torch.equal(restored, tensor)
+    plain = torch.randn(shape)
+    assert TensorState(plain).to_tensor().stride() == plain.stride()

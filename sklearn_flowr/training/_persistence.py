@@ -40,10 +40,18 @@ class TensorState:
         Any tensor, on any device; ``torch.nn.Parameter`` is remembered.
     """
 
+    # Whether the tensor was 4-d and channels-last (NHWC strides): the
+    # layout, not stored by the array, which a module may compute faster in
+    # (``Conv4``). States saved without it were contiguous.
+    channels_last = False
+
     def __init__(self, tensor: torch.Tensor):
         self.parameter = isinstance(tensor, torch.nn.Parameter)
         self.requires_grad = bool(tensor.requires_grad)
         tensor = tensor.detach()
+        self.channels_last = (tensor.dim() == 4 and tensor.stride()
+                              == _channels_last_strides(tensor.shape)
+                              != _row_major_strides(tensor.shape))
         # NumPy has no bfloat16: stored as float32, which holds it exactly.
         self.dtype = "bfloat16" if tensor.dtype == torch.bfloat16 else None
         if self.dtype is not None:
@@ -55,9 +63,28 @@ class TensorState:
         tensor = torch.from_numpy(np.array(self.array, copy=True))
         if self.dtype == "bfloat16":
             tensor = tensor.to(torch.bfloat16)
+        if self.channels_last:
+            # (exact strides: a size-1 side leaves contiguous() ambiguous)
+            tensor = torch.empty_strided(
+                tensor.shape, _channels_last_strides(tensor.shape),
+                dtype=tensor.dtype).copy_(tensor)
         if self.parameter:
             return torch.nn.Parameter(tensor, requires_grad=self.requires_grad)
         return tensor.requires_grad_(self.requires_grad)
+
+
+def _row_major_strides(shape):
+    strides, step = [], 1
+    for side in reversed(shape):
+        strides.append(step)
+        step *= side
+    return tuple(reversed(strides))
+
+
+def _channels_last_strides(shape):
+    """Strides of an (N, C, H, W) tensor stored as (N, H, W, C)."""
+    n, c, h, w = shape
+    return (h * w * c, 1, w * c, c)
 
 
 def _swap_tensors(modules, convert, kind):
