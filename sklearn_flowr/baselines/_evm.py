@@ -202,9 +202,9 @@ class EVMClassifier(OpenWorldBaseline):
     def _chunk_rows(self):
         """Rows per stream chunk: its matrices of (n_points + rows) x (rows +
         tail_size) elements stay within ``_CHUNK_ELEMENTS / 16`` (2 MB of
-        float64: a chunk's matrices stay in the CPU's cache, and larger or
-        smaller chunks were slower in ``benchmarks/bench_evm.py``; the
-        per-point comparisons go in blocks of their own)."""
+        float64, so that they stay in the CPU's cache; docs/results.rst has
+        the timings of other sizes). The per-point comparisons go in blocks
+        of their own."""
         rows = np.arange(1, _MAX_CHUNK_ROWS + 1)
         fits = ((self._points.shape[0] + rows) * (rows + self.tail_size)
                 <= _CHUNK_ELEMENTS // 16)
