@@ -23,6 +23,8 @@ Run with::
     python benchmarks/bench_evm.py
     python benchmarks/bench_evm.py --classes 10 60 --rows 20 --tasks 5
     python benchmarks/bench_evm.py --blas-threads 1   # pin BLAS threads
+    python benchmarks/bench_evm.py --large-classes 224 --large-shots 17 \
+        --dim 32 --rows 10 --chunk-elements 16000000 8000000 4000000 2000000
 
 Nothing here asserts a time: machines are shared and noisy.
 """
@@ -34,7 +36,7 @@ import time
 import numpy as np
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from sklearn_flowr.baselines import EVMClassifier
+from sklearn_flowr.baselines import EVMClassifier, _evm
 from sklearn_flowr.baselines._base import OpenWorldBaseline
 
 
@@ -99,6 +101,31 @@ def run_setting(name, tasks, tail_size):
     return old_time, new_time
 
 
+def chunk_sizes(tasks, tail_size, budgets):
+    """Time the vectorised stream of ``tasks`` with each ``_CHUNK_ELEMENTS``
+    budget (the chunk's rows follow it); print ms per task and the rows of
+    the first chunk. Labels must not depend on the chunking."""
+    default = _evm._CHUNK_ELEMENTS
+    reference = None
+    try:
+        for budget in budgets:
+            _evm._CHUNK_ELEMENTS = budget
+            seconds, labels = 0.0, []
+            for X_fit, y_fit, X, y in tasks:
+                model = EVMClassifier(tail_size=tail_size).fit(X_fit, y_fit)
+                rows = model._chunk_rows()
+                elapsed, out = timed_stream(model, X, y)
+                seconds += elapsed
+                labels.append(out.y_pred)
+            labels = np.concatenate(labels)
+            reference = labels if reference is None else reference
+            print(f"{'':>24}  _CHUNK_ELEMENTS {budget:>9,}: {rows:4d} rows a "
+                  f"chunk, {1e3 * seconds / len(tasks):7.1f} ms a task, labels "
+                  f"{'same' if np.array_equal(labels, reference) else 'DIFFER'}")
+    finally:
+        _evm._CHUNK_ELEMENTS = default
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--classes", type=int, nargs="+", default=[10, 30, 60],
@@ -121,6 +148,10 @@ def main(argv=None):
     parser.add_argument("--blas-threads", type=int, default=None,
                         help="limit BLAS threads (default: the library's)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chunk-elements", type=int, nargs="+", default=None,
+                        help="also time the large setting's vectorised stream "
+                        "with these chunk budgets (EVM's _CHUNK_ELEMENTS; "
+                        "default: not run)")
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(args.seed)
@@ -145,6 +176,9 @@ def main(argv=None):
         for name, tasks in settings:
             old, new = run_setting(name, tasks, args.tail_size)
             total_old, total_new = total_old + old, total_new + new
+        if args.chunk_elements and args.large_classes:
+            print(f"{'chunk sizes':>24}: {settings[-1][0]}")
+            chunk_sizes(settings[-1][1], args.tail_size, args.chunk_elements)
     print(f"{'all settings':>24}: row loop {total_old:.3f} s, vectorised "
           f"{total_new:.3f} s, ratio {total_old / total_new:.1f}x")
 

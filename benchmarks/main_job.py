@@ -1,7 +1,7 @@
 """How long the main job takes, and its longest silence.
 
 Run ``python benchmarks/main_job.py`` (it runs ``flowr-benchmark --quick
---verbose 1`` once, about 4-6 minutes on 2 CPU cores; extra arguments after
+--verbose 1`` once, about 2-5 minutes on 2 CPU cores; extra arguments after
 ``--`` go to ``flowr-benchmark``). It reads the job's output as it comes (a
 pseudo-terminal is not needed: progress bars write to stderr, which is read
 unbuffered) and prints the wall time, the CPU time of the job and its

@@ -128,7 +128,7 @@ _QUICK = dict(dataset="glyphs", tasks=200, lc_known_query_classes=20,
 def _quick_help() -> str:
     values = ", ".join(f"--{key.replace('_', '-')} {value}"
                        for key, value in _QUICK.items())
-    return ("a short run (4 min 32 s on 2 quiet CPU cores, see README); sets "
+    return ("a short run (1 min 53 s on 2 quiet CPU cores, see README); sets "
             f"{values}. An option given explicitly keeps its value")
 
 
