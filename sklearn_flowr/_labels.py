@@ -35,9 +35,11 @@ def check_new_labels(labels, novel, known_labels=None):
     values = labels.tolist()
     if (same_label(values[0], novel) if len(values) == 1
             else any(same_label(label, novel) for label in values)):
+        shown = novel.item() if isinstance(novel, np.generic) else novel
         raise ValueError(
-            f"y contains the novel label {novel!r}, which is reserved for "
-            "the novel class; pass another novel_label."
+            f"y contains the novel label {shown!r}, which is reserved for "
+            "the novel class: relabel those rows, or set novel_label to a "
+            "value y does not use."
         )
 
 

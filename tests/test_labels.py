@@ -54,6 +54,9 @@ def test_check_new_labels_refuses_the_novel_label_and_mixed_kinds():
     check_new_labels(np.array([0, 1]), -1)
     with pytest.raises(ValueError, match="contains the novel label -1"):
         check_new_labels(np.array([-1, 1]), -1)
+    # A NumPy novel label (the "auto" one) is shown as the plain value.
+    with pytest.raises(ValueError, match=r"novel label -1, which .* set novel_label"):
+        check_new_labels(np.array([-1, 1]), np.int64(-1))
     with pytest.raises(ValueError, match="cannot be mixed"):
         check_new_labels(np.array([3]), "novel", np.array(["a"], dtype=object))
 
