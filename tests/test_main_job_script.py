@@ -1,21 +1,9 @@
 """benchmarks/main_job.py: EVM's share of the evaluation, from results.json."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
-SCRIPT = Path(__file__).parents[1] / "benchmarks" / "main_job.py"
 
-
-def _load():
-    spec = importlib.util.spec_from_file_location("main_job", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_evm_share_is_evm_seconds_over_every_row():
+def test_evm_share_is_evm_seconds_over_every_row(load_benchmark_script):
     """Check the share sums EVM's rows over all rows, per setting and in all."""
     results = {"settings": {
         "small": {"rows": [{"method": "flowr", "seconds": 3.0},
@@ -24,6 +12,6 @@ def test_evm_share_is_evm_seconds_over_every_row():
                            {"method": "evm", "seconds": 4.0},
                            {"method": "evm", "seconds": 0.0}]},
     }}
-    share, per_setting = _load().evm_share(results)
+    share, per_setting = load_benchmark_script("main_job.py").evm_share(results)
     assert share == pytest.approx(5.0 / 10.0)
     assert per_setting == {"small": (1.0, 4.0), "large": (4.0, 6.0)}
