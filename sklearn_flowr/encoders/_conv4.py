@@ -89,7 +89,10 @@ class Conv4(nn.Module):
     ``forward`` maps float images of shape ``(n, in_channels, H, W)`` to
     embeddings of shape ``(n, embedding_dim)``. With an explicit ``input_size``
     the images must have a size whose flattened feature map matches the one
-    computed at construction; otherwise a ``ValueError`` says so.
+    computed at construction; otherwise a ``ValueError`` says so. The blocks
+    compute in the channels-last layout (NHWC strides; the shapes and values
+    are those of NCHW): on the CPU, PyTorch's max-pool over NCHW maps is much
+    slower. Inputs of either layout are accepted.
 
     References
     ----------
