@@ -336,3 +336,61 @@ def test_pruned_inclusion_decides_as_the_full_matrix(spread, rng):
         assert_array_equal(got[1], expected[1])
         # Pruning happened wherever a point reaches the row.
         assert (pruned == 0).sum() > (full == 0).sum() or spread == 20.0
+
+
+def test_pruned_inclusion_with_weibulls_changing_by_row(rng):
+    """Check the Weibulls in force per row (``in_force``: the points that
+    change within a chunk) decide as the full matrix of those Weibulls."""
+    n_rows, n_points, n_extra = 30, 200, 40
+    distance = rng.uniform(0.0, 2.0, size=(n_rows, n_points))
+    distance[::3] *= 50.0  # rows that no point reaches
+    shape = rng.uniform(0.5, 12.0, size=n_points + n_extra)
+    scale = rng.uniform(0.01, 0.3, size=n_points + n_extra)
+    shape[n_points] = np.inf
+    moved = np.sort(rng.choice(n_points, size=25, replace=False))
+    weibull = np.where(rng.random((n_rows, moved.shape[0])) < 0.5, moved,
+                       rng.integers(n_points, n_points + n_extra,
+                                    size=(n_rows, moved.shape[0])))
+    which = np.tile(np.arange(n_points), (n_rows, 1))
+    which[:, moved] = weibull
+    point_class = rng.integers(0, 9, size=n_points)
+    exists = rng.random((n_rows, n_points)) < 0.9
+    full = np.where(exists, _evm.weibull_inclusion(distance, shape[which],
+                                                   scale[which]), 0.0)
+    far = np.where(exists, distance, np.inf)
+    pruned = _evm._leading_inclusion(distance, shape, scale, exists,
+                                     (moved, weibull))
+    expected, got = _evm._decide(far, full, point_class), _evm._decide(far, pruned,
+                                                                    point_class)
+    assert_array_equal(got[0], expected[0])
+    assert_array_equal(got[1], expected[1])
+    assert (pruned == 0).sum() > (full == 0).sum()
+
+
+def test_inclusion_is_exactly_zero_beyond_the_reach(rng):
+    """Check ``Psi`` is exactly 0 at and beyond ``scale * 750^(1/shape)`` (what
+    lets far rows skip those points), steps and tiny shapes included."""
+    shape = np.r_[rng.uniform(0.3, 50.0, size=2000), np.inf, 1e-3]
+    scale = np.r_[rng.uniform(1e-6, 2.0, size=2000), 0.5, 0.5]
+    with np.errstate(divide="ignore", over="ignore"):
+        reach = scale * _evm._PSI_ZERO ** (1.0 / shape)
+    beyond = reach * np.array([[1.0], [1.0 + 1e-12], [3.0]])
+    psi = _evm.weibull_inclusion(np.where(np.isfinite(beyond), beyond, 2.0),
+                                 shape, scale)
+    finite = np.isfinite(reach) & (shape < np.inf)
+    assert (psi[:, finite] == 0.0).all()
+    assert psi[0, -2] == np.exp(-1.0)  # a step's edge stays within reach
+
+
+@pytest.mark.parametrize("elements", [50, 4_000_000])
+def test_margins_held_counts_earlier_and_tail_margins(elements, rng, monkeypatch):
+    """Check ``_margins_held`` against a loop, in one block and in many."""
+    monkeypatch.setattr(_evm, "_CHUNK_ELEMENTS", elements)
+    value = rng.integers(0, 6, size=(12, 7)).astype(float)
+    value[rng.random(value.shape) < 0.3] = np.inf
+    tails = np.sort(rng.integers(0, 6, size=(12, 3)).astype(float), axis=1)
+    expected = np.array([[np.sum(value[p, :i] <= value[p, i])
+                          + np.sum(tails[p] <= value[p, i])
+                          for i in range(value.shape[1])]
+                         for p in range(value.shape[0])])
+    assert_array_equal(_evm._margins_held(value, tails), expected)
