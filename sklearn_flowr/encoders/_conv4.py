@@ -161,7 +161,9 @@ class Conv4(nn.Module):
         """
         # (flatten reads the logical NCHW order: the final layer's inputs
         # are the same whatever the layout)
-        flat = self.features(x.contiguous(memory_format=torch.channels_last)).flatten(1)
+        if x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        flat = self.features(x).flatten(1)
         if self.input_size is not None and flat.shape[1] != self.fc.in_features:
             raise ValueError(
                 f"Conv4 was built for input_size={self.input_size} but got images "
