@@ -31,6 +31,12 @@ _INCREMENTAL_ELEMENTS = 1 << 21
 _ROWS_PER_CALL = 64
 
 
+def growth_window(capacity, n_classes):
+    """Whether buffers of ``capacity`` rows holding ``n_classes`` classes are
+    three quarters used or more, but not full: when a growth may start."""
+    return 3 * capacity <= 4 * n_classes < 4 * capacity
+
+
 class ClassBuffers:
     """Mixin of ``OnlineClassState``: the growable per-class arrays.
 
@@ -96,7 +102,7 @@ class ClassBuffers:
             capacity = self.n_obs.shape[0]
             # Full buffers (sized exactly by ``fit`` or a pickle) grow at
             # once on their next class: nothing to spread the copy over.
-            if not 3 * capacity <= 4 * self.n_classes < 4 * capacity or (
+            if not growth_window(capacity, self.n_classes) or (
                     capacity * (2 * self.n_features + 4) < _INCREMENTAL_ELEMENTS):
                 return
             self._next, self._moved = self._new_buffers(2 * capacity), 0

@@ -32,7 +32,7 @@ its input.
 
 import numpy as np
 
-from ._class_buffers import ClassBuffers
+from ._class_buffers import ClassBuffers, growth_window
 from ._core import (
     add_observations,
     crp_log_normaliser,
@@ -507,9 +507,8 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         if is_new:
             self.add_classes(1)
         self._update_one(row, i)
-        if self._next is not None or (
-                3 * self.n_obs.shape[0] <= 4 * self.n_classes
-                < 4 * self.n_obs.shape[0]):
+        if self._next is not None or growth_window(self.n_obs.shape[0],
+                                                   self.n_classes):
             self._advance_growth(1)  # (a growth under way, or one to start)
         return scored
 

@@ -96,9 +96,14 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         second = np.einsum("ij,ij->i", power, log_ratio_sq) / total
         return first - 1.0 / k - mean_log, second - first**2 + 1.0 / k**2
 
+    def rows_of(arrays, rows):
+        """The rows ``rows`` of each per-row array (None stays None)."""
+        return tuple(None if a is None else a[rows] for a in arrays)
+
+    per_row = (log_ratio, log_ratio_sq, weight, mean_log)
+
     def value_at(k, rows=slice(None)):
-        return profile(k, log_ratio[rows], log_ratio_sq[rows],
-                       None if weight is None else weight[rows], mean_log[rows])[0]
+        return profile(k, *rows_of(per_row, rows))[0]
 
     centred = log_ratio - mean_log[:, None]
     if weight is not None:
@@ -123,11 +128,9 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         too_low[too_low] = value_at(high[too_low], too_low) < 0
     # Newton steps on the rows still moving: a row leaves once its step is
     # below 1e-14 of k (its last step taken).
-    live = np.arange(k.shape[0])
-    live_k, live_log, live_sq, live_weight, live_mean = (k, log_ratio, log_ratio_sq,
-                                                         weight, mean_log)
+    live, live_k, live_rows = np.arange(k.shape[0]), k, per_row
     for _ in range(_MAX_ITER):
-        value, slope = profile(live_k, live_log, live_sq, live_weight, live_mean)
+        value, slope = profile(live_k, *live_rows)
         below = value < 0
         low = np.where(below, live_k, low)
         high = np.where(below, high, live_k)
@@ -141,11 +144,8 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if not moving.any():
             break
         if not moving.all():
-            live, new_k, low, high = (a[moving] for a in (live, new_k, low, high))
-            live_log, live_sq = live_log[moving], live_sq[moving]
-            live_mean = live_mean[moving]
-            if live_weight is not None:
-                live_weight = live_weight[moving]
+            live, new_k, low, high = rows_of((live, new_k, low, high), moving)
+            live_rows = rows_of(live_rows, moving)
         live_k = new_k
     shape[rows] = k
     # lambda = max * mean((x / max)^k)^(1/k), in logs.
