@@ -507,9 +507,12 @@ class OnlineClassState(StreamScoring, ClassBuffers):
         if is_new:
             self.add_classes(1)
         self._update_one(row, i)
-        if self._next is not None or growth_window(self.n_obs.shape[0],
-                                                   self.n_classes):
-            self._advance_growth(1)  # (a growth under way, or one to start)
+        # A growth under way, or one to start: only a new class can enter the
+        # window (every learning call starts a growth it finds due; after an
+        # undo drops one, the next new class starts it again).
+        if self._next is not None or (is_new and growth_window(
+                self.n_obs.shape[0], self.n_classes)):
+            self._advance_growth(1)
         return scored
 
 

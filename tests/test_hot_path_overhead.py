@@ -102,16 +102,54 @@ def test_hot_path_checks_the_edge_of_the_input_range(rng):
 
 
 def test_changed_parameters_leave_the_hot_path(rng):
-    """Check a parameter set after fitting (even to an equal value, a new
-    object) sends the step to the general path, which refuses a real change."""
+    """Check a parameter set after fitting to an equal value (a new object)
+    keeps the hot path, as the general path finds it unchanged, and that a
+    changed value or one that cannot be compared (an array of another shape)
+    sends the step to the general path, which refuses a real change."""
     head = _fitted(rng, [0, 1, 2], a=0.5)
+    general = copy.deepcopy(head)
     X, y = np.zeros((1, 4)), np.array([1])
     head.set_params(a=float("0.5"))  # equal, but not the same object
-    assert head._hot_row_label(X, y) is _GENERAL_PATH
-    head.open_world_step(X, y)
+    assert head._hot_row_label(X, y) == 1
+    _assert_same_result(head.open_world_step(X, y),
+                        general.open_world_step(X.tolist(), [1]))
     head.set_params(a=0.25)
+    assert head._hot_row_label(X, y) is _GENERAL_PATH
     with pytest.raises(ValueError, match="parameters changed after fitting"):
         head.open_world_step(X, y)
+    head.set_params(a=0.5, prior_mean=np.zeros(4))  # fitted with "auto"
+    assert head._hot_row_label(X, y) is _GENERAL_PATH
+    with pytest.raises(ValueError, match="parameters changed after fitting"):
+        head.open_world_step(X, y)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0, 1e3])
+def test_one_row_novelty_equals_the_batch_formulas(rng, scale):
+    """Check a one-row step's P(novel) and log-odds equal ``predict_proba``'s
+    log-softmax at every level of the scores: the step sums exp relative to
+    0 while the best known score is within +-600, else relative to it."""
+    head = _fitted(rng, list(range(6)))
+    X = head.prior_mean_ + scale * rng.normal(size=(40, 4))
+    levels = []
+    for t in range(X.shape[0]):
+        row, y = X[t : t + 1], np.array([t % 6])
+        joint = head.predict_joint_log_proba(row)[0]
+        levels.append(joint[:-1].max())
+        log_proba = head.predict_log_proba(row)[0]
+        expected_odds = log_proba[-1] - np.logaddexp.reduce(log_proba[:-1])
+        step = head.open_world_step(row, y)
+        np.testing.assert_allclose(step.p_novel[0], np.exp(log_proba[-1]),
+                                   rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(step.novelty_score[0], expected_odds,
+                                   rtol=1e-12, atol=1e-12)
+    levels = np.array(levels)
+    # the case each scale stands for
+    if scale <= 1.0:
+        assert np.all(np.abs(levels) <= 600.0)
+    elif scale >= 1e3:
+        assert np.all(levels < -600.0)
+    else:
+        assert np.any(levels < -600.0) and np.any(np.abs(levels) <= 600.0)
 
 
 @pytest.mark.parametrize(("known", "novel"), [
