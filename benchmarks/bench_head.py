@@ -239,9 +239,20 @@ def bench_memory(n_classes, d):
 
 
 # ------------------------------------------------------------------ report
+def goal_met(value, goal):
+    """Whether ``value`` meets ``goal`` ("<= 3x", ">= 20x", "<= 50 ms"); None
+    for a row without one ("(info)")."""
+    if goal.startswith("("):
+        return None
+    bound = float(goal[2:].split()[0].rstrip("x"))
+    return value <= bound if goal.startswith("<=") else value >= bound
+
+
 def report(name, value, goal, fmt="{:.2f}x"):
+    met = goal_met(value, goal)
+    verdict = "" if met is None else ("   met" if met else "   MISSED")
     goal = goal if goal.startswith("(") else f"goal {goal}"
-    print(f"{name:62s} {fmt.format(value):>10s}   {goal}", flush=True)
+    print(f"{name:62s} {fmt.format(value):>10s}   {goal}{verdict}", flush=True)
 
 
 def main(argv=None):
