@@ -58,9 +58,11 @@ class StreamScoring:
         # clamped at -700 they add at most N e^-100 of the sum, nothing. One
         # pairwise ``logaddexp`` reduction is one call, but slower than these
         # (2.5 against 2.0 us at 100 classes, far more beyond).
-        shift = 0.0 if -600.0 <= top <= 600.0 else top
-        if shift:
-            known -= shift  # in place: ``scores`` is ours
+        if -600.0 <= top <= 600.0:
+            shift = 0.0
+        else:
+            shift = top
+            known -= top  # in place: ``scores`` is ours
         np.maximum(known, _EXP_FLOOR, out=known)
         np.exp(known, out=known)
         # (a dot product with ones sums short vectors twice as fast as sum)
