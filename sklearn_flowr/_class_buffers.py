@@ -189,9 +189,12 @@ class ClassBuffers:
         nat_mean, precision, n_obs, crp_count, joint_coef = (
             self.nat_mean, self.precision, self.n_obs, self.crp_count,
             self.joint_coef)
-        # (an element of a 1-d buffer is a copy already)
-        saved = (nat_mean[i].copy(), precision[i].copy(), n_obs[i], crp_count[i],
-                 joint_coef[i].copy())
+        # (an element of a 1-d buffer is a copy already; so is one precision
+        # of an isotropic state, as a float: cheaper than a one-entry copy)
+        saved = (nat_mean[i].copy(),
+                 precision.item(i, 0) if precision.shape[1] == 1
+                 else precision[i].copy(),
+                 n_obs[i], crp_count[i], joint_coef[i].copy())
         n, crp_total = self.n_classes, self.crp_total
 
         def undo():

@@ -491,15 +491,17 @@ default="auto"
         >>> clf.open_world_step([[9.0, -9.0], [9.1, -9.0]]).y_assigned
         array([-2, -2])
         """
-        if y is None and labelled is None:
+        if labelled is None and y is not None:
+            # The labelled loop (named, not ``super()``: the one-row hot path
+            # pays for every lookup).
+            return OnlineOpenWorldClassifier.open_world_step(self, X, y)
+        if labelled is None:
             check_is_fitted(self, msg=(
                 "open_world_step(X) without labels needs a fitted %(name)s: "
                 "fit or partial_fit it on labelled rows first."))
             with _all_or_nothing(self) as undo:
                 X = self._validated_rows(X)
                 return self._unlabelled_steps(X, undo)
-        if labelled is None:
-            return super().open_world_step(X, y)
         return self._mixed_steps(X, y, labelled)
 
     def _mixed_steps(self, X, y, labelled):
