@@ -38,7 +38,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils import Bunch
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import assert_all_finite, check_is_fitted, validate_data
 
 from ._labels import (
     LabelRegistry,
@@ -331,6 +331,11 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         # of range; only then are the two told apart (below).
         clean = bool(np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
         if not clean and not np.isfinite(X).all():
+            # scikit-learn's message, as ``validate_data`` gives it for lists;
+            # under ``assume_finite`` it returns, and this shortcut refuses
+            # the rows all the same (as it always has).
+            assert_all_finite(X, estimator_name=type(self).__name__,
+                              input_name="X")
             kind = "NaN" if np.isnan(X).any() else "infinity or a value too large"
             raise ValueError(f"Input X contains {kind}.")
         if y is not None and y.shape[0] != X.shape[0]:

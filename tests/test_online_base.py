@@ -154,6 +154,38 @@ def test_hot_path_raises_scikit_learns_messages(rng, case):
     assert messages[1].startswith(messages[0].rstrip("."))
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("method", ["partial_fit", "open_world_step"])
+def test_non_finite_rows_get_one_message_from_arrays_and_lists(rng, bad, method):
+    """Check a float64 array with NaN or inf (the shortcut) raises exactly the
+    message scikit-learn gives for the same rows as lists."""
+    model = RowCounter().fit(rng.normal(size=(4, 3)), [0, 1, 0, 1])
+    X = rng.normal(size=(2, 3))
+    X[1, 2] = bad
+    messages = []
+    for rows, y in ((X, np.array([0, 1])), (X.tolist(), [0, 1])):
+        with pytest.raises(ValueError) as error:
+            getattr(model, method)(rows, y)
+        messages.append(str(error.value))
+    assert messages[0] == messages[1]
+    assert "RowCounter does not accept" in messages[0] or "infinity" in messages[0]
+
+
+def test_non_finite_rows_are_refused_under_assume_finite(rng):
+    """Check the float64 array shortcut still refuses NaN where scikit-learn's
+    finiteness check is switched off (``assume_finite=True``), as it did
+    before it borrowed scikit-learn's message."""
+    from sklearn import config_context
+
+    model = RowCounter().fit(rng.normal(size=(4, 3)), [0, 1, 0, 1])
+    X = rng.normal(size=(1, 3))
+    X[0, 0] = np.nan
+    with config_context(assume_finite=True), pytest.raises(
+            ValueError, match="Input X contains NaN"):
+        model.partial_fit(X, np.array([0]))
+    assert counts_by_label(model) == {0: 2.0, 1: 2.0}
+
+
 def test_values_beyond_the_input_range_are_refused(rng):
     """Check |x| > MAX_ABS_INPUT is refused in learning and prediction, and
     the edge value itself is accepted."""
