@@ -93,7 +93,7 @@ def bench_single_step(rng, n_classes, d=128, *, repeat=15, number=50):
     clf, centres = fitted_head(rng, n_classes, d)
     rows, labels = stream_of(rng, centres, 4000)
     # The one-row slices are made before timing: the floor times its product
-    # alone, so the step is timed alone too (slicing here cost ~0.3 us a row).
+    # alone, so the step is timed alone too (slicing here cost ~0.35 us a row).
     batches = itertools.cycle([(rows[t : t + 1], labels[t : t + 1])
                                for t in range(4000)])
 
