@@ -26,7 +26,8 @@ from sklearn.utils import Bunch, column_or_1d
 from .._labels import resolve_novel_label
 from ..metrics import expected_calibration_error
 from ._evaluate import evaluate_online
-from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
+from ._tasks import LargeContextTasks, SmallContextTasks
+from .sampling import resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 
@@ -245,7 +246,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     p_novel, first = calibration_rows(
         estimator, X, y, setting, n_tasks=n_tasks, n_novel_classes=n_novel_classes,
         n_query=n_query, n_known_query_classes=n_known_query_classes,
-        n_jobs=n_jobs, seed=_resolve_seed(random_state), verbose=verbose)
+        n_jobs=n_jobs, seed=resolve_seed(random_state), verbose=verbose)
     return fit_novelty_map(p_novel, first, targets=targets)
 
 

@@ -33,7 +33,7 @@ from ._calibrate import (
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from ._tasks import _resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["class_disjoint_folds", "cross_fit_novelty_calibration",
            "cross_fit_plan"]
@@ -193,7 +193,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     y = column_or_1d(y)
     folds = class_disjoint_folds(cv, X, y,
                                  min_held_classes=2 if setting == "small" else 1)
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     plan = []
     for number, (train, held) in enumerate(folds):
         rng = np.random.default_rng([seed, number])

@@ -32,7 +32,7 @@ from tqdm.auto import tqdm
 
 from ..metrics import discovery_report
 from ._evaluate import _check_estimator, _check_tasks, start_task
-from ._tasks import _resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["evaluate_discovery"]
 
@@ -112,7 +112,7 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     X = X if hasattr(X, "shape") else np.asarray(X)
     sampler, task_list = _check_tasks(tasks, y, setting)
     n_tasks = len(sampler) if sampler is not None else len(task_list)
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     jobs = (delayed(_discovery_task)(
         estimator, X, y, sampler[i] if sampler is not None else task_list[i],
         setting, float(label_fraction), int(label_delay), (seed, i))

@@ -22,7 +22,8 @@ from sklearn.utils import Bunch, column_or_1d
 from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
 from ._select import grid_candidates
-from ._tasks import LargeContextTasks, SmallContextTasks, _resolve_seed
+from ._tasks import LargeContextTasks, SmallContextTasks
+from .sampling import resolve_seed
 
 __all__ = ["discovery_score", "select_discovery_params"]
 
@@ -201,7 +202,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         if callable(getattr(candidate, "_validate_params", None)):
             candidate._validate_params()
     y_val = column_or_1d(y_val)
-    seed = _resolve_seed(random_state)
+    seed = resolve_seed(random_state)
     if tasks is None:
         tasks = _validation_tasks(estimator, y_val, setting, n_tasks, seed)
     results = []

@@ -6,10 +6,8 @@ features alike. Task ``i`` of a sampler depends only on ``(seed, i)``: tasks
 can be drawn in any order, in parallel workers, and are the same for any
 ``n_jobs``.
 
-The drawing functions ``_draw_small_context`` and ``_draw_large_context`` are
-also the meta-training episode sampler's
-(:class:`~sklearn_flowr.training.EpisodeDataset`): test tasks and training
-episodes are built by one piece of code.
+Tasks are drawn by :mod:`sklearn_flowr.protocol.sampling`, the code that
+also draws meta-training's episodes.
 """
 
 from __future__ import annotations
@@ -19,159 +17,20 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
-from sklearn.utils import column_or_1d
+
+from .sampling import (
+    check_class_sizes,
+    check_count,
+    check_labels,
+    check_n_classes,
+    check_shots,
+    draw_large_context,
+    draw_small_context,
+    resolve_seed,
+    rows_by_class,
+)
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task"]
-
-
-# ------------------------------------------------------------------- drawing
-def _rows_by_class(y):
-    """Sorted distinct labels and, for each, its row indices in ascending order.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n_samples,)
-
-    Returns
-    -------
-    labels : ndarray of shape (n_classes,)
-    class_rows : list of ndarray
-        ``class_rows[c]`` holds the rows of ``labels[c]``, ascending.
-    """
-    labels, inverse = np.unique(y, return_inverse=True)
-    order = np.argsort(inverse, kind="stable").astype(np.intp)
-    counts = np.bincount(inverse, minlength=labels.shape[0])
-    return labels, np.split(order, np.cumsum(counts)[:-1])
-
-
-def _draw_small_context(rng, class_rows, n_support_classes, shots,
-                        n_novel_classes, n_query):
-    """Draw one small-context episode.
-
-    ``n_support_classes + n_novel_classes`` distinct classes; each support
-    class gets ``U{shots[0]..shots[1]}`` support rows and ``n_query`` query
-    rows disjoint from them, each novel class ``n_query`` query rows.
-
-    Returns
-    -------
-    classes : ndarray of shape (n_support_classes + n_novel_classes,)
-        Positions into ``class_rows``, support classes first.
-    support : list of ndarray
-        Support rows of each support class.
-    query : list of ndarray
-        Query rows of each class of ``classes``, in that order.
-    order : ndarray
-        Permutation of the concatenated query rows (the stream order).
-    """
-    low, high = shots
-    classes = rng.choice(len(class_rows), n_support_classes + n_novel_classes,
-                         replace=False)
-    support, query = [], []
-    for position in classes[:n_support_classes].tolist():
-        n_shots = int(rng.integers(low, high + 1))
-        rows = rng.choice(class_rows[position], n_shots + n_query, replace=False)
-        support.append(rows[:n_shots])
-        query.append(rows[n_shots:])
-    for position in classes[n_support_classes:].tolist():
-        query.append(rng.choice(class_rows[position], n_query, replace=False))
-    order = rng.permutation(n_query * classes.shape[0])
-    return classes, support, query, order
-
-
-def _draw_large_context(rng, known_rows, novel_rows, n_known_query_classes,
-                        n_novel_classes, n_query):
-    """Draw one large-context (query-only) episode.
-
-    Returns
-    -------
-    known : ndarray of shape (n_known_query_classes,)
-        Sorted positions into ``known_rows`` of the known classes queried.
-    novel : ndarray of shape (n_novel_classes,)
-        Positions into ``novel_rows``.
-    query : list of ndarray
-        ``n_query`` rows of each class of ``known`` then ``novel``.
-    order : ndarray
-        Permutation of the concatenated query rows (the stream order).
-    """
-    known = np.sort(rng.choice(len(known_rows), n_known_query_classes,
-                               replace=False))
-    query = [rng.choice(known_rows[k], n_query, replace=False)
-             for k in known.tolist()]
-    novel = rng.choice(len(novel_rows), n_novel_classes, replace=False)
-    query += [rng.choice(novel_rows[c], n_query, replace=False)
-              for c in novel.tolist()]
-    order = rng.permutation(n_query * (known.shape[0] + novel.shape[0]))
-    return known, novel, query, order
-
-
-# ---------------------------------------------------------------- validation
-def _check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def _check_shots(shots):
-    try:
-        low, high = shots
-    except (TypeError, ValueError):
-        raise ValueError(
-            f"shots must be a pair (low, high) of ints; got {shots!r}."
-        ) from None
-    if not all(isinstance(s, Integral) and not isinstance(s, bool)
-               for s in (low, high)) or not 1 <= low <= high:
-        raise ValueError(
-            f"shots must be (low, high) with 1 <= low <= high; got {shots!r}."
-        )
-    return int(low), int(high)
-
-
-def _check_n_classes(available, needed, what, subject, hint=""):
-    """Raise when fewer than ``needed`` classes are available."""
-    if available < needed:
-        raise ValueError(
-            f"{subject} needs {needed} classes ({what}) but only {available} "
-            f"are available.{hint}"
-        )
-
-
-def _check_class_sizes(labels, class_rows, needed, requirement, hint=""):
-    """Raise, naming the classes, when a class has fewer than ``needed`` rows."""
-    counts = np.array([rows.shape[0] for rows in class_rows], dtype=np.intp)
-    small = np.flatnonzero(counts < needed)
-    if small.size:
-        listed = ", ".join(f"{labels[i].item()!r} ({counts[i]} examples)"
-                           for i in small[:10].tolist())
-        more = f" and {small.size - 10} more" if small.size > 10 else ""
-        raise ValueError(
-            f"Every class needs at least {needed} examples ({requirement}); "
-            f"{small.size} of {counts.shape[0]} classes have fewer: "
-            f"{listed}{more}.{hint}"
-        )
-
-
-def _resolve_seed(random_state):
-    """A non-negative int seed fixed at construction (None draws a fresh one)."""
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
-    if isinstance(random_state, np.random.Generator):
-        return int(random_state.integers(2**63))
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(2**31 - 1))
-    if isinstance(random_state, bool) or not isinstance(random_state, Integral) \
-            or random_state < 0:
-        raise ValueError(
-            "random_state must be None, a non-negative int or a numpy Generator "
-            f"/ RandomState; got {random_state!r}."
-        )
-    return int(random_state)
-
-
-def _check_labels(y):
-    y = column_or_1d(y)
-    if y.shape[0] == 0:
-        raise ValueError("y is empty; tasks are drawn from the rows of y.")
-    return y
 
 
 # --------------------------------------------------------------------- tasks
@@ -316,20 +175,20 @@ class SmallContextTasks(_TaskSampler):
     def __init__(self, y, *, n_support_classes: int = 10,
                  shots: tuple[int, int] = (1, 10), n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000, random_state=None):
-        self.n_support_classes = _check_count("n_support_classes",
-                                              n_support_classes, 1)
-        self.shots = _check_shots(shots)
-        self.n_novel_classes = _check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = _check_count("n_query", n_query, 1)
-        self.n_tasks = _check_count("n_tasks", n_tasks, 1)
+        self.n_support_classes = check_count("n_support_classes",
+                                             n_support_classes, 1)
+        self.shots = check_shots(shots)
+        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
+        self.n_query = check_count("n_query", n_query, 1)
+        self.n_tasks = check_count("n_tasks", n_tasks, 1)
         self.random_state = random_state
-        self.seed = _resolve_seed(random_state)
-        y = _check_labels(y)
+        self.seed = resolve_seed(random_state)
+        y = check_labels(y)
         self.n_samples = y.shape[0]
-        self._labels, self._class_rows = _rows_by_class(y)
+        self._labels, self._class_rows = rows_by_class(y)
         self.classes = self._labels
         needed = self.n_support_classes + self.n_novel_classes
-        _check_n_classes(
+        check_n_classes(
             self._labels.shape[0], needed,
             f"n_support_classes={self.n_support_classes} + "
             f"n_novel_classes={self.n_novel_classes}",
@@ -338,7 +197,7 @@ class SmallContextTasks(_TaskSampler):
             "from a split with more classes.",
         )
         high = self.shots[1]
-        _check_class_sizes(
+        check_class_sizes(
             self._labels, self._class_rows, high + self.n_query,
             f"up to {high} shots + n_query={self.n_query} queries, as any class "
             "can be a support class",
@@ -346,7 +205,7 @@ class SmallContextTasks(_TaskSampler):
         )
 
     def _draw(self, rng, task_id):
-        _, support, query, order = _draw_small_context(
+        _, support, query, order = draw_small_context(
             rng, self._class_rows, self.n_support_classes, self.shots,
             self.n_novel_classes, self.n_query)
         return Task(support=np.concatenate(support),
@@ -416,12 +275,12 @@ class LargeContextTasks(_TaskSampler):
     def __init__(self, y, known_classes, *, n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000,
                  n_known_query_classes: int | None = None, random_state=None):
-        self.n_novel_classes = _check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = _check_count("n_query", n_query, 1)
-        self.n_tasks = _check_count("n_tasks", n_tasks, 1)
+        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
+        self.n_query = check_count("n_query", n_query, 1)
+        self.n_tasks = check_count("n_tasks", n_tasks, 1)
         self.random_state = random_state
-        self.seed = _resolve_seed(random_state)
-        y = _check_labels(y)
+        self.seed = resolve_seed(random_state)
+        y = check_labels(y)
         known = np.asarray(list(known_classes) if not hasattr(known_classes, "shape")
                            else known_classes)
         if known.ndim != 1 or known.shape[0] == 0:
@@ -429,7 +288,7 @@ class LargeContextTasks(_TaskSampler):
         if np.unique(known).shape[0] != known.shape[0]:
             raise ValueError("known_classes contains repeated labels.")
         self.n_samples = y.shape[0]
-        self._labels, self._class_rows = _rows_by_class(y)
+        self._labels, self._class_rows = rows_by_class(y)
         is_known = np.isin(self._labels, known)
         missing = known[~np.isin(known, self._labels)]
         if missing.size:
@@ -442,11 +301,11 @@ class LargeContextTasks(_TaskSampler):
         if n_known_query_classes is None:
             self.n_known_query_classes = known.shape[0]
         else:
-            self.n_known_query_classes = _check_count(
+            self.n_known_query_classes = check_count(
                 "n_known_query_classes", n_known_query_classes, 0)
-            _check_n_classes(known.shape[0], self.n_known_query_classes,
-                             "n_known_query_classes", "A large-context task",
-                             " Lower n_known_query_classes.")
+            check_n_classes(known.shape[0], self.n_known_query_classes,
+                            "n_known_query_classes", "A large-context task",
+                            " Lower n_known_query_classes.")
         if self.n_known_query_classes + self.n_novel_classes == 0:
             raise ValueError("n_known_query_classes and n_novel_classes are both 0: "
                              "a task would have no query.")
@@ -457,14 +316,14 @@ class LargeContextTasks(_TaskSampler):
         self.novel_pool = self._labels[~is_known]
         self._novel_rows = [self._class_rows[i]
                             for i in np.flatnonzero(~is_known).tolist()]
-        _check_n_classes(
+        check_n_classes(
             self.novel_pool.shape[0], self.n_novel_classes,
             "n_novel_classes, drawn from the labels of y outside known_classes",
             "A large-context task",
             " Add rows of more unseen (test) classes to y or lower "
             "n_novel_classes.",
         )
-        _check_class_sizes(
+        check_class_sizes(
             self._labels, self._class_rows, self.n_query,
             f"n_query={self.n_query} queries",
             " Lower n_query or drop those classes from y.",
@@ -472,7 +331,7 @@ class LargeContextTasks(_TaskSampler):
         self.classes = self._labels
 
     def _draw(self, rng, task_id):
-        _, _, query, order = _draw_large_context(
+        _, _, query, order = draw_large_context(
             rng, self._known_rows, self._novel_rows, self.n_known_query_classes,
             self.n_novel_classes, self.n_query)
         return Task(support=np.empty(0, dtype=np.intp),

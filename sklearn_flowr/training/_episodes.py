@@ -27,12 +27,12 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from ..protocol._tasks import (
-    _check_class_sizes,
-    _check_n_classes,
-    _draw_large_context,
-    _draw_small_context,
-    _rows_by_class,
+from ..protocol.sampling import (
+    check_class_sizes,
+    check_n_classes,
+    draw_large_context,
+    draw_small_context,
+    rows_by_class,
 )
 from ._device import to_device
 
@@ -120,15 +120,15 @@ class EpisodeDataset(Dataset):
         self.random_state = int(random_state)
         self.dtype = dtype
         self.epoch = 0
-        labels, class_rows = _rows_by_class(y)
+        labels, class_rows = rows_by_class(y)
         self._class_rows = class_rows
         if setting == "small":
             self.known_classes = None
             self.n_way = 5 if n_way is None else int(n_way)
-            _check_n_classes(len(labels), self.n_way + self.n_unknown,
-                             "n_way + n_unknown", "An episode")
-            _check_class_sizes(labels, class_rows, high + self.n_query,
-                               f"{high} shots + {self.n_query} queries")
+            check_n_classes(len(labels), self.n_way + self.n_unknown,
+                            "n_way + n_unknown", "An episode")
+            check_class_sizes(labels, class_rows, high + self.n_query,
+                              f"{high} shots + {self.n_query} queries")
         else:
             known = labels if known_classes is None else np.asarray(known_classes)
             missing = np.setdiff1d(known, labels)
@@ -141,13 +141,13 @@ class EpisodeDataset(Dataset):
             unknown = np.flatnonzero(~np.isin(labels, known))
             self._unknown_rows = [class_rows[i] for i in unknown.tolist()]
             self.n_way = len(known) if n_way is None else int(n_way)
-            _check_n_classes(len(known), self.n_way, "n_way known-known",
-                             "An episode")
-            _check_n_classes(len(unknown), self.n_unknown,
-                             "n_unknown (labels outside known_classes)",
-                             "An episode")
-            _check_class_sizes(labels, class_rows, self.n_query,
-                               f"{self.n_query} queries")
+            check_n_classes(len(known), self.n_way, "n_way known-known",
+                            "An episode")
+            check_n_classes(len(unknown), self.n_unknown,
+                            "n_unknown (labels outside known_classes)",
+                            "An episode")
+            check_class_sizes(labels, class_rows, self.n_query,
+                              f"{self.n_query} queries")
 
     # --------------------------------------------------------------- sampling
     def __len__(self) -> int:
@@ -212,13 +212,13 @@ class EpisodeDataset(Dataset):
         """
         rng = np.random.default_rng([self.random_state, self.epoch, int(index)])
         if self.setting == "small":
-            _, support_rows, query_rows, order = _draw_small_context(
+            _, support_rows, query_rows, order = draw_small_context(
                 rng, self._class_rows, self.n_way, self.shots, self.n_unknown,
                 self.n_query)
             # Support classes are columns 0 .. n_way - 1, unknowns after them.
             query_columns = np.arange(self.n_way + self.n_unknown)
         else:
-            known, _, query_rows, order = _draw_large_context(
+            known, _, query_rows, order = draw_large_context(
                 rng, self._known_rows, self._unknown_rows, self.n_way,
                 self.n_unknown, self.n_query)
             support_rows = []
