@@ -1,39 +1,25 @@
-"""What the baselines add to the online open-world classifier of the head.
-
-:class:`~sklearn_flowr._online_base.OnlineOpenWorldClassifier` holds the
-learning methods, validation, labels and the stream's bookkeeping for the head
-and the baselines alike. A baseline adds a novelty score and its own threshold
-rule, through these hooks (next to ``_start`` and ``_learn``):
-
-- ``_score(X)``: best known class index (-1 when no class exists) and novelty
-  score of each row at the current state;
-- ``_declares_novel(score)``: the method's own threshold rule;
-- ``_stream(X, index, is_new)``: optional vectorised predict-then-learn; the
-  default loops over the rows.
-"""
+"""What the baselines add to the online open-world classifier: a novelty score
+(``_score``) and a threshold rule (``_declares_novel``)."""
 
 import numpy as np
 
 from .._online_base import OnlineOpenWorldClassifier
+from ._docstrings import fill_doc
 
 
 class OpenWorldBaseline(OnlineOpenWorldClassifier):
-    """Base class of the open-world baselines (not for direct use).
-
-    Subclasses define ``_parameter_constraints``, ``_empty_score`` (the
-    novelty score of a row when no class exists yet) and the hooks listed in
-    the module docstring.
-    """
+    """Base of the baselines: subclasses define ``_parameter_constraints``,
+    ``_empty_score`` (the score while no class exists) and the hooks."""
 
     _empty_score = 1.0
 
+    @fill_doc
     def novelty_score(self, X):
         """Novelty score of each row at the current state (higher = more novel).
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Embeddings.
+        %(X)s
 
         Returns
         -------
@@ -42,13 +28,13 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         """
         return self._score(self._validated_rows(X))[1]
 
+    @fill_doc
     def predict(self, X):
         """Best known class, or ``novel_label_`` when the threshold says novel.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Embeddings.
+        %(X)s
 
         Returns
         -------
@@ -59,13 +45,13 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         novel = self._is_novel(known_index, score)
         return self._labels_of(np.where(novel, -1, known_index))
 
+    @fill_doc
     def predict_known(self, X):
         """Best known class of each row, whatever its novelty score.
 
         Parameters
         ----------
-        X : array-like of shape (n_samples, n_features)
-            Embeddings.
+        %(X)s
 
         Returns
         -------
@@ -79,8 +65,7 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         return (known_index < 0) | self._declares_novel(score)
 
     def _stream(self, X, index, is_new):
-        """Predict-then-learn, one row at a time (the classes of ``index`` are
-        registered already; ``_score`` must only see those that have rows)."""
+        """Predict-then-learn, one row at a time (the default ``_stream``)."""
         known_index = np.empty(X.shape[0], dtype=np.intp)
         score = np.empty(X.shape[0])
         for row in range(X.shape[0]):

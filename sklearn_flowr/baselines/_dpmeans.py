@@ -1,10 +1,4 @@
-"""DP-means: nearest class mean that opens a class for a row far from all.
-
-The baseline for class discovery from an unlabelled stream: a row within the
-threshold of its nearest mean joins that class (and moves its mean), a row
-beyond it opens a provisional class of its own, named by
-:func:`provisional_label`.
-"""
+"""DP-means: nearest class mean that opens a class for a row far from all."""
 
 from numbers import Number, Real
 
@@ -20,6 +14,7 @@ from sklearn.utils.validation import validate_data
 from .._labels import _first_free, provisional_label, same_label
 from .._online_base import _all_or_nothing, _check_magnitude
 from .._streaming import group_sums
+from ._docstrings import fill_doc
 from ._ncm import NCMClassifier
 from ._prototypes import PrototypeBaseline
 
@@ -33,13 +28,9 @@ AUTO_QUANTILE = 0.99
 
 def _auto_threshold(X, y_index):
     """The ``AUTO_QUANTILE`` quantile of the distance between two rows of one
-    class, from the rows' distances to their class mean; NaN when no class has
-    two rows.
-
-    For a class of n Gaussian rows, ``x_i - mean`` has (n - 1) / (2 n) times
-    the covariance of ``x_i - x_j``, so ``sqrt(2 n / (n - 1)) ||x_i - mean||`` is
-    distributed as the distance of two rows: O(n d), no pairs formed.
-    """
+    class (NaN when no class has two rows)."""
+    # For n Gaussian rows, x_i - mean has (n - 1) / (2 n) times the covariance
+    # of x_i - x_j: sqrt(2 n / (n - 1)) ||x_i - mean|| is a pair's distance.
     classes, sums, counts = group_sums(X, y_index)
     position = np.searchsorted(classes, y_index)
     n = counts[position]
@@ -51,6 +42,7 @@ def _auto_threshold(X, y_index):
     return float(np.quantile(distances[paired] * pair_scale, AUTO_QUANTILE))
 
 
+@fill_doc
 class DPMeansClassifier(PrototypeBaseline):
     """DP-means: nearest class mean, with a distance beyond which a row opens
     a new class.
@@ -69,23 +61,15 @@ class DPMeansClassifier(PrototypeBaseline):
     threshold : "auto" or float >= 0, default="auto"
         Distance to the nearest mean beyond which a row is novel and, without
         a label, opens a class (DP-means' penalty ``lambda`` is its square).
-        "auto" learns it when the state starts (``fit``, or the first
-        ``partial_fit``): the 0.99 quantile of the distance between two rows
-        of one class, estimated from the rows' distances ``r`` to their class
-        mean as ``sqrt(2 n / (n - 1)) r`` (classes of ``n >= 2`` rows); it
-        scales with the data. Raise it if one class is split into several,
-        lower it if new classes are merged with others.
+        "auto" learns, when the state starts, the 0.99 quantile of the
+        distance between two rows of one class (needs a class of two rows).
+        Raise it if one class is split into several, lower it if new classes
+        are merged with others.
     threshold_scale : float > 0, default=1.0
-        Multiplies the threshold: ``threshold_`` is ``threshold_scale`` times
-        ``threshold`` (or the one "auto" learned). With "auto" it gives a
-        threshold relative to the data's scale that a grid can search, e.g.
-        ``{"threshold_scale": [0.5, 1, 2]}`` in
-        :func:`~sklearn_flowr.protocol.select_discovery_params`; it is read
-        at call time, so it may change after fitting.
-    novel_label : object, default="auto"
-        Label returned for the novel class: ``"novel"`` for string labels, -1
-        (or one below the smallest label) for numeric ones. It may not occur
-        in ``y``.
+        Multiplies the threshold (a grid can search it, e.g. in
+        :func:`~sklearn_flowr.protocol.select_discovery_params`); read at
+        call time, so it may change after fitting.
+    %(novel_label)s
 
     Attributes
     ----------
@@ -94,22 +78,13 @@ class DPMeansClassifier(PrototypeBaseline):
         appended in order of arrival.
     n_classes_ : int
         Number of known classes, provisional ones included.
-    class_count_ : ndarray of shape (n_classes,)
-        Rows each class was learned from.
-    class_mean_ : ndarray of shape (n_classes, n_features)
-        Class means ``mu_n``.
+    %(class_means)s
     is_provisional_ : ndarray of shape (n_classes,) of bool
         Whether each class was opened by an unlabelled row.
     threshold_ : float
         The threshold in use: ``threshold_scale`` times ``threshold``, or
         times the one "auto" learned.
-    novel_label_ : object
-        Label used for the novel class.
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit`` (only when ``X`` has string
-        column names).
+    %(fitted_)s
 
     See Also
     --------
@@ -117,17 +92,11 @@ class DPMeansClassifier(PrototypeBaseline):
 
     Notes
     -----
-    A row at exactly the threshold joins its class (DP-means opens a class
-    when ``min_n ||x - mu_n||^2 > lambda``), where :class:`NCMClassifier`
-    calls it novel. ``novelty_score`` and ``open_world_step``'s ``p_novel``
-    are the distance ``min_n ||x - mu_n||`` (``inf`` while no class exists).
-    Kulis and Jordan iterate assignments and means to convergence over a
-    batch; here each row is assigned once, in stream order, as an online
-    model must. With "auto" a stream cannot start on an unfitted estimator
-    (no labelled rows to learn the threshold from); with a float threshold,
-    an unlabelled stream started on an unfitted estimator names its classes
-    with strings, or with numbers when ``novel_label`` is a number. A label
-    given later that equals a provisional label is taken to be that class.
+    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are the distance
+    ``min_n ||x - mu_n||`` (``inf`` while no class exists). A row at exactly
+    the threshold joins its class. Unlike Kulis and Jordan's batch
+    iterations, each row is assigned once, in stream order (user guide,
+    Baselines).
 
     References
     ----------
@@ -263,7 +232,7 @@ class DPMeansClassifier(PrototypeBaseline):
                          learned=np.ones(assigned.shape[0], dtype=bool))
 
     def _open_provisional_class(self):
-        """Register the next provisional label; its class index."""
+        """Register the next provisional label; return its class index."""
         registry = self._registry
         numeric = registry.labels.dtype.kind in "biuf"
 

@@ -6,6 +6,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ._base import OpenWorldBaseline
+from ._docstrings import fill_doc
 from ._weibull import fit_weibull, weibull_inclusion
 
 __all__ = ["EVMClassifier"]
@@ -22,6 +23,7 @@ _PSI_ZERO = 750.0
 _MAX_CHUNK_ROWS = 512
 
 
+@fill_doc
 class EVMClassifier(OpenWorldBaseline):
     """Extreme Value Machine: per-point Weibull models of the class margin.
 
@@ -35,16 +37,8 @@ class EVMClassifier(OpenWorldBaseline):
 
     a class's score is the largest ``Psi_i`` over its points, the prediction
     is the class with the largest score, and the novelty score is
-    ``1 - max_n max_{i in n} Psi_i(x)``.
-
-    Learning a row of class ``c`` stores it as a point (and fits its Weibull)
-    and gives every point of the other classes one more negative; the points
-    whose tail changed are refitted, all at once (see
-    :func:`~sklearn_flowr.baselines._weibull.fit_weibull`). ``open_world_step``
-    does the same for a chunk of rows at once: it finds every step at which a
-    point's tail changes and fits all those tails in one call, then scores
-    each row with the Weibulls of the step before it: the results of
-    predicting and learning row by row, up to the rounding of the distances.
+    ``1 - max_n max_{i in n} Psi_i(x)``. Learning a row stores it as a point
+    and refits the Weibulls whose tails it changes.
 
     Parameters
     ----------
@@ -55,17 +49,11 @@ class EVMClassifier(OpenWorldBaseline):
         Novelty score at or above which :meth:`predict` and
         ``open_world_step``'s ``y_pred`` declare a row novel, i.e. every
         inclusion probability is at most ``1 - threshold``.
-    novel_label : object, default="auto"
-        Label returned for the novel class: ``"novel"`` for string labels, -1
-        (or one below the smallest label) for numeric ones. It may not occur
-        in ``y``.
+    %(novel_label)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Known labels: sorted in ``fit``, new ones appended in order of arrival.
-    n_classes_ : int
-        Number of known classes.
+    %(classes_)s
     points_ : ndarray of shape (n_points, n_features)
         Every learned row, scaled to unit length.
     point_class_ : ndarray of shape (n_points,)
@@ -74,42 +62,19 @@ class EVMClassifier(OpenWorldBaseline):
         ``kappa_i``; ``inf`` when all margins of the tail are equal (a step).
     weibull_scale_ : ndarray of shape (n_points,)
         ``lambda_i``; ``inf`` while the point has no negative.
-    novel_label_ : object
-        Label used for the novel class.
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit`` (only when ``X`` has string
-        column names).
+    %(fitted_)s
 
     Notes
     -----
     ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    ``1 - max Psi_i(x)``: one minus the largest inclusion probability (1 while
-    no class exists).
-
-    Edge cases, by definition here: a point without negatives (while only its
-    class exists) includes everything (``lambda = inf``, ``Psi = 1``), so a
-    single class never flags a row as novel; a point whose tail margins are
-    all equal, such as a point with one negative, gets a step at that margin
-    (``Psi = 1`` closer than it, ``exp(-1)`` on it, 0 beyond), the limit of
-    the maximum-likelihood fit; margins are floored at 1e-12. A zero vector
-    has cosine distance 1 to everything. When every class score is 0 the
-    best known class is that of the nearest point.
-
-    Deviations from Rudd et al.: no extreme-vector reduction (set cover) is
-    done, so every learned row is kept and a prediction costs O(n_points d);
-    the Weibulls are plain two-parameter maximum-likelihood fits with
-    location 0 rather than libMR's translated fits; distances are cosine, as
-    in the FLOWR protocol.
+    ``1 - max Psi_i(x)`` (1 while no class exists). Edge cases and the
+    deviations from Rudd et al. are in the user guide (Baselines).
 
     References
     ----------
     .. [1] E. Rudd, L. Jain, W. Scheirer and T. Boult, "The Extreme Value
        Machine", IEEE TPAMI, 2018.
-    .. [2] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022 (EVM baseline, tail size 10).
+    .. [2] %(willes)s (EVM baseline, tail size 10).
 
     Examples
     --------
@@ -146,10 +111,8 @@ class EVMClassifier(OpenWorldBaseline):
         new_points = _unit_rows(X)
         n_old = self._points.shape[0]
         changed = np.zeros(n_old, dtype=bool)
-        # The old tails are merged into a copy and every array is replaced,
-        # never written in place: a step interrupted half-way leaves the
-        # arrays it started from intact (O(n_points x tail_size), less than
-        # the step's own O(n_points x d)).
+        # Arrays are replaced, never written in place: an interrupted step
+        # leaves the ones it started from intact.
         tails = self._tails.copy()
         # The old points' tails take in the new points of other classes.
         step = max(1, _CHUNK_ELEMENTS // new_points.shape[0])
@@ -181,12 +144,8 @@ class EVMClassifier(OpenWorldBaseline):
         self._tails, self._shape, self._scale = tails, shape, scale
 
     def _stream(self, X, index, is_new):
-        """Predict-then-learn, vectorised by chunks of rows.
-
-        Equals :meth:`_score` then :meth:`_learn` row by row (the base class's
-        loop), with one Weibull fit per chunk for every tail that changes in
-        it (see :meth:`_stream_chunk`) instead of one fit per row.
-        """
+        """Predict-then-learn by chunks of rows: equals ``_score`` then ``_learn``
+        row by row, with one Weibull fit per chunk."""
         units = _unit_rows(X)
         n_rows = X.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
@@ -200,42 +159,21 @@ class EVMClassifier(OpenWorldBaseline):
         return known_index, score, self._is_novel(known_index, score)
 
     def _chunk_rows(self):
-        """Rows per stream chunk: its matrices of (n_points + rows) x (rows +
-        tail_size) elements stay within ``_CHUNK_ELEMENTS / 16`` (2 MB of
-        float64, so that they stay in the CPU's cache; docs/results.rst has
-        the timings of other sizes). The per-point comparisons go in blocks
-        of their own."""
+        """Rows per stream chunk: its (n_points + rows) x (rows + tail_size)
+        matrices stay within 2 MB, in the CPU's cache (docs/results.rst)."""
         rows = np.arange(1, _MAX_CHUNK_ROWS + 1)
         fits = ((self._points.shape[0] + rows) * (rows + self.tail_size)
                 <= _CHUNK_ELEMENTS // 16)
         return int(rows[fits][-1]) if fits[0] else 1
 
     def _stream_chunk(self, units, index):
-        """Score each unit row with the state before it, then learn it.
-
-        A point's tail (its ``tail_size`` smallest margins) changes at step
-        ``t`` only when the margin ``m`` to row ``t`` is smaller than the
-        tail's largest, i.e. when fewer than ``tail_size`` of the margins the
-        point holds before step ``t`` are ``<= m``. All (point, step) pairs
-        are tested at once by comparing each point's candidate margins with
-        each other; every tail a change creates, and every new row's first
-        tail, is fitted in one :func:`fit_weibull` call. Row ``t`` is then
-        scored with, for each point, the last Weibull fitted before it.
-
-        Parameters
-        ----------
-        units : ndarray of shape (n_rows, n_features)
-            Rows scaled to unit length, in stream order.
-        index : ndarray of shape (n_rows,)
-            Class index of each row.
-
-        Returns
-        -------
-        known_index : ndarray of shape (n_rows,)
-            Best known class index (-1 while no point exists).
-        score : ndarray of shape (n_rows,)
-            Novelty score.
-        """
+        """Score each unit row with the state before it, then learn it; the best
+        known class index (-1: no point yet) and novelty score of each row."""
+        # A point's tail changes at step t only when fewer than tail_size of
+        # the margins it holds before t are <= the margin m to row t: all
+        # (point, step) pairs are tested at once, every new tail is fitted in
+        # one fit_weibull call, and row t is scored with each point's last
+        # Weibull before t.
         k = self.tail_size
         n_old, n_rows = self._points.shape[0], units.shape[0]
         points = np.vstack([self._points, units])
@@ -341,13 +279,8 @@ class EVMClassifier(OpenWorldBaseline):
 
 
 def _margins_held(value, tails):
-    """For each candidate margin ``value[p, i]`` of point ``p`` (its ``i``-th
-    in stream order; ``inf`` pads), how many margins ``<=`` it the point
-    holds before it: its earlier candidates and its tail ``tails[p]``.
-
-    The comparison tensors, (points x width x (width + tail_size)), go in
-    blocks of points of at most ``_CHUNK_ELEMENTS`` elements.
-    """
+    """For each candidate margin ``value[p, i]`` of point ``p`` (``inf`` pads),
+    how many margins ``<=`` it the point holds before it (earlier ones, tail)."""
     n_owners, width = value.shape
     before = np.arange(width)[None, :] < np.arange(width)[:, None]
     held = np.empty((n_owners, width), dtype=np.intp)
@@ -361,32 +294,12 @@ def _margins_held(value, tails):
 
 
 def _leading_inclusion(distance, shape, scale, exists=None, in_force=None):
-    """``weibull_inclusion`` where it can decide a row, 0 elsewhere.
-
-    :func:`_decide` reads only each row's largest ``Psi`` and the classes
-    that reach it. ``Psi = exp(-(d / scale)^shape)`` exceeds ``exp(-1)``
-    exactly where ``d < scale``, so in a row with such a point every point
-    at ``d >= scale`` is below the row's largest and is left at 0 (the
-    exponentials of most stored points are never taken). A row without one
-    needs every ``Psi`` that is not 0, and ``Psi`` is exactly 0 in float64
-    from ``(d / scale)^shape >= 750`` on (``exp(-745.2)`` rounds to 0), i.e.
-    beyond the point's reach ``scale * 750^(1 / shape)``: only the points
-    within reach are evaluated. The decision is the one the full matrix
-    gives, to the bit.
-
-    Parameters
-    ----------
-    distance : ndarray of shape (n_rows, n_points)
-    shape, scale : ndarray of shape (n_weibulls,)
-        The Weibulls; point q's is q (``n_weibulls >= n_points``), but for
-        the points of ``in_force``.
-    exists : ndarray of bool, shape (n_rows, n_points), or None
-        The points each row may use (the others get 0); None: all.
-    in_force : (ndarray of shape (n_moved,), ndarray of shape (n_rows, n_moved))
-        or None
-        Points whose Weibull changes from row to row, and the Weibull of
-        each at each row; None: none.
-    """
+    """``weibull_inclusion`` where it can decide a row's largest ``Psi``, 0
+    elsewhere; ``in_force``: (moved points, their Weibull at each row)."""
+    # Psi > exp(-1) exactly where d < scale: in a row with such a point, the
+    # points at d >= scale cannot be its largest. Otherwise Psi is exactly 0
+    # beyond the reach scale * 750^(1 / shape). The decision is the full
+    # matrix's, to the bit.
     n_points = distance.shape[1]
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         reach = scale * _PSI_ZERO ** (1.0 / shape)
@@ -420,13 +333,8 @@ def _leading_inclusion(distance, shape, scale, exists=None, in_force=None):
 
 
 def _decide(distance, psi, point_class):
-    """Best known class index and novelty score of each row.
-
-    A class's score is the largest ``Psi`` of its points; the best class is
-    the one with the largest score, or the nearest point's when every score
-    is 0. ``distance`` and ``psi`` have shape (n_rows, n_points); a point
-    left out of a row has distance ``inf`` and ``Psi`` 0 there.
-    """
+    """Best known class index (largest ``Psi``, else nearest point) and
+    novelty score of each row."""
     rows = np.arange(psi.shape[0])
     first = np.argmax(psi, axis=1)
     best_score = psi[rows, first]
@@ -446,9 +354,8 @@ def _decide(distance, psi, point_class):
 
 
 def _margins(distance, point_class, other_class):
-    """Half cosine distances of points to points of other classes (``inf``
-    within a class), floored at ``_MIN_MARGIN``; ``distance`` has shape
-    (n_points, n_others)."""
+    """Half cosine distances to points of other classes (``inf`` within a
+    class), floored at ``_MIN_MARGIN``."""
     margin = np.multiply(distance, 0.5)  # (d / 2 exactly)
     np.maximum(margin, _MIN_MARGIN, out=margin)
     margin[point_class[:, None] == other_class[None, :]] = np.inf

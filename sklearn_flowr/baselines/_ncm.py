@@ -5,11 +5,13 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["NCMClassifier"]
 
 
+@fill_doc
 class NCMClassifier(PrototypeBaseline):
     """Nearest class mean classifier with a distance novelty score.
 
@@ -21,32 +23,15 @@ class NCMClassifier(PrototypeBaseline):
     ----------
     threshold : float or None, default=None
         Distance at or beyond which :meth:`predict` and ``open_world_step``'s
-        ``y_pred`` declare a row novel. ``None`` never declares a row novel
-        while a class exists (NCM alone has no threshold; the evaluation
-        protocol sets one on the scores, at a fixed novelty true-positive
-        rate). A row is always novel while no class exists.
-    novel_label : object, default="auto"
-        Label returned for the novel class: ``"novel"`` for string labels, -1
-        (or one below the smallest label) for numeric ones. It may not occur
-        in ``y``.
+        ``y_pred`` declare a row novel. ``None`` never does while a class
+        exists (the evaluation protocol thresholds the scores itself).
+    %(novel_label)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Known labels: sorted in ``fit``, new ones appended in order of arrival.
-    n_classes_ : int
-        Number of known classes.
-    class_count_ : ndarray of shape (n_classes,)
-        Rows each class was learned from.
-    class_mean_ : ndarray of shape (n_classes, n_features)
-        Class means ``mu_n``.
-    novel_label_ : object
-        Label used for the novel class.
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit`` (only when ``X`` has string
-        column names).
+    %(classes_)s
+    %(class_means)s
+    %(fitted_)s
 
     See Also
     --------
@@ -64,9 +49,7 @@ class NCMClassifier(PrototypeBaseline):
     .. [1] T. Mensink, J. Verbeek, F. Perronnin and G. Csurka, "Distance-based
        image classification: generalizing to new classes at near-zero cost",
        IEEE TPAMI, 2013.
-    .. [2] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022 (NCM baseline, section 6).
+    .. [2] %(willes)s (NCM baseline, section 6).
 
     Examples
     --------

@@ -6,11 +6,13 @@ import numpy as np
 from scipy.stats import chi2
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["PEELERClassifier"]
 
 
+@fill_doc
 class PEELERClassifier(PrototypeBaseline):
     """Open-set classifier on Gaussian class embeddings (PEELER's metric).
 
@@ -23,57 +25,37 @@ class PEELERClassifier(PrototypeBaseline):
     gets the class of the smallest one, and its novelty score is
     ``min_n d_n(z)``.
 
-    In :meth:`fit` the precision is the closed-form maximum-likelihood fit of
-    that Gaussian head to the training classes, the inverse of the pooled
-    within-class variance per dimension, ``prec_j = n / sum_i (z_ij -
-    mu_{y_i} j)^2`` (plus ``var_smoothing`` on the variance); a given
-    ``precision`` is used as is instead (e.g. the inverse of Sup-E's learned
-    class variances). Later calls to :meth:`partial_fit` and
-    ``open_world_step`` update the means only.
+    :meth:`fit` learns ``prec`` as the inverse pooled within-class variance
+    per feature (its maximum-likelihood value); later calls update the means
+    only.
 
     Parameters
     ----------
     precision : float, array-like of shape (n_features,) or None, default=None
-        Fixed diagonal precision ``prec``. ``None`` learns it in :meth:`fit`;
-        an estimator that starts with :meth:`partial_fit` or
-        ``open_world_step`` (nothing to learn it from) then uses the identity,
-        i.e. the normalised squared Euclidean distance.
+        Fixed diagonal precision ``prec`` (e.g. the inverse of Sup-E's class
+        variances). ``None`` learns it in :meth:`fit`, or uses the identity
+        when the estimator starts with ``partial_fit`` or ``open_world_step``.
     threshold : float or "auto", default="auto"
         Score at or above which :meth:`predict` and ``open_world_step``'s
-        ``y_pred`` declare a row novel. ``"auto"`` is the 95% quantile of the
+        ``y_pred`` declare a row novel. ``"auto"`` is the 95%% quantile of the
         score of a row of its own class under the model: ``d * d_n(z)`` is
         chi-square with ``d`` degrees of freedom, so ``chi2.ppf(0.95, d) / d``.
     var_smoothing : float, default=1e-9
         Fraction of the largest feature variance added to the pooled
         variances for numerical stability (as in
         :class:`~sklearn.naive_bayes.GaussianNB`).
-    novel_label : object, default="auto"
-        Label returned for the novel class: ``"novel"`` for string labels, -1
-        (or one below the smallest label) for numeric ones. It may not occur
-        in ``y``.
+    %(novel_label)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Known labels: sorted in ``fit``, new ones appended in order of arrival.
-    n_classes_ : int
-        Number of known classes.
-    class_count_ : ndarray of shape (n_classes,)
-        Rows each class was learned from.
-    class_mean_ : ndarray of shape (n_classes, n_features)
-        Class means ``mu_n``.
+    %(classes_)s
+    %(class_means)s
     precision_ : ndarray of shape (n_features,)
         Diagonal precision ``prec`` in use.
     threshold_ : float
         Novelty threshold in use (follows ``threshold``, also when it is
         changed after fitting).
-    novel_label_ : object
-        Label used for the novel class.
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit`` (only when ``X`` has string
-        column names).
+    %(fitted_)s
 
     See Also
     --------
@@ -83,26 +65,14 @@ class PEELERClassifier(PrototypeBaseline):
     -----
     ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
     ``min_n d_n(z)`` (``inf`` while no class exists): a score, not a
-    probability.
-
-    In the small-context protocol the support classes of a task must be the
-    only known classes, so learn the precision on the training classes once
-    and pass it on: ``PEELERClassifier(precision=PEELERClassifier().fit(
-    Z_train, y_train).precision_)``, then ``partial_fit`` on each support set.
-
-    Deviations from Liu et al.: PEELER meta-trains its encoder with an
-    open-set (entropy-maximisation) loss and predicts a class-specific
-    precision from each support set; here the encoder is given (Sup-FC or
-    Sup-E embeddings) and one diagonal precision is shared by all classes,
-    learned once in ``fit``, so that a class seen once gets a usable metric.
+    probability. For a small-context task, learn the precision on the
+    training classes and pass it on (user guide, Baselines).
 
     References
     ----------
     .. [1] B. Liu, H. Kang, H. Li, G. Hua and N. Vasconcelos, "Few-Shot
        Open-Set Recognition using Meta-Learning", CVPR, 2020.
-    .. [2] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022 (PEELER baseline).
+    .. [2] %(willes)s (PEELER baseline).
 
     Examples
     --------
@@ -174,11 +144,8 @@ class PEELERClassifier(PrototypeBaseline):
 
 
 def _pooled_variance(X, y_index, n_classes, var_smoothing):
-    """Maximum-likelihood within-class variance per feature, shared by classes.
-
-    Features with no within-class spread (e.g. one row per class) get the
-    smoothing term, or 1 when ``X`` does not vary at all.
-    """
+    """Maximum-likelihood within-class variance per feature, plus the smoothing
+    term (1 where ``X`` does not vary at all)."""
     counts = np.bincount(y_index, minlength=n_classes).astype(np.float64)
     sums = np.zeros((n_classes, X.shape[1]))
     np.add.at(sums, y_index, X)

@@ -5,11 +5,13 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
+from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["ProtoNetClassifier"]
 
 
+@fill_doc
 class ProtoNetClassifier(PrototypeBaseline):
     """Prototypical-network classifier with a thresholded novelty probability.
 
@@ -25,28 +27,13 @@ class ProtoNetClassifier(PrototypeBaseline):
         Novelty score at or above which :meth:`predict` and
         ``open_world_step``'s ``y_pred`` declare a row novel (i.e. the most
         probable class has probability at most ``1 - threshold``).
-    novel_label : object, default="auto"
-        Label returned for the novel class: ``"novel"`` for string labels, -1
-        (or one below the smallest label) for numeric ones. It may not occur
-        in ``y``.
+    %(novel_label)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Known labels: sorted in ``fit``, new ones appended in order of arrival.
-    n_classes_ : int
-        Number of known classes.
-    class_count_ : ndarray of shape (n_classes,)
-        Rows each class was learned from.
-    class_mean_ : ndarray of shape (n_classes, n_features)
-        Prototypes ``mu_n``.
-    novel_label_ : object
-        Label used for the novel class.
-    n_features_in_ : int
-        Number of features seen during ``fit``.
-    feature_names_in_ : ndarray of shape (`n_features_in_`,)
-        Names of features seen during ``fit`` (only when ``X`` has string
-        column names).
+    %(classes_)s
+    %(class_means)s
+    %(fitted_)s
 
     See Also
     --------
@@ -55,17 +42,14 @@ class ProtoNetClassifier(PrototypeBaseline):
     Notes
     -----
     ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    ``1 - max_n p(n | x)`` (1 while no class exists). With a single class the
-    softmax is 1, so nothing is novel: the score only compares known classes,
-    which is why this baseline is weak at novelty detection.
+    ``1 - max_n p(n | x)`` (1 while no class exists). The score only compares
+    known classes (with one class nothing is novel): a weak novelty detector.
 
     References
     ----------
     .. [1] J. Snell, K. Swersky and R. Zemel, "Prototypical Networks for
        Few-shot Learning", NeurIPS, 2017.
-    .. [2] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022 (thresholded ProtoNet baseline).
+    .. [2] %(willes)s (thresholded ProtoNet baseline).
 
     Examples
     --------

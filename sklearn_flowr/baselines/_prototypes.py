@@ -1,11 +1,5 @@
-"""Online class means (prototypes) and their streaming, shared by NCM, ProtoNet
-and PEELER.
-
-Each class keeps the sum and the count of its rows, so a mean is updated in
-O(d) and learning commutes (``partial_fit`` in any chunking equals ``fit``).
-The three methods differ only in the metric of the distance to the means and
-in how the distances become a novelty score.
-"""
+"""Online class means (sums and counts of rows) and their streaming, shared by
+NCM, ProtoNet, PEELER and DP-means."""
 
 import numpy as np
 
@@ -14,33 +8,24 @@ from ._base import OpenWorldBaseline
 
 
 class PrototypeBaseline(OpenWorldBaseline):
-    """Base of the class-mean baselines (not for direct use).
-
-    Subclasses define ``_from_distances(D)``, the best-class-independent map
-    from the distances of rows to the existing means, shape
-    (n_samples, n_classes), to novelty scores, and may override
-    ``_metric_weights`` (per-feature weights of the squared distance).
-    """
+    """Base of the class-mean baselines: subclasses map distances to scores
+    (``_from_distances``) and may weight the metric (``_metric_weights``)."""
 
     def _start(self, X, y_index, labels, *, fitting):
         self._sums = np.zeros((0, X.shape[1]))
         self._counts = np.zeros(0)
-        # Rows are kept and scored relative to a point near the first batch:
-        # distances expand ||x||^2 - 2 x.m + ||m||^2 (one matrix product),
-        # which loses the digits of the rows' distance from the origin; near
-        # the data, a shift of 1e7 no longer matters (accuracy fell from 0.93
-        # to 0.80 under it). Sums of centred rows also round less.
+        # Rows are kept relative to a point near the first batch: expanding
+        # ||x||^2 - 2 x.m + ||m||^2 loses the digits of the rows' distance
+        # from the origin (a shift of 1e7 cut accuracy from 0.93 to 0.80).
         self._origin = _rounded_centre(X)
 
     def _centred(self, X):
-        """Rows relative to the origin of the state (pickles of earlier
-        versions have none: their rows were kept as they are)."""
+        """Rows relative to the state's origin (older pickles have none)."""
         origin = getattr(self, "_origin", None)
         return X if origin is None else X - origin
 
     def _metric_weights(self):
-        """Per-feature weights ``w`` of ``D = sum_j w_j (x_j - mu_j)^2``; None
-        is Euclidean."""
+        """Weights ``w`` of ``D = sum_j w_j (x_j - mu_j)^2``; None: Euclidean."""
         return None
 
     def _grow(self):
@@ -51,8 +36,6 @@ class PrototypeBaseline(OpenWorldBaseline):
             self._counts = np.concatenate([self._counts, np.zeros(missing)])
 
     def _checkpoint(self, index):
-        # Learning adds rows into the sums and counts of the classes it
-        # touches (new classes come in new arrays): keep those rows.
         sums, counts = self._sums, self._counts
         rows = np.unique(index[index < counts.shape[0]])
         saved_sums, saved_counts = sums[rows].copy(), counts[rows].copy()
@@ -113,12 +96,7 @@ class PrototypeBaseline(OpenWorldBaseline):
                                                    self._counts))
 
     def _stream(self, X, index, is_new):
-        """Vectorised predict-then-learn.
-
-        Classes a chunk does not touch are scored against their cached means;
-        the states of touched classes come from ``_streaming.prefix_states``,
-        scored with one matrix product.
-        """
+        """Vectorised predict-then-learn, chunk by chunk."""
         self._grow()
         X = self._centred(X)
         n_rows = X.shape[0]
@@ -157,12 +135,8 @@ class PrototypeBaseline(OpenWorldBaseline):
 
 
 def _rounded_centre(X):
-    """The mean row of ``X`` rounded to a power of two near the rows' spread.
-
-    Any point near the data removes the cancellation; a coarse one also keeps
-    the subtraction exact for data on a coarser grid (integers stay integers,
-    so a row equal to a mean is still at distance 0, not at sqrt(rounding)).
-    """
+    """The mean row of ``X`` rounded to a power of two near the rows' spread
+    (so that subtracting it is exact for data on a coarser grid)."""
     mean = X.mean(axis=0)
     spread = float(np.sqrt(np.mean(X.var(axis=0))))
     if not (np.isfinite(spread) and spread > 0):

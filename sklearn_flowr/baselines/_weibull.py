@@ -1,9 +1,5 @@
-"""Vectorised maximum-likelihood fit of the two-parameter Weibull distribution.
-
-The Extreme Value Machine fits one Weibull per stored point, so the fit runs on
-a whole matrix of samples at once: one row per point, one Newton iteration for
-all rows together.
-"""
+"""Maximum-likelihood Weibull fits of every row of a matrix at once (the EVM
+fits one per stored point)."""
 
 import numpy as np
 
@@ -17,42 +13,11 @@ _MAX_ITER = 200
 
 
 def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Fit ``Weibull(shape, scale)`` with location 0 to every row of ``samples``.
-
-    The maximum-likelihood shape ``k`` solves the profile-likelihood equation
-
-    ``g(k) = sum x^k log x / sum x^k - 1 / k - mean(log x) = 0``,
-
-    whose left side increases in ``k``; the scale is then
-    ``lambda = mean(x^k)^(1/k)``. All rows are solved together by Newton steps
-    kept inside a bracket (a step that leaves it is replaced by geometric
-    bisection). Samples are divided by their row maximum first, so ``x^k``
-    never overflows.
-
-    Parameters
-    ----------
-    samples : ndarray of shape (n_rows, n_values)
-        Positive samples; ``inf`` marks a missing value, so rows may hold
-        different numbers of samples.
-
-    Returns
-    -------
-    shape : ndarray of shape (n_rows,)
-        ``k``. ``inf`` for a row whose values are all equal (including a row
-        with one value): the likelihood grows without bound towards a step at
-        that value. ``1.0`` for a row without values.
-    scale : ndarray of shape (n_rows,)
-        ``lambda``. The common value for a degenerate row, ``inf`` for a row
-        without values.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> shape, scale = fit_weibull(np.array([[0.5, 1.0, 1.5, 2.0], [1.0, 1.0, 1.0,
-    ...                                       np.inf]]))
-    >>> np.round(shape, 4), np.round(scale, 4)
-    (array([2.4532,    inf]), array([1.4143, 1.    ]))
-    """
+    """Fit ``Weibull(shape, scale)``, location 0, to each row (``inf``: missing);
+    ``shape = inf`` for equal values (a step), ``(1, inf)`` for an empty row."""
+    # The ML shape k solves g(k) = sum x^k log x / sum x^k - 1/k - mean(log x)
+    # = 0 (g increasing); the scale is then lambda = mean(x^k)^(1/k). Newton
+    # steps kept inside a bracket, on x / max so that x^k never overflows.
     samples = np.asarray(samples, dtype=np.float64)
     n_rows = samples.shape[0]
     valid = np.isfinite(samples)
@@ -159,26 +124,7 @@ def fit_weibull(samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def weibull_inclusion(distance: np.ndarray, shape: np.ndarray,
                       scale: np.ndarray) -> np.ndarray:
-    """Probability of inclusion ``Psi = exp(-(distance / scale)^shape)``.
-
-    Parameters
-    ----------
-    distance : ndarray of shape (n_samples, n_points)
-        Non-negative distances.
-    shape, scale : ndarray of shape (n_points,)
-        From :func:`fit_weibull`; ``shape = inf`` is a step at ``scale``
-        (1 inside, ``exp(-1)`` on it, 0 outside) and ``scale = inf`` includes
-        everything.
-
-    Returns
-    -------
-    psi : ndarray of shape (n_samples, n_points)
-
-    Examples
-    --------
-    >>> weibull_inclusion(np.array([[0.0, 1.0, 2.0]]), np.array([1.0, 2.0, np.inf]),
-    ...                   np.array([1.0, 1.0, 3.0]))
-    array([[1.        , 0.36787944, 1.        ]])
-    """
+    """Probability of inclusion ``Psi = exp(-(distance / scale)^shape)``;
+    ``shape = inf`` is a step at ``scale``, ``scale = inf`` includes all."""
     with np.errstate(over="ignore"):
         return np.exp(-((distance / scale) ** shape))

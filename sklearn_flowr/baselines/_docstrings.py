@@ -1,0 +1,35 @@
+"""Numpydoc text the baselines share, filled into ``%(name)s`` fields."""
+
+_SHARED = {
+    "novel_label": """novel_label : object, default="auto"
+        Label returned for the novel class: ``"novel"`` for string labels, -1
+        (or one below the smallest label) for numeric ones. It may not occur
+        in ``y``.""",
+    "classes_": """classes_ : ndarray of shape (n_classes,)
+        Known labels: sorted in ``fit``, new ones appended in order of arrival.
+    n_classes_ : int
+        Number of known classes.""",
+    "class_means": """class_count_ : ndarray of shape (n_classes,)
+        Rows each class was learned from.
+    class_mean_ : ndarray of shape (n_classes, n_features)
+        Class means ``mu_n``.""",
+    "fitted_": """novel_label_ : object
+        Label used for the novel class.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit`` (only when ``X`` has string
+        column names).""",
+    "willes": """J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022""",
+    "X": """X : array-like of shape (n_samples, n_features)
+            Embeddings.""",
+}
+
+
+def fill_doc(obj):
+    """Fill the ``%(name)s`` fields of ``obj``'s docstring from ``_SHARED``."""
+    if obj.__doc__:
+        obj.__doc__ = obj.__doc__ % _SHARED
+    return obj
