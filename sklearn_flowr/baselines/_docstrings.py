@@ -23,13 +23,19 @@ _SHARED = {
     "willes": """J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
        S. Waslander, "Bayesian Embeddings for Few-Shot Open World
        Recognition", IEEE TPAMI, 2022""",
+    "prototype_attrs": """%(classes_)s
+    %(class_means)s
+    %(fitted_)s""",
     "X": """X : array-like of shape (n_samples, n_features)
             Embeddings.""",
 }
+
+_FILLED = {key: text % _SHARED if "%(" in text else text
+           for key, text in _SHARED.items()}
 
 
 def fill_doc(obj):
     """Fill the ``%(name)s`` fields of ``obj``'s docstring from ``_SHARED``."""
     if obj.__doc__:
-        obj.__doc__ = obj.__doc__ % _SHARED
+        obj.__doc__ = obj.__doc__ % _FILLED
     return obj

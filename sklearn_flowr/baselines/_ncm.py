@@ -29,9 +29,7 @@ class NCMClassifier(PrototypeBaseline):
 
     Attributes
     ----------
-    %(classes_)s
-    %(class_means)s
-    %(fitted_)s
+    %(prototype_attrs)s
 
     See Also
     --------

@@ -48,14 +48,12 @@ class PEELERClassifier(PrototypeBaseline):
 
     Attributes
     ----------
-    %(classes_)s
-    %(class_means)s
+    %(prototype_attrs)s
     precision_ : ndarray of shape (n_features,)
         Diagonal precision ``prec`` in use.
     threshold_ : float
         Novelty threshold in use (follows ``threshold``, also when it is
         changed after fitting).
-    %(fitted_)s
 
     See Also
     --------

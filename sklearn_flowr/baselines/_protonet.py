@@ -31,9 +31,7 @@ class ProtoNetClassifier(PrototypeBaseline):
 
     Attributes
     ----------
-    %(classes_)s
-    %(class_means)s
-    %(fitted_)s
+    %(prototype_attrs)s
 
     See Also
     --------
