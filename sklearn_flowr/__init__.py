@@ -8,7 +8,7 @@ maths (written once against the array API so it serves NumPy and torch),
 """
 
 from ._head import CRPGaussianClassifier
-from ._saving import load, save
+from .saving import load, save
 
 __version__ = "0.1.0.dev0"
 

@@ -292,7 +292,7 @@ def test_merged_head_round_trips_through_skops(rng, tmp_path):
     """Check that the package's skops helpers save and load a merged head
     (its kept statistics are plain arrays)."""
     pytest.importorskip("skops")
-    from sklearn_flowr._saving import load, save
+    from sklearn_flowr.saving import load, save
 
     X, y = make_rows(rng)
     merged = CRPGaussianClassifier(covariance="full").fit(X[:120], y[:120]).merge(

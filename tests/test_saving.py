@@ -23,7 +23,7 @@ import pytest
 
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._saving import TRUSTED_TYPES, UntrustedTypesError
+from sklearn_flowr.saving import TRUSTED_TYPES, UntrustedTypesError
 from sklearn_flowr.baselines import (
     EVMClassifier,
     NCMClassifier,
