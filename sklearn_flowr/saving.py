@@ -1,14 +1,5 @@
-"""Saving and loading estimators with ``skops.io``, trusting only named types.
-
-``skops.io`` stores an object as a zip of JSON and arrays and rebuilds it
-without running pickle, but it rebuilds *any* class a file names once that
-name is trusted, and some classes run code while they are rebuilt (a skorch
-net's ``__setstate__`` unpickles bytes from the file, for one). Passing
-``trusted=skops.io.get_untrusted_types(...)`` therefore trusts whatever a
-tampered file lists. :func:`load` trusts :data:`TRUSTED_TYPES` instead: the
-package's estimators and the parts a fitted one holds, and the few types of
-its dependencies those need, each named; a file naming anything else is
-refused before a single object is built.
+"""Files the package writes and reads back: estimators saved with ``skops.io``
+(loaded trusting only named types) and files written whole or not at all.
 
 Nothing here imports torch or skops until :func:`save` or :func:`load` is
 called, so ``import sklearn_flowr`` stays light.
@@ -16,21 +7,26 @@ called, so ``import sklearn_flowr`` stays light.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import uuid
 import warnings
 
-from ._atomic import write_atomically
-
-__all__ = ["TRUSTED_TYPES", "UntrustedTypesError", "load", "save"]
+__all__ = [
+    "TRUSTED_TYPES",
+    "UntrustedTypesError",
+    "load",
+    "save",
+    "temporary_name",
+    "write_atomically",
+]
 
 # Every type a saved estimator of this package holds, beyond what skops trusts
 # by itself (builtins, NumPy arrays and scalars, scikit-learn's estimators).
-# Each was vetted: it is rebuilt from its attributes by ``__dict__.update`` or
-# a ``__setstate__`` that only rebuilds data (NumPy arrays into tensors, a
-# label index), and none is a function. Not listed, on purpose: the package's
-# skorch nets (``training._nets.*``), whose ``__setstate__`` unpickles bytes
-# from the file, and every function, ``functools.partial`` and module of the
-# standard library that touches the system (``os``, ``subprocess``, ...).
+# Each is rebuilt from data only (``__dict__.update`` or a ``__setstate__``
+# that rebuilds arrays). Not listed, on purpose: the skorch nets
+# (``training._nets.*``), whose ``__setstate__`` unpickles bytes from the file,
+# and every function, ``functools.partial`` and system module.
 TRUSTED_TYPES = (
     # The estimators.
     "sklearn_flowr._head.CRPGaussianClassifier",
@@ -135,9 +131,8 @@ def save(estimator, file):
         A fitted or unfitted estimator of this package (or any object
         ``skops.io`` can store). The live object is not changed.
     file : str, path-like or binary file object
-        Where to write. A path is written atomically (a temporary file in the
-        same folder, renamed once complete), so an interrupted save never
-        leaves half a file; the ``.skops`` suffix is customary.
+        Where to write (``.skops`` is customary). A path is written with
+        :func:`write_atomically`.
 
     Warns
     -----
@@ -183,11 +178,9 @@ def save(estimator, file):
 def load(file, *, trusted=None):
     """Load an estimator saved by :func:`save`, trusting only named types.
 
-    The file is audited before anything is built: every type it names must
-    be one ``skops.io`` trusts by itself (builtins, NumPy, scikit-learn's
-    estimators), one of :data:`TRUSTED_TYPES` (this package's estimators
-    and their parts, the torch layers of its encoders, skorch's
-    ``History``, a few scikit-learn helpers) or one of ``trusted``.
+    Every type the file names must be one ``skops.io`` trusts by itself, one
+    of :data:`TRUSTED_TYPES` or one of ``trusted``; the file is audited before
+    anything is built.
 
     Parameters
     ----------
@@ -266,3 +259,57 @@ def load(file, *, trusted=None):
     # Trust exactly the vetted names the file holds; skops audits the whole
     # tree again before it builds anything.
     return sio.loads(bytes(data), trusted=[n for n in untrusted if n in allowed])
+
+
+def temporary_name(path) -> str:
+    """A unique hidden name beside ``path``: ``.<name>.<pid>.<hex>.tmp``."""
+    folder, name = os.path.split(os.fspath(path))
+    return os.path.join(folder, f".{name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+
+
+def write_atomically(path, write, *, text=False, sync=True) -> None:
+    """Write ``path`` through ``write(file)``, all or nothing.
+
+    The data goes to a temporary file in the same folder, renamed into place
+    once complete: a process killed or a disk filled mid-write leaves the
+    previous file (or none), never a truncated one.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The file to create or replace.
+    write : callable
+        Called with the open temporary file (binary, or UTF-8 text when
+        ``text``); it writes the whole content.
+    text : bool, default=False
+        Open the file in text mode.
+    sync : bool, default=True
+        ``fsync`` the data before the rename (durable across a power cut; a
+        cache that is cheap to rebuild may skip it).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "out.txt")
+    >>> write_atomically(path, lambda f: f.write("whole"), text=True)
+    >>> open(path).read()
+    'whole'
+    """
+    tmp = temporary_name(path)
+    try:
+        with (open(tmp, "x", encoding="utf-8") if text else open(tmp, "xb")) as file:
+            write(file)
+            file.flush()
+            if sync:
+                os.fsync(file.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        _discard(tmp)
+        raise
+
+
+def _discard(tmp) -> None:
+    # A killed process never gets here: the readers that know the name
+    # pattern clean its temporary file (see training's checkpoints).
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_flowr import FLOWRClassifier, _atomic
+from sklearn_flowr import FLOWRClassifier, saving
 from sklearn_flowr.training import MetaTraining, SupE, _checkpoints
 from sklearn_flowr.training._checkpoints import check_fingerprint
 
@@ -139,7 +139,7 @@ def test_fingerprint_killed_mid_write_leaves_no_partial_file(features, tmp_path,
 
     monkeypatch.setattr(json, "dump", killed_mid_write)
     # A killed process cleans nothing up.
-    monkeypatch.setattr(_atomic, "_discard", lambda tmp: None)
+    monkeypatch.setattr(saving, "_discard", lambda tmp: None)
     with pytest.raises(Killed):
         cheapest(tmp_path).fit(X, y)
     monkeypatch.setattr(json, "dump", dump)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_flowr import _atomic
+from sklearn_flowr import saving
 from sklearn_flowr.cli import _benchmark, _demo, benchmark_main, demo_main
 
 
@@ -166,7 +166,7 @@ def test_benchmark_full_disk_is_one_line_naming_the_file(full, no_training,
             return real_open("/dev/full", mode.replace("x", "w"), *args, **kwargs)
         return real_open(path, mode, *args, **kwargs)
 
-    monkeypatch.setattr(_atomic, "open", full_disk_open, raising=False)
+    monkeypatch.setattr(saving, "open", full_disk_open, raising=False)
     status = benchmark_main(["--dataset", "digits", "--out", str(out),
                              "--cache-dir", "", "--verbose", "0"])
     captured = capsys.readouterr()

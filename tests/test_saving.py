@@ -23,7 +23,6 @@ import pytest
 
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.saving import TRUSTED_TYPES, UntrustedTypesError
 from sklearn_flowr.baselines import (
     EVMClassifier,
     NCMClassifier,
@@ -31,6 +30,7 @@ from sklearn_flowr.baselines import (
     ProtoNetClassifier,
 )
 from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.saving import TRUSTED_TYPES, UntrustedTypesError
 
 sio = pytest.importorskip("skops.io")
 

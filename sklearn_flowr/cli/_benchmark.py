@@ -52,13 +52,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .._atomic import write_atomically
 from ..datasets import load_fashion_mnist, load_glyphs
-from ..encoders._factory import BACKBONE_NAMES
+from ..encoders import BACKBONE_NAMES
 from ..protocol import evaluate_online
 from ..protocol._calibrate import (  # noqa: F401 (used by benchmarks/)
     small_context_sizes as _small_context_sizes,
 )
+from ..saving import write_atomically
 from ._benchmark_conformal import (
     CALIBRATION_SETS,
     MAX_CALIBRATION_TASKS,

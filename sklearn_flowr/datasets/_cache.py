@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
-from .._atomic import write_atomically
+from ..saving import write_atomically
 
 
 def read_cache(path: str | os.PathLike, read: Callable[[Path], Any]) -> Any:

@@ -11,11 +11,12 @@ installed.
 
 from ._conv4 import Conv4
 from ._efficientnet import EfficientNetLite0, EfficientNetLite0Encoder
-from ._factory import last_linear_layer, make_backbone
+from ._factory import BACKBONE_NAMES, last_linear_layer, make_backbone
 from ._mlp import MLPEncoder
 from ._resnet import ResNet12, ResNet18
 
 __all__ = [
+    "BACKBONE_NAMES",
     "Conv4",
     "EfficientNetLite0",
     "EfficientNetLite0Encoder",

@@ -27,7 +27,7 @@ import joblib
 import numpy as np
 from skorch.callbacks import Checkpoint
 
-from .._atomic import temporary_name, write_atomically
+from ..saving import temporary_name, write_atomically
 
 __all__ = ["AtomicCheckpoint", "check_fingerprint", "checkpointed_epochs",
            "remove_stale_temporaries"]

@@ -22,7 +22,7 @@ from sklearn.utils._param_validation import (
     StrOptions,
 )
 
-from ..encoders._factory import BACKBONE_NAMES
+from ..encoders import BACKBONE_NAMES
 from ._stages import MAX_COUNT
 
 __all__ = ["PARAMETER_CONSTRAINTS", "FLOWRConfig", "check_head_hyperparameters"]
