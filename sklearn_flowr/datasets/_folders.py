@@ -72,34 +72,25 @@ def load_image_folder(
     image_size: int | tuple[int, int] | None = None,
     mode: str | None = None,
 ) -> Bunch:
-    """Load an image-folder tree: one sub-folder of images per class.
+    """Load an image-folder tree ``root/<class>/<image files>``.
 
-    The tree is ``root/<class>/<image files>``.
-
-    The layout of torchvision's ``ImageFolder``: each folder directly under
-    ``root`` is a class, and every file below it (sub-folders included) whose
-    name ends in one of ``extensions`` is an image of that class. Hidden files
-    and folders are skipped; other files are ignored.
+    The layout of torchvision's ``ImageFolder``: each folder under ``root`` is
+    a class, every file below it whose name ends in one of ``extensions`` an
+    image of it; hidden files and folders are skipped.
 
     Parameters
     ----------
     root : str or path-like
         The tree's top folder.
-
     split : str, default=None
-        If given, read ``root/<split>`` instead, for trees stored as
-        ``root/train/<class>/...``, ``root/test/<class>/...``.
-
+        If given, read ``root/<split>`` instead (``root/train/<class>/...``).
     extensions : tuple of str, default=IMAGE_EXTENSIONS
         File-name endings (case-insensitive) that mark an image.
-
     image_size : int or (height, width), default=None
-        Resize every image (bilinear) to this size. Without it, images of
+        Resize every image (bilinear) to this size; without it, images of
         different sizes raise a ValueError.
-
     mode : {None, "L", "RGB"}, default=None
-        Colour mode of the result. None gives grayscale when every image is
-        grayscale and RGB otherwise.
+        Colour mode of the result; None: grayscale when every image is.
 
     Returns
     -------
@@ -116,14 +107,6 @@ def load_image_folder(
             The ``split`` argument.
         filenames : ndarray of str of shape (n_images,)
             Path of each image.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the folder is missing.
-    ValueError
-        If an argument is invalid, a class folder holds no image, or an image
-        cannot be decoded.
 
     Examples
     --------
@@ -187,37 +170,17 @@ def load_omniglot(
     ----------
     root : str or path-like
         The folder holding the alphabet folders, or with ``split`` their parent.
-
     split : {"background", "evaluation"}, default=None
         If given, read ``root/images_<split>``: 964 background or 659
         evaluation characters, 20 drawings each.
-
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size; Omniglot's are 105 x 105.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        Dictionary-like object with attributes
-
-        data : ndarray of uint8 of shape (n_images, height, width)
-            Grayscale images, 255 for the background and 0 for the strokes.
-        target : ndarray of int64 of shape (n_images,)
-            Class index of each image, in ``0 .. n_classes - 1``.
-        target_names : ndarray of str of shape (n_classes,)
-            Sorted ``"<alphabet>/<character>"`` names.
-        split : str or None
-            The ``split`` argument.
-        filenames : ndarray of str of shape (n_images,)
-            Path of each image.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the folder is missing.
-    ValueError
-        If ``split`` is unknown, the tree holds no character folder with PNG
-        files, or an image cannot be decoded.
+        As :func:`load_image_folder`'s: grayscale images (255 background, 0
+        strokes), ``target_names`` the sorted ``"<alphabet>/<character>"``.
 
     References
     ----------

@@ -1,14 +1,5 @@
-"""``glyphs``: characters rendered from font files, the embedded default data.
-
-Class = character, instance = font (plus light augmentation), the way Omniglot
-has class = character and instance = drawer. Nothing is downloaded: the fonts
-matplotlib ships are always there, and any font folder (e.g. Debian's
-``fonts-*`` packages under ``/usr/share/fonts``) adds instances and classes.
-
-The class-disjoint split of a character depends only on its code point (a
-hash), never on which fonts are installed, so adding fonts never moves a
-class from train to test.
-"""
+"""``glyphs``: characters rendered from font files, the embedded default data
+(class = character, instance = font)."""
 
 from __future__ import annotations
 
@@ -114,11 +105,8 @@ def _charmap(path: Path) -> set[int] | None:
 
 
 def _render(font, character: str, canvas: int) -> np.ndarray:
-    """Draw ``character`` on a ``canvas`` square, baseline at 3/4 height.
-
-    The baseline anchor (not a bounding-box fit) keeps the relative size and
-    height of glyphs, so "o" and "O" or "," and "'" stay different classes.
-    """
+    """Draw ``character`` on a ``canvas`` square, baseline at 3/4 height (so
+    "o" and "O" or "," and "'" keep their size and height)."""
     from PIL import Image, ImageDraw
 
     image = Image.new("L", (canvas, canvas))
@@ -161,12 +149,8 @@ def _unit_rows(images: np.ndarray) -> np.ndarray:
 
 
 def _draws_placeholders(font, charmap, canvas) -> bool:
-    """Whether a font draws one shape for many letters (a last-resort font).
-
-    Such a font maps every code point to a box per Unicode block and says
-    nothing about the characters. Probed on fixed letters, so the verdict does
-    not depend on the characters asked for.
-    """
+    """Whether a font draws one shape for many letters (a last-resort font of
+    boxes), probed on fixed letters."""
     probe = [c for c in _PROBE_LETTERS if ord(c) in charmap]
     if len(probe) < 10:
         return False
@@ -175,15 +159,12 @@ def _draws_placeholders(font, charmap, canvas) -> bool:
 
 
 def _render_class_table(fonts, characters, size, min_similarity):
-    """Render every covered (character, font) pair once, unaugmented.
+    """Render every covered (character, font) pair once, unaugmented:
+    ``({character: (images, font_indices)}, same_shape)``.
 
-    Returns ``({character: (images, font_indices)}, same_shape)``. Renders
-    that do not look like their class (symbol fonts and custom encodings map
-    letters to unrelated shapes) are dropped: a render is kept when its
-    correlation with the mean render of its class is at least
-    ``min_similarity``. ``same_shape[i, j]`` is the share of the fonts having
-    both characters ``i`` and ``j`` that draw them with the same glyph
-    (renders correlating at 0.995 or more; nan when no font has both).
+    A render is kept when it correlates with its class's mean render at least
+    ``min_similarity``; ``same_shape[i, j]`` is the share of the fonts having
+    characters ``i`` and ``j`` that draw them alike (nan: no font has both).
     """
     from PIL import ImageFont
 
@@ -231,15 +212,10 @@ def _render_class_table(fonts, characters, size, min_similarity):
 
 
 def _drop_homoglyphs(table, characters, same_shape, threshold):
-    """Keep the first of each group of characters drawn alike in one font.
-
-    Latin "A", Greek "Alpha" and Cyrillic "A" are usually one glyph; as three
-    classes they would be label noise. Two characters are look-alikes when at
-    least a ``threshold`` share of the fonts having both draw them with the
-    same glyph. Correlation alone cannot tell them apart from an accented
-    letter ("E" and "E-acute" correlate at 0.96, like Latin and Cyrillic "a"),
-    but an accent is never the same glyph.
-    """
+    """Keep the first of each group of look-alikes (Latin "A", Greek "Alpha",
+    Cyrillic "A"): characters a ``threshold`` share of fonts draw alike."""
+    # Correlation alone would merge accented letters too ("E" and "E-acute"
+    # correlate at 0.96), but an accent is never the same glyph.
     kept = []
     for i, character in enumerate(characters):
         if character not in table:
@@ -268,15 +244,10 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     """Load the ``glyphs`` few-shot dataset: characters rendered from fonts.
 
     Each class is a character and each instance a font rendering of it, with
-    ``n_augment`` lightly augmented copies (rotation within +-8 degrees, scale
-    0.9-1.1, shift within +-1.5 pixels). Characters are drawn on a fixed
-    baseline, so relative size and height stay informative. Renders that do
-    not look like their class (symbol fonts, custom encodings) are dropped,
-    look-alike characters across scripts are merged into the first one, and
-    a character needs at least ``min_fonts`` fonts to become a class.
-
-    The split of a character is fixed by a hash of the character (60% train,
-    20% val, 20% test, class-disjoint), independent of the fonts installed.
+    ``n_augment`` lightly augmented copies. The split of a character is fixed
+    by a hash of the character (60% train, 20% val, 20% test), whatever fonts
+    are installed. The user guide ("Input images and caches") says how
+    renders are chosen.
 
     Parameters
     ----------
@@ -309,9 +280,8 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     random_state : int, default=0
         Seed of the augmentation and of the ``max_fonts`` choice.
     cache_dir : path-like, default=None
-        Folder for a cache of the rendered arrays (re-used when the fonts and
-        parameters are unchanged). An unreadable cache file (truncated,
-        damaged) is rendered again and rewritten, with a warning naming it.
+        Folder for a cache of the rendered arrays, re-used while the fonts and
+        parameters are unchanged (an unreadable one is rebuilt, with a warning).
     return_X_y : bool, default=False
         Return ``(data, target)`` instead of a Bunch.
 
@@ -420,9 +390,8 @@ def _select_split(full: Bunch, split: str, return_X_y: bool, *,
                   row_fields=("fonts",),
                   empty_hint="with these fonts and characters; give more "
                              "characters or fonts"):
-    """The rows and classes of one class-disjoint split of a rendered data
-    set (glyphs, kanji), classes re-indexed ``0..K-1``; ``row_fields`` are the
-    per-row arrays kept alongside ``data`` and ``target``."""
+    """One class-disjoint split of a rendered data set (glyphs, kanji), classes
+    re-indexed ``0..K-1``; ``row_fields``: per-row arrays kept."""
     if split == "all":
         out = Bunch(**full, split="all")
     else:

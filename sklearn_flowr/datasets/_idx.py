@@ -1,11 +1,4 @@
-"""MNIST-family idx files (MNIST, Fashion-MNIST, KMNIST) and scikit-learn's digits.
-
-The idx format (LeCun et al.) is a 4-byte magic number -- two zero bytes, a
-dtype code and the number of dimensions -- then one big-endian ``int32`` per
-dimension, then the values in C order, big-endian. The files are read whole and
-checked against that header, so a truncated download or a swapped file fails
-loudly instead of yielding garbage.
-"""
+"""MNIST-family idx files (MNIST, Fashion-MNIST, KMNIST) and scikit-learn's digits."""
 
 import gzip
 import math
@@ -56,27 +49,25 @@ _SUBSETS = {"train": ("train",), "test": ("t10k",), "all": ("train", "t10k")}
 def read_idx(path: str | os.PathLike) -> np.ndarray:
     """Read one idx file, plain or gzip-compressed, into a native-endian array.
 
-    Compression is recognised from the file's first bytes, not its name.
+    The idx format (LeCun et al.): two zero bytes, a dtype code, the number of
+    dimensions, one big-endian ``int32`` per dimension, then the values. The
+    file is checked against its header, so a truncated download fails loudly.
 
     Parameters
     ----------
     path : str or path-like
-        The idx file, e.g. ``train-images-idx3-ubyte.gz``.
+        The idx file, e.g. ``train-images-idx3-ubyte.gz`` (compression is
+        recognised from the first bytes).
 
     Returns
     -------
     array : ndarray
-        The values, with the shape stored in the header and the header's dtype
-        in native byte order.
+        The values, with the header's shape and dtype (native byte order).
 
     Raises
     ------
-    FileNotFoundError
-        If ``path`` does not exist.
     ValueError
-        If the file is not a well-formed idx file: bad magic number, unknown
-        dtype code, a negative dimension, or a length that disagrees with the
-        header's dimensions.
+        If the file is not a well-formed idx file.
 
     Examples
     --------
@@ -135,11 +126,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def _find_idx_file(directory, prefix, content, idx):
-    """Path of ``<prefix>-<content>-<idx>-ubyte`` in any of its usual spellings.
-
-    Besides the plain and ``.gz`` names, some unpackers write
-    ``train-images.idx3-ubyte``.
-    """
+    """Path of ``<prefix>-<content>-<idx>-ubyte``, plain or ``.gz``, with ``-``
+    or (as some unpackers write) ``.`` before ``<idx>``."""
     candidates = [
         f"{prefix}-{content}{sep}{idx}-ubyte{gz}"
         for sep in ("-", ".")
@@ -192,11 +180,9 @@ def load_idx_dataset(
         ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte``, each plain or
         ``.gz``. None means ``/usr/share/datasets/<kind>``, where Debian's
         ``dataset-fashion-mnist`` package puts Fashion-MNIST.
-
     kind : {"fashion-mnist", "mnist", "kmnist"} or None, default="fashion-mnist"
         Which data set the files hold; it names the classes. None names each
         class by its label value and then requires ``path``.
-
     subset : {"all", "train", "test"}, default="all"
         The official training part, the test part, or both (training rows first).
 
@@ -213,13 +199,6 @@ def load_idx_dataset(
             Class names; ``target_names[target]`` names each image's class.
         split : str
             The ``subset`` that was loaded.
-
-    Raises
-    ------
-    FileNotFoundError
-        If the folder or one of the needed files is missing.
-    ValueError
-        If a file is not a well-formed idx file, or images and labels disagree.
 
     Examples
     --------
@@ -284,7 +263,6 @@ def load_fashion_mnist(
     path : str or path-like, default="/usr/share/datasets/fashion-mnist"
         Folder with the four idx files, plain or ``.gz``; the default is where
         Debian's ``dataset-fashion-mnist`` package installs them.
-
     subset : {"all", "train", "test"}, default="all"
         60000 training images, 10000 test images, or all 70000.
 
@@ -315,23 +293,13 @@ def load_fashion_mnist(
 def load_digits_images() -> Bunch:
     """Scikit-learn's 8x8 digits as uint8 images, values 0 to 255.
 
-    The bundled values are pixel counts in ``0 .. 16``; they are scaled by
-    ``255 / 16`` and rounded, so the images share the value range of the other
-    loaders.
+    The bundled pixel counts ``0 .. 16`` are scaled by ``255 / 16`` and rounded.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        Dictionary-like object with attributes
-
-        data : ndarray of uint8 of shape (1797, 8, 8)
-            The images.
-        target : ndarray of int64 of shape (1797,)
-            The digit shown, 0 .. 9.
-        target_names : ndarray of str of shape (10,)
-            ``"0"`` .. ``"9"``.
-        split : str
-            ``"all"``: the data set has no official split.
+        As :func:`load_idx_dataset`'s: ``data`` (1797, 8, 8), ``target`` the
+        digit shown, ``target_names`` ``"0"`` .. ``"9"``, ``split`` ``"all"``.
 
     Examples
     --------

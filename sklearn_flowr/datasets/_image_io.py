@@ -1,10 +1,5 @@
-"""Decoding image files and byte strings into one stacked uint8 array.
-
-Shared by the image-data-set loaders: one place decides colour modes, resizing
-and the error raised for an unreadable image or a size mismatch. Images of
-more than 8 bits per channel (16-bit PNG, TIFF, PGM) are rescaled to 0..255,
-never clipped.
-"""
+"""Decoding image files and byte strings into one stacked uint8 array, and the
+argument checks and restricted unpickling the image loaders share."""
 
 import io
 import os
@@ -59,9 +54,8 @@ def check_directory(path, expected):
     return path
 
 
-# What a pickled data set may reference: NumPy arrays, dtypes and scalars
-# (every spelling NumPy 1 and 2 write, and Python 2 pickles hold) and plain
-# containers. Each is rebuilt from data only; none can call user code.
+# What a pickled data set may reference: NumPy arrays, dtypes and scalars (as
+# NumPy 1 and 2 and Python 2 pickles spell them) and plain containers.
 _NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
 _ALLOWED_GLOBALS = frozenset(
     {("numpy", "ndarray"), ("numpy", "dtype")}
@@ -85,11 +79,8 @@ class UnsafePickleError(pickle.UnpicklingError):
 
 
 def _latin1_encode(text, encoding="latin1"):
-    """``_codecs.encode`` as pickle uses it for bytes, and nothing more.
-
-    Pickles of protocol 0 to 2 store bytes as ``_codecs.encode(text,
-    "latin1")``; any other codec is refused rather than looked up.
-    """
+    """``_codecs.encode(text, "latin1")``, how pickles of protocol 0 to 2 store
+    bytes; any other codec is refused."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
         raise UnsafePickleError(
             f"'_codecs.encode' with {type(text).__name__} and codec {encoding!r} "
@@ -99,13 +90,8 @@ def _latin1_encode(text, encoding="latin1"):
 
 
 class _ArrayUnpickler(pickle.Unpickler):
-    """An unpickler that builds only NumPy arrays and plain containers.
-
-    :meth:`find_class` is the one way a pickle reaches a callable; it answers
-    only the names of ``_ALLOWED_GLOBALS`` and raises
-    :class:`UnsafePickleError` for any other one, so a planted ``os.system``
-    or ``exec`` is refused before it is called.
-    """
+    """An unpickler whose ``find_class`` (a pickle's one way to a callable)
+    answers only ``_ALLOWED_GLOBALS``."""
 
     def find_class(self, module, name):
         # Python 2 pickles name the builtins module "__builtin__".
@@ -125,37 +111,8 @@ class _ArrayUnpickler(pickle.Unpickler):
 
 
 def load_pickle(path, expected):
-    """Unpickle a data file that may hold only NumPy arrays and plain containers.
-
-    The file is read by a restricted unpickler: it rebuilds NumPy arrays,
-    dtypes and scalars and the builtin containers and values (dict, list,
-    tuple, set, str, bytes, numbers), and refuses every other reference
-    before it is called, so no code stored in the file runs.
-
-    Parameters
-    ----------
-    path : str or path-like
-        The pickle file.
-    expected : str
-        What the file should hold, for the error messages.
-
-    Returns
-    -------
-    content : object
-        The unpickled arrays and containers. ``encoding="latin1"`` lets
-        pickles written by Python 2 (as several of the few-shot caches were)
-        load: their byte strings arrive as ``str`` and are turned back into
-        bytes by :func:`as_bytes`.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``path`` does not exist.
-    ValueError
-        If the file cannot be unpickled, or references anything but NumPy
-        arrays and plain containers (the message names the file and the
-        refused ``module.name``); convert such a file to arrays and lists,
-        e.g. with :func:`numpy.savez`, where it was made.
+    """Unpickle a data file that may hold only NumPy arrays and plain containers
+    (a ValueError names anything else); ``expected`` words the errors.
 
     Examples
     --------
@@ -169,6 +126,7 @@ def load_pickle(path, expected):
     """
     try:
         with open(path, "rb") as f:
+            # latin1: Python 2 pickles' bytes arrive as str (see as_bytes).
             return _ArrayUnpickler(f, encoding="latin1").load()
     except FileNotFoundError:
         raise FileNotFoundError(
@@ -201,15 +159,10 @@ def as_bytes(encoded):
 
 
 def _wide_to_8bit(image, where):
-    """Grayscale images of more than 8 bits, rescaled (not clipped) to mode L.
-
-    Pillow's own ``convert("L")`` clips at 255, which turns a 16-bit PNG
-    almost white. Modes ``I;16*`` (16-bit PNG, TIFF) and ``I`` (how Pillow
-    opens 16-bit PGM files, whatever their maximum value, scaled to
-    0..65535) are mapped by 255 / 65535; mode ``F`` (float TIFF) is kept if
-    its values lie in 0..255. Values outside those ranges raise instead of
-    saturating. Other modes pass unchanged.
-    """
+    """Grayscale images of more than 8 bits rescaled (not clipped, as Pillow's
+    ``convert("L")`` does) to mode L; values out of range raise."""
+    # I;16* (16-bit PNG, TIFF) and I (Pillow's 16-bit PGM) span 0..65535;
+    # F (float TIFF) must already lie in 0..255.
     if image.mode.startswith("I;16") or image.mode == "I":
         full_scale = 65535.0
     elif image.mode == "F":
@@ -254,25 +207,8 @@ def resize_array(image, image_size):
 
 
 def decode_image(source, *, mode=None, image_size=None, where=None):
-    """Read one image from a path or encoded bytes into a uint8 array.
-
-    Parameters
-    ----------
-    source : str or bytes
-        A file path, or the encoded image (PNG, JPEG, ...).
-    mode : {None, "L", "RGB"}
-        Target colour mode; None keeps grayscale images grayscale.
-    image_size : (height, width) or None
-        Resize (bilinear, antialiased) to this size if given.
-    where : str, optional
-        How error messages name the image; defaults to the path.
-
-    Returns
-    -------
-    image : ndarray of uint8 of shape (height, width) or (height, width, 3)
-        16-bit and 32-bit grayscale images are rescaled to 0..255, not
-        clipped; values outside their range raise a ValueError.
-    """
+    """One image from a path or encoded bytes as a uint8 array, in ``mode`` (None
+    keeps gray gray) and resized to ``image_size``; ``where`` names it in errors."""
     where = where if where is not None else repr(source)
     stream = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
@@ -294,13 +230,8 @@ def decode_image(source, *, mode=None, image_size=None, where=None):
 
 
 class ImageStack:
-    """Preallocated ``(n_images, ...)`` uint8 array, filled one image at a time.
-
-    The first image fixes the shape. Under ``mode=None`` a colour image after
-    grayscale ones turns the whole stack RGB (and later grayscale images are
-    repeated over the three channels); any other shape difference is an error
-    that points at ``image_size``.
-    """
+    """Preallocated ``(n_images, ...)`` uint8 array filled one image at a time;
+    a colour image turns the stack RGB, other shape differences raise."""
 
     def __init__(self, n_images):
         self.n_images = n_images

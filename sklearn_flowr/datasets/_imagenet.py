@@ -1,11 +1,5 @@
-"""MiniImageNet and TieredImageNet in the file layouts they are shared in.
-
-Both are class-disjoint ImageNet subsets used for few-shot learning. Nothing is
-downloaded: the loaders read the files people already have on disk. The pickle
-formats are read by a restricted unpickler that builds only NumPy arrays and
-plain containers (``_image_io.load_pickle``): a file that references anything
-else -- the way a pickle runs code -- is refused with an error naming it.
-"""
+"""MiniImageNet and TieredImageNet in the file layouts they are shared in; the
+pickles are read by ``load_pickle``, which builds only arrays and containers."""
 
 import csv
 import os
@@ -130,26 +124,22 @@ def load_mini_imagenet(
 ) -> Bunch:
     """Load one split of MiniImageNet (Vinyals et al., split of Ravi & Larochelle).
 
-    Two layouts are read, tried in this order:
-
-    - Ravi-Larochelle: ``root/<split>.csv`` with header ``filename,label`` and
-      the images in ``root/images/<filename>``;
-    - the pickle cache ``root/mini-imagenet-cache-<split>.pkl``, a dict with
-      ``image_data`` (uint8, shape (n, 84, 84, 3)) and ``class_dict`` (class
-      name -> list of row indices). It is unpickled with only NumPy arrays
-      and plain containers allowed: a file referencing anything else (the way
-      a pickle runs code) raises a ValueError naming it.
+    Two layouts are read, tried in this order: Ravi-Larochelle's
+    ``root/<split>.csv`` (header ``filename,label``) with the images in
+    ``root/images/<filename>``, and the pickle cache
+    ``root/mini-imagenet-cache-<split>.pkl``, a dict with ``image_data``
+    (uint8, shape (n, 84, 84, 3)) and ``class_dict`` (class name -> rows).
+    A pickle referencing anything but arrays and plain containers (the way a
+    pickle runs code) raises a ValueError naming it.
 
     Parameters
     ----------
     root : str or path-like
         Folder holding one of the layouts above.
-
     split : {"train", "val", "test"}, default="train"
         64, 16 or 20 classes, disjoint across splits.
-
     image_size : int or (height, width), default=None
-        Resize every image (bilinear) to this size. Without it, images of
+        Resize every image (bilinear) to this size; without it, images of
         different sizes raise a ValueError.
 
     Returns
@@ -168,13 +158,6 @@ def load_mini_imagenet(
             The split that was loaded.
         filenames : ndarray of str of shape (n_images,)
             Image paths (Ravi-Larochelle layout only).
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``root`` or the split's files are missing.
-    ValueError
-        If ``split`` is unknown or a file is not in the expected format.
 
     References
     ----------
@@ -296,54 +279,31 @@ def load_tiered_imagenet(
 
     Reads ``root/<split>_labels.pkl`` and the images from
     ``root/<split>_images.npz`` (key ``images``) when present, else from the
-    original ``root/<split>_images_png.pkl`` (PNG byte strings, decoded with
-    Pillow; hundreds of thousands of images take a while). The pickles are
-    read with only NumPy arrays and plain containers allowed: a file
-    referencing anything else (the way a pickle runs code) raises a
-    ValueError naming it.
+    original ``root/<split>_images_png.pkl`` (PNG byte strings: slow). The
+    pickles are read as :func:`load_mini_imagenet` reads its cache.
 
     Parameters
     ----------
     root : str or path-like
         Folder holding the split's files.
-
     split : {"train", "val", "test"}, default="train"
         351, 97 or 160 classes, disjoint across splits (and across their 20, 6
         and 8 high-level categories).
-
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size.
-
     label_level : {"specific", "general"}, default="specific"
         Classify by ImageNet class (``label_specific``) or by high-level
         category (``label_general``).
-
     npz_channel_order : {"bgr", "rgb"}, default="bgr"
-        Channel order stored in the ``.npz`` file. The common ``.npz`` files
-        were decoded with OpenCV and are BGR; they are returned as RGB, like
-        the PNG pickle.
+        Channel order stored in the ``.npz`` file (the common ones were
+        decoded with OpenCV: BGR); the result is RGB.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        Dictionary-like object with attributes
-
-        data : ndarray of uint8 of shape (n_images, height, width, 3)
-            The RGB images.
-        target : ndarray of int64 of shape (n_images,)
-            Class index of each image, in ``0 .. n_classes - 1``.
-        target_names : ndarray of str of shape (n_classes,)
-            Class names from ``label_<level>_str`` when stored, else the label
-            values as strings; ``target_names[target]`` names each class.
-        split : str
-            The split that was loaded.
-
-    Raises
-    ------
-    FileNotFoundError
-        If ``root`` or the split's files are missing.
-    ValueError
-        If an argument is invalid or a file is not in the expected format.
+        As :func:`load_mini_imagenet`'s, without ``filenames``;
+        ``target_names`` come from ``label_<level>_str`` when stored, else
+        they are the label values.
 
     References
     ----------

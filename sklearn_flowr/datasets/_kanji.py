@@ -1,17 +1,5 @@
-"""``kanji``: Omniglot-like characters drawn from KanjiVG's stroke data.
-
-KanjiVG gives every kanji and kana as its strokes, each an SVG path of cubic
-Bezier curves in a 109 x 109 box. Drawing the strokes with random per-stroke
-jitter (control points, position, width) and a small affine per instance gives
-an Omniglot-like data set: thousands of classes (one per character), as many
-instances per class as wanted, class-disjoint splits.
-
-The data are read at run time from the user's installed ``kanjivg`` package
-(``pip install sklearn-flowr[kanji]``; CC BY-SA 3.0, Ulrich Apel), never copied
-into this one. The split of a character is fixed by a hash of the character,
-and every class is drawn from its own seed, so a class renders the same
-whichever other characters are asked for.
-"""
+"""``kanji``: Omniglot-like characters drawn with jitter from KanjiVG's strokes,
+read from the user's ``kanjivg`` package (CC BY-SA 3.0, Ulrich Apel)."""
 
 from __future__ import annotations
 
@@ -67,8 +55,8 @@ def _kanjivg_dir(data_dir: str | os.PathLike | None = None) -> Path:
 
 
 def _data_version(folder: Path, classes: list[str], installed: bool) -> str:
-    """What the cache key holds of the data: the package's version, or the
-    size and modification time of each SVG file of a user's folder."""
+    """The data's part of the cache key: the package's version, or each SVG
+    file's size and modification time."""
     if installed:
         return f"kanjivg {importlib.metadata.version(_DISTRIBUTION)}"
     digest = hashlib.sha256(os.fspath(folder.resolve()).encode())
@@ -79,11 +67,7 @@ def _data_version(folder: Path, classes: list[str], installed: bool) -> str:
 
 
 def kanji_characters(data_dir: str | os.PathLike | None = None) -> list[str]:
-    """Kanji and kana that KanjiVG draws, in code-point order.
-
-    Only the main drawing of each character counts (KanjiVG's variants, such
-    as ``04e14-Kaisho.svg``, are left out), and only kanji and kana: Latin
-    letters, digits and punctuation are not.
+    """Kanji and kana that KanjiVG draws (main drawings only), in code-point order.
 
     Parameters
     ----------
@@ -94,11 +78,6 @@ def kanji_characters(data_dir: str | os.PathLike | None = None) -> list[str]:
     Returns
     -------
     characters : list of str
-
-    Raises
-    ------
-    ImportError
-        If ``data_dir`` is None and ``kanjivg`` is not installed.
 
     Examples
     --------
@@ -190,8 +169,8 @@ def _class_seed(random_state: int, character: str) -> list[int]:
 
 
 def _choose(characters: list[str], max_classes: int | None) -> list[str]:
-    """At most ``max_classes`` characters, by a fixed hash: stable and nested
-    (a larger cap keeps every class of a smaller one), code-point order kept."""
+    """At most ``max_classes`` characters, chosen by a fixed hash (a larger cap
+    keeps every class of a smaller one)."""
     if max_classes is None or len(characters) <= max_classes:
         return characters
     rank = sorted(characters, key=lambda c: zlib.crc32(f"kanji:{c}".encode()))
@@ -209,17 +188,10 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     """Load the ``kanji`` few-shot data set: KanjiVG strokes drawn with jitter.
 
     Each class is a kanji or kana and each instance a drawing of its strokes
-    with random deformations, the way Omniglot has class = character and
-    instance = drawer: every control point moves (normal, 1.2 units of the
-    109-unit box times ``jitter``), every stroke shifts (1 unit) and varies
-    its width (+-15%), and the instance gets a pen width (0.75-1.3 times
-    ``stroke_width``) and a small affine (rotation within +-6 degrees, scale
-    and shear within +-8% and +-0.1, shift within +-3 units), all scaled by
-    ``jitter``. Class ``c``'s drawings come from the seed
-    ``(random_state, ord(c))`` alone.
-
-    The split of a character is fixed by a hash of the character (60% train,
-    20% val, 20% test, class-disjoint), as for :func:`load_glyphs`.
+    with random deformations (user guide, "Input images and caches"), the way
+    Omniglot has class = character and instance = drawer. Class ``c``'s
+    drawings come from the seed ``(random_state, ord(c))`` alone, its split
+    from a hash of ``c`` (60% train, 20% val, 20% test), as in :func:`load_glyphs`.
 
     Parameters
     ----------
@@ -244,9 +216,8 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
         A folder of KanjiVG ``.svg`` files; None uses the installed ``kanjivg``
         package (``pip install sklearn-flowr[kanji]``).
     cache_dir : path-like, default=None
-        Folder for a cache of the drawn arrays, re-used when the data and
-        parameters are unchanged; an unreadable cache file is drawn again and
-        rewritten, with a warning naming it.
+        Folder for a cache of the drawn arrays, re-used while the data and
+        parameters are unchanged (an unreadable one is rebuilt, with a warning).
     return_X_y : bool, default=False
         Return ``(data, target)`` instead of a Bunch.
 
@@ -262,7 +233,7 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     Raises
     ------
     ImportError
-        If ``data_dir`` is None and the ``kanjivg`` package is not installed.
+        If ``data_dir`` is None and ``kanjivg`` is not installed.
 
     Examples
     --------

@@ -1,9 +1,5 @@
 """Drawing KanjiVG characters: SVG stroke paths to Bezier control points, and
-control points to a jittered, anti-aliased image.
-
-Kept apart from the loader (``_kanji.py``) so that the geometry can be read
-and tested alone.
-"""
+control points to a jittered, anti-aliased image."""
 
 from __future__ import annotations
 
@@ -23,13 +19,8 @@ _ARITY = {"M": 2, "L": 2, "H": 1, "V": 1, "C": 6, "S": 4, "Z": 0}
 
 
 def _parse_path(d: str) -> list[np.ndarray]:
-    """Cubic Bezier nodes of an SVG path, one ``(3k + 1, 2)`` array per subpath.
-
-    Rows ``3i .. 3i + 3`` of an array are the start, the two control points
-    and the end of its i-th curve. Lines become cubics with control points at
-    thirds. KanjiVG uses M, C, S (absolute and relative); L, H, V and Z are
-    read too. A command letter may be followed by several argument groups.
-    """
+    """Cubic Bezier nodes of an SVG path (M, L, H, V, C, S, Z), one ``(3k + 1,
+    2)`` array per subpath; lines become cubics with control points at thirds."""
     tokens = _TOKEN.findall(d)
     subpaths, nodes = [], []
     current = start = np.zeros(2)
