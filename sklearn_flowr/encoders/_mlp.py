@@ -9,23 +9,19 @@ from torch import nn
 
 
 class MLPEncoder(nn.Module):
-    """Fully connected ReLU layers and a linear projection to the embedding.
-
-    For inputs that already are feature vectors (tabular data, the features of
-    a frozen network). The last layer is an ``nn.Linear`` to ``embedding_dim``
-    without activation, the layer FLOWR fine-tunes at test time.
+    """Fully connected ReLU layers and a linear projection to the embedding, for
+    inputs that are feature vectors (tabular data, a frozen network's features).
 
     Parameters
     ----------
     in_features : int
-        Number of input features. Inputs with more than two dimensions, such
-        as images ``(n, C, H, W)``, are flattened, so ``in_features`` is then
-        ``C * H * W``.
+        Number of input features (``C * H * W`` for images, which are
+        flattened).
     hidden : sequence of int, default=(256, 256)
         Widths of the hidden layers, each followed by a ReLU (and dropout when
         ``dropout > 0``). An empty sequence gives a single linear layer.
     embedding_dim : int, default=64
-        Dimension ``d`` of the embedding (64 in the FLOWR paper).
+        Dimension ``d`` of the embedding.
     dropout : float, default=0.0
         Dropout probability after every hidden activation, in ``[0, 1)``.
 
@@ -74,16 +70,5 @@ class MLPEncoder(nn.Module):
         self.layers = nn.Sequential(*layers)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Embed a batch of feature vectors.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (n, in_features) or (n, ...)
-            Float features; trailing dimensions are flattened.
-
-        Returns
-        -------
-        torch.Tensor of shape (n, embedding_dim)
-            The embeddings.
-        """
+        """Embed features ``(n, in_features)`` (or ``(n, ...)``, flattened)."""
         return self.layers(x.flatten(1))

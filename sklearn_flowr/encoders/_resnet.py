@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from ._conv4 import _as_pair, _HalvingMaxPool2d
+from ._conv4 import _as_pair, _check_positive, _HalvingMaxPool2d
 
 
 def _conv3x3(in_channels: int, out_channels: int, stride: int = 1) -> nn.Conv2d:
@@ -66,17 +66,15 @@ class ResNet12(nn.Module):
     """The ResNet-12 of few-shot learning with a linear projection to the embedding.
 
     Four residual blocks, each of three 3x3 convolutions with batch
-    normalisation and leaky ReLU (slope 0.1), a 1x1 projected shortcut and a 2x2
-    max-pool; then global average pooling and a final ``nn.Linear`` to
-    ``embedding_dim`` (the layer FLOWR fine-tunes at test time). DropBlock, used
-    by some few-shot papers as a regulariser, is left out.
+    normalisation and leaky ReLU, a 1x1 projected shortcut and a 2x2 max-pool;
+    then global average pooling and the final ``nn.Linear`` (no DropBlock).
 
     Parameters
     ----------
     in_channels : int, default=3
-        Channels of the input images (3 for RGB, 1 for grayscale).
+        Channels of the input images.
     embedding_dim : int, default=64
-        Dimension ``d`` of the embedding (64 in the FLOWR paper).
+        Dimension ``d`` of the embedding.
     channels : sequence of int, default=(64, 160, 320, 640)
         Output channels of the residual blocks.
     negative_slope : float, default=0.1
@@ -92,9 +90,8 @@ class ResNet12(nn.Module):
 
     Notes
     -----
-    ``forward`` maps float images of shape ``(n, in_channels, H, W)``, of any
-    size, to embeddings of shape ``(n, embedding_dim)``. A side that has shrunk
-    to one pixel is no longer pooled, so small images do not vanish.
+    ``forward`` maps float images ``(n, in_channels, H, W)`` of any size to
+    ``(n, embedding_dim)``.
 
     References
     ----------
@@ -120,12 +117,8 @@ class ResNet12(nn.Module):
         negative_slope: float = 0.1,
     ) -> None:
         super().__init__()
-        if in_channels < 1 or embedding_dim < 1 or not channels or min(channels) < 1:
-            raise ValueError(
-                "in_channels, embedding_dim and every entry of channels must be "
-                f"positive ints; got in_channels={in_channels!r}, "
-                f"embedding_dim={embedding_dim!r}, channels={channels!r}."
-            )
+        _check_positive(in_channels=in_channels, embedding_dim=embedding_dim,
+                        channels=tuple(channels))
         self.in_channels = in_channels
         self.embedding_dim = embedding_dim
         self.channels = tuple(channels)
@@ -169,15 +162,12 @@ class ResNet18(nn.Module):
     """ResNet-18 with a linear projection to the embedding.
 
     A stem, four stages of two basic residual blocks (the later three halve the
-    resolution), global average pooling and a final ``nn.Linear`` to
-    ``embedding_dim`` (the layer FLOWR fine-tunes at test time).
+    resolution), global average pooling and the final ``nn.Linear``.
 
     Parameters
     ----------
-    in_channels : int, default=3
-        Channels of the input images (3 for RGB, 1 for grayscale).
-    embedding_dim : int, default=64
-        Dimension ``d`` of the embedding (64 in the FLOWR paper).
+    in_channels, embedding_dim : int, default=3 and 64
+        As in :class:`ResNet12`.
     stem : {"auto", "small", "imagenet"}, default="auto"
         ``"imagenet"``: 7x7 convolution with stride 2 and a 3x3 max-pool with
         stride 2 (a quarter of the resolution before the first stage).
@@ -196,11 +186,6 @@ class ResNet18(nn.Module):
         The stem that was built.
     fc : torch.nn.Linear
         The final projection, ``(n, channels[-1])`` to ``(n, embedding_dim)``.
-
-    Notes
-    -----
-    ``forward`` maps float images ``(n, in_channels, H, W)`` of any size to
-    embeddings ``(n, embedding_dim)``.
 
     References
     ----------
@@ -231,12 +216,10 @@ class ResNet18(nn.Module):
             raise ValueError(
                 f"stem must be 'auto', 'small' or 'imagenet'; got {stem!r}."
             )
-        if len(channels) != 4 or min((in_channels, embedding_dim, *channels)) < 1:
-            raise ValueError(
-                "in_channels, embedding_dim and the 4 entries of channels must be "
-                f"positive ints; got in_channels={in_channels!r}, "
-                f"embedding_dim={embedding_dim!r}, channels={channels!r}."
-            )
+        if len(channels) != 4:
+            raise ValueError(f"channels must hold 4 ints; got {channels!r}.")
+        _check_positive(in_channels=in_channels, embedding_dim=embedding_dim,
+                        channels=tuple(channels))
         self.in_channels = in_channels
         self.embedding_dim = embedding_dim
         self.input_size = None if input_size is None else _as_pair(input_size)
