@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
+
 from ..saving import write_atomically
 
 
@@ -64,3 +66,15 @@ def write_cache(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> N
             UserWarning,
             stacklevel=3,
         )
+
+
+def cached_arrays(path: Path | None, read: Callable[[Path], Any],
+                  build: Callable[[], dict]) -> Any:
+    """``read(path)``, or ``build()`` written to ``path`` as ``.npz`` arrays (no
+    cache when ``path`` is None)."""
+    content = None if path is None else read_cache(path, read)
+    if content is None:
+        content = build()
+        if path is not None:
+            write_cache(path, lambda file: np.savez(file, **content))
+    return content

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import zlib
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._cache import read_cache, write_cache
+from ._cache import cached_arrays
 
 __all__ = ["glyph_fonts", "load_glyphs"]
 
@@ -25,8 +26,6 @@ _SAME_GLYPH = 0.995
 _PROBE_LETTERS = "ABCDEFGHIJKLMNabcdefghijklmn0123456789"
 # Buckets of crc32(code point) % 10: 6 train, 2 val, 2 test (60/20/20).
 _SPLIT_OF_BUCKET = ("train",) * 6 + ("val",) * 2 + ("test",) * 2
-# The arrays a cache file holds, each (n_rows, ...) or (n_classes,).
-_CACHED = ("data", "target", "target_names", "fonts", "class_split")
 # Renders are drawn at this multiple of ``image_size`` then box-filtered down:
 # anti-aliased edges and sub-pixel augmentation for free.
 _SUPERSAMPLE = 2
@@ -303,52 +302,63 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     >>> sorted(set(glyphs.class_split)) <= ["test", "train", "val"]
     True
     """
-    if split not in (*_SPLITS, "all"):
-        raise ValueError(f"split must be one of {[*_SPLITS, 'all']}; got {split!r}.")
-    for name, value, low in (("image_size", image_size, 8), ("n_augment", n_augment, 0),
-                             ("min_fonts", min_fonts, 1)):
-        if not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    _check_arguments(split, image_size=(image_size, 8), n_augment=(n_augment, 0),
+                     min_fonts=(min_fonts, 1))
     if max_fonts is not None and (not isinstance(max_fonts, (int, np.integer))
                                   or max_fonts < min_fonts):
         raise ValueError(f"max_fonts must be None or an integer >= min_fonts "
                          f"({min_fonts}); got {max_fonts!r}.")
-    candidates = _default_characters() if characters is None else list(characters)
-    if not candidates or any(not isinstance(c, str) or len(c) != 1
-                             for c in candidates):
-        raise ValueError("characters must be a non-empty sequence of single "
-                         "characters.")
-    candidates = list(dict.fromkeys(candidates))
+    candidates = _characters(_default_characters() if characters is None
+                             else characters)
     fonts = glyph_fonts(font_dirs, include_default=include_default_fonts)
     if not fonts:
         raise ValueError("No .ttf/.otf font files found in the font folders given.")
 
     params = (tuple(candidates), image_size, n_augment, min_fonts, max_fonts,
               min_similarity, homoglyph_share, random_state)
-    cache_file = full = None
-    if cache_dir is not None:
-        cache_file = Path(cache_dir) / f"glyphs-{_cache_key(fonts, params)}.npz"
-        full = read_cache(cache_file, _read_glyphs_cache)
-    if full is None:
-        full = _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts,
-                             max_fonts, min_similarity, homoglyph_share,
-                             random_state)
-        if cache_file is not None:
-            write_cache(cache_file, lambda file: np.savez(file, **full))
+    cache_file = (None if cache_dir is None else
+                  Path(cache_dir) / f"glyphs-{_cache_key(fonts, params)}.npz")
+    full = cached_arrays(cache_file, _read_glyphs_cache, lambda: _build_glyphs(
+        fonts, candidates, image_size, n_augment, min_fonts, max_fonts,
+        min_similarity, homoglyph_share, random_state))
     return _select_split(full, split, return_X_y)
 
 
-def _read_glyphs_cache(path: Path) -> Bunch:
-    """The arrays of a glyphs cache file, checked to fit together."""
+def _check_arguments(split, **minimum):
+    """Check ``split`` and the integers ``name=(value, lowest)`` of a rendered
+    data set (glyphs, kanji)."""
+    if split not in (*_SPLITS, "all"):
+        raise ValueError(f"split must be one of {[*_SPLITS, 'all']}; got {split!r}.")
+    for name, (value, low) in minimum.items():
+        if not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+
+
+def _characters(characters):
+    """``characters`` without repeats; a ValueError unless single characters."""
+    candidates = list(characters)
+    if not candidates or any(not isinstance(c, str) or len(c) != 1
+                             for c in candidates):
+        raise ValueError("characters must be a non-empty sequence of single "
+                         "characters.")
+    return list(dict.fromkeys(candidates))
+
+
+def _read_rendered(path: Path, row_field: str) -> Bunch:
+    """The arrays of a glyphs or kanji cache file, checked to fit together."""
+    fields = ("data", "target", "target_names", row_field, "class_split")
     with np.load(path, allow_pickle=False) as cached:
-        full = Bunch(**{key: cached[key] for key in _CACHED})
+        full = Bunch(**{key: cached[key] for key in fields})
     n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
     if (full.data.ndim != 3 or full.data.dtype != np.uint8
-            or full.target.shape != (n_rows,) or full.fonts.shape != (n_rows,)
+            or full.target.shape != (n_rows,) or full[row_field].shape != (n_rows,)
             or full.class_split.shape != (n_classes,) or n_rows == 0
             or full.target.min() < 0 or full.target.max() >= n_classes):
         raise ValueError("its arrays do not fit together")
     return full
+
+
+_read_glyphs_cache = functools.partial(_read_rendered, row_field="fonts")
 
 
 def _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts, max_fonts,

@@ -3,6 +3,7 @@ read from the user's ``kanjivg`` package (CC BY-SA 3.0, Ulrich Apel)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -13,8 +14,14 @@ from pathlib import Path
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._cache import read_cache, write_cache
-from ._glyphs import _select_split, _split_of
+from ._cache import cached_arrays
+from ._glyphs import (
+    _characters,
+    _check_arguments,
+    _read_rendered,
+    _select_split,
+    _split_of,
+)
 from ._kanji_drawing import _draw, _strokes_of_file
 
 __all__ = ["kanji_characters", "kanji_strokes", "load_kanji", "render_kanji"]
@@ -22,8 +29,6 @@ __all__ = ["kanji_characters", "kanji_strokes", "load_kanji", "render_kanji"]
 _DISTRIBUTION = "kanjivg"
 _EXTRA_HINT = ("pip install sklearn-flowr[kanji]  (or: pip install kanjivg); "
                "or pass data_dir, a folder of KanjiVG .svg files")
-_SPLITS = ("train", "val", "test")
-_CACHED = ("data", "target", "target_names", "instance", "class_split")
 
 
 def _is_kanji_or_kana(code_point: int) -> bool:
@@ -242,12 +247,7 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     >>> kanji.data.shape, [str(c) for c in kanji.target_names]
     ((15, 28, 28), ['一', '三', '二', '水', '火'])
     """
-    if split not in (*_SPLITS, "all"):
-        raise ValueError(f"split must be one of {[*_SPLITS, 'all']}; got {split!r}.")
-    for name, value, low in (("image_size", image_size, 8),
-                             ("n_instances", n_instances, 1)):
-        if not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    _check_arguments(split, image_size=(image_size, 8), n_instances=(n_instances, 1))
     if max_classes is not None and (not isinstance(max_classes, (int, np.integer))
                                     or max_classes < 1):
         raise ValueError(f"max_classes must be None or a positive integer; "
@@ -262,11 +262,7 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     if characters is None:
         candidates = kanji_characters(folder)
     else:
-        candidates = list(dict.fromkeys(characters))
-        if not candidates or any(not isinstance(c, str) or len(c) != 1
-                                 for c in candidates):
-            raise ValueError("characters must be a non-empty sequence of single "
-                             "characters.")
+        candidates = _characters(characters)
         missing = [c for c in candidates
                    if not (folder / f"{ord(c):05x}.svg").is_file()]
         if missing:
@@ -276,16 +272,11 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     params = (tuple(classes), image_size, n_instances, float(jitter),
               float(stroke_width), int(random_state),
               _data_version(folder, classes, installed=data_dir is None))
-    cache_file = full = None
-    if cache_dir is not None:
-        key = hashlib.sha256(repr(params).encode()).hexdigest()[:20]
-        cache_file = Path(cache_dir) / f"kanji-{key}.npz"
-        full = read_cache(cache_file, _read_kanji_cache)
-    if full is None:
-        full = _build_kanji(folder, classes, image_size, n_instances, jitter,
-                            stroke_width, random_state)
-        if cache_file is not None:
-            write_cache(cache_file, lambda file: np.savez(file, **full))
+    key = hashlib.sha256(repr(params).encode()).hexdigest()[:20]
+    cache_file = None if cache_dir is None else Path(cache_dir) / f"kanji-{key}.npz"
+    full = cached_arrays(cache_file, _read_kanji_cache, lambda: _build_kanji(
+        folder, classes, image_size, n_instances, jitter, stroke_width,
+        random_state))
     return _select_split(full, split, return_X_y, row_fields=("instance",),
                          empty_hint="among these characters; give more characters")
 
@@ -310,14 +301,4 @@ def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
     )
 
 
-def _read_kanji_cache(path: Path) -> Bunch:
-    """The arrays of a kanji cache file, checked to fit together."""
-    with np.load(path, allow_pickle=False) as cached:
-        full = Bunch(**{key: cached[key] for key in _CACHED})
-    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
-    if (full.data.ndim != 3 or full.data.dtype != np.uint8 or n_rows == 0
-            or full.target.shape != (n_rows,) or full.instance.shape != (n_rows,)
-            or full.class_split.shape != (n_classes,)
-            or full.target.min() < 0 or full.target.max() >= n_classes):
-        raise ValueError("its arrays do not fit together")
-    return full
+_read_kanji_cache = functools.partial(_read_rendered, row_field="instance")
