@@ -50,11 +50,9 @@ class DPMeansClassifier(PrototypeBaseline):
     Each class is the mean of its rows (Euclidean), updated online; a row
     within ``threshold`` of its nearest mean belongs to it, a row beyond is
     novel. On labelled rows it is :class:`NCMClassifier` with that threshold.
-    ``open_world_step(X)`` without labels runs DP-means [1]_ in one pass over
-    the stream: each row joins its nearest class and updates its mean when
-    within the threshold, and otherwise opens a provisional class named by
-    :func:`provisional_label` (``"new-1"``, ... for string labels, -2, -3,
-    ... for numeric ones), which later rows can join.
+    ``open_world_step(X)`` without labels runs DP-means [1]_ in one pass: a
+    row beyond the threshold opens a provisional class (``"new-1"``, ... for
+    string labels, -2, -3, ... for numeric ones), which later rows can join.
 
     Parameters
     ----------
@@ -133,12 +131,9 @@ class DPMeansClassifier(PrototypeBaseline):
         self.novel_label = novel_label
 
     def open_world_step(self, X, y=None):
-        """Predict each row with the state before it, then learn it.
-
-        With labels, each row is learned under its label (as
-        :class:`NCMClassifier` does). Without, each row joins its nearest
-        class when within ``threshold_`` of its mean, and otherwise opens a
-        provisional class (see :func:`provisional_label`).
+        """Predict each row with the state before it, then learn it: under its
+        label, or (without labels) in its nearest class when within
+        ``threshold_`` of its mean, else in a new provisional class.
 
         Parameters
         ----------
