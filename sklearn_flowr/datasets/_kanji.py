@@ -220,20 +220,14 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     data_dir : path-like, default=None
         A folder of KanjiVG ``.svg`` files; None uses the installed ``kanjivg``
         package (``pip install sklearn-flowr[kanji]``).
-    cache_dir : path-like, default=None
-        Folder for a cache of the drawn arrays, re-used while the data and
-        parameters are unchanged (an unreadable one is rebuilt, with a warning).
-    return_X_y : bool, default=False
-        Return ``(data, target)`` instead of a Bunch.
+    cache_dir, return_X_y
+        As in :func:`load_glyphs`.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        ``data`` uint8 array of shape (n_samples, image_size, image_size)
-        (white strokes on black), ``target`` int64 class index of shape
-        (n_samples,), ``target_names`` (the characters), ``instance`` (index
-        of each drawing within its class), ``class_split`` (split of each
-        class) and ``split``.
+        As :func:`load_glyphs`'s (white strokes on black), with ``instance``
+        (index of each drawing within its class) in place of ``fonts``.
 
     Raises
     ------
