@@ -1,19 +1,8 @@
 """A novelty decision with a guarantee: conformal p-values and Benjamini-Hochberg.
 
-:class:`ConformalNoveltyClassifier` wraps an open-world estimator and turns its
-novelty score into a conformal p-value for "this row belongs to a known class"
-(Bates, Candes, Lei, Romano, Sesia, "Testing for outliers with conformal
-p-values", Annals of Statistics, 2023). Where the calibration rows and a new
-row of a known class are exchangeable, ``P(p <= alpha) <= alpha``: flagging
-rows with ``p <= alpha`` calls at most a share ``alpha`` of known-class rows
-novel, whatever the data's distribution. Benjamini-Hochberg on the p-values of
-a batch (:meth:`ConformalNoveltyClassifier.select_novel`) bounds the false
-discovery rate of the rows flagged, as the p-values share one calibration set
-and are positively dependent (PRDS; Bates et al., 2023).
-
-The wrapper reaches the estimator only through public methods (``fit``,
-``partial_fit``, ``predict_log_proba`` or ``novelty_score``/``predict_known``,
-``classes_``, ``novel_label_``).
+Where the calibration rows and a new row of a known class are exchangeable,
+``P(p <= alpha) <= alpha``; Benjamini-Hochberg on a batch's p-values bounds the
+false discovery rate (Bates et al., 2023).
 """
 
 from __future__ import annotations
@@ -23,18 +12,20 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.stats import false_discovery_control
-from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.base import clone
 from sklearn.model_selection import StratifiedKFold
-from sklearn.utils import Bunch, _safe_indexing, check_random_state
+from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from ._novelty_score import (
-    WrapperMixin,
-    best_known,
+from ._core._novelty_odds import novel_log_odds
+from .calibration import (
+    NoveltyWrapper,
     check_rows,
-    check_scoring,
-    novelty_scores,
+    clip_log_odds,
+    fill_doc,
+    has_log_proba,
+    labels_of_columns,
     with_novel,
 )
 
@@ -42,13 +33,28 @@ __all__ = ["ConformalNoveltyClassifier", "conformal_pvalues",
            "leave_group_out_pvalues"]
 
 
-class _Calibrator:
-    """One model and the labelled rows it never learned from.
+def novelty_scores(estimator, X):
+    """Novelty score of each row (higher = more novel); log-odds are clipped."""
+    if has_log_proba(estimator):
+        log_proba = np.asarray(estimator.predict_log_proba(X), dtype=np.float64)
+        return clip_log_odds(novel_log_odds(log_proba))
+    return np.asarray(estimator.novelty_score(X), dtype=np.float64)
 
-    The rows' scores are recomputed under the model's current state whenever
-    it has learned since they were last computed, so p-values always compare
-    a new row with calibration rows scored by the very same model.
-    """
+
+def best_known(estimator, X):
+    """Best known class of each row (``novel_label_`` while none is known)."""
+    if not has_log_proba(estimator):
+        return estimator.predict_known(X)
+    log_proba = np.asarray(estimator.predict_log_proba(X))
+    return labels_of_columns(log_proba[:, :-1].argmax(axis=1) if
+                             log_proba.shape[1] > 1 else
+                             np.zeros(log_proba.shape[0], dtype=np.intp),
+                             estimator.classes_, estimator.novel_label_)
+
+
+class _Calibrator:
+    """One model and the labelled rows it never learned from; their scores are
+    recomputed whenever the model has learned since."""
 
     def __init__(self, model, X, y):
         self.model, self.X, self.y = model, X, y
@@ -63,8 +69,8 @@ class _Calibrator:
         self._scores = None
 
 
-class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMixin,
-                                 BaseEstimator):
+@fill_doc
+class ConformalNoveltyClassifier(NoveltyWrapper):
     """Open-world classifier whose novelty decision has a stated error rate.
 
     For a row ``x`` with novelty score ``s(x)`` (the log-odds of P(novel) for
@@ -76,10 +82,7 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
 
     Parameters
     ----------
-    estimator : estimator or None, default=None
-        An open-world classifier with ``fit`` and ``partial_fit`` and either
-        ``predict_log_proba`` (the novel class last) or ``novelty_score`` and
-        ``predict_known``. ``None``: ``CRPGaussianClassifier()``.
+    %(estimator)s
     alpha : float in (0, 1), default=0.05
         Largest share of known-class rows :meth:`predict` may call novel.
         Smaller is safer and finds fewer new classes.
@@ -95,8 +98,7 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         Class-conditional p-values: each known class is compared with its
         own calibration rows, and a row's p-value is the largest over the
         classes, so the false-novel rate is at most ``alpha`` within every
-        class (not only on average). Needs calibration rows in every class
-        and is more conservative.
+        class. Needs calibration rows in every class; more conservative.
     random_state : int, RandomState instance or None, default=None
         Seeds the folds of an int ``cv``.
 
@@ -107,20 +109,14 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         ``cv="prefit"``); online calls update it.
     n_calibration_ : int
         Calibration rows.
-    classes_ : ndarray of shape (n_classes,)
-        Known classes of ``estimator_``.
-    novel_label_ : object
-        Label :meth:`predict` gives a row called novel.
+    %(attributes)s
 
     Notes
     -----
-    On a stream (:meth:`partial_fit`, :meth:`open_world_step`) every model
-    learns the labelled rows and the calibration rows are re-scored under the
-    updated model, so the guarantee keeps holding for rows of the classes the
-    calibration rows come from. A class learned online has no calibration
-    rows until :meth:`add_calibration` gives it some (labelled rows the
-    models must not have learned from); with ``mondrian=True`` its rows are
-    then compared with its own.
+    On a stream every model learns the labelled rows and the calibration rows
+    are re-scored, so the guarantee holds for rows of the classes the
+    calibration rows come from; give a class learned online its own rows with
+    :meth:`add_calibration`.
 
     References
     ----------
@@ -160,7 +156,6 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         self.mondrian = mondrian
         self.random_state = random_state
 
-    # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
         """Calibrate (and with an int ``cv``, fit) on labelled known-class rows.
 
@@ -176,10 +171,7 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         -------
         self : ConformalNoveltyClassifier
         """
-        self._validate_params()
-        y = check_rows(X, y)
-        estimator = self._estimator()
-        check_scoring(estimator, type(self).__name__)
+        y, estimator = self._start_fit(X, y)
         if self.cv == "prefit":
             if self.estimator is None:
                 raise ValueError(
@@ -224,7 +216,6 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         check_is_fitted(self)
         return int(sum(c.y.shape[0] for c in self._calibrators))
 
-    # --------------------------------------------------------------- predicting
     def novelty_pvalues(self, X):
         """Conformal p-value of "this row belongs to a known class".
 
@@ -235,8 +226,7 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
         Returns
         -------
         pvalues : ndarray of shape (n_samples,)
-            In ``[1 / (n + 1), 1]``; small means novel. Under exchangeability
-            a known-class row has ``P(p <= t) <= t`` for every ``t``.
+            In ``[1 / (n + 1), 1]``; small means novel.
         """
         check_is_fitted(self)
         n_rows = _num_samples(X)
@@ -276,10 +266,8 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
                           self.novel_label_)
 
     def select_novel(self, X, fdr=0.1):
-        """Rows to call novel in a batch, false discovery rate at most ``fdr``.
-
-        Benjamini-Hochberg on the conformal p-values: of the rows selected,
-        the expected share that belong to known classes is at most ``fdr``.
+        """Rows to call novel in a batch, false discovery rate at most ``fdr``
+        (Benjamini-Hochberg on the conformal p-values).
 
         Parameters
         ----------
@@ -299,78 +287,29 @@ class ConformalNoveltyClassifier(WrapperMixin, MetaEstimatorMixin, ClassifierMix
             return np.zeros(0, dtype=bool)
         return false_discovery_control(pvalues, method="bh") <= fdr
 
-    # ------------------------------------------------------------------- online
     def _models(self):
         models = [self.estimator_]
         models += [c.model for c in self._calibrators if c.model is not self.estimator_]
         return models
 
-    def partial_fit(self, X, y, classes=None):
-        """Every model learns the rows; calibration rows are re-scored.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-        y : array-like of shape (n_samples,)
-        classes : ignored
-            For the scikit-learn signature.
-
-        Returns
-        -------
-        self : ConformalNoveltyClassifier
-        """
-        check_is_fitted(self)
-        y = check_rows(X, y)
-        work = copy.deepcopy(self)  # swapped in only when every model learned
-        work._learn(X, y)
-        self.__dict__.update(work.__dict__)
-        return self
-
     def _learn(self, X, y):
-        """Every model learns ``(X, y)`` in place; calibration scores go stale."""
-        for model in self._models():
-            model.partial_fit(X, y)
+        super()._learn(X, y)
         for calibrator in self._calibrators:
             calibrator.learned()
 
-    def open_world_step(self, X, y):
-        """Decide each row with the models before it, then learn its label.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-            Rows in stream order.
-        y : array-like of shape (n_samples,)
-            Their labels, revealed after each decision.
-
-        Returns
-        -------
-        result : Bunch
-            ``y_pred``, ``y_known``, ``p_novel`` (the conformal p-value, small
-            = novel), ``is_novel`` (the label was unseen at that moment).
-        """
-        check_is_fitted(self)
-        y = check_rows(X, y)
-        work = copy.deepcopy(self)
-        rows = {"y_pred": [], "y_known": [], "pvalue": [], "is_novel": []}
-        for i in range(y.shape[0]):
-            x = _safe_indexing(X, [i])
-            pvalue = work.novelty_pvalues(x)
-            y_known = best_known(work.estimator_, x)
-            rows["pvalue"].append(pvalue)
-            rows["y_known"].append(y_known)
-            rows["y_pred"].append(with_novel(y_known, pvalue <= work.alpha,
-                                             work.classes_, work.novel_label_))
-            rows["is_novel"].append(~np.isin(y[i : i + 1], work.classes_))
-            work._learn(x, y[i : i + 1])
-        self.__dict__.update(work.__dict__)
-        out = {name: np.concatenate(values) if values else np.zeros(0)
-               for name, values in rows.items()}
-        return Bunch(y_pred=out["y_pred"], y_known=out["y_known"],
-                     p_novel=out["pvalue"], is_novel=out["is_novel"].astype(bool))
+    def _step_one(self, x, label):
+        # ``p_novel`` is the conformal p-value: small means novel.
+        pvalue = self.novelty_pvalues(x)
+        y_known = best_known(self.estimator_, x)
+        out = {"y_pred": with_novel(y_known, pvalue <= self.alpha, self.classes_,
+                                    self.novel_label_),
+               "y_known": y_known, "p_novel": pvalue,
+               "is_novel": ~np.isin(label, self.classes_)}
+        self._learn(x, label)
+        return out
 
     def add_calibration(self, X, y):
-        """Add labelled rows the models never learned from to the calibration.
+        """Add labelled rows of known classes the models never learned from.
 
         Use it for a class learned online: hold some of its labelled rows
         back from learning and add them here, so its rows are covered too.
@@ -448,15 +387,9 @@ def leave_group_out_pvalues(scores, is_calibration, groups):
     other groups.
 
     Row ``i`` of group ``g`` gets ``(1 + #{j : c_j, g_j != g, s_j >= s_i}) /
-    (1 + #{j : c_j, g_j != g})``, the split-conformal p-value
-    (:func:`conformal_pvalues`) whose calibration set leaves its own group
-    out. With groups that are independent draws of the same kind -- the tasks
-    of an open-world evaluation, each drawn at random from one pool of
-    classes -- the calibration rows of the other groups and a known-class row
-    of group ``g`` are exchangeable, so ``P(p <= alpha) <= alpha`` holds for a
-    random group's known-class rows (cross-conformal over groups); rows of one
-    group share a state (its support classes) and are never calibrated on one
-    another.
+    (1 + #{j : c_j, g_j != g})``. With groups drawn independently from one
+    pool (the tasks of an evaluation), ``P(p <= alpha) <= alpha`` holds for a
+    random group's known-class rows (cross-conformal over groups).
 
     Parameters
     ----------

@@ -13,6 +13,7 @@ from sklearn.utils import check_random_state
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr._empirical_head import empirical_bayes_head
+from sklearn_flowr.model_selection import class_disjoint_folds
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,
@@ -21,11 +22,7 @@ from sklearn_flowr.protocol import (
     evaluate_online,
 )
 from sklearn_flowr.protocol._calibrate import fit_novelty_map, small_context_sizes
-from sklearn_flowr.protocol._cross_fit import (
-    choose_shrinkage,
-    class_disjoint_folds,
-    cross_fit_plan,
-)
+from sklearn_flowr.protocol._cross_fit import choose_shrinkage, cross_fit_plan
 from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._memo import ENCODER_MEMO
 

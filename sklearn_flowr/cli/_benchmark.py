@@ -55,7 +55,7 @@ import numpy as np
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders import BACKBONE_NAMES
 from ..protocol import evaluate_online
-from ..protocol._calibrate import (  # noqa: F401 (used by benchmarks/)
+from ..protocol import (  # noqa: F401 (used by benchmarks/)
     small_context_sizes as _small_context_sizes,
 )
 from ..saving import write_atomically

@@ -34,7 +34,7 @@ import numpy as np
 from scipy.stats import false_discovery_control
 
 from ..conformal import conformal_pvalues, leave_group_out_pvalues
-from ..protocol._calibrate import calibration_scores
+from ..protocol import calibration_scores
 
 ALPHAS = (0.01, 0.05, 0.1)
 BH_QS = (0.05, 0.1, 0.2)

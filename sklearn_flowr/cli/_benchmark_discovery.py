@@ -58,8 +58,12 @@ from sklearn.base import clone
 from sklearn.utils import Bunch
 
 from ..baselines import DPMeansClassifier
-from ..protocol import evaluate_discovery, select_discovery_params
-from ..protocol._discovery import DISCOVERY_FIGURES, summarise_tasks
+from ..protocol import (
+    DISCOVERY_FIGURES,
+    evaluate_discovery,
+    select_discovery_params,
+    summarise_tasks,
+)
 from ._benchmark_setup import benchmark_tasks
 
 DISCOVERY_METHODS = ("flowr", "crp-isotropic", "dp-means")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ..metrics._calibration import DEFAULT_N_BINS
+from ..metrics import DEFAULT_N_BINS
 from ._benchmark_conformal import ALPHA_GRID, ALPHAS, BH_Q
 from ._benchmark_setup import METHOD_NAMES, METHODS, method_features
 

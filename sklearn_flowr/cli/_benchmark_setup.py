@@ -29,8 +29,7 @@ from ..datasets import (
     load_glyphs,
     load_kanji,
 )
-from ..protocol import LargeContextTasks, SmallContextTasks
-from ..protocol._calibrate import small_context_sizes
+from ..protocol import LargeContextTasks, SmallContextTasks, small_context_sizes
 from ..training._pipeline import check_training_plan
 from ._benchmark_model import PRETRAIN_NAMES, build_model
 from ._user_data import UserDataError, load_user_data

@@ -7,6 +7,7 @@ one half); it has no function here.
 """
 
 from ._calibration import (
+    DEFAULT_N_BINS,
     brier_decomposition,
     classwise_calibration_error,
     expected_calibration_error,
@@ -26,6 +27,7 @@ from ._open_world import novelty_threshold_at_tpr, open_world_report
 from ._scorer import novelty_scorer
 
 __all__ = [
+    "DEFAULT_N_BINS",
     "brier_decomposition",
     "classwise_calibration_error",
     "clustering_accuracy",

@@ -1,5 +1,5 @@
 """Cross-validation for open-world recognition."""
 
-from ._split import OpenWorldSplit
+from ._split import OpenWorldSplit, class_disjoint_folds
 
-__all__ = ["OpenWorldSplit"]
+__all__ = ["OpenWorldSplit", "class_disjoint_folds"]

@@ -4,8 +4,10 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.model_selection import BaseCrossValidator
+from sklearn.model_selection import BaseCrossValidator, GroupKFold
 from sklearn.utils import check_random_state, column_or_1d
+
+__all__ = ["OpenWorldSplit", "class_disjoint_folds"]
 
 
 class OpenWorldSplit(BaseCrossValidator):
@@ -209,3 +211,102 @@ class OpenWorldSplit(BaseCrossValidator):
                 )
                 test_mask[rng.choice(rows, size=n_test, replace=False)] = True
             yield test_mask
+
+
+_CV_TYPES = "an int >= 2, a splitter of whole classes or an iterable of " \
+            "(train, held) index arrays"
+
+
+def _fold_indices(indices, n_samples, number, side, name):
+    indices = np.asarray(indices)
+    if indices.dtype.kind == "b":
+        raise ValueError(f"Fold {number} of {name} gives a boolean mask as "
+                         f"its {side} rows; give integer indices "
+                         "(np.flatnonzero(mask)).")
+    if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+        raise ValueError(f"Fold {number} of {name}: the {side} rows must "
+                         "be a 1-d array of integer indices; got dtype "
+                         f"{indices.dtype} and shape {indices.shape}.")
+    if indices.size and (indices.min() < 0 or indices.max() >= n_samples):
+        raise ValueError(f"Fold {number} of {name}: {side} row indices "
+                         f"must lie in [0, {n_samples}); got {indices.min()} to "
+                         f"{indices.max()}.")
+    return indices.astype(np.intp)
+
+
+def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
+                         name: str = "calibration"):
+    """``(train, held)`` row indices of each fold, checked to split classes.
+
+    Parameters
+    ----------
+    cv : int, cross-validation generator or iterable
+        An int ``k``: :class:`~sklearn.model_selection.GroupKFold` with ``k``
+        folds over the class labels. A splitter's ``split(X, y, groups=y)``
+        is used (a group splitter, e.g.
+        :class:`~sklearn.model_selection.GroupShuffleSplit`, keeps classes
+        whole); an iterable yields ``(train, held)`` integer index arrays.
+    X : array-like of shape (n_samples, ...)
+    y : ndarray of shape (n_samples,)
+    min_held_classes : int, default=1
+        Classes each fold must hold out.
+    name : str, default="calibration"
+        The caller's name of ``cv``, used in error messages.
+
+    Returns
+    -------
+    folds : list of (ndarray, ndarray)
+
+    Raises
+    ------
+    ValueError
+        A fold shares a class between its two sides, holds out fewer than
+        ``min_held_classes`` classes or trains on fewer than 2, indices that
+        are not integers in range, or no fold.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.model_selection import class_disjoint_folds
+    >>> y = np.repeat([0, 1, 2, 3], 2)
+    >>> [np.unique(y[held]).tolist() for _, held in
+    ...  class_disjoint_folds(2, np.zeros((8, 1)), y)]
+    [[1, 3], [0, 2]]
+    """
+    if isinstance(cv, (bool, str, bytes)):
+        raise ValueError(f"{name} must be {_CV_TYPES}; got {cv!r}.")
+    if isinstance(cv, Integral):
+        if cv < 2:
+            raise ValueError(f"{name} as an int must be >= 2; got {cv}.")
+        n_classes = np.unique(y).shape[0]
+        if cv > n_classes:
+            raise ValueError(f"{name}={cv} folds over the classes need at "
+                             f"least {cv} classes; got {n_classes}.")
+        cv = GroupKFold(n_splits=cv)
+    if hasattr(cv, "split"):
+        splits = cv.split(X, y, groups=y)
+    elif hasattr(cv, "__iter__"):
+        splits = cv
+    else:
+        raise ValueError(f"{name} must be {_CV_TYPES}; got {cv!r}.")
+    folds = []
+    for number, (train, held) in enumerate(splits):
+        train = _fold_indices(train, y.shape[0], number, "training", name)
+        held = _fold_indices(held, y.shape[0], number, "held-out", name)
+        train_classes, held_classes = np.unique(y[train]), np.unique(y[held])
+        shared = np.intersect1d(train_classes, held_classes)
+        if shared.size:
+            raise ValueError(
+                f"{name} must split whole classes (use a group splitter "
+                f"such as GroupKFold or GroupShuffleSplit); fold {number} has "
+                f"class {shared.tolist()[0]!r} on both sides.")
+        if held_classes.shape[0] < min_held_classes or train_classes.shape[0] < 2:
+            raise ValueError(
+                f"Fold {number} of {name} trains on "
+                f"{train_classes.shape[0]} classes and holds out "
+                f"{held_classes.shape[0]}; it needs at least 2 training classes "
+                f"and {min_held_classes} held-out ones.")
+        folds.append((train, held))
+    if not folds:
+        raise ValueError(f"{name} gave no fold.")
+    return folds

@@ -18,12 +18,12 @@ import warnings
 from numbers import Integral
 
 import numpy as np
-from scipy.special import expit, logit
+from scipy.special import expit
 from sklearn.base import clone
-from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch, column_or_1d
 
 from .._labels import resolve_novel_label
+from ..calibration import clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
@@ -31,19 +31,12 @@ from .sampling import resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 
-# Logits of P(novel) are clipped here: a probability of exactly 0 or 1 (a row
-# before any class exists) would otherwise give an infinite feature.
-_LOGIT_CLIP = 30.0
-# Smallest slope returned: episodes without any novelty signal drive the fit
-# to 0, and a map must stay strictly increasing to keep the order of P(novel).
-_MIN_SLOPE = 1e-3
-
-
 def small_context_sizes(n_classes):
     """The paper's 10 support + 5 novel classes, in proportion below 15 classes.
 
     Examples
     --------
+    >>> from sklearn_flowr.protocol import small_context_sizes
     >>> small_context_sizes(88), small_context_sizes(5)
     ((10, 5), (3, 2))
     """
@@ -53,15 +46,9 @@ def small_context_sizes(n_classes):
     return n_classes - n_novel, n_novel
 
 
-def _logit(p):
-    with np.errstate(divide="ignore"):
-        return np.clip(logit(np.asarray(p, dtype=np.float64)), -_LOGIT_CLIP,
-                       _LOGIT_CLIP)
-
-
 def apply_novelty_map(p_novel, slope, intercept):
     """``sigmoid(slope * logit(p_novel) + intercept)``, for reports."""
-    return expit(slope * _logit(p_novel) + intercept)
+    return expit(slope * clipped_logit(p_novel) + intercept)
 
 
 def _uncalibrated(estimator, y):
@@ -323,7 +310,7 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     --------
     >>> import numpy as np
     >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> from sklearn_flowr.protocol._calibrate import calibration_scores
+    >>> from sklearn_flowr.protocol import calibration_scores
     >>> rng = np.random.default_rng(0)
     >>> y = np.repeat(np.arange(20), 25)
     >>> X = rng.normal(scale=3.0, size=(20, 4))[y] + rng.normal(size=(500, 4))
@@ -415,7 +402,7 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
     if first.all() or not first.any():
         raise ValueError("The calibration tasks need both first sightings and "
                          "known-class queries.")
-    log_odds = _logit(p_novel)
+    log_odds = clipped_logit(p_novel)
     if log_odds[~first].max() < log_odds[first].min():
         slope_from = ("Platt's target smoothing" if targets == "platt"
                       else "the optimiser")
@@ -432,23 +419,3 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
         ece_after=expected_calibration_error(
             first, apply_novelty_map(p_novel, slope, intercept)),
     )
-
-
-def platt_fit(log_odds, first, targets="platt"):
-    """``(slope, intercept)``: logistic regression of the targets on the
-    log-odds, effectively unpenalised and solved to a tight tolerance
-    (lbfgs's default stops about 1e-3 short of the optimum's slope). Soft
-    targets ``t`` are the same cross-entropy as weighted rows: each row once
-    as a positive with weight ``t`` and once as a negative with weight
-    ``1 - t``."""
-    if targets == "hard":
-        fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000).fit(
-            log_odds[:, None], first)
-    else:
-        n_first, n_known = int(first.sum()), int((~first).sum())
-        soft = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
-        fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000).fit(
-            np.concatenate([log_odds, log_odds])[:, None],
-            np.concatenate([np.ones_like(first), np.zeros_like(first)]),
-            sample_weight=np.concatenate([soft, 1 - soft]))
-    return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])

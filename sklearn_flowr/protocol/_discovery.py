@@ -140,6 +140,13 @@ def summarise_tasks(per_task):
     -------
     mean, se : dict of str to float
         NaN where no task has the figure (``se`` where fewer than two do).
+
+    Examples
+    --------
+    >>> from sklearn_flowr.protocol import summarise_tasks
+    >>> mean, se = summarise_tasks({"accuracy_new": [0.5, float("nan"), 0.7]})
+    >>> round(mean["accuracy_new"], 2), round(se["accuracy_new"], 2)
+    (0.6, 0.1)
     """
     mean, se = {}, {}
     for name, values in per_task.items():
