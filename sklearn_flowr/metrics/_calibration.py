@@ -1,13 +1,6 @@
 """Calibration of a probability: expected calibration error, its class-wise
-form, the Brier score's decomposition, and reliability bins.
-
-scikit-learn has the reliability curve (:func:`sklearn.calibration.calibration_curve`)
-and the Brier score (:func:`sklearn.metrics.brier_score_loss`) but no expected
-calibration error; this module adds it, on the very bins of
-``calibration_curve`` (equal-width with ``strategy="uniform"``, equal-mass
-with ``strategy="quantile"``) so that the figure and the number describe the
-same groups of rows.
-"""
+form, the Brier score's decomposition, and reliability bins, on the bins of
+:func:`sklearn.calibration.calibration_curve`."""
 
 from numbers import Integral
 
@@ -18,6 +11,7 @@ from sklearn.utils import Bunch, check_array, check_consistent_length, column_or
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from .._proba import novel_rows
+from ._checks import check_binary
 
 __all__ = [
     "brier_decomposition",
@@ -28,13 +22,35 @@ __all__ = [
 
 DEFAULT_N_BINS = 15
 
+_BINNING = {
+    "n_bins": [Interval(Integral, 1, None, closed="left")],
+    "strategy": [StrOptions({"uniform", "quantile"})],
+}
+_BINARY = {"y_true": ["array-like"], "y_prob": ["array-like"], **_BINNING}
+
+# Numpydoc text the functions share (``%(name)s``).
+_DOCS = {
+    "binary": """y_true : array-like of shape (n_samples,)
+        Outcomes: booleans, or 0 and 1 (1 = positive).
+    y_prob : array-like of shape (n_samples,)
+        Predicted probability of the positive class, in [0, 1].""",
+    "binning": """n_bins : int >= 1, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width bins of [0, 1] or equal-mass bins at the quantiles of the
+        predictions (the adaptive ECE), as in ``calibration_curve``.""",
+}
+
+
+def _doc(func):
+    func.__doc__ %= _DOCS
+    return func
+
 
 def _check_binary_and_proba(y_true, y_prob):
-    y_true = column_or_1d(y_true)
+    y_true = check_binary(y_true)
     y_prob = column_or_1d(y_prob).astype(np.float64, copy=False)
     check_consistent_length(y_true, y_prob)
-    if y_true.shape[0] == 0:
-        raise ValueError("y_true is empty.")
     if not np.all(np.isfinite(y_prob)):
         raise ValueError("y_prob contains NaN or infinity.")
     if y_prob.min() < 0.0 or y_prob.max() > 1.0:
@@ -42,27 +58,12 @@ def _check_binary_and_proba(y_true, y_prob):
             "y_prob has values outside [0, 1]: calibration needs a probability, "
             "not a novelty score."
         )
-    if y_true.dtype == bool:
-        return y_true, y_prob
-    labels = np.unique(y_true)
-    if not np.all(np.isin(labels, [0, 1])):
-        raise ValueError(
-            f"y_true must be boolean or in {{0, 1}}; got labels {labels.tolist()}."
-        )
-    return y_true == 1, y_prob
+    return y_true, y_prob
 
 
 def _bin_index(y_prob, n_bins, strategy="uniform"):
-    """Bin of each probability among ``n_bins`` bins: the rule of
-    :func:`sklearn.calibration.calibration_curve`.
-
-    ``"uniform"``: right-closed equal-width bins ``(k / n_bins, (k + 1) /
-    n_bins]``, the first one also holding 0. ``"quantile"``: the edges are the
-    ``k / n_bins`` percentiles of ``y_prob`` (``np.percentile``, linear
-    interpolation), the bins right-closed ``(e_k, e_{k+1}]`` with everything up
-    to ``e_1`` in the first, so that each bin holds about ``n / n_bins`` rows
-    (fewer non-empty bins when values are tied).
-    """
+    """Bin of each probability, by the rule of ``calibration_curve``
+    (right-closed bins, the first one also holding its lower edge)."""
     if strategy == "quantile":
         edges = np.percentile(y_prob, np.linspace(0.0, 1.0, n_bins + 1) * 100)
     else:
@@ -70,79 +71,39 @@ def _bin_index(y_prob, n_bins, strategy="uniform"):
     return np.searchsorted(edges[1:-1], y_prob)
 
 
-@validate_params(
-    {
-        "y_true": ["array-like"],
-        "y_prob": ["array-like"],
-        "n_bins": [Interval(Integral, 1, None, closed="left")],
-        "strategy": [StrOptions({"uniform", "quantile"})],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_BINARY, prefer_skip_nested_validation=True)
+@_doc
 def expected_calibration_error(y_true, y_prob, *,
                                n_bins: int = DEFAULT_N_BINS,
                                strategy: str = "uniform") -> float:
     """Expected calibration error of a binary probability, binned.
 
-    The rows are grouped into ``n_bins`` bins by their predicted probability,
-    the bins of :func:`sklearn.calibration.calibration_curve` with the same
-    ``strategy``:
-
-    - ``"uniform"`` (the default): equal-width bins of [0, 1], right-closed
-      ``(k / n_bins, (k + 1) / n_bins]`` with 0 in the first bin;
-    - ``"quantile"``: equal-mass bins, the *adaptive* ECE [3]_: the edges are
-      the ``k / n_bins`` percentiles of ``y_prob`` (``np.percentile``), bins
-      right-closed as above, so each holds about ``n / n_bins`` rows (fewer
-      non-empty bins when predictions are tied). Where most predictions are
-      near 0 or 1 -- P(novel) on a stream with few novel rows -- equal-width
-      bins put almost every row into one or two bins; equal-mass bins keep
-      the resolution where the rows are.
-
-    The adaptive ECE is this function with ``strategy="quantile"`` rather
-    than a function of its own, so that the two estimates differ in one
-    argument, as the reliability diagrams of ``calibration_curve`` do.
-
-    The error is the gap between the mean prediction and the observed
-    frequency of the positive class in each bin, weighted by the bin's share
-    of the rows:
+    The rows are grouped by their predicted probability into the bins of
+    :func:`sklearn.calibration.calibration_curve` with the same ``strategy``,
+    and the gap between mean prediction and frequency of the positive class
+    is weighted by each bin's share of the rows:
 
     .. math::
 
        \\mathrm{ECE} = \\sum_k \\frac{n_k}{n}
        \\left| \\bar p_k - \\bar y_k \\right| .
 
-    It is 0 for a perfectly calibrated probability (up to the sampling noise
-    of the bins) and at most 1.
-
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        Outcomes: booleans, or 0 and 1 (1 = positive).
-
-    y_prob : array-like of shape (n_samples,)
-        Predicted probability of the positive class, in [0, 1].
-
-    n_bins : int >= 1, default=15
-        Number of bins.
-
-    strategy : {"uniform", "quantile"}, default="uniform"
-        Equal-width bins of [0, 1] (``"uniform"``) or equal-mass bins at the
-        quantiles of ``y_prob`` (``"quantile"``, the adaptive ECE).
+    %(binary)s
+    %(binning)s
 
     Returns
     -------
     ece : float
-        The expected calibration error, in [0, 1].
+        In [0, 1]; 0 for a perfectly calibrated probability.
 
     See Also
     --------
     classwise_calibration_error : the mean one-vs-rest ECE of a multi-class
         probability.
-    brier_decomposition : the Brier score's reliability term, a squared
-        counterpart of the ECE.
-    sklearn.calibration.calibration_curve : the per-bin frequencies and mean
-        predictions (a reliability diagram).
-    sklearn.metrics.brier_score_loss : mean squared error of the probability.
+    brier_decomposition : the Brier score's reliability term.
+    sklearn.calibration.calibration_curve : the reliability diagram.
 
     References
     ----------
@@ -251,82 +212,52 @@ def _one_vs_rest_targets(y_true, y_proba, classes):
     return values, np.column_stack(targets)
 
 
-@validate_params(
-    {
-        "y_true": ["array-like"],
-        "y_proba": ["array-like"],
-        "classes": ["array-like", None],
-        "n_bins": [Interval(Integral, 1, None, closed="left")],
-        "strategy": [StrOptions({"uniform", "quantile"})],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params({"y_true": ["array-like"], "y_proba": ["array-like"],
+                  "classes": ["array-like", None], **_BINNING},
+                 prefer_skip_nested_validation=True)
+@_doc
 def classwise_calibration_error(y_true, y_proba, classes=None, *,
                                 n_bins: int = DEFAULT_N_BINS,
                                 strategy: str = "uniform") -> float:
     """Class-wise expected calibration error of multi-class probabilities.
 
-    The mean over the columns of ``y_proba`` of the one-vs-rest expected
-    calibration error (:func:`expected_calibration_error` of "the row belongs
-    to this column's class" against that column's probability):
+    The mean over the columns of ``y_proba`` of the one-vs-rest
+    :func:`expected_calibration_error`, each column binned on its own:
 
     .. math::
 
        \\mathrm{cwECE} = \\frac{1}{C} \\sum_{c=1}^{C} \\sum_k
-       \\frac{n_{c,k}}{n} \\left| \\bar p_{c,k} - \\bar y_{c,k} \\right| ,
+       \\frac{n_{c,k}}{n} \\left| \\bar p_{c,k} - \\bar y_{c,k} \\right| .
 
-    with each column binned on its own. Unlike the ECE of the top-label
-    confidence, it asks every probability to be calibrated, not only the
-    largest one. Every column counts equally, including a class with no row
-    in ``y_true`` (its probabilities should then be near 0).
-
-    An open-world output (``predict_proba`` of the package's classifiers) has
-    one column per known class and a last column for the novel class; the
-    positives of that column are the rows whose label is not a known class,
-    as :func:`open_world_log_loss` scores them, so the novel column's term is
-    the ECE of P(novel).
+    Every column counts, not only the largest probability. In an open-world
+    output the last column is the novel class, whose positives are the rows
+    of every class outside the known ones.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True labels; with an open-world output they may include labels the
         classifier never saw.
-
     y_proba : array-like of shape (n_samples, n_columns)
         Probabilities in [0, 1], one column per class. The array an
-        open-world classifier's ``predict_proba`` (or ``predict_log_proba``:
-        it is exponentiated) returned, unchanged, carries its known classes.
-
+        open-world classifier's ``predict_proba`` (or ``predict_log_proba``)
+        returned, unchanged, carries its known classes.
     classes : array-like of shape (n_columns,) or (n_columns - 1,), default=None
-        Labels of the columns, in order. With ``n_columns - 1`` labels the
-        last column is the novel class (the open-world layout). None: the
-        ``known_classes`` that an open-world output carries (an error for a
-        plain array: matching sorted labels to columns by position silently
-        scores the wrong columns when a class is missing from ``y_true``).
-
-    n_bins : int >= 1, default=15
-        Number of bins of each column.
-
-    strategy : {"uniform", "quantile"}, default="uniform"
-        Equal-width or equal-mass bins, as in
-        :func:`expected_calibration_error`.
+        Labels of the columns, in order; ``n_columns - 1`` labels: the last
+        column is novel. None: the ``known_classes`` an open-world output
+        carries (an error for a plain array).
+    %(binning)s
 
     Returns
     -------
     cw_ece : float
         The class-wise expected calibration error, in [0, 1].
 
-    See Also
-    --------
-    expected_calibration_error : the binary ECE of one column.
-
     References
     ----------
     .. [1] M. Kull, M. Perello-Nieto, M. Kängsepp, T. Silva Filho, H. Song and
        P. Flach, "Beyond temperature scaling: obtaining well-calibrated
        multi-class probabilities with Dirichlet calibration", NeurIPS, 2019.
-    .. [2] J. Nixon, M. W. Dusenberry, L. Zhang, G. Jerfel and D. Tran,
-       "Measuring calibration in deep learning", CVPR Workshops, 2019.
 
     Examples
     --------
@@ -360,65 +291,31 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
     ]))
 
 
-@validate_params(
-    {
-        "y_true": ["array-like"],
-        "y_prob": ["array-like"],
-        "n_bins": [Interval(Integral, 1, None, closed="left")],
-        "strategy": [StrOptions({"uniform", "quantile"})],
-    },
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_BINARY, prefer_skip_nested_validation=True)
+@_doc
 def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                         strategy: str = "uniform") -> Bunch:
     """The Brier score and Murphy's decomposition into reliability, resolution
     and uncertainty, over bins of the predicted probability.
 
-    With the rows grouped into bins ``k`` as in
-    :func:`expected_calibration_error` (``n_k`` rows, mean prediction
-    :math:`\\bar p_k`, frequency of the positive class :math:`\\bar y_k`, and
-    :math:`\\bar y` the overall frequency):
+    With the bins of :func:`expected_calibration_error` (``n_k`` rows, mean
+    prediction :math:`\\bar p_k`, frequency :math:`\\bar y_k`, overall
+    frequency :math:`\\bar y`):
 
     .. math::
 
        \\mathrm{REL} = \\sum_k \\frac{n_k}{n} (\\bar p_k - \\bar y_k)^2, \\quad
        \\mathrm{RES} = \\sum_k \\frac{n_k}{n} (\\bar y_k - \\bar y)^2, \\quad
-       \\mathrm{UNC} = \\bar y (1 - \\bar y).
+       \\mathrm{UNC} = \\bar y (1 - \\bar y),
 
-    Reliability is the calibration error (lower is better), resolution how
-    far the bins' frequencies spread from the base rate (higher is better),
-    uncertainty that of the outcome alone (the Brier score of always
-    predicting :math:`\\bar y`). The identity
-
-    .. math::
-
-       \\mathrm{BS} = \\mathrm{REL} - \\mathrm{RES} + \\mathrm{UNC}
-       + \\mathrm{WB}, \\quad
-       \\mathrm{WB} = \\frac{1}{n} \\sum_k \\sum_{i \\in k}
-       \\left[ (p_i - \\bar p_k)^2 - 2 (p_i - \\bar p_k)(y_i - \\bar y_k) \\right]
-
-    is exact (up to floating-point rounding). Murphy's three-term form,
-    ``brier = reliability - resolution + uncertainty``, holds exactly when the
-    predictions are constant within each bin (then ``within_bin`` is 0, as
-    for a forecaster who issues a few fixed probabilities); otherwise the
-    within-bin term -- the within-bin variance of the predictions minus twice
-    their within-bin covariance with the outcome [2]_ -- makes up the
-    difference. It is small when the bins are narrow.
+    and ``brier == reliability - resolution + uncertainty + within_bin``
+    exactly, the within-bin term [2]_ being 0 when the predictions are
+    constant within each bin.
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        Outcomes: booleans, or 0 and 1 (1 = positive).
-
-    y_prob : array-like of shape (n_samples,)
-        Predicted probability of the positive class, in [0, 1].
-
-    n_bins : int >= 1, default=15
-        Number of bins.
-
-    strategy : {"uniform", "quantile"}, default="uniform"
-        Equal-width or equal-mass bins, as in
-        :func:`expected_calibration_error`.
+    %(binary)s
+    %(binning)s
 
     Returns
     -------
@@ -426,11 +323,6 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
         Floats ``brier`` (:func:`sklearn.metrics.brier_score_loss`),
         ``reliability``, ``resolution``, ``uncertainty`` and ``within_bin``,
         with ``brier == reliability - resolution + uncertainty + within_bin``.
-
-    See Also
-    --------
-    sklearn.metrics.brier_score_loss : the Brier score alone.
-    expected_calibration_error : the calibration gap in absolute value.
 
     References
     ----------
@@ -475,20 +367,15 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     )
 
 
+@_doc
 def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                      strategy: str = "uniform") -> Bunch:
     """Reliability-diagram data: the non-empty bins of ``calibration_curve``.
 
     Parameters
     ----------
-    y_true : array-like of shape (n_samples,)
-        Outcomes: booleans, or 0 and 1.
-    y_prob : array-like of shape (n_samples,)
-        Predicted probability of the positive class, in [0, 1].
-    n_bins : int, default=15
-        Number of bins (see :func:`expected_calibration_error`).
-    strategy : {"uniform", "quantile"}, default="uniform"
-        Equal-width or equal-mass bins, as in ``calibration_curve``.
+    %(binary)s
+    %(binning)s
 
     Returns
     -------

@@ -1,23 +1,15 @@
 """Novelty detection scores: FPR at a TPR, OpenAUC, and the error rates of a
-novelty decision taken from p-values or a selection.
-
-The convention throughout: the positive class is *novel* (a class the model
-did not know when it predicted), and a higher novelty score means "more
-likely novel" -- FLOWR's P(novel), or a baseline's distance to the nearest
-class. The AUROC needs no function of its own: it is
-``sklearn.metrics.roc_auc_score(is_novel, novelty_score)``, ties counting one
-half; :func:`open_world_report` reports it, and with an open-world
-``predict_proba`` output, ``roc_auc_score(novel_rows(y, proba.known_classes),
-proba[:, -1])`` (:func:`sklearn_flowr._proba.novel_rows`).
-"""
+novelty decision taken from p-values or a selection. The positive class is
+*novel*; a higher novelty score means "more likely novel"."""
 
 from numbers import Real
 
 import numpy as np
-from sklearn.utils import check_array, check_consistent_length, column_or_1d
+from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._open_world import _check_boolean, _same_labels, novelty_threshold_at_tpr
+from ._checks import check_binary, check_boolean, check_scores, same_labels
+from ._open_world import novelty_threshold_at_tpr
 
 __all__ = [
     "false_discovery_proportion",
@@ -28,33 +20,29 @@ __all__ = [
     "selection_power",
 ]
 
+# Numpydoc text the functions share (``%(name)s``).
+_DOCS = {
+    "is_novel": """is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel.""",
+    "pvalues": """pvalues : array-like of shape (n_samples,)
+        Novelty p-values in [0, 1]; small means novel.
+    alpha : float in [0, 1]
+        The level: declared novel iff ``pvalues <= alpha``.""",
+    "selected": """selected : array-like of bool of shape (n_samples,)
+        Whether each row was declared novel (a boolean mask, not indices).""",
+    "score": """Any finite score, higher meaning more likely novel (P(novel), a
+        distance to the nearest class).""",
+}
 
-def _check_score(score, name):
-    """A one-dimensional, finite, non-empty float array."""
-    score = check_array(score, ensure_2d=False, dtype=np.float64, input_name=name)
-    if score.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {score.shape}.")
-    return score
 
-
-def _check_binary_target(y_true):
-    """``y_true`` as booleans: it may be boolean, or take values in {0, 1}."""
-    y_true = column_or_1d(y_true)
-    if y_true.shape[0] == 0:
-        raise ValueError("y_true is empty.")
-    if y_true.dtype == bool:
-        return y_true
-    labels = np.unique(y_true)
-    if not np.all(np.isin(labels, [0, 1])):
-        raise ValueError(
-            f"y_true must be boolean or in {{0, 1}}; got labels {labels.tolist()}."
-        )
-    return y_true == 1
+def _doc(func):
+    func.__doc__ %= _DOCS
+    return func
 
 
 def _check_is_novel(is_novel, *others):
     """A non-empty boolean ``is_novel``, as long as each of ``others``."""
-    is_novel = _check_boolean(is_novel, "is_novel")
+    is_novel = check_boolean(is_novel, "is_novel")
     if is_novel.shape[0] == 0:
         raise ValueError("is_novel is empty.")
     check_consistent_length(is_novel, *others)
@@ -62,7 +50,7 @@ def _check_is_novel(is_novel, *others):
 
 
 def _check_pvalues(pvalues):
-    pvalues = _check_score(pvalues, "pvalues")
+    pvalues = check_scores(pvalues, "pvalues")
     if pvalues.min() < 0.0 or pvalues.max() > 1.0:
         raise ValueError("pvalues has values outside [0, 1].")
     return pvalues
@@ -76,34 +64,24 @@ def _check_pvalues(pvalues):
     },
     prefer_skip_nested_validation=True,
 )
+@_doc
 def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     """False-positive rate at the threshold whose true-positive rate reaches ``tpr``.
 
-    A row is declared positive iff ``score >= tau``, with ``tau`` the largest
-    threshold at which at least a share ``tpr`` of the positive rows is
-    declared positive (:func:`novelty_threshold_at_tpr`); the result is the
-    share of the negative rows declared positive there. As the
-    false-positive rate only falls when ``tau`` grows, it is the smallest
-    false-positive rate among the thresholds whose true-positive rate is at
-    least ``tpr``: the lowest point of the ROC curve at or above ``tpr``, with
-    no interpolation. Rows tied at ``tau`` are all declared positive.
-
-    With ``tpr=0.95`` it is the FPR95 of out-of-distribution detection. Here
-    the positive class is *novel* (a known row flagged novel is a false
-    positive). Papers that call in-distribution the positive class [1]_
-    measure the share of novel rows accepted as known at 95% of known rows
-    accepted: ``fpr_at_tpr(~is_novel, -score)``.
+    A row is positive iff ``score >= tau``, ``tau`` the largest threshold
+    whose true-positive rate is at least ``tpr``
+    (:func:`novelty_threshold_at_tpr`): the lowest point of the ROC curve at
+    or above ``tpr``, without interpolation. With ``tpr=0.95`` it is the FPR95
+    of out-of-distribution detection, positives being novel rows; papers that
+    call in-distribution positive [1]_ measure ``fpr_at_tpr(~is_novel, -score)``.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         Booleans, or 0 and 1: whether each row is positive (novel). Both
         classes must be present.
-
     score : array-like of shape (n_samples,)
-        Any finite score, higher meaning more likely positive (P(novel), a
-        distance to the nearest class).
-
+        %(score)s
     tpr : float in (0, 1], default=0.95
         The true-positive rate to reach.
 
@@ -116,7 +94,6 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     --------
     novelty_threshold_at_tpr : the threshold itself.
     sklearn.metrics.roc_curve : every (FPR, TPR) point.
-    sklearn.metrics.roc_auc_score : the area under that curve (AUROC).
 
     References
     ----------
@@ -133,8 +110,8 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     >>> fpr_at_tpr(y_true, score, tpr=0.95)  # tau = 0.3: 0.6 and 0.4 above
     0.5
     """
-    positive = _check_binary_target(y_true)
-    score = _check_score(score, "score")
+    positive = check_binary(y_true)
+    score = check_scores(score, "score")
     check_consistent_length(positive, score)
     if positive.all():
         raise ValueError("y_true has no negative row; the FPR is undefined.")
@@ -152,6 +129,7 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     },
     prefer_skip_nested_validation=True,
 )
+@_doc
 def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     """OpenAUC: the chance that a known row is classified correctly *and*
     ranked below a novel row by its novelty score.
@@ -165,38 +143,20 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
        + \\tfrac{1}{2} \\mathbb{1}[s_i = s_j] \\right),
 
     with :math:`\\hat y_i` the best known class and :math:`s` the novelty
-    score. A misclassified known row fails against every novel row, however
-    low its score: the metric asks for both the closed-set prediction and the
-    novelty ranking to be right, which the AUROC (the same mean without the
-    first factor) and the closed-set accuracy each see only in part. A tie
-    counts one half, as in the AUROC and in the authors' implementation
-    (which scores a misclassified known row above every novel row and calls
-    ``roc_auc_score``). OpenAUC is at most the AUROC and at most the
-    closed-set accuracy; it equals the AUROC when every known row is
-    classified correctly.
-
-    Novel rows are told by ``is_novel`` rather than by a set of known
-    classes, so that a stream where the known classes grow (the rows of
-    :func:`open_world_report`) is scored as it was predicted. For a fixed
-    set of known classes, ``is_novel = ~np.isin(y_true, known_classes)``.
+    score: at most the AUROC and at most the closed-set accuracy. Novel rows
+    are told by ``is_novel``, so a stream whose known classes grow is scored
+    as it was predicted.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True class of each row.
-
     y_known : array-like of shape (n_samples,)
-        The closed-set prediction: the most probable *known* class of each row
-        (the argmax over the known columns of ``predict_proba``), not the
-        open-world decision that may say "novel". Ignored on novel rows.
-
+        The closed-set prediction, the most probable *known* class of each
+        row (ignored on novel rows).
     novelty_score : array-like of shape (n_samples,)
-        Any finite score, higher meaning more likely novel (P(novel), a
-        distance to the nearest class).
-
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row's class was unknown to the model when it predicted.
-        At least one row must be novel and one known.
+        %(score)s
+    %(is_novel)s At least one row must be novel and one known.
 
     Returns
     -------
@@ -229,7 +189,7 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     """
     y_true = column_or_1d(y_true)
     y_known = column_or_1d(y_known)
-    score = _check_score(novelty_score, "novelty_score")
+    score = check_scores(novelty_score, "novelty_score")
     is_novel = _check_is_novel(is_novel, y_true, y_known, score)
     if is_novel.all() or not is_novel.any():
         raise ValueError(
@@ -237,7 +197,7 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
             f"{'all True' if is_novel.all() else 'all False'}."
         )
     known = ~is_novel
-    correct = _same_labels(y_known[known], y_true[known])
+    correct = same_labels(y_known[known], y_true[known])
     novel_scores = np.sort(score[is_novel])
     known_scores = score[known][correct]
     # For each correctly classified known row: the novel rows strictly above
@@ -258,24 +218,16 @@ _ALPHA = [Interval(Real, 0.0, 1.0, closed="both")]
     {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
     prefer_skip_nested_validation=True,
 )
+@_doc
 def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
-    """Share of the known rows whose novelty p-value is at most ``alpha``.
-
-    A novelty p-value tests "this row belongs to a known class"; a row is
-    declared novel when its p-value is at most ``alpha``. The false-novel
-    rate is the share of the known rows so declared: the type I error rate,
-    which a valid (conformal) p-value keeps at most ``alpha`` in expectation.
+    """Share of the known rows whose novelty p-value is at most ``alpha``: the
+    type I error rate of the decision "novel iff ``pvalues <= alpha``", which
+    a valid (conformal) p-value keeps at most ``alpha`` in expectation.
 
     Parameters
     ----------
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel. At least one row must be known.
-
-    pvalues : array-like of shape (n_samples,)
-        Novelty p-values in [0, 1]; small means novel.
-
-    alpha : float in [0, 1]
-        The level: declared novel iff ``pvalues <= alpha``.
+    %(is_novel)s At least one row must be known.
+    %(pvalues)s
 
     Returns
     -------
@@ -314,22 +266,15 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
     prefer_skip_nested_validation=True,
 )
+@_doc
 def novelty_power(is_novel, pvalues, alpha: float) -> float:
-    """Share of the novel rows whose novelty p-value is at most ``alpha``.
-
-    The power of the decision "novel iff ``pvalues <= alpha``": the share of
-    the novel rows it declares novel (its true-positive rate).
+    """Share of the novel rows whose novelty p-value is at most ``alpha``: the
+    power (true-positive rate) of the decision "novel iff ``pvalues <= alpha``".
 
     Parameters
     ----------
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel. At least one row must be novel.
-
-    pvalues : array-like of shape (n_samples,)
-        Novelty p-values in [0, 1]; small means novel.
-
-    alpha : float in [0, 1]
-        The level: declared novel iff ``pvalues <= alpha``.
+    %(is_novel)s At least one row must be novel.
+    %(pvalues)s
 
     Returns
     -------
@@ -357,7 +302,7 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
 
 
 def _check_selected(is_novel, selected):
-    selected = _check_boolean(selected, "selected")
+    selected = check_boolean(selected, "selected")
     is_novel = _check_is_novel(is_novel, selected)
     return is_novel, selected
 
@@ -366,21 +311,17 @@ def _check_selected(is_novel, selected):
     {"is_novel": ["array-like"], "selected": ["array-like"]},
     prefer_skip_nested_validation=True,
 )
+@_doc
 def false_discovery_proportion(is_novel, selected) -> float:
     """Share of the selected rows that are not novel; 0 when none is selected.
 
-    The false discovery proportion of a selection of rows declared novel
-    (Benjamini-Hochberg's, say): its false discoveries (known rows) over its
-    size, taken as 0 for an empty selection, so that its mean over
-    repetitions is the false discovery rate [1]_.
+    Its mean over repetitions is the false discovery rate [1]_ of the
+    selection (Benjamini-Hochberg's, say).
 
     Parameters
     ----------
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel.
-
-    selected : array-like of bool of shape (n_samples,)
-        Whether each row was declared novel (a boolean mask, not indices).
+    %(is_novel)s
+    %(selected)s
 
     Returns
     -------
@@ -418,18 +359,14 @@ def false_discovery_proportion(is_novel, selected) -> float:
     {"is_novel": ["array-like"], "selected": ["array-like"]},
     prefer_skip_nested_validation=True,
 )
+@_doc
 def selection_power(is_novel, selected) -> float:
-    """Share of the novel rows that the selection holds.
-
-    The power (true-positive rate) of a selection of rows declared novel.
+    """Share of the novel rows that the selection holds (its power).
 
     Parameters
     ----------
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel. At least one row must be novel.
-
-    selected : array-like of bool of shape (n_samples,)
-        Whether each row was declared novel (a boolean mask, not indices).
+    %(is_novel)s At least one row must be novel.
+    %(selected)s
 
     Returns
     -------

@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from scipy import stats
 from sklearn.metrics import brier_score_loss, roc_auc_score
-from sklearn.utils import Bunch, check_array, check_consistent_length, column_or_1d
+from sklearn.utils import Bunch, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._calibration import (
@@ -13,28 +13,17 @@ from ._calibration import (
     expected_calibration_error,
     reliability_bins,
 )
+from ._checks import check_boolean, check_scores, same_labels
 from ._h_measure import h_measure
 
-
-def _check_p_novel(p_novel):
-    p_novel = check_array(
-        p_novel, ensure_2d=False, dtype=np.float64, input_name="p_novel"
-    )
-    if p_novel.ndim != 1:
-        raise ValueError(f"p_novel must be one-dimensional; got shape {p_novel.shape}.")
-    # Thresholds at a TPR, AUROC and H-measure depend only on the ranking, so
-    # any finite novelty score works: FLOWR's P(novel), or a baseline's
-    # distance to the nearest class (check_array already refused nan/inf).
-    return p_novel
+_FLOWR = """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
+       IEEE TPAMI, section 6."""
 
 
-def _check_boolean(values, name):
-    values = np.asarray(values)
-    if values.ndim != 1:
-        raise ValueError(f"{name} must be one-dimensional; got shape {values.shape}.")
-    if values.dtype != bool:
-        raise ValueError(f"{name} must be a boolean array; got dtype {values.dtype}.")
-    return values
+def _doc(func):
+    func.__doc__ %= {"flowr": _FLOWR}
+    return func
 
 
 @validate_params(
@@ -45,32 +34,25 @@ def _check_boolean(values, name):
     },
     prefer_skip_nested_validation=True,
 )
+@_doc
 def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     """Largest threshold whose novelty true-positive rate reaches ``tpr``.
 
-    A row is declared novel iff ``p_novel >= tau``. The true-positive rate
-    ``TPR(tau)`` is the fraction of ``is_novel`` rows declared novel, pooled
-    over all rows given. It falls as ``tau`` grows, so the returned ``tau`` is
-    the largest value with ``TPR(tau) >= tpr``: with ``k`` the smallest count
-    such that ``k / n_novel >= tpr``, ``tau`` is the ``k``-th largest
-    ``p_novel`` among the novel rows. Ties are resolved by the rule itself:
-    every row tied at ``tau`` is declared novel, so the attained TPR can exceed
-    ``tpr`` but is never below it, and the result depends only on the values,
-    not on the row order.
+    A row is declared novel iff ``p_novel >= tau``; ``tau`` is the ``k``-th
+    largest ``p_novel`` of the novel rows, ``k`` the smallest count with
+    ``k / n_novel >= tpr``. Rows tied at ``tau`` are all declared novel, so
+    the attained TPR is never below ``tpr`` and the row order does not matter.
 
     Parameters
     ----------
     p_novel : array-like of shape (n_samples,)
-        Probability that each row belongs to a novel class, or any finite
-        novelty score (higher = more likely novel).
-
+        P(novel), or any finite novelty score (higher = more likely novel).
     is_novel : array-like of bool of shape (n_samples,)
-        Whether each row's class was unseen at the moment it was predicted.
-        Only these rows determine the threshold.
-
+        Whether each row's class was unseen when it was predicted; only these
+        rows set the threshold.
     tpr : float in (0, 1]
-        Target true-positive rate on the novel rows, 0.15 in the paper's
-        small-context and 0.6 in its large-context setting.
+        Target true-positive rate on the novel rows: the paper's 0.15 (small
+        context) or 0.6 (large context).
 
     Returns
     -------
@@ -79,9 +61,7 @@ def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
 
     References
     ----------
-    .. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.
+    %(flowr)s
 
     Examples
     --------
@@ -91,8 +71,8 @@ def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     >>> novelty_threshold_at_tpr(p_novel, is_novel, tpr=0.5)
     0.8
     """
-    p_novel = _check_p_novel(p_novel)
-    is_novel = _check_boolean(is_novel, "is_novel")
+    p_novel = check_scores(p_novel, "p_novel")
+    is_novel = check_boolean(is_novel, "is_novel")
     check_consistent_length(p_novel, is_novel)
     novel_scores = np.sort(p_novel[is_novel])[::-1]
     n_novel = novel_scores.shape[0]
@@ -148,6 +128,7 @@ def _per_task_accuracy(correct, rows, task_index, n_tasks):
     },
     prefer_skip_nested_validation=True,
 )
+@_doc
 def open_world_report(
     y_true,
     y_known,
@@ -166,116 +147,69 @@ def open_world_report(
 ) -> Bunch:
     """Score an open-world run the way the FLOWR paper reports it.
 
-    The rows are queries of one or more online tasks (predict, then reveal the
-    label). The threshold ``tau`` is set on the pooled run so that the novelty
-    true-positive rate is ``tpr`` (see :func:`novelty_threshold_at_tpr`); a
-    query is declared novel iff ``p_novel >= tau`` and otherwise gets its best
-    known class ``y_known``. It is correct when declared novel and ``is_novel``,
-    or when not declared novel, not ``is_novel`` and ``y_known == y_true``.
-
-    Accuracies are computed per task, then averaged over tasks, with a
-    Student-t confidence interval ``t_{(1+confidence)/2, n-1} * s / sqrt(n)``
-    over the ``n`` tasks (``s`` the sample standard deviation); with 1000 tasks
-    this is the usual ``1.96 s / sqrt(n)``. A task without support (or without
-    incremental) rows is left out of that average. The H-measure and AUROC of
-    ``p_novel`` against ``is_novel`` are computed on the pooled rows, like the
-    threshold.
-
-    When ``p_novel`` is a probability, the report also says how well it is
-    calibrated against the first sightings ``is_novel``: the expected
-    calibration error (:func:`expected_calibration_error`, ``n_bins``
-    equal-width bins, 15 by default), the Brier score
-    (:func:`sklearn.metrics.brier_score_loss`) and the reliability-diagram bins
-    (:func:`sklearn.calibration.calibration_curve`), pooled over the run. With
-    ``y_pred``, the threshold-free decision of the model (the argmax over its
-    N + 1 columns: novel when ``P(novel)`` beats every known class) is scored
-    like the thresholded one, next to it. A novelty score that is not a
-    probability (a baseline's distance) gets none of these: the keys are
-    None.
+    The threshold ``tau`` is set on the pooled rows so that the novelty
+    true-positive rate is ``tpr`` (:func:`novelty_threshold_at_tpr`); a query
+    is declared novel iff ``p_novel >= tau``, else it gets ``y_known``. It is
+    correct when declared novel and ``is_novel``, or when not declared novel,
+    not ``is_novel`` and ``y_known == y_true``. Accuracies are means over
+    tasks with Student-t confidence half-widths; the H-measure and AUROC are
+    pooled. A probability ``p_novel`` also gets its calibration against the
+    first sightings (ECE, Brier score, reliability bins) and, with ``y_pred``,
+    the accuracy of the model's own argmax decision.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True class of each query.
-
     y_known : array-like of shape (n_samples,)
-        Most probable known class of each query (used when not declared novel).
-
+        Most probable known class of each query.
     p_novel : array-like of shape (n_samples,)
-        Probability that the query belongs to a class not seen yet, or any
-        finite novelty score (higher = more likely novel; a baseline's
-        distance to the nearest class, say).
-
+        P(novel), or any finite novelty score (higher = more likely novel).
     is_novel : array-like of bool of shape (n_samples,)
         Whether the query's class had not been seen at that moment.
-
     tpr : float in (0, 1], default=0.15
-        Novelty true-positive rate that fixes the operating point: 0.15 in the
-        small-context setting, 0.6 in the large-context one.
-
+        Novelty true-positive rate of the operating point: 0.15 in the small
+        context, 0.6 in the large one.
     task_ids : array-like of shape (n_samples,), default=None
-        Task of each row. None means a single task (confidence half-widths are
-        then nan).
-
+        Task of each row; None: one task (half-widths are then NaN).
     confidence : float in (0, 1), default=0.95
         Level of the confidence intervals.
-
     support_mask : array-like of bool of shape (n_samples,), default=None
-        Rows whose class was known before the stream started. If None, a row is
-        a support row when its class has no ``is_novel`` row in its task.
-
+        Rows whose class was known before the stream; None: rows of classes
+        without an ``is_novel`` row in their task.
     y_pred : array-like of shape (n_samples,), default=None
-        The model's own threshold-free decision, a known class or
-        ``novel_label``: the argmax over the N + 1 columns of
-        ``predict_proba`` (``open_world_step``'s ``y_pred`` for FLOWR). Scored
-        only when ``p_novel`` is a probability.
-
+        The model's threshold-free decision (argmax over its N + 1 columns),
+        a known class or ``novel_label``.
     novel_label : object, default=None
         The label ``y_pred`` uses for "novel"; required with ``y_pred``.
-
     probability : bool or "auto", default="auto"
-        Whether ``p_novel`` is the probability P(novel), so that its
-        calibration and the argmax decision are reported. ``"auto"``: when
-        every value lies in [0, 1]. Pass False for a score that happens to lie
-        there without being a probability (a cosine distance, ``1 -`` a
-        softmax over the known classes only).
-
+        Whether ``p_novel`` is a probability (then calibration and argmax
+        figures are reported); ``"auto"``: when every value is in [0, 1].
+        Pass False for a score that lies there by chance (a cosine distance).
     n_bins : int, default=15
-        Equal-width bins of [0, 1] of the calibration error and the
-        reliability diagram.
-
+        Equal-width bins of the calibration error and reliability diagram.
     novelty_score : array-like of shape (n_samples,), default=None
-        A score in the same order as ``p_novel`` without its float rounding,
-        e.g. the log-odds ``log P(novel) - log P(known)`` (FLOWR's
-        ``open_world_step`` returns it): far from the decision boundary
-        P(novel) rounds to exactly 1 (or 0) in float64, and those ties would
-        move the operating point above ``tpr``. When given, the threshold
-        (then on this score), the H-measure and the AUROC use it; the
-        calibration keys use ``p_novel``. ``None``: ``p_novel`` for all.
+        A score in the order of ``p_novel`` without its float rounding (the
+        log-odds of P(novel)): ties at P(novel) = 1 would move the operating
+        point. When given, the threshold, H-measure and AUROC use it.
 
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
-        With keys ``accuracy``, ``support_accuracy`` and
-        ``incremental_accuracy`` (means over tasks) and their ``*_ci``
-        half-widths; ``h_measure``, ``auroc``, ``threshold`` (``tau``),
-        ``novel_tpr`` (the attained pooled TPR), ``n_tasks``, and the per-task
-        arrays ``task_accuracy``, ``task_support_accuracy`` and
-        ``task_incremental_accuracy`` of shape (n_tasks,). Incremental rows are
-        all rows of the classes with at least one ``is_novel`` row in the task.
-        Calibration: ``probability`` (bool), ``ece``, ``brier`` (floats), and
-        ``reliability`` (a Bunch of ``prob_pred``, ``prob_true``, ``count``
-        over the non-empty bins, and ``n_bins``). Threshold-free decision:
-        ``argmax_accuracy`` and its ``argmax_accuracy_ci`` (mean over tasks,
-        as ``accuracy``), ``argmax_novel_tpr`` (its pooled novelty TPR) and
-        ``task_argmax_accuracy``. All of them None when ``p_novel`` is not a
-        probability; the argmax ones also when ``y_pred`` is not given.
+        ``accuracy``, ``support_accuracy``, ``incremental_accuracy`` (means
+        over tasks; incremental rows are those of classes with an
+        ``is_novel`` row in the task) and their ``*_ci`` half-widths;
+        ``h_measure``, ``auroc``, ``threshold``, ``novel_tpr`` (attained),
+        ``n_tasks``; per-task ``task_accuracy``, ``task_support_accuracy``,
+        ``task_incremental_accuracy``. Calibration: ``probability``, ``ece``,
+        ``brier`` and ``reliability`` (:func:`reliability_bins`). Argmax
+        decision: ``argmax_accuracy``, ``argmax_accuracy_ci``,
+        ``argmax_novel_tpr``, ``task_argmax_accuracy``. None where
+        ``p_novel`` is not a probability (argmax ones also without ``y_pred``).
 
     References
     ----------
-    .. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.
+    %(flowr)s
 
     Examples
     --------
@@ -307,8 +241,8 @@ def open_world_report(
     """
     y_true = column_or_1d(y_true)
     y_known = column_or_1d(y_known)
-    p_novel = _check_p_novel(p_novel)
-    is_novel = _check_boolean(is_novel, "is_novel")
+    p_novel = check_scores(p_novel, "p_novel")
+    is_novel = check_boolean(is_novel, "is_novel")
     task_ids = (
         np.zeros(y_true.shape[0], dtype=np.intp)
         if task_ids is None
@@ -316,7 +250,7 @@ def open_world_report(
     )
     arrays = [y_true, y_known, p_novel, is_novel, task_ids]
     if support_mask is not None:
-        support_mask = _check_boolean(support_mask, "support_mask")
+        support_mask = check_boolean(support_mask, "support_mask")
         arrays.append(support_mask)
     if y_pred is not None:
         y_pred = column_or_1d(y_pred)
@@ -341,12 +275,12 @@ def open_world_report(
 
     ranking = p_novel
     if novelty_score is not None:
-        ranking = _check_p_novel(novelty_score)
+        ranking = check_scores(novelty_score, "novelty_score")
         check_consistent_length(ranking, p_novel)
     threshold = novelty_threshold_at_tpr(ranking, is_novel, tpr)
     declared_novel = ranking >= threshold
     correct = np.where(declared_novel, is_novel,
-                       ~is_novel & _same_labels(y_known, y_true))
+                       ~is_novel & same_labels(y_known, y_true))
 
     tasks, task_index = np.unique(task_ids, return_inverse=True)
     n_tasks = tasks.shape[0]
@@ -387,10 +321,10 @@ def open_world_report(
     argmax = dict.fromkeys(["argmax_accuracy", "argmax_accuracy_ci",
                             "argmax_novel_tpr", "task_argmax_accuracy"])
     if probability and y_pred is not None:
-        pred_novel = _same_labels(y_pred, np.full(y_pred.shape[0], novel_label,
+        pred_novel = same_labels(y_pred, np.full(y_pred.shape[0], novel_label,
                                                   dtype=object))
         argmax_correct = np.where(pred_novel, is_novel,
-                                  ~is_novel & _same_labels(y_pred, y_true))
+                                  ~is_novel & same_labels(y_pred, y_true))
         per_task = _per_task_accuracy(argmax_correct.astype(np.float64), all_rows,
                                       task_index, n_tasks)
         mean, half_width = _mean_and_half_width(per_task, confidence)
@@ -399,14 +333,6 @@ def open_world_report(
                       task_argmax_accuracy=per_task)
     report.update(argmax)
     return report
-
-
-def _same_labels(a, b):
-    """Elementwise label equality; as objects when the dtypes differ (e.g. an
-    int novel_label next to string classes), so numpy never refuses it."""
-    if a.dtype != b.dtype:
-        return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
-    return a == b
 
 
 def _calibration(p_novel, is_novel, probability, n_bins):

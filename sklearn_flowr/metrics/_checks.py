@@ -1,0 +1,44 @@
+"""Input checks the metrics share."""
+
+import numpy as np
+from sklearn.utils import check_array, column_or_1d
+
+
+def check_binary(y_true):
+    """``y_true`` as booleans: it may be boolean, or take values in {0, 1}."""
+    y_true = column_or_1d(y_true)
+    if y_true.shape[0] == 0:
+        raise ValueError("y_true is empty.")
+    if y_true.dtype == bool:
+        return y_true
+    labels = np.unique(y_true)
+    if not np.all(np.isin(labels, [0, 1])):
+        raise ValueError(
+            f"y_true must be boolean or in {{0, 1}}; got labels {labels.tolist()}."
+        )
+    return y_true == 1
+
+
+def check_scores(score, name):
+    """A one-dimensional array of finite floats (any novelty score)."""
+    score = check_array(score, ensure_2d=False, dtype=np.float64, input_name=name)
+    if score.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {score.shape}.")
+    return score
+
+
+def check_boolean(values, name):
+    values = np.asarray(values)
+    if values.ndim != 1:
+        raise ValueError(f"{name} must be one-dimensional; got shape {values.shape}.")
+    if values.dtype != bool:
+        raise ValueError(f"{name} must be a boolean array; got dtype {values.dtype}.")
+    return values
+
+
+def same_labels(a, b):
+    """Elementwise label equality, as objects when the dtypes differ (an int
+    novel label next to string classes)."""
+    if a.dtype != b.dtype:
+        return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
+    return a == b
