@@ -1,13 +1,5 @@
-"""Class discovery: how well unlabelled rows were grouped into new classes.
-
-A model that opens classes of its own from an unlabelled stream names them
-itself (provisional labels), so its labels cannot be compared with the true
-ones row by row. The clustering accuracy matches the predicted groups to the
-true classes first, one to one, in the way that agrees with the most rows
-(the Hungarian algorithm); NMI and ARI need no matching. The convention is the
-one of open-world semi-supervised learning [1]_: plain accuracy on the rows of
-known classes, clustering accuracy on the rows of new classes and on all rows.
-"""
+"""Class discovery: how well unlabelled rows were grouped into new classes
+(clustering accuracy under the Hungarian matching, NMI, ARI)."""
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -19,12 +11,8 @@ __all__ = ["clustering_accuracy", "discovery_report"]
 
 
 def _check_labels(labels, name):
-    """A one-dimensional label array, without NaN.
-
-    A list mixing numbers and strings stays objects: ``np.asarray`` would turn
-    ``[0, "new-1"]`` into the strings ``["0", "new-1"]``, and 0 would no longer
-    be the known class 0.
-    """
+    """A 1-d label array without NaN; a list mixing numbers and strings stays
+    objects (``np.asarray`` would turn 0 into "0")."""
     array = np.asarray(labels)
     if array.dtype.kind in "US" and not isinstance(labels, np.ndarray):
         array = np.asarray(labels, dtype=object)
@@ -40,12 +28,8 @@ def _check_labels(labels, name):
 
 
 def _codes(labels):
-    """Integer code of each label (0 .. n_distinct - 1) and the distinct count.
-
-    ``np.unique`` sorts, which fails on objects of mixed types (an int next to
-    a provisional string label); those are numbered in order of appearance,
-    equal labels (``==`` and hash) sharing a code.
-    """
+    """Integer code of each label and the distinct count; objects of mixed
+    types are numbered in order of appearance."""
     if labels.dtype.kind != "O":
         distinct, codes = np.unique(labels, return_inverse=True)
         return codes.reshape(-1), distinct.shape[0]
@@ -90,16 +74,11 @@ def _is_in(labels, reference):
 def clustering_accuracy(y_true, y_pred) -> float:
     """Accuracy of a clustering under the best matching of clusters to classes.
 
-    Each predicted cluster is mapped to at most one true class and each class
-    receives at most one cluster; of all such one-to-one maps, the one that
-    agrees with the most rows is found with the Hungarian algorithm
-    (:func:`scipy.optimize.linear_sum_assignment` on the contingency table),
-    and the accuracy is the fraction of rows it agrees with [1]_ [2]_. With
-    more clusters than classes, the rows of the clusters left unmatched count
-    as errors; with fewer, the classes left unmatched do. The score depends
-    only on how the rows are grouped: renaming the clusters, or the classes,
-    leaves it unchanged, and the two label sets need not share any label or
-    type.
+    The one-to-one map of clusters to classes that agrees with the most rows
+    is found with the Hungarian algorithm
+    (:func:`scipy.optimize.linear_sum_assignment`) [1]_ [2]_; rows of
+    unmatched clusters count as errors. Renaming clusters or classes leaves
+    the score unchanged.
 
     Parameters
     ----------
@@ -162,20 +141,11 @@ def clustering_accuracy(y_true, y_pred) -> float:
 def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunch:
     """Score the classes a model discovered in a stream, and its known classes.
 
-    A row is *known* when its true class is one of ``known_classes`` (the
-    classes the model was given labels for), *new* otherwise. Following the
-    open-world semi-supervised convention [1]_, the known rows are scored by
-    plain accuracy (the predicted label must be the true one), and the
-    grouping of the new rows, and of all rows, by the clustering accuracy of
-    :func:`clustering_accuracy` (the best one-to-one matching of predicted
-    labels to true classes, over *every* predicted label of the rows scored:
-    a new row predicted as a known class puts that class's label in the
-    matching as one more cluster), the normalised mutual information
-    (:func:`sklearn.metrics.normalized_mutual_info_score`, arithmetic
-    normalisation) and the adjusted Rand index
-    (:func:`sklearn.metrics.adjusted_rand_score`). Each subset gets its own
-    matching, as in [1]_ and [2]_ (generalized category discovery [3]_ scores
-    subsets under the one matching of all rows instead).
+    A row is *known* when its true class is in ``known_classes``, *new*
+    otherwise. As in open-world semi-supervised learning [1]_, known rows are
+    scored by plain accuracy, new rows and all rows by
+    :func:`clustering_accuracy` (each subset matched on its own, over every
+    predicted label), NMI and ARI.
 
     Parameters
     ----------

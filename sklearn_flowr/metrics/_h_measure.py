@@ -13,11 +13,8 @@ from .._proba import novel_rows
 
 
 def _binary_target(y_true, pos_label):
-    """Return ``y_true == pos_label`` after checking that the task is binary.
-
-    ``pos_label=None`` follows :func:`sklearn.metrics.roc_auc_score`: it means
-    ``1`` when the labels are {0, 1} or {-1, 1}, and is an error otherwise.
-    """
+    """``y_true == pos_label`` of a binary ``y_true``; ``pos_label=None`` means 1
+    for labels {0, 1} or {-1, 1}, as in ``roc_auc_score``."""
     target_type = type_of_target(y_true, input_name="y_true")
     if target_type != "binary":
         raise ValueError(
@@ -49,12 +46,7 @@ def _binary_target(y_true, pos_label):
 
 
 def _novelty_problem(y_true, y_score, pos_label):
-    """The binary problem "is the row novel?" of an open-world output.
-
-    ``y_score`` is an :class:`~sklearn_flowr._proba.OpenWorldProba`: its last
-    column is P(novel) (or its log), and a row is novel when its label is not
-    one of the classes the estimator knew when it predicted.
-    """
+    """The binary problem "is the row novel?" of an ``OpenWorldProba``."""
     if pos_label is not None:
         raise ValueError(
             f"pos_label={pos_label!r} does not apply to an open-world "
@@ -86,13 +78,8 @@ def _cost_beta_shapes(cost_beta, severity_ratio, n_pos, n_neg):
 
 
 def _roc_upper_hull(y_bool, y_score):
-    """Vertices of the ROC's upper convex hull as integer counts.
-
-    Returns the false- and true-positive counts ``(fps, tps)`` of the hull
-    vertices, left to right, from ``(0, 0)`` to ``(n_neg, n_pos)``. Working on
-    integer counts keeps the orientation tests exact, so heavy ties (which
-    produce long collinear runs) cannot flip a vertex in or out.
-    """
+    """False- and true-positive counts ``(fps, tps)`` of the ROC's upper hull,
+    left to right; integer counts keep the orientation tests exact."""
     fpr, tpr, _ = roc_curve(y_bool, y_score, drop_intermediate=False)
     n_pos = int(np.count_nonzero(y_bool))
     n_neg = y_bool.shape[0] - n_pos
@@ -117,23 +104,16 @@ def _roc_upper_hull(y_bool, y_score):
 
 
 def _cost_weighted_masses(cost, alpha, beta):
-    """Partial moments of ``u = Beta(alpha, beta)`` on ``[0, cost]``.
-
-    Returns ``(int_0^c t u(t) dt, int_0^c (1 - t) u(t) dt)``; both are
-    regularised incomplete beta functions, which is what makes the H-measure
-    integral exact rather than a quadrature.
-    """
+    """``(int_0^c t u(t) dt, int_0^c (1 - t) u(t) dt)`` for ``u = Beta(alpha,
+    beta)``: regularised incomplete beta functions, so the integral is exact."""
     mass_c = alpha / (alpha + beta) * betainc(alpha + 1.0, beta, cost)
     mass_one_minus_c = beta / (alpha + beta) * betainc(alpha, beta + 1.0, cost)
     return mass_c, mass_one_minus_c
 
 
 def _expected_minimum_loss(fpr, tpr, lower, upper, pi0, pi1, alpha, beta):
-    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc`` for vertex losses L_k.
-
-    ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``, c being the normalised
-    cost of misclassifying a class-0 (negative) object.
-    """
+    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc`` with vertex losses
+    ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``."""
     c_hi, one_minus_c_hi = _cost_weighted_masses(upper, alpha, beta)
     c_lo, one_minus_c_lo = _cost_weighted_masses(lower, alpha, beta)
     return float(
@@ -168,53 +148,33 @@ def h_measure(
 ) -> float:
     """Compute Hand's H-measure of a binary scoring classifier.
 
-    The H-measure is one minus the expected minimum misclassification loss of
-    the classifier, averaged over a distribution ``u(c)`` of the normalised cost
-    ``c`` of misclassifying a negative (class-0) object, relative to the same
-    expected loss of the best trivial classifier. Unlike the AUC, ``u`` is fixed
-    by the user and is the same for every classifier compared (Hand, 2009).
-
-    For a threshold with rates ``(FPR, TPR)`` the loss is
-    ``L(c) = c * pi0 * FPR + (1 - c) * pi1 * (1 - TPR)``, with ``pi0, pi1`` the
-    class proportions. The minimum over thresholds is attained on the upper
-    convex hull of the ROC curve, so the integral is evaluated exactly, segment
-    by segment of the hull, with the regularised incomplete beta function.
+    One minus the expected minimum misclassification loss over a cost
+    distribution ``u(c)`` fixed by the user (the same for every classifier,
+    unlike the AUC), relative to that of the best trivial classifier [1]_.
+    The minimum lies on the ROC's upper convex hull, so the integral is
+    exact, segment by segment, with the regularised incomplete beta function.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True binary labels. If they are not {0, 1} or {-1, 1}, ``pos_label``
         must be given.
-
     y_score : array-like of shape (n_samples,) or (n_samples, n_classes + 1)
-        Any real-valued scores, higher meaning more likely positive
-        (probabilities, decision function values, ...). Ties are allowed.
-
-        Or the array that an open-world classifier's ``predict_proba`` (or
-        ``predict_log_proba``) returned, unchanged, such as
-        :meth:`CRPGaussianClassifier.predict_proba
-        <sklearn_flowr.CRPGaussianClassifier.predict_proba>`: it carries the
-        classes the classifier knew. The score is then its last column,
-        P(novel), and the positive rows are those whose label is not one of
-        those classes, so ``make_scorer(h_measure,
-        response_method="predict_proba")`` scores novelty detection in
-        :class:`~sklearn.model_selection.GridSearchCV` with
-        :class:`~sklearn_flowr.model_selection.OpenWorldSplit` (each test fold
-        needs rows of both kinds). A plain 2-D array is refused.
-
+        Real-valued scores, higher meaning more likely positive; ties are
+        allowed. Or an open-world classifier's ``predict_proba`` (or
+        ``predict_log_proba``) output, unchanged: the score is then P(novel)
+        and the positives the rows of classes it did not know, so
+        ``make_scorer(h_measure, response_method="predict_proba")`` scores
+        novelty in ``GridSearchCV`` with
+        :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
     cost_beta : tuple of (float, float), default=(2.0, 2.0)
-        Shapes ``(alpha, beta)`` of the Beta cost density ``u(c)``. The default
-        Beta(2, 2) is Hand's original proposal and the choice of the FLOWR paper.
-
+        Shapes ``(alpha, beta)`` of the Beta cost density ``u(c)``; Beta(2, 2)
+        is Hand's proposal and the FLOWR paper's choice.
     severity_ratio : float > 0, "auto" or None, default=None
-        If given, overrides ``cost_beta`` with the parameterisation of the R
-        ``hmeasure`` package, Beta(2, 1 + 1/SR) (Hand & Anagnostopoulos, 2014).
-        ``"auto"`` uses that package's default ``SR = pi1 / pi0`` (number of
-        positives over number of negatives).
-
+        If given, overrides ``cost_beta`` with the R ``hmeasure`` package's
+        Beta(2, 1 + 1/SR) [2]_; ``"auto"``: its default ``SR = pi1 / pi0``.
     pos_label : int, float, bool or str, default=None
-        The label of the positive class. Must be None with an open-world
-        ``y_score``, whose positive class is "novel".
+        The positive class's label; None with an open-world ``y_score``.
 
     Returns
     -------
@@ -224,11 +184,9 @@ def h_measure(
 
     Notes
     -----
-    The result equals the R ``hmeasure`` package (and its PyPI port
-    ``hmeasure.h_score``) with the same severity ratio whenever the AUC is at
-    least 0.5. Below that the R package silently reverses the scores; here the
-    scores are taken as given (higher = more positive), so a classifier worse
-    than chance scores what its ROC hull above the diagonal is worth.
+    Equal to the R ``hmeasure`` package with the same severity ratio when the
+    AUC is at least 0.5; below, R reverses the scores, here they are taken as
+    given.
 
     References
     ----------

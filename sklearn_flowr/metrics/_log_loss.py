@@ -53,16 +53,9 @@ def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
 
     Notes
     -----
-    scikit-learn's ``scoring="neg_log_loss"`` (and ``"roc_auc_ovr"``) cannot
-    score this output: they match the sorted labels of ``y_true`` to the
-    columns by position. Where the test fold holds one class more than the
-    model knows (one class held out), the counts agree and they return a
-    finite score that is wrong: from the held-out class on, every class is
-    scored on the next class's column and the largest label on P(novel).
-    With more classes held out they raise ("y_true and y_prob contain
-    different number of classes", "Number of classes in y_true not equal to
-    the number of columns in 'y_score'"), which ``GridSearchCV`` and
-    ``cross_val_score`` turn into NaN scores with a warning.
+    scikit-learn's ``scoring="neg_log_loss"`` cannot score this output: it
+    matches the sorted labels of ``y_true`` to the columns by position, which
+    is wrong (or an error) once a class is held out.
 
     Examples
     --------

@@ -9,18 +9,12 @@ from ._h_measure import h_measure
 def novelty_scorer(estimator, X, y) -> float:
     """H-measure of an open-world classifier's novelty probability on ``(X, y)``.
 
-    A row is novel when its label is not in ``estimator.classes_``, i.e. its
-    class was held out of the training fold (see
-    :class:`~sklearn_flowr.model_selection.OpenWorldSplit`). The score is
-    :func:`h_measure` of the last column of ``estimator.predict_proba(X)``, the
-    novel-class probability, against that indicator, so it can be passed as
-    ``scoring=novelty_scorer`` to :class:`~sklearn.model_selection.GridSearchCV`
-    or :func:`~sklearn.model_selection.cross_val_score` (higher is better).
-    On this package's classifiers it equals ``make_scorer(h_measure,
-    response_method="predict_proba")`` whenever the training fold has three
-    classes or more (with one or two, scikit-learn's scorer hands the metric a
-    single known class's column); it has no such limit, and it also takes an
-    estimator whose ``predict_proba`` has the layout below as a plain array.
+    A row is novel when its label is not in ``estimator.classes_`` (its class
+    was held out of the training fold, see
+    :class:`~sklearn_flowr.model_selection.OpenWorldSplit`); pass it as
+    ``scoring=novelty_scorer`` to ``GridSearchCV`` or ``cross_val_score``.
+    Unlike ``make_scorer(h_measure, response_method="predict_proba")``, it
+    also works with one or two training classes and on plain arrays.
 
     Parameters
     ----------

@@ -1,15 +1,5 @@
-"""Fit the Platt map of P(novel) on open-world episodes of the training classes.
-
-A head's P(novel) can rank novel queries well and still be over-confident: on
-embeddings whose classes are not Gaussian the ratio of the broad novel-class
-predictive to the narrow known-class ones is far too sharp (see
-docs/user_guide.rst, "Calibrating P(novel)"). :func:`calibrate_novelty` runs
-the estimator through the same kind of tasks it will meet -- but drawn from
-labelled training classes, some of them held out as the "novel" ones -- and
-fits ``logit p' = slope * logit p + intercept`` to the first sightings by
-logistic regression. The map keeps the order of P(novel), so nothing rank-based
-changes; only the probability and the argmax decision do.
-"""
+"""Fit the Platt map of P(novel) on open-world tasks of the training classes
+(docs/user_guide.rst, "Calibrating P(novel)")."""
 
 from __future__ import annotations
 
@@ -27,7 +17,7 @@ from ..calibration import clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import resolve_seed
+from .sampling import check_count, resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 
@@ -104,15 +94,9 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
 
 def calibration_tasks(setting, y, n_novel, n_query, n_tasks, seed, *, known=None,
                       n_known_query=None):
-    """The open-world tasks a novelty map is fitted on, sized to the rows.
-
-    Small context: ``n_novel`` novel and up to 10 support classes of ``y``,
-    fewer queries and shots when classes are small (a support class takes up
-    to 10 shots + ``n_query`` queries). Large context: the ``known`` classes
-    (``n_known_query`` of them queried per task; all when it is ``None`` or
-    not below their number) and ``n_novel`` novel ones, at most as many
-    queries per class as the smallest class has rows.
-    """
+    """The open-world tasks a novelty map is fitted on, sized to the rows:
+    small context, up to 10 support + ``n_novel`` classes of ``y``; large
+    context, the ``known`` classes and ``n_novel`` novel ones."""
     counts = np.unique(y, return_counts=True)[1]
     if setting == "small":
         smallest = int(counts.min())
@@ -141,17 +125,12 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       targets: str = "platt", verbose: int = 0) -> Bunch:
     """Fit the Platt map of P(novel) on open-world tasks of labelled data.
 
-    The labelled data are training classes (never the classes the map will
-    be judged on). Small context: ``SmallContextTasks`` on ``y`` with the
-    paper's 10 support + 5 novel classes (in proportion when there are fewer
-    than 15 classes, e.g. 3 + 2 of 5), run through copies of ``estimator``
-    (the unfitted head with its prior, as deployed). Large context:
-    ``n_novel_classes`` classes are held out as novel, a clone of the fitted
-    ``estimator`` (with its fitted prior, noise and concentration when it has
-    them) is refitted on half the rows of the others, and
-    ``LargeContextTasks`` query the rest. In both, the first sightings are
-    regressed on ``logit P(novel)`` (logistic regression, effectively
-    unpenalised). Set the result on the estimator with
+    The tasks are drawn from training classes (never the classes the map is
+    judged on): small context, the paper's 10 support + 5 novel classes (in
+    proportion below 15 classes) through copies of ``estimator``; large
+    context, ``n_novel_classes`` classes held out and a clone of the fitted
+    ``estimator`` refitted on half the rows of the others. The first
+    sightings are regressed on ``logit P(novel)``. Set the result with
     ``estimator.set_params(novelty_calibration=(out.slope, out.intercept))``.
 
     Parameters
@@ -170,9 +149,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         Novel classes per task; ``None``: the small context's proportion
         (5 of 15), at most 5.
     n_query : int, default=10
-        Query rows per class, at most half the smallest class (large context:
-        the rows left per class). Small context: 1 to 10 shots per support
-        class, at most the rows a class has beside its queries.
+        Query rows per class, at most half the smallest class.
     n_known_query_classes : int or None, default=None
         Large context: known classes queried per task (``None``: all).
     n_jobs : int, default=None
@@ -187,11 +164,9 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``slope`` (> 0) and ``intercept`` of the map; ``n_rows`` and
-        ``n_first_sightings`` of the calibration run; ``ece_before`` and
-        ``ece_after``, the expected calibration error of P(novel) on the
-        calibration rows themselves (in-sample: judge the map on other
-        classes).
+        ``slope`` (> 0) and ``intercept`` of the map; ``n_rows``,
+        ``n_first_sightings``; ``ece_before`` and ``ece_after``, the in-sample
+        ECE of P(novel) on the calibration rows.
 
     Examples
     --------
@@ -212,9 +187,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
     check_targets(targets)
     check_run_options(n_known_query_classes, n_jobs)
-    for name, value, low in (("n_tasks", n_tasks, 1), ("n_query", n_query, 1)):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < low:
-            raise ValueError(f"{name} must be an int >= {low}; got {value!r}.")
+    check_count("n_tasks", n_tasks, 1)
+    check_count("n_query", n_query, 1)
     y = column_or_1d(y)
     X = np.asarray(X)
     if X.shape[0] != y.shape[0]:
@@ -239,9 +213,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
 
 def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
                      n_query, n_known_query_classes, n_jobs, seed, verbose=0):
-    """The unmapped P(novel) and first-sighting flags of the calibration
-    queries :func:`calibrate_novelty` fits its map on (arguments checked
-    there)."""
+    """The unmapped P(novel) and first-sighting flags :func:`calibrate_novelty`
+    fits its map on."""
     run = calibration_scores(
         _uncalibrated(estimator, y), X, y, setting, n_tasks=n_tasks,
         n_novel_classes=n_novel_classes, n_query=n_query,
@@ -257,16 +230,10 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     """Novelty scores of open-world tasks drawn from labelled training classes.
 
     The calibration run of :func:`calibrate_novelty`, for any estimator
-    :func:`evaluate_online` takes and as it is given (its own
-    ``novelty_calibration`` included). Small context: ``SmallContextTasks``
-    on ``y`` (:func:`calibration_tasks`), each run through a copy of
-    ``estimator``. Large context: ``n_novel_classes`` classes of ``y`` are
-    held out, a clone of the fitted ``estimator`` is refitted on half the
-    rows of the others and ``LargeContextTasks`` query the rest. The scores
-    of the rows that are not first sightings (rows of classes known at that
-    moment) are a calibration set for conformal novelty p-values
-    (:func:`~sklearn_flowr.conformal.conformal_pvalues`) of rows of other
-    tasks run the same way.
+    :func:`evaluate_online` takes, as it is given. The scores of rows that
+    are not first sightings are a calibration set for conformal p-values
+    (:func:`~sklearn_flowr.conformal.conformal_pvalues`) of other tasks run
+    the same way.
 
     Parameters
     ----------
@@ -279,32 +246,19 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     setting : {"small", "large"}
     n_tasks : int
         Calibration tasks.
-    n_novel_classes : int or None, default=None
-        Novel classes per task; ``None``: as :func:`calibrate_novelty`
-        chooses them (the small context's proportion, at most 5).
-    n_query : int, default=10
-        Query rows per class (see :func:`calibration_tasks`).
-    n_known_query_classes : int or None, default=None
-        Large context: known classes queried per task (``None``: all).
-    n_jobs : int or None, default=None
-        Parallel workers of :func:`evaluate_online`.
+    n_novel_classes, n_query, n_known_query_classes, n_jobs, verbose
+        As :func:`calibrate_novelty` takes them.
     seed : int, default=0
         Seeds the tasks and the large context's class split.
     probability : bool or "auto", default="auto"
-        Passed to :func:`evaluate_online`.
-    verbose : int, default=0
         Passed to :func:`evaluate_online`.
 
     Returns
     -------
     rows : :class:`~sklearn.utils.Bunch`
-        The per-row arrays of :func:`evaluate_online` (``return_rows=True``:
-        ``y_true``, ``p_novel``, ``is_novel``, ``task_id``, ...) plus
-        ``score``, the novelty score conformal p-values rank by (the
-        ``novelty_score`` column when the estimator returns one -- FLOWR's
-        log-odds of P(novel), which have no ties at P(novel) = 1 -- else
-        ``p_novel``), ``score_name`` (which of the two), and
-        ``is_first_sighting`` (``is_novel``).
+        The per-row arrays of :func:`evaluate_online` (``return_rows=True``)
+        plus ``score`` (the ``novelty_score`` column when there is one, else
+        ``p_novel``), ``score_name`` and ``is_first_sighting``.
 
     Examples
     --------
@@ -344,14 +298,12 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
 
 
 def _default_n_novel(n_classes):
-    """Novel classes per calibration task: the small context's proportion
-    (5 of 15), at most 5."""
+    """Novel classes per calibration task: 5 of 15, at most 5."""
     return min(5, small_context_sizes(n_classes)[1])
 
 
 def check_run_options(n_known_query_classes, n_jobs):
-    """Fail on an ``n_known_query_classes`` or ``n_jobs`` the tasks and
-    :func:`evaluate_online` would refuse only after some work."""
+    """Fail early on an ``n_known_query_classes`` or ``n_jobs`` refused later."""
     if n_known_query_classes is not None and (
             isinstance(n_known_query_classes, bool)
             or not isinstance(n_known_query_classes, Integral)
@@ -381,13 +333,9 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
         The uncalibrated P(novel) of calibration queries.
     is_first_sighting : array-like of bool, shape (n_rows,)
     targets : {"platt", "hard"}, default="platt"
-        What the logistic fit regresses on. ``"platt"``: Platt's (1999)
-        smoothed targets, ``(N+ + 1) / (N+ + 2)`` for a first sighting and
-        ``1 / (N- + 2)`` for a known-class query (``N+``, ``N-``: their
-        counts), as scikit-learn's sigmoid calibration does: the fit stays
-        finite when the rows are separated perfectly. ``"hard"``: 1 and 0
-        (the maximum-likelihood fit, this package's map before). Measured
-        on the cached benchmark models (README, "Calibrating P(novel)").
+        Platt's (1999) smoothed targets, ``(N+ + 1) / (N+ + 2)`` and
+        ``1 / (N- + 2)``, which keep the fit finite on perfectly separated
+        rows; or plain 1 and 0 (the maximum-likelihood fit).
     remedy : str
         What the warning on perfectly separated rows advises.
 

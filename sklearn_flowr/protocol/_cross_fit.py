@@ -1,23 +1,11 @@
-"""Fit the Platt map of P(novel) on classes the encoder has not seen.
-
-:func:`calibrate_novelty` draws its tasks from the training classes' final
-embeddings. With few training classes those tasks do not look like tasks of
-new classes: the encoder separates the classes it was trained on cleanly, so
-their held-out "novel" ones are easy to tell apart, while new classes land
-among the known ones (measured on the five-class datasets, README "Measured
-figures"). Cross-fitting, as :class:`~sklearn.calibration.CalibratedClassifierCV`
-does with ``ensemble=False``: each fold trains a clone of the estimator on
-some classes and runs open-world tasks of the classes it held out through the
-clone's head; the first sightings of every fold, pooled, fit one map, which is
-then set on the model trained on every class. The same held-out tasks can
-choose the head's ``noise_shrinkage`` (docs/user_guide.rst, "The noise
-covariance of new classes"), which is what they are best placed to judge.
-"""
+"""Fit the Platt map of P(novel) on classes the encoder has not seen, by
+cross-fitting over class-disjoint folds (docs/user_guide.rst, "Cross-fitted
+calibration")."""
 
 from __future__ import annotations
 
 import warnings
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from sklearn.base import clone
@@ -33,12 +21,12 @@ from ._calibrate import (
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from .sampling import resolve_seed
+from .sampling import check_count, resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
 
 def _known_queries(y, rows, share, rng):
-    """Split ``rows`` per class into rows to fit and ``share`` of them (at
+    """``rows`` split per class into rows to fit and ``share`` of them (at
     least one, at most half) to query as known classes."""
     fit, query = [], []
     for label in np.unique(y[rows]):
@@ -112,9 +100,8 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
 
 def _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
                        noise_shrinkages, accuracy_tolerance=None):
-    for name, value in (("n_tasks", n_tasks), ("n_query", n_query)):
-        if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
-            raise ValueError(f"{name} must be an int >= 1; got {value!r}.")
+    check_count("n_tasks", n_tasks, 1)
+    check_count("n_query", n_query, 1)
     check_run_options(n_known_query_classes, n_jobs)
     if noise_shrinkages is not None:
         values = np.asarray(noise_shrinkages, dtype=object).ravel()
@@ -143,26 +130,15 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                                   targets: str = "platt") -> Bunch:
     """Fit the Platt map of P(novel) on folds of classes held out of training.
 
-    For each fold of ``cv`` (class-disjoint), a clone of ``estimator``
-    (without its own map) is trained on the fold's training classes; the
-    held-out classes, embedded by the clone (``transform``), go through
-    open-world tasks run by the clone's head (``head_``), in the estimator's
-    ``setting``: small context, :class:`SmallContextTasks` of the held-out
-    classes (the paper's 10 support + 5 novel, in proportion below 15); large
-    context, :class:`LargeContextTasks` whose known classes are the fold's
-    training classes, queried on ``known_query_share`` of their rows kept out
-    of the clone's training, and whose novel classes are the held-out ones.
-    The first sightings of all folds are regressed on ``logit P(novel)``
-    together (:func:`calibrate_novelty`'s map). Each fold trains a model:
-    this costs ``k`` trainings on ``(k - 1) / k`` of the classes.
-
-    With ``noise_shrinkages``, each fold's full head is rebuilt for every
-    value (empirical Bayes on the fold's training embeddings, as
-    ``FLOWRClassifier`` builds it) and run through the same tasks; the value
-    with the best H-measure of P(novel), averaged over the folds, among those
-    whose mean accuracy (at the setting's fixed novelty TPR) is within
-    ``accuracy_tolerance`` of the most accurate candidate's, is chosen and the
-    map is fitted on its rows.
+    For each class-disjoint fold of ``cv``, a clone of ``estimator`` (without
+    its own map) trains on the fold's training classes, and open-world tasks
+    of the held-out classes, embedded by the clone, run through its head (in
+    the large context the fold's training classes are the known ones,
+    queried on ``known_query_share`` of their rows). The first sightings of
+    all folds fit one map (:func:`calibrate_novelty`'s). It costs one
+    training per fold. With ``noise_shrinkages``, each candidate's head runs
+    the same tasks and the best H-measure among candidates within
+    ``accuracy_tolerance`` of the best accuracy is chosen.
 
     Parameters
     ----------
@@ -172,27 +148,21 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
         Training inputs, as ``estimator.fit`` takes them.
     y : array-like of shape (n_samples,)
     cv : int, cross-validation generator or iterable, default=2
-        Folds over whole classes. An int ``k``:
-        :class:`~sklearn.model_selection.GroupKFold` with ``k`` folds over the
-        labels; a splitter is called as ``split(X, y, groups=y)`` (use a group
-        splitter, e.g. :class:`~sklearn.model_selection.GroupShuffleSplit`);
-        an iterable yields ``(train, held)`` integer index arrays. Every fold
-        is checked to split whole classes and, for a ``FLOWRClassifier``,
-        to give classes its training accepts, before the first one trains.
-        Small context: each fold must hold out at least 2 classes.
+        Folds over whole classes, as
+        :func:`~sklearn_flowr.model_selection.class_disjoint_folds` takes
+        them; all checked before the first one trains. Small context: each
+        fold must hold out at least 2 classes.
     noise_shrinkages : list of float in [0, 1] or None, default=None
         Candidates of the full head's ``noise_shrinkage``; ``None``: the
         estimator's own value, nothing chosen. Needs ``covariance="full"``.
     accuracy_tolerance : float in [0, 1] or None, default=0.01
         With ``noise_shrinkages``: the accuracy a candidate may lose against
-        the most accurate one and still be chosen (0.01: one point, the
-        tolerance the project's benchmarks hold FLOWR to); ``None``: the
-        best H-measure whatever its accuracy.
+        the most accurate one and still be chosen; ``None``: the best
+        H-measure whatever its accuracy.
     n_tasks : int, default=200
         Tasks per fold.
     n_query : int, default=10
-        Query rows per class (at most half the smallest held-out class in the
-        small context).
+        Query rows per class.
     n_known_query_classes : int or None, default=None
         Large context: known classes queried per task (``None``: all).
     known_query_share : float in (0, 0.5], default=0.25
@@ -209,13 +179,10 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``slope``, ``intercept``, ``n_rows``, ``n_first_sightings``,
-        ``ece_before`` and ``ece_after`` (in-sample, over the pooled folds),
-        as :func:`calibrate_novelty` returns them; ``n_folds``;
-        ``noise_shrinkage`` (the chosen value, or the estimator's) and
-        ``h_measures`` and ``accuracies`` (per candidate, the folds' mean
-        H-measure and accuracy at the fixed TPR; ``None`` without
-        ``noise_shrinkages``).
+        As :func:`calibrate_novelty` returns it (in-sample over the pooled
+        folds), plus ``n_folds``, ``noise_shrinkage`` (chosen, or the
+        estimator's) and per candidate ``h_measures`` and ``accuracies``
+        (folds' means; ``None`` without ``noise_shrinkages``).
 
     Examples
     --------
@@ -260,9 +227,8 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
 
 
 def _fold_template(estimator, y):
-    """The estimator every fold clones: no map or folds of its own, no shared
-    checkpoints, the novel label of all of ``y`` (a fold's own "auto" label
-    could be one of its held-out classes)."""
+    """The estimator every fold clones: no map, folds or checkpoints of its own,
+    and the novel label of all of ``y``."""
     params = estimator.get_params(deep=False)
     fold_params = {"calibration": None, "checkpoint_dir": None}
     # Built from the parameters, not cloned: a consumed generator of folds
@@ -337,11 +303,8 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
 
 
 def _warn_one_support_class(plan):
-    """Small-context folds holding out fewer than 3 classes make tasks of one
-    support class: no known class can be mistaken for another there, so the
-    accuracy guard cannot see what a wider noise costs (measured on
-    fashion-mnist: the folds' accuracy rose with the shrinkage while the
-    deployed model's fell 5-7 points)."""
+    """Warn where small-context folds make tasks of one support class: they
+    cannot show the accuracy a wider noise costs."""
     n_support = min(small_context_sizes(fold.n_held_classes)[0] for fold in plan)
     if n_support < 2:
         warnings.warn(
@@ -356,12 +319,8 @@ def _warn_one_support_class(plan):
 
 def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
     """The candidate with the best H-measure among those within
-    ``accuracy_tolerance`` of the best accuracy (all when ``None``).
-
-    A wider noise covariance can rank novelty better while it confuses the
-    known classes: on the five-class encoders the best held-out H-measure
-    cost fashion-mnist 5-10 accuracy points (README, "The noise covariance
-    of new classes"). Ties go to the smaller shrinkage (the plain estimate).
+    ``accuracy_tolerance`` of the best accuracy (all when ``None``); ties go
+    to the smaller shrinkage.
 
     Examples
     --------

@@ -1,28 +1,15 @@
 """The open-world stream with a label budget: labels come for some rows, late.
 
-:func:`evaluate_online` gives every query's true label right after its
-prediction, as FLOWR's protocol does. :func:`evaluate_discovery` runs the same
-tasks with a label budget: each query's label arrives with probability
-``label_fraction`` (seeded), ``label_delay`` rows after the query, or never.
-A query whose label arrives at once is a labelled step
-(``open_world_step(x, y)``); any other is an unlabelled step
-(``open_world_step(x)``): the estimator assigns it to a known class or to a
-provisional class it opens, and may learn from it. When a late label comes,
-a row the estimator learned from is corrected (``correct(x, assigned,
-true)``, where the estimator has it) and one it did not learn from is learned
-(``partial_fit(x, true)``).
-
-Scored per task on the rows that came without their label, by
-:func:`~sklearn_flowr.metrics.discovery_report` of the labels they were
-assigned (``y_assigned``, read as clusters: provisional labels are matched to
-true classes by the Hungarian algorithm), then as mean and standard error
-over tasks.
+A query whose label arrives at once is a labelled step; any other is an
+unlabelled step (``open_world_step(x)``). A late label corrects a row the
+estimator learned from (``correct``, where it has one) and is learned
+(``partial_fit``) for one it did not.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed
@@ -32,7 +19,7 @@ from tqdm.auto import tqdm
 
 from ..metrics import discovery_report
 from ._evaluate import _check_estimator, _check_tasks, start_task
-from .sampling import resolve_seed
+from .sampling import check_count, resolve_seed
 
 __all__ = ["evaluate_discovery"]
 
@@ -49,13 +36,17 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     """Run an estimator through open-world tasks whose labels come late or
     never, and score how it discovers new classes.
 
+    Scored per task on the rows that came without their label, by
+    :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels,
+    then as mean and standard error over tasks.
+
     Parameters
     ----------
     estimator : estimator
         As :func:`evaluate_online` takes it, with ``open_world_step(X)``
         accepting ``y=None`` and returning ``y_assigned`` (and ``learned``
-        when it may decline to learn a row); ``correct`` is used where it
-        exists. Copied per task; not modified.
+        when it may decline a row); ``correct`` is used where it exists.
+        Copied per task; not modified.
     X : array-like of shape (n_samples, ...)
     y : array-like of shape (n_samples,)
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
@@ -104,9 +95,7 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
             or not 0.0 <= label_fraction <= 1.0):
         raise ValueError("label_fraction must be a number in [0, 1]; got "
                          f"{label_fraction!r}.")
-    if (isinstance(label_delay, bool) or not isinstance(label_delay, Integral)
-            or label_delay < 0):
-        raise ValueError(f"label_delay must be an int >= 0; got {label_delay!r}.")
+    check_count("label_delay", label_delay, 0)
     _check_estimator(estimator, setting)
     y = column_or_1d(y)
     X = X if hasattr(X, "shape") else np.asarray(X)

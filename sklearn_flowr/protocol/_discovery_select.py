@@ -1,20 +1,10 @@
-"""Choose the thresholds of class discovery on validation classes.
-
-How readily a method learns from an unlabelled row -- the head's
-``unlabelled_threshold``, DP-means' distance threshold -- trades discovering
-new classes against corrupting known ones, and the best trade depends on how
-the encoder embeds classes it has not seen. Choosing it on the test classes
-would overstate the method, so :func:`select_discovery_params` scores each
-candidate by :func:`evaluate_discovery` on tasks drawn from validation
-classes, which must be disjoint from the classes the chosen method is then
-evaluated on.
-"""
+"""Choose the thresholds of class discovery on validation classes, disjoint
+from the classes the chosen method is evaluated on."""
 
 from __future__ import annotations
 
 import copy
 import warnings
-from numbers import Integral
 
 import numpy as np
 from sklearn.utils import Bunch, column_or_1d
@@ -23,7 +13,7 @@ from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
 from ._select import grid_candidates
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import resolve_seed
+from .sampling import check_count, resolve_seed
 
 __all__ = ["discovery_score", "select_discovery_params"]
 
@@ -40,11 +30,9 @@ def discovery_score(mean, scoring: str = "balanced") -> float:
     mean : dict
         Mean figures over tasks, as :func:`evaluate_discovery` returns them.
     scoring : str, default="balanced"
-        ``"balanced"``: the mean of ``accuracy_new`` (clustering accuracy on
-        the unlabelled rows of new classes) and ``known_accuracy`` (accuracy
-        on those of known classes); or one of those figures by name:
-        ``"accuracy_all"``, ``"accuracy_new"``, ``"nmi_new"``, ``"ari_new"``,
-        ``"nmi_all"``, ``"ari_all"``, ``"known_accuracy"``.
+        ``"balanced"``: the mean of ``accuracy_new`` and ``known_accuracy``
+        (each sees one failure: learning too readily or too rarely); or one
+        figure of :func:`~sklearn_flowr.metrics.discovery_report` by name.
 
     Returns
     -------
@@ -65,8 +53,8 @@ def discovery_score(mean, scoring: str = "balanced") -> float:
 
 
 def _validation_tasks(estimator, y_val, setting, n_tasks, random_state):
-    """The default tasks over the validation rows: the benchmark's
-    small-context sizes, or every known class with up to 5 new ones."""
+    """Default validation tasks: small-context sizes, or every known class
+    with up to 5 new ones."""
     if setting == "small":
         n_classes = np.unique(y_val).shape[0]
         if n_classes < 2:
@@ -97,18 +85,9 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     """Pick the parameters of class discovery with the best score on tasks of
     validation classes.
 
-    Each candidate of ``param_grid`` is a copy of ``estimator`` with the
-    candidate set (its fitted state kept, as the large context needs), run by
-    :func:`evaluate_discovery` through the same validation tasks with the same
-    label budget and the same seeded label arrivals. The default criterion,
-    ``"balanced"``, is the mean of the clustering accuracy on the unlabelled
-    rows of new classes and the accuracy on those of known classes: a
-    threshold that learns too readily merges new classes into known ones or
-    drifts the known means, one that learns too rarely discovers nothing, and
-    each half of the score sees one of the two failures. Unlike the
-    clustering accuracy on all rows, it does not depend on the share of new
-    rows in a task (small in the large context, where the known classes would
-    decide the choice alone).
+    Each candidate of ``param_grid`` is a copy of ``estimator`` (fitted state
+    kept) run by :func:`evaluate_discovery` through the same tasks, label
+    budget and label arrivals.
 
     Parameters
     ----------
@@ -117,11 +96,9 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         the small context, fitted on the known classes for the large one);
         not modified.
     X_val, y_val : array-like of shape (n_val, ...), (n_val,)
-        Rows and labels the validation tasks are drawn from. Their new
-        classes must be disjoint from the classes the chosen parameters are
-        evaluated on (and, for a fitted encoder's embedding, from its
-        training classes); in the large context ``y_val`` also holds held-out
-        rows of the estimator's known classes.
+        Rows and labels of the validation tasks; their new classes must be
+        disjoint from the evaluation's (large context: ``y_val`` also holds
+        held-out rows of the known classes).
     param_grid : dict or list of dicts
         Candidates, as :class:`~sklearn.model_selection.ParameterGrid` takes
         them, e.g. ``{"unlabelled_threshold": [0.5, 0.9, 0.99]}`` for the
@@ -130,11 +107,9 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         candidate, the estimator as it is.
     setting : {"small", "large"}, default="small"
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
-        Validation tasks over ``y_val``. None draws ``n_tasks`` of them: in
-        the small context the paper's 10 support + 5 novel classes (in
-        proportion below 15 classes, every class needing 20 rows); in the
-        large context every known class of ``estimator`` and ``min(5, n)``
-        of the ``n`` other classes of ``y_val``.
+        Validation tasks over ``y_val``. None draws ``n_tasks``: small
+        context, 10 support + 5 novel classes (in proportion below 15);
+        large context, every known class and ``min(5, n)`` new ones.
     n_tasks : int, default=200
         Tasks drawn when ``tasks`` is None; ignored otherwise.
     label_fraction : float in [0, 1], default=0.0
@@ -153,14 +128,10 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``best_params`` (the first best score in grid order; where every
-        score is NaN -- no unlabelled row of the kind scored -- the first
-        candidate, with a warning when there was a choice), ``best_index``,
-        ``best_score``, ``best_estimator`` (the template's copy with them, as
-        :func:`evaluate_discovery` takes it), ``scoring`` and ``results``:
-        one dict per candidate with ``params``, ``score`` and ``report``
-        (its :func:`evaluate_discovery` result: ``mean``, ``se``,
-        ``per_task``).
+        ``best_params`` (the first best score in grid order; the first
+        candidate, with a warning, where every score is NaN),
+        ``best_index``, ``best_score``, ``best_estimator``, ``scoring`` and
+        ``results`` (per candidate: ``params``, ``score``, ``report``).
 
     Raises
     ------
@@ -192,9 +163,8 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
-    if tasks is None and (isinstance(n_tasks, bool)
-                          or not isinstance(n_tasks, Integral) or n_tasks < 1):
-        raise ValueError(f"n_tasks must be an int >= 1; got {n_tasks!r}.")
+    if tasks is None:
+        check_count("n_tasks", n_tasks, 1)
     candidates = grid_candidates(estimator, param_grid)
     built = [copy.deepcopy(estimator).set_params(**params)
              for params in candidates]

@@ -1,19 +1,8 @@
 """Online evaluation of an open-world estimator over few-shot tasks.
 
-Every task runs on its own copy of the estimator: learn the support set (small
-context), then stream the queries through ``open_world_step`` (predict, then
-reveal the label). The pooled rows are scored by
-:func:`~sklearn_flowr.metrics.open_world_report`: calibration and the argmax
-decision only for an estimator whose ``p_novel`` is a probability (it has
-``predict_proba``), not for a baseline's distance.
-
-Tasks go to joblib in a few batches rather than one job per task, so the
-dispatch cost stays small next to the work; the batch function is a plain
-module-level function of picklable arguments, so any joblib backend (loky,
-threading, dask, ray) runs it. Sampler tasks are drawn inside the workers
-(task ``i`` depends only on the seed and ``i``), so results do not depend on
-``n_jobs``. Inside a batch BLAS runs on one thread: a task's matrices are a
-few hundred rows, where extra BLAS threads only cost synchronisation.
+Tasks run in a few joblib batches of a module-level function (any backend);
+sampler tasks are drawn in the workers, so results do not depend on
+``n_jobs``.
 """
 
 from __future__ import annotations
@@ -30,7 +19,7 @@ from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..metrics import open_world_report
-from ._tasks import LargeContextTasks, Task, _TaskSampler
+from ._tasks import LargeContextTasks, Task, _TaskSampler, fill_reference
 
 __all__ = ["evaluate_online"]
 
@@ -45,97 +34,67 @@ _BATCHES_PER_WORKER = 4
 _MIN_BATCHES = 10
 
 
+@fill_reference
 def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
                     tpr: float | None = None, n_jobs: int | None = None,
                     verbose: int = 0, return_rows: bool = False,
                     probability: bool | str = "auto") -> Bunch:
     """Run an estimator through few-shot open-world tasks and score it.
 
-    For each task, on a deep copy of ``estimator``:
-
-    1. small context: learn the support rows, with ``adapt(X_s, y_s)`` when
-       the estimator has it (e.g. :class:`~sklearn_flowr.FLOWRClassifier`,
-       which also fine-tunes) and ``partial_fit(X_s, y_s)`` otherwise;
-    2. stream the query rows through ``open_world_step(X_q, y_q)``, which
-       predicts each row with the state before it and then learns its label.
-
-    The rows of all tasks are pooled; the novelty threshold is set on the
-    pooled run at the novelty true-positive rate ``tpr``, and the accuracies
-    are averaged over tasks (see
-    :func:`~sklearn_flowr.metrics.open_world_report`). When
-    ``open_world_step`` also returns ``novelty_score`` (FLOWR's heads: the
-    log-odds of P(novel), which do not round to 1 for the most novel queries),
-    the threshold, H-measure, AUROC and ROC curve rank by it. When ``p_novel`` is a
-    probability, the report adds its calibration against the first sightings
-    (expected calibration error over 15 equal-width bins, Brier score,
-    reliability bins) and the accuracy of the estimator's threshold-free
-    decision ``y_pred`` (the argmax over its N + 1 columns) next to the
-    fixed-TPR accuracy.
+    For each task, on a deep copy of ``estimator``: in the small context,
+    learn the support rows (``adapt`` where the estimator has it, else
+    ``partial_fit``); then stream the queries through
+    ``open_world_step(X_q, y_q)`` (predict each row, then learn its label).
+    The pooled rows are scored by
+    :func:`~sklearn_flowr.metrics.open_world_report`, ranking by
+    ``novelty_score`` when the step returns it.
 
     Parameters
     ----------
     estimator : estimator
-        Has ``open_world_step(X, y)`` returning a mapping with ``y_known``,
-        ``p_novel`` (P(novel), or any novelty score: higher = more novel) and
-        ``is_novel``
-        (``y_pred`` is kept when present). Small context: a configured
-        estimator, usually unfitted, with ``adapt`` or ``partial_fit`` (an
-        unfitted :class:`~sklearn_flowr.CRPGaussianClassifier` needs its
-        prior given: ``prior_mean``, ``prior_var`` and ``b`` not "auto").
-        Large context: a fitted estimator whose classes are the known-known
-        classes. It is never modified.
+        Has ``open_world_step(X, y)`` returning ``y_known``, ``p_novel``
+        (P(novel) or any novelty score) and ``is_novel`` (``y_pred`` and
+        ``novelty_score`` are kept when present). Small context: usually
+        unfitted, with ``adapt`` or ``partial_fit`` (an unfitted
+        :class:`~sklearn_flowr.CRPGaussianClassifier` needs its prior given).
+        Large context: fitted on the known classes. Never modified.
     X : array-like of shape (n_samples, ...)
         Features or images, indexed by the tasks' rows.
     y : array-like of shape (n_samples,)
         Labels.
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
-        The tasks. Any objects with integer arrays ``support`` and ``query``
-        (rows of ``X``) and a distinct ``task_id`` do.
+        Any objects with integer arrays ``support`` and ``query`` (rows of
+        ``X``) and a distinct ``task_id`` do.
     setting : {"small", "large"}, default="small"
-        Small context: tasks have a support set learned before the stream.
-        Large context: query-only tasks on a fitted estimator.
+        Small context: a support set is learned before each stream. Large
+        context: query-only tasks on a fitted estimator.
     tpr : float in (0, 1], default=None
-        Novelty true-positive rate of the operating point; ``None`` means the
+        Novelty true-positive rate of the operating point; ``None``: the
         paper's 0.15 (small) or 0.6 (large).
     n_jobs : int, default=None
-        Parallel workers (joblib; ``None`` means 1 unless in a
-        :func:`joblib.parallel_config` context). Results do not depend on it.
+        joblib workers; results do not depend on it.
     verbose : int, default=0
         Above 0, a progress bar over task batches.
     return_rows : bool, default=False
         Also return the pooled per-row arrays under ``rows``.
     probability : bool or "auto", default="auto"
-        Whether ``p_novel`` is the probability P(novel), so that its
-        calibration and the argmax decision are reported. ``"auto"``: when the
-        estimator has ``predict_proba`` (FLOWR's head and
-        :class:`~sklearn_flowr.FLOWRClassifier` do, the baselines' distances do
-        not).
+        Whether ``p_novel`` is a probability (calibration and argmax figures
+        reported); ``"auto"``: when the estimator has ``predict_proba``.
 
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
-        The keys of :func:`~sklearn_flowr.metrics.open_world_report`
-        (``accuracy``, ``support_accuracy``, ``incremental_accuracy``, their
-        ``*_ci`` 95% half-widths over tasks, ``h_measure``, ``auroc``,
-        ``threshold``, ``novel_tpr``, ``n_tasks``, the per-task arrays, and
-        the calibration keys ``probability``, ``ece``, ``brier``,
-        ``reliability`` and the argmax keys ``argmax_accuracy``,
-        ``argmax_accuracy_ci``, ``argmax_novel_tpr``, None for a novelty score
-        that is not a probability), plus ``setting``, ``target_tpr``, the ROC
-        curve of ``p_novel`` against ``is_novel`` (``fpr``, ``tpr_curve``,
-        ``roc_thresholds``, from :func:`sklearn.metrics.roc_curve`) and, with
-        ``return_rows``, ``rows``: a Bunch of arrays of shape (n_rows,) --
-        ``y_true``, ``y_pred`` and ``pred_novel`` (``y_pred`` is the novel
-        label; both when the estimator returns ``y_pred``), ``y_known``,
-        ``p_novel``, ``is_novel``, ``support_mask`` (the row's class was known
-        before the stream),
-        ``task_id`` and ``index`` (the row of ``X``).
+        The keys of :func:`~sklearn_flowr.metrics.open_world_report`, plus
+        ``setting``, ``target_tpr``, the ROC curve (``fpr``, ``tpr_curve``,
+        ``roc_thresholds``) and, with ``return_rows``, ``rows``: arrays of
+        shape (n_rows,) ``y_true``, ``y_known``, ``p_novel``, ``is_novel``,
+        ``support_mask``, ``task_id``, ``index`` (the row of ``X``) and, when
+        the estimator returns them, ``y_pred``, ``pred_novel`` and
+        ``novelty_score``.
 
     References
     ----------
-    .. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.
+    %(flowr)s
 
     Examples
     --------
@@ -305,15 +264,11 @@ def _check_task(task, n_samples, setting):
 
 # -------------------------------------------------------------------- running
 def _evaluate_batch(estimator, X, y, sampler, batch, setting):
-    """Run a batch of tasks; return their per-row arrays, concatenated.
-
-    ``batch`` holds task indices into ``sampler``, or the tasks themselves when
-    ``sampler`` is None (tasks are then drawn here, in the worker).
-    """
+    """Per-row arrays of a batch of tasks (indices into ``sampler``, or the
+    tasks themselves), concatenated."""
     tasks = (sampler[int(i)] for i in batch) if sampler is not None else batch
-    # A task's products are a few hundred rows wide: a multi-threaded BLAS
-    # only adds synchronisation there (several times slower on a busy
-    # machine). Parallelism is over tasks, through joblib.
+    # A task's products are a few hundred rows wide: extra BLAS threads only
+    # add synchronisation. Parallelism is over tasks.
     with threadpool_limits(limits=1, user_api="blas"):
         parts = [_evaluate_task(estimator, X, y, task, setting) for task in tasks]
     return {name: np.concatenate([part[name] for part in parts])
@@ -321,9 +276,7 @@ def _evaluate_batch(estimator, X, y, sampler, batch, setting):
 
 
 def start_task(estimator, X, y, task, setting):
-    """A copy of ``estimator`` ready for ``task``'s stream: in the small
-    context it has learned the support set (``adapt`` where it has one, else
-    ``partial_fit``)."""
+    """A copy of ``estimator`` that has learned ``task``'s support set."""
     est = copy.deepcopy(estimator)
     if setting == "small":
         X_support, y_support = X[task.support], y[task.support]

@@ -1,12 +1,5 @@
-"""Choose head hyper-parameters on classes the encoder has not seen.
-
-A head fitted by empirical Bayes on the training classes' embeddings inherits
-how the encoder treats *those* classes; new classes differ (docs/user_guide.rst,
-"The noise covariance of new classes"). Cross-validating over training classes
-cannot see that: the encoder was trained on every one of them. Validation
-classes held out of training can, and the small-context protocol on them
-scores each candidate exactly as the test tasks will.
-"""
+"""Choose head hyper-parameters on classes the encoder has not seen
+(docs/user_guide.rst, "The noise covariance of new classes")."""
 
 from __future__ import annotations
 
@@ -48,9 +41,8 @@ def grid_candidates(estimator, param_grid) -> list:
 
 
 def _check_shrinkage_acts(head, params):
-    """``noise_shrinkage`` only moves an estimated full noise covariance: a
-    grid over it with isotropic noise or a given ``sigma`` would score the
-    same head for every value and pick one at random."""
+    """Refuse a ``noise_shrinkage`` grid that cannot move the head (isotropic
+    noise or a given ``sigma``)."""
     if "noise_shrinkage" not in params:
         return
     covariance = params.get("covariance", head.get_params()["covariance"])
@@ -70,24 +62,16 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     """Pick the head's parameters with the best novelty H-measure on
     small-context tasks of validation classes.
 
-    For each candidate of ``param_grid`` the head is built as
-    ``FLOWRClassifier`` builds its small-context head before calibration:
-    ``head`` with the candidate, its "auto" prior and noise estimated on the
-    training classes' embeddings ``X_train`` (empirical Bayes; the prior
-    covariance times ``prior_scale``), then unfitted with those estimates
-    fixed. It is run through :class:`SmallContextTasks` drawn from the
-    validation classes (the paper's 10 support + 5 novel classes, in
-    proportion below 15 classes) by :func:`evaluate_online`; every candidate
-    meets the same tasks. The heads are scored without a novelty
-    calibration map (a map keeps the order of P(novel), so the H-measure is
-    the same): fit one for the chosen head with :func:`calibrate_novelty`.
+    Each candidate head is built as ``FLOWRClassifier`` builds its
+    small-context head (prior and noise by empirical Bayes on ``X_train``,
+    without a calibration map) and run by :func:`evaluate_online` through the
+    same :class:`SmallContextTasks` of the validation classes.
 
     Parameters
     ----------
     head : CRPGaussianClassifier
-        The template, e.g. a fitted ``FLOWRClassifier``'s ``head_`` (its
-        ``a``, meta-learned ``b``, class prior and ``covariance="full"``;
-        its estimates and calibration map are not used); not modified.
+        The template, e.g. a fitted ``FLOWRClassifier``'s ``head_``; not
+        modified.
     X_train, y_train : array-like of shape (n_samples, n_features), (n_samples,)
         Embeddings and labels of the classes the encoder was trained on.
     X_val, y_val : array-like of shape (n_val, n_features), (n_val,)
@@ -112,11 +96,9 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``best_params`` (the first of the best H-measures, in grid order),
-        ``best_head`` (the small-context head built with them, unfitted,
-        without a calibration map) and
-        ``results``: one dict per candidate with ``params``, ``h_measure``,
-        ``accuracy`` (at the protocol's novelty TPR of 0.15) and ``ece``.
+        ``best_params`` (the first best H-measure in grid order),
+        ``best_head`` (unfitted, without a calibration map) and ``results``
+        (per candidate: ``params``, ``h_measure``, ``accuracy``, ``ece``).
 
     Examples
     --------

@@ -1,14 +1,5 @@
-"""Seeded samplers of few-shot open-world test tasks (FLOWR, section 6).
-
-A task is a pair of index arrays into the caller's arrays (support rows and
-query rows in stream order), so the same tasks run on images and on cached
-features alike. Task ``i`` of a sampler depends only on ``(seed, i)``: tasks
-can be drawn in any order, in parallel workers, and are the same for any
-``n_jobs``.
-
-Tasks are drawn by :mod:`sklearn_flowr.protocol.sampling`, the code that
-also draws meta-training's episodes.
-"""
+"""Seeded samplers of few-shot open-world test tasks (FLOWR, section 6): index
+arrays into the caller's arrays; task ``i`` depends only on ``(seed, i)``."""
 
 from __future__ import annotations
 
@@ -31,6 +22,16 @@ from .sampling import (
 )
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task"]
+
+FLOWR_REFERENCE = """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
+       IEEE TPAMI, section 6."""
+
+
+def fill_reference(obj):
+    """Fill ``%(flowr)s`` in ``obj``'s docstring with the paper's reference."""
+    obj.__doc__ %= {"flowr": FLOWR_REFERENCE}
+    return obj
 
 
 # --------------------------------------------------------------------- tasks
@@ -114,14 +115,13 @@ class _TaskSampler(Sequence):
         return bool(np.array_equal(y[rows], np.repeat(self._labels, counts)))
 
 
+@fill_reference
 class SmallContextTasks(_TaskSampler):
     """Small-context (SC) few-shot open-world tasks, the paper's test protocol.
 
-    Each task draws ``n_support_classes + n_novel_classes`` distinct classes of
-    ``y``. Every support class gets a uniform random number of shots in
-    ``shots`` (so support sets are unbalanced) and ``n_query`` query rows
-    disjoint from its support rows; every novel class gets ``n_query`` query
-    rows. The query rows of all classes are randomly permuted into the stream.
+    Each task draws ``n_support_classes + n_novel_classes`` classes; a
+    support class gets ``U{shots}`` support rows and ``n_query`` query rows,
+    a novel class ``n_query`` query rows, all queries in random order.
 
     Parameters
     ----------
@@ -138,8 +138,7 @@ class SmallContextTasks(_TaskSampler):
     n_tasks : int, default=1000
         Number of tasks.
     random_state : int, Generator, RandomState or None, default=None
-        Seed. Task ``i`` depends only on ``(seed, i)``; ``None`` draws a fresh
-        seed once, at construction (stored in ``seed``).
+        Seed; ``None`` draws one once, at construction (stored in ``seed``).
 
     Attributes
     ----------
@@ -155,9 +154,7 @@ class SmallContextTasks(_TaskSampler):
 
     References
     ----------
-    .. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.
+    %(flowr)s
 
     Examples
     --------
@@ -212,14 +209,13 @@ class SmallContextTasks(_TaskSampler):
                     query=np.concatenate(query)[order], task_id=task_id)
 
 
+@fill_reference
 class LargeContextTasks(_TaskSampler):
     """Large-context (LC) open-world tasks: query-only streams.
 
-    All ``known_classes`` are known-known classes (the estimator learned them
-    before the stream); each task queries ``n_query`` rows of each of them
-    (or of ``n_known_query_classes`` of them drawn at random) plus ``n_query``
-    rows of each of ``n_novel_classes`` classes drawn from the labels of ``y``
-    outside ``known_classes``, randomly permuted. There is no support set.
+    Each task queries ``n_query`` rows of each known class (or of
+    ``n_known_query_classes`` of them) and of ``n_novel_classes`` classes of
+    ``y`` outside ``known_classes``, in random order.
 
     Parameters
     ----------
@@ -239,7 +235,7 @@ class LargeContextTasks(_TaskSampler):
         Known classes queried per task, drawn at random; ``None`` queries all
         of them, as in the paper.
     random_state : int, Generator, RandomState or None, default=None
-        Seed. Task ``i`` depends only on ``(seed, i)``.
+        Seed.
 
     Attributes
     ----------
@@ -254,9 +250,7 @@ class LargeContextTasks(_TaskSampler):
 
     References
     ----------
-    .. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.
+    %(flowr)s
 
     Examples
     --------
