@@ -87,18 +87,14 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         Largest share of known-class rows :meth:`predict` may call novel.
         Smaller is safer and finds fewer new classes.
     cv : "prefit" or int, default="prefit"
-        ``"prefit"``: ``estimator`` is fitted; ``fit(X, y)`` takes the
-        calibration rows, labelled rows of known classes it did NOT train
-        on (exact split-conformal validity). An int ``k >= 2``:
-        cross-conformal; ``fit`` trains ``k`` clones on stratified folds,
-        each calibrated on the rows it left out, and ``estimator_`` on all
-        rows for the labels (valid up to about ``2 alpha`` in the worst case,
-        close to ``alpha`` in practice; ``k`` times the cost of each call).
+        ``"prefit"``: ``estimator`` is fitted and ``fit(X, y)`` takes the
+        calibration rows, of known classes it did not train on (exact
+        validity). An int ``k >= 2``: cross-conformal over ``k`` stratified
+        folds (valid up to about ``2 alpha``; ``k`` times the cost).
     mondrian : bool, default=False
-        Class-conditional p-values: each known class is compared with its
-        own calibration rows, and a row's p-value is the largest over the
-        classes, so the false-novel rate is at most ``alpha`` within every
-        class. Needs calibration rows in every class; more conservative.
+        Class-conditional p-values (the largest over the known classes, each
+        against its own calibration rows): the false-novel rate is at most
+        ``alpha`` within every class. Needs calibration rows in every class.
     random_state : int, RandomState instance or None, default=None
         Seeds the folds of an int ``cv``.
 

@@ -165,19 +165,12 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
-        With keys
-
-        - ``accuracy_new``, ``nmi_new``, ``ari_new``: clustering accuracy,
-          NMI and ARI on the new rows (NaN when there is none);
-        - ``accuracy_all``, ``nmi_all``, ``ari_all``: the same on all rows;
-        - ``known_accuracy``: fraction of known rows whose predicted label is
-          their true class (NaN when there is none);
-        - ``n_discovered``: number of distinct predicted labels, over all
-          rows, that are neither in ``known_classes`` nor ``novel_label``:
-          the classes the model claims to have found (a class it opened from
-          known-class rows only is a false discovery, and counts);
-        - ``n_true_new``: number of distinct true classes of the new rows;
-        - ``n_new``, ``n_known``: numbers of new and known rows.
+        ``accuracy_new``, ``nmi_new``, ``ari_new`` (on the new rows; NaN
+        when none), ``accuracy_all``, ``nmi_all``, ``ari_all`` (all rows),
+        ``known_accuracy`` (plain accuracy on the known rows), ``n_discovered``
+        (distinct predicted labels outside ``known_classes`` and
+        ``novel_label``, false discoveries included), ``n_true_new``,
+        ``n_new`` and ``n_known``.
 
     Raises
     ------

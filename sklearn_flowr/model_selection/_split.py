@@ -13,42 +13,27 @@ __all__ = ["OpenWorldSplit", "class_disjoint_folds"]
 class OpenWorldSplit(BaseCrossValidator):
     """Open-world cross-validator: some classes are novel at test time.
 
-    Each split picks ``n_novel_classes`` classes and keeps every row of them
-    out of the training fold; they all go to the test fold, where the model
-    meets them as novel classes. From every other (kept) class a random share
-    ``test_size`` of its rows also goes to the test fold, so that known-class
-    rows are scored too, and the rest form the training fold.
-
-    The held-out classes are taken in turn from a shuffled class order, like
-    :class:`~sklearn.model_selection.GroupKFold` with classes as groups: while
-    ``n_splits * n_novel_classes <= n_classes`` no class is held out twice.
-    When the splits need more classes than that, a freshly shuffled order is
-    appended and every class is held out once per pass; within one split the
-    held-out classes are always distinct.
-
-    Use it with :func:`~sklearn_flowr.metrics.novelty_scorer` to tune an
-    open-world model's hyper-parameters with
-    :class:`~sklearn.model_selection.GridSearchCV`.
+    Each split holds ``n_novel_classes`` classes wholly out of training (they
+    go to the test fold as novel classes) and puts a share ``test_size`` of
+    every other class's rows in the test fold too. Held-out classes are taken
+    in turn from a shuffled class order, like
+    :class:`~sklearn.model_selection.GroupKFold` with classes as groups (a
+    fresh order starts when the classes run out). Use it with
+    :func:`~sklearn_flowr.metrics.novelty_scorer` in ``GridSearchCV``.
 
     Parameters
     ----------
     n_splits : int, default=5
         Number of splits, at least 1.
-
     n_novel_classes : int, float or None, default=0.2
         Classes held out per split: an int is a count, a float in (0, 1) a
-        fraction of the classes (rounded up). None holds out
-        ``n_classes // n_splits`` classes, so the splits partition the classes
-        as far as they divide evenly.
-
+        fraction of the classes (rounded up); None: ``n_classes // n_splits``.
     test_size : float in [0, 1), default=0.2
-        Fraction of each kept class's rows put in the test fold (rounded to
-        the nearest count). At least one row of every kept class stays in
-        training, so the model knows every class it is scored on as known.
-
+        Fraction of each kept class's rows in the test fold (rounded); at
+        least one row of every kept class stays in training.
     random_state : int, RandomState instance or None, default=None
-        Controls the class order and the row shares. Pass an int for splits
-        that are the same on every call of ``split``.
+        Controls the class order and the row shares; pass an int for the same
+        splits on every call of ``split``.
 
     See Also
     --------
@@ -101,7 +86,7 @@ class OpenWorldSplit(BaseCrossValidator):
         Parameters
         ----------
         X, y, groups : object
-            Ignored; present for API compatibility.
+            Ignored.
 
         Returns
         -------
@@ -123,21 +108,17 @@ class OpenWorldSplit(BaseCrossValidator):
         ----------
         X : array-like of shape (n_samples, n_features)
             Data; only its number of rows is used.
-
         y : array-like of shape (n_samples,)
             Class labels; required.
-
         groups : None
-            Ignored; present for API compatibility.
+            Ignored.
 
         Yields
         ------
         train : ndarray of shape (n_train,)
-            Training indices: rows of the kept classes not in the test fold.
-
+            Rows of the kept classes not in the test fold.
         test : ndarray of shape (n_test,)
-            Test indices: all rows of the held-out classes plus the test share
-            of the kept classes.
+            All rows of the held-out classes and the test share of the others.
 
         Examples
         --------
@@ -241,17 +222,16 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        An int ``k``: :class:`~sklearn.model_selection.GroupKFold` with ``k``
-        folds over the class labels. A splitter's ``split(X, y, groups=y)``
-        is used (a group splitter, e.g.
-        :class:`~sklearn.model_selection.GroupShuffleSplit`, keeps classes
-        whole); an iterable yields ``(train, held)`` integer index arrays.
+        An int ``k``: :class:`~sklearn.model_selection.GroupKFold` over the
+        labels; a splitter is called as ``split(X, y, groups=y)`` (a group
+        splitter keeps classes whole); an iterable yields ``(train, held)``
+        integer index arrays.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     min_held_classes : int, default=1
         Classes each fold must hold out.
     name : str, default="calibration"
-        The caller's name of ``cv``, used in error messages.
+        The caller's name of ``cv``, for error messages.
 
     Returns
     -------
@@ -260,9 +240,8 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
     Raises
     ------
     ValueError
-        A fold shares a class between its two sides, holds out fewer than
-        ``min_held_classes`` classes or trains on fewer than 2, indices that
-        are not integers in range, or no fold.
+        A fold sharing a class between its sides, holding out too few
+        classes or training on fewer than 2, bad indices, or no fold.
 
     Examples
     --------

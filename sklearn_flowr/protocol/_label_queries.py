@@ -1,14 +1,5 @@
-"""Which rows of an unlabelled batch to ask a person to label, under a budget.
-
-After :meth:`~sklearn_flowr.CRPGaussianClassifier.open_world_step` has
-assigned an unlabelled batch, a few labels bought from a person go furthest
-on some rows: one label on a row of a provisional class names that whole
-class (:meth:`~sklearn_flowr.CRPGaussianClassifier.correct` renames it), and a
-label on a row whose assignment was a near toss-up settles a decision the
-head could not. :func:`choose_rows_to_label` picks such rows from the
-step's result alone; ``benchmarks/discovery_active.py`` measures the accuracy
-each strategy gains per label against random choice.
-"""
+"""Which rows of an unlabelled batch to ask a person to label, under a budget
+(``benchmarks/discovery_active.py`` measures each strategy's gain per label)."""
 
 from __future__ import annotations
 
@@ -64,8 +55,8 @@ def _checked_result(result, strategy):
 
 
 def _largest_provisional(arrays, budget):
-    """One row from each provisional class of the batch, largest first, in
-    rounds; in a class, its learned rows by increasing P(novel)."""
+    """One row from each provisional class, largest first, in rounds; in a
+    class, its learned rows by increasing P(novel)."""
     y_assigned, learned = arrays["y_assigned"], arrays["learned"]
     opened = (arrays["is_novel"] & learned).nonzero()[0]
     # Each class in the order it was opened; labels compared by == and hash,
@@ -104,45 +95,31 @@ def choose_rows_to_label(result, budget, *, strategy="uncertain",
                          random_state=None):
     """Choose the rows of an unlabelled batch to ask a person to label.
 
-    ``result`` is what ``open_world_step(X)`` returned for a batch without
-    labels; the rows are indices into that batch, most wanted first, so that
-    a caller who can afford fewer labels keeps a prefix. Their labels go to
-    :meth:`~sklearn_flowr.CRPGaussianClassifier.correct` for rows the step
-    learned (``result.learned``), and to ``partial_fit`` (or a labelled
-    ``open_world_step``) for the others, which ``correct`` refuses.
+    The rows are indices into the batch ``open_world_step(X)`` returned
+    ``result`` for, most wanted first (a smaller budget keeps a prefix).
+    Their labels go to ``correct`` for rows the step learned
+    (``result.learned``) and to ``partial_fit`` for the others.
 
     Parameters
     ----------
     result : :class:`~sklearn.utils.Bunch` or mapping
         The result of ``open_world_step(X)`` without labels: arrays of one
-        entry per row. ``"uncertain"`` reads ``novelty_score``;
-        ``"largest-provisional"`` reads ``y_assigned``, ``is_novel``,
-        ``learned`` and ``p_novel``; ``"random"`` reads ``y_assigned`` (for
-        the number of rows).
+        entry per row: ``novelty_score`` (``"uncertain"``); ``y_assigned``,
+        ``is_novel``, ``learned``, ``p_novel`` (``"largest-provisional"``).
     budget : int
-        How many labels may be asked for, >= 0. Fewer rows come back when the
-        batch (or, for ``"largest-provisional"``, its provisional classes)
-        has fewer.
+        How many labels may be asked for, >= 0.
     strategy : {"uncertain", "largest-provisional", "random"}, \
 default="uncertain"
-        ``"uncertain"``: the rows whose "existing class or new class"
-        decision was closest to a toss-up, by smallest ``|novelty_score|``
-        (the log-odds of P(novel); ties in stream order). The result holds
-        no posterior of the chosen class among the existing ones, so a row
-        torn between two existing classes does not count as uncertain.
+        ``"uncertain"``: the rows closest to a toss-up between an existing
+        and a new class, by smallest ``|novelty_score|``.
         ``"largest-provisional"``: one row from each provisional class the
-        batch opened (the classes of rows with ``is_novel`` and ``learned``),
-        largest (most learned rows) first, then a second row from each, and
-        so on; within a class, its learned rows by increasing ``p_novel``
-        (the member best explained by the classes that existed then: a
-        typical member rather than the outlier that opened it), so the label
-        most likely names the class's majority and ``correct`` renames the
-        whole class. It returns only rows of those classes, possibly fewer
-        than ``budget``. ``"random"``: rows drawn uniformly without
-        replacement; the baseline to beat.
+        batch opened, largest first, then a second from each, and so on;
+        within a class its learned rows by increasing ``p_novel`` (a typical
+        member, so ``correct`` renames the whole class); possibly fewer than
+        ``budget`` rows. ``"random"``: uniform, without replacement; the
+        baseline to beat.
     random_state : int, RandomState instance or None, default=None
-        Seeds ``"random"``; unused by the other strategies. Pass an int for a
-        reproducible draw.
+        Seeds ``"random"``.
 
     Returns
     -------
@@ -153,9 +130,8 @@ default="uncertain"
     Raises
     ------
     ValueError
-        ``budget`` negative or not an int, an unknown ``strategy``, or a
-        ``result`` that lacks a key the strategy reads or whose arrays differ
-        in length, are not one-dimensional, or hold NaN scores.
+        A bad ``budget`` or ``strategy``, or a ``result`` that lacks a key
+        the strategy reads or holds arrays of other lengths, shapes or NaN.
 
     See Also
     --------

@@ -1,11 +1,6 @@
-"""Seeded sampling of few-shot open-world episodes (FLOWR, section 6).
-
-One piece of code draws both the protocol's test tasks
-(:class:`~sklearn_flowr.protocol.SmallContextTasks`,
-:class:`~sklearn_flowr.protocol.LargeContextTasks`) and meta-training's
-episodes (:class:`~sklearn_flowr.training.EpisodeDataset`), with the checks
-that tell a user which classes are too few or too small.
-"""
+"""Seeded sampling of few-shot open-world episodes (FLOWR, section 6): the
+protocol's test tasks and meta-training's episodes, with the checks that name
+the classes too few or too small."""
 
 from __future__ import annotations
 
@@ -21,18 +16,7 @@ __all__ = ["check_class_sizes", "check_count", "check_labels", "check_n_classes"
 
 # ------------------------------------------------------------------- drawing
 def rows_by_class(y):
-    """Sorted distinct labels and, for each, its row indices in ascending order.
-
-    Parameters
-    ----------
-    y : ndarray of shape (n_samples,)
-
-    Returns
-    -------
-    labels : ndarray of shape (n_classes,)
-    class_rows : list of ndarray
-        ``class_rows[c]`` holds the rows of ``labels[c]``, ascending.
-    """
+    """Sorted distinct labels and, for each, its row indices in ascending order."""
     labels, inverse = np.unique(y, return_inverse=True)
     order = np.argsort(inverse, kind="stable").astype(np.intp)
     counts = np.bincount(inverse, minlength=labels.shape[0])
@@ -41,22 +25,12 @@ def rows_by_class(y):
 
 def draw_small_context(rng, class_rows, n_support_classes, shots,
                        n_novel_classes, n_query):
-    """Draw one small-context episode.
+    """One small-context episode: ``(classes, support, query, order)``.
 
-    ``n_support_classes + n_novel_classes`` distinct classes; each support
-    class gets ``U{shots[0]..shots[1]}`` support rows and ``n_query`` query
-    rows disjoint from them, each novel class ``n_query`` query rows.
-
-    Returns
-    -------
-    classes : ndarray of shape (n_support_classes + n_novel_classes,)
-        Positions into ``class_rows``, support classes first.
-    support : list of ndarray
-        Support rows of each support class.
-    query : list of ndarray
-        Query rows of each class of ``classes``, in that order.
-    order : ndarray
-        Permutation of the concatenated query rows (the stream order).
+    ``classes`` are positions into ``class_rows``, support classes first; each
+    support class gets ``U{shots}`` support rows and ``n_query`` query rows,
+    each novel class ``n_query`` query rows; ``order`` permutes the
+    concatenated queries into the stream.
     """
     low, high = shots
     classes = rng.choice(len(class_rows), n_support_classes + n_novel_classes,
@@ -75,19 +49,9 @@ def draw_small_context(rng, class_rows, n_support_classes, shots,
 
 def draw_large_context(rng, known_rows, novel_rows, n_known_query_classes,
                        n_novel_classes, n_query):
-    """Draw one large-context (query-only) episode.
-
-    Returns
-    -------
-    known : ndarray of shape (n_known_query_classes,)
-        Sorted positions into ``known_rows`` of the known classes queried.
-    novel : ndarray of shape (n_novel_classes,)
-        Positions into ``novel_rows``.
-    query : list of ndarray
-        ``n_query`` rows of each class of ``known`` then ``novel``.
-    order : ndarray
-        Permutation of the concatenated query rows (the stream order).
-    """
+    """One large-context (query-only) episode: ``(known, novel, query,
+    order)``, sorted positions into ``known_rows``, positions into
+    ``novel_rows``, ``n_query`` rows of each class, and the stream order."""
     known = np.sort(rng.choice(len(known_rows), n_known_query_classes,
                                replace=False))
     query = [rng.choice(known_rows[k], n_query, replace=False)
