@@ -13,11 +13,11 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, column_or_1d
 
 from .._labels import resolve_novel_label
-from ..calibration import clipped_logit, platt_fit
+from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import check_count, resolve_seed
+from .sampling import check_count, check_setting, resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 
@@ -183,17 +183,13 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     True
     >>> head = head.set_params(novelty_calibration=(out.slope, out.intercept))
     """
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     check_targets(targets)
     check_run_options(n_known_query_classes, n_jobs)
     check_count("n_tasks", n_tasks, 1)
     check_count("n_query", n_query, 1)
-    y = column_or_1d(y)
     X = np.asarray(X)
-    if X.shape[0] != y.shape[0]:
-        raise ValueError(f"X and y have different numbers of rows: {X.shape[0]} "
-                         f"and {y.shape[0]}.")
+    y = check_rows(X, y)
     n_classes = np.unique(y).shape[0]
     if n_classes < 2:
         raise ValueError("calibrate_novelty needs at least 2 labelled classes (some "
@@ -275,8 +271,7 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     ('novelty_score', True)
     >>> calibration_set = run.score[~run.is_first_sighting]
     """
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     y = column_or_1d(y)
     if n_novel_classes is None:
         n_novel_classes = _default_n_novel(np.unique(y).shape[0])

@@ -12,6 +12,7 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
 from .._labels import resolve_novel_label
+from ..calibration import check_rows
 from ..model_selection import class_disjoint_folds
 from ._calibrate import (
     calibration_tasks,
@@ -21,7 +22,7 @@ from ._calibrate import (
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from .sampling import check_count, resolve_seed
+from .sampling import check_count, check_setting, resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
 
@@ -73,8 +74,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     >>> [(len(p.fit_rows), len(p.query_rows)) for p in plan]
     [(6, 10), (6, 10)]
     """
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     if (isinstance(known_query_share, bool) or not isinstance(known_query_share, Real)
             or not 0 < known_query_share <= 0.5):
         raise ValueError("known_query_share must lie in (0, 0.5]; got "
@@ -204,10 +204,7 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     >>> out.n_folds, out.noise_shrinkage in (0.0, 0.2), sorted(out.h_measures)
     (2, True, [0.0, 0.2])
     """
-    y = column_or_1d(y)
-    if len(X) != y.shape[0]:
-        raise ValueError(f"X and y have different numbers of rows: {len(X)} and "
-                         f"{y.shape[0]}.")
+    y = check_rows(X, y)
     _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
                        noise_shrinkages, accuracy_tolerance)
     check_targets(targets)

@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 
 from ..metrics import discovery_report
 from ._evaluate import _check_estimator, _check_tasks, start_task
-from .sampling import check_count, resolve_seed
+from .sampling import check_count, check_setting, resolve_seed
 
 __all__ = ["evaluate_discovery"]
 
@@ -89,8 +89,7 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     >>> round(out.mean["accuracy_new"], 2) > 0.8
     True
     """
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     if (isinstance(label_fraction, bool) or not isinstance(label_fraction, Real)
             or not 0.0 <= label_fraction <= 1.0):
         raise ValueError("label_fraction must be a number in [0, 1]; got "

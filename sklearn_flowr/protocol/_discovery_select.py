@@ -13,7 +13,7 @@ from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
 from ._select import grid_candidates
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import check_count, resolve_seed
+from .sampling import check_count, check_setting, resolve_seed
 
 __all__ = ["discovery_score", "select_discovery_params"]
 
@@ -159,8 +159,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     >>> found.best_params, len(found.results)
     ({'threshold_scale': 1.0}, 2)
     """
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
     if tasks is None:

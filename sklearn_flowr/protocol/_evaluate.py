@@ -13,13 +13,15 @@ from numbers import Integral, Real
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.metrics import roc_curve
-from sklearn.utils import Bunch, column_or_1d
+from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
+from ..calibration import check_rows
 from ..metrics import open_world_report
 from ._tasks import LargeContextTasks, Task, _TaskSampler, fill_reference
+from .sampling import check_setting
 
 __all__ = ["evaluate_online"]
 
@@ -115,8 +117,7 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     >>> 0.0 <= report.ece <= 1.0 and 0.0 <= report.argmax_accuracy <= 1.0
     True
     """
-    if setting not in _DEFAULT_TPR:
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
+    check_setting(setting)
     if tpr is None:
         tpr = _DEFAULT_TPR[setting]
     if isinstance(tpr, bool) or not isinstance(tpr, Real) or not 0.0 < tpr <= 1.0:
@@ -128,13 +129,9 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
                          f"{probability!r}.")
     if probability == "auto":
         probability = callable(getattr(estimator, "predict_proba", None))
-    y = column_or_1d(y)
     if not hasattr(X, "shape") or not hasattr(X, "__getitem__"):
         X = np.asarray(X)
-    if len(X) != y.shape[0]:
-        raise ValueError(
-            f"X and y have different numbers of rows: {len(X)} and {y.shape[0]}."
-        )
+    y = check_rows(X, y)
     sampler, task_list = _check_tasks(tasks, y, setting)
     _check_estimator(estimator, setting)
     n_tasks = len(sampler) if sampler is not None else len(task_list)
