@@ -225,23 +225,16 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
             In ``[1 / (n + 1), 1]``; small means novel.
         """
         check_is_fitted(self)
-        n_rows = _num_samples(X)
-        if not self.mondrian:
-            exceed = np.zeros(n_rows)
-            total = 0
-            for calibrator in self._calibrators:
-                exceed += _n_at_least(calibrator.scores(),
-                                      novelty_scores(calibrator.model, X))
-                total += calibrator.scores().shape[0]
-            return (1.0 + exceed) / (1.0 + total)
-        labels = np.unique(np.concatenate([c.y for c in self._calibrators]))
-        exceed = np.zeros((labels.shape[0], n_rows))
-        total = np.zeros(labels.shape[0])
+        # Mondrian: one calibration set per known class, the largest p-value.
+        groups = (np.unique(np.concatenate([c.y for c in self._calibrators]))
+                  if self.mondrian else [None])
+        exceed = np.zeros((len(groups), _num_samples(X)))
+        total = np.zeros(len(groups))
         for calibrator in self._calibrators:
             test = novelty_scores(calibrator.model, X)
             scores = calibrator.scores()
-            for k, label in enumerate(labels):
-                of_class = scores[calibrator.y == label]
+            for k, label in enumerate(groups):
+                of_class = scores if label is None else scores[calibrator.y == label]
                 exceed[k] += _n_at_least(of_class, test)
                 total[k] += of_class.shape[0]
         return ((1.0 + exceed) / (1.0 + total[:, None])).max(axis=0)
