@@ -3,7 +3,7 @@
 Pre-trains one Sup-E Conv4 encoder on the glyphs training characters (a
 ``FLOWRClassifier`` with ``meta=None``, cached), then meta-trains a copy of its
 ``pretrained_encoder_`` once per variant -- a JSON dict of
-:class:`~sklearn_flowr.training.MetaTraining` settings (``lr``, ``n_way``,
+:class:`~sklearn_flowr.training.MetaTraining` settings (``encoder_lr``, ``n_way``,
 ``lambda_adapt``, ``epochs``, ``episodes_per_epoch``, ...) -- as
 ``FLOWRClassifier(backbone=<that encoder>, pretrain=None, meta=MetaTraining(...))``
 and scores each on the same seeded small-context test tasks: the FLOWR head
@@ -18,8 +18,8 @@ available here).
 Usage::
 
     python benchmarks/ablate_meta_training.py \
-        '{"epochs": 3, "episodes_per_epoch": 30, "lr": 1e-3}' \
-        '{"epochs": 3, "episodes_per_epoch": 30, "lr": 1e-4}'
+        '{"epochs": 3, "episodes_per_epoch": 30, "encoder_lr": 1e-3}' \
+        '{"epochs": 3, "episodes_per_epoch": 30, "encoder_lr": 1e-4}'
 
 It is a diagnostic, not an API example.
 """

@@ -19,7 +19,8 @@ Data and model
 ``X.reshape(-1, 8, 8) / 16``. Backbone ``"conv4"`` (4 conv blocks of 64
 channels; on 8x8 inputs the map shrinks to 1x1) with a final linear layer to
 ``--embedding-dim`` (32). Paper hyper-parameters otherwise: ``a = 0.5``,
-meta-training's ``sigma = 0.5`` (``--sigma``, ``MetaTraining(sigma=...)``;
+meta-training's ``episode_noise = 0.5`` (``--sigma``,
+``MetaTraining(episode_noise=...)``;
 without meta-training the encoder is matched to the default 0.5), lr 1e-3,
 ``beta = 0.1``. The head is ``FLOWRClassifier``'s default in every row
 (``CRPGaussianClassifier(covariance="full")``, ``calibration="train"``).
@@ -349,7 +350,7 @@ def make_model(setting, name, seed, args):
     if meta is not None:
         meta = MetaTraining(epochs=args.meta_epochs,
                             episodes_per_epoch=args.episodes_per_epoch,
-                            sigma=args.sigma, **meta)
+                            episode_noise=args.sigma, **meta)
         if stage is SupE:  # "learned" needs Sup-E's parameters
             meta.set_params(class_stats=args.class_stats)
     return FLOWRClassifier(

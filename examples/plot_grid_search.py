@@ -109,7 +109,8 @@ print("classes after the stream:", clf.classes_)
 # - ``head__sigma``: the class noise. ``"auto"`` estimates a full noise
 #   covariance from the training embeddings (empirical Bayes). A float ``s``
 #   is isotropic noise ``s * I`` instead, on an embedding that meta-training
-#   scaled so that its within-class variance is near ``meta.sigma = 0.5``:
+#   scaled so that its within-class variance is near
+#   ``meta.episode_noise = 0.5``:
 #   ``0.1`` makes every class narrow, ``1.0`` wide.
 #
 # Only the head changes between candidates, and the head is built after
@@ -142,7 +143,7 @@ print("best:", search.best_params_, f"H-measure {search.best_score_:.3f}")
 # The first candidate's fits train the encoders (one per fold); every other
 # fit only builds and calibrates a head on embeddings, which is why a grid
 # over ``head__*`` costs about a training per fold, whatever its size. A grid
-# over an encoder-side parameter (``pretrain__epochs``, ``meta__sigma``,
+# over an encoder-side parameter (``pretrain__epochs``, ``meta__episode_noise``,
 # ``embedding_dim``, ...) trains for every candidate and fold.
 #
 # P(novel) against sigma

@@ -1,38 +1,43 @@
 """FLOWRClassifier: a skorch-trained torch encoder in front of the CRP-Gaussian head.
 
 The estimator composes its parts as :class:`~sklearn.pipeline.Pipeline` does:
-the online head (``head``, a :class:`~sklearn_flowr.CRPGaussianClassifier`)
-and the training stages (``pretrain``, ``meta``) are objects passed in, their
-settings reached as ``head__sigma`` or ``meta__episodes_per_epoch``. ``fit``
-runs the stages (:func:`~sklearn_flowr.training._pipeline.train_encoder`),
-builds the heads from the template (:mod:`~sklearn_flowr.training._head_building`)
-and serves them (:class:`~sklearn_flowr._encoder_head.EncoderHeadMixin`).
+the online head (``head``) and the training stages (``pretrain``, ``meta``)
+are objects passed in, their settings reached as ``head__sigma`` or
+``meta__episodes_per_epoch``. ``fit`` trains the encoder
+(:mod:`sklearn_flowr.training.pipeline`) and builds the heads from the
+template; the other methods embed and hand the rows to the head.
 """
 
 import copy
+import os
+from numbers import Integral, Real
 
 import numpy as np
+import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
-from sklearn.utils.validation import _check_feature_names
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
-from ._encoder_head import EncoderHeadMixin
 from ._head import CRPGaussianClassifier
 from ._inputs import as_model_input, check_labels
 from ._labels import check_new_labels, resolve_novel_label
-from ._params import snapshot_params
-from .protocol._cross_fit import cross_fit_on_plan
-from .training._checkpoints import check_fingerprint
-from .training._config import PARAMETER_CONSTRAINTS, FLOWRConfig
-from .training._device import deterministic_cuda
-from .training._head_building import build_heads, check_head_template
-from .training._memo import ENCODER_MEMO
-from .training._pipeline import (
-    check_calibration_plan,
-    check_training_plan,
-    train_encoder,
+from ._params import check_params_unchanged, snapshot_params
+from .encoders._factory import BACKBONE_NAMES
+from .training import MetaTraining, SupE, fine_tune_last_layer
+from .training.pipeline import (
+    BATCH_SIZE,
+    MAX_COUNT,
+    check_parts,
+    embed_finite,
+    fit_parts,
+    place_modules,
+    plan_fit,
+    pretraining_lr,
+    resolve_device,
+    restore_modules,
+    store_modules,
 )
-from .training._runner import StageRunner
-from .training._stages import MetaTraining, SupE
 
 __all__ = ["FLOWRClassifier"]
 
@@ -43,10 +48,16 @@ _DEFAULT_PARTS = {
     "pretrain": SupE(),
     "meta": MetaTraining(),
 }
+# Parameters a fitted model reads when it runs, so set_params may change them
+# after fit; any other change needs a refit (sklearn_flowr._params).
+RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "fine_tune_lr",
+                            "accelerator", "checkpoint_dir", "reuse_encoder",
+                            "pretrain__batch_size"})
+# Steps of adapt(fine_tune=True).
+_DEFAULT_FINE_TUNE_STEPS = 20
 
 
-class FLOWRClassifier(EncoderHeadMixin, ClassifierMixin, TransformerMixin,
-                      BaseEstimator):
+class FLOWRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
     """Few-shot open-world recognition: trained encoder + CRP-Gaussian head.
 
     ``fit`` pre-trains a torch encoder (``pretrain``), meta-trains it with
@@ -67,20 +78,16 @@ or torch.nn.Module, default="conv4"
     setting : {"small", "large"}, default="small"
         Meta-training's context: ``"small"`` learns the representation and
         the prior from few-shot episodes; ``"large"`` also keeps the training
-        classes' table in the episodes (the paper's large context). Either
-        way the fitted model knows the training classes.
+        classes' table in the episodes. Either way the fitted model knows the
+        training classes.
     head : CRPGaussianClassifier, default=CRPGaussianClassifier(covariance="full")
-        Template of the online head; its settings are reached as
-        ``head__a``, ``head__sigma``, ... Its ``"auto"`` values are filled by
-        training: ``b`` is the meta-learned concentration; with
-        ``covariance="full"`` (the default, not in the paper) ``mu0``, the
-        prior covariance and the class noise come from empirical Bayes on the
-        training embeddings; with ``covariance="isotropic"`` (the paper's
-        head) they are the meta-learned ones. An explicit value is used as
-        given: on the default head ``sigma=s`` means isotropic class noise
-        ``s * I`` on an embedding whose within-class variance is near
-        ``meta.sigma``. Changing only head settings reuses the trained encoder
-        (``reuse_encoder``). Search them with ``GridSearchCV``.
+        Template of the online head, its settings reached as ``head__a``,
+        ``head__sigma``, ... Its ``"auto"`` values are filled by training:
+        ``b`` is the meta-learned concentration; with ``covariance="full"``
+        (not in the paper) the prior and class noise come from empirical Bayes
+        on the training embeddings, with ``covariance="isotropic"`` (the
+        paper's head) they are the meta-learned ones. Changing only head
+        settings reuses the trained encoder: search them with ``GridSearchCV``.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`, the
         paper's; :class:`~sklearn_flowr.training.SupFC`, the linear-head
@@ -92,25 +99,23 @@ or torch.nn.Module, default="conv4"
 default="train"
         Platt map of P(novel) set on the head (not in the paper; it keeps the
         order of P(novel)). ``"train"``: fitted on open-world tasks of the
-        training classes on the final embedding. An int ``k`` or a group
-        splitter: cross-fitted on ``k`` class-disjoint folds, each training
-        one more model (costly; helps with few training classes). ``None``:
-        the model's own P(novel), as in the paper. ``"train"`` needs two or
-        more rows in every class.
+        training classes (needs 2 or more rows in every class). An int ``k``
+        or a group splitter: cross-fitted on ``k`` class-disjoint folds, each
+        training one more model. ``None``: the model's own P(novel).
     embedding_dim : int, default=64
         Dimension of the embedding, in [1, 65536] (the paper's 64).
     fine_tune_steps : int, default=0
         Last-layer fine-tuning steps of :meth:`adapt`, >= 0.
+    fine_tune_lr : float or None, default=None
+        Adam learning rate of :meth:`adapt`'s fine-tuning, > 0. ``None``: the
+        pre-training rate (``pretrain.lr``, or its default for the backbone).
     update_known : bool, default=False
         Let online labels update the classes learned in ``fit`` (the paper
         keeps them fixed); new classes always learn.
     reuse_encoder : bool, default=True
-        When ``fit`` sees the same data, training settings, ``random_state``
-        and device as an earlier fit in this process, reuse that trained
-        encoder instead of training again (an in-memory store of the last
-        few; a grid over ``head__*`` then trains once per fold). With
-        ``random_state=None`` this makes such refits return the same encoder;
-        set ``False`` to train afresh every time.
+        Reuse the encoder of an earlier fit in this process on the same data,
+        training settings, ``random_state`` and device (a grid over
+        ``head__*`` then trains once per fold). ``False``: train afresh.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         ``"auto"`` uses CUDA when available. Read whenever the model runs, so
         ``set_params(device=...)`` after ``fit`` moves it.
@@ -123,9 +128,8 @@ default="train"
         0 is silent; 1 prints skorch's epoch tables and tqdm bars; 2 also
         says when an earlier fit's encoder is reused.
     checkpoint_dir : str or None, default=None
-        Save every epoch there and resume an interrupted ``fit`` from it. The
-        folder remembers a fingerprint of the data and training settings; a
-        fit that differs raises rather than resume another fit's checkpoints.
+        Save every epoch there and resume an interrupted ``fit`` from it; a
+        fit on other data or settings raises rather than resume.
 
     Attributes
     ----------
@@ -159,7 +163,8 @@ default="train"
         With a cross-fitted ``calibration``: the map and its folds'
         figures (:func:`~sklearn_flowr.protocol.cross_fit_novelty_calibration`).
     noise_scale_ : float
-        Factor ``meta.match_sigma`` applied to the embedding (1.0 when off).
+        Factor ``meta.match_episode_noise`` applied to the embedding (1.0 when
+        off).
     history_ : dict
         skorch histories of the ``"pretrain"`` and ``"meta"`` stages.
 
@@ -172,7 +177,7 @@ default="train"
     Examples
     --------
     The model every method's example uses
-    (:func:`sklearn_flowr._examples.flowr_example` fits it once):
+    (:func:`sklearn_flowr.training._examples.flowr_example` fits it once):
 
     >>> from sklearn.datasets import load_digits
     >>> from sklearn_flowr import FLOWRClassifier
@@ -195,14 +200,33 @@ default="train"
     shape ``(n, H, W)``, ``(n, H, W, C)`` or ``(n, C, H, W)``.
     """
 
-    _parameter_constraints: dict = PARAMETER_CONSTRAINTS
+    _parameter_constraints: dict = {
+        "backbone": [StrOptions(set(BACKBONE_NAMES)), torch.nn.Module],
+        "setting": [StrOptions({"small", "large"})],
+        "head": [HasMethods(["fit", "partial_fit", "predict_proba",
+                             "open_world_step"])],
+        "pretrain": [HasMethods(["validate"]), None],
+        "meta": [HasMethods(["validate"]), None],
+        "calibration": [StrOptions({"train"}), "cv_object", None],
+        "embedding_dim": [Interval(Integral, 1, 65536, closed="both")],
+        "fine_tune_steps": [Interval(Integral, 0, MAX_COUNT, closed="both")],
+        "fine_tune_lr": [Interval(Real, 0, None, closed="neither"), None],
+        "update_known": ["boolean"],
+        "reuse_encoder": ["boolean"],
+        "device": [str, torch.device],
+        "accelerator": [HasMethods(["prepare", "backward"]), None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "checkpoint_dir": [str, os.PathLike, None],
+    }
 
     def __init__(self, *, backbone="conv4", setting="small",
                  head=_DEFAULT_PARTS["head"], pretrain=_DEFAULT_PARTS["pretrain"],
                  meta=_DEFAULT_PARTS["meta"], calibration="train",
-                 embedding_dim=64, fine_tune_steps=0, update_known=False,
-                 reuse_encoder=True, device="auto", accelerator=None,
-                 random_state=None, verbose=1, checkpoint_dir=None):
+                 embedding_dim=64, fine_tune_steps=0, fine_tune_lr=None,
+                 update_known=False, reuse_encoder=True, device="auto",
+                 accelerator=None, random_state=None, verbose=1,
+                 checkpoint_dir=None):
         self.backbone = backbone
         self.setting = setting
         self.head = head
@@ -211,6 +235,7 @@ default="train"
         self.calibration = calibration
         self.embedding_dim = embedding_dim
         self.fine_tune_steps = fine_tune_steps
+        self.fine_tune_lr = fine_tune_lr
         self.update_known = update_known
         self.reuse_encoder = reuse_encoder
         self.device = device
@@ -246,20 +271,55 @@ default="train"
         return super().set_params(**params)
 
     # ------------------------------------------------------------------ fitting
-    def _training_config(self) -> FLOWRConfig:
-        """The training configuration of the parts (each validated)."""
-        return FLOWRConfig.from_parts(
-            backbone=self.backbone, setting=self.setting,
-            embedding_dim=self.embedding_dim, pretrain=self.pretrain,
-            meta=self.meta, verbose=self.verbose,
-            checkpoint_dir=self.checkpoint_dir)
+    def check_fit(self, X=None, y=None):
+        """Run the checks of :meth:`fit` without training.
+
+        Every parameter, alone and together (the stages, the head template,
+        the device); with ``X`` and ``y`` also the data, the labels against
+        the episodes meta-training will draw and the calibration's folds.
+
+        Parameters
+        ----------
+        X : array-like or None, default=None
+            As in :meth:`fit`; ``None`` checks the parameters only.
+        y : array-like of shape (n_samples,) or None, default=None
+
+        Raises
+        ------
+        ValueError
+            Naming the parameter or the data's problem.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import FLOWRClassifier
+        >>> FLOWRClassifier(backbone="mlp").check_fit(np.zeros((4, 3)), [0] * 4)
+        Traceback (most recent call last):
+        ...
+        ValueError: fit needs at least 2 classes; got 1 class.
+        """
+        self._check_fit(X, y)
+
+    def _check_fit(self, X, y):
+        """:meth:`check_fit`'s work: ``fit_parts``'s arguments."""
+        self._validate_params()
+        check_parts(self)
+        if X is None:
+            return None
+        X = as_model_input(X, allow_features=self._takes_features())
+        y = check_labels(y, X.shape[0])
+        labels, y_index = np.unique(y, return_inverse=True)
+        # Fail on a clashing novel label before any training.
+        check_new_labels(labels, resolve_novel_label(
+            self.head.get_params()["novel_label"], labels))
+        runner, plan = plan_fit(self, X, y, y_index, labels.shape[0])
+        return X, y, labels, y_index, runner, plan
 
     def fit(self, X, y):
         """Train the encoder and build the head on labelled inputs.
 
-        Every parameter is checked, alone and together, and the labels
-        against the episodes meta-training will draw, before any training;
-        the model's attributes change only once everything has succeeded.
+        Every check of :meth:`check_fit` runs before any training; the
+        model's attributes change only once everything has succeeded.
 
         Parameters
         ----------
@@ -276,7 +336,7 @@ default="train"
 
         Examples
         --------
-        >>> from sklearn_flowr._examples import flowr_example
+        >>> from sklearn_flowr.training._examples import flowr_example
         >>> clf, X, y = flowr_example("large")  # fitted as in the class example
         >>> clf = clf.fit(X[y < 3], y[y < 3])  # a refit forgets digits 3, 4
         >>> clf.classes_
@@ -287,10 +347,8 @@ default="train"
 
     def fit_transform(self, X, y):
         """Fit, and return the training inputs' embeddings under the final
-        encoder (computed once, during ``fit``).
-
-        The same as ``fit(X, y).transform(X)`` (to float32 rounding: the
-        batches may differ), without embedding ``X`` a second time.
+        encoder (computed once, during ``fit``; equal to
+        ``fit(X, y).transform(X)`` to float32 rounding).
 
         Parameters
         ----------
@@ -305,7 +363,7 @@ default="train"
 
         Examples
         --------
-        >>> from sklearn_flowr._examples import flowr_example
+        >>> from sklearn_flowr.training._examples import flowr_example
         >>> clf, X, y = flowr_example("large")  # embedding_dim=4
         >>> import numpy as np
         >>> Z = clf.fit_transform(X[y < 3], y[y < 3])
@@ -316,100 +374,362 @@ default="train"
 
     def _fit(self, X, y):
         """:meth:`fit`'s work; the training rows' final embeddings."""
-        self._validate_params()
-        config = self._training_config()
-        self.head._validate_params()
-        check_head_template(self.head, self.meta)
-        X_raw = X
-        X = as_model_input(X, allow_features=config.takes_features)
-        y = check_labels(y, X.shape[0])
-        labels, y_index = np.unique(y, return_inverse=True)
-        # Fail on a clashing novel label before any training.
-        check_new_labels(labels, resolve_novel_label(
-            self.head.get_params()["novel_label"], labels))
-        runner = StageRunner.for_fit(
-            device=self.device, random_state=self.random_state,
-            accelerator=self.accelerator, checkpoint_dir=self.checkpoint_dir,
-            verbose=self.verbose)
-        check_training_plan(config, y_index, labels.shape[0], runner.seed)
-        plan = self._check_calibration(config, X, y, y_index, runner.seed)
-        if self.checkpoint_dir is not None:
-            check_fingerprint(self.checkpoint_dir, X, y, _training_fields(config))
-        with deterministic_cuda(runner.device.type == "cuda"):
-            trained = self._train_encoder(X, labels, y_index, config, runner)
-            prior_head, head = build_heads(
-                self.head, trained["meta_module_"], trained["embeddings"], y_index,
-                labels, setting=self.setting, update_known=self.update_known,
-                known_table=config.known_table,
-                calibrate=isinstance(self.calibration, str),
-                random_state=runner.seed, verbose=self.verbose)
-            crossed = None
-            if plan is not None:
-                if self.verbose:
-                    print(f"Cross-fitting the novelty map: {len(plan)} models "
-                          "trained on class-disjoint folds.")
-                crossed = cross_fit_on_plan(self, X, y, plan)
-                for fitted in (prior_head, head):
-                    fitted.set_params(
-                        novelty_calibration=(crossed.slope, crossed.intercept))
-        trained = dict(trained)
-        embeddings = trained.pop("embeddings")
-        fitted = dict(trained, head_=head, prior_head_=prior_head,
-                      encoder_=trained["meta_module_"].encoder,
-                      train_classes_=labels, input_shape_=X.shape[1:],
-                      n_features_in_=int(np.prod(X.shape[1:])),
-                      calibration_results_=crossed)
-        if X.ndim == 2:
-            _check_feature_names(self, X_raw, reset=True)
+        checked = self._check_fit(X, y)
+        fitted, embeddings = fit_parts(self, *checked)
+        X_model = checked[0]
+        if X_model.ndim == 2:
+            _check_feature_names(self, X, reset=True)
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        fitted.update(input_shape_=X_model.shape[1:],
+                      n_features_in_=int(np.prod(X_model.shape[1:])))
         for name, value in fitted.items():
             setattr(self, name, value)
-        self._fitted_head = copy.deepcopy(head)
+        self._fitted_head = copy.deepcopy(self.head_)
         self._fitted_params = snapshot_params(self, deep=True)
         return embeddings
 
-    def _check_calibration(self, config, X, y, y_index, seed):
-        """Fail before training on what ``calibration`` cannot do; its folds."""
-        if self.calibration is None:
-            return None
-        if isinstance(self.calibration, str):
-            smallest = int(np.bincount(y_index).min())
-            if smallest < 2:
-                raise ValueError(
-                    "calibration='train' draws open-world tasks from the "
-                    "training classes and needs at least 2 rows in every class; "
-                    f"the smallest has {smallest}. Give more rows or set "
-                    "calibration=None.")
-            return None
-        if self.accelerator is not None:
-            raise ValueError(
-                "A cross-fitted calibration trains one model per fold on this "
-                "process; it does not run through an accelerator. Use "
-                "calibration='train' or None.")
-        return check_calibration_plan(self.calibration, config, X, y, seed)
+    # ------------------------------------------------------------- adaptation
+    def adapt(self, X_support, y_support, *, fine_tune=None):
+        """Start a new few-shot task: fine-tune, condition on its support set.
 
-    def _train_encoder(self, X, labels, y_index, config, runner):
-        """``train_encoder``, or a copy of an identical earlier run's result."""
-        key = None
-        if self.reuse_encoder and self.accelerator is None:
-            key = ENCODER_MEMO.key(X, y_index, _training_fields(config),
-                                   random_state=self.random_state,
-                                   device=runner.device)
-            reused = ENCODER_MEMO.get(key)
-            if reused is not None:
-                # Only at verbose >= 2: a grid over head settings would
-                # print it once per candidate.
-                if self.verbose >= 2:
-                    print("Reusing the encoder trained on the same data and "
-                          "settings in this process (reuse_encoder=True).")
-                return reused
-        trained = train_encoder(X, labels, y_index, config, runner)
-        ENCODER_MEMO.put(key, trained)
-        return trained
+        In the small context the task starts from the prior alone
+        (``prior_head_``: the training classes are forgotten); in the large
+        context from the fitted head (the training classes stay known).
 
+        Parameters
+        ----------
+        X_support : array-like
+            Support inputs (same format as in ``fit``).
+        y_support : array-like of shape (n_support,)
+            Their labels.
+        fine_tune : int, bool or None, default=None
+            Steps of last-layer fine-tuning on the support set: ``None`` uses
+            ``fine_tune_steps``, ``False`` none, ``True`` 20.
 
-def _training_fields(config: FLOWRConfig) -> dict:
-    """What shapes the trained encoder: the configuration without run settings."""
-    return {name: getattr(config, name) for name in config.__dataclass_fields__
-            if name not in ("verbose", "checkpoint_dir")}
+        Returns
+        -------
+        self : FLOWRClassifier
+
+        Examples
+        --------
+        A small-context task with two classes of three shots:
+
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("small")  # the class example, small context
+        >>> support = np.r_[np.flatnonzero(y == 5)[:3], np.flatnonzero(y == 6)[:3]]
+        >>> clf = clf.adapt(X[support], y[support])
+        >>> clf.classes_, clf.head_.class_count_
+        (array([5, 6]), array([3., 3.]))
+        >>> clf.predict_proba(X[y == 7][:4]).shape  # classes 5, 6 + novel
+        (4, 3)
+        """
+        check_is_fitted(self)
+        X_support = self._model_input(X_support)
+        y_support = check_labels(y_support, X_support.shape[0])
+        if fine_tune is None:
+            steps = self.fine_tune_steps
+        elif isinstance(fine_tune, (bool, np.bool_)):
+            steps = _DEFAULT_FINE_TUNE_STEPS if fine_tune else 0
+        elif isinstance(fine_tune, Integral) and fine_tune >= 0:
+            steps = int(fine_tune)
+        else:
+            raise ValueError("fine_tune must be None, a bool or an int >= 0; got "
+                             f"{fine_tune!r}.")
+        # Everything that can fail runs on new objects; the model changes only
+        # once the new task's encoder and head are ready.
+        head = copy.deepcopy(self.prior_head_ if self.setting == "small"
+                             else self._fitted_head)
+        head._check_labels(y_support, None if self.setting == "small"
+                           else head._registry)
+        device = self._place_modules()
+        encoder = self.meta_module_.encoder
+        if steps:
+            lr = (pretraining_lr(self.pretrain, self.backbone)
+                  if self.fine_tune_lr is None else self.fine_tune_lr)
+            encoder = fine_tune_last_layer(
+                encoder, self.meta_module_, X_support, y_support, steps=steps,
+                lr=lr, device=device, verbose=self.verbose)
+        head.partial_fit(self._embed(X_support, encoder), y_support)
+        self.encoder_, self.head_ = encoder, head
+        return self
+
+    def reset(self):
+        """Return to the state right after ``fit`` (encoder and head).
+
+        Returns
+        -------
+        self : FLOWRClassifier
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
+        >>> clf = clf.partial_fit(X[y == 9][:2], y[y == 9][:2])
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 9])
+        >>> clf.reset().classes_  # the class learned online is forgotten
+        array([0, 1, 2, 3, 4])
+        """
+        check_is_fitted(self)
+        head = copy.deepcopy(self._fitted_head)  # all that can fail, first
+        self.encoder_, self.head_ = self.meta_module_.encoder, head
+        return self
+
+    # ------------------------------------------------------- online and predict
+    def transform(self, X, *, encoder="current"):
+        """Embeddings of ``X`` (batched, no gradient).
+
+        Parameters
+        ----------
+        X : array-like
+            Images or features, as in ``fit``.
+        encoder : {"current", "pretrained"}, default="current"
+            ``"current"``: the encoder in use (meta-trained, fine-tuned after
+            :meth:`adapt`). ``"pretrained"``: the encoder right after
+            pre-training, as baselines use it.
+
+        Returns
+        -------
+        Z : ndarray of shape (n_samples, embedding_dim)
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # embedding_dim=4
+        >>> Z = clf.transform(X[:3])
+        >>> Z.shape, Z.dtype
+        ((3, 4), dtype('float64'))
+        >>> clf.transform(X[:3], encoder="pretrained").shape
+        (3, 4)
+        """
+        check_is_fitted(self)
+        if encoder not in ("current", "pretrained"):
+            raise ValueError("encoder must be 'current' or 'pretrained'; got "
+                             f"{encoder!r}.")
+        X = self._model_input(X)
+        return self._embed(X, self.pretrained_encoder_ if encoder == "pretrained"
+                           else self.encoder_)
+
+    def partial_fit(self, X, y, classes=None):
+        """Learn labelled samples online (new labels become classes).
+
+        On an unfitted model the first call trains it with :meth:`fit` on
+        this batch (as scikit-learn's incremental learners start).
+
+        Parameters
+        ----------
+        X : array-like
+        y : array-like of shape (n_samples,)
+        classes : array-like, default=None
+            Optional guard, as in :meth:`CRPGaussianClassifier.partial_fit`.
+
+        Returns
+        -------
+        self : FLOWRClassifier
+
+        Examples
+        --------
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("small")  # fitted on digits 0-4
+        >>> clf = clf.partial_fit(X[y == 9][:1], y[y == 9][:1])  # one shot
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 9])
+        """
+        if not self.__sklearn_is_fitted__():
+            return self.fit(X, y)
+        self.head_.partial_fit(self.transform(X), y, classes=classes)
+        return self
+
+    def open_world_step(self, X, y=None, *, labelled=None):
+        """Predict each sample, then learn from it; see the head's method.
+
+        Without ``y``, the head assigns each sample by its CRP posterior to a
+        known or a new provisional class; late labels go to :meth:`correct`.
+
+        Parameters
+        ----------
+        X : array-like
+        y : array-like of shape (n_samples,) or None, default=None
+            Labels revealed after each prediction; None: no labels.
+        labelled : array-like of bool, shape (n_samples,), or None, default=None
+            Rows of ``y`` that carry a label (a mixed batch).
+
+        Returns
+        -------
+        result : :class:`~sklearn.utils.Bunch`
+            ``y_pred``, ``y_known``, ``p_novel``, ``is_novel``,
+            ``y_assigned`` and ``learned`` per sample.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
+        >>> stream = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 0)[:2]]
+        >>> out = clf.open_world_step(X[stream], y[stream])
+        >>> out.is_novel  # class 8 is new at its first sample only
+        array([ True, False, False, False, False])
+        >>> clf.classes_
+        array([0, 1, 2, 3, 4, 8])
+        """
+        check_is_fitted(self)
+        return self.head_.open_world_step(self.transform(X), y, labelled=labelled)
+
+    def correct(self, X, y_assigned, y_true):
+        """Late labels of samples learned without one; see
+        :meth:`CRPGaussianClassifier.correct`.
+
+        Parameters
+        ----------
+        X : array-like
+        y_assigned : array-like of shape (n_samples,)
+        y_true : array-like of shape (n_samples,)
+
+        Returns
+        -------
+        self : FLOWRClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("small")
+        >>> clf = clf.adapt(X[y == 5][:2], y[y == 5][:2])
+        >>> _ = clf.head_.set_params(unlabelled_threshold=0.0)  # learn them all
+        >>> out = clf.open_world_step(X[y == 6][:2])  # no labels yet
+        >>> out.y_assigned, out.learned  # a provisional class, -2
+        (array([-2, -2]), array([ True,  True]))
+        >>> clf = clf.correct(X[y == 6][:2], out.y_assigned, [6, 6])
+        >>> clf.classes_, clf.head_.class_count_
+        (array([5, 6]), array([2., 2.]))
+        """
+        check_is_fitted(self)
+        self.head_.correct(self.transform(X), y_assigned, y_true)
+        return self
+
+    def predict_proba(self, X):
+        """Probabilities of the known classes and, last, of the novel class.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes + 1)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
+        >>> proba = clf.predict_proba(X[:3])
+        >>> proba.shape  # 5 known classes, then the novel class
+        (3, 6)
+        >>> bool(np.allclose(proba.sum(axis=1), 1.0))
+        True
+        """
+        return self._head_for_prediction().predict_proba(self.transform(X))
+
+    def predict_log_proba(self, X):
+        """Log of :meth:`predict_proba`.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes + 1)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
+        >>> log_proba = clf.predict_log_proba(X[:3])
+        >>> bool(np.allclose(np.exp(log_proba), clf.predict_proba(X[:3])))
+        True
+        """
+        return self._head_for_prediction().predict_log_proba(self.transform(X))
+
+    def predict(self, X):
+        """Most probable known class, or the novel label.
+
+        Parameters
+        ----------
+        X : array-like
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr.training._examples import flowr_example
+        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
+        >>> y_pred = clf.predict(X[:5])
+        >>> labels = np.r_[clf.classes_, -1]  # -1: the "auto" novel label
+        >>> bool(np.array_equal(y_pred, labels[clf.predict_proba(X[:5]).argmax(1)]))
+        True
+        """
+        return self._head_for_prediction().predict(self.transform(X))
+
+    @property
+    def classes_(self):
+        check_is_fitted(self)
+        return self._head_for_prediction().classes_
+
+    @property
+    def novel_label_(self):
+        """The label :meth:`predict` gives the novel class (as the head's)."""
+        check_is_fitted(self)
+        return self.head_.novel_label_
+
+    # ------------------------------------------------------------------ helpers
+    def _takes_features(self):
+        return not isinstance(self.backbone, str) or self.backbone == "mlp"
+
+    def _head_for_prediction(self):
+        check_is_fitted(self)
+        if not self.head_.__sklearn_is_fitted__():
+            raise NotFittedError(
+                "The head has no classes yet: give it a support set with "
+                "adapt(X, y) or partial_fit(X, y) (open_world_step works from "
+                "the prior alone)."
+            )
+        return self.head_
+
+    def _model_input(self, X):
+        # Every method of a fitted model reads its input through here.
+        check_params_unchanged(self, getattr(self, "_fitted_params", None),
+                               runtime=RUNTIME_PARAMS, deep=True)
+        return as_model_input(X, allow_features=self._takes_features(),
+                              expected_shape=self.input_shape_)
+
+    def _embed(self, X, encoder):
+        self._place_modules()
+        batch_size = getattr(self.pretrain, "batch_size", BATCH_SIZE)
+        return embed_finite(encoder, X, 4 * batch_size)
+
+    def _place_modules(self):
+        # The one place a fitted model's modules move, before any of them
+        # runs: after set_params(device=...), unpickling (CPU tensors), copies.
+        device = resolve_device(self.device)
+        place_modules(device, self.meta_module_, self.encoder_,
+                      self.pretrained_encoder_)
+        return device
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "head_")
+
+    def __getstate__(self):
+        # Tensors as NumPy arrays: CUDA-trained models load on CPU-only
+        # machines, and skops.io can store the model (it refuses tensors).
+        return store_modules(super().__getstate__())
+
+    def __setstate__(self, state):
+        super().__setstate__(restore_modules(state))

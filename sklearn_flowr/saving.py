@@ -45,7 +45,7 @@ TRUSTED_TYPES = (
     "sklearn_flowr.training._stages.MetaTraining",
     "sklearn_flowr.training._stages.SupE",
     "sklearn_flowr.training._stages.SupFC",
-    "sklearn_flowr.training._heads.FLOWRMetaModule",
+    "sklearn_flowr.training._modules.FLOWRMetaModule",
     "sklearn_flowr.training._persistence.TensorState",
     # The package's encoders (every named backbone) and their blocks.
     "sklearn_flowr.encoders._conv4.Conv4",

@@ -55,9 +55,9 @@ def digits():
 @pytest.fixture
 def no_training(monkeypatch):
     """Make any pre-training fail, so a test can show a check ran before it."""
-    from sklearn_flowr.training import _pipeline
+    from sklearn_flowr.training import pipeline
 
     def refuse(*args, **kwargs):
         raise AssertionError("trained before the check")
 
-    monkeypatch.setattr(_pipeline, "pretrain", refuse)
+    monkeypatch.setattr(pipeline, "pretrain_encoder", refuse)

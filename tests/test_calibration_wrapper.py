@@ -199,7 +199,7 @@ def test_an_estimator_without_a_novelty_score_is_refused(heavy_tails):
 
 
 def test_wraps_a_fitted_flowr_classifier():
-    from sklearn_flowr._examples import flowr_example
+    from sklearn_flowr.training._examples import flowr_example
 
     model, X, y = flowr_example("large")  # knows digits 0-4
     rows = np.flatnonzero((y < 5) | (y >= 7))[::3]

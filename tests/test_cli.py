@@ -490,8 +490,9 @@ def nothing_runs(monkeypatch):
     (["colour=red"], "--set colour=red: FLOWRClassifier has no parameter"),
     (["head__sigma=-1"], r"--set head__sigma=-1: The 'sigma' parameter"),
     (["calibration=sometimes"], "--set calibration=sometimes: The 'calibration'"),
-    (["meta__a=0.95", "meta__known_count=0.5"],
-     "--set meta__known_count=0.5: known_count=0.5 must exceed a=0.95"),
+    (["meta__episode_discount=0.95", "meta__episode_known_count=0.5"],
+     "--set meta__episode_known_count=0.5: episode_known_count=0.5 must exceed "
+     "episode_discount=0.95"),
     (["setting=large"], "--set setting=large: .*--setting"),
     (["head__covariance=isotropic", "head__prior_scale=2"],
      "--set head__prior_scale=2: head__prior_scale=2 scales an estimated"),

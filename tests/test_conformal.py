@@ -252,7 +252,7 @@ def test_in_scikit_learn_tools_and_saved(rng):
 
 
 def test_wraps_a_fitted_flowr_classifier():
-    from sklearn_flowr._examples import flowr_example
+    from sklearn_flowr.training._examples import flowr_example
 
     model, X, y = flowr_example("large")  # knows digits 0-4
     known = np.flatnonzero(y < 5)[1::4]

@@ -197,9 +197,9 @@ def test_cuda_pickle_keeps_live_model_and_reloads_on_cuda(cuda_model, digits):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA device")
-def test_match_sigma_on_cuda(digits):
-    """Check that match_sigma sets the within-class variance to sigma on CUDA
-    (without meta-training, the default MetaTraining's sigma=0.5)."""
+def test_match_episode_noise_on_cuda(digits):
+    """Check that match_episode_noise sets the within-class variance on CUDA
+    (without meta-training, the default MetaTraining's episode_noise=0.5)."""
     X, y = digits
     params = {**TINY, "meta": None}
     model = FLOWRClassifier(setting="large", device="cuda", **params).fit(

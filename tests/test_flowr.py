@@ -14,7 +14,7 @@ from sklearn_flowr.encoders import last_linear_layer
 from sklearn_flowr.metrics import novelty_scorer
 from sklearn_flowr.model_selection import OpenWorldSplit
 from sklearn_flowr.training import MetaTraining, SupE
-from sklearn_flowr.training._device import resolve_device
+from sklearn_flowr.training.pipeline import resolve_device
 
 TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
             meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
@@ -101,7 +101,7 @@ def test_small_context_stream_from_the_prior(small_isotropic_model, digits):
     rows = np.flatnonzero(y >= 7)[:30]
     learned = model.meta_module_.head_kwargs()
     reference = CRPGaussianClassifier(**learned,
-                                      known_count=model.meta.known_count)
+                                      known_count=model.meta.episode_known_count)
     expected = reference.open_world_step(model.transform(X[rows]), y[rows])
     out = copy.deepcopy(model.prior_head_).open_world_step(
         model.transform(X[rows]), y[rows])

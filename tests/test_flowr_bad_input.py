@@ -11,10 +11,10 @@ import pytest
 from sklearn.datasets import load_digits
 from sklearn.utils._param_validation import InvalidParameterError
 
-import sklearn_flowr._encoder_head as encoder_head
+import sklearn_flowr._flowr as flowr
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
-from sklearn_flowr._examples import flowr_example
-from sklearn_flowr.training import MetaTraining, SupE
+from sklearn_flowr.training import MetaTraining, SupE, pipeline
+from sklearn_flowr.training._examples import flowr_example
 
 
 def _state(clf, X):
@@ -61,7 +61,7 @@ def test_non_finite_embeddings_are_named_not_reported_as_nan_input(fitted):
 
 
 @pytest.mark.parametrize("stage, param", [("pretrain", "pretrain__lr"),
-                                          ("meta", "meta__lr")])
+                                          ("meta", "meta__encoder_lr")])
 def test_a_diverging_stage_stops_and_names_its_learning_rate(stage, param):
     X, y = load_digits(return_X_y=True)
     X, y = X[y < 5] / 16.0, y[y < 5]
@@ -96,7 +96,7 @@ def test_reset_interrupted_leaves_the_task_as_it_was(fitted, monkeypatch):
     def interrupt(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(encoder_head.copy, "deepcopy", interrupt)
+    monkeypatch.setattr(flowr.copy, "deepcopy", interrupt)
     with pytest.raises(KeyboardInterrupt):
         clf.reset()
     monkeypatch.undo()
@@ -115,12 +115,12 @@ def test_online_calls_interrupted_leave_the_model_as_it_was(fitted, monkeypatch,
         raise KeyboardInterrupt
 
     if where == "embed":
-        monkeypatch.setattr(encoder_head, "embed", interrupt)
+        monkeypatch.setattr(pipeline, "embed", interrupt)
     elif where == "head":
         for name in ("partial_fit", "open_world_step"):
             monkeypatch.setattr(CRPGaussianClassifier, name, interrupt)
     else:
-        monkeypatch.setattr(encoder_head, "fine_tune_last_layer", interrupt)
+        monkeypatch.setattr(flowr, "fine_tune_last_layer", interrupt)
     kwargs = {"fine_tune": 2} if call == "adapt" else {}
     try:
         getattr(clf, call)(X[rows], y[rows], **kwargs)

@@ -28,7 +28,7 @@ def tiny(**params):
 def test_other_pretraining_choices(digits, pretrain):
     """Check Sup-FC trains the encoder otherwise than Sup-E (its own loss and
     weights), and pretrain=None trains nothing: its encoder does not depend on
-    the data it is fitted on (but for match_sigma's scale)."""
+    the data it is fitted on (but for match_episode_noise's scale)."""
     X, y = digits
     params = dict(TINY, backbone="conv4", setting="large", pretrain=pretrain,
                   meta=None)
@@ -41,7 +41,7 @@ def test_other_pretraining_choices(digits, pretrain):
     assert not np.allclose(Z, sup_e.transform(X[:20]), atol=1e-4)
     if pretrain is None:
         assert "pretrain" not in model.history_
-        # Up to match_sigma's factor, which the data set.
+        # Up to match_episode_noise's factor, which the data set.
         other = other_data.transform(X[:20])
         np.testing.assert_allclose(Z / np.linalg.norm(Z),
                                    other / np.linalg.norm(other), rtol=1e-5)
@@ -56,7 +56,7 @@ def test_other_pretraining_choices(digits, pretrain):
 def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
     """Check the prior (mu0, s0) is empirical Bayes on the chosen class means:
     the embeddings' class means, or Sup-E's learned ones (read off the
-    pre-training net), both rescaled by match_sigma's factor."""
+    pre-training net), both rescaled by match_episode_noise's factor."""
     from sklearn_flowr.training import SupENet
 
     nets = []
@@ -71,8 +71,8 @@ def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
     # The paper's isotropic head carries the prior (the full head re-estimates
     # it); meta-training at a negligible rate leaves the prior where it starts.
     model = tiny(head=ISOTROPIC).set_params(
-        meta__class_stats=class_stats, meta__lr=1e-12, meta__head_lr=1e-12).fit(
-        X[y < 4], y[y < 4])
+        meta__class_stats=class_stats, meta__encoder_lr=1e-12,
+        meta__prior_lr=1e-12).fit(X[y < 4], y[y < 4])
     assert len(nets) == 1 and len(model.history_["pretrain"]) == 2
     Z = model.transform(X[y < 4])
     empirical = np.stack([Z[y[y < 4] == c].mean(axis=0) for c in range(4)])
@@ -92,7 +92,7 @@ def test_learned_class_stats_need_sup_e(digits):
     X, y = digits
     model = tiny(pretrain=SupFC()).set_params(
         meta__class_stats="learned")
-    with pytest.raises(ValueError, match="needs pretrain='sup-e'"):
+    with pytest.raises(ValueError, match="needs pretrain=SupE"):
         model.fit(X[y < 4], y[y < 4])
     assert not hasattr(model, "head_")
 
@@ -150,22 +150,22 @@ def test_checkpoint_resume_trains_only_the_missing_epochs(digits, tmp_path):
     np.testing.assert_array_equal(done.transform(X[:3]), resumed.transform(X[:3]))
 
 
-def test_match_sigma_sets_within_class_variance_to_sigma(digits):
+def test_match_episode_noise_sets_within_class_variance(digits):
     """Check the pre-trained embedding is rescaled so the mean within-class
-    variance of the training embeddings equals sigma."""
+    variance of the training embeddings equals episode_noise."""
     X, y = digits
     rows = y < 4
     # Meta-training at a negligible rate keeps the rescaled embedding.
     params = dict(TINY, backbone="conv4", setting="small",
                   meta=MetaTraining(epochs=1, episodes_per_epoch=1, n_way=3,
-                                    n_unknown=1, sigma=0.3, lr=1e-12,
-                                    head_lr=1e-12))
+                                    n_unknown=1, episode_noise=0.3,
+                                    encoder_lr=1e-12, prior_lr=1e-12))
     model = FLOWRClassifier(**params).fit(X[rows], y[rows])
     Z = model.transform(X[rows])
     within = np.mean([Z[y[rows] == c].var(axis=0).mean() for c in range(4)])
     assert within == pytest.approx(0.3, rel=0.05)
-    raw = clone(FLOWRClassifier(**params)).set_params(meta__match_sigma=False).fit(
-        X[rows], y[rows])
+    raw = clone(FLOWRClassifier(**params)).set_params(
+        meta__match_episode_noise=False).fit(X[rows], y[rows])
     Z_raw = raw.transform(X[rows])
     ratio = np.linalg.norm(Z) / np.linalg.norm(Z_raw)
     np.testing.assert_allclose(Z, ratio * Z_raw, rtol=1e-3, atol=1e-4 * ratio)
@@ -176,7 +176,8 @@ def test_match_sigma_sets_within_class_variance_to_sigma(digits):
                                                    (None, 5e-4, 5e-4)])
 def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
                                                       monkeypatch, digits):
-    """Check that meta-training runs at meta_lr, a tenth of lr when unset."""
+    """Check that meta-training runs its encoder at meta__encoder_lr, a tenth
+    of pretrain__lr when unset."""
     from sklearn_flowr.training import EpisodicMetaNet
 
     seen = []
@@ -189,7 +190,7 @@ def test_meta_training_rate_defaults_to_a_tenth_of_lr(lr, meta_lr, expected,
     monkeypatch.setattr(EpisodicMetaNet, "initialize_optimizer", spy)
     X, y = digits
     tiny().set_params(pretrain__epochs=0, pretrain__lr=lr,
-                                       meta__lr=meta_lr).fit(X[y < 5], y[y < 5])
+                      meta__encoder_lr=meta_lr).fit(X[y < 5], y[y < 5])
     assert seen and seen[-1] == pytest.approx(expected)
 
 
@@ -206,7 +207,7 @@ def test_known_table_after_meta_training(known_table, digits):
     prior = meta.head_kwargs()
     prior_var = np.atleast_1d(prior["prior_var"])[0]
     counts = np.bincount(y)
-    sigma = clf.meta.sigma
+    sigma = clf.meta.episode_noise
     precision = 1.0 / prior_var + counts / sigma
     sums = np.stack([Z[y == k].sum(axis=0) for k in range(7)])
     refit_means = ((prior["prior_mean"] / prior_var + sums / sigma)
@@ -221,23 +222,23 @@ def test_known_table_after_meta_training(known_table, digits):
     np.testing.assert_allclose(head.class_mean_, expected, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("learn_sigma", [False, True])
-def test_meta_training_moves_the_head(digits, learn_sigma):
+@pytest.mark.parametrize("learn_noise", [False, True])
+def test_meta_training_moves_the_head(digits, learn_noise):
     """Check meta-training moves every learned head parameter from where
     pre-training leaves it (the same seed without meta-training), at the
-    default head_lr, and that the fitted head uses the learned values."""
+    default prior_lr, and that the fitted head uses the learned values."""
     X, y = digits
     params = dict(TINY, backbone="mlp", head=ISOTROPIC,
                   meta=MetaTraining(epochs=1, episodes_per_epoch=20, n_way=3,
-                                    n_unknown=2, learn_sigma=learn_sigma))
+                                    n_unknown=2, learn_episode_noise=learn_noise))
     start = FLOWRClassifier(**{**params, "meta": None}).fit(X[y < 7], y[y < 7])
     model = FLOWRClassifier(**params).fit(X[y < 7], y[y < 7])
     before = start.meta_module_.head_kwargs()
     after = model.meta_module_.head_kwargs()
-    assert abs(after["b"] - before["b"]) > 0.02  # at meta_lr: < 0.002
+    assert abs(after["b"] - before["b"]) > 0.02  # at encoder_lr: < 0.002
     assert abs(np.log(after["prior_var"] / before["prior_var"])) > 0.02
     assert np.abs(after["prior_mean"] - before["prior_mean"]).max() > 0.02
-    assert (after["sigma"] != before["sigma"]) is learn_sigma
+    assert (after["sigma"] != before["sigma"]) is learn_noise
     assert model.prior_head_.b == pytest.approx(after["b"])
     assert model.prior_head_.sigma == pytest.approx(after["sigma"])
 
@@ -290,7 +291,8 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 @pytest.mark.parametrize("params, message", [
-    (dict(meta__a=0.9, meta__known_count=0.5), "known_count=0.5 must exceed a=0.9"),
+    (dict(meta__episode_discount=0.9, meta__episode_known_count=0.5),
+     "episode_known_count=0.5 must exceed episode_discount=0.9"),
     (dict(meta__n_unknown=7, meta__n_way=3), "leaves no support class"),
     (dict(meta__n_query=60), "n_query \\+ 1 = 61 rows per class"),
     (dict(meta__known_table="learned"), "known_table='refit'"),
@@ -326,8 +328,9 @@ def test_training_plan_fails_before_pre_training(digits, monkeypatch, setting,
 
 @pytest.mark.parametrize("setting", ["small", "large"])
 @pytest.mark.parametrize("params, message", [
-    (dict(meta__a=0.9, meta__known_count=0.5), "known_count=0.5 must exceed a=0.9"),
-    (dict(pretrain=SupFC(), meta__class_stats="learned"), "needs pretrain='sup-e'"),
+    (dict(meta__episode_discount=0.9, meta__episode_known_count=0.5),
+     "episode_known_count=0.5 must exceed episode_discount=0.9"),
+    (dict(pretrain=SupFC(), meta__class_stats="learned"), "needs pretrain=SupE"),
     (dict(meta__known_table="learned"), "known_table='refit'"),
     (dict(meta__n_unknown=7, meta__n_way=3), "leaves no support class"),
     (dict(meta__n_query=60), "n_query \\+ 1 = 61 rows per class"),

@@ -168,7 +168,7 @@ def test_flowr_params_changed_after_fit(flowr_model):
     model, X, y = flowr_model
     model = copy.deepcopy(model)
     expected = model.predict_proba(X[:5])
-    for name in ("head__known_count", "meta__known_count"):
+    for name in ("head__known_count", "meta__episode_known_count"):
         with pytest.raises(ValueError, match=f"{name}: 1.0 -> 3.0"):
             copy.deepcopy(model).set_params(**{name: 3.0}).partial_fit(X[:2], y[:2])
     runtime = copy.deepcopy(model).set_params(device="cpu", verbose=0,

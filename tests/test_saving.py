@@ -101,7 +101,7 @@ def test_calibrated_classifier_round_trip(digits, tmp_path):
 def test_flowr_round_trip_through_a_file_object(tmp_path):
     """Check a fitted FLOWRClassifier saves (to a path and a file object) and
     loads with equal predictions, probabilities and embeddings."""
-    from sklearn_flowr._examples import flowr_example
+    from sklearn_flowr.training._examples import flowr_example
 
     clf, X, _ = flowr_example("large")
     path = tmp_path / "flowr.skops"

@@ -1,8 +1,6 @@
 """Tests of the training stages as parameter objects (``training/_stages.py``):
-SupE, SupFC and MetaTraining, and the configuration they build together
-(``FLOWRConfig.from_parts``)."""
-
-import dataclasses
+SupE, SupFC and MetaTraining, checked alone and together, and the learning
+rates they resolve."""
 
 import numpy as np
 import pytest
@@ -12,16 +10,22 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.training import MetaTraining, SupE, SupFC
-from sklearn_flowr.training._config import FLOWRConfig
+from sklearn_flowr.training._stages import (
+    check_stages,
+    meta_encoder_lr,
+    pretraining_lr,
+)
+from sklearn_flowr.training.pipeline import training_params
 
-CONFIG_FIELDS = {field.name for field in dataclasses.fields(FLOWRConfig)}
 STAGES = [
     SupE(epochs=3, lr=2e-3, batch_size=16, beta=0.2),
     SupFC(epochs=4, lr=5e-4, batch_size=8),
     MetaTraining(epochs=2, episodes_per_epoch=7, n_way=4, n_query=3, n_unknown=1,
-                 lr=1e-4, head_lr=None, a=0.3, sigma=0.7, learn_sigma=True,
-                 class_prior="uniform", known_count=2.0, lambda_adapt=0.0,
-                 class_stats="learned", match_sigma=False, known_table="learned",
+                 encoder_lr=1e-4, prior_lr=None, episode_discount=0.3,
+                 episode_noise=0.7, learn_episode_noise=True,
+                 episode_class_prior="uniform", episode_known_count=2.0,
+                 lambda_adapt=0.0, class_stats="learned",
+                 match_episode_noise=False, known_table="learned",
                  autocast="bf16"),
 ]
 
@@ -76,16 +80,16 @@ def test_flowr_classifier_reaches_stage_settings_as_nested_params():
     (MetaTraining(n_way=0), "n_way"),
     (MetaTraining(n_query=0), "n_query"),
     (MetaTraining(n_unknown=-1), "n_unknown"),
-    (MetaTraining(lr=-1.0), "lr"),
-    (MetaTraining(head_lr=0.0), "head_lr"),
-    (MetaTraining(a=1.0), "a"),
-    (MetaTraining(sigma=0.0), "sigma"),
-    (MetaTraining(learn_sigma="yes"), "learn_sigma"),
-    (MetaTraining(class_prior="flat"), "class_prior"),
-    (MetaTraining(known_count=0.0), "known_count"),
+    (MetaTraining(encoder_lr=-1.0), "encoder_lr"),
+    (MetaTraining(prior_lr=0.0), "prior_lr"),
+    (MetaTraining(episode_discount=1.0), "episode_discount"),
+    (MetaTraining(episode_noise=0.0), "episode_noise"),
+    (MetaTraining(learn_episode_noise="yes"), "learn_episode_noise"),
+    (MetaTraining(episode_class_prior="flat"), "episode_class_prior"),
+    (MetaTraining(episode_known_count=0.0), "episode_known_count"),
     (MetaTraining(lambda_adapt=-0.1), "lambda_adapt"),
     (MetaTraining(class_stats="x"), "class_stats"),
-    (MetaTraining(match_sigma=None), "match_sigma"),
+    (MetaTraining(match_episode_noise=None), "match_episode_noise"),
     (MetaTraining(known_table="x"), "known_table"),
     (MetaTraining(autocast="fp8"), "autocast"),
 ])
@@ -122,107 +126,64 @@ def test_flowr_refuses_parts_that_are_not_stages(digits, no_training, params):
         FLOWRClassifier(backbone="mlp", verbose=0, **params).fit(X[y < 4], y[y < 4])
 
 
-# ----------------------------------------------------------- config fields
-def test_pretraining_config_fields():
-    """Check the stages' settings become FLOWRConfig's pre-training fields."""
-    assert SupE(epochs=3, lr=2e-3, batch_size=16, beta=0.2).config_fields() == dict(
-        pretrain="sup-e", pretrain_epochs=3, lr=2e-3, batch_size=16, beta=0.2)
-    assert SupFC(epochs=4, batch_size=8).config_fields() == dict(
-        pretrain="sup-fc", pretrain_epochs=4, lr=None, batch_size=8)
+# ---------------------------------------------------- settings of training
+def test_training_params_flatten_the_stages():
+    """Check the stages' settings become ``pretrain__*`` / ``meta__*`` keys
+    next to the stage's class, every setting kept."""
+    params = training_params(backbone="mlp", pretrain=STAGES[0], meta=STAGES[2])
+    assert params["backbone"] == "mlp" and params["pretrain"] == "SupE"
+    assert params["meta"] == "MetaTraining"
+    for name, stage in (("pretrain", STAGES[0]), ("meta", STAGES[2])):
+        assert {key: params[f"{name}__{key}"] for key in stage.get_params()} == (
+            stage.get_params())
+    assert training_params(pretrain=None) == {"pretrain": None}
 
 
-def test_meta_training_config_fields():
-    """Check epochs and lr become meta_epochs and meta_lr; every other setting
-    keeps its name; each one is a FLOWRConfig field."""
-    stage = STAGES[2]
-    fields = stage.config_fields()
-    assert fields["meta_epochs"] == 2 and fields["meta_lr"] == 1e-4
-    assert "epochs" not in fields and "lr" not in fields
-    others = {k: v for k, v in stage.get_params().items() if k not in ("epochs", "lr")}
-    assert {k: fields[k] for k in others} == others
-    assert set(fields) <= CONFIG_FIELDS
-
-
-@pytest.mark.parametrize("stage", [SupE(), SupFC()], ids=["SupE", "SupFC"])
-def test_pretraining_fields_are_config_fields(stage):
-    assert set(stage.config_fields()) <= CONFIG_FIELDS
-
-
-def test_config_fields_validate_first():
+def test_check_stages_validates_each_stage_first():
     with pytest.raises(InvalidParameterError, match="'n_way' parameter"):
-        MetaTraining(n_way=0).config_fields()
+        check_stages(SupE(), MetaTraining(n_way=0))
     with pytest.raises(InvalidParameterError, match="'epochs' parameter"):
-        SupE(epochs=-2).config_fields()
+        check_stages(SupE(epochs=-2), None)
 
 
-# ---------------------------------------------------------------- from_parts
+# ------------------------------------------------------------ learning rates
 @pytest.mark.parametrize("backbone, pretrain, meta, lr, meta_lr", [
     ("conv4", SupE(), MetaTraining(), 1e-3, 1e-4),
     ("mlp", SupFC(), MetaTraining(), 1e-3, 1e-4),
     ("resnet12", SupE(), MetaTraining(), 1e-4, 1e-5),
     ("resnet18", SupFC(), None, 1e-4, 1e-5),
     ("mlp", SupE(lr=2e-3), MetaTraining(), 2e-3, 2e-4),
-    ("mlp", SupE(lr=2e-3), MetaTraining(lr=5e-4), 2e-3, 5e-4),
+    ("mlp", SupE(lr=2e-3), MetaTraining(encoder_lr=5e-4), 2e-3, 5e-4),
     ("conv4", None, MetaTraining(), 1e-3, 1e-4),
-    ("resnet12", None, MetaTraining(lr=3e-3), 1e-4, 3e-3),
+    ("resnet12", None, MetaTraining(encoder_lr=3e-3), 1e-4, 3e-3),
 ])
-def test_from_parts_resolves_learning_rates(backbone, pretrain, meta, lr, meta_lr):
+def test_learning_rates_resolve(backbone, pretrain, meta, lr, meta_lr):
     """Check the default rates: 1e-3 (1e-4 for ResNets) for pre-training, a
-    tenth of it for meta-training; given rates are kept."""
-    config = FLOWRConfig.from_parts(backbone=backbone, pretrain=pretrain, meta=meta)
-    assert config.lr == pytest.approx(lr)
-    assert config.meta_lr == pytest.approx(meta_lr)
+    tenth of it for meta-training's encoder; given rates are kept."""
+    assert pretraining_lr(pretrain, backbone) == pytest.approx(lr)
+    assert meta_encoder_lr(meta, pretrain, backbone) == pytest.approx(meta_lr)
 
 
-def test_from_parts_module_backbone_takes_the_conv4_rate():
-    module = torch.nn.Linear(4, 2)
-    config = FLOWRConfig.from_parts(backbone=module, pretrain=SupE())
-    assert config.lr == pytest.approx(1e-3) and config.backbone is module
-
-
-def test_from_parts_without_stages():
-    """Check meta=None trains no episodes and pretrain=None no pre-training,
-    the other fields keeping FLOWRConfig's defaults."""
-    default = FLOWRConfig()
-    config = FLOWRConfig.from_parts(backbone="mlp", pretrain=None, meta=None)
-    assert config.pretrain is None
-    assert config.pretrain_epochs == 0 and config.meta_epochs == 0
-    assert (config.n_way, config.sigma, config.batch_size) == (
-        default.n_way, default.sigma, default.batch_size)
-    only_meta = FLOWRConfig.from_parts(pretrain=None, meta=MetaTraining(epochs=2))
-    assert only_meta.pretrain_epochs == 0 and only_meta.meta_epochs == 2
-    only_pretrain = FLOWRConfig.from_parts(pretrain=SupE(epochs=5), meta=None)
-    assert only_pretrain.pretrain == "sup-e" and only_pretrain.pretrain_epochs == 5
-    assert only_pretrain.meta_epochs == 0
-
-
-def test_from_parts_carries_the_estimator_settings(tmp_path):
-    config = FLOWRConfig.from_parts(backbone="mlp", setting="large",
-                                    embedding_dim=5, pretrain=SupE(),
-                                    meta=MetaTraining(n_way=3), verbose=0,
-                                    checkpoint_dir=tmp_path)
-    assert (config.backbone, config.setting, config.embedding_dim, config.n_way,
-            config.verbose, config.checkpoint_dir) == ("mlp", "large", 5, 3, 0,
-                                                      tmp_path)
-    assert config.takes_features
+def test_module_backbone_takes_the_conv4_rate():
+    assert pretraining_lr(SupE(), torch.nn.Linear(4, 2)) == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("pretrain, meta, message", [
-    (SupFC(), MetaTraining(class_stats="learned"), "needs pretrain='sup-e'"),
-    (None, MetaTraining(class_stats="learned"), "needs pretrain='sup-e'"),
-    (SupE(), MetaTraining(a=0.9, known_count=0.5),
-     "known_count=0.5 must exceed a=0.9"),
+    (SupFC(), MetaTraining(class_stats="learned"), "needs pretrain=SupE()"),
+    (None, MetaTraining(class_stats="learned"), "needs pretrain=SupE()"),
+    (SupE(), MetaTraining(episode_discount=0.9, episode_known_count=0.5),
+     "episode_known_count=0.5 must exceed episode_discount=0.9"),
 ])
-def test_from_parts_checks_the_combination(pretrain, meta, message):
+def test_check_stages_checks_the_combination(pretrain, meta, message):
     """Check settings valid alone but not together fail when the parts meet."""
     with pytest.raises(ValueError, match=message):
-        FLOWRConfig.from_parts(pretrain=pretrain, meta=meta)
+        check_stages(pretrain, meta)
 
 
-def test_from_parts_leaves_the_stages_unchanged():
-    """Check building the configuration resolves the rates on the config, not
-    on the stages (a refit with another backbone resolves them again)."""
+def test_resolving_rates_leaves_the_stages_unchanged():
+    """Check the rates are resolved where they are used, not on the stages (a
+    refit with another backbone resolves them again)."""
     pretrain, meta = SupE(), MetaTraining()
-    FLOWRConfig.from_parts(backbone="resnet12", pretrain=pretrain, meta=meta)
-    assert pretrain.lr is None and meta.lr is None
+    meta_encoder_lr(meta, pretrain, "resnet12")
+    assert pretrain.lr is None and meta.encoder_lr is None
     np.testing.assert_equal(pretrain.get_params(), SupE().get_params())

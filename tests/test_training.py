@@ -449,7 +449,7 @@ def test_meta_training_recovers_the_generating_prior(learn_sigma):
                     prior_log_var=torch.tensor([np.log(prior_var)],
                                                dtype=torch.float32),
                     beta_raw=torch.tensor(raw_from_concentration(b, 0.5)), a=0.5,
-                    sigma=sigma)
+                    sigma=sigma, class_prior="crp")
 
     best_at_truth = min(_mean_episode_loss(held_out, head(mu0, s0, b, sigma))
                         for b in np.exp(np.linspace(np.log(0.1), np.log(30), 13)))

@@ -33,7 +33,8 @@ def episode64(rng):
     y_q = torch.tensor([0, 3, 1, 4, 3, 2, 4, 3, 1])
     head = dict(prior_mean=torch.tensor(rng.normal(size=d)),
                 prior_log_var=torch.tensor([0.4], dtype=torch.float64),
-                beta_raw=torch.tensor(0.3, dtype=torch.float64), a=A, sigma=SIGMA)
+                beta_raw=torch.tensor(0.3, dtype=torch.float64), a=A, sigma=SIGMA,
+                class_prior="crp")
     return z_s, y_s, z_q, y_q, head
 
 
@@ -63,7 +64,8 @@ def textbook_log_joint(z_support, y_support, z_query, *, mu0, s0, b, known=()):
 def test_episode_logits_match_head(episode64, class_prior):
     """Check that torch episode logits equal the NumPy head's log-posterior."""
     z_s, y_s, z_q, _, head = episode64
-    logits = flowr_episode_logits(z_s, y_s, z_q, 3, class_prior=class_prior, **head)
+    logits = flowr_episode_logits(z_s, y_s, z_q, 3,
+                                  **{**head, "class_prior": class_prior})
     b = float(concentration_from_raw(head["beta_raw"], A))
     clf = CRPGaussianClassifier(
         a=A, b=b, sigma=SIGMA, prior_mean=head["prior_mean"].numpy(),

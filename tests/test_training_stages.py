@@ -1,6 +1,6 @@
 """Tests of FLOWR's training stages, each run alone on tiny data
-(``training/_config.py``, ``_class_stats.py``, ``_pretraining.py``,
-``_meta_training.py``, ``_head_building.py``, ``_pipeline.py``)."""
+(``training/_modules.py``, ``_class_stats.py``, ``_pretraining.py``,
+``_meta_training.py``, ``_head_building.py``, ``pipeline.py``)."""
 
 import copy
 
@@ -12,9 +12,15 @@ from sklearn.datasets import load_digits
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import estimate_prior
 from sklearn_flowr.encoders import MLPEncoder, last_linear_layer
-from sklearn_flowr.training import FLOWRMetaModule, MetaTraining, SupEModule, SupENet
+from sklearn_flowr.training import (
+    FLOWRMetaModule,
+    MetaTraining,
+    SupE,
+    SupEModule,
+    SupENet,
+    SupFC,
+)
 from sklearn_flowr.training._class_stats import class_statistics, initial_prior
-from sklearn_flowr.training._config import FLOWRConfig
 from sklearn_flowr.training._head_building import (
     build_heads,
     check_head_template,
@@ -25,21 +31,20 @@ from sklearn_flowr.training._meta_training import (
     known_classes,
     meta_train,
 )
-from sklearn_flowr.training._pipeline import (
-    check_calibration_plan,
-    check_training_plan,
-    train_encoder,
-)
 from sklearn_flowr.training._pretraining import (
     build_encoder,
     embed_rows,
     match_noise_scale,
-    pretrain,
+    pretrain_encoder,
 )
 from sklearn_flowr.training._runner import StageRunner
+from sklearn_flowr.training.pipeline import (
+    check_calibration_plan,
+    check_training_plan,
+    train_encoder,
+)
 
-STAGE = dict(backbone="mlp", embedding_dim=4, pretrain_epochs=2, meta_epochs=1,
-             episodes_per_epoch=3, n_way=3, n_unknown=1, n_query=3, verbose=0)
+META = dict(epochs=1, episodes_per_epoch=3, n_way=3, n_unknown=1, n_query=3)
 
 
 @pytest.fixture(scope="module")
@@ -59,19 +64,7 @@ def fresh_encoder(seed=0):
     return MLPEncoder(64, hidden=(16,), embedding_dim=4)
 
 
-# ------------------------------------------------------------------ config
-@pytest.mark.parametrize("params, message", [
-    (dict(a=0.9, known_count=0.5), "known_count=0.5 must exceed a=0.9"),
-    (dict(pretrain="sup-fc", class_stats="learned"), "needs pretrain='sup-e'"),
-    (dict(pretrain=None, class_stats="learned"), "needs pretrain='sup-e'"),
-    (dict(sigma=0.0), "sigma=0.0 must be positive"),
-])
-def test_config_refuses_bad_combinations(params, message):
-    """Check that building a configuration checks the parameters together."""
-    with pytest.raises(ValueError, match=message):
-        FLOWRConfig(**params)
-
-
+# ---------------------------------------------------------- head template
 @pytest.mark.parametrize("head, meta, message", [
     (CRPGaussianClassifier(covariance="full"), MetaTraining(known_table="learned"),
      "known_table='refit'"),
@@ -105,15 +98,20 @@ def test_head_template_accepts_what_training_fills(head, meta):
     check_head_template(head, meta)
 
 
-def test_meta_module_shares_the_config_checks():
-    """Check that a meta-module built by hand refuses what the config refuses,
-    with the same message."""
-    for params in (dict(a=1.0), dict(sigma=-1.0), dict(class_prior="flat")):
-        with pytest.raises(ValueError) as config_error:
-            FLOWRConfig(**params)
-        with pytest.raises(ValueError) as module_error:
-            FLOWRMetaModule(fresh_encoder(), **params)
-        assert str(config_error.value) == str(module_error.value)
+@pytest.mark.parametrize("params, message", [
+    (dict(a=1.0), r"a=1.0 must lie in \[0, 1\)"),
+    (dict(sigma=-1.0), "sigma=-1.0 must be positive"),
+    (dict(class_prior="flat"), "class_prior must be 'crp' or 'uniform'"),
+])
+def test_meta_module_checks_its_settings(params, message):
+    """Check that a meta-module built by hand refuses settings the episodes'
+    model cannot take, and takes MetaTraining's defaults otherwise."""
+    with pytest.raises(ValueError, match=message):
+        FLOWRMetaModule(fresh_encoder(), **params)
+    module = FLOWRMetaModule(fresh_encoder())
+    defaults = MetaTraining()
+    assert (module.a, module.sigma) == (defaults.episode_discount,
+                                        defaults.episode_noise)
     with pytest.raises(ValueError, match="known_count=0.5 must exceed a=0.9"):
         FLOWRMetaModule(fresh_encoder(), a=0.9, known_count=0.5,
                         known_means=np.zeros((2, 4)), known_vars=np.ones(2))
@@ -168,11 +166,11 @@ def test_pretraining_changes_the_encoder(digits5, method):
     """Check that Sup-E and Sup-FC train the encoder's weights, and that the
     class table is the embeddings' statistics afterwards."""
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "pretrain": method})
+    stage = (SupE if method == "sup-e" else SupFC)(epochs=2)
     encoder = fresh_encoder()
     before = copy.deepcopy(encoder.state_dict())
     runner = cpu_runner()
-    trained, means, variances = pretrain(encoder, X, y, 5, config, runner)
+    trained, means, variances = pretrain_encoder(encoder, X, y, 5, stage, runner)
     assert len(runner.history["pretrain"]) == 2
     assert runner.history["pretrain"][-1]["train_loss"] < \
         runner.history["pretrain"][0]["train_loss"]
@@ -189,9 +187,7 @@ def test_no_pretraining_leaves_the_encoder(digits5):
     encoder = fresh_encoder()
     before = copy.deepcopy(encoder.state_dict())
     runner = cpu_runner()
-    trained, _, _ = pretrain(encoder, X, y, 5, FLOWRConfig(**{**STAGE,
-                                                              "pretrain": None}),
-                             runner)
+    trained, _, _ = pretrain_encoder(encoder, X, y, 5, None, runner)
     assert trained is encoder and runner.history == {}
     for name, value in trained.state_dict().items():
         assert torch.equal(value, before[name])
@@ -201,11 +197,11 @@ def test_learned_class_stats_are_sup_e_parameters(digits5):
     """Check class_stats='learned' returns the class means and exp(log s_n) of
     the Sup-E net the stage trains (the same net trained by hand)."""
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "class_stats": "learned"})
-    encoder, means, variances = pretrain(fresh_encoder(), X, y, 5, config,
-                                         cpu_runner(seed=3))
+    stage = SupE(epochs=2)
+    encoder, means, variances = pretrain_encoder(
+        fresh_encoder(), X, y, 5, stage, cpu_runner(seed=3), learned_stats=True)
     net = SupENet(module__encoder=fresh_encoder(), module__n_classes=5,
-                  criterion__beta=config.beta, batch_size=config.batch_size,
+                  criterion__beta=stage.beta, batch_size=stage.batch_size,
                   max_epochs=2, verbose=0,
                   random_state=3).fit(X, y)
     np.testing.assert_allclose(means, net.module_.class_means.detach().numpy(),
@@ -219,9 +215,9 @@ def test_learned_class_stats_are_sup_e_parameters(digits5):
 
 # ---------------------------------------------------------- scale matching
 @pytest.mark.parametrize("scale", [1e-3, 1.0, 1e3])
-def test_scale_matching_sets_within_class_variance_to_sigma(digits5, scale):
+def test_scale_matching_sets_within_class_variance_to_noise(digits5, scale):
     """Check the mean within-class variance of the rescaled embedding is
-    sigma, the returned class table is that of the rescaled embedding, and
+    the episode noise, the returned class table is that of the rescaled embedding, and
     the embedding is only rescaled -- at any starting scale."""
     X, y = digits5
     encoder = fresh_encoder()
@@ -230,7 +226,7 @@ def test_scale_matching_sets_within_class_variance_to_sigma(digits5, scale):
     Z_before = embed_rows(encoder, X, 64)
     means, variances = class_statistics(Z_before, y, 5)
     means, variances, factor = match_noise_scale(
-        encoder, X, y, means, variances, sigma=0.3, batch_size=64)
+        encoder, X, y, means, variances, noise=0.3, batch_size=64)
     Z = embed_rows(encoder, X, 64)
     within = np.mean([Z[y == k].var(axis=0).mean() for k in range(5)])
     assert within == pytest.approx(0.3, rel=1e-4)
@@ -252,7 +248,7 @@ def test_scale_matching_leaves_a_nonlinear_output_alone(digits5):
     means, variances = class_statistics(embed_rows(encoder, X, 64), y, 5)
     with pytest.warns(UserWarning, match="not linear in its last linear layer"):
         out_means, out_variances, factor = match_noise_scale(
-            encoder, X, y, means, variances, sigma=0.3, batch_size=64)
+            encoder, X, y, means, variances, noise=0.3, batch_size=64)
     assert factor == 1.0
     assert out_means is means and out_variances is variances
     for name, value in encoder.state_dict().items():
@@ -263,13 +259,13 @@ def test_scale_matching_leaves_a_nonlinear_output_alone(digits5):
 def test_known_classes_hold_out_a_fifth_in_the_large_context():
     """Check the large context holds out max(n_unknown, ceil(N / 5)) classes,
     drawn by the seed, and the small context none."""
-    small = known_classes(FLOWRConfig(setting="small"), 10, seed=0)
+    small = known_classes("small", MetaTraining(), 10, seed=0)
     np.testing.assert_array_equal(small, np.arange(10))
-    config = FLOWRConfig(setting="large", n_unknown=1)
-    assert known_classes(config, 10, seed=0).shape == (8,)
-    assert known_classes(FLOWRConfig(setting="large", n_unknown=3), 10,
+    meta = MetaTraining(n_unknown=1)
+    assert known_classes("large", meta, 10, seed=0).shape == (8,)
+    assert known_classes("large", MetaTraining(n_unknown=3), 10,
                          seed=0).shape == (7,)
-    draws = {tuple(known_classes(config, 10, seed=s)) for s in range(5)}
+    draws = {tuple(known_classes("large", meta, 10, seed=s)) for s in range(5)}
     assert len(draws) > 1
 
 
@@ -281,8 +277,8 @@ def test_meta_training_plan_fails_on_the_labels_alone(params, message):
     """Check the episode checks run from the labels, without images."""
     y = np.repeat(np.arange(5), 9)
     with pytest.raises(ValueError, match=message):
-        check_meta_training_plan(FLOWRConfig(**params), y, 5, seed=0)
-    check_meta_training_plan(FLOWRConfig(**params, meta_epochs=0), y, 5, seed=0)
+        check_meta_training_plan("small", MetaTraining(**params), y, 5, seed=0)
+    check_meta_training_plan("small", None, y, 5, seed=0)
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
@@ -290,11 +286,10 @@ def test_meta_training_starts_from_the_class_table(digits5, setting):
     """Check the untrained meta-module holds initial_prior of the class means
     and, large context, the known classes' (mu_n / s_n, 1 / s_n)."""
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "setting": setting, "meta_epochs": 0})
     rng = np.random.default_rng(0)
     means, variances = rng.normal(size=(5, 4)), rng.uniform(0.5, 2.0, size=5)
-    meta = meta_train(fresh_encoder(), X, y, means, variances, config,
-                      cpu_runner())
+    meta = meta_train(fresh_encoder(), X, y, means, variances, setting=setting,
+                      meta=None, encoder_lr=1e-4, runner=cpu_runner())
     prior_mean, prior_var = initial_prior(means)
     kwargs = meta.head_kwargs()
     np.testing.assert_allclose(kwargs["prior_mean"], prior_mean, rtol=1e-6)
@@ -311,12 +306,12 @@ def test_meta_training_changes_encoder_and_head(digits5):
     """Check meta-training moves the encoder and the head's parameters and
     records its history."""
     X, y = digits5
-    config = FLOWRConfig(**STAGE)
     encoder = fresh_encoder()
     before = copy.deepcopy(encoder.state_dict())
     means, variances = class_statistics(embed_rows(encoder, X, 64), y, 5)
     runner = cpu_runner()
-    meta = meta_train(encoder, X, y, means, variances, config, runner)
+    meta = meta_train(encoder, X, y, means, variances, setting="small",
+                      meta=MetaTraining(**META), encoder_lr=1e-4, runner=runner)
     assert len(runner.history["meta"]) == 1
     assert any(not torch.equal(value, before[name])
                for name, value in meta.encoder.state_dict().items())
@@ -324,9 +319,9 @@ def test_meta_training_changes_encoder_and_head(digits5):
 
 
 # ---------------------------------------------------------- head building
-def _meta_with_prior(config, prior_mean, prior_var, b):
-    """An (untrained) meta-module of ``config`` holding the given prior."""
-    meta = FLOWRMetaModule(fresh_encoder(), **config.meta_module_params(),
+def _meta_with_prior(stage, prior_mean, prior_var, b):
+    """An (untrained) meta-module of the stage ``stage`` holding the prior."""
+    meta = FLOWRMetaModule(fresh_encoder(), **stage.module_params(),
                            prior_mean=prior_mean, prior_var=prior_var, b=b)
     meta.known_classes_ = np.arange(0)
     return meta
@@ -348,7 +343,7 @@ def test_isotropic_head_is_conjugate_update_from_the_learned_prior(rng, setting)
     y = np.repeat(np.arange(3), [2, 3, 4])
     Z = rng.normal(size=(9, 4)) + 3 * y[:, None]
     mu0, s0, b, sigma = rng.normal(size=4), 2.0, 1.7, 0.4
-    config = FLOWRConfig(sigma=sigma)
+    config = MetaTraining(episode_noise=sigma)
     labels = np.array([10, 20, 30])
     _, head = build_heads(CRPGaussianClassifier(covariance="isotropic"),
                           _meta_with_prior(config, mu0, s0, b), Z, y, labels,
@@ -362,7 +357,7 @@ def test_isotropic_head_is_conjugate_update_from_the_learned_prior(rng, setting)
     np.testing.assert_allclose(head.crp_count_, np.ones(3))
     assert head.b == pytest.approx(b) and head.sigma == pytest.approx(sigma)
     _, variances = known_class_table(_meta_with_prior(config, mu0, s0, b), Z, y,
-                                     3, sigma=sigma)
+                                     3, noise=sigma)
     np.testing.assert_allclose(variances, 1 / lam, rtol=1e-6)
 
 
@@ -373,7 +368,7 @@ def test_prior_head_carries_only_the_learned_prior(rng):
     mu0 = rng.normal(size=4)
     y = np.repeat(np.arange(2), 3)
     Z = rng.normal(size=(6, 4))
-    meta = _meta_with_prior(FLOWRConfig(sigma=0.3), mu0, 0.5, 3.0)
+    meta = _meta_with_prior(MetaTraining(episode_noise=0.3), mu0, 0.5, 3.0)
     template = CRPGaussianClassifier(a=0.2, sigma=0.7, novel_label="new")
     params = template.get_params()
     prior, fitted = build_heads(template, meta, Z, y, np.array([4, 5]),
@@ -396,7 +391,7 @@ def test_full_covariance_heads_equal_independent_empirical_bayes(rng):
     b, and a prior head carrying its estimates, from which the training
     classes learned online get the same posterior means."""
     Z, y = _full_problem(rng)
-    config = FLOWRConfig()
+    config = MetaTraining()
     prior, head = build_heads(CRPGaussianClassifier(covariance="full"),
                               _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y,
                               np.arange(4), setting="small", calibrate=False)
@@ -419,7 +414,7 @@ def test_prior_scale_scales_only_the_empirical_prior_covariance(rng):
     from an independent plain fit."""
     Z, y = _full_problem(rng)
     _, head = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
-                          _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                          _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
                           np.arange(4), setting="large", calibrate=False)
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     reference = CRPGaussianClassifier(
@@ -438,7 +433,7 @@ def test_prior_head_of_a_scaled_prior_learns_new_classes(rng):
     prior covariance and learns a task's classes from it."""
     Z, y = _full_problem(rng)
     prior, _ = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
-                           _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                           _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
                            np.arange(4), setting="small", calibrate=False)
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     np.testing.assert_allclose(prior.prior_var, 1.5 * plain.prior_var_)
@@ -462,7 +457,7 @@ def test_noise_shrinkage_shrinks_only_the_empirical_noise_covariance(rng):
     Z, y = _full_problem(rng)
     prior, head = build_heads(
         CRPGaussianClassifier(covariance="full", noise_shrinkage=0.4),
-        _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y, np.arange(4),
+        _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y, np.arange(4),
         setting="small", calibrate=False)
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     W = plain.sigma_
@@ -487,7 +482,7 @@ def test_update_known_releases_the_training_classes(rng, update_known):
     update_known, while new classes always learn."""
     Z, y = _full_problem(rng)
     _, head = build_heads(CRPGaussianClassifier(covariance="full"),
-                          _meta_with_prior(FLOWRConfig(), 0.0, 1.0, 2.5), Z, y,
+                          _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
                           np.arange(4), setting="large", update_known=update_known,
                           calibrate=False)
     means = head.class_mean_.copy()
@@ -501,17 +496,21 @@ def test_train_encoder_equals_the_stages_run_by_hand(digits5):
     """Check train_encoder is the four stages in order, nothing more, and
     returns the pre-trained encoder before meta-training changed it."""
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "setting": "large"})
-    trained = train_encoder(X, np.arange(5), y, config, cpu_runner())
+    meta = MetaTraining(**META)
+    trained = train_encoder(X, y, 5, backbone="mlp", setting="large",
+                            embedding_dim=4, pretrain=SupE(epochs=2), meta=meta,
+                            runner=cpu_runner())
 
     runner = cpu_runner()
     torch.manual_seed(runner.seed)
-    encoder = build_encoder(config, X)
-    encoder, means, variances = pretrain(encoder, X, y, 5, config, runner)
+    encoder = build_encoder("mlp", 4, X)
+    encoder, means, variances = pretrain_encoder(encoder, X, y, 5, SupE(epochs=2),
+                                                 runner)
     means, variances, factor = match_noise_scale(
-        encoder, X, y, means, variances, sigma=config.sigma, batch_size=64)
+        encoder, X, y, means, variances, noise=meta.episode_noise, batch_size=64)
     pretrained = copy.deepcopy(encoder)
-    meta = meta_train(encoder, X, y, means, variances, config, runner).eval()
+    meta = meta_train(encoder, X, y, means, variances, setting="large", meta=meta,
+                      encoder_lr=1e-4, runner=runner).eval()
     assert sorted(trained) == ["embeddings", "history_", "meta_module_",
                                "noise_scale_", "pretrained_encoder_"]
     assert trained["noise_scale_"] == factor
@@ -530,8 +529,8 @@ def test_check_calibration_plan_is_the_cross_fit_plan(digits5):
     from sklearn_flowr.protocol import cross_fit_plan
 
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "setting": "large"})
-    plan = check_calibration_plan(5, config, X, y, seed=4)
+    plan = check_calibration_plan(5, X, y, setting="large",
+                                  meta=MetaTraining(**META), seed=4)
     expected = cross_fit_plan(5, X, y, setting="large", random_state=4)
     assert len(plan) == len(expected) == 5
     for got, want in zip(plan, expected, strict=True):
@@ -544,16 +543,17 @@ def test_check_calibration_plan_is_the_cross_fit_plan(digits5):
     (dict(n_unknown=4, n_way=1), 5, "Fold 0 of calibration trains on 4 "
      "classes: .*leaves no support class"),
     (dict(setting="small"), 5, "holds out 1"),
-    (dict(), 1, "must be >= 2"),
+    ({}, 1, "must be >= 2"),
 ])
 def test_check_calibration_plan_fails_on_a_fold(digits5, params, cv, message):
     """Check each fold's classes get the training plan's checks, named by
     fold, before any training."""
     X, y = digits5
-    config = FLOWRConfig(**{**STAGE, "setting": "large", **params})
-    check_training_plan(config, y, 5, seed=0)  # the whole data is fine
+    setting = params.pop("setting", "large")
+    meta = MetaTraining(**{**META, **params})
+    check_training_plan(setting, meta, y, 5, seed=0)  # the whole data is fine
     with pytest.raises(ValueError, match=message):
-        check_calibration_plan(cv, config, X, y, seed=0)
+        check_calibration_plan(cv, X, y, setting=setting, meta=meta, seed=0)
 
 
 @pytest.mark.parametrize("setting, covariance", [
@@ -568,7 +568,7 @@ def test_calibration_sets_the_map_fitted_on_training_tasks(
     y = np.repeat(np.arange(12), 20)
     Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
     template = CRPGaussianClassifier(covariance=covariance)
-    meta = _meta_with_prior(FLOWRConfig(), 0.0, 9.0, 1.0)
+    meta = _meta_with_prior(MetaTraining(), 0.0, 9.0, 1.0)
     labels = np.arange(12)
     prior, head = build_heads(template, meta, Z, y, labels, setting=setting,
                               random_state=3)

@@ -166,7 +166,7 @@ def test_unfitted_head_and_scikit_learn_tools(tmp_path):
 def test_flowr_classifier_streams_without_labels_through_its_head():
     """FLOWRClassifier.open_world_step(X) and correct reach its head: the
     corrected model equals one that learned the same images labelled."""
-    from sklearn_flowr._examples import flowr_example
+    from sklearn_flowr.training._examples import flowr_example
 
     clf, X, y = flowr_example("large")
     clf.head_.set_params(unlabelled_threshold=0.0)

@@ -215,8 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     add("--episodes-per-epoch", type=integer(1),
         default=DEFAULT_META.episodes_per_epoch,
         help="meta-training episodes per epoch (meta__episodes_per_epoch)")
-    add("--meta-lr", type=real(0.0, closed=False), default=DEFAULT_META.lr,
-        help="meta-training learning rate (meta__lr; default: a tenth of the "
+    add("--meta-lr", type=real(0.0, closed=False), default=DEFAULT_META.encoder_lr,
+        help="meta-training learning rate (meta__encoder_lr; default: a tenth of the "
         "pre-training rate)")
     add("--lambda-adapt", type=real(0.0), default=DEFAULT_META.lambda_adapt,
         help="weight of the adaptation loss in meta-training (meta__lambda_adapt)")

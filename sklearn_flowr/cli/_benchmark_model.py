@@ -15,10 +15,9 @@ import difflib
 
 from sklearn.base import BaseEstimator
 
-from .._flowr import FLOWRClassifier
+from .. import FLOWRClassifier
 from ..training import MetaTraining, SupE, SupFC
-from ..training._device import resolve_device
-from ..training._head_building import check_head_template
+from ..training.pipeline import resolve_device
 from ._options import split_key_value
 
 __all__ = ["PRETRAININGS", "ModelOptionError", "build_model", "check_model_options",
@@ -26,7 +25,8 @@ __all__ = ["PRETRAININGS", "ModelOptionError", "build_model", "check_model_optio
 
 # --pretrain's choices and the stage each builds.
 PRETRAININGS = {"sup-e": SupE, "sup-fc": SupFC, "none": None}
-PRETRAIN_NAMES = {"sup-e": "Sup-E", "sup-fc": "Sup-FC", "none": "untrained"}
+# The stages' names in the run's log (by class name; no stage: "NoneType").
+PRETRAIN_NAMES = {"SupE": "Sup-E", "SupFC": "Sup-FC", "NoneType": "untrained"}
 # What the run's convenience options default to: FLOWRClassifier's defaults.
 DEFAULT_MODEL = FLOWRClassifier()
 DEFAULT_PRETRAIN = SupE()
@@ -59,25 +59,18 @@ def _option_params(args, setting: str, pretrain: str, meta: bool) -> dict:
     if meta:
         params.update(meta__epochs=args.meta_epochs,
                       meta__episodes_per_epoch=args.episodes_per_epoch,
-                      meta__lr=args.meta_lr, meta__lambda_adapt=args.lambda_adapt)
+                      meta__encoder_lr=args.meta_lr,
+                      meta__lambda_adapt=args.lambda_adapt)
     else:
         params["meta"] = None
     return params
 
 
 def _problem(model: FLOWRClassifier) -> str | None:
-    """What the model's parameters, alone or together, break; or None.
-
-    The checks ``fit`` runs before it looks at the data: the estimator's
-    constraints, each stage's and their combination (the training
-    configuration), the head's, the head against the stages, and the device.
-    """
+    """What the model's parameters, alone or together, break (the checks
+    ``fit`` runs before it looks at the data); or None."""
     try:
-        model._validate_params()
-        model._training_config()  # validates the stages, and them together
-        model.head._validate_params()
-        check_head_template(model.head, model.meta)
-        resolve_device(model.device)
+        model.check_fit()
     except (ValueError, TypeError) as exc:
         return str(exc)
     return None

@@ -14,9 +14,8 @@ import hashlib
 from dataclasses import dataclass
 
 import numpy as np
-from sklearn.utils import check_random_state
 
-from .._flowr import FLOWRClassifier
+from .. import FLOWRClassifier
 from ..baselines import (
     EVMClassifier,
     NCMClassifier,
@@ -30,7 +29,6 @@ from ..datasets import (
     load_kanji,
 )
 from ..protocol import LargeContextTasks, SmallContextTasks, small_context_sizes
-from ..training._pipeline import check_training_plan
 from ._benchmark_model import PRETRAIN_NAMES, build_model
 from ._user_data import UserDataError, load_user_data
 
@@ -186,9 +184,7 @@ def fit_model(model: FLOWRClassifier, X, y, *, log=print):
     written to disk.
     """
     pretrain = model.pretrain
-    name = ("untrained" if pretrain is None
-            else PRETRAIN_NAMES.get(getattr(pretrain, "method", ""),
-                                    type(pretrain).__name__))
+    name = PRETRAIN_NAMES.get(type(pretrain).__name__, type(pretrain).__name__)
     epochs = [f"{pretrain.epochs} pre-training" if pretrain is not None else
               "no pre-training",
               f"{model.meta.epochs} meta-training epochs" if model.meta is not None
@@ -334,7 +330,7 @@ def plan_run(args, data) -> dict:
                                 f"be drawn from it: {exc}") from None
         for model in _run_models(args, setting):
             try:
-                _check_fit(model, split[0], split[1], args.seed)
+                model.check_fit(split[0], split[1])
             except ValueError as exc:
                 raise UserDataError(
                     f"{where}: the {setting}-context model cannot be fitted on "
@@ -350,13 +346,3 @@ def _run_models(args, setting):
     return [build_model(args, setting, pretrain, meta=meta)
             for pretrain in args.pretrain for meta in metas]
 
-
-def _check_fit(model, X, y, seed):
-    """The checks ``model.fit(X, y)`` runs on the labels before it trains
-    (episodes, calibration), without training."""
-    config = model._training_config()
-    labels, y_index = np.unique(y, return_inverse=True)
-    # The seed fit draws from random_state (StageRunner.for_fit).
-    fit_seed = int(check_random_state(seed).randint(2**31 - 1))
-    check_training_plan(config, y_index, labels.shape[0], fit_seed)
-    model._check_calibration(config, X, y, y_index, fit_seed)

@@ -68,8 +68,8 @@ from ._accelerate import (
 )
 from ._episodes import EpisodeDataset
 from ._fine_tune import embed, fine_tune_last_layer
-from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._losses import flowr_episode_logits, meta_training_loss
+from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
 from ._nets import EpisodicMetaNet, FLOWRMetaLoss, SupELoss, SupENet, SupFCNet
 from ._stages import MetaTraining, SupE, SupFC
 from ._sup_e_losses import sup_e_logits, sup_e_loss, sup_e_penalty

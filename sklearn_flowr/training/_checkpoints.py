@@ -38,12 +38,10 @@ FINGERPRINT_FILE = "fingerprint.json"
 CHECKPOINT_FILES = ("params.pt", "optimizer.pt", "criterion.pt", "history.json")
 # ".<name>.<pid>.<32 hex>.tmp": only names this module makes are ever removed.
 _TEMPORARY = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{32}\.tmp$")
-# Parameters that do not change what the epochs already saved computed: run
-# settings, and those only the head built after training reads (so a refit
-# with another noise_shrinkage resumes the trained encoder).
-_RUN_SETTINGS = {"pretrain_epochs", "meta_epochs", "verbose", "device",
-                 "accelerator", "checkpoint_dir", "autocast", "noise_shrinkage",
-                 "prior_scale", "calibration_cv"}
+# Parameters that do not change what the epochs already saved computed (a
+# longer schedule resumes a shorter one).
+_RUN_SETTINGS = {"pretrain__epochs", "meta__epochs", "meta__autocast", "verbose",
+                 "device", "accelerator", "checkpoint_dir"}
 
 
 def _shaping(params: dict) -> dict:

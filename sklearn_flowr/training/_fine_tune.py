@@ -17,8 +17,8 @@ from tqdm.auto import tqdm
 
 from ..encoders import last_linear_layer
 from ._device import deterministic_cuda, exact_float32, module_device, place_modules
-from ._heads import FLOWRMetaModule
 from ._losses import meta_training_loss
+from ._modules import FLOWRMetaModule
 
 __all__ = ["embed", "fine_tune_last_layer"]
 

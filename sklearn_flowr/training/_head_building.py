@@ -15,13 +15,13 @@ from sklearn.base import clone
 
 from .._core import condition_on
 from ..protocol import calibrate_novelty
-from ._heads import FLOWRMetaModule
+from ._modules import FLOWRMetaModule
 
 __all__ = ["build_heads", "check_head_template", "known_class_table"]
 
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
-                      sigma: float, known_table: str = "refit"):
+                      noise: float, known_table: str = "refit"):
     """Means and variances of every training class for the large context.
 
     Every class is conditioned from the learned prior on its embeddings, as
@@ -36,8 +36,8 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
         Training embeddings under the final encoder.
     y_index : ndarray of shape (n_samples,)
     n_classes : int
-    sigma : float
-        Class noise of the conditioning.
+    noise : float
+        Class-noise variance of the conditioning (the head's ``sigma``).
     known_table : {"refit", "learned"}, default="refit"
 
     Returns
@@ -54,7 +54,7 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
     >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), prior_var=1.0)
     >>> means, variances = known_class_table(
     ...     meta, np.array([[2.0, 2.0], [4.0, 4.0]]), np.array([0, 0]), 1,
-    ...     sigma=1.0)
+    ...     noise=1.0)
     >>> means, variances  # (0 + 6) / (1 + 2), 1 / (1 + 2)
     (array([[2., 2.]]), array([0.33333333]))
     """
@@ -62,7 +62,7 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
     prior_var = np.atleast_1d(head["prior_var"])[:1]
     onehot = np.eye(n_classes)[y_index]
     nat_mean, precision = condition_on(head["prior_mean"] / prior_var,
-                                       1.0 / prior_var, Z, onehot, sigma)
+                                       1.0 / prior_var, Z, onehot, noise)
     if meta.n_known and known_table == "learned":
         rows = meta.known_classes_
         nat_mean[rows] = meta.known_nat_mean.detach().cpu().double().numpy()
@@ -185,7 +185,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
         fitted = head.fit(Z, labels[y_index])
     else:
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
-                                             sigma=float(head.sigma),
+                                             noise=float(head.sigma),
                                              known_table=known_table)
         fitted = head.fit_class_embeddings(labels, means, variances)
     fitted.freeze_classes(not update_known)

@@ -98,9 +98,7 @@ def _episode_coefficients(
             precision.expand(n_way, width),
         ])
         if known_counts is None:
-            # The design's default pseudo-count for classes learned in fit.
-            known_counts = torch.ones(n_known, dtype=counts.dtype,
-                                      device=counts.device)
+            raise ValueError("known_counts must be given with known_nat_mean.")
         counts = torch.cat([_as_tensor(known_counts, dtype_like), counts])
     prior_row_mean = prior_nat_mean[None]
     prior_row_precision = prior_precision[None].expand(1, precision.shape[-1])
@@ -123,7 +121,7 @@ def flowr_episode_logits(
     beta_raw,
     a: float,
     sigma: float,
-    class_prior: str = "crp",
+    class_prior: str,
     known_nat_mean: torch.Tensor | None = None,
     known_precision: torch.Tensor | None = None,
     known_counts: torch.Tensor | None = None,
@@ -154,19 +152,15 @@ def flowr_episode_logits(
         ``log s0``; one entry means an isotropic prior.
     beta_raw : tensor or float
         Unconstrained concentration: ``b = -a + softplus(beta_raw)``.
-    a : float
-        CRP discount in [0, 1).
-    sigma : float
-        Class-noise variance ``Sigma_eps = sigma * I``.
-    class_prior : {"crp", "uniform"}, default="crp"
-        ``"uniform"`` gives every column the same prior mass.
+    a, sigma, class_prior
+        The CRP discount, class-noise variance (``Sigma_eps = sigma * I``) and
+        class prior of the episodes (:meth:`FLOWRMetaModule.head_params`).
     known_nat_mean : tensor of shape (n_known, d), default=None
         ``q_n`` of the known-known classes (large context).
     known_precision : tensor of shape (n_known, 1) or (n_known, d), default=None
         ``lam_n`` of the known-known classes.
     known_counts : tensor of shape (n_known,), default=None
-        Their CRP counts; ``None`` gives the pseudo-count 1
-        (docs/design.rst, section 3).
+        Their CRP counts (needed with ``known_nat_mean``).
 
     Returns
     -------
@@ -185,7 +179,8 @@ def flowr_episode_logits(
     >>> z_s = torch.tensor([[0.0, 0.0], [3.0, 3.0]])
     >>> logits = flowr_episode_logits(
     ...     z_s, torch.tensor([0, 1]), torch.tensor([[0.1, 0.0]]), 2,
-    ...     prior_mean=0.0, prior_log_var=2.0, beta_raw=0.0, a=0.5, sigma=0.5)
+    ...     prior_mean=0.0, prior_log_var=2.0, beta_raw=0.0, a=0.5, sigma=0.5,
+    ...     class_prior="crp")
     >>> logits.shape, int(logits.argmax())
     (torch.Size([1, 3]), 0)
     """
@@ -252,7 +247,7 @@ def meta_training_loss(
     beta_raw,
     a: float,
     sigma: float,
-    class_prior: str = "crp",
+    class_prior: str,
     lambda_adapt: float = 0.1,
     known_nat_mean: torch.Tensor | None = None,
     known_precision: torch.Tensor | None = None,
@@ -302,7 +297,8 @@ def meta_training_loss(
     ...                   [-4.1, 5.0]])
     >>> loss = meta_training_loss(
     ...     z[:2], torch.tensor([0, 1]), z[2:], torch.tensor([0, 2, 2]), 2,
-    ...     prior_mean=0.0, prior_log_var=1.0, beta_raw=0.0, a=0.5, sigma=0.5)
+    ...     prior_mean=0.0, prior_log_var=1.0, beta_raw=0.0, a=0.5, sigma=0.5,
+    ...     class_prior="crp")
     >>> loss.ndim, bool(loss > 0)
     (0, True)
     """

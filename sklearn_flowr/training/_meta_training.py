@@ -1,6 +1,6 @@
-"""Stage 3 of FLOWR's training: episodic meta-training.
+"""Stage 3 of FLOWR's training: episodic meta-training (a :class:`MetaTraining`).
 
-:func:`meta_train` builds the :class:`~._heads.FLOWRMetaModule` from the
+:func:`meta_train` builds the :class:`~._modules.FLOWRMetaModule` from the
 pre-trained encoder and class table and trains it on episodes;
 :func:`check_meta_training_plan` runs the episode sampler's checks on the
 labels alone, so that ``fit`` fails on them before pre-training.
@@ -12,11 +12,11 @@ import numpy as np
 import torch
 
 from ._class_stats import initial_prior
-from ._config import FLOWRConfig
 from ._episodes import EpisodeDataset
-from ._heads import FLOWRMetaModule
+from ._modules import FLOWRMetaModule
 from ._nets import EpisodicMetaNet
 from ._runner import StageRunner
+from ._stages import MetaTraining
 
 __all__ = ["check_meta_training_plan", "episode_dataset", "known_classes",
            "meta_train"]
@@ -26,12 +26,14 @@ __all__ = ["check_meta_training_plan", "episode_dataset", "known_classes",
 LARGE_CONTEXT_HELD_OUT = 0.2
 
 
-def known_classes(config: FLOWRConfig, n_classes: int, seed: int) -> np.ndarray:
+def known_classes(setting: str, meta: MetaTraining, n_classes: int,
+                  seed: int) -> np.ndarray:
     """Training classes meta-training treats as known (large: a hold-out).
 
     Parameters
     ----------
-    config : FLOWRConfig
+    setting : {"small", "large"}
+    meta : MetaTraining
     n_classes : int
     seed : int
         Draws the held-out classes of the large context.
@@ -44,27 +46,27 @@ def known_classes(config: FLOWRConfig, n_classes: int, seed: int) -> np.ndarray:
 
     Examples
     --------
-    >>> known_classes(FLOWRConfig(setting="small"), 4, seed=0)
+    >>> known_classes("small", MetaTraining(), 4, seed=0)
     array([0, 1, 2, 3])
-    >>> known_classes(FLOWRConfig(setting="large", n_unknown=2), 10, seed=0).shape
+    >>> known_classes("large", MetaTraining(n_unknown=2), 10, seed=0).shape
     (8,)
     """
-    if config.setting == "small":
+    if setting == "small":
         return np.arange(n_classes)
-    held_out = max(config.n_unknown,
+    held_out = max(meta.n_unknown,
                    int(np.ceil(LARGE_CONTEXT_HELD_OUT * n_classes)))
     rng = np.random.default_rng(seed)
     return np.sort(rng.permutation(n_classes)[: max(n_classes - held_out, 0)])
 
 
-def episode_dataset(config: FLOWRConfig, X, y_index, known, seed: int):
+def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
+                    seed: int):
     """The :class:`EpisodeDataset` of meta-training.
 
     Parameters
     ----------
-    config : FLOWRConfig
-        ``setting``, ``n_way``, ``n_query``, ``n_unknown``,
-        ``episodes_per_epoch``.
+    setting : {"small", "large"}
+    meta : MetaTraining
     X : ndarray or tensor of shape (n_samples, ...)
     y_index : ndarray of shape (n_samples,)
     known : ndarray
@@ -85,40 +87,42 @@ def episode_dataset(config: FLOWRConfig, X, y_index, known, seed: int):
     --------
     >>> import numpy as np
     >>> y = np.repeat(np.arange(5), 8)
-    >>> config = FLOWRConfig(n_way=3, n_unknown=1, episodes_per_epoch=2)
-    >>> episodes = episode_dataset(config, np.zeros((40, 2), "f4"), y,
+    >>> meta = MetaTraining(n_way=3, n_unknown=1, episodes_per_epoch=2)
+    >>> episodes = episode_dataset("small", meta, np.zeros((40, 2), "f4"), y,
     ...                            np.arange(5), seed=0)
     >>> len(episodes)
     2
     """
     sizes = np.bincount(y_index)
-    max_shots = int(min(10, sizes.min() - config.n_query))
+    max_shots = int(min(10, sizes.min() - meta.n_query))
     if max_shots < 1:
         raise ValueError(
             f"The smallest class has {sizes.min()} rows: episodes need at least "
-            f"n_query + 1 = {config.n_query + 1} rows per class."
+            f"n_query + 1 = {meta.n_query + 1} rows per class."
         )
-    if config.setting == "small":
-        n_way = min(config.n_way, len(sizes) - config.n_unknown)
+    if setting == "small":
+        n_way = min(meta.n_way, len(sizes) - meta.n_unknown)
         return EpisodeDataset(X, y_index, setting="small", n_way=n_way,
-                              shots=(1, max_shots), n_query=config.n_query,
-                              n_unknown=config.n_unknown,
-                              n_episodes=config.episodes_per_epoch,
+                              shots=(1, max_shots), n_query=meta.n_query,
+                              n_unknown=meta.n_unknown,
+                              n_episodes=meta.episodes_per_epoch,
                               random_state=seed)
     return EpisodeDataset(X, y_index, setting="large",
-                          n_way=min(config.n_way, len(known)),
-                          n_query=config.n_query, n_unknown=config.n_unknown,
+                          n_way=min(meta.n_way, len(known)),
+                          n_query=meta.n_query, n_unknown=meta.n_unknown,
                           known_classes=known,
-                          n_episodes=config.episodes_per_epoch, random_state=seed)
+                          n_episodes=meta.episodes_per_epoch, random_state=seed)
 
 
-def check_meta_training_plan(config: FLOWRConfig, y_index, n_classes: int,
-                             seed: int) -> None:
+def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,
+                             n_classes: int, seed: int) -> None:
     """Fail on what meta-training would reject, from the labels alone.
 
     Parameters
     ----------
-    config : FLOWRConfig
+    setting : {"small", "large"}
+    meta : MetaTraining or None
+        ``None``: no meta-training, nothing to check.
     y_index : ndarray of shape (n_samples,)
     n_classes : int
     seed : int
@@ -133,29 +137,27 @@ def check_meta_training_plan(config: FLOWRConfig, y_index, n_classes: int,
     --------
     >>> import numpy as np
     >>> y = np.repeat(np.arange(3), 8)
-    >>> check_meta_training_plan(FLOWRConfig(n_unknown=3), y, 3, seed=0)
+    >>> check_meta_training_plan("small", MetaTraining(n_unknown=3), y, 3, seed=0)
     Traceback (most recent call last):
     ...
     ValueError: n_unknown=3 leaves no support class among the 3 training ...
     """
-    if not config.meta_epochs:
-        # Without meta-training there are no episodes: n_unknown, n_way and
-        # the large-context hold-out are never used.
+    if meta is None:
         return
-    known = known_classes(config, n_classes, seed)
-    n_support = (n_classes - config.n_unknown if config.setting == "small"
-                 else len(known))
+    known = known_classes(setting, meta, n_classes, seed)
+    n_support = n_classes - meta.n_unknown if setting == "small" else len(known)
     if n_support < 1:
         raise ValueError(
-            f"n_unknown={config.n_unknown} leaves no support class among the "
-            f"{n_classes} training classes ({config.setting} context): lower "
+            f"n_unknown={meta.n_unknown} leaves no support class among the "
+            f"{n_classes} training classes ({setting} context): lower "
             "n_unknown or give more classes.")
     # The sampler's own checks need the labels only: no images.
-    episode_dataset(config, np.empty((len(y_index), 0), np.float32), y_index,
-                    known, seed)
+    episode_dataset(setting, meta, np.empty((len(y_index), 0), np.float32),
+                    y_index, known, seed)
 
 
-def meta_train(encoder, X, y_index, means, variances, config: FLOWRConfig,
+def meta_train(encoder, X, y_index, means, variances, *, setting: str,
+               meta: MetaTraining | None, encoder_lr: float,
                runner: StageRunner) -> FLOWRMetaModule:
     """Build the FLOWR meta-module from the class table and meta-train it.
 
@@ -170,7 +172,12 @@ def meta_train(encoder, X, y_index, means, variances, config: FLOWRConfig,
         The class table: the prior starts at :func:`initial_prior` of
         ``means``; in the large context the known classes' rows start the
         known-known table.
-    config : FLOWRConfig
+    setting : {"small", "large"}
+    meta : MetaTraining or None
+        ``None``: the module is built with :class:`MetaTraining`'s defaults
+        and not trained.
+    encoder_lr : float
+        The encoder's rate (``meta.encoder_lr`` resolved).
     runner : StageRunner
         The history goes under ``"meta"``.
 
@@ -178,7 +185,7 @@ def meta_train(encoder, X, y_index, means, variances, config: FLOWRConfig,
     -------
     FLOWRMetaModule
         With ``known_classes_``, the classes of its known-known table
-        (large context). Untrained when ``config.meta_epochs == 0``.
+        (large context).
 
     Examples
     --------
@@ -186,35 +193,37 @@ def meta_train(encoder, X, y_index, means, variances, config: FLOWRConfig,
     >>> from sklearn_flowr.encoders import MLPEncoder
     >>> y = np.repeat(np.arange(5), 8)
     >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
-    >>> config = FLOWRConfig(n_way=3, n_unknown=1, n_query=2, meta_epochs=1,
-    ...                      episodes_per_epoch=2, embedding_dim=4, verbose=0)
+    >>> stage = MetaTraining(n_way=3, n_unknown=1, n_query=2, epochs=1,
+    ...                      episodes_per_epoch=2)
     >>> meta = meta_train(MLPEncoder(8, embedding_dim=4), X, y, np.eye(5, 4),
-    ...                   np.ones(5), config, StageRunner(torch.device("cpu"), 0))
+    ...                   np.ones(5), setting="small", meta=stage, encoder_lr=1e-4,
+    ...                   runner=StageRunner(torch.device("cpu"), 0))
     >>> meta.n_known, meta.known_classes_
     (0, array([0, 1, 2, 3, 4]))
     """
     n_classes = means.shape[0]
     prior_mean, prior_var = initial_prior(means)
-    known = known_classes(config, n_classes, runner.seed)
+    stage = MetaTraining() if meta is None else meta
+    known = known_classes(setting, stage, n_classes, runner.seed)
     table = (dict(known_means=means[known], known_vars=variances[known])
-             if config.setting == "large" else {})
-    meta = FLOWRMetaModule(encoder, config.embedding_dim,
-                           **config.meta_module_params(), prior_mean=prior_mean,
-                           prior_var=prior_var, **table).to(runner.device)
-    meta.known_classes_ = known
-    if config.meta_epochs == 0:
-        return meta
-    episodes = episode_dataset(config, X, y_index, known, runner.seed)
+             if setting == "large" else {})
+    module = FLOWRMetaModule(encoder, means.shape[1], **stage.module_params(),
+                             prior_mean=prior_mean, prior_var=prior_var,
+                             **table).to(runner.device)
+    module.known_classes_ = known
+    if meta is None:
+        return module
+    episodes = episode_dataset(setting, meta, X, y_index, known, runner.seed)
     net = runner.net(
-        EpisodicMetaNet, module=meta, lr=config.meta_lr, device=runner.device,
-        verbose=config.verbose, random_state=None,
-        criterion__lambda_adapt=config.lambda_adapt,
+        EpisodicMetaNet, module=module, lr=encoder_lr, device=runner.device,
+        verbose=runner.verbose, random_state=None,
+        criterion__lambda_adapt=meta.lambda_adapt,
         optimizer__param_groups=[
-            (name, {"lr": config.head_lr})
-            for name in FLOWRMetaModule.head_parameter_names
-        ] if config.head_lr is not None else [],
-        autocast=torch.bfloat16 if config.autocast == "bf16" else None,
+            (name, {"lr": meta.prior_lr})
+            for name in FLOWRMetaModule.prior_parameter_names
+        ] if meta.prior_lr is not None else [],
+        autocast=torch.bfloat16 if meta.autocast == "bf16" else None,
         # One episode per step: the bar counts episodes.
         callbacks=runner.progress(batches_per_epoch=len(episodes)))
-    net = runner.fit(net, "meta", config.meta_epochs, episodes)
+    net = runner.fit(net, "meta", meta.epochs, episodes)
     return net.module_

@@ -35,9 +35,9 @@ from skorch.utils import to_tensor
 from torch import nn
 
 from ._device import to_device
-from ._heads import FLOWRMetaModule, SupEModule, SupFCModule
 from ._loaders import _batch_index_loader
 from ._losses import meta_training_loss
+from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
 from ._sup_e_losses import sup_e_objective
 
 __all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "StopOnNonFiniteLoss", "SupELoss",
@@ -376,7 +376,7 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
     2
     """
 
-    _stage = ("Meta-training", "meta__lr")
+    _stage = ("Meta-training", "meta__encoder_lr")
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,

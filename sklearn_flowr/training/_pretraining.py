@@ -1,9 +1,9 @@
 """Stages 1 and 2 of FLOWR's training: pre-training and scale matching.
 
-:func:`pretrain` trains the encoder with Sup-E or Sup-FC (or leaves it as
+:func:`pretrain_encoder` trains the encoder with Sup-E or Sup-FC (or leaves it as
 built) and returns the class statistics that start meta-training;
 :func:`match_noise_scale` rescales the encoder's last linear layer so that the
-head's class noise ``sigma`` fits the embedding (docs/design.rst, section 5).
+episodes' class noise fits the embedding.
 """
 
 from __future__ import annotations
@@ -15,20 +15,21 @@ import torch
 
 from ..encoders import last_linear_layer, make_backbone
 from ._class_stats import class_statistics
-from ._config import FLOWRConfig
 from ._fine_tune import embed
 from ._nets import SupENet, SupFCNet
 from ._runner import StageRunner
+from ._stages import BATCH_SIZE, SupE
 
-__all__ = ["build_encoder", "embed_rows", "match_noise_scale", "pretrain"]
+__all__ = ["build_encoder", "embed_rows", "match_noise_scale", "pretrain_encoder"]
 
 
-def build_encoder(config: FLOWRConfig, X) -> torch.nn.Module:
-    """The untrained encoder ``config.backbone`` names, sized for ``X``.
+def build_encoder(backbone, embedding_dim: int, X) -> torch.nn.Module:
+    """The untrained encoder ``backbone`` names, sized for ``X``.
 
     Parameters
     ----------
-    config : FLOWRConfig
+    backbone : str or torch.nn.Module
+    embedding_dim : int
     X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
 
     Returns
@@ -38,16 +39,15 @@ def build_encoder(config: FLOWRConfig, X) -> torch.nn.Module:
     Examples
     --------
     >>> import numpy as np
-    >>> encoder = build_encoder(FLOWRConfig(backbone="mlp", embedding_dim=4),
-    ...                         np.zeros((2, 8), np.float32))
+    >>> encoder = build_encoder("mlp", 4, np.zeros((2, 8), np.float32))
     >>> last_linear_layer(encoder).out_features
     4
     """
     return make_backbone(
-        config.backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
+        backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
         input_size=X.shape[2:] if X.ndim == 4 else None,
         n_features=X.shape[1] if X.ndim == 2 else None,
-        embedding_dim=config.embedding_dim,
+        embedding_dim=embedding_dim,
     )
 
 
@@ -58,8 +58,9 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarr
                  desc=desc).astype(np.float64)
 
 
-def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
-             runner: StageRunner, *, return_embedding: bool = False):
+def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
+             lr: float = 1e-3, learned_stats: bool = False,
+             return_embedding: bool = False):
     """Pre-train ``encoder`` (Sup-E, Sup-FC or none) and read the class table.
 
     Parameters
@@ -70,11 +71,15 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
     y_index : ndarray of shape (n_samples,)
         Class indices, in ``range(n_classes)``.
     n_classes : int
-    config : FLOWRConfig
-        ``pretrain``, ``pretrain_epochs``, ``lr``, ``batch_size``, ``beta``,
-        ``class_stats``.
+    stage : SupE, SupFC or None
+        ``None`` leaves the encoder as built.
     runner : StageRunner
         Device, seed, checkpoints; the history goes under ``"pretrain"``.
+    lr : float, default=1e-3
+        The rate (``stage.lr`` resolved, :func:`pretraining_lr`).
+    learned_stats : bool, default=False
+        Read the class table off Sup-E's learned class parameters
+        (``MetaTraining(class_stats="learned")``).
     return_embedding : bool, default=False
         Also return the embedding the class table was read from, so that the
         next stage (:func:`match_noise_scale`) need not embed ``X`` again
@@ -84,58 +89,58 @@ def pretrain(encoder, X, y_index, n_classes: int, config: FLOWRConfig,
     -------
     encoder : torch.nn.Module
     means : ndarray of shape (n_classes, embedding_dim)
-        ``mu_n``: Sup-E's learned class means with
-        ``class_stats="learned"``, else the embeddings' class means.
+        ``mu_n``: Sup-E's learned class means with ``learned_stats``, else the
+        embeddings' class means.
     variances : ndarray of shape (n_classes,)
         ``s_n``, likewise.
     embedding : ndarray of shape (n_samples, embedding_dim) or None
         Only with ``return_embedding=True``: :func:`embed_rows` of ``X``
         under the returned encoder, or ``None`` where the table did not need
-        it (``class_stats="learned"``).
+        it (``learned_stats``).
 
     Examples
     --------
     >>> import numpy as np, torch
     >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
-    >>> config = FLOWRConfig(backbone="mlp", embedding_dim=4, pretrain_epochs=1,
-    ...                      verbose=0)
-    >>> encoder = build_encoder(config, X)
+    >>> encoder = build_encoder("mlp", 4, X)
     >>> runner = StageRunner(torch.device("cpu"), seed=0)
-    >>> encoder, means, variances = pretrain(encoder, X, np.arange(40) % 4, 4,
-    ...                                      config, runner)
+    >>> encoder, means, variances = pretrain_encoder(encoder, X, np.arange(40) % 4, 4,
+    ...                                      SupE(epochs=1), runner)
     >>> means.shape, variances.shape, len(runner.history["pretrain"])
     ((4, 4), (4,), 1)
     """
-    if config.pretrain is None:
+    batch_size = getattr(stage, "batch_size", BATCH_SIZE)
+    if stage is None:
         return _class_table(encoder.to(runner.device), X, y_index, n_classes,
-                            config, return_embedding)
-    net_class = SupENet if config.pretrain == "sup-e" else SupFCNet
-    params = dict(module__encoder=encoder, module__n_classes=n_classes,
-                  lr=config.lr, batch_size=config.batch_size, device=runner.device,
-                  verbose=config.verbose, random_state=runner.seed,
+                            batch_size, runner.verbose, return_embedding)
+    sup_e = isinstance(stage, SupE)
+    params = dict(module__encoder=encoder, module__n_classes=n_classes, lr=lr,
+                  batch_size=batch_size, device=runner.device,
+                  verbose=runner.verbose, random_state=runner.seed,
                   callbacks=runner.progress(), iterator_train__shuffle=True,
                   # A last batch of one row breaks batch norm in training
                   # mode ("expected more than 1 value per channel").
-                  iterator_train__drop_last=X.shape[0] % config.batch_size == 1)
-    if config.pretrain == "sup-e":
-        params["criterion__beta"] = config.beta
-    net = runner.fit(runner.net(net_class, **params), "pretrain",
-                     config.pretrain_epochs, X, y_index)
+                  iterator_train__drop_last=X.shape[0] % batch_size == 1)
+    if sup_e:
+        params["criterion__beta"] = stage.beta
+    net = runner.fit(runner.net(SupENet if sup_e else SupFCNet, **params),
+                     "pretrain", stage.epochs, X, y_index)
     module = net.module_
-    if config.class_stats == "learned":
+    if learned_stats:
         means = module.class_means.detach().cpu().double().numpy()
         variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
         learned = (module.encoder, means, variances.reshape(-1))
         return (*learned, None) if return_embedding else learned
-    return _class_table(module.encoder, X, y_index, n_classes, config,
-                        return_embedding)
+    return _class_table(module.encoder, X, y_index, n_classes, batch_size,
+                        runner.verbose, return_embedding)
 
 
-def _class_table(encoder, X, y_index, n_classes, config, return_embedding):
-    """:func:`pretrain`'s result with the class table of the embedding."""
-    Z = embed_rows(encoder, X, config.batch_size,
+def _class_table(encoder, X, y_index, n_classes, batch_size, verbose,
+                 return_embedding):
+    """:func:`pretrain_encoder`'s result with the class table of the embedding."""
+    Z = embed_rows(encoder, X, batch_size,
                    desc="embedding the training rows for the class table"
-                   if config.verbose else None)
+                   if verbose else None)
     table = (encoder, *class_statistics(Z, y_index, n_classes))
     return (*table, Z) if return_embedding else table
 
@@ -152,14 +157,15 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
                 tensor.mul_(factor)
 
 
-def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
+def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
                       batch_size: int, verbose: int = 0, embedding=None):
-    """Scale the last linear layer so the within-class variance equals sigma.
+    """Scale the last linear layer so the within-class variance equals ``noise``.
 
-    The head's Gaussian model assumes class noise ``sigma * I``; pre-training
-    fixes no scale. The mean over classes of the within-class variance of the
-    embeddings of ``X`` becomes ``sigma`` (an empirical-Bayes step on the
-    scale, not in the paper).
+    The episodes' Gaussian model assumes class noise ``noise * I``
+    (``MetaTraining.episode_noise``); pre-training fixes no scale. The mean
+    over classes of the within-class variance of the embeddings of ``X``
+    becomes ``noise`` (an empirical-Bayes step on the scale, not in the
+    paper).
 
     Parameters
     ----------
@@ -169,8 +175,9 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
     y_index : ndarray of shape (n_samples,)
     means : ndarray of shape (n_classes, embedding_dim)
     variances : ndarray of shape (n_classes,)
-        The class table of :func:`pretrain`, rescaled alike.
-    sigma : float
+        The class table of :func:`pretrain_encoder`, rescaled alike.
+    noise : float
+        Target within-class variance.
     batch_size : int
         Embeddings are computed ``4 * batch_size`` rows at a time.
     verbose : int, default=0
@@ -178,7 +185,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, sigma: float,
     embedding : ndarray of shape (n_samples, embedding_dim) or None, \
 default=None
         :func:`embed_rows` of ``X`` under ``encoder`` as given (e.g. from
-        :func:`pretrain`), batched by ``batch_size``; ``None`` computes it.
+        :func:`pretrain_encoder`), batched by ``batch_size``; ``None`` computes it.
         Only the linearity probe then runs the encoder (on at most
         ``4 * batch_size`` rows, under the rescaled weights).
 
@@ -201,7 +208,7 @@ default=None
     >>> encoder = MLPEncoder(8, hidden=(16,), embedding_dim=4)
     >>> means, variances = class_statistics(embed_rows(encoder, X, 64), y, 3)
     >>> means, variances, factor = match_noise_scale(
-    ...     encoder, X, y, means, variances, sigma=0.5, batch_size=64)
+    ...     encoder, X, y, means, variances, noise=0.5, batch_size=64)
     >>> round(float(class_statistics(embed_rows(encoder, X, 64), y, 3)[1].mean()), 4)
     0.5
     """
@@ -211,7 +218,7 @@ default=None
                        desc="embedding to match the noise scale" if verbose
                        else None)
     _, within = class_statistics(Z, y_index, means.shape[0])
-    factor = float(np.sqrt(sigma / max(within.mean(), 1e-12)))
+    factor = float(np.sqrt(noise / max(within.mean(), 1e-12)))
     _scale_last_layer(encoder, factor)
     # Linearity probe on the same rows, batched alike; embed runs without
     # TF32, so on a GPU as on the CPU the two agree to float32 rounding
@@ -224,10 +231,10 @@ default=None
         # or activation follows): undo and keep the scale it has.
         _scale_last_layer(encoder, factor, undo=True)
         warnings.warn(
-            "match_sigma: the encoder's output is not linear in its last "
-            f"linear layer; the embedding was not rescaled (its within-class "
-            f"variance is {within.mean():.3g}, sigma={sigma}). Pass "
-            "match_sigma=False to silence this, or end the encoder in its "
-            "linear layer.", UserWarning, stacklevel=4)
+            "match_episode_noise: the encoder's output is not linear in its "
+            "last linear layer; the embedding was not rescaled (its "
+            f"within-class variance is {within.mean():.3g}, episode_noise="
+            f"{noise}). Pass match_episode_noise=False to silence this, or end "
+            "the encoder in its linear layer.", UserWarning, stacklevel=4)
         return means, variances, 1.0
     return means * factor, variances * factor**2, factor

@@ -1,14 +1,10 @@
 """The training stages FLOWRClassifier is composed of, as parameter objects.
 
 ``FLOWRClassifier(pretrain=SupE(...), meta=MetaTraining(...))`` takes its
-training schedule the way :class:`~sklearn.pipeline.Pipeline` takes its steps:
-each stage is a small scikit-learn-style object whose settings are reached as
-``pretrain__epochs`` or ``meta__episodes_per_epoch`` through ``get_params`` /
-``set_params``, validated by its own ``_parameter_constraints``. A stage says
-*what* to train; :mod:`._pretraining` and :mod:`._meta_training` train it.
-Each stage turns its settings into the fields of the internal
-:class:`~._config.FLOWRConfig` (:meth:`config_fields`), which checks them
-together before any training.
+training schedule as :class:`~sklearn.pipeline.Pipeline` takes its steps: each
+stage is a small scikit-learn-style object whose settings are reached as
+``pretrain__epochs`` or ``meta__episodes_per_epoch``. A stage says *what* to
+train; :mod:`._pretraining` and :mod:`._meta_training` read it and train.
 """
 
 from __future__ import annotations
@@ -18,26 +14,22 @@ from numbers import Integral, Real
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
-__all__ = ["MetaTraining", "SupE", "SupFC"]
+__all__ = ["MetaTraining", "SupE", "SupFC", "check_stages", "meta_encoder_lr",
+           "pretraining_lr"]
 
 _positive = Interval(Real, 0, None, closed="neither")
 _rate = [_positive, None]
 # Counts (epochs, episodes, batch and task sizes) up to what torch and NumPy
-# index with 32-bit integers: a larger one is a typo, refused before any work
-# rather than met as an OverflowError or an allocation failure.
+# index with 32-bit integers: a larger one is a typo, refused before any work.
 MAX_COUNT = 2**31 - 1
 _count = Interval(Integral, 1, MAX_COUNT, closed="both")
+# Mini-batch of pre-training and of embedding (also without a pre-training stage).
+BATCH_SIZE = 64
 
 
 class _Stage(BaseEstimator):
-    """Validation shared by the stages (``_parameter_constraints``)."""
-
     def validate(self) -> _Stage:
-        """Check every setting against ``_parameter_constraints``.
-
-        Returns
-        -------
-        self
+        """Check every setting against ``_parameter_constraints``; ``self``.
 
         Raises
         ------
@@ -54,13 +46,6 @@ class _Pretraining(_Stage):
         "lr": _rate,
         "batch_size": [_count],
     }
-    method = ""
-
-    def config_fields(self) -> dict:
-        """The :class:`~._config.FLOWRConfig` fields this stage sets."""
-        self.validate()
-        return dict(pretrain=self.method, pretrain_epochs=self.epochs, lr=self.lr,
-                    batch_size=self.batch_size)
 
 
 class SupE(_Pretraining):
@@ -74,8 +59,8 @@ class SupE(_Pretraining):
     epochs : int, default=20
         Passes over the training data, >= 0 (0: the encoder stays as built).
     lr : float or None, default=None
-        Adam learning rate, > 0. ``None``: the paper's 1e-3 for Conv4 and MLP,
-        1e-4 for ResNets. Also the rate of ``adapt``'s fine-tuning.
+        Adam learning rate of pre-training, > 0. ``None``: the paper's 1e-3
+        for Conv4 and MLP, 1e-4 for ResNets.
     batch_size : int, default=64
         Mini-batch size, >= 1; also the batch of embedding.
     beta : float, default=0.1
@@ -92,41 +77,19 @@ class SupE(_Pretraining):
         **_Pretraining._parameter_constraints,
         "beta": [Interval(Real, 0, None, closed="left")],
     }
-    method = "sup-e"
 
-    def __init__(self, *, epochs=20, lr=None, batch_size=64, beta=0.1):
+    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE, beta=0.1):
         self.epochs = epochs
         self.lr = lr
         self.batch_size = batch_size
         self.beta = beta
 
-    def config_fields(self) -> dict:
-        """The :class:`~._config.FLOWRConfig` fields this stage sets.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.training import SupE
-        >>> fields = SupE(epochs=3).config_fields()
-        >>> fields["pretrain"], fields["pretrain_epochs"], fields["beta"]
-        ('sup-e', 3, 0.1)
-        """
-        return {**super().config_fields(), "beta": self.beta}
-
 
 class SupFC(_Pretraining):
     """Pre-training with the usual linear classification head (Sup-FC).
 
-    The paper's baseline encoder.
-
-    Parameters
-    ----------
-    epochs : int, default=20
-        Passes over the training data, >= 0.
-    lr : float or None, default=None
-        Adam learning rate, > 0. ``None``: 1e-3 for Conv4 and MLP, 1e-4 for
-        ResNets.
-    batch_size : int, default=64
-        Mini-batch size, >= 1.
+    The paper's baseline encoder; its settings are :class:`SupE`'s but
+    ``beta``.
 
     Examples
     --------
@@ -135,9 +98,7 @@ class SupFC(_Pretraining):
     SupFC(epochs=5)
     """
 
-    method = "sup-fc"
-
-    def __init__(self, *, epochs=20, lr=None, batch_size=64):
+    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE):
         self.epochs = epochs
         self.lr = lr
         self.batch_size = batch_size
@@ -147,11 +108,11 @@ class MetaTraining(_Stage):
     """FLOWR's episodic meta-training (small or large context).
 
     Episodes of ``n_way`` classes and ``n_unknown`` unknown-unknown classes
-    train the encoder together with the head's prior ``(mu0, s0)`` and ``b``
-    (and, in the large context, the known-known class table). The ``a``,
-    ``sigma``, ``class_prior`` and ``known_count`` here are those of the head
-    *inside the episodes*; the online head built after training takes its own
-    from ``FLOWRClassifier(head=...)``, so a grid over ``head__sigma`` never
+    train the encoder together with the prior ``(mu0, s0)`` and ``b`` of the
+    CRP-Gaussian model the episodes score with (and, in the large context, the
+    known-known class table). That model's fixed settings are the
+    ``episode_*`` ones here; the online head built after training takes its
+    own from ``FLOWRClassifier(head=...)``, so a grid over ``head__*`` never
     retrains the encoder.
 
     Parameters
@@ -167,32 +128,34 @@ class MetaTraining(_Stage):
         Query rows per class in an episode, >= 1.
     n_unknown : int, default=2
         Unknown-unknown classes per episode, >= 0.
-    lr : float or None, default=None
-        Learning rate of the encoder, > 0. ``None``: a tenth of the
+    encoder_lr : float or None, default=None
+        Adam learning rate of the encoder, > 0. ``None``: a tenth of the
         pre-training rate (a pre-trained encoder is refined, not re-learned).
-    head_lr : float or None, default=1e-2
-        Learning rate of the head's parameters, > 0. ``None``: ``lr``, as in
-        the paper; at that rate the prior barely moves.
-    a : float, default=0.5
-        CRP discount of the episodes' head, in [0, 1).
-    sigma : float, default=0.5
-        Class-noise variance of the episodes' head, > 0 (the paper's 0.5).
-    learn_sigma : bool, default=False
-        Learn ``sigma`` too (the paper keeps it fixed).
-    class_prior : {"crp", "uniform"}, default="crp"
-        Class prior of the episodes' head.
-    known_count : float, default=1.0
-        CRP pseudo-count of the known-known classes (large context), > ``a``.
+    prior_lr : float or None, default=1e-2
+        Adam learning rate of the learned model parameters (prior, ``b``,
+        noise, known-class table), > 0. ``None``: ``encoder_lr``, as in the
+        paper; at that rate the prior barely moves.
+    episode_discount : float, default=0.5
+        CRP discount ``a`` of the episodes, in [0, 1) (the paper's 0.5).
+    episode_noise : float, default=0.5
+        Class-noise variance of the episodes, > 0 (the paper's 0.5).
+    learn_episode_noise : bool, default=False
+        Learn ``episode_noise`` too (the paper keeps it fixed).
+    episode_class_prior : {"crp", "uniform"}, default="crp"
+        Class prior of the episodes.
+    episode_known_count : float, default=1.0
+        CRP pseudo-count of the known-known classes (large context), >
+        ``episode_discount``.
     lambda_adapt : float, default=0.1
-        Weight of the adaptation loss, >= 0.
+        Weight of the adaptation loss, >= 0 (the paper's 0.1).
     class_stats : {"empirical", "learned"}, default="empirical"
         Class statistics that start meta-training: mean and variance of each
         class's pre-trained embeddings, or Sup-E's learned class parameters
         (the paper's reading; needs ``SupE`` pre-training).
-    match_sigma : bool, default=True
+    match_episode_noise : bool, default=True
         Before meta-training, rescale the encoder's last linear layer so the
-        training classes' mean within-class variance equals ``sigma`` (the
-        scale the episodes' Gaussian model assumes). Not in the paper.
+        training classes' mean within-class variance equals
+        ``episode_noise``. Not in the paper.
     known_table : {"refit", "learned"}, default="refit"
         Large context with an isotropic head: build the known classes by
         conditioning the prior on their final embeddings, or keep the
@@ -213,55 +176,123 @@ class MetaTraining(_Stage):
         "n_way": [_count],
         "n_query": [_count],
         "n_unknown": [Interval(Integral, 0, MAX_COUNT, closed="both")],
-        "lr": _rate,
-        "head_lr": _rate,
-        "a": [Interval(Real, 0, 1, closed="left")],
-        "sigma": [_positive],
-        "learn_sigma": ["boolean"],
-        "class_prior": [StrOptions({"crp", "uniform"})],
-        "known_count": [_positive],
+        "encoder_lr": _rate,
+        "prior_lr": _rate,
+        "episode_discount": [Interval(Real, 0, 1, closed="left")],
+        "episode_noise": [_positive],
+        "learn_episode_noise": ["boolean"],
+        "episode_class_prior": [StrOptions({"crp", "uniform"})],
+        "episode_known_count": [_positive],
         "lambda_adapt": [Interval(Real, 0, None, closed="left")],
         "class_stats": [StrOptions({"empirical", "learned"})],
-        "match_sigma": ["boolean"],
+        "match_episode_noise": ["boolean"],
         "known_table": [StrOptions({"refit", "learned"})],
         "autocast": [StrOptions({"bf16"}), None],
     }
 
     def __init__(self, *, epochs=10, episodes_per_epoch=100, n_way=10, n_query=5,
-                 n_unknown=2, lr=None, head_lr=1e-2, a=0.5, sigma=0.5,
-                 learn_sigma=False, class_prior="crp", known_count=1.0,
-                 lambda_adapt=0.1, class_stats="empirical", match_sigma=True,
-                 known_table="refit", autocast=None):
+                 n_unknown=2, encoder_lr=None, prior_lr=1e-2, episode_discount=0.5,
+                 episode_noise=0.5, learn_episode_noise=False,
+                 episode_class_prior="crp", episode_known_count=1.0,
+                 lambda_adapt=0.1, class_stats="empirical",
+                 match_episode_noise=True, known_table="refit", autocast=None):
         self.epochs = epochs
         self.episodes_per_epoch = episodes_per_epoch
         self.n_way = n_way
         self.n_query = n_query
         self.n_unknown = n_unknown
-        self.lr = lr
-        self.head_lr = head_lr
-        self.a = a
-        self.sigma = sigma
-        self.learn_sigma = learn_sigma
-        self.class_prior = class_prior
-        self.known_count = known_count
+        self.encoder_lr = encoder_lr
+        self.prior_lr = prior_lr
+        self.episode_discount = episode_discount
+        self.episode_noise = episode_noise
+        self.learn_episode_noise = learn_episode_noise
+        self.episode_class_prior = episode_class_prior
+        self.episode_known_count = episode_known_count
         self.lambda_adapt = lambda_adapt
         self.class_stats = class_stats
-        self.match_sigma = match_sigma
+        self.match_episode_noise = match_episode_noise
         self.known_table = known_table
         self.autocast = autocast
 
-    def config_fields(self) -> dict:
-        """The :class:`~._config.FLOWRConfig` fields this stage sets.
+    def validate(self) -> MetaTraining:
+        """Check every setting, and ``episode_known_count > episode_discount``.
 
         Examples
         --------
-        >>> from sklearn_flowr.training import MetaTraining
-        >>> fields = MetaTraining(epochs=2, lr=1e-4).config_fields()
-        >>> fields["meta_epochs"], fields["meta_lr"], fields["n_way"]
-        (2, 0.0001, 10)
+        >>> MetaTraining(episode_discount=0.9, episode_known_count=0.5).validate()
+        Traceback (most recent call last):
+        ...
+        ValueError: episode_known_count=0.5 must exceed episode_discount=0.9: ...
         """
-        self.validate()
-        fields = self.get_params(deep=False)
-        fields["meta_epochs"] = fields.pop("epochs")
-        fields["meta_lr"] = fields.pop("lr")
-        return fields
+        super().validate()
+        if not self.episode_known_count > self.episode_discount:
+            raise ValueError(
+                f"episode_known_count={self.episode_known_count} must exceed "
+                f"episode_discount={self.episode_discount}: a class needs a CRP "
+                "count c_n > a to have prior mass.")
+        return self
+
+    def module_params(self) -> dict:
+        """The episodes' model as :class:`FLOWRMetaModule` keyword arguments.
+
+        Examples
+        --------
+        >>> MetaTraining(episode_noise=0.3).module_params()["sigma"]
+        0.3
+        """
+        return dict(a=self.episode_discount, sigma=self.episode_noise,
+                    learn_sigma=self.learn_episode_noise,
+                    class_prior=self.episode_class_prior,
+                    known_count=self.episode_known_count)
+
+
+def check_stages(pretrain, meta) -> None:
+    """Validate each stage (``None`` allowed) and the two together.
+
+    Raises
+    ------
+    ValueError
+        A setting a stage refuses, or ``class_stats="learned"`` without
+        :class:`SupE` pre-training.
+
+    Examples
+    --------
+    >>> check_stages(SupFC(), MetaTraining(class_stats="learned"))
+    Traceback (most recent call last):
+    ...
+    ValueError: meta__class_stats='learned' takes Sup-E's learned class ...
+    """
+    for stage in (pretrain, meta):
+        if stage is not None:
+            stage.validate()
+    if (meta is not None and meta.class_stats == "learned"
+            and not isinstance(pretrain, SupE)):
+        raise ValueError(
+            "meta__class_stats='learned' takes Sup-E's learned class parameters "
+            f"and needs pretrain=SupE(); got pretrain={pretrain!r}.")
+
+
+def pretraining_lr(pretrain, backbone) -> float:
+    """``pretrain.lr``, or the paper's rate: 1e-4 for ResNets, else 1e-3.
+
+    Examples
+    --------
+    >>> pretraining_lr(SupE(), "resnet12"), pretraining_lr(None, "conv4")
+    (0.0001, 0.001)
+    """
+    lr = getattr(pretrain, "lr", None)
+    if lr is not None:
+        return lr
+    return 1e-4 if isinstance(backbone, str) and backbone.startswith("resnet") else 1e-3
+
+
+def meta_encoder_lr(meta, pretrain, backbone) -> float:
+    """``meta.encoder_lr``, or a tenth of :func:`pretraining_lr`.
+
+    Examples
+    --------
+    >>> meta_encoder_lr(MetaTraining(), SupE(lr=2e-3), "mlp")
+    0.0002
+    """
+    rate = getattr(meta, "encoder_lr", None)
+    return pretraining_lr(pretrain, backbone) / 10 if rate is None else rate

@@ -17,8 +17,8 @@ __all__ = ["flowr_example"]
 def _fitted(setting):
     from sklearn.datasets import load_digits
 
-    from ._flowr import FLOWRClassifier
-    from .training import MetaTraining, SupE
+    from .. import FLOWRClassifier
+    from . import MetaTraining, SupE
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0  # 64 pixel features, for the "mlp" backbone

@@ -1,10 +1,9 @@
-"""Torch modules that put a training head on an encoder.
+"""Torch modules of the training stages: an encoder plus what its stage learns.
 
-Each module owns an encoder ``phi`` plus the parameters its training stage
-learns: class means and variances for Sup-E pre-training, a linear classifier
-for Sup-FC, and the FLOWR head parameters ``(mu0, log s0, beta_raw)`` -- plus,
-in the large context, the natural parameters of the known-known classes -- for
-meta-training. The skorch nets in :mod:`._nets` train them.
+Sup-E: class means and variances; Sup-FC: a linear classifier; meta-training:
+the prior ``(mu0, log s0, beta_raw)`` and, in the large context, the natural
+parameters of the known-known classes. The skorch nets of :mod:`._nets` train
+them.
 """
 
 from __future__ import annotations
@@ -18,7 +17,7 @@ from torch import nn
 from .._core import concentration_from_raw, raw_from_concentration
 from ..encoders import last_linear_layer
 from ._class_stats import initial_prior
-from ._config import check_head_hyperparameters
+from ._stages import MetaTraining
 from ._sup_e_losses import sup_e_logits
 
 __all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
@@ -29,6 +28,19 @@ def _embedding_dim(encoder: nn.Module, embedding_dim: int | None) -> int:
     if embedding_dim is not None:
         return int(embedding_dim)
     return int(last_linear_layer(encoder).out_features)
+
+
+def _check_settings(a, sigma, class_prior, known_count) -> None:
+    if not 0.0 <= a < 1.0:
+        raise ValueError(f"a={a} must lie in [0, 1).")
+    if not sigma > 0:
+        raise ValueError(f"sigma={sigma} must be positive.")
+    if class_prior not in ("crp", "uniform"):
+        raise ValueError(
+            f"class_prior must be 'crp' or 'uniform'; got {class_prior!r}.")
+    if known_count is not None and not known_count > a:
+        raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
+                         "needs a CRP count c_n > a to have prior mass.")
 
 
 class SupEModule(nn.Module):
@@ -112,16 +124,11 @@ class FLOWRMetaModule(nn.Module):
     encoder : torch.nn.Module
     embedding_dim : int or None, default=None
         ``None`` reads it from the encoder's last ``nn.Linear``.
-    a : float, default=0.5
-        CRP discount (a fixed hyper-parameter).
-    sigma : float, default=0.5
-        Class-noise variance (fixed, or its initial value when
-        ``learn_sigma``).
-    learn_sigma : bool, default=False
-        Learn ``sigma`` (as ``log_sigma``) with the rest of the head, so the
-        noise the head assumes follows the encoder's within-class spread as
-        meta-training changes it. The paper keeps ``sigma`` fixed.
-    class_prior : {"crp", "uniform"}, default="crp"
+    a, sigma, learn_sigma, class_prior, known_count
+        The episodes' fixed CRP-Gaussian settings, as
+        :meth:`MetaTraining.module_params` gives them (``None``: the
+        default of :class:`MetaTraining`); ``learn_sigma`` learns the noise
+        as ``log_sigma``.
     prior_mean : float or array-like of shape (embedding_dim,), default=0.0
         Initial ``mu0``.
     prior_var : float or array-like of shape (1,) or (embedding_dim,), \
@@ -133,17 +140,10 @@ default=1.0
         Sup-E class means ``mu_n`` of the known-known classes (large context).
     known_vars : array-like of shape (n_known,), default=None
         Their Sup-E variances ``s_n``.
-    known_count : float, default=1.0
-        CRP pseudo-count of each known-known class (must exceed ``a``).
     freeze_batch_norm : bool, default=True
         Keep the encoder's batch-norm layers in evaluation mode while
-        meta-training (running statistics from pre-training, not the
-        episode's). The head is then trained on the very embedding function
-        that serves at test time; with episode statistics, a small episode
-        normalises differently from the test stream, and the learned class
-        table no longer matches test embeddings (measured on digits: closed-set
-        accuracy of the large-context table fell from 0.98 to 0.58 after ten
-        episodes). The affine batch-norm parameters are still learned.
+        meta-training (pre-training's running statistics), so the head is
+        trained on the embedding that serves at test time.
 
     Attributes
     ----------
@@ -174,17 +174,19 @@ default=1.0
     """
 
     def __init__(self, encoder: nn.Module, embedding_dim: int | None = None, *,
-                 a: float = 0.5, sigma: float = 0.5, learn_sigma: bool = False,
-                 class_prior: str = "crp",
+                 a=None, sigma=None, learn_sigma=None, class_prior=None,
                  prior_mean=0.0, prior_var=1.0, b: float = 1.0,
-                 known_means=None, known_vars=None, known_count: float = 1.0,
+                 known_means=None, known_vars=None, known_count=None,
                  freeze_batch_norm: bool = True):
         super().__init__()
         self.freeze_batch_norm = bool(freeze_batch_norm)
-        # The estimator's configuration checks the same values the same way.
-        check_head_hyperparameters(
-            a=a, sigma=sigma, class_prior=class_prior,
-            known_count=None if known_means is None else known_count)
+        given = dict(a=a, sigma=sigma, learn_sigma=learn_sigma,
+                     class_prior=class_prior, known_count=known_count)
+        settings = {**MetaTraining().module_params(),
+                    **{k: v for k, v in given.items() if v is not None}}
+        a, sigma, learn_sigma, class_prior, known_count = settings.values()
+        _check_settings(a, sigma, class_prior,
+                        None if known_means is None else known_count)
         self.encoder = encoder
         self.a = float(a)
         self.sigma = float(sigma)
@@ -225,9 +227,9 @@ default=1.0
             "known_counts", torch.full((len(means),), float(known_count))
         )
 
-    #: Names of the head's parameters (the rest belong to the encoder), e.g.
-    #: for an optimizer parameter group of their own.
-    head_parameter_names = ("prior_mean", "prior_log_var", "beta_raw", "log_sigma",
+    #: Names of the learned model parameters (the rest belong to the encoder),
+    #: trained in an optimizer parameter group of their own (``prior_lr``).
+    prior_parameter_names = ("prior_mean", "prior_log_var", "beta_raw", "log_sigma",
                             "known_nat_mean", "known_log_precision")
 
     def train(self, mode: bool = True):

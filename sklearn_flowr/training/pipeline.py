@@ -1,0 +1,338 @@
+"""FLOWR's training as one pipeline of stages, and FLOWRClassifier's side of it.
+
+``pre-train -> match the noise scale -> meta-train -> embed``; the heads are
+built from its result afterwards (:mod:`._head_building`).
+:func:`check_training_plan` runs the checks the stages would make on the labels
+before any of them starts; :func:`fit_encoder` runs them (or reuses an
+identical earlier run) and returns what they trained. The functions after
+them are what :class:`~sklearn_flowr.FLOWRClassifier` calls: nothing here sets
+an attribute of the estimator.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import torch
+
+from ..protocol import cross_fit_plan
+from ..protocol._cross_fit import cross_fit_on_plan
+from ._checkpoints import check_fingerprint
+from ._device import (
+    deterministic_cuda,
+    place_modules,
+    resolve_device,
+    to_device_if_fits,
+)
+from ._fine_tune import embed
+from ._head_building import build_heads, check_head_template
+from ._memo import ENCODER_MEMO
+from ._meta_training import check_meta_training_plan, meta_train
+from ._persistence import restore_modules, store_modules
+from ._pretraining import (
+    build_encoder,
+    embed_rows,
+    match_noise_scale,
+    pretrain_encoder,
+)
+from ._runner import StageRunner
+from ._stages import (
+    BATCH_SIZE,
+    MAX_COUNT,
+    MetaTraining,
+    check_stages,
+    meta_encoder_lr,
+    pretraining_lr,
+)
+
+__all__ = ["BATCH_SIZE", "MAX_COUNT", "check_calibration_plan", "check_parts",
+           "check_training_plan", "embed_finite", "fit_encoder", "fit_parts",
+           "place_modules", "plan_fit", "pretraining_lr", "resolve_device",
+           "restore_modules", "store_modules", "train_encoder", "training_params"]
+
+# FLOWRClassifier's parameters that shape the trained encoder.
+_PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
+
+def training_params(**parts) -> dict:
+    """The settings of :func:`train_encoder`'s parts, the stages' flattened.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.training import SupE
+    >>> training_params(backbone="mlp", pretrain=SupE(), meta=None)["pretrain__lr"]
+    """
+    params = {}
+    for name, value in parts.items():
+        if hasattr(value, "get_params"):
+            params[name] = type(value).__name__
+            params.update({f"{name}__{key}": setting for key, setting
+                           in value.get_params(deep=False).items()})
+        else:
+            params[name] = value
+    return params
+
+
+def check_training_plan(setting: str, meta, y_index, n_classes: int,
+                        seed: int) -> None:
+    """Fail before any training on labels the stages would reject.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 2 classes, or what meta-training's episodes would refuse.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_training_plan("small", None, np.zeros(10, int), 1, seed=0)
+    Traceback (most recent call last):
+    ...
+    ValueError: fit needs at least 2 classes; got 1 class.
+    """
+    if n_classes < 2:
+        raise ValueError(f"fit needs at least 2 classes; got {n_classes} class.")
+    check_meta_training_plan(setting, meta, y_index, n_classes, seed)
+
+
+def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
+    """The folds of a cross-fitted novelty map, each checked as ``fit`` checks
+    its data, before any training.
+
+    Parameters
+    ----------
+    cv : int, cross-validation generator or iterable
+        ``FLOWRClassifier(calibration=...)``: folds of whole classes.
+    X : ndarray of shape (n_samples, ...)
+    y : ndarray of shape (n_samples,)
+    setting : {"small", "large"}
+    meta : MetaTraining or None
+    seed : int
+        The fit's seed (the folds' models and rows are drawn from it).
+
+    Returns
+    -------
+    plan : list of Bunch
+        :func:`~sklearn_flowr.protocol.cross_fit_plan`'s folds.
+
+    Raises
+    ------
+    ValueError
+        A fold that does not split whole classes, or whose training classes
+        the training stages would refuse (e.g. fewer than ``n_unknown + 1``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> plan = check_calibration_plan(2, np.zeros((40, 1)),
+    ...                               np.repeat(np.arange(4), 10), setting="small",
+    ...                               meta=MetaTraining(n_unknown=1), seed=0)
+    >>> [p.n_held_classes for p in plan]
+    [2, 2]
+    """
+    plan = cross_fit_plan(cv, X, y, setting=setting, random_state=seed)
+    for number, fold in enumerate(plan):
+        labels, y_index = np.unique(y[fold.fit_rows], return_inverse=True)
+        try:
+            check_training_plan(setting, meta, y_index, labels.shape[0], fold.seed)
+        except ValueError as exc:
+            raise ValueError(f"Fold {number} of calibration trains on "
+                             f"{labels.shape[0]} classes: {exc}") from exc
+    return plan
+
+
+def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
+                  embedding_dim: int, pretrain, meta,
+                  runner: StageRunner) -> dict:
+    """Pre-train, match the scale, meta-train and embed the training data.
+
+    Everything of a fit that the head's parameters do not change; what
+    :func:`~._head_building.build_heads` then builds the heads from.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
+        Model input.
+    y_index : ndarray of shape (n_samples,)
+        Class index of each row, in ``range(n_classes)``.
+    n_classes : int
+    backbone, setting, embedding_dim, pretrain, meta
+        As :class:`~sklearn_flowr.FLOWRClassifier`'s.
+    runner : StageRunner
+
+    Returns
+    -------
+    dict
+        ``history_``, ``pretrained_encoder_``, ``meta_module_``,
+        ``noise_scale_``, and ``embeddings``: the training rows under the final
+        encoder, ndarray of shape (n_samples, embedding_dim).
+
+    Examples
+    --------
+    >>> import numpy as np, torch
+    >>> from sklearn.datasets import load_digits
+    >>> from sklearn_flowr.training import SupE
+    >>> X, y = load_digits(return_X_y=True)
+    >>> X, y = (X[y < 4] / 16).astype("f4"), y[y < 4]
+    >>> meta = MetaTraining(epochs=1, episodes_per_epoch=2, n_way=2, n_unknown=1)
+    >>> trained = train_encoder(X, y, 4, backbone="mlp", setting="large",
+    ...                         embedding_dim=4, pretrain=SupE(epochs=1),
+    ...                         meta=meta, runner=StageRunner(torch.device("cpu"),
+    ...                                                       seed=0))
+    >>> trained["embeddings"].shape, sorted(trained["history_"])
+    ((720, 4), ['meta', 'pretrain'])
+    """
+    torch.manual_seed(runner.seed)
+    stage = MetaTraining() if meta is None else meta
+    batch_size = getattr(pretrain, "batch_size", BATCH_SIZE)
+    lr = pretraining_lr(pretrain, backbone)
+    # On a GPU the training images live there when they fit, so batches and
+    # episodes are gathered on the device.
+    X_train = (X if runner.accelerator is not None
+               else to_device_if_fits(X, runner.device))
+    encoder = build_encoder(backbone, embedding_dim, X)
+    # The class table's embedding is the one scale matching reads (same
+    # weights): the training rows pass through each encoder state once.
+    encoder, means, variances, Z = pretrain_encoder(
+        encoder, X_train, y_index, n_classes, pretrain, runner, lr=lr,
+        learned_stats=stage.class_stats == "learned", return_embedding=True)
+    noise_scale = 1.0
+    if stage.match_episode_noise:
+        means, variances, noise_scale = match_noise_scale(
+            encoder, X_train, y_index, means, variances, noise=stage.episode_noise,
+            batch_size=batch_size, verbose=runner.verbose, embedding=Z)
+    del Z
+    # Baselines are compared on the pre-trained encoder, before FLOWR's
+    # meta-training changes it (same object when there is none).
+    pretrained = encoder if meta is None else copy.deepcopy(encoder)
+    module = meta_train(encoder, X_train, y_index, means, variances,
+                        setting=setting, meta=meta,
+                        encoder_lr=meta_encoder_lr(meta, pretrain, backbone),
+                        runner=runner)
+    module.eval()
+    Z = embed_rows(module.encoder, X_train, batch_size,
+                   desc="embedding the training rows" if runner.verbose else None)
+    return dict(history_=runner.history, pretrained_encoder_=pretrained.eval(),
+                meta_module_=module, noise_scale_=noise_scale, embeddings=Z)
+
+
+def fit_encoder(X, y, y_index, n_classes: int, *, reuse: bool,
+                random_state, runner: StageRunner, **parts) -> dict:
+    """:func:`train_encoder`, or a copy of an identical earlier run's result.
+
+    ``reuse``: look the run up in the process's memo first (not with an
+    accelerator). With ``runner.checkpoint_dir``, the folder's fingerprint
+    must match this run's data and settings. ``parts`` are
+    :func:`train_encoder`'s ``backbone``, ``setting``, ``embedding_dim``,
+    ``pretrain`` and ``meta``.
+    """
+    params = training_params(**parts)
+    if runner.checkpoint_dir is not None:
+        check_fingerprint(runner.checkpoint_dir, X, y, params)
+    key = None
+    if reuse and runner.accelerator is None:
+        key = ENCODER_MEMO.key(X, y_index, params, random_state=random_state,
+                               device=runner.device)
+        reused = ENCODER_MEMO.get(key)
+        if reused is not None:
+            # Only at verbose >= 2: a grid over head settings would print it
+            # once per candidate.
+            if runner.verbose >= 2:
+                print("Reusing the encoder trained on the same data and "
+                      "settings in this process (reuse_encoder=True).")
+            return reused
+    with deterministic_cuda(runner.device.type == "cuda"):
+        trained = train_encoder(X, y_index, n_classes, runner=runner, **parts)
+    ENCODER_MEMO.put(key, trained)
+    return trained
+
+
+# ----------------------------------------------------- FLOWRClassifier's fit
+def check_parts(estimator) -> None:
+    """Validate a FLOWRClassifier's parts, alone and together, and its device.
+
+    Examples
+    --------
+    >>> from sklearn_flowr import FLOWRClassifier
+    >>> check_parts(FLOWRClassifier(meta=MetaTraining(n_way=0)))
+    Traceback (most recent call last):
+    ...
+    sklearn.utils._param_validation.InvalidParameterError: The 'n_way' ...
+    """
+    check_stages(estimator.pretrain, estimator.meta)
+    estimator.head._validate_params()
+    check_head_template(estimator.head, estimator.meta)
+    if estimator.accelerator is None:
+        resolve_device(estimator.device)
+
+
+def plan_fit(estimator, X, y, y_index, n_classes: int):
+    """The fit's :class:`StageRunner` and calibration folds (or None), once
+    the labels pass the checks of the episodes and of ``calibration``."""
+    runner = StageRunner.for_fit(
+        device=estimator.device, random_state=estimator.random_state,
+        accelerator=estimator.accelerator,
+        checkpoint_dir=estimator.checkpoint_dir, verbose=estimator.verbose)
+    check_training_plan(estimator.setting, estimator.meta, y_index, n_classes,
+                        runner.seed)
+    calibration = estimator.calibration
+    if calibration is None:
+        return runner, None
+    if isinstance(calibration, str):
+        smallest = int(np.bincount(y_index).min())
+        if smallest < 2:
+            raise ValueError(
+                "calibration='train' draws open-world tasks from the training "
+                "classes and needs at least 2 rows in every class; the smallest "
+                f"has {smallest}. Give more rows or set calibration=None.")
+        return runner, None
+    if estimator.accelerator is not None:
+        raise ValueError(
+            "A cross-fitted calibration trains one model per fold on this "
+            "process; it does not run through an accelerator. Use "
+            "calibration='train' or None.")
+    return runner, check_calibration_plan(
+        calibration, X, y, setting=estimator.setting, meta=estimator.meta,
+        seed=runner.seed)
+
+
+def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, plan):
+    """Train (or reuse) the encoder and build the heads: the fitted
+    attributes, and the training rows' final embeddings."""
+    trained = fit_encoder(
+        X, y, y_index, labels.shape[0], reuse=estimator.reuse_encoder,
+        random_state=estimator.random_state, runner=runner,
+        **{name: getattr(estimator, name) for name in _PARTS})
+    embeddings = trained.pop("embeddings")
+    prior_head, head = build_heads(
+        estimator.head, trained["meta_module_"], embeddings, y_index, labels,
+        setting=estimator.setting, update_known=estimator.update_known,
+        known_table=getattr(estimator.meta, "known_table", "refit"),
+        calibrate=isinstance(estimator.calibration, str),
+        random_state=runner.seed, verbose=estimator.verbose)
+    crossed = None
+    if plan is not None:
+        if estimator.verbose:
+            print(f"Cross-fitting the novelty map: {len(plan)} models trained "
+                  "on class-disjoint folds.")
+        crossed = cross_fit_on_plan(estimator, X, y, plan)
+        for fitted in (prior_head, head):
+            fitted.set_params(novelty_calibration=(crossed.slope,
+                                                   crossed.intercept))
+    return dict(trained, head_=head, prior_head_=prior_head,
+                encoder_=trained["meta_module_"].encoder, train_classes_=labels,
+                calibration_results_=crossed), embeddings
+
+
+def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
+    """float64 :func:`embed` of ``X``; a ValueError when a row is not finite."""
+    Z = embed(encoder, X, batch_size=batch_size).astype(np.float64)
+    finite = np.isfinite(Z).all(axis=1)
+    if not finite.all():
+        # Say so here: the head would report NaN in data that had none.
+        raise ValueError(
+            f"The encoder gave non-finite embeddings for {int((~finite).sum())} "
+            f"of {Z.shape[0]} rows (inputs up to {float(np.abs(X).max()):.3g} "
+            "in magnitude): rescale the inputs to the range the model was "
+            "trained on.")
+    return Z
