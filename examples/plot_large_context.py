@@ -82,8 +82,8 @@ plt.show()
 # widely than the head's class noise, which the default head
 # (``head__sigma="auto"``) estimates from the *training* images, on an
 # embedding that ``meta.match_episode_noise`` scaled to a within-class
-# variance near ``meta.episode_noise``: the small encoder overfits its 630 training images, and the
-# digits it never learned spread wider still.
+# variance near ``meta.episode_noise``: the small encoder overfits its 630
+# training images, and the digits it never learned spread wider still.
 Z = clf.transform(X)
 
 
@@ -91,7 +91,8 @@ def within_class_variance(rows, digits):
     return np.mean([Z[rows & (y == k)].var(axis=0).mean() for k in digits])
 
 
-print(f"meta.episode_noise = {clf.meta.episode_noise}; head's class noise: mean variance "
+print(f"meta.episode_noise = {clf.meta.episode_noise}; head's class noise: "
+      "mean variance "
       f"{np.diag(clf.head_.sigma_).mean():.2f}; mean within-class variance: "
       f"training images {within_class_variance(is_fit, range(7)):.2f}, "
       f"held-out images of 0-6 {within_class_variance(~is_fit, range(7)):.2f}, "
