@@ -120,7 +120,7 @@ def test_online_calls_interrupted_leave_the_model_as_it_was(fitted, monkeypatch,
         for name in ("partial_fit", "open_world_step"):
             monkeypatch.setattr(CRPGaussianClassifier, name, interrupt)
     else:
-        monkeypatch.setattr(flowr, "fine_tune_last_layer", interrupt)
+        monkeypatch.setattr(pipeline, "fine_tune_last_layer", interrupt)
     kwargs = {"fine_tune": 2} if call == "adapt" else {}
     try:
         getattr(clf, call)(X[rows], y[rows], **kwargs)

@@ -12,10 +12,14 @@ an attribute of the estimator.
 from __future__ import annotations
 
 import copy
+import os
+from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from ..encoders._factory import BACKBONE_NAMES
 from ..protocol import cross_fit_plan
 from ..protocol._cross_fit import cross_fit_on_plan
 from ._checkpoints import check_fingerprint
@@ -25,7 +29,7 @@ from ._device import (
     resolve_device,
     to_device_if_fits,
 )
-from ._fine_tune import embed
+from ._fine_tune import embed, fine_tune_last_layer
 from ._head_building import build_heads, check_head_template
 from ._memo import ENCODER_MEMO
 from ._meta_training import check_meta_training_plan, meta_train
@@ -46,10 +50,39 @@ from ._stages import (
     pretraining_lr,
 )
 
-__all__ = ["BATCH_SIZE", "MAX_COUNT", "check_calibration_plan", "check_parts",
+__all__ = ["BATCH_SIZE", "MAX_COUNT", "PARAMETER_CONSTRAINTS", "RUNTIME_PARAMS",
+           "check_calibration_plan", "check_parts",
            "check_training_plan", "embed_finite", "fit_encoder", "fit_parts",
-           "place_modules", "plan_fit", "pretraining_lr", "resolve_device",
-           "restore_modules", "store_modules", "train_encoder", "training_params"]
+           "place_fitted_modules", "plan_fit", "resolve_device", "restore_modules",
+           "store_modules", "task_encoder", "train_encoder", "training_params"]
+
+# Steps of adapt(fine_tune=True).
+FINE_TUNE_STEPS = 20
+# Parameters a fitted model reads when it runs, so set_params may change them
+# after fit; any other change needs a refit.
+RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "fine_tune_lr",
+                            "accelerator", "checkpoint_dir", "reuse_encoder",
+                            "pretrain__batch_size"})
+# FLOWRClassifier's parameter constraints (scikit-learn's); the stages and the
+# head validate their own settings (check_parts).
+PARAMETER_CONSTRAINTS: dict = {
+    "backbone": [StrOptions(set(BACKBONE_NAMES)), torch.nn.Module],
+    "setting": [StrOptions({"small", "large"})],
+    "head": [HasMethods(["fit", "partial_fit", "predict_proba", "open_world_step"])],
+    "pretrain": [HasMethods(["validate"]), None],
+    "meta": [HasMethods(["validate"]), None],
+    "calibration": [StrOptions({"train"}), "cv_object", None],
+    "embedding_dim": [Interval(Integral, 1, 65536, closed="both")],
+    "fine_tune_steps": [Interval(Integral, 0, MAX_COUNT, closed="both")],
+    "fine_tune_lr": [Interval(Real, 0, None, closed="neither"), None],
+    "update_known": ["boolean"],
+    "reuse_encoder": ["boolean"],
+    "device": [str, torch.device],
+    "accelerator": [HasMethods(["prepare", "backward"]), None],
+    "random_state": ["random_state"],
+    "verbose": ["verbose"],
+    "checkpoint_dir": [str, os.PathLike, None],
+}
 
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
@@ -321,6 +354,7 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, plan):
                                                    crossed.intercept))
     return dict(trained, head_=head, prior_head_=prior_head,
                 encoder_=trained["meta_module_"].encoder, train_classes_=labels,
+                input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
                 calibration_results_=crossed), embeddings
 
 
@@ -336,3 +370,40 @@ def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
             "in magnitude): rescale the inputs to the range the model was "
             "trained on.")
     return Z
+
+
+def task_encoder(estimator, X_support, y_support, fine_tune):
+    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the
+    fitted one, or a copy whose last layer is fine-tuned on the support set
+    (``fine_tune``: steps, ``True`` for 20, ``None`` for ``fine_tune_steps``)."""
+    if fine_tune is None:
+        steps = estimator.fine_tune_steps
+    elif isinstance(fine_tune, (bool, np.bool_)):
+        steps = FINE_TUNE_STEPS if fine_tune else 0
+    elif isinstance(fine_tune, Integral) and fine_tune >= 0:
+        steps = int(fine_tune)
+    else:
+        raise ValueError("fine_tune must be None, a bool or an int >= 0; got "
+                         f"{fine_tune!r}.")
+    device = place_fitted_modules(estimator)
+    module = estimator.meta_module_
+    if not steps:
+        return module.encoder
+    lr = estimator.fine_tune_lr
+    if lr is None:
+        lr = pretraining_lr(estimator.pretrain, estimator.backbone)
+    return fine_tune_last_layer(module.encoder, module, X_support, y_support,
+                                steps=steps, lr=lr, device=device,
+                                verbose=estimator.verbose)
+
+
+def place_fitted_modules(estimator) -> torch.device:
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says, now.
+
+    The one place they move, before any of them runs: after
+    ``set_params(device=...)``, unpickling (CPU tensors) and copies.
+    """
+    device = resolve_device(estimator.device)
+    place_modules(device, estimator.meta_module_, estimator.encoder_,
+                  estimator.pretrained_encoder_)
+    return device
