@@ -1,19 +1,12 @@
-"""Where modules and tensors live: the one owner of device placement.
+"""Where modules and tensors live, and CUDA's numerics for a block.
 
-Every torch module of a fitted :class:`~sklearn_flowr.FLOWRClassifier` is
-placed through :func:`place_modules`, on the device :func:`resolve_device`
-names, right before it runs. Inputs are sent to the device of the module that
-consumes them (:func:`module_device`), never to a device named elsewhere, so
-a module and its inputs cannot end up on different devices: after ``fit``,
-after ``set_params(device=...)``, after unpickling (pickles hold CPU tensors)
-or a deep copy.
-
-Numerics on CUDA: TF32 convolutions and matrix products (cuDNN's default for
-convolutions) round inputs to 10 mantissa bits, a relative error near 1e-3.
-That is fine for training but not for measuring a scale or for predictions
-that must match the CPU, so :func:`exact_float32` turns TF32 off for a block,
-and :func:`deterministic_cuda` picks cuDNN's deterministic algorithms for a
-training run. Both restore the previous global settings on exit.
+Inputs go to the device of the module that consumes them
+(:func:`module_device`); a fitted model's modules are placed by
+:func:`place_modules` right before they run. TF32 (cuDNN's default for
+convolutions) rounds to 10 mantissa bits, fine for training but not for a
+scale measurement or CPU-equal predictions: :func:`exact_float32` turns it
+off for a block, :func:`deterministic_cuda` picks cuDNN's deterministic
+algorithms; both restore the previous global settings on exit.
 """
 
 from __future__ import annotations
@@ -22,36 +15,16 @@ import contextlib
 
 import numpy as np
 import torch
+from skorch.utils import to_device as skorch_to_device
 from torch import nn
 
-__all__ = [
-    "deterministic_cuda",
-    "exact_float32",
-    "module_device",
-    "place_modules",
-    "resolve_device",
-    "to_device",
-    "to_device_if_fits",
-]
+__all__ = ["deterministic_cuda", "exact_float32", "module_device",
+           "place_modules", "resolve_device", "to_device", "to_device_if_fits"]
 
 
 def resolve_device(device) -> torch.device:
-    """The torch device a ``device`` parameter names.
-
-    Parameters
-    ----------
-    device : {"auto", "cpu", "cuda"}, str or torch.device
-        ``"auto"`` is CUDA when available, else the CPU.
-
-    Returns
-    -------
-    torch.device
-
-    Raises
-    ------
-    ValueError
-        When ``device`` names CUDA and this torch has no usable CUDA device,
-        with the fix (``set_params(device="cpu")``).
+    """The torch device a ``device`` parameter names (``"auto"``: CUDA when
+    available); a ValueError naming the fix when CUDA is named but missing.
 
     Examples
     --------
@@ -89,10 +62,8 @@ def module_device(module: nn.Module) -> torch.device:
 
 
 def place_modules(device: torch.device, *modules: nn.Module | None) -> None:
-    """Move each module to ``device`` unless it is there already.
-
-    A module that is already on ``device`` is left alone (no copy), so this is
-    cheap to call before every use; modules shared between arguments move once.
+    """Move each module (``None`` skipped) to ``device``; one already there
+    is not copied.
 
     Examples
     --------
@@ -102,18 +73,8 @@ def place_modules(device: torch.device, *modules: nn.Module | None) -> None:
     device(type='cpu')
     """
     for module in modules:
-        if module is not None and _needs_move(module, device):
-            module.to(device)
-
-
-def _needs_move(module: nn.Module, device: torch.device) -> bool:
-    for tensor in (*module.parameters(), *module.buffers()):
-        here = tensor.device
-        if here.type != device.type or (
-            device.index is not None and here.index != device.index
-        ):
-            return True
-    return False
+        if module is not None:
+            skorch_to_device(module, device)
 
 
 @contextlib.contextmanager
@@ -137,12 +98,8 @@ def exact_float32():
 
 @contextlib.contextmanager
 def deterministic_cuda(enabled: bool = True):
-    """Run a block with cuDNN's deterministic algorithms and no autotuning.
-
-    Same seed, same model on one CUDA device: cuDNN's autotuner and its
-    non-deterministic backward kernels otherwise change the result from run
-    to run. Atomic additions outside cuDNN (e.g. in index reductions) may still
-    differ in the last bits; the tests state the tolerance.
+    """Run a block with cuDNN's deterministic algorithms and no autotuning
+    (atomic additions elsewhere may still differ in the last bits).
 
     Examples
     --------
@@ -163,35 +120,19 @@ def deterministic_cuda(enabled: bool = True):
 
 def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
                       max_share: float = 0.25):
-    """``X`` as a tensor on a CUDA ``device`` when it takes a small share of it.
-
-    Training data that lives on the GPU lets every batch or episode be gathered
-    there with one index, instead of a host gather and a host-to-device copy
-    per step. On the CPU, or when ``X`` would take more than ``max_share`` of
-    the device's free memory, ``X`` is returned as it is.
-
-    Parameters
-    ----------
-    X : ndarray or tensor
-    device : torch.device
-    dtype : torch.dtype, default=torch.float32
-    max_share : float, default=0.25
-
-    Returns
-    -------
-    ndarray or tensor
+    """``X`` as a tensor on a CUDA ``device`` when it takes at most
+    ``max_share`` of its free memory (batches are then gathered there), else
+    ``X`` as it is.
 
     Examples
     --------
-    >>> import numpy as np
     >>> X = np.zeros((4, 3), dtype=np.float32)
     >>> to_device_if_fits(X, torch.device("cpu")) is X
     True
     """
     if device.type != "cuda":
         return X
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    n_bytes = int(np.prod(X.shape)) * itemsize
+    n_bytes = int(np.prod(X.shape)) * torch.empty((), dtype=dtype).element_size()
     free, _ = torch.cuda.mem_get_info(device)
     if n_bytes > max_share * free:
         return X
@@ -199,27 +140,12 @@ def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
 
 
 def to_device(value, device) -> torch.Tensor:
-    """``value`` as a tensor on ``device``, without stalling a CUDA stream.
-
-    A copy from ordinary (pageable) host memory to a GPU waits for every
-    kernel already queued on the stream, so the host cannot run ahead and
-    the GPU idles while Python builds the next step. Small host tensors of a
-    training step (row indices, labels) go through pinned memory instead,
-    which copies asynchronously; torch's pinned-memory cache keeps the host
-    buffer alive until the copy has run.
-
-    Parameters
-    ----------
-    value : tensor or array-like
-    device : torch.device or str
-
-    Returns
-    -------
-    torch.Tensor
+    """``value`` as a tensor on ``device``; a small host tensor goes to a GPU
+    through pinned memory, so the copy does not wait for the queued kernels
+    (skorch's ``to_device`` would).
 
     Examples
     --------
-    >>> import numpy as np
     >>> to_device(np.arange(3), "cpu")
     tensor([0, 1, 2])
     """
