@@ -1,29 +1,10 @@
 """Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate.
 
-The nets of :mod:`._nets` train on one device. For more, this module puts
-skorch's :class:`skorch.hf.AccelerateMixin` in front of each of them: the
-module, criterion and optimizer go through ``accelerator.prepare`` (DDP over
-the processes ``accelerate launch`` starts), every ``DataLoader`` is sharded
-across the processes, and ``accelerator.backward`` syncs the gradients. The
-engine is accelerate's; what this module adds is the FLOWR-specific glue:
-
-- iterators that accelerate can shard: the mini-batch nets read a batch of
-  array rows with one index through torch's batched-fetch hook
-  (``__getitems__``) behind an ordinary ``BatchSampler`` (accelerate cannot
-  re-build the ``sampler=BatchSampler`` loader of :class:`~._nets.SupENet`),
-  and :class:`AcceleratedEpisodicMetaNet` loads one episode per step as a batch
-  of one (accelerate cannot shard a ``batch_size=None`` loader);
-- the losses read class means and head parameters off the module; under DDP
-  ``module_`` is a wrapper that does not forward attribute access, so the
-  loss sees the bare module (:meth:`_AcceleratedNet.get_loss`);
-- episode draws: accelerate's loader calls ``dataset.set_epoch(n)`` with its
-  own pass count ``n`` as each pass starts, which would undo the epoch
-  :meth:`~._nets.EpisodicMetaNet.on_epoch_begin` keys on the history (and
-  redraw validation episodes). The loader is told the dataset's own epoch
-  first, so a resumed run draws what an uninterrupted one would.
-
-accelerate itself is imported only when it is needed (:func:`accelerated`),
-so this module imports without it.
+skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of
+:mod:`._nets` (DDP over the processes ``accelerate launch`` starts), plus the
+FLOWR glue: loaders accelerate can shard, losses that read parameters off the
+bare module, and episode draws keyed on the net's own epoch. accelerate is
+imported only when needed (:func:`accelerated`).
 """
 
 from __future__ import annotations
@@ -63,13 +44,8 @@ def _discard(text):
 
 
 def _forget(accelerator, registry: str, keep) -> None:
-    """Drop from an accelerator registry the objects ``keep`` rejects.
-
-    ``accelerator.prepare`` keeps every object it prepares in a list (for
-    ``accelerator.save_state``). A net's training loaders, modules and
-    optimizers are its own: left there, they would pin every fit's modules
-    and data in memory, and go into the pickle of every net holding the
-    accelerator.
+    """Drop from an accelerator registry (kept for ``save_state``) the objects
+    ``keep`` rejects, so a fit's modules and data are not pinned in memory.
     """
     objects = getattr(accelerator, registry, None)
     if isinstance(objects, list):
@@ -85,11 +61,7 @@ def _epoch_source(dataset):
 
 # -------------------------------------------------------------------- mixins
 class _AcceleratedNet:
-    """What the FLOWR nets add to :class:`skorch.hf.AccelerateMixin`.
-
-    Comes before ``AccelerateMixin`` in the bases, so that ``super()`` reaches
-    the mixin's versions of these methods.
-    """
+    """What the FLOWR nets add to ``AccelerateMixin`` (before it in the bases)."""
 
     def initialize(self):
         """Initialise, with a clear error when no accelerator is given."""
@@ -101,11 +73,8 @@ class _AcceleratedNet:
         return super().initialize()
 
     def _initialize_accelerator(self):
-        # accelerate wraps every module it prepares in DDP on a multi-CPU
-        # run (on GPUs only those with trainable parameters), and DDP refuses
-        # a module without any: the FLOWR criteria. Such a criterion needs
-        # no more than a move to the accelerator's device, which is what
-        # accelerate does with it on GPUs.
+        # DDP refuses a module without trainable parameters (the FLOWR
+        # criteria): such a criterion is only moved to the device.
         if self._wrapped_with_accelerator:
             return self
         criteria = self._criteria
@@ -124,10 +93,8 @@ class _AcceleratedNet:
             self._criteria = criteria
 
     def _initialize_callbacks(self):
-        # skorch's PrintLog prints to any sink but ``print`` whatever
-        # ``verbose`` says, so AccelerateMixin's "auto" sink
-        # (``accelerator.print``) would ignore verbose=0: print on the main
-        # process (honouring ``verbose``) and nowhere else.
+        # PrintLog honours verbose=0 only with ``print``: print on the main
+        # process, nowhere else.
         if self.callbacks__print_log__sink == "auto":
             self.callbacks__print_log__sink = (
                 print if self.accelerator.is_main_process else _discard)
@@ -140,12 +107,7 @@ class _AcceleratedNet:
         return iterator
 
     def on_train_end(self, net, X=None, y=None, **kwargs):
-        """Unwrap (AccelerateMixin), then release the accelerator's references.
-
-        With ``unwrap_after_train=True`` (the default) the accelerator forgets
-        the net's modules, criteria and optimizers, which it kept since they
-        were prepared; a later ``fit`` prepares new ones.
-        """
+        """Unwrap, then make the accelerator forget the net's modules."""
         super().on_train_end(net, X=X, y=y, **kwargs)
         if self.unwrap_after_train:
             accelerator = self.accelerator
@@ -160,12 +122,8 @@ class _AcceleratedNet:
         return self
 
     def __setstate__(self, state):
-        # skorch loads a net pickled with device=None onto the CPU and sets
-        # device="cpu" (with a DeviceWarning), which the accelerator's device
-        # placement then refuses at the next fit, while the data would go to
-        # the accelerator's device. Load onto the accelerator's device instead
-        # (modules and optimizer state alike) and keep device=None; where that
-        # device does not exist here, skorch falls back to the CPU and says so.
+        # skorch loads a device=None net onto the CPU and sets device="cpu",
+        # which the accelerator's placement refuses: load onto its device.
         accelerator = state.get("accelerator")
         if state.get("device") is not None or not getattr(
                 accelerator, "device_placement", False):
@@ -177,12 +135,8 @@ class _AcceleratedNet:
 
     @contextmanager
     def _bare_module(self):
-        """``module_`` without accelerate's wrapper (DDP) for the block.
-
-        The FLOWR losses read parameters off the module (Sup-E class means,
-        the FLOWR head); ``DistributedDataParallel`` does not forward attribute
-        access. The parameters are the very tensors DDP wraps, so gradients
-        through them are synchronised like any others.
+        """``module_`` without DDP's wrapper for the block (the losses read
+        parameters off it; gradients through them are still synchronised).
         """
         wrapped = self.module_
         bare = self.accelerator.unwrap_model(wrapped)
@@ -201,12 +155,7 @@ class _AcceleratedNet:
             return super().get_loss(y_pred, y_true, X=X, training=training)
 
     def train_step_single(self, batch, **fit_params):
-        """AccelerateMixin's step, under the net's own ``autocast`` if it has one.
-
-        Accelerate's mixed precision (``Accelerator(mixed_precision="bf16")``)
-        is the usual way; a net ``autocast`` dtype is honoured on the
-        accelerator's device too.
-        """
+        """AccelerateMixin's step, under the net's own ``autocast`` if it has one."""
         dtype = getattr(self, "autocast", None)
         with torch.autocast(self.accelerator.device.type, dtype=dtype,
                             enabled=dtype is not None):
@@ -217,13 +166,8 @@ class _AcceleratedEpisodes(_AcceleratedNet):
     """Keep accelerate's per-pass ``set_epoch`` on the dataset's own epoch."""
 
     def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
-        """Run one pass; the loader first learns the episodes' current epoch.
-
-        accelerate's prepared loader calls ``dataset.set_epoch(n)`` with its
-        own pass count ``n`` as each pass starts. ``on_epoch_begin`` has set
-        the training episodes to the epoch of the history (a resumed run goes
-        on where it stopped) and validation episodes keep theirs, so the
-        loader is set to that epoch first.
+        """Run one pass, the prepared loader set to the episodes' own epoch first
+        (accelerate would set its pass count).
         """
         if iterator is not None and hasattr(iterator, "set_epoch"):
             source = _epoch_source(getattr(iterator, "dataset", None))
@@ -256,24 +200,15 @@ class _AcceleratedBatches(_AcceleratedNet):
 class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
     """:class:`~sklearn_flowr.training.SupENet` trained through accelerate.
 
-    Sup-E pre-training on one or many GPUs or machines: each process trains on
-    its shard of every epoch's mini-batches and the gradients are averaged
-    over the processes, so the effective batch size is ``batch_size`` times
-    the number of processes. Launch the script with ``accelerate launch``
-    (see :doc:`/multi_gpu`); in a single process it trains like
-    :class:`~sklearn_flowr.training.SupENet`.
+    Each process trains on its shard of every epoch's mini-batches; the
+    effective batch is ``batch_size`` times the number of processes. Launch with
+    ``accelerate launch`` (:doc:`/multi_gpu`).
 
     Parameters
     ----------
-{accelerator}
-    iterator_train, iterator_valid : callable, default=_accelerate_batch_loader
-        Mini-batches of arrays read with one index, shardable by accelerate.
+    {accelerator}
     *args, **kwargs
         The parameters of :class:`~sklearn_flowr.training.SupENet`.
-
-    See Also
-    --------
-    accelerated : The accelerated class of a net class.
 
     Examples
     --------
@@ -297,15 +232,9 @@ class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
 
     Parameters
     ----------
-{accelerator}
-    iterator_train, iterator_valid : callable, default=_accelerate_batch_loader
-        Mini-batches of arrays read with one index, shardable by accelerate.
+    {accelerator}
     *args, **kwargs
         The parameters of :class:`~sklearn_flowr.training.SupFCNet`.
-
-    See Also
-    --------
-    accelerated : The accelerated class of a net class.
 
     Examples
     --------
@@ -328,25 +257,15 @@ class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
                                  EpisodicMetaNet):
     """:class:`~sklearn_flowr.training.EpisodicMetaNet` trained through accelerate.
 
-    Each training step takes one episode per process: process ``p`` of ``P``
-    trains on episodes ``p, p + P, ...`` of the epoch's draw (an epoch is still
-    ``n_episodes`` episodes, in ``n_episodes / P`` steps), and the gradients of
-    the encoder and of the FLOWR head are averaged over the ``P`` episodes of a
-    step. Episode ``i`` of epoch ``e`` is the same on every process and in a
-    single-process run, which trains like
-    :class:`~sklearn_flowr.training.EpisodicMetaNet`.
+    Process ``p`` of ``P`` trains on episodes ``p, p + P, ...`` of the epoch's
+    draw, the gradients averaged over a step's ``P`` episodes; episode ``i`` of
+    epoch ``e`` is the same on every process and in a single-process run.
 
     Parameters
     ----------
-{accelerator}
-    iterator_train, iterator_valid : callable, default=_episode_loader
-        One episode per step, as a batch of one that accelerate can shard.
+    {accelerator}
     *args, **kwargs
         The parameters of :class:`~sklearn_flowr.training.EpisodicMetaNet`.
-
-    See Also
-    --------
-    accelerated : The accelerated class of a net class.
 
     Examples
     --------
@@ -374,7 +293,7 @@ class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
 
 
 for _cls in (AcceleratedSupENet, AcceleratedSupFCNet, AcceleratedEpisodicMetaNet):
-    _cls.__doc__ = _cls.__doc__.replace("{accelerator}", _ACCELERATOR_PARAMS)
+    _cls.__doc__ = _cls.__doc__.replace("    {accelerator}", _ACCELERATOR_PARAMS)
 del _cls
 
 _ACCELERATED = {
@@ -385,30 +304,26 @@ _ACCELERATED = {
 
 
 def accelerated(net_class):
-    """The accelerate-trained counterpart of a FLOWR net class.
+    """The accelerate-trained class of a FLOWR net class.
 
     Parameters
     ----------
     net_class : {SupENet, SupFCNet, EpisodicMetaNet}
-        One of the nets of :mod:`sklearn_flowr.training` (an accelerated class
-        is returned as it is).
+        An accelerated class is returned as it is.
 
     Returns
     -------
     type
         ``AcceleratedSupENet``, ``AcceleratedSupFCNet`` or
-        ``AcceleratedEpisodicMetaNet``: the class with skorch's
-        :class:`skorch.hf.AccelerateMixin` in front, defined at module level (so
-        the nets pickle) and the same object on every call. It takes the
-        parameters of ``net_class`` plus ``accelerator``.
+        ``AcceleratedEpisodicMetaNet`` (module-level classes, so the nets
+        pickle), which take ``accelerator`` too.
 
     Raises
     ------
     TypeError
         If ``net_class`` is not one of the three nets.
     ImportError
-        If accelerate is not installed (``pip install
-        "sklearn-flowr[accelerate]"``).
+        If accelerate is not installed.
 
     Examples
     --------
