@@ -1,18 +1,11 @@
 """Checkpoints of a FLOWR fit: which run they belong to, and how far it got.
 
-A ``checkpoint_dir`` holds one fit's skorch checkpoints (one sub-folder per
-training stage) and a fingerprint of that fit: a hash of the training data and
-the parameters that shape the model. A later ``fit`` resumes from the folder
-only when its fingerprint matches, so a reused folder never silently resumes
-another fit; epoch counts and run-time settings (device, verbosity) are left
-out, so a longer schedule resumes the shorter one. A folder that holds
-checkpoints but no readable fingerprint is refused: nothing says which fit
-they belong to. To start over, delete the folder (or give another one).
-
-Every file is written under a temporary name in its own folder, synced and
-renamed into place (:func:`os.replace`), so a process killed mid-write leaves
-the previous file whole and never a truncated one; the temporary files such a
-kill leaves behind are removed when the folder is next used.
+A ``checkpoint_dir`` holds one fit's skorch checkpoints (a sub-folder per
+stage) and a fingerprint of the data and the settings that shape the model; a
+fit resumes only from a folder whose fingerprint matches (epoch counts aside,
+so a longer schedule resumes a shorter one). Files are written under a
+temporary name, synced and renamed into place: a killed process leaves the
+previous files whole, and its temporaries are removed at the next use.
 """
 
 from __future__ import annotations
@@ -54,25 +47,22 @@ def _fingerprint(X, y, params) -> dict:
     return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
 
 
-def _sync_file(path: str) -> None:
-    # A rename is atomic but may reach the disk before the data does: sync the
-    # data first, or a power cut could leave a whole-named empty file.
-    fd = os.open(path, os.O_RDONLY)
+def _sync(path: str) -> None:
+    # Sync a file's data before its rename (or a power cut could leave a
+    # whole-named empty file), or a folder after it (Windows cannot: skipped).
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if os.path.isdir(path):
+            return
+        raise
     try:
         os.fsync(fd)
+    except OSError:
+        if not os.path.isdir(path):
+            raise
     finally:
         os.close(fd)
-
-
-def _sync_folder(folder: str) -> None:
-    # Makes the rename itself durable; not every system can open a folder
-    # (Windows), and the rename is atomic without it.
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def _remove_quietly(paths) -> None:
@@ -82,21 +72,8 @@ def _remove_quietly(paths) -> None:
 
 
 def remove_stale_temporaries(directory) -> list:
-    """Remove the temporary files a killed writer left in ``directory``.
-
-    Only names this module makes (``.<file>.<pid>.<hex>.tmp``) are removed;
-    one ``checkpoint_dir`` serves one fit at a time, so any such file found
-    when a fit starts is a leftover.
-
-    Parameters
-    ----------
-    directory : str or os.PathLike
-        A folder; a missing one has nothing to remove.
-
-    Returns
-    -------
-    list of str
-        The paths removed.
+    """Remove the temporary files (``.<file>.<pid>.<hex>.tmp``) a killed writer left
+    in ``directory``; the paths removed.
 
     Examples
     --------
@@ -157,25 +134,22 @@ def _read_fingerprint(path: str) -> dict:
 def _write_fingerprint(path: str, fingerprint: dict) -> None:
     write_atomically(path, lambda file: json.dump(fingerprint, file, indent=1),
                      text=True)
-    _sync_folder(os.path.dirname(path))
+    _sync(os.path.dirname(path))
 
 
 def _start_over(directory: str) -> None:
-    """Delete the checkpoints and the fingerprint ``directory`` holds (only
-    the files this package writes there)."""
+    """Delete the checkpoints and fingerprint this package wrote in ``directory``."""
     _remove_quietly([os.path.join(directory, name)
                      for name in _checkpoint_files(directory)]
                     + [os.path.join(directory, FINGERPRINT_FILE)])
 
 
 def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
-    """Record this fit's fingerprint in ``directory``, or fail on another's.
+    """Record this fit's fingerprint in ``directory``, or fail on another fit's.
 
-    A new or empty folder (or one without checkpoint files) starts a fresh
-    fit. A folder whose fingerprint is missing, unreadable or malformed while
-    it holds checkpoint files is refused: nothing says which fit those
-    checkpoints belong to. To start over, delete the folder, give another
-    one, or pass ``restart=True``.
+    A folder without checkpoint files starts a fresh fit; one holding
+    checkpoints with another fingerprint, or none readable, is refused (the
+    message says what differs and how to start over).
 
     Parameters
     ----------
@@ -183,20 +157,17 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
     X, y : array-like
         The training data as the fit uses it.
     params : dict
-        The estimator's ``get_params(deep=False)``.
+        The settings that shape the model.
     restart : bool, default=False
-        Delete the checkpoints and the fingerprint ``directory`` holds (only
-        the files this package writes there) and record this fit's
-        fingerprint, whatever the folder held.
+        Delete what this package wrote in ``directory`` first.
 
     Raises
     ------
     ValueError
-        If ``directory`` holds the checkpoints of a fit on other data or with
-        other parameters (the message says what differs), or checkpoints
-        without a valid fingerprint; each message says how to start over.
+        The folder holds another fit's checkpoints, or ones without a valid
+        fingerprint.
     OSError
-        If the fingerprint cannot be written (the message names the file).
+        The fingerprint cannot be written (the message names the file).
 
     Examples
     --------
@@ -259,25 +230,13 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
 
 
 def checkpointed_epochs(checkpoint) -> int:
-    """Epochs already saved by a skorch ``Checkpoint`` (0 when none).
-
-    Parameters
-    ----------
-    checkpoint : skorch.callbacks.Checkpoint
-
-    Returns
-    -------
-    int
-
-    Stale temporary files in the checkpoint's folder are removed first.
+    """Epochs a skorch ``Checkpoint`` already saved (0 when none), once every saved
+    file reads (torch files ``weights_only``); stale temporaries are removed.
 
     Raises
     ------
     ValueError
-        If the saved history or one of the saved torch files (parameters,
-        optimizer, criterion) cannot be read or is missing beside the
-        history; the message names the file. Torch files are read with
-        ``weights_only=True``: no file can run code.
+        A saved file that cannot be read, or is missing beside the history.
 
     Examples
     --------
@@ -326,22 +285,12 @@ def _unreadable(path, checkpoint, exc) -> ValueError:
 
 
 class AtomicCheckpoint(Checkpoint):
-    """A skorch ``Checkpoint`` whose files are replaced whole, or not at all.
+    """A skorch ``Checkpoint`` whose epoch is saved whole, or not at all.
 
-    skorch writes each file in place, so a process killed mid-write leaves a
-    truncated file that the next fit would load. Here every file of an epoch
-    is written under a temporary name in the same folder and synced; only
-    when all are written are they renamed into place, the history last (it
-    says how many epochs are saved, so it must never run ahead of the
-    weights). A file that cannot be written (a full disk) leaves the previous
-    checkpoint whole and gives a warning naming the file; training goes on,
-    as with skorch's ``Checkpoint``.
-
-    Parameters
-    ----------
-    **kwargs
-        As :class:`skorch.callbacks.Checkpoint`; ``f_pickle`` is refused (a
-        pickled net runs code when loaded).
+    Every file is written under a temporary name and synced; only then are they
+    renamed into place, the history last (it says how many epochs are saved). A
+    file that cannot be written leaves the previous epoch and warns; training goes
+    on. ``f_pickle`` is refused (a pickle runs code when loaded).
 
     Examples
     --------
@@ -365,12 +314,7 @@ class AtomicCheckpoint(Checkpoint):
         return super().initialize()
 
     def save_model(self, net):
-        """Save the net's state files, each replaced atomically.
-
-        Parameters
-        ----------
-        net : skorch.NeuralNet
-        """
+        """Save the net's state files: all written, then all renamed into place."""
         files = self.get_formatted_files(net)
         targets = [(key, files[key]) for key in sorted(files)
                    if key not in ("f_history", "f_pickle")
@@ -384,7 +328,7 @@ class AtomicCheckpoint(Checkpoint):
                 written.append(tmp)
                 net.save_params(**{key: tmp,
                                    "use_safetensors": self.use_safetensors})
-                _sync_file(tmp)
+                _sync(tmp)
         except Exception as exc:  # torch and json raise many types
             _remove_quietly(written)
             warnings.warn(
@@ -408,4 +352,4 @@ class AtomicCheckpoint(Checkpoint):
                 "checkpoint's history keeps the previous epoch and training "
                 "goes on.", UserWarning, stacklevel=2)
             return
-        _sync_folder(self.dirname)
+        _sync(self.dirname)

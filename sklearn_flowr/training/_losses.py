@@ -1,17 +1,11 @@
 """Meta-training (episode) losses of FLOWR, in torch, on the shared ``_core`` maths.
 
-Column convention used throughout: an episode scores every query row against
-``n_classes = n_known + n_way + 1`` columns -- first the ``n_known`` known-known
-classes (large context; their natural parameters are learned), then the
-``n_way`` support classes (conditioned on the episode's support set, starting
-from the prior), and last the novel class. Labels are column indices, so a
-support label lies in ``[n_known, n_known + n_way)``. In a query, any label
-``>= n_known + n_way`` is *novel*; distinct values there name distinct
-unknown-unknown classes, which the adaptation loss needs.
-
-Nothing here re-derives a Gaussian or CRP formula: conditioning, predictive
-densities and prior masses come from :mod:`sklearn_flowr._core`, the same code
-the NumPy head runs.
+An episode scores each query row against ``n_known + n_way + 1`` columns: the
+known-known classes (large context), the support classes, and the novel class
+last. Labels are column indices; a query label ``>= n_known + n_way`` is
+novel, distinct values naming distinct unknown-unknown classes. Conditioning,
+predictive densities and prior masses are :mod:`sklearn_flowr._core`'s, the
+code the NumPy head runs.
 """
 
 from __future__ import annotations
@@ -50,15 +44,8 @@ def _episode_coefficients(
     z_support, y_support, n_way, *, prior_mean, prior_log_var, sigma,
     known_nat_mean, known_precision, known_counts,
 ):
-    """Density coefficients of every column and the CRP counts of the classes.
-
-    Returns
-    -------
-    coef : tensor of shape (n_known + n_way + 1, d + p + 1)
-        Rows for the known-known, support and novel classes (novel last).
-    counts : tensor of shape (n_known + n_way,)
-    prior_nat_mean, prior_precision : tensors of shape (d,) and (p,)
-        ``q0`` and ``lam0``, for classes instantiated later (adaptation loss).
+    """Density coefficients of every column (novel last), the CRP counts of the
+    classes, and the prior's ``q0``, ``lam0``.
     """
     dtype_like = z_support
     # A scalar mean stands for the same value in every dimension.
@@ -205,11 +192,7 @@ class _EpisodeScores(NamedTuple):
 
 def _score_episode(z_support, y_support, z_query, n_way, *, beta_raw, a,
                    class_prior, **head) -> _EpisodeScores:
-    """Score the query rows of one episode (see :func:`flowr_episode_logits`).
-
-    ``head`` holds the remaining keyword arguments of
-    :func:`_episode_coefficients` (prior, ``sigma``, known-known table).
-    """
+    """The query scores of one episode (see :func:`flowr_episode_logits`)."""
     coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
         z_support, y_support, n_way, **head
     )
@@ -255,17 +238,11 @@ def meta_training_loss(
 ) -> torch.Tensor:
     """FLOWR's meta-training loss: open-world query NLL plus adaptation loss.
 
-    ``L = NLL + lambda_adapt * L_adapt``. The NLL is the mean cross-entropy
-    of the ``(n_known + n_way + 1)``-way query predictions, every
-    unknown-unknown query row labelled novel. ``L_adapt`` teaches the model to
-    learn a class from one example: for each unknown-unknown class of the
-    query, its first query row instantiates a new class from the prior (CRP
-    count 1, next to the existing classes), and the remaining rows of that class
-    must be classified as that new class against the existing classes, the new
-    class and the novel class. It is the mean cross-entropy over those remaining
-    rows (0 when no unknown-unknown class has two query rows), vectorised over
-    the unknown-unknown classes: the existing columns are shared with the NLL,
-    only one column per new class is computed.
+    ``L = NLL + lambda_adapt * L_adapt``: the NLL of the
+    ``(n_known + n_way + 1)``-way query predictions (unknown-unknown rows
+    labelled novel), and ``L_adapt`` the NLL of recognising each
+    unknown-unknown class from its first query row, instantiated from the
+    prior with count 1 (0 when no such class has two query rows).
 
     Parameters
     ----------
@@ -322,11 +299,8 @@ def meta_training_loss(
 
 def _adaptation_nll(z_query, y_host, scores: _EpisodeScores, *, a, sigma,
                     class_prior):
-    """Mean NLL of recognising each unknown-unknown class from one example.
-
-    ``y_host`` are the query labels on the CPU: which rows instantiate a class
-    and which are scored is bookkeeping on labels, done on the host so that a
-    GPU episode needs no synchronisation for it.
+    """Mean NLL of recognising each unknown-unknown class from one example (the
+    label bookkeeping on the host: no GPU synchronisation).
     """
     log_lik, counts, b = scores.log_lik, scores.counts, scores.b
     n_classes = counts.shape[0]

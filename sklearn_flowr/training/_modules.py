@@ -247,28 +247,12 @@ default=1.0
         return 0 if self.known_nat_mean is None else self.known_nat_mean.shape[0]
 
     def forward(self, x: torch.Tensor, **_episode) -> torch.Tensor:
-        """Embed ``x``, shape (n, embedding_dim).
-
-        Extra keyword arguments (the episode's ``is_query`` mask, which skorch
-        passes along with the images) are ignored: splitting an episode is the
-        loss's business.
-        """
+        """Embed ``x``, shape (n, embedding_dim) (the episode's mask is ignored)."""
         return self.encoder(x)
 
     def head_params(self, *, include_known: bool = True) -> dict:
-        """Keyword arguments of :func:`flowr_episode_logits` for this head.
-
-        Parameters
-        ----------
-        include_known : bool, default=True
-            Include the known-known class table (large context).
-
-        Returns
-        -------
-        dict
-            ``prior_mean``, ``prior_log_var``, ``beta_raw``, ``a``, ``sigma``,
-            ``class_prior`` and, if any, ``known_nat_mean``,
-            ``known_precision``, ``known_counts``; tensors keep their graph.
+        """Keyword arguments of :func:`flowr_episode_logits` for this module (tensors
+        keep their graph); ``include_known=False`` leaves the known-known table out.
 
         Examples
         --------
@@ -307,14 +291,9 @@ default=1.0
         return params
 
     def head_kwargs(self) -> dict:
-        """The learned head as :class:`~sklearn_flowr.CRPGaussianClassifier` kwargs.
-
-        Returns
-        -------
-        dict
-            ``a``, ``b`` (float), ``sigma``, ``class_prior``, ``prior_mean``
-            (ndarray of shape (embedding_dim,)) and ``prior_var`` (a float when
-            isotropic, else an ndarray), in float64.
+        """The learned model as :class:`~sklearn_flowr.CRPGaussianClassifier` kwargs:
+        ``a``, ``b``, ``sigma``, ``class_prior``, ``prior_mean``, ``prior_var``
+        (a float when isotropic), in float64.
 
         Examples
         --------
@@ -345,26 +324,12 @@ default=1.0
     @classmethod
     def from_sup_e(cls, sup_e: SupEModule, *, setting: str = "small",
                    copy_encoder: bool = True, **kwargs) -> FLOWRMetaModule:
-        """Start meta-training from a Sup-E pre-trained module.
+        """Start meta-training from a Sup-E pre-trained module: the prior at
+        :func:`~._class_stats.initial_prior` of its class means and, in the large
+        context, the known-known table at its ``(mu_n / s_n, 1 / s_n)``.
 
-        The prior starts at the mean and spread of the Sup-E class means
-        (:func:`~._class_stats.initial_prior`, as in
-        :class:`~sklearn_flowr.FLOWRClassifier`), and in the large
-        context the known-known table starts at the Sup-E ``(mu_n / s_n,
-        1 / s_n)``.
-
-        Parameters
-        ----------
-        sup_e : SupEModule
-        setting : {"small", "large"}, default="small"
-        copy_encoder : bool, default=True
-            Deep-copy the encoder so that ``sup_e`` is left untouched.
-        **kwargs
-            Other :class:`FLOWRMetaModule` parameters (``a``, ``sigma``, ...).
-
-        Returns
-        -------
-        FLOWRMetaModule
+        ``copy_encoder=False`` shares ``sup_e``'s encoder; ``kwargs`` are other
+        :class:`FLOWRMetaModule` parameters.
 
         Examples
         --------

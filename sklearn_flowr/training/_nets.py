@@ -1,24 +1,11 @@
 """skorch nets for Sup-E / Sup-FC pre-training and FLOWR meta-training.
 
 The nets change skorch only through its hooks: constructor defaults,
-``initialize_module`` (seeding), ``get_loss`` (the FLOWR losses need module
-parameters or an episode split, not just ``(y_pred, y_true)``) and
-``on_epoch_begin`` (a fresh draw of episodes each epoch). The fit and epoch
-loops (``fit_loop``, ``run_single_epoch``: one ``loss.item()`` per step), the
-epoch table (``PrintLog``; ``verbose=0`` silences it), callbacks such as
-``Checkpoint`` / ``LoadInitState``, ``device`` and ``warm_start`` are skorch's
-own.
-
-The mini-batch nets (:class:`SupENet`, :class:`SupFCNet`) shuffle the training
-rows each epoch (``iterator_train__shuffle=True``; skorch's default is no
-shuffling) and read each mini-batch of array data with one index instead of
-row by row (:func:`_batch_index_loader`, their ``iterator_train`` and
-``iterator_valid``).
-
-Seeding: ``random_state`` (an int) is passed to ``torch.manual_seed`` in
-``initialize_module``, i.e. right before the module's parameters are created,
-so it fixes the initial weights and any torch randomness that follows
-(dropout). Episode sampling has its own seed (``EpisodeDataset.random_state``).
+``initialize_module`` and ``on_epoch_begin`` (seeding, a fresh episode draw
+each epoch), ``get_loss`` (the FLOWR losses need module parameters or an
+episode split); the fit loop, epoch table, callbacks and ``device`` are
+skorch's own. The mini-batch nets shuffle the rows each epoch and read a
+mini-batch of arrays with one index (:func:`._loaders._batch_index_loader`).
 """
 
 from __future__ import annotations
@@ -136,8 +123,7 @@ _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
 class _PlainPrintLog(PrintLog):
-    """skorch's epoch table, its best-score colours only on a terminal (a
-    log file or a notebook's captured output gets plain text)."""
+    """skorch's epoch table, coloured only on a terminal."""
 
     def format_row(self, row, key, color):
         text = super().format_row(row, key, color)
@@ -147,20 +133,15 @@ class _PlainPrintLog(PrintLog):
 
 
 class StopOnNonFiniteLoss(Callback):
-    """Stop training at the first step whose loss is not finite.
-
-    A diverged optimisation (a learning rate far too large, inputs of an
-    absurd scale) otherwise trains on NaN weights to the end and leaves NaN
-    embeddings behind. The loss skorch records for each step is read; the
-    error names the training stage and the learning rate to lower.
+    """Stop training at the first step whose loss is not finite, naming the stage
+    and the learning rate to lower.
 
     Parameters
     ----------
     stage : str, default="training"
         The stage's name in the message.
     lr_param : str or None, default=None
-        The parameter of :class:`~sklearn_flowr.FLOWRClassifier` that sets
-        this stage's learning rate, named in the message.
+        The :class:`~sklearn_flowr.FLOWRClassifier` parameter of the stage's rate.
     """
 
     def __init__(self, stage="training", lr_param=None):
@@ -181,8 +162,9 @@ class StopOnNonFiniteLoss(Callback):
 
 
 class _DefaultCallbacksMixin:
-    """skorch's default callbacks with :class:`_PlainPrintLog` as
-    ``print_log`` and :class:`StopOnNonFiniteLoss` as ``finite_loss``."""
+    """skorch's default callbacks, with :class:`_PlainPrintLog` and
+    :class:`StopOnNonFiniteLoss`.
+    """
 
     _stage = ("training", None)
 
@@ -193,12 +175,8 @@ class _DefaultCallbacksMixin:
 
 
 class _SeededInitMixin:
-    """Seed torch right before the module is built (see module docstring), and
-    at the start of every epoch from ``(random_state, epoch)``.
-
-    Per-epoch seeds make an epoch's shuffling (and any dropout) depend on its
-    number only, so a fit resumed from a checkpoint trains the epochs it had
-    left exactly as an uninterrupted fit would.
+    """Seed torch before the module is built and at each epoch from
+    ``(random_state, epoch)``, so a resumed fit trains as an uninterrupted one.
     """
 
     def initialize_module(self):
@@ -220,8 +198,8 @@ class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     The module (default :class:`SupEModule`) needs ``module__encoder`` and
-    ``module__n_classes``; ``y`` holds class indices ``0 .. n_classes - 1``.
-    ``predict_proba`` gives the closed-world softmax of the Sup-E logits.
+    ``module__n_classes``; ``y`` holds class indices. ``predict_proba`` is the
+    closed-world softmax of the Sup-E logits.
 
     Parameters
     ----------
@@ -232,11 +210,9 @@ class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     lr : float, default=1e-3
         The paper's rate for Conv4 (1e-4 for ResNets).
     train_split : callable or None, default=None
-        No internal validation split unless asked for.
     iterator_train, iterator_valid : callable, default=_batch_index_loader
-        A ``DataLoader`` that reads a mini-batch of arrays with one index; the
-        training rows are shuffled each epoch (``iterator_train__shuffle``,
-        default True).
+        A ``DataLoader`` that reads a mini-batch with one index (shuffled
+        training rows).
     random_state : int or None, default=None
         Seed of ``torch.manual_seed`` before the module is built.
     **kwargs
@@ -320,20 +296,11 @@ class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
 class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
-    ``fit`` takes an :class:`EpisodeDataset` (``y=None``); each "sample" it
-    yields is a whole episode, so ``batch_size`` defaults to ``None`` (one
-    episode per step, not stacked). The module (default
-    :class:`FLOWRMetaModule`) learns the encoder, ``mu0``, ``log s0``,
-    ``beta_raw`` and, when it holds a known-known table, that table. The
-    context is the module's: with known-known classes the episode's queried
-    labels ``< n_known`` are scored against the table (large context);
-    without, against the episode's support classes (small context).
-
-    ``predict``/``forward`` are not meant for plain arrays here (with
-    ``batch_size=None`` skorch would feed them row by row): embed data with
-    :func:`embed` on ``net.module_.encoder``. With ``DataLoader`` workers keep
-    ``persistent_workers=False`` (the default), so that each epoch's workers see
-    the new episode draw.
+    ``fit`` takes an :class:`EpisodeDataset` (``y=None``) whose "samples" are
+    whole episodes (``batch_size=None``: one episode per step). The module
+    (default :class:`FLOWRMetaModule`) learns the encoder, the prior and, with a
+    known-known table, that table (the large context). Embed plain arrays with
+    :func:`embed` on ``net.module_.encoder``, not ``predict``.
 
     Parameters
     ----------
@@ -344,16 +311,15 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
     lr : float, default=1e-3
     batch_size : None, default=None
     train_split : callable or None, default=None
-        For validation pass ``skorch.helper.predefined_split`` of another
-        :class:`EpisodeDataset` (its episodes are not redrawn each epoch).
+        For validation, ``skorch.helper.predefined_split`` of another
+        :class:`EpisodeDataset`.
     random_state : int or None, default=None
         Seed of ``torch.manual_seed`` before the module is built.
     autocast : torch.dtype or None, default=None
-        Run the encoder under ``torch.autocast`` with this dtype (e.g.
-        ``torch.bfloat16`` on a GPU); the loss always runs in float32.
+        Run the encoder under ``torch.autocast`` with this dtype (the loss runs
+        in float32).
     **kwargs
-        Any other :class:`skorch.NeuralNet` parameter (``max_epochs``,
-        ``device``, ``callbacks``, ``verbose``, ``module__*``, ...).
+        Any other :class:`skorch.NeuralNet` parameter.
 
     References
     ----------
@@ -410,10 +376,7 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
             return super().train_step_single(batch, **fit_params)
 
     def infer(self, x, **fit_params):
-        """Embed the episode's images; its host-side mask stays on the host.
-
-        skorch would copy every entry of the episode dict to ``device``, and
-        the loss reads ``is_query`` on the host: only ``x`` goes to the module.
+        """Embed the episode's rows; its ``is_query`` mask stays on the host.
 
         Examples
         --------
@@ -435,14 +398,8 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         return super().infer(x, **fit_params)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
-        """Split the episode's embeddings into support and query; FLOWR loss.
-
-        ``y_pred`` are the embeddings of all the episode's rows (support
-        first), ``X["is_query"]`` marks the query rows and ``y_true`` holds
-        column indices (see :class:`EpisodeDataset`). The labels stay on the
-        host, where :class:`EpisodeDataset` makes them: the split and the
-        loss's label bookkeeping then need no GPU synchronisation. The loss
-        runs in float32 outside ``autocast``.
+        """The FLOWR loss of an episode: its embeddings (support first) split by
+        ``X["is_query"]``; labels stay on the host, the loss runs in float32.
         """
         y_true = _host_tensor(y_true).long()
         is_query = _host_tensor(X["is_query"]).bool()
