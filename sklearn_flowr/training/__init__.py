@@ -1,29 +1,12 @@
 """Training FLOWR encoders: Sup-E / Sup-FC pre-training, meta-training, fine-tuning.
 
-The training half of the package, in five layers:
-
-- the stages :class:`~sklearn_flowr.FLOWRClassifier` is composed of
-  (:class:`SupE`, :class:`SupFC`, :class:`MetaTraining`): what to train, as
-  parameter objects reached as ``pretrain__epochs``, ``meta__n_way``, ...;
-
-- losses (:func:`flowr_episode_logits`, :func:`meta_training_loss`,
-  :func:`sup_e_loss`), torch functions built on the same ``_core`` maths as the
-  NumPy head :class:`~sklearn_flowr.CRPGaussianClassifier`;
-- modules that put a head on an encoder (:class:`SupEModule`,
-  :class:`SupFCModule`, :class:`FLOWRMetaModule`);
-- skorch nets that train them (:class:`SupENet`, :class:`SupFCNet`,
-  :class:`EpisodicMetaNet`) on mini-batches or on episodes drawn by
-  :class:`EpisodeDataset`;
-- test-time helpers (:func:`embed`, :func:`fine_tune_last_layer`).
-
-The same nets train on several GPUs or machines through Hugging Face
-accelerate: :func:`accelerated` gives :class:`AcceleratedSupENet`,
-:class:`AcceleratedSupFCNet` and :class:`AcceleratedEpisodicMetaNet` (``pip
-install "sklearn-flowr[accelerate]"``; see the user guide's multi-GPU page).
-
-Episode labels are column indices: known-known classes (large context) first,
-then the support classes, then one distinct value per unknown-unknown class,
-all of which count as *novel* (the last column of the logits).
+The stages :class:`~sklearn_flowr.FLOWRClassifier` is composed of
+(:class:`SupE`, :class:`SupFC`, :class:`MetaTraining`); the torch losses, on
+the same ``_core`` maths as the NumPy head; the modules and skorch nets that
+train them (also through Hugging Face accelerate, :func:`accelerated`); the
+episodes (:class:`EpisodeDataset`); and the test-time helpers (:func:`embed`,
+:func:`fine_tune_last_layer`). :mod:`sklearn_flowr.training.pipeline` chains
+the stages for ``FLOWRClassifier``.
 
 References
 ----------

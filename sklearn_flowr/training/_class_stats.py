@@ -1,11 +1,5 @@
-"""Class statistics of embeddings and the prior that starts meta-training.
-
-One way to turn labelled embeddings (or Sup-E's learned class parameters)
-into the class table ``(mu_n, s_n)`` and the prior ``(mu0, s0)``, used by the
-training stages, :meth:`~._heads.FLOWRMetaModule.from_sup_e` and the
-benchmarks. Both build on :mod:`sklearn_flowr._core`'s empirical Bayes, with
-its floors: a class variance is floored like the pooled class noise
-(``estimate_noise_var``), the prior variance like ``estimate_prior``'s.
+"""Class statistics of embeddings and the prior that starts meta-training, on
+:mod:`sklearn_flowr._core`'s empirical Bayes (and its floors).
 """
 
 from __future__ import annotations
@@ -18,25 +12,8 @@ __all__ = ["class_statistics", "initial_prior"]
 
 
 def class_statistics(Z, y_index, n_classes: int):
-    """Mean and isotropic variance of each class's embeddings.
-
-    Parameters
-    ----------
-    Z : ndarray of shape (n_samples, embedding_dim)
-    y_index : ndarray of shape (n_samples,)
-        Class index of each row, in ``range(n_classes)``; every class occurs.
-    n_classes : int
-
-    Returns
-    -------
-    means : ndarray of shape (n_classes, embedding_dim)
-        ``mu_n``.
-    variances : ndarray of shape (n_classes,)
-        ``s_n``, the mean over dimensions of the (biased) variance of the
-        class's rows around its mean, floored at ``1e-6`` times the mean
-        feature variance of ``Z`` (and at ``1e-12``), the floor of the
-        empirical-Bayes class noise: a class of repeated rows would otherwise
-        have ``s_n = 0``.
+    """Mean ``mu_n`` and isotropic variance ``s_n`` of each class's embeddings
+    (floored as the head's class noise is).
 
     Examples
     --------
@@ -57,21 +34,8 @@ def class_statistics(Z, y_index, n_classes: int):
 
 
 def initial_prior(means):
-    """The prior ``(mu0, s0)`` meta-training starts from: empirical Bayes on
-    the class means.
-
-    Parameters
-    ----------
-    means : array-like of shape (n_classes, embedding_dim)
-        Class means ``mu_n`` (of embeddings, or Sup-E's learned ones).
-
-    Returns
-    -------
-    prior_mean : ndarray of shape (embedding_dim,)
-        ``mu0``, the mean of the class means.
-    prior_var : float
-        ``s0``, the mean over dimensions of their variance, floored as
-        :func:`sklearn_flowr._core.estimate_prior` floors it.
+    """The prior ``(mu0, s0)`` meta-training starts from: the mean of the class
+    ``means`` and the mean over dimensions of their variance (floored).
 
     Examples
     --------

@@ -1,22 +1,9 @@
 """Episodes for FLOWR meta-training, as a torch ``Dataset`` skorch can iterate.
 
-An episode is one "sample" of the dataset: ``(X_episode, y_episode)`` with
-
-- ``X_episode = {"x": rows, "is_query": mask}``: the support rows first, then
-  the query rows (shuffled), all in one tensor so that the encoder embeds the
-  episode in one pass (batch-norm statistics then cover the whole episode);
-- ``y_episode``: the column index of each row in the convention of
-  :mod:`._losses` -- known-known classes ``0 .. n_known - 1``, support classes
-  next, and one distinct value per unknown-unknown class after them (every such
-  value means *novel*).
-
-Every leaf has the same length (support plus query), which skorch's batch
-bookkeeping requires; iterate with ``batch_size=None`` so the ``DataLoader``
-does not stack episodes.
-
-The rows are drawn by the same functions as the test tasks of
-:mod:`sklearn_flowr.protocol`, so meta-training episodes and evaluation tasks
-follow one sampling rule.
+An episode is one "sample": ``({"x": rows, "is_query": mask}, labels)``, the
+support rows first (one tensor, embedded in one pass), labels the column
+indices of :mod:`._losses`. Iterate with ``batch_size=None``. The rows are
+drawn by :mod:`sklearn_flowr.protocol.sampling`, as the test tasks are.
 """
 
 from __future__ import annotations

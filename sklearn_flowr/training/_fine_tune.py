@@ -1,10 +1,4 @@
-"""Test-time helpers: embed data, fine-tune an encoder's last layer on a support set.
-
-In the small context FLOWR adapts to a new task by updating only the encoder's
-last linear layer with the meta-training loss on episodes cut from the task's
-support set (paper, sec. 4). The encoder is copied; the original and the
-meta-learned head parameters stay untouched.
-"""
+"""Test-time helpers: embed data, fine-tune an encoder's last layer on a support set."""
 
 from __future__ import annotations
 
@@ -26,12 +20,10 @@ __all__ = ["embed", "fine_tune_last_layer"]
 @torch.no_grad()
 def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
           dtype: torch.dtype = torch.float32, desc: str | None = None) -> np.ndarray:
-    """Embeddings ``phi(X)`` in evaluation mode, in chunks, as a NumPy array.
+    """Embeddings ``phi(X)`` in evaluation mode, in batches, as a NumPy array.
 
-    The inputs go to the encoder's device; TF32 is off and cuDNN's algorithms
-    are the deterministic ones (see :mod:`sklearn_flowr.training._device`), so
-    the same model gives the same embeddings every time, and CPU and CUDA agree
-    within float32 rounding.
+    The inputs go to the encoder's device; TF32 is off and cuDNN deterministic,
+    so CPU and CUDA agree within float32 rounding.
 
     Parameters
     ----------
@@ -39,12 +31,11 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
     X : array-like or tensor of shape (n_samples, ...)
     batch_size : int, default=256
     device : str or torch.device, default=None
-        ``None`` runs where the encoder's parameters are; a device moves the
-        encoder there first.
+        Move the encoder there first (``None``: where it is).
     dtype : torch.dtype, default=torch.float32
         Dtype the inputs are cast to.
     desc : str or None, default=None
-        A tqdm bar over the batches with this description; None: no bar.
+        A progress bar over the batches with this description.
 
     Returns
     -------
@@ -78,18 +69,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
 
 
 def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator):
-    """One pseudo-episode cut from a support set.
-
-    A class with two or more rows gives a random non-empty proper subset of its
-    rows to the pseudo-support and the rest to the pseudo-query; a class with
-    a single row can only be a query, and then it is novel (unseen in the
-    pseudo-support), which is exactly the open-world situation.
-
-    Returns
-    -------
-    support_rows, support_labels, query_rows, query_labels : ndarrays
-        Labels follow the loss's column convention (novel >= n_way).
-    n_way : int
+    """One pseudo-episode cut from a support set: a class with 2+ rows splits at
+    random into support and query rows; a single-row class is a novel query.
     """
     support_rows, support_labels, query_rows, query_labels = [], [], [], []
     n_way = 0
@@ -123,41 +104,33 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          device=None, verbose: int = 0) -> nn.Module:
     """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
 
-    Each step cuts a pseudo-episode from the support set (see below) and takes
-    one Adam step on the meta-training loss *without* the adaptation loss,
-    with the meta-learned prior ``(mu0, s0, b)``, ``a`` and ``sigma`` of
-    ``meta_module`` held fixed. A class with several support rows is split at
-    random into pseudo-support and pseudo-query rows; a class with one row is
-    a pseudo-query of a novel class. The encoder runs in evaluation mode, so
-    batch-norm statistics and dropout stay as meta-training left them; when the
-    last linear layer is the encoder's final operation, its inputs are computed
-    once and only the layer runs per step.
+    Each step takes one Adam step of the meta-training loss without the
+    adaptation loss on a pseudo-episode cut from the support set (a class with
+    several rows split at random into support and query; a single-row class a
+    novel query), the meta-learned prior of ``meta_module`` held fixed. The
+    encoder runs in evaluation mode.
 
     Parameters
     ----------
     encoder : torch.nn.Module
-        The meta-trained encoder (e.g. ``meta_module.encoder``); not modified.
+        The meta-trained encoder; not modified.
     meta_module : FLOWRMetaModule
-        Source of the head parameters (its known-known table is not used: this
-        is the small-context procedure).
+        Source of the prior (its known-known table is not used).
     X_support : array-like or tensor of shape (n_support, ...)
     y_support : array-like of shape (n_support,)
-        Any labels.
     steps : int, default=20
-        Optimisation steps (one pseudo-episode each).
     lr : float, default=1e-3
     random_state : int or None, default=0
         Seed of the pseudo-episode splits.
     device : str or torch.device, default=None
-        ``None`` uses the device of the encoder's parameters.
+        ``None``: the device of the encoder's parameters.
     verbose : int, default=0
-        A tqdm bar over the steps when > 0.
+        A progress bar over the steps when > 0.
 
     Returns
     -------
     tuned : torch.nn.Module
-        A deep copy of ``encoder`` with an updated last linear layer, in
-        evaluation mode.
+        A deep copy of ``encoder``, in evaluation mode.
 
     References
     ----------

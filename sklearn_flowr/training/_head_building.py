@@ -1,11 +1,9 @@
-"""After training: the CRP-Gaussian head on the final encoder.
+"""After training: the CRP-Gaussian heads on the final encoder.
 
-:func:`build_heads` turns the trained module and the user's head template into
-the online heads: the learned prior, ``b`` and ``sigma`` fill the template's
-``"auto"`` values (with ``covariance="full"`` the prior and noise come from
-empirical Bayes on the final embeddings instead), and the training classes
-become known classes (:func:`known_class_table`). Only this step reads the
-head's parameters, so a grid over them reuses the trained encoder.
+:func:`build_heads` fills the head template's ``"auto"`` values from the
+trained module (``covariance="full"``: empirical Bayes on the embeddings) and
+makes the training classes known. Only this step reads the head's parameters,
+so a grid over them reuses the trained encoder.
 """
 
 from __future__ import annotations
@@ -22,30 +20,10 @@ __all__ = ["build_heads", "check_head_template", "known_class_table"]
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
                       noise: float, known_table: str = "refit"):
-    """Means and variances of every training class for the large context.
-
-    Every class is conditioned from the learned prior on its embeddings, as
-    the head learns any class online; with ``known_table="learned"`` the
-    classes of the meta-trained table keep its ``(q_n, lam_n)`` instead.
-
-    Parameters
-    ----------
-    meta : FLOWRMetaModule
-        Meta-trained; ``known_classes_`` names the rows of its table.
-    Z : ndarray of shape (n_samples, embedding_dim)
-        Training embeddings under the final encoder.
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    noise : float
-        Class-noise variance of the conditioning (the head's ``sigma``).
-    known_table : {"refit", "learned"}, default="refit"
-
-    Returns
-    -------
-    means : ndarray of shape (n_classes, embedding_dim)
-        Posterior means ``q_n / lam_n``.
-    variances : ndarray of shape (n_classes,)
-        Posterior variances ``1 / lam_n``.
+    """Means ``q_n / lam_n`` and variances ``1 / lam_n`` of every training class for
+    the large context: each conditioned from the learned prior on its embeddings
+    ``Z`` with class noise ``noise``, or (``known_table="learned"``) the
+    meta-trained table's values for the classes it holds.
 
     Examples
     --------
@@ -72,15 +50,10 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
 
 
 def check_head_template(template, meta) -> None:
-    """Fail before training on a head template that :func:`build_heads`
-    could not fill from the stage ``meta`` (a ``MetaTraining`` or None).
-
-    Raises
-    ------
-    ValueError
-        The isotropic head (whose prior and noise are meta-learned) with a
-        ``prior_scale`` or ``noise_shrinkage`` meant for estimated values, or
-        ``meta.known_table="learned"`` with a head that re-estimates the table.
+    """Fail before training on a head template :func:`build_heads` could not fill
+    from the stage ``meta``: the isotropic head (meta-learned prior and noise)
+    with ``prior_scale`` or ``noise_shrinkage``, or ``meta.known_table="learned"``
+    with a head that re-estimates the table.
 
     Examples
     --------
@@ -117,47 +90,37 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 random_state=None, verbose: int = 0):
     """The online heads after training: the prior alone, and the fitted one.
 
-    The template's ``"auto"`` values are filled from training: ``b`` is the
-    meta-learned concentration; with ``covariance="isotropic"`` the prior
-    ``(mu0, s0)`` and ``sigma`` are the meta-learned ones, with
-    ``covariance="full"`` they come from empirical Bayes on the final
-    embeddings ``Z``. Values the template gives explicitly are used as given.
-    The fitted head knows every training class (conditioned from the prior on
-    its embeddings) in both settings.
+    The template's ``"auto"`` values come from training: ``b`` the meta-learned
+    concentration; the prior and ``sigma`` the meta-learned ones
+    (``covariance="isotropic"``) or empirical Bayes on ``Z``
+    (``covariance="full"``). The fitted head knows every training class.
 
     Parameters
     ----------
     template : CRPGaussianClassifier
-        Unfitted; its parameters are the head's; not changed.
+        Unfitted; not changed.
     meta : FLOWRMetaModule
         Trained, in evaluation mode.
     Z : ndarray of shape (n_samples, embedding_dim)
         Training embeddings under the final encoder.
     y_index : ndarray of shape (n_samples,)
     labels : ndarray of shape (n_classes,)
-        The class labels of ``y_index``.
     setting : {"small", "large"}
-        Which head the novelty map is fitted on: small-context tasks start
-        from the prior head, large-context ones from the fitted head.
+        The context whose tasks fit the novelty map.
     update_known : bool, default=False
-        Let online labels update the training classes (the paper keeps them
-        fixed).
+        Let online labels update the training classes.
     known_table : {"refit", "learned"}, default="refit"
-        Isotropic head: condition every training class on ``Z``, or keep the
-        meta-learned table for the classes it holds.
+        See :func:`known_class_table`.
     calibrate : bool, default=True
         Fit the Platt map of P(novel) on tasks of the training classes
-        (:func:`~sklearn_flowr.protocol.calibrate_novelty`) and set it on both
-        heads.
+        (:func:`~sklearn_flowr.protocol.calibrate_novelty`) and set it on both.
     random_state : int or None, default=None
-        Seeds the calibration tasks.
     verbose : int, default=0
-        Above 0, a progress bar over the calibration tasks.
 
     Returns
     -------
     prior_head : CRPGaussianClassifier
-        Unfitted, carrying the prior: where a small-context task starts.
+        Unfitted, carrying the prior.
     fitted_head : CRPGaussianClassifier
         Fitted on the training classes.
 

@@ -1,9 +1,5 @@
-"""Data loaders of the training nets: a mini-batch of arrays read with one index.
-
-:func:`_batch_index_loader` is the ``iterator_train`` / ``iterator_valid`` of
-:class:`~._nets.SupENet` and :class:`~._nets.SupFCNet`;
-:func:`_accelerate_batch_loader` and :func:`_episode_loader` are the forms
-that ``accelerator.prepare`` can shard (:mod:`._accelerate`).
+"""Data loaders of the training nets: a mini-batch of arrays read with one index
+(:func:`_batch_index_loader`), and the forms ``accelerator.prepare`` can shard.
 """
 
 from __future__ import annotations
@@ -48,31 +44,10 @@ def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
                         **kwargs) -> DataLoader:
     """A ``DataLoader`` that reads each mini-batch of array data with one index.
 
-    torch's ``DataLoader`` calls ``dataset[i]`` once per row and stacks the
-    rows: some 10 us of Python a row, a large share of a training step of a
-    small encoder on a GPU. When ``dataset`` is skorch's own ``Dataset`` over
-    NumPy arrays or tensors (``dataset[i]`` is then just ``(X[i], y[i])``),
-    the rows of a batch are taken with one fancy index instead, the batch
-    indices coming from a ``BatchSampler`` (automatic batching off). The
-    batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
-    in the same order for the same torch seed. Any other dataset or data
-    (a ``Dataset`` subclass, pandas, sparse, dicts, ``y=None``), or a custom
-    ``sampler``, ``batch_sampler`` or ``collate_fn``, gets that ordinary
-    ``DataLoader``.
-
-    Parameters
-    ----------
-    dataset : torch.utils.data.Dataset
-    batch_size : int or None, default=128
-    shuffle, drop_last : bool, default=False
-    generator : torch.Generator or None, default=None
-        Random source of the shuffling.
-    **kwargs
-        Other ``DataLoader`` parameters (``num_workers``, ``pin_memory``, ...).
-
-    Returns
-    -------
-    torch.utils.data.DataLoader
+    For skorch's own ``Dataset`` over arrays the batches are those of
+    ``DataLoader(dataset, batch_size, shuffle=shuffle)`` (same order for the same
+    torch seed) without a Python call per row; any other dataset or loader option
+    gets that ordinary ``DataLoader``.
     """
     subsets, rows = [], dataset
     while isinstance(rows, Subset):  # skorch's internal validation split
@@ -99,15 +74,9 @@ def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
 
 
 class _ArrayRows(_ArrayBatches):
-    """``_ArrayBatches`` behind torch's batched fetch (``__getitems__``).
-
-    With automatic batching, torch's ``DataLoader`` hands the whole list of
-    a batch's indices to ``__getitems__`` when the dataset has one, so the
-    batch is still read with one index, while the loader keeps an ordinary
-    ``batch_sampler`` that accelerate knows how to shard. The batch is made
-    of tensors, as torch's default collation would make it: accelerate moves
-    tensors to its device, not NumPy arrays (and skorch, with ``device=None``,
-    leaves them where they are).
+    """``_ArrayBatches`` behind torch's batched fetch (``__getitems__``): a loader
+    with an ordinary ``batch_sampler``, which accelerate can shard, reading a
+    batch with one index (as tensors).
     """
 
     def __getitems__(self, positions):
@@ -122,12 +91,7 @@ def _as_is(batch):
 def _accelerate_batch_loader(dataset, batch_size=128, *, shuffle: bool = False,
                              drop_last: bool = False, generator=None,
                              **kwargs) -> DataLoader:
-    """``_batch_index_loader`` in a form ``accelerator.prepare`` can shard.
-
-    The batches are those of ``DataLoader(dataset, batch_size, shuffle=shuffle)``,
-    in the same order for the same torch seed; data that ``_batch_index_loader``
-    would not read by index gets the same ordinary ``DataLoader``.
-    """
+    """``_batch_index_loader`` in a form ``accelerator.prepare`` can shard."""
     loader = _batch_index_loader(dataset, batch_size, shuffle=shuffle,
                                  drop_last=drop_last, generator=generator, **kwargs)
     if not isinstance(loader.dataset, _ArrayBatches):
@@ -145,13 +109,8 @@ def _single_episode(batch):
 
 
 def _episode_loader(dataset, batch_size=None, **kwargs) -> DataLoader:
-    """One whole episode per step, as a batch of one that accelerate can shard.
-
-    ``batch_size=None`` (the :class:`~._nets.EpisodicMetaNet` default) gives the
-    episodes of ``DataLoader(dataset, batch_size=None)`` in the same order,
-    but through a ``BatchSampler`` of size 1: accelerate shards that (process
-    ``p`` of ``P`` takes episodes ``p, p + P, ...``), while it cannot shard a
-    loader without one. Other settings get that plain ``DataLoader``.
+    """One whole episode per step, as a batch of one that accelerate can shard
+    (process ``p`` of ``P`` takes episodes ``p, p + P, ...``).
     """
     if batch_size is None and not {"sampler", "batch_sampler",
                                     "collate_fn"} & kwargs.keys():

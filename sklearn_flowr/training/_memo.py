@@ -1,18 +1,9 @@
 """Trained encoders kept in this process, so a refit of the head retrains nothing.
 
-A grid over the head's parameters (``GridSearchCV(FLOWRClassifier(),
-{"head__a": ..., "head__sigma": ...})``) fits one clone per candidate and
-fold; training the encoder is the whole cost of a fit, and it does not depend
-on the head. :class:`EncoderMemo` keeps the last few training results keyed by
-a fingerprint of everything training reads -- the data, the training
-configuration, the seed parameter and the device -- and hands out copies, so
-each estimator owns its modules. It lives in memory only (nothing is written
-to or read from disk), and each process has its own.
-
-Not ``joblib.Memory``: it stores results as pickles on disk and loads them
-back, and nothing this package reads may be unpickled (a cache folder is a
-file a user could hand it). Within one process -- where ``GridSearchCV``
-with ``n_jobs=1`` runs -- the memo gives the same saving.
+:class:`EncoderMemo` keeps the last few training results keyed by a hash of
+everything training reads (data, settings, seed, device) and hands out
+copies. In memory only: nothing this package reads is unpickled from disk
+(``joblib.Memory`` would).
 """
 
 from __future__ import annotations
@@ -57,22 +48,8 @@ class EncoderMemo:
 
     @staticmethod
     def key(X, y, config, *, random_state, device) -> str | None:
-        """The fingerprint of a training run, or ``None`` when it has none.
-
-        ``random_state`` must be an int or ``None`` (then runs with ``None``
-        share their result, as the grid's clones do); a ``RandomState``
-        instance is a stream of draws, and such a run is never reused.
-
-        Parameters
-        ----------
-        X, y : ndarray
-            Training data as training reads it.
-        config : dataclass or dict
-            Everything else training reads (run settings such as ``verbose``
-            excluded by the caller).
-        random_state : int, None or other
-        device : str
-            Where training runs (CPU and CUDA results differ in rounding).
+        """The hash of a training run, or ``None`` for a ``RandomState`` seed (a
+        stream of draws, never reused). ``config``: the settings training reads.
         """
         if random_state is not None and not isinstance(random_state, Integral):
             return None

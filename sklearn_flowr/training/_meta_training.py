@@ -1,10 +1,4 @@
-"""Stage 3 of FLOWR's training: episodic meta-training (a :class:`MetaTraining`).
-
-:func:`meta_train` builds the :class:`~._modules.FLOWRMetaModule` from the
-pre-trained encoder and class table and trains it on episodes;
-:func:`check_meta_training_plan` runs the episode sampler's checks on the
-labels alone, so that ``fit`` fails on them before pre-training.
-"""
+"""Stage 3 of FLOWR's training: episodic meta-training (a :class:`MetaTraining`)."""
 
 from __future__ import annotations
 
@@ -28,21 +22,9 @@ LARGE_CONTEXT_HELD_OUT = 0.2
 
 def known_classes(setting: str, meta: MetaTraining, n_classes: int,
                   seed: int) -> np.ndarray:
-    """Training classes meta-training treats as known (large: a hold-out).
-
-    Parameters
-    ----------
-    setting : {"small", "large"}
-    meta : MetaTraining
-    n_classes : int
-    seed : int
-        Draws the held-out classes of the large context.
-
-    Returns
-    -------
-    ndarray of shape (n_known,)
-        Sorted class indices: all classes in the small context; in the large
-        one all but ``max(n_unknown, ceil(0.2 * n_classes))`` of them.
+    """Training classes meta-training treats as known: all in the small context;
+    in the large one all but ``max(n_unknown, ceil(0.2 * n_classes))`` drawn by
+    ``seed`` (sorted).
 
     Examples
     --------
@@ -61,27 +43,8 @@ def known_classes(setting: str, meta: MetaTraining, n_classes: int,
 
 def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
                     seed: int):
-    """The :class:`EpisodeDataset` of meta-training.
-
-    Parameters
-    ----------
-    setting : {"small", "large"}
-    meta : MetaTraining
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    known : ndarray
-        :func:`known_classes`.
-    seed : int
-
-    Returns
-    -------
-    EpisodeDataset
-
-    Raises
-    ------
-    ValueError
-        When a class has fewer than ``n_query + 1`` rows, or the sampler
-        refuses the counts.
+    """The :class:`EpisodeDataset` of meta-training over the classes ``known``;
+    a ValueError when a class has fewer than ``n_query + 1`` rows.
 
     Examples
     --------
@@ -116,22 +79,8 @@ def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
 
 def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,
                              n_classes: int, seed: int) -> None:
-    """Fail on what meta-training would reject, from the labels alone.
-
-    Parameters
-    ----------
-    setting : {"small", "large"}
-    meta : MetaTraining or None
-        ``None``: no meta-training, nothing to check.
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    seed : int
-
-    Raises
-    ------
-    ValueError
-        No support class is left once ``n_unknown`` classes are held out,
-        or the episode sampler refuses the class sizes or counts.
+    """Fail on what meta-training would reject, from the labels alone (``meta``
+    None: nothing to check).
 
     Examples
     --------
@@ -161,31 +110,15 @@ def meta_train(encoder, X, y_index, means, variances, *, setting: str,
                runner: StageRunner) -> FLOWRMetaModule:
     """Build the FLOWR meta-module from the class table and meta-train it.
 
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        The pre-trained encoder (trained in place).
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    means : ndarray of shape (n_classes, embedding_dim)
-    variances : ndarray of shape (n_classes,)
-        The class table: the prior starts at :func:`initial_prior` of
-        ``means``; in the large context the known classes' rows start the
-        known-known table.
-    setting : {"small", "large"}
-    meta : MetaTraining or None
-        ``None``: the module is built with :class:`MetaTraining`'s defaults
-        and not trained.
-    encoder_lr : float
-        The encoder's rate (``meta.encoder_lr`` resolved).
-    runner : StageRunner
-        The history goes under ``"meta"``.
+    The prior starts at :func:`initial_prior` of ``means``; in the large context
+    the known classes' rows start the known-known table. ``meta=None`` builds it
+    with :class:`MetaTraining`'s defaults and trains nothing. The encoder (trained
+    in place) runs at ``encoder_lr``; the history goes under ``"meta"``.
 
     Returns
     -------
     FLOWRMetaModule
-        With ``known_classes_``, the classes of its known-known table
-        (large context).
+        With ``known_classes_``, the classes of its known-known table.
 
     Examples
     --------

@@ -1,20 +1,9 @@
 """Torch modules in a form pickle and skops.io both store safely.
 
-A fitted :class:`~sklearn_flowr.FLOWRClassifier` holds torch modules.
-``pickle`` stores them, but a CUDA tensor then needs CUDA to load, and
-``skops.io`` -- which loads without running pickle -- refuses tensors
-altogether ("Cannot directly construct TensorBase"). Here every tensor of a
-module tree becomes a :class:`TensorState`: a NumPy array plus whether it was
-a parameter and needed gradients. The rest of each module (its class, its
-plain attributes, its child modules) is what skops already persists as
-objects, so a saved model lists exactly the module classes it contains
-among the types to trust (``skops.io.get_untrusted_types``).
-
-:func:`modules_to_state` copies the modules (the live ones never move or
-change); :func:`modules_from_state` turns the copies back into CPU modules,
-in place. Modules shared between the saved objects stay shared.
-:func:`store_modules` and :func:`restore_modules` do both for an estimator's
-pickled ``__dict__``.
+Every tensor of a module tree becomes a :class:`TensorState` (a NumPy array
+and how to rebuild it): pickles then carry no device, and skops.io, which
+refuses tensors, stores the rest of each module as objects. The live modules
+are never moved or changed; shared modules stay shared.
 """
 
 from __future__ import annotations
@@ -32,12 +21,8 @@ _TENSOR_STORES = ("_parameters", "_buffers")
 
 
 class TensorState:
-    """A tensor as a NumPy array (CPU, same dtype) and how to rebuild it.
-
-    Parameters
-    ----------
-    tensor : torch.Tensor
-        Any tensor, on any device; ``torch.nn.Parameter`` is remembered.
+    """A tensor as a CPU NumPy array, and whether it was a parameter, needed
+    gradients, was bfloat16 or channels-last.
     """
 
     # Whether the tensor was 4-d and channels-last (NHWC strides): the
@@ -122,11 +107,8 @@ def _convert_value(value, convert, kind):
 
 
 def modules_to_state(modules: tuple) -> tuple:
-    """Copies of ``modules`` (``None`` entries allowed) holding
-    :class:`TensorState` objects instead of tensors.
-
-    One deep copy of the whole tuple, so modules shared between (or inside)
-    the entries stay shared in the copies; the live modules are untouched.
+    """Copies of ``modules`` (``None`` allowed) holding :class:`TensorState`
+    objects for tensors; one deep copy, so shared modules stay shared.
     """
     # Deep-copying CUDA tensors would allocate on the GPU: copy structure only,
     # with the tensors swapped for their states on the way.
@@ -188,22 +170,9 @@ def _module_slots(state):
 
 
 def store_modules(state: dict) -> dict:
-    """An estimator's pickled state with its modules as stored copies.
-
-    Parameters
-    ----------
-    state : dict
-        What ``BaseEstimator.__getstate__`` returns; not changed (on Python
-        >= 3.11 it is the live ``__dict__``).
-
-    Returns
-    -------
-    dict
-        A copy in which every module (fitted attributes, and a module
-        ``backbone`` in the ``_fitted_params`` snapshot) is replaced by its
-        :func:`modules_to_state` copy. One copy of all modules keeps shared
-        modules shared (``encoder_`` and ``meta_module_.encoder``; a module
-        backbone and its snapshot).
+    """An estimator's pickled ``state`` (not changed) with its modules -- fitted
+    attributes, and a module ``backbone`` in ``_fitted_params`` -- as stored
+    copies.
 
     Examples
     --------
@@ -229,19 +198,7 @@ def store_modules(state: dict) -> dict:
 
 
 def restore_modules(state: dict) -> dict:
-    """Inverse of :func:`store_modules`: CPU modules back in their places.
-
-    Parameters
-    ----------
-    state : dict
-        A state :func:`store_modules` made (or one without modules).
-
-    Returns
-    -------
-    dict
-        A copy without the bookkeeping key, its stored modules rebuilt in
-        place (see :func:`store_modules` for an example).
-    """
+    """Inverse of :func:`store_modules`: CPU modules back in their places."""
     state = dict(state)
     slots = state.pop(_STORED, [])
     modules_from_state(tuple(

@@ -1,10 +1,4 @@
-"""Stages 1 and 2 of FLOWR's training: pre-training and scale matching.
-
-:func:`pretrain_encoder` trains the encoder with Sup-E or Sup-FC (or leaves it as
-built) and returns the class statistics that start meta-training;
-:func:`match_noise_scale` rescales the encoder's last linear layer so that the
-episodes' class noise fits the embedding.
-"""
+"""Stages 1 and 2 of FLOWR's training: pre-training and scale matching."""
 
 from __future__ import annotations
 
@@ -25,16 +19,6 @@ __all__ = ["build_encoder", "embed_rows", "match_noise_scale", "pretrain_encoder
 
 def build_encoder(backbone, embedding_dim: int, X) -> torch.nn.Module:
     """The untrained encoder ``backbone`` names, sized for ``X``.
-
-    Parameters
-    ----------
-    backbone : str or torch.nn.Module
-    embedding_dim : int
-    X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
-
-    Returns
-    -------
-    torch.nn.Module
 
     Examples
     --------
@@ -61,42 +45,33 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarr
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
              lr: float = 1e-3, learned_stats: bool = False,
              return_embedding: bool = False):
-    """Pre-train ``encoder`` (Sup-E, Sup-FC or none) and read the class table.
+    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None) and read
+    the class table that starts meta-training.
 
     Parameters
     ----------
     encoder : torch.nn.Module
-        Trained in place.
     X : ndarray or tensor of shape (n_samples, ...)
     y_index : ndarray of shape (n_samples,)
-        Class indices, in ``range(n_classes)``.
     n_classes : int
     stage : SupE, SupFC or None
-        ``None`` leaves the encoder as built.
     runner : StageRunner
-        Device, seed, checkpoints; the history goes under ``"pretrain"``.
+        The history goes under ``"pretrain"``.
     lr : float, default=1e-3
-        The rate (``stage.lr`` resolved, :func:`pretraining_lr`).
+        The stage's rate, resolved (:func:`pretraining_lr`).
     learned_stats : bool, default=False
-        Read the class table off Sup-E's learned class parameters
-        (``MetaTraining(class_stats="learned")``).
+        The table from Sup-E's learned class parameters, not the embedding's.
     return_embedding : bool, default=False
-        Also return the embedding the class table was read from, so that the
-        next stage (:func:`match_noise_scale`) need not embed ``X`` again
-        under the same weights.
+        Also return the embedding the table was read from (``None`` when it
+        was not needed), for :func:`match_noise_scale`.
 
     Returns
     -------
     encoder : torch.nn.Module
     means : ndarray of shape (n_classes, embedding_dim)
-        ``mu_n``: Sup-E's learned class means with ``learned_stats``, else the
-        embeddings' class means.
     variances : ndarray of shape (n_classes,)
-        ``s_n``, likewise.
     embedding : ndarray of shape (n_samples, embedding_dim) or None
-        Only with ``return_embedding=True``: :func:`embed_rows` of ``X``
-        under the returned encoder, or ``None`` where the table did not need
-        it (``learned_stats``).
+        Only with ``return_embedding``.
 
     Examples
     --------
@@ -159,43 +134,30 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
                       batch_size: int, verbose: int = 0, embedding=None):
-    """Scale the last linear layer so the within-class variance equals ``noise``.
-
-    The episodes' Gaussian model assumes class noise ``noise * I``
-    (``MetaTraining.episode_noise``); pre-training fixes no scale. The mean
-    over classes of the within-class variance of the embeddings of ``X``
-    becomes ``noise`` (an empirical-Bayes step on the scale, not in the
-    paper).
+    """Scale the last linear layer so the mean within-class variance of the
+    embedding equals ``noise`` (``MetaTraining.episode_noise``, the scale the
+    episodes assume; not in the paper).
 
     Parameters
     ----------
     encoder : torch.nn.Module
-        Rescaled in place, when its output is linear in its last linear layer.
+        Rescaled in place when its output is linear in its last linear layer
+        (else left alone, with a warning, and the factor is 1.0).
     X : ndarray or tensor of shape (n_samples, ...)
     y_index : ndarray of shape (n_samples,)
     means : ndarray of shape (n_classes, embedding_dim)
     variances : ndarray of shape (n_classes,)
-        The class table of :func:`pretrain_encoder`, rescaled alike.
+        The class table, rescaled alike.
     noise : float
-        Target within-class variance.
     batch_size : int
-        Embeddings are computed ``4 * batch_size`` rows at a time.
     verbose : int, default=0
-        Above 0, a progress bar over the embedding's batches.
-    embedding : ndarray of shape (n_samples, embedding_dim) or None, \
-default=None
-        :func:`embed_rows` of ``X`` under ``encoder`` as given (e.g. from
-        :func:`pretrain_encoder`), batched by ``batch_size``; ``None`` computes it.
-        Only the linearity probe then runs the encoder (on at most
-        ``4 * batch_size`` rows, under the rescaled weights).
+    embedding : ndarray of shape (n_samples, embedding_dim) or None, default=None
+        :func:`embed_rows` of ``X`` under ``encoder`` when already computed.
 
     Returns
     -------
     means, variances : ndarray
-        ``factor * means`` and ``factor ** 2 * variances``.
     factor : float
-        The scale applied (1.0, with a warning, when the encoder's output is
-        not linear in its last linear layer).
 
     Examples
     --------

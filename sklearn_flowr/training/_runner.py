@@ -1,11 +1,4 @@
-"""Where and how the training stages run their skorch nets.
-
-A :class:`StageRunner` holds what every stage shares but none decides: the
-device, the seed, an optional accelerate ``Accelerator``, the checkpoint
-folder, verbosity, and the histories the stages leave. It builds a stage's net
-(through the accelerator when there is one), adds the progress bar, and fits
-it for a number of epochs, resuming from ``checkpoint_dir``.
-"""
+"""Where and how the training stages run their skorch nets (:class:`StageRunner`)."""
 
 from __future__ import annotations
 
@@ -64,22 +57,8 @@ class StageRunner:
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
                 checkpoint_dir=None, verbose=0) -> StageRunner:
-        """The runner of one ``fit``: resolve the device, draw the seed.
-
-        Parameters
-        ----------
-        device : str or torch.device
-            ``"auto"``, ``"cpu"``, ``"cuda"``, ... (ignored with an
-            accelerator, whose device is used).
-        random_state : int, RandomState instance or None
-            Draws the seed; with an accelerator over several processes the
-            main process's draw is shared, so that they train one model.
-        accelerator, checkpoint_dir, verbose
-            As the class parameters.
-
-        Returns
-        -------
-        StageRunner
+        """The runner of one ``fit``: the device resolved (the accelerator's when given)
+        and the seed drawn from ``random_state`` (the main process's, shared).
         """
         seed = int(check_random_state(random_state).randint(2**31 - 1))
         if accelerator is None:
@@ -109,29 +88,9 @@ class StageRunner:
         return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
 
     def fit(self, net, stage: str, epochs: int, X, y=None):
-        """Fit ``net`` for ``epochs``, resuming from ``checkpoint_dir``.
-
-        Parameters
-        ----------
-        net : skorch.NeuralNet
-        stage : str
-            Name of the stage: its history key and checkpoint sub-folder.
-        epochs : int
-            Epochs the stage trains in all (those already checkpointed are
-            not trained again).
-        X, y
-            Training data, as ``net.fit`` takes them.
-
-        Returns
-        -------
-        net : skorch.NeuralNet
-            Fitted (or initialised, when no epoch is left to train).
-
-        Raises
-        ------
-        KeyboardInterrupt
-            When training stopped before its last epoch (skorch ends ``fit``
-            quietly on Ctrl-C).
+        """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
+        KeyboardInterrupt when training stopped early (skorch ends quietly on
+        Ctrl-C).
         """
         done = 0
         if self.checkpoint_dir is not None:

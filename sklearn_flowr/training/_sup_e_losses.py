@@ -1,8 +1,5 @@
-"""Sup-E pre-training loss, in torch: each training class is a Gaussian
-``N(mu_n, s_n I)`` in the embedding, learned jointly with the encoder.
-
-The class log-densities come from :mod:`sklearn_flowr._core`, the same code
-the NumPy head and the meta-training losses (``_losses.py``) run.
+"""Sup-E pre-training loss, in torch: each training class a Gaussian
+``N(mu_n, s_n I)`` in the embedding, on :mod:`sklearn_flowr._core`'s densities.
 """
 
 from __future__ import annotations
@@ -17,19 +14,9 @@ __all__ = ["sup_e_logits", "sup_e_loss", "sup_e_objective", "sup_e_penalty"]
 
 def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
                  class_log_var: torch.Tensor) -> torch.Tensor:
-    """Sup-E logits ``log N(z; mu_n, s_n I)`` of each row under each class.
-
-    Parameters
-    ----------
-    z : tensor of shape (n_samples, d)
-    class_means : tensor of shape (n_classes, d)
-        ``mu_n``.
-    class_log_var : tensor of shape (n_classes,)
-        ``log s_n`` (isotropic class variances).
-
-    Returns
-    -------
-    logits : tensor of shape (n_samples, n_classes)
+    """Sup-E logits ``log N(z; mu_n, s_n I)``, shape (n_samples, n_classes), of
+    ``z`` (n_samples, d) under class means (n_classes, d) and log-variances
+    (n_classes,).
 
     Examples
     --------
@@ -50,23 +37,9 @@ def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
 
 def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
                   beta: float = 0.1, l2: float = 1e-4) -> torch.Tensor:
-    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``.
-
-    With ``Sigma_n = s_n I``, ``tr(Sigma_n^-1) = d / s_n``: it keeps the class
-    variances from collapsing. The L2 term is a zero-mean Gaussian prior
-    ``N(0, I / (2 l2))`` on the class means (MAP estimation); we choose
-    ``l2 = 1e-4``, a weak prior that only stops the means drifting away.
-
-    Parameters
-    ----------
-    class_means : tensor of shape (n_classes, d)
-    class_log_var : tensor of shape (n_classes,)
-    beta : float, default=0.1
-    l2 : float, default=1e-4
-
-    Returns
-    -------
-    penalty : 0-d tensor
+    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``
+    (``tr(Sigma_n^-1) = d / s_n`` keeps the variances from collapsing; ``l2`` is
+    a weak Gaussian prior on the means).
 
     Examples
     --------
@@ -87,25 +60,8 @@ def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
 def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
                class_log_var: torch.Tensor, *, beta: float = 0.1,
                l2: float = 1e-4) -> torch.Tensor:
-    """Sup-E pre-training loss: cross-entropy of Gaussian logits + regulariser.
-
-    ``mean_i -log softmax(logits_i)[y_i] + sup_e_penalty(...)`` with
-    ``logits_n = log N(z; mu_n, s_n I)``. The cross-entropy is averaged over the
-    mini-batch while the penalty is not, as in the paper's per-step objective.
-
-    Parameters
-    ----------
-    z : tensor of shape (n_samples, d)
-    y : tensor of shape (n_samples,)
-        Class indices.
-    class_means : tensor of shape (n_classes, d)
-    class_log_var : tensor of shape (n_classes,)
-    beta, l2 : float
-        See :func:`sup_e_penalty`.
-
-    Returns
-    -------
-    loss : 0-d tensor
+    """Sup-E pre-training loss: mean cross-entropy of the Gaussian logits of ``z``
+    for class indices ``y``, plus :func:`sup_e_penalty` (not averaged).
 
     References
     ----------

@@ -129,30 +129,9 @@ def check_training_plan(setting: str, meta, y_index, n_classes: int,
 
 
 def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
-    """The folds of a cross-fitted novelty map, each checked as ``fit`` checks
-    its data, before any training.
-
-    Parameters
-    ----------
-    cv : int, cross-validation generator or iterable
-        ``FLOWRClassifier(calibration=...)``: folds of whole classes.
-    X : ndarray of shape (n_samples, ...)
-    y : ndarray of shape (n_samples,)
-    setting : {"small", "large"}
-    meta : MetaTraining or None
-    seed : int
-        The fit's seed (the folds' models and rows are drawn from it).
-
-    Returns
-    -------
-    plan : list of Bunch
-        :func:`~sklearn_flowr.protocol.cross_fit_plan`'s folds.
-
-    Raises
-    ------
-    ValueError
-        A fold that does not split whole classes, or whose training classes
-        the training stages would refuse (e.g. fewer than ``n_unknown + 1``).
+    """The folds of a cross-fitted novelty map
+    (:func:`~sklearn_flowr.protocol.cross_fit_plan`, from the fit's ``seed``),
+    each fold's classes checked as ``fit`` checks its data, before any training.
 
     Examples
     --------
@@ -179,26 +158,11 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                   runner: StageRunner) -> dict:
     """Pre-train, match the scale, meta-train and embed the training data.
 
-    Everything of a fit that the head's parameters do not change; what
-    :func:`~._head_building.build_heads` then builds the heads from.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features) or (n_samples, C, H, W)
-        Model input.
-    y_index : ndarray of shape (n_samples,)
-        Class index of each row, in ``range(n_classes)``.
-    n_classes : int
-    backbone, setting, embedding_dim, pretrain, meta
-        As :class:`~sklearn_flowr.FLOWRClassifier`'s.
-    runner : StageRunner
-
-    Returns
-    -------
-    dict
-        ``history_``, ``pretrained_encoder_``, ``meta_module_``,
-        ``noise_scale_``, and ``embeddings``: the training rows under the final
-        encoder, ndarray of shape (n_samples, embedding_dim).
+    Everything of a fit that the head's parameters do not change; ``backbone``,
+    ``setting``, ``embedding_dim``, ``pretrain`` and ``meta`` as
+    :class:`~sklearn_flowr.FLOWRClassifier`'s. Returns a dict of
+    ``history_``, ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_``
+    and ``embeddings`` (the training rows under the final encoder).
 
     Examples
     --------
@@ -251,13 +215,9 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
 
 def fit_encoder(X, y, y_index, n_classes: int, *, reuse: bool,
                 random_state, runner: StageRunner, **parts) -> dict:
-    """:func:`train_encoder`, or a copy of an identical earlier run's result.
-
-    ``reuse``: look the run up in the process's memo first (not with an
-    accelerator). With ``runner.checkpoint_dir``, the folder's fingerprint
-    must match this run's data and settings. ``parts`` are
-    :func:`train_encoder`'s ``backbone``, ``setting``, ``embedding_dim``,
-    ``pretrain`` and ``meta``.
+    """:func:`train_encoder` (``parts`` its settings), or with ``reuse`` a copy of
+    an identical earlier run's result; a ``checkpoint_dir``'s fingerprint must
+    match.
     """
     params = training_params(**parts)
     if runner.checkpoint_dir is not None:
@@ -398,10 +358,8 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
 
 
 def place_fitted_modules(estimator) -> torch.device:
-    """Put a fitted FLOWRClassifier's modules where its ``device`` says, now.
-
-    The one place they move, before any of them runs: after
-    ``set_params(device=...)``, unpickling (CPU tensors) and copies.
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says, now (the
+    one place they move: after ``set_params(device=...)``, unpickling, copies).
     """
     device = resolve_device(estimator.device)
     place_modules(device, estimator.meta_module_, estimator.encoder_,
