@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
-from ..encoders._factory import BACKBONE_NAMES
+from ..encoders import BACKBONE_NAMES
 from ..protocol import cross_fit_plan
 from ..protocol._cross_fit import cross_fit_on_plan
 from ._checkpoints import check_fingerprint
