@@ -12,11 +12,10 @@ from sklearn.base import clone
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV, cross_val_score
 
-import sklearn_flowr._flowr as flowr_module
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.metrics import h_measure
 from sklearn_flowr.model_selection import OpenWorldSplit
-from sklearn_flowr.training import MetaTraining, SupE
+from sklearn_flowr.training import MetaTraining, SupE, pipeline
 from sklearn_flowr.training._memo import ENCODER_MEMO
 
 BUDGET = dict(pretrain=SupE(epochs=2),
@@ -37,13 +36,13 @@ def count_trainings(monkeypatch):
     """Count calls of the encoder training FLOWRClassifier.fit runs."""
     ENCODER_MEMO.clear()
     calls = []
-    original = flowr_module.train_encoder
+    original = pipeline.train_encoder
 
     def counted(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
-    monkeypatch.setattr(flowr_module, "train_encoder", counted)
+    monkeypatch.setattr(pipeline, "train_encoder", counted)
     yield calls
     ENCODER_MEMO.clear()
 

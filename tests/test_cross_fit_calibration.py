@@ -402,7 +402,7 @@ def test_flowr_classifier_cross_fits_its_map(digits, capsys, monkeypatch, settin
     cross-fit reads the same images, and trains nothing: its fold models
     find the fit's fold encoders in the memo, as they were trained on the
     same rows, settings and fold seeds."""
-    from sklearn_flowr import _flowr
+    from sklearn_flowr.training import pipeline
 
     X, y = digits
     X, y = X[y < 6], y[y < 6]
@@ -413,13 +413,13 @@ def test_flowr_classifier_cross_fits_its_map(digits, capsys, monkeypatch, settin
     np.testing.assert_array_equal(model.transform(X[:5]), plain.transform(X[:5]))
     seed = int(check_random_state(0).randint(2**31 - 1))
     trainings = []
-    train_encoder = _flowr.train_encoder
+    train_encoder = pipeline.train_encoder
 
     def counting(*args, **kwargs):
         trainings.append(1)
         return train_encoder(*args, **kwargs)
 
-    monkeypatch.setattr(_flowr, "train_encoder", counting)
+    monkeypatch.setattr(pipeline, "train_encoder", counting)
     expected = cross_fit_novelty_calibration(
         FLOWRClassifier(**TINY_MLP, setting=setting, verbose=0),
         X, y, cv=3, random_state=seed)
@@ -460,13 +460,13 @@ def test_noise_shrinkages_are_chosen_with_one_encoder_per_fold(digits, monkeypat
     set, whose encoder comes from the memo after the fold's first (one
     training per fold, not per candidate); the choice follows the documented
     rule under the default one-point guard."""
-    from sklearn_flowr import _flowr
     from sklearn_flowr.protocol import _cross_fit
+    from sklearn_flowr.training import pipeline
 
     X, y = digits
     X, y = X[y < 6], y[y < 6]
     trainings, tolerances = [], []
-    train_encoder = _flowr.train_encoder
+    train_encoder = pipeline.train_encoder
 
     def counting(*args, **kwargs):
         trainings.append(1)
@@ -476,7 +476,7 @@ def test_noise_shrinkages_are_chosen_with_one_encoder_per_fold(digits, monkeypat
         tolerances.append(accuracy_tolerance)
         return choose_shrinkage(h_measures, accuracies, accuracy_tolerance)
 
-    monkeypatch.setattr(_flowr, "train_encoder", counting)
+    monkeypatch.setattr(pipeline, "train_encoder", counting)
     monkeypatch.setattr(_cross_fit, "choose_shrinkage", recording)
     ENCODER_MEMO.clear()
     result = cross_fit_novelty_calibration(
