@@ -39,7 +39,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._empirical_head import empirical_bayes_head
+from sklearn_flowr.head import empirical_bayes_head
 from sklearn_flowr.protocol import LargeContextTasks, select_discovery_params
 
 THRESHOLDS = (0.3, 0.5, 0.7, 0.9, 0.99)

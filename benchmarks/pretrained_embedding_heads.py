@@ -44,7 +44,7 @@ Methods
   (``a = 0.5``, CRP class prior, known-class pseudo-count 1) and what
   meta-training would learn -- ``mu0``, ``s0``, ``b`` and ``sigma`` -- by
   empirical Bayes on the training classes' features (``CRPGaussianClassifier``'s
-  ``"auto"`` values, fitted there; ``sklearn_flowr._empirical_head``).
+  ``"auto"`` values, fitted there; ``sklearn_flowr.head.empirical_bayes_head``).
 - ``flowr-full``: the same with ``covariance="full"`` (full class noise and
   full prior covariance, both by empirical Bayes).
 - ``flowr-full-cal``: ``flowr-full`` with P(novel) Platt-mapped by
@@ -105,13 +105,13 @@ from sklearn.decomposition import PCA
 from torch import nn
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._empirical_head import empirical_bayes_head
 from sklearn_flowr.cli._benchmark_setup import (
     baseline_template,
     load_benchmark_data,
     split_fit_and_held_out,
 )
 from sklearn_flowr.encoders import EfficientNetLite0Encoder
+from sklearn_flowr.head import empirical_bayes_head
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,

@@ -7,7 +7,7 @@ maths (written once against the array API so it serves NumPy and torch),
 ``training`` the torch half, and ``FLOWRClassifier`` puts them together.
 """
 
-from ._head import CRPGaussianClassifier
+from .head import CRPGaussianClassifier
 from .saving import load, save
 
 __version__ = "0.1.0.dev0"

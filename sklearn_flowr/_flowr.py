@@ -12,11 +12,16 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
-from ._head import CRPGaussianClassifier
-from ._inputs import as_model_input, check_labels
-from ._labels import check_new_labels, resolve_novel_label
-from ._params import check_params_unchanged, snapshot_params
+from .head import CRPGaussianClassifier
 from .training import MetaTraining, SupE, pipeline
+from .validation import (
+    as_model_input,
+    check_labels,
+    check_new_labels,
+    check_params_unchanged,
+    resolve_novel_label,
+    snapshot_params,
+)
 
 __all__ = ["FLOWRClassifier"]
 

@@ -18,10 +18,9 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
 from ._core._softmax import logsumexp
-from ._head import CRPGaussianClassifier
-from ._labels import label_result_dtype
-from ._proba import OpenWorldProba
+from .head import CRPGaussianClassifier, OpenWorldProba
 from .model_selection import class_disjoint_folds
+from .validation import label_result_dtype
 
 __all__ = ["NoveltyCalibratedClassifier"]
 

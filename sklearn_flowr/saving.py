@@ -29,7 +29,7 @@ __all__ = [
 # and every function, ``functools.partial`` and system module.
 TRUSTED_TYPES = (
     # The estimators.
-    "sklearn_flowr._head.CRPGaussianClassifier",
+    "sklearn_flowr.head._classifier.CRPGaussianClassifier",
     "sklearn_flowr._flowr.FLOWRClassifier",
     "sklearn_flowr.baselines._dpmeans.DPMeansClassifier",
     "sklearn_flowr.baselines._evm.EVMClassifier",
@@ -40,8 +40,8 @@ TRUSTED_TYPES = (
     "sklearn_flowr.conformal.ConformalNoveltyClassifier",
     # Their fitted state and parts.
     "sklearn_flowr.conformal._Calibrator",
-    "sklearn_flowr._labels.LabelRegistry",
-    "sklearn_flowr._online_state.OnlineClassState",
+    "sklearn_flowr.base.LabelRegistry",
+    "sklearn_flowr.head._state.ClassState",
     "sklearn_flowr.training._stages.MetaTraining",
     "sklearn_flowr.training._stages.SupE",
     "sklearn_flowr.training._stages.SupFC",

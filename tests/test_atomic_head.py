@@ -36,8 +36,8 @@ from sklearn_flowr.baselines import (
 PACKAGE_DIR = str(Path(sklearn_flowr.__file__).parent)
 # Modules whose ``np`` the numpy points go through.
 NUMPY_MODULES = [
-    "sklearn_flowr._online_base", "sklearn_flowr._online_state",
-    "sklearn_flowr._streaming", "sklearn_flowr._labels", "sklearn_flowr._head",
+    "sklearn_flowr.base", "sklearn_flowr.head._state", "sklearn_flowr.head._buffers",
+    "sklearn_flowr._core._streaming", "sklearn_flowr.head._classifier",
     "sklearn_flowr.baselines._base", "sklearn_flowr.baselines._prototypes",
     "sklearn_flowr.baselines._ncm", "sklearn_flowr.baselines._protonet",
     "sklearn_flowr.baselines._peeler", "sklearn_flowr.baselines._evm",
@@ -329,7 +329,7 @@ def test_interrupted_call_leaves_estimator_unchanged(name, op, kind, monkeypatch
 def test_interrupted_large_step_in_chunks(name, monkeypatch):
     """Check a step cut in many chunks that grows the buffers half-way (the
     issue's 5,020 labels vs 5,015 means): every interrupt restores it."""
-    import sklearn_flowr._streaming as streaming
+    import sklearn_flowr._core._streaming as streaming
 
     monkeypatch.setattr(streaming, "_CHUNK_ELEMENTS", 60)
     rng = np.random.default_rng(3)
@@ -402,7 +402,7 @@ def test_at_least_a_thousand_interrupt_points(monkeypatch):
 def test_the_sweep_catches_a_step_that_is_not_atomic(monkeypatch):
     """Check that the sweep fails on the bug of the issue: learning outside
     the guard (the registry registers a label before an interrupt)."""
-    from sklearn_flowr._labels import LabelRegistry
+    from sklearn_flowr.base import LabelRegistry
 
     monkeypatch.setattr(LabelRegistry, "checkpoint",
                         lambda self: (lambda: None))

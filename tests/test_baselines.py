@@ -11,7 +11,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from sklearn_flowr import _streaming
+from sklearn_flowr._core import _streaming
 from sklearn_flowr.baselines import (
     EVMClassifier,
     NCMClassifier,
@@ -247,7 +247,7 @@ def test_huge_rows_are_refused_in_prediction_and_edge_rows_scored(
         cls, open_world_blobs):
     """Check rows beyond the documented range fail in prediction too, and rows
     at its edge get finite novelty scores."""
-    from sklearn_flowr._head import MAX_ABS_INPUT
+    from sklearn_flowr.validation import MAX_ABS_INPUT
 
     X, y, _, _ = open_world_blobs
     estimator = cls().fit(X, y)

@@ -218,9 +218,9 @@ def test_data_images_are_scaled_as_fit_scales_them(nothing_loads, tmp_path,
                                                    capsys):
     """Check --data reads uint16 images as fit does (divided by 65535, not
     used raw) and refuses int64 images as fit does (exit status 2)."""
-    from sklearn_flowr._inputs import as_model_input
     from sklearn_flowr.cli import _benchmark_setup
     from sklearn_flowr.cli._user_data import load_user_data
+    from sklearn_flowr.validation import as_model_input
 
     pixels = np.random.default_rng(0).integers(0, 65536, (48, 8, 8))
     path = _npz(tmp_path / "uint16.npz", pixels.astype(np.uint16))

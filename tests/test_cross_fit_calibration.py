@@ -12,7 +12,7 @@ from sklearn.model_selection import GroupKFold, GroupShuffleSplit, KFold
 from sklearn.utils import check_random_state
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
-from sklearn_flowr._empirical_head import empirical_bayes_head
+from sklearn_flowr.head import empirical_bayes_head
 from sklearn_flowr.model_selection import class_disjoint_folds
 from sklearn_flowr.protocol import (
     LargeContextTasks,
@@ -549,7 +549,7 @@ def test_cross_fitting_refuses_an_accelerator(digits, no_training):
 def test_refitted_parameter_check_compares_splitters_by_their_parameters():
     """Check a splitter set back to an equal one (e.g. restored by skops) is
     not taken for a changed calibration, and another one is."""
-    from sklearn_flowr._params import _same
+    from sklearn_flowr.validation import params_equal as _same
 
     assert _same(GroupKFold(3), GroupKFold(3))
     assert not _same(GroupKFold(3), GroupKFold(2))

@@ -193,7 +193,7 @@ def test_halves_tasks_never_meet_the_other_halfs_classes(setting):
 
 def _fake_model(X_train, y_train):
     """What discovery_templates reads of a fitted FLOWRClassifier."""
-    from sklearn_flowr._empirical_head import empirical_bayes_head
+    from sklearn_flowr.head import empirical_bayes_head
 
     head = CRPGaussianClassifier(covariance="full")
     return SimpleNamespace(prior_head_=empirical_bayes_head(

@@ -13,7 +13,7 @@ from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.exceptions import NotFittedError
 
-import sklearn_flowr._streaming as streaming
+import sklearn_flowr._core._streaming as streaming
 from sklearn_flowr import CRPGaussianClassifier
 
 # A prior and class noise given in full: the head can start from any batch.

@@ -6,7 +6,7 @@ from sklearn.base import clone
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._empirical_head import empirical_bayes_head
+from sklearn_flowr.head import empirical_bayes_head
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
-import sklearn_flowr._class_buffers as class_buffers
-import sklearn_flowr._online_state as online_state
+import sklearn_flowr.head._buffers as class_buffers
+import sklearn_flowr.head._state as online_state
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import add_observations, log_density_coef, log_density_features
 

@@ -1,4 +1,4 @@
-"""Tests of the input contract of FLOWRClassifier (``sklearn_flowr._inputs``)."""
+"""Tests of the input contract of FLOWRClassifier (``sklearn_flowr.validation``)."""
 
 import warnings
 
@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from sklearn_flowr import FLOWRClassifier
-from sklearn_flowr._inputs import as_model_input
 from sklearn_flowr.training import SupE
+from sklearn_flowr.validation import as_model_input
 
 
 @pytest.fixture

@@ -1,11 +1,11 @@
-"""Tests of the label bookkeeping (``sklearn_flowr._labels``)."""
+"""Tests of the label bookkeeping (``sklearn_flowr.base``)."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from sklearn_flowr._labels import (
+from sklearn_flowr.base import (
     LabelRegistry,
     check_new_labels,
     label_result_dtype,

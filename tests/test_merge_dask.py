@@ -12,7 +12,14 @@ from sklearn.covariance import ledoit_wolf_shrinkage
 from sklearn.naive_bayes import GaussianNB
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._class_moments import (
+from sklearn_flowr._core import (
+    estimate_noise_covariance,
+    estimate_noise_var,
+    estimate_prior,
+    estimate_prior_covariance,
+)
+from sklearn_flowr._core._empirical_bayes import feature_scale
+from sklearn_flowr.head._moments import (
     _ledoit_wolf_shrinkage,
     combine_moments,
     feature_scale_of,
@@ -21,13 +28,6 @@ from sklearn_flowr._class_moments import (
     noise_var_of,
     prior_of,
 )
-from sklearn_flowr._core import (
-    estimate_noise_covariance,
-    estimate_noise_var,
-    estimate_prior,
-    estimate_prior_covariance,
-)
-from sklearn_flowr._core._empirical_bayes import feature_scale
 
 FITTED = ("classes_", "class_count_", "crp_count_", "frozen_classes_",
           "class_mean_", "class_var_", "prior_mean_", "prior_var_", "sigma_", "b_",
@@ -443,7 +443,7 @@ def test_full_covariance_moments_are_capped(monkeypatch):
     """A full-covariance "auto" head keeps no per-class moments beyond
     MAX_KEPT_VALUES (memory stays near the state's); merging it then names
     the fix, and with numeric hyper-parameters it merges exactly."""
-    from sklearn_flowr import _merge
+    from sklearn_flowr.head import _merge
 
     rng = np.random.default_rng(0)
     y = np.repeat(np.arange(6), 10)

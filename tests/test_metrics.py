@@ -382,7 +382,7 @@ def test_open_world_log_loss_scores_a_fold_without_novel_rows(blobs):
 @pytest.mark.parametrize("is_log_proba", [False, True])
 def test_open_world_log_loss_clips_a_zero_probability(is_log_proba):
     """Check that a zero probability costs -log(eps), like sklearn's log_loss."""
-    from sklearn_flowr._proba import OpenWorldProba
+    from sklearn_flowr.head import OpenWorldProba
 
     values = np.array([[1.0, 0.0], [0.0, 1.0]])
     if is_log_proba:

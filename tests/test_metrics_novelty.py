@@ -13,7 +13,7 @@ from sklearn.calibration import calibration_curve
 from sklearn.metrics import roc_auc_score
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_flowr._proba import OpenWorldProba
+from sklearn_flowr.head import OpenWorldProba
 from sklearn_flowr.metrics import (
     brier_decomposition,
     classwise_calibration_error,

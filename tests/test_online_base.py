@@ -1,4 +1,4 @@
-"""Tests of the online open-world base class (``sklearn_flowr._online_base``)
+"""Tests of the online open-world base class (``sklearn_flowr.base``)
 through a minimal subclass that counts the rows of each class."""
 
 import pickle
@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from sklearn_flowr._online_base import MAX_ABS_INPUT, OnlineOpenWorldClassifier
+from sklearn_flowr.base import OnlineOpenWorldClassifier
+from sklearn_flowr.validation import MAX_ABS_INPUT
 
 
 class RowCounter(OnlineOpenWorldClassifier):

@@ -1,4 +1,4 @@
-"""Tests of the head's numeric state (``sklearn_flowr._online_state``) against
+"""Tests of the head's numeric state (``sklearn_flowr.head._state``) against
 the conjugate-Gaussian and Pitman-Yor formulas written out independently."""
 
 import pickle
@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
 
-from sklearn_flowr._online_state import (
-    OnlineClassState,
+from sklearn_flowr.head._state import (
+    ClassState,
     check_class_embeddings,
-    new_head_state,
+    new_state,
 )
 
 A, B, SIGMA, MU0 = 0.3, 1.2, 0.6, 0.5
@@ -39,7 +39,7 @@ def textbook_joint(X, index, queries, *, prior_var, n_classes):
 
 
 def make_state(prior_var, d):
-    return OnlineClassState(np.full(d, MU0), np.atleast_1d(prior_var), sigma=SIGMA,
+    return ClassState(np.full(d, MU0), np.atleast_1d(prior_var), sigma=SIGMA,
                             a=A, b=B, class_prior="crp")
 
 
@@ -128,13 +128,13 @@ def test_pickle_compacts_and_keeps_learning(rng):
         (dict(known_count=0.2), "must exceed a"),
     ],
 )
-def test_new_head_state_checks_b_and_known_count_against_a(params, message):
+def test_new_state_checks_b_and_known_count_against_a(params, message):
     """Check b > -a and known_count > a are required."""
     X, y_index = np.eye(2), np.array([0, 1])
     kwargs = dict(a=0.3, b=1.0, sigma=1.0, prior_mean=0.0, prior_var=1.0,
                   covariance="isotropic", class_prior="crp", known_count=1.0)
     with pytest.raises(ValueError, match=message):
-        new_head_state(X, y_index, 2, **{**kwargs, **params})
+        new_state(X, y_index, 2, **{**kwargs, **params})
 
 
 @pytest.mark.parametrize(

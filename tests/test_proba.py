@@ -1,4 +1,5 @@
-"""Tests of sklearn_flowr._proba: the open-world predict_proba array."""
+"""Tests of the open-world predict_proba array (``sklearn_flowr.head.OpenWorldProba``)
+and ``sklearn_flowr.validation.novel_rows``."""
 
 import numpy as np
 import pytest
@@ -7,7 +8,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._proba import OpenWorldProba, novel_rows
+from sklearn_flowr.head import OpenWorldProba
+from sklearn_flowr.validation import novel_rows
 
 
 @pytest.fixture

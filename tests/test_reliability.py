@@ -9,8 +9,8 @@ from sklearn.datasets import load_digits
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
-from sklearn_flowr._head import MAX_ABS_INPUT
 from sklearn_flowr.training import MetaTraining, SupE
+from sklearn_flowr.validation import MAX_ABS_INPUT
 
 
 def _head_problem(rng, shift=0.0):

@@ -1,11 +1,11 @@
 """Tests of the stream numerics shared by the head and the class-mean baselines
-(``sklearn_flowr._streaming``)."""
+(``sklearn_flowr._core._streaming``)."""
 
 import numpy as np
 import pytest
 
-import sklearn_flowr._streaming as streaming
-from sklearn_flowr._streaming import chunk_slices, group_sums, prefix_states
+import sklearn_flowr._core._streaming as streaming
+from sklearn_flowr._core import chunk_slices, group_sums, prefix_states
 
 
 def test_group_sums_equal_a_loop(rng):

@@ -132,15 +132,16 @@ def test_unlabelled_step_is_all_or_nothing(monkeypatch):
     head = CRPGaussianClassifier(unlabelled_threshold=0.0).fit(X[fit_rows], y[fit_rows])
     snapshot = pickle.dumps(head)
     calls = {"n": 0}
-    original = type(head)._learn
+    state_type = type(head._state)
+    original = state_type.learn
 
-    def failing(self, X_rows, index):
+    def failing(self, X_rows, index, n_classes):
         calls["n"] += 1
         if calls["n"] == 5:
             raise KeyboardInterrupt
-        return original(self, X_rows, index)
+        return original(self, X_rows, index, n_classes)
 
-    monkeypatch.setattr(type(head), "_learn", failing)
+    monkeypatch.setattr(state_type, "learn", failing)
     with pytest.raises(KeyboardInterrupt):
         head.open_world_step(X[stream])
     assert pickle.dumps(head) == snapshot

@@ -39,10 +39,13 @@ from ._gaussian import (
 )
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
+from ._streaming import PrefixStates, chunk_slices, group_sums, prefix_states
 
 __all__ = [
     "MAX_LOG_ODDS",
+    "PrefixStates",
     "add_observations",
+    "chunk_slices",
     "class_means",
     "concentration_from_raw",
     "condition_on",
@@ -55,6 +58,7 @@ __all__ = [
     "estimate_noise_var",
     "estimate_prior",
     "estimate_prior_covariance",
+    "group_sums",
     "log_density_coef",
     "log_density_features",
     "log_softmax",
@@ -63,6 +67,7 @@ __all__ = [
     "noise_var_floor",
     "pitman_yor_log_likelihood",
     "predictive_moments",
+    "prefix_states",
     "prior_array",
     "raw_from_concentration",
     "recalibrate_novel_column",

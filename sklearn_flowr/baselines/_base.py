@@ -3,7 +3,7 @@
 
 import numpy as np
 
-from .._online_base import OnlineOpenWorldClassifier
+from ..base import OnlineOpenWorldClassifier
 from ._docstrings import fill_doc
 
 

@@ -11,9 +11,9 @@ from sklearn.utils._param_validation import (
 )
 from sklearn.utils.validation import validate_data
 
-from .._labels import _first_free, provisional_label, same_label
-from .._online_base import _all_or_nothing, _check_magnitude
-from .._streaming import group_sums
+from .._core import group_sums
+from ..base import all_or_nothing, next_provisional_label, provisional_label, same_label
+from ..validation import check_magnitude
 from ._docstrings import fill_doc
 from ._ncm import NCMClassifier
 from ._prototypes import PrototypeBaseline
@@ -184,11 +184,11 @@ class DPMeansClassifier(PrototypeBaseline):
         first_call = not self.__sklearn_is_fitted__()
         if first_call:
             self._check_stream_start()
-        with _all_or_nothing(self) as undo:
+        with all_or_nothing(self) as undo:
             if first_call:
                 self._validate_params()
                 X = validate_data(self, X, dtype=np.float64, reset=True)
-                _check_magnitude(X)
+                check_magnitude(X)
                 numeric_novel = (isinstance(self.novel_label, Number)
                                  and not isinstance(self.novel_label, str))
                 no_labels = np.empty(0, dtype=np.int64 if numeric_novel else object)
@@ -235,7 +235,7 @@ class DPMeansClassifier(PrototypeBaseline):
             return label in registry._index or same_label(label,
                                                            self.novel_label_)
 
-        self._n_provisional, label = _first_free(self._n_provisional + 1,
+        self._n_provisional, label = next_provisional_label(self._n_provisional + 1,
                                                  numeric, is_taken)
         registry.add(np.array([label], dtype=object if not numeric else None))
         self._grow()

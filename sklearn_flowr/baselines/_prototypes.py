@@ -3,7 +3,7 @@ NCM, ProtoNet, PEELER and DP-means."""
 
 import numpy as np
 
-from .._streaming import chunk_slices, group_sums, prefix_states
+from .._core import chunk_slices, group_sums, prefix_states
 from ._base import OpenWorldBaseline
 
 

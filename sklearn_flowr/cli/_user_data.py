@@ -87,7 +87,7 @@ def _scaled_as_fit(path: Path, name: str, X) -> np.ndarray:
     """``X`` as float32, scaled by FLOWRClassifier's own dtype contract
     (uint8 / 255, uint16 / 65535, other integer images refused), so that
     ``--data`` and ``fit`` read the same array the same way."""
-    from .._inputs import scale_by_dtype
+    from ..validation import scale_by_dtype
 
     try:
         return scale_by_dtype(X, is_image=X.ndim > 2)

@@ -10,7 +10,7 @@ from sklearn.metrics import brier_score_loss
 from sklearn.utils import Bunch, check_array, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from .._proba import novel_rows
+from ..validation import novel_rows
 from ._checks import check_binary
 
 __all__ = [

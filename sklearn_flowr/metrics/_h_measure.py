@@ -9,7 +9,7 @@ from sklearn.utils import check_array, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.multiclass import type_of_target
 
-from .._proba import novel_rows
+from ..validation import novel_rows
 
 
 def _binary_target(y_true, pos_label):

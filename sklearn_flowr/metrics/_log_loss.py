@@ -4,7 +4,7 @@ import numpy as np
 from sklearn.utils import check_array, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import validate_params
 
-from .._proba import novel_rows
+from ..validation import novel_rows
 
 
 @validate_params(

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from .._proba import novel_rows
+from ..validation import novel_rows
 from ._h_measure import h_measure
 
 

@@ -12,9 +12,9 @@ from scipy.special import expit
 from sklearn.base import clone
 from sklearn.utils import Bunch, column_or_1d
 
-from .._labels import resolve_novel_label
 from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
+from ..validation import resolve_novel_label
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
 from .sampling import check_count, check_setting, resolve_seed

@@ -11,9 +11,9 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
-from .._labels import resolve_novel_label
 from ..calibration import check_rows
 from ..model_selection import class_disjoint_folds
+from ..validation import resolve_novel_label
 from ._calibrate import (
     calibration_tasks,
     check_run_options,

@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch, column_or_1d
 
-from .._empirical_head import empirical_bayes_head
+from ..head import empirical_bayes_head
 from ._calibrate import small_context_sizes
 from ._evaluate import evaluate_online
 from ._tasks import SmallContextTasks

@@ -1,11 +1,9 @@
 """Per-class sums, prefix states and chunking: the numerics of online streams.
 
-The head and the class-mean baselines keep, per class, sums of its rows. A
-batch updates them through :func:`group_sums`. A stream (predict each row with
-the state before it, then learn it) is vectorised with :func:`prefix_states`:
-the states a chunk's classes pass through, as a table of prefix sums, scored in
-one matrix product. :func:`chunk_slices` cuts a stream into chunks whose
-temporaries stay within ``_CHUNK_ELEMENTS``. See docs/design.rst, section 1.
+A batch updates per-class sums through :func:`group_sums`; a stream (predict
+each row with the state before it, then learn it) is vectorised with
+:func:`prefix_states`, and cut by :func:`chunk_slices` into chunks whose
+temporaries stay within ``_CHUNK_ELEMENTS``. NumPy only (the online estimators).
 """
 
 from typing import NamedTuple

@@ -1,7 +1,7 @@
-"""Tests of the one-row hot path of ``open_world_step`` (issue 28, per-call
-overhead): it must give what the general path gives, and leave every input it
-does not take -- bad input included -- to the general path and its messages.
-Speed itself lives in benchmarks/bench_head.py."""
+"""Tests of one-row ``open_world_step`` calls on float64 ndarrays (the online
+loop's case, which skips ``validate_data`` and scores with one matrix-vector
+product): they give what the same steps as lists give, bad input raises the
+same messages. Speed itself lives in benchmarks/bench_head.py."""
 
 import copy
 
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._online_base import _GENERAL_PATH, MAX_ABS_INPUT, _pred_dtype
 from sklearn_flowr.baselines import NCMClassifier
+from sklearn_flowr.validation import MAX_ABS_INPUT
 
 
 def _fitted(rng, labels, **params):
@@ -34,33 +34,32 @@ def _assert_same_result(got, expected):
     ([0, 1, 2], 5, {"novel_label": "unknown"}),
     (["a", "b", "c"], "zz", {}),
 ])
-def test_hot_path_equals_the_general_path(rng, labels, new_label, params):
-    """Check a stream of one-row float64 ndarray steps (the hot path) gives the
-    results, dtypes and state of the same steps as lists (the general path):
-    known and new labels, rows declared novel or not."""
+def test_one_row_ndarray_steps_equal_list_steps(rng, labels, new_label, params):
+    """Check a stream of one-row float64 ndarray steps gives the results,
+    dtypes and state of the same steps as lists: known and new labels, rows
+    declared novel or not."""
     head = _fitted(rng, labels, **params)
-    hot, general = copy.deepcopy(head), copy.deepcopy(head)
+    ndarray, general = copy.deepcopy(head), copy.deepcopy(head)
     rows = rng.normal(scale=4.0, size=(12, 4))
     stream = [labels[t % len(labels)] for t in range(12)]
     stream[3] = stream[7] = new_label
     for t in range(12):
         y = np.array([stream[t]])
-        assert hot._hot_row_label(rows[t : t + 1], y) == stream[t]
-        _assert_same_result(hot.open_world_step(rows[t : t + 1], y),
+        _assert_same_result(ndarray.open_world_step(rows[t : t + 1], y),
                             general.open_world_step(rows[t : t + 1].tolist(),
                                                     [stream[t]]))
-    np.testing.assert_array_equal(hot.classes_, general.classes_)
-    np.testing.assert_array_equal(hot.predict_joint_log_proba(rows),
+    np.testing.assert_array_equal(ndarray.classes_, general.classes_)
+    np.testing.assert_array_equal(ndarray.predict_joint_log_proba(rows),
                                   general.predict_joint_log_proba(rows))
 
 
-def test_hot_path_in_baselines_equals_the_general_path(rng):
-    """Check the default ``_stream_one`` (a baseline's) against lists."""
+def test_one_row_ndarray_steps_of_baselines_equal_list_steps(rng):
+    """Check a baseline's one-row ndarray steps against lists."""
     X = rng.normal(size=(12, 3))
     model = NCMClassifier(threshold=3.0).fit(X, np.repeat([0, 1, 2], 4))
-    hot, general = copy.deepcopy(model), copy.deepcopy(model)
+    ndarray, general = copy.deepcopy(model), copy.deepcopy(model)
     for t, label in enumerate([0, 7, 7, 2]):
-        _assert_same_result(hot.open_world_step(X[t : t + 1], np.array([label])),
+        _assert_same_result(ndarray.open_world_step(X[t : t + 1], np.array([label])),
                             general.open_world_step(X[t : t + 1].tolist(), [label]))
 
 
@@ -72,12 +71,11 @@ def test_hot_path_in_baselines_equals_the_general_path(rng):
     ([[0.0] * 4], [-1], "novel label"),
     ([[0.0] * 4], ["a"], "cannot be mixed"),
 ])
-def test_bad_one_row_input_takes_the_general_path(rng, row, y, error):
-    """Check a bad row or label is not taken by the hot path, and that the
-    step raises the general path's message with the head unchanged."""
+def test_bad_one_row_input_keeps_the_messages(rng, row, y, error):
+    """Check a bad one-row ndarray step raises the message of lists with the
+    head unchanged."""
     head = _fitted(rng, [0, 1, 2])
     X, y = np.array(row), np.array(y)
-    assert head._hot_row_label(X, y) is _GENERAL_PATH
     before = copy.deepcopy(head)
     with pytest.raises(ValueError, match=error):
         head.open_world_step(X, y)
@@ -85,40 +83,33 @@ def test_bad_one_row_input_takes_the_general_path(rng, row, y, error):
     np.testing.assert_array_equal(head.classes_, before.classes_)
 
 
-def test_hot_path_checks_the_edge_of_the_input_range(rng):
-    """Check the hot path takes a row whose norm is exactly MAX_ABS_INPUT and
-    leaves a row of values at +-MAX_ABS_INPUT (in range, a larger norm) to
-    the general path, which learns it; both steps equal the general path's."""
+def test_one_row_steps_at_the_edge_of_the_input_range(rng):
+    """Check rows at the edge of the input range (a norm of exactly
+    MAX_ABS_INPUT, values at +-MAX_ABS_INPUT) are learned as lists are."""
     head = _fitted(rng, [0, 1, 2])
     general = copy.deepcopy(head)
     on_norm = np.array([[MAX_ABS_INPUT, 0.0, 0.0, 0.0]])
-    assert head._hot_row_label(on_norm, np.array([1])) == 1
     edge = np.array([[MAX_ABS_INPUT, -MAX_ABS_INPUT, 0.0, 0.0]])
-    assert head._hot_row_label(edge, np.array([1])) is _GENERAL_PATH
     for X in (on_norm, edge):
         _assert_same_result(head.open_world_step(X, np.array([1])),
                             general.open_world_step(X.tolist(), [1]))
     assert head.class_count_[1] == 5
 
 
-def test_changed_parameters_leave_the_hot_path(rng):
+def test_changed_parameters_in_one_row_steps(rng):
     """Check a parameter set after fitting to an equal value (a new object)
-    keeps the hot path, as the general path finds it unchanged, and that a
-    changed value or one that cannot be compared (an array of another shape)
-    sends the step to the general path, which refuses a real change."""
+    is found unchanged, and that a changed value or one that cannot be
+    compared (an array of another shape) is refused."""
     head = _fitted(rng, [0, 1, 2], a=0.5)
     general = copy.deepcopy(head)
     X, y = np.zeros((1, 4)), np.array([1])
     head.set_params(a=float("0.5"))  # equal, but not the same object
-    assert head._hot_row_label(X, y) == 1
     _assert_same_result(head.open_world_step(X, y),
                         general.open_world_step(X.tolist(), [1]))
     head.set_params(a=0.25)
-    assert head._hot_row_label(X, y) is _GENERAL_PATH
     with pytest.raises(ValueError, match="parameters changed after fitting"):
         head.open_world_step(X, y)
     head.set_params(a=0.5, prior_mean=np.zeros(4))  # fitted with "auto"
-    assert head._hot_row_label(X, y) is _GENERAL_PATH
     with pytest.raises(ValueError, match="parameters changed after fitting"):
         head.open_world_step(X, y)
 
@@ -150,19 +141,3 @@ def test_one_row_novelty_equals_the_batch_formulas(rng, scale):
         assert np.all(levels < -600.0)
     else:
         assert np.any(levels < -600.0) and np.any(np.abs(levels) <= 600.0)
-
-
-@pytest.mark.parametrize(("known", "novel"), [
-    (np.array([3]), np.int64(-1)),
-    (np.array([3], dtype=np.uint8), -1),
-    (np.array([3], dtype=np.uint8), np.int64(-1)),
-    (np.array([3]), "unknown"),
-    (np.array(["a"], dtype=object), "novel"),
-    (np.array([True]), -1),
-    (np.array([3]), {}),  # unhashable: computed every time
-])
-def test_pred_dtype_is_that_of_np_where(known, novel):
-    """Check the cached dtype of ``y_pred`` equals ``np.where``'s."""
-    expected = np.where(np.array([False]), novel, known).dtype
-    for _ in range(2):  # computed, then cached
-        assert _pred_dtype(known, novel) == expected

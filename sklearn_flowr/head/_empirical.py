@@ -1,12 +1,4 @@
-"""A FLOWR head whose prior and class noise come from empirical Bayes.
-
-Two places need "FLOWR's head, with ``mu0``, ``s0`` and ``sigma`` estimated
-from labelled training embeddings instead of meta-learned": the benchmark's
-no-meta-training ablation (on the pre-trained embedding) and
-``FLOWRClassifier(covariance="full")`` (on the meta-trained embedding, where
-the isotropic head cannot express a full covariance). Both build it here, so
-the two cannot drift apart.
-"""
+"""A FLOWR head whose prior and class noise come from empirical Bayes."""
 
 from __future__ import annotations
 

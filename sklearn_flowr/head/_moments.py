@@ -1,31 +1,15 @@
-"""Per-class sufficient statistics of labelled rows, combined exactly.
+"""Per-class statistics of labelled rows, combined exactly: ``merge`` and Dask.
 
-The head's empirical-Bayes estimates (``_core._empirical_bayes``,
-``_core._covariance``) are functions of per-class statistics of its rows: the
-class sizes (``b``), the class means (``mu0``, ``s0``), the pooled
-within-class scatter (``sigma``) and the mean feature variance of all rows
-(the floors). With ``covariance="full"`` and ``sigma="auto"`` the Ledoit-Wolf
-intensity of the pooled residuals needs one more statistic, the sum of their
-fourth powers ``sum_i ||r_i||^4``. Each of these is kept per class, about the
-class's own mean, so that two sets of rows combine exactly: the statistics of
-a union follow from those of its parts by the pairwise updates of Chan, Golub
-and LeVeque [1]_ (never from raw sums of squares, which cancel
-catastrophically), extended to the third and fourth moments by expanding
-``||r - d||^4`` about the shifted mean. The estimates below then equal those
-of the head's own ``fit`` on all rows, to float64 rounding.
-
-A moments record is a plain dict of arrays (it travels between Dask workers
-and is kept by a fitted head, where ``skops`` reads it without new types):
-
-- ``labels`` (n_classes,): sorted distinct labels (absent in a head's copy,
-  whose classes are ``classes_``);
-- ``count`` (n_classes,), ``mean`` (n_classes, d), ``scatter_trace``
-  (n_classes,): ``sum ||x - mean||^2`` per class (absent when built from a
-  head's natural parameters, which keep no scatter);
-- only for the full noise covariance: ``scatter`` (n_classes, d, d),
-  ``cube`` (n_classes, d) ``sum ||r||^2 r``, ``quartic`` (n_classes,)
-  ``sum ||r||^4`` and ``unit``, a power of two in which the last two are
-  measured (``r / unit``), so that neither overflows nor underflows.
+The head's empirical-Bayes estimates are functions of per-class statistics of
+its rows: sizes (``b``), means (``mu0``, ``s0``), the pooled within-class
+scatter (``sigma``) and, for an estimated full noise, the scatter matrices and
+``sum ||r||^4`` (Ledoit-Wolf). Each is kept about the class's own mean, so
+two sets of rows combine exactly by the pairwise updates of Chan, Golub and
+LeVeque [1]_, extended to the third and fourth moments. A moments record is a
+plain dict of arrays: ``labels`` (sorted; absent in a head's copy), ``count``,
+``mean``, ``scatter_trace`` and, for the full noise, ``scatter``, ``cube``
+(``sum ||r||^2 r``), ``quartic`` and ``unit`` (a power of two in which the
+last two are measured, so neither overflows).
 
 References
 ----------
@@ -36,9 +20,9 @@ References
 import numpy as np
 from sklearn.covariance import shrunk_covariance
 
-from ._core import estimate_concentration
-from ._core._covariance import _floored, _shrunk
-from ._core._empirical_bayes import (
+from .._core import estimate_concentration
+from .._core._covariance import _floored, _shrunk
+from .._core._empirical_bayes import (
     _NOISE_VAR_FLOOR,
     _PRIOR_VAR_FLOOR,
     _SMALLEST_NORMAL,

@@ -1,0 +1,497 @@
+"""The online open-world interface that the head and the baselines share.
+
+:class:`OnlineOpenWorldClassifier` writes once what does not depend on the
+method: ``fit``, ``partial_fit``, ``open_world_step``, validation (all of it
+before any state changes), the novel label and the registry of known labels
+(:class:`LabelRegistry`). A method supplies the hooks ``_start(X, y_index,
+labels, fitting)`` (a fresh state), ``_learn(X, index)`` (condition on rows of
+classes ``index``; indices the state has not yet are new classes),
+``_stream(X, index, is_new)`` (predict each row with the state before it, then
+learn it: best known index or -1, novelty score, novel decision, optionally
+log-odds), ``_checkpoint(index)`` (the undo of what learning changes in
+place) and optionally ``_end_fit()`` and ``_check_stream_start()``. Every
+learning method is all or nothing (:class:`all_or_nothing`).
+"""
+
+from numbers import Number
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.utils import Bunch
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from .validation import (
+    check_magnitude,
+    check_params_unchanged,
+    fill_new_params,
+    validate_rows,
+)
+
+__all__ = [
+    "LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing",
+    "check_new_labels", "label_result_dtype", "next_provisional_label",
+    "provisional_label", "resolve_novel_label", "same_label",
+]
+
+class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
+    """Base of the online open-world classifiers (not for direct use).
+
+    Subclasses define ``_parameter_constraints``, a ``novel_label`` parameter
+    and the hooks listed in the module docstring.
+    """
+
+    # Parameters the fitted state was built from (``snapshot_params``); None:
+    # any parameter may change after fitting.
+    _fitted_params = None
+    # Parameters read at call time, which may change after fitting.
+    _runtime_params = ()
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Learn from labelled rows ``X`` (n_samples, n_features) and labels
+        ``y`` (n_samples,), none equal to ``novel_label``; forget any earlier
+        state. Returns the fitted estimator."""
+        return self._partial_fit(X, y, reset=True, fitting=True)
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def partial_fit(self, X, y, classes=None):
+        """Condition on labelled rows; unseen labels instantiate classes.
+
+        ``X`` (n_samples, n_features) and ``y`` (n_samples,) as in ``fit``;
+        new labels become classes in order of first appearance. ``classes``
+        (accepted for scikit-learn's incremental learners) must, when given,
+        hold every label of ``y``. Returns the updated estimator.
+        """
+        return self._partial_fit(X, y, classes=classes,
+                                 reset=not self.__sklearn_is_fitted__(),
+                                 fitting=False)
+
+    def _partial_fit(self, X, y, classes=None, *, reset, fitting):
+        """Validate everything, then learn; ``reset`` starts a fresh state."""
+        with all_or_nothing(self) as undo:
+            X, y = self._validate_input(X, y, reset=reset)
+            labels, y_index = self._check_labels(
+                y, None if reset else self._registry, arrival_order=not fitting)
+            if classes is not None:
+                unexpected = np.setdiff1d(labels, np.asarray(classes))
+                if unexpected.size:
+                    raise ValueError(f"y has labels {unexpected.tolist()} that "
+                                     "are not in `classes`.")
+            if reset:
+                self._start_labels(labels)
+                self._start(X, y_index, labels, fitting=fitting)
+            undo.append(self._registry.checkpoint())
+            index = self._registry.register(labels)[y_index]
+            undo.append(self._checkpoint(index))
+            self._learn(X, index)
+            if fitting:
+                self._end_fit()
+        return self
+
+    def open_world_step(self, X, y):
+        """Predict each row with the state before it, then learn its label.
+
+        Equals predicting then calling ``partial_fit`` row by row; an unfitted
+        estimator starts from an empty state. ``X`` (n_samples, n_features) is
+        in stream order; ``y`` (n_samples,) is revealed after each prediction.
+        Returns a :class:`~sklearn.utils.Bunch` of arrays of shape
+        (n_samples,): ``y_pred`` (``novel_label_`` for a row declared novel,
+        else ``y_known``), ``y_known`` (best known class, ``novel_label_``
+        while none exists), ``p_novel`` (the novelty score, higher = more
+        novel), ``is_novel`` (the label was unseen at that moment), where
+        ``p_novel`` is a probability ``novelty_score`` (its log-odds, same
+        order without rounding to 1), ``y_assigned`` (the labels) and
+        ``learned`` (all True). All or nothing.
+        """
+        first_call = not self.__sklearn_is_fitted__()
+        if first_call:
+            self._check_stream_start()
+        with all_or_nothing(self) as undo:
+            if first_call:
+                self._validate_params()
+            X, y = self._validate_input(X, y, reset=first_call)
+            labels, y_index = self._check_labels(
+                y, None if first_call else self._registry)
+            if first_call:
+                self._start_labels(labels)
+                self._start(X, y_index, labels, fitting=False)
+            undo.append(self._registry.checkpoint())
+            index, is_new = self._registry.register_stream(labels, y_index)
+            undo.append(self._checkpoint(index))
+            known_index, score, novel, *ranking = self._stream(X, index, is_new)
+            # Built inside the guard: a failure here must not leave the rows
+            # learned without their predictions.
+            y_known = self._labels_of(known_index)
+            result = Bunch(y_pred=np.where(novel, self.novel_label_, y_known),
+                           y_known=y_known, p_novel=score, is_novel=is_new,
+                           y_assigned=y, learned=np.ones(y.shape[0], dtype=bool))
+            if ranking:
+                result["novelty_score"] = ranking[0]
+        return result
+
+    # ------------------------------------------------------------------ hooks
+    def _check_stream_start(self):
+        """Raise when a stream cannot start on the unfitted estimator."""
+
+    def _end_fit(self):
+        """Finish ``fit`` once its rows are learned."""
+
+    def _checkpoint(self, index):
+        """The undo of what learning rows of classes ``index`` changes in
+        place; the default has nothing to undo."""
+        return _nothing_to_undo
+
+    # ------------------------------------------------------------- validation
+    def _validate_input(self, X, y=None, *, reset=False):
+        """``validate_data`` and the magnitude check (:func:`validate_rows`
+        once fitted)."""
+        if reset:
+            X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            check_magnitude(X)
+            return X, y
+        check_params_unchanged(self, self._fitted_params,
+                               runtime=self._runtime_params)
+        return validate_rows(self, X, y)
+
+    def _validated_rows(self, X):
+        """Rows to predict on: fitted, and valid like every input."""
+        check_is_fitted(self)
+        return self._validate_input(X)[0]
+
+    def _check_labels(self, y, registry=None, *, arrival_order=False):
+        """Distinct labels (sorted, or in order of first appearance with
+        ``arrival_order``) and each row's position among them, checked
+        against the novel label and the known labels (``registry``)."""
+        y = np.asarray(y)
+        if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
+            check_classification_targets(y)
+        if y.shape[0] == 1:
+            labels, y_index = y, np.zeros(1, dtype=np.intp)
+        elif arrival_order:
+            labels, first, y_index = np.unique(y, return_index=True,
+                                               return_inverse=True)
+            order = np.argsort(first, kind="stable")
+            rank = np.empty_like(order)
+            rank[order] = np.arange(order.shape[0])
+            labels, y_index = labels[order], rank[y_index.reshape(-1)]
+        else:
+            labels, y_index = np.unique(y, return_inverse=True)
+        if registry is None:
+            check_new_labels(labels, resolve_novel_label(self.novel_label, labels))
+        else:
+            check_new_labels(labels, self.novel_label_, registry.labels)
+        return labels, y_index.reshape(-1)
+
+    # ------------------------------------------------------------------ labels
+    def _start_labels(self, labels):
+        """The novel label and an empty registry for a fresh state."""
+        self.novel_label_ = resolve_novel_label(self.novel_label, labels)
+        self._registry = LabelRegistry.for_labels(labels)
+
+    def _labels_of(self, index):
+        """Map class indices to labels, ``-1`` to ``novel_label_``."""
+        return self._registry.labels_of(index, self.novel_label_)
+
+    # -------------------------------------------------------------- attributes
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "_registry")
+
+    def __setstate__(self, state):
+        # Fitted states of older versions kept their labels elsewhere; loading
+        # one as "unfitted" would let partial_fit start over without a word.
+        if "_registry" not in state and ("_state" in state or "_labels" in state):
+            raise ValueError(
+                f"This {type(self).__name__} was saved by an older version of "
+                "sklearn_flowr whose fitted state this version cannot read; "
+                "fit it again.")
+        super().__setstate__(state)
+        fill_new_params(self)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+    def _fitted(self, name):
+        """``self``, or the AttributeError of fitted attribute ``name``."""
+        if not self.__sklearn_is_fitted__():
+            raise AttributeError(f"{name} exists once the estimator is fitted.")
+        return self
+
+    @property
+    def classes_(self):
+        return self._fitted("classes_")._registry.labels
+
+
+def _nothing_to_undo():
+    """The undo of a change that was not made in place."""
+
+
+class all_or_nothing:
+    """Leave ``estimator`` exactly as it was if the ``with`` block fails.
+
+    Yields a list to which the block appends, *before* each change it makes
+    in place, a callable that undoes it (e.g. :meth:`LabelRegistry.checkpoint`).
+    On any exception, KeyboardInterrupt included, they run last-first, then
+    the attributes the block replaced or added come back from a shallow copy
+    of ``__dict__``.
+    """
+
+    __slots__ = ("estimator", "saved", "undo")
+
+    def __init__(self, estimator):
+        self.estimator = estimator
+        self.saved = estimator.__dict__.copy()
+        self.undo = []
+
+    def __enter__(self):
+        return self.undo
+
+    def __exit__(self, kind, value, traceback):
+        return kind is not None and self._restore()
+
+    def _restore(self):
+        for restore in reversed(self.undo):
+            restore()
+        self.estimator.__dict__.clear()
+        self.estimator.__dict__.update(self.saved)
+        return False  # the exception goes on
+
+
+# --------------------------------------------------------------------- labels
+def resolve_novel_label(novel_label, labels):
+    """The label that means "novel": ``novel_label`` unless it is "auto".
+
+    "auto" gives "novel" for string labels and, for numeric ones, -1 unless
+    the labels themselves go that low (e.g. {-1, 1}), then one below them.
+    """
+    if not (isinstance(novel_label, str) and novel_label == "auto"):
+        return novel_label
+    if labels.dtype.kind not in "biuf":
+        return "novel"
+    value = min(-1, int(labels.min()) - 1) if labels.shape[0] else -1
+    if labels.dtype.kind in "bu":  # no negative value in that dtype
+        return np.int64(value)
+    return labels.dtype.type(value)
+
+
+def check_new_labels(labels, novel, known_labels=None):
+    """Refuse labels equal to ``novel`` or of another kind than the known ones."""
+    if known_labels is not None and (
+            (known_labels.dtype.kind in "biuf") != (labels.dtype.kind in "biuf")):
+        raise ValueError(
+            f"Labels of dtype {labels.dtype} cannot join the known classes of "
+            f"dtype {known_labels.dtype}: numeric and string labels cannot be "
+            "mixed.")
+    if any(same_label(label, novel) for label in labels.tolist()):
+        shown = novel.item() if isinstance(novel, np.generic) else novel
+        raise ValueError(
+            f"y contains the novel label {shown!r}, which is reserved for the "
+            "novel class: relabel those rows, or set novel_label to a value y "
+            "does not use.")
+
+
+def label_result_dtype(labels, novel):
+    """Dtype of an array holding known labels and the novel label."""
+    try:
+        return np.result_type(labels.dtype, np.asarray(novel).dtype)
+    except TypeError:
+        return object
+
+
+def same_label(label, novel):
+    """``label == novel`` as a bool, False where they cannot be compared."""
+    try:
+        return bool(label == novel)
+    except (TypeError, ValueError):
+        return False
+
+
+def next_provisional_label(k, numeric, is_taken):
+    """Number ``j >= k`` and label of the first provisional label not taken."""
+    j = k
+    while is_taken(label := -(j + 1) if numeric else f"new-{j}"):
+        j += 1
+    return j, label
+
+
+def provisional_label(k: int, existing_labels) -> str | int:
+    """The label of the ``k``-th class a model opens by itself.
+
+    String labels (and no labels at all) give ``"new-k"``; numeric labels give
+    ``-(k + 1)`` (-2, -3, ...: below the default novel label -1). When that
+    label is in ``existing_labels``, the next of the same sequence that is not.
+
+    Parameters
+    ----------
+    k : int
+        Number of the provisional class, from 1.
+    existing_labels : iterable
+        Every label to avoid: known classes, earlier provisional labels and
+        the novel label.
+
+    Returns
+    -------
+    label : str or int
+        A label equal to none of ``existing_labels``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.base import provisional_label
+    >>> provisional_label(1, ["cat", "dog", "novel"])
+    'new-1'
+    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
+    'new-3'
+    >>> provisional_label(1, [0, 1, 2, -1])
+    -2
+    """
+    existing = list(existing_labels)
+    numeric = bool(existing) and all(
+        isinstance(label, Number) and not isinstance(label, str)
+        for label in existing)
+    taken = set(existing)
+    return next_provisional_label(k, numeric, taken.__contains__)[1]
+
+
+class LabelRegistry:
+    """The known labels of an online classifier, in the order they arrived.
+
+    Class ``i`` of the numeric state is ``labels[i]``. The buffer grows by
+    doubling and widens its dtype when new labels need it (string labels are
+    stored as objects).
+
+    Parameters
+    ----------
+    dtype : numpy dtype
+        Initial dtype of the labels (numeric, or object).
+    """
+
+    def __init__(self, dtype):
+        self._labels = np.empty(4, dtype=dtype)
+        self._index = {}
+        self.n_labels = 0
+
+    @classmethod
+    def for_labels(cls, labels):
+        """An empty registry for labels like ``labels``."""
+        return cls(labels.dtype if labels.dtype.kind in "biuf" else object)
+
+    def __len__(self):
+        return self.n_labels
+
+    def __contains__(self, label):
+        return label in self._index
+
+    @property
+    def labels(self):
+        """The known labels, shape (n_labels,) (a view of the buffer)."""
+        return self._labels[: self.n_labels]
+
+    def add(self, new_labels):
+        """Append labels not known yet, in the order given."""
+        n_new = len(new_labels)
+        if n_new == 0:
+            return
+        dtype = np.result_type(self._labels.dtype, np.asarray(new_labels).dtype)
+        stop = self.n_labels + n_new
+        if dtype != self._labels.dtype or stop > self._labels.shape[0]:
+            grown = np.empty(max(stop, 2 * self._labels.shape[0]), dtype=dtype)
+            grown[: self.n_labels] = self.labels
+            self._labels = grown
+        self._labels[self.n_labels : stop] = new_labels
+        for offset, label in enumerate(np.asarray(new_labels).tolist()):
+            self._index[label] = self.n_labels + offset
+        self.n_labels = stop
+
+    def checkpoint(self):
+        """A callable that takes the registry back to its present labels.
+
+        Labels are only appended, so the buffer and its length are all the
+        undo keeps (O(1) to take).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> registry = LabelRegistry(np.int64)
+        >>> registry.add(np.array([3, 1]))
+        >>> undo = registry.checkpoint()
+        >>> registry.add(np.array([7, 8, 9]))
+        >>> undo()
+        >>> registry.labels, 7 in registry
+        (array([3, 1]), False)
+        """
+        labels, n_labels = self._labels, self.n_labels
+
+        def undo():
+            for key in [key for key, i in self._index.items() if i >= n_labels]:
+                del self._index[key]
+            self._labels, self.n_labels = labels, n_labels
+
+        return undo
+
+    def register(self, labels):
+        """Index of each of the distinct ``labels``; unknown ones are added in
+        the order of ``labels``."""
+        keys = labels.tolist()
+        self.add(labels[[key not in self._index for key in keys]])
+        return np.array([self._index[key] for key in keys], dtype=np.intp)
+
+    def register_stream(self, labels, y_index):
+        """Class index of each row of a stream (``labels[y_index]``), and
+        whether the row opens a class; unknown labels get the next indices in
+        order of first appearance, as row-by-row learning gives them."""
+        first_row = np.unique(y_index, return_index=True)[1]
+        exists = np.array([key in self._index for key in labels.tolist()],
+                          dtype=bool)
+        new_first_rows = np.sort(first_row[~exists])
+        index_of_label = np.empty(labels.shape[0], dtype=np.intp)
+        index_of_label[exists] = [self._index[key]
+                                  for key in labels[exists].tolist()]
+        index_of_label[y_index[new_first_rows]] = self.n_labels + np.arange(
+            new_first_rows.shape[0])
+        self.add(labels[y_index[new_first_rows]])
+        is_new = np.zeros(y_index.shape[0], dtype=bool)
+        is_new[new_first_rows] = True
+        return index_of_label[y_index], is_new
+
+    def labels_of(self, index, novel):
+        """Labels of class indices, ``novel`` for ``-1``."""
+        labels = self.labels
+        is_novel = index < 0
+        if not is_novel.any():
+            return labels[index]
+        out = np.empty(index.shape[0], dtype=label_result_dtype(labels, novel))
+        out[~is_novel] = labels[index[~is_novel]]
+        out[is_novel] = novel
+        return out
+
+    def rename(self, old, new):
+        """Give the class labelled ``old`` the new label ``new``."""
+        i = self._index.pop(old)
+        dtype = np.result_type(self._labels.dtype, np.asarray([new]).dtype)
+        if dtype != self._labels.dtype:
+            self._labels = self._labels.astype(dtype)
+        self._labels[i] = new
+        self._index[np.asarray([new]).tolist()[0]] = i
+
+    def remove(self, label):
+        """Forget ``label``; the labels after it move up one index."""
+        i = self._index.pop(label)
+        stop = self.n_labels
+        self._labels[i:stop - 1] = self._labels[i + 1:stop].copy()
+        self.n_labels = stop - 1
+        for j, later in enumerate(self._labels[i:self.n_labels].tolist(), start=i):
+            self._index[later] = j
+
+    def index_of(self, label):
+        """The class index of ``label``, or None when it is not known."""
+        return self._index.get(label)
+
+    def __getstate__(self):
+        # The used labels only; the index is rebuilt from them.
+        return {"_labels": self.labels.copy(), "n_labels": self.n_labels}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._index = {label: i for i, label in enumerate(self.labels.tolist())}

@@ -1,0 +1,155 @@
+"""Per-class row buffers of the head's state that grow without pausing a stream.
+
+The state keeps one row per class in each of a few arrays (``_BUFFERS``),
+with spare rows, so a new class costs amortised O(d); a prediction needs each
+array in one piece (one matrix product). Copied at once, a growth is one long
+pause in a stream of short steps, so large buffers grow *incrementally*: once
+three quarters full, arrays of twice the capacity are allocated and every
+learning call copies a chunk of rows into them (rows changed after they were
+copied are copied again); when the current arrays are full the next ones
+take over. Buffers sized exactly (by ``fit`` or unpickling) copy at once on
+their first new class.
+"""
+
+import numpy as np
+
+# Buffers of fewer elements (rows x width, over all arrays) are copied at once
+# when they grow: at most a few milliseconds.
+_INCREMENTAL_ELEMENTS = 1 << 21
+# Rows copied into the next buffers per learning call, at least.
+_ROWS_PER_CALL = 64
+
+
+class ClassBuffers:
+    """Storage base of ``ClassState``: the growable per-class arrays and the
+    undo of changes to them.
+
+    The state defines ``n_features``, ``prior_precision`` (the width of
+    ``precision``) and ``prior_coef`` (the width of ``joint_coef``) and keeps
+    ``n_classes`` and ``crp_total``.
+    """
+
+    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
+                "joint_coef")
+    # The arrays being filled for the next capacity and how many rows they
+    # hold; None while no growth is under way.
+    _next = None
+    _moved = 0
+
+    def _new_buffers(self, capacity):
+        d, p = self.n_features, self.prior_precision.shape[0]
+        return {
+            "nat_mean": np.empty((capacity, d)),
+            "precision": np.empty((capacity, p)),
+            "n_obs": np.zeros(capacity),
+            "crp_count": np.zeros(capacity),
+            "frozen": np.zeros(capacity, dtype=bool),
+            # One spare row for the novel class.
+            "joint_coef": np.empty((capacity + 1, self.prior_coef.shape[0])),
+        }
+
+    def _allocate(self, capacity):
+        for name, buffer in self._new_buffers(capacity).items():
+            setattr(self, name, buffer)
+
+    @property
+    def capacity(self):
+        """Classes the buffers hold before they must grow."""
+        return self.n_obs.shape[0]
+
+    def _copy_rows(self, target, start, stop):
+        for name in self._BUFFERS:
+            target[name][start:stop] = getattr(self, name)[start:stop]
+
+    def _grow(self, needed):
+        """Make room for ``needed`` classes: the next buffers take over (rows
+        not copied yet are copied now), or larger ones are filled at once."""
+        capacity = self.capacity
+        if needed <= capacity:
+            return
+        target, start = self._next, self._moved
+        if target is None or target["n_obs"].shape[0] < needed:
+            target, start = self._new_buffers(max(needed, 2 * capacity)), 0
+        n = self.n_classes
+        self._copy_rows(target, start, n)
+        target["joint_coef"][n] = self.joint_coef[n]  # the novel class
+        self._next, self._moved = None, 0
+        for name in self._BUFFERS:
+            setattr(self, name, target[name])
+
+    def _advance_growth(self, n_rows):
+        """After learning ``n_rows`` rows: copy a chunk of rows into the next
+        buffers, starting them once three quarters are used."""
+        if self._next is None:
+            capacity = self.n_obs.shape[0]
+            if not 3 * capacity <= 4 * self.n_classes < 4 * capacity or (
+                    capacity * (2 * self.n_features + 4) < _INCREMENTAL_ELEMENTS):
+                return
+            self._next, self._moved = self._new_buffers(2 * capacity), 0
+        start = self._moved
+        stop = min(self.n_classes, start + max(_ROWS_PER_CALL, 4 * n_rows))
+        self._copy_rows(self._next, start, stop)
+        self._moved = stop
+
+    def _mirror(self, rows):
+        """Copy rows changed in place (an index array) into the next buffers
+        where those already hold them."""
+        if self._next is None:
+            return
+        rows = rows[rows < self._moved]
+        for name in self._BUFFERS:
+            self._next[name][rows] = getattr(self, name)[rows]
+
+    def _drop_growth(self):
+        """Forget the next buffers (a change they would have to follow)."""
+        self._next, self._moved = None, 0
+
+    def checkpoint(self, index):
+        """A callable that undoes what learning rows of classes ``index`` does.
+
+        Learning appends classes and rewrites the rows of the classes it
+        touches plus the novel row of ``joint_coef``; the undo keeps the
+        buffers, the counters and a copy of those rows (O(touched x d)), and
+        drops a growth under way.
+
+        Parameters
+        ----------
+        index : ndarray of shape (n_rows,)
+            Class of each row about to be learned; indices from ``n_classes``
+            on are classes about to be added.
+
+        Returns
+        -------
+        undo : callable
+            Puts the state back as it is now.
+        """
+        n = self.n_classes
+        rows = np.unique(index[index < n])
+        buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
+        saved = [buffer[rows] for _, buffer in buffers]
+        novel = self.joint_coef[n].copy()
+        crp_total = self.crp_total
+
+        def undo():
+            for (name, buffer), values in zip(buffers, saved, strict=True):
+                buffer[rows] = values
+                setattr(self, name, buffer)
+            buffers[-1][1][n] = novel
+            self.n_classes, self.crp_total = n, crp_total
+            self._drop_growth()
+
+        return undo
+
+    def compact(self):
+        """Shrink buffers to the used size (for pickling)."""
+        self._drop_growth()
+        for name in self._BUFFERS:
+            rows = self.n_classes + (name == "joint_coef")
+            setattr(self, name, getattr(self, name)[:rows].copy())
+
+    def __getstate__(self):
+        self.compact()
+        state = self.__dict__.copy()
+        state.pop("_next", None)
+        state.pop("_moved", None)
+        return state

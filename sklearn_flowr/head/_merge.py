@@ -1,0 +1,204 @@
+"""Heads from per-class statistics: ``merge`` and ``fit`` on a Dask array.
+
+A fitted head is a function of per-class statistics of its rows
+(``_moments``): merging two heads combines them and builds the head ``fit``
+on both sets of rows gives; ``fit`` on a Dask array computes them per chunk on
+Dask's scheduler. Dask is imported only when the input is a Dask collection.
+"""
+
+import sys
+
+import numpy as np
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_array, column_or_1d
+
+from ..validation import check_magnitude, check_params_unchanged, params_equal
+from ._moments import (
+    combine_moments,
+    moments_of_rows,
+    needs_fourth_moments,
+    needs_scatter,
+    resolve_hyper_parameters,
+)
+from ._state import new_state
+
+# The most values ``fit`` keeps for merge (float64: 64 MB).
+MAX_KEPT_VALUES = 2**23
+
+
+def kept_moments(params, X, y_index, n_classes):
+    """What a head keeps of its first rows for ``merge``: their moments when
+    an estimate needs more than class sizes and means, else None (the natural
+    parameters hold those). ``params``: the head's ``get_params()``."""
+    if not needs_scatter(params["sigma"], params["prior_mean"], params["prior_var"]):
+        return None
+    fourth = needs_fourth_moments(params["covariance"], params["sigma"])
+    if fourth and n_classes * X.shape[1] ** 2 > MAX_KEPT_VALUES:
+        return None  # O(N d^2) would outweigh the head
+    return moments_of_rows(X, y_index, n_classes, fourth=fourth)
+
+
+def check_mergeable(head, other):
+    """Refuse heads ``merge`` cannot pool; the feature names (or None)."""
+    if type(other) is not type(head):
+        raise TypeError(f"merge takes another {type(head).__name__}; got "
+                        f"{type(other).__name__}.")
+    for name, part in (("head", head), ("other", other)):
+        if not part.__sklearn_is_fitted__():
+            raise NotFittedError(f"merge needs two fitted heads; {name} is "
+                                 "not fitted: call fit first.")
+        check_params_unchanged(part, part._fitted_params,
+                               runtime=part._runtime_params)
+    params, others = head.get_params(deep=False), other.get_params(deep=False)
+    differ = [f"{name}: {params[name]!r} != {others[name]!r}" for name in params
+              if not params_equal(params[name], others[name])]
+    if differ:
+        raise ValueError(
+            "merge needs heads with the same parameters (the merged head is "
+            f"what fit with them gives on both heads' rows); they differ in "
+            f"{', '.join(differ)}. Set them alike and fit again.")
+    if head.n_features_in_ != other.n_features_in_:
+        raise ValueError(f"merge needs heads of the same n_features_in_; got "
+                         f"{head.n_features_in_} and {other.n_features_in_}.")
+    names = [getattr(part, "feature_names_in_", None) for part in (head, other)]
+    if (names[0] is None) != (names[1] is None) or (
+            names[0] is not None and not np.array_equal(*names)):
+        raise ValueError("merge needs heads fitted on the same feature names "
+                         "(or both on arrays without names).")
+    if (head.classes_.dtype.kind in "biuf") != (other.classes_.dtype.kind
+                                                in "biuf"):
+        raise ValueError(
+            f"merge cannot pool labels of dtype {head.classes_.dtype} and "
+            f"{other.classes_.dtype}: numeric and string labels cannot be "
+            "mixed.")
+    return names[0]
+
+
+def moments_of_head(head, name):
+    """The moments of the rows a fitted head was conditioned on, with labels."""
+    state = head._state
+    count = state.class_count().copy()
+    if np.any(count == 0):
+        raise ValueError(
+            f"merge combines the rows heads learned from; {name} has classes "
+            f"{head.classes_[count == 0].tolist()} given as embeddings "
+            "(fit_class_embeddings), which carry no rows.")
+    if needs_scatter(head.sigma, head.prior_mean, head.prior_var):
+        kept = getattr(head, "_fit_moments", None)
+        fix = ("give sigma, prior_mean and prior_var as numbers (e.g. the "
+               "fitted sigma_, prior_mean_ and prior_var_): then merge adds "
+               "the rows of every class exactly, online ones included.")
+        if kept is None:
+            raise ValueError(
+                "merge re-estimates the 'auto' sigma, prior_mean and prior_var "
+                f"from the statistics of the rows that fit saw, which {name} "
+                "does not keep (saved by an older version, or a full-covariance "
+                "head whose per-class moments, n_classes x d^2 values, exceed "
+                f"{MAX_KEPT_VALUES}): {fix}")
+        if kept["count"].shape != count.shape or not np.array_equal(
+                kept["count"], count):
+            raise ValueError(
+                "merge re-estimates the 'auto' sigma, prior_mean and prior_var "
+                f"from the statistics of the rows that fit saw, but {name} has "
+                "learned rows since (partial_fit or open_world_step), whose "
+                f"scatter it does not keep. Merge heads straight after fit, or {fix}")
+        return {"labels": head.classes_.copy(),
+                **{key: np.copy(value) for key, value in kept.items()}}
+    # Fixed prior and noise: q_n = q0 + sum_i u_i / sigma holds the class sums.
+    n = state.n_classes
+    mean = (state.nat_mean[:n] - state.prior_nat_mean) * state.sigma / count[:, None]
+    if state.basis is not None:
+        mean = mean @ state.basis_inverse
+    return {"labels": head.classes_.copy(), "count": count,
+            "mean": mean + state.basis_shift}
+
+
+def state_of_moments(moments, params, n_features, *, frozen=None):
+    """The state ``fit`` builds on rows with these moments (``params``: the
+    head's ``get_params()``), its resolved covariances and ``b``."""
+    count = moments["count"]
+    n_classes = count.shape[0]
+    state, hyper, b = new_state(
+        np.empty((0, n_features)), np.empty(0, dtype=np.intp), n_classes,
+        a=float(params["a"]), covariance=params["covariance"],
+        class_prior=params["class_prior"], known_count=params["known_count"],
+        noise_shrinkage=float(params["noise_shrinkage"]),
+        **resolve_hyper_parameters(moments, params))
+    state.add_classes(n_classes)
+    # The conjugate update with each class's sum, as ``fit`` makes it.
+    state.add_sums(np.arange(n_classes),
+                   count[:, None] * state.to_basis(moments["mean"]), count)
+    if frozen is not None:
+        state.freeze(frozen)
+    state.set_crp_counts(count if params["known_count"] == "observed"
+                         else float(params["known_count"]))
+    return state, hyper, b
+
+
+# ----------------------------------------------------------------------- Dask
+def is_dask_collection(value):
+    """Whether ``value`` is a Dask collection, without importing Dask."""
+    dask = sys.modules.get("dask")
+    return dask is not None and dask.is_dask_collection(value)
+
+
+def dask_moments(X, y, *, fourth):
+    """Moments (with labels) of Dask arrays ``X`` and ``y``: per chunk on the
+    active Dask scheduler, combined pairwise, and the number of features."""
+    import dask
+    import dask.array as da
+
+    X, y = _dask_inputs(da, X, y)
+    blocks = [dask.delayed(_block_moments)(x_block, y_block, fourth=fourth)
+              for x_block, y_block in zip(X.to_delayed().ravel(), y.to_delayed(),
+                                          strict=True)]
+    while len(blocks) > 1:  # a balanced tree of pairwise combinations
+        pairs = [dask.delayed(combine_moments)(blocks[i], blocks[i + 1])
+                 for i in range(0, len(blocks) - 1, 2)]
+        blocks = pairs + blocks[len(blocks) - len(blocks) % 2:]
+    (moments,) = dask.compute(blocks[0])
+    if moments["labels"].shape[0] == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
+                         "minimum of 1 is required.")
+    return moments, X.shape[1]
+
+
+def _dask_inputs(da, X, y):
+    """``X`` (n_samples, n_features) and ``y`` (n_samples,) as Dask arrays
+    with the same row chunks and ``X`` whole along its columns."""
+    if not isinstance(X, da.Array):
+        if is_dask_collection(X):
+            raise TypeError(
+                f"fit takes a Dask array of embeddings, not a {type(X).__name__}; "
+                "convert it, e.g. with .to_dask_array(lengths=True).")
+        X = da.from_array(check_array(X, dtype=np.float64), chunks=(
+            y.chunks[0] if isinstance(y, da.Array) else -1, -1))
+    if X.ndim != 2:
+        raise ValueError(f"Expected a 2D array, got a {X.ndim}D Dask array of "
+                         f"shape {X.shape}.")
+    if any(np.isnan(size) for size in X.shape):
+        raise ValueError("fit needs the Dask array's chunk sizes; call "
+                         "X.compute_chunk_sizes() first.")
+    X = X.rechunk({1: -1})
+    if not isinstance(y, da.Array):
+        y = column_or_1d(np.asarray(y))
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must have shape ({X.shape[0]},) like X's rows; got "
+                         f"{y.shape}.")
+    if not isinstance(y, da.Array):
+        return X, da.from_array(y, chunks=(X.chunks[0],))
+    return X, y.rechunk((X.chunks[0],))
+
+
+def _block_moments(x_block, y_block, *, fourth):
+    """Checked moments (with labels) of one chunk of rows."""
+    X = check_array(x_block, dtype=np.float64, ensure_min_samples=0)
+    check_magnitude(X)
+    y = np.asarray(y_block)
+    if y.shape[0] and y.dtype.kind not in "biuU":
+        check_classification_targets(y)
+    labels, y_index = np.unique(y, return_inverse=True)
+    return {"labels": labels,
+            **moments_of_rows(X, y_index.reshape(-1), labels.shape[0],
+                              fourth=fourth)}

@@ -1,0 +1,241 @@
+"""Open-world probabilities: the output that knows its classes, and the
+classifier whose predictions all derive from one joint log-likelihood."""
+
+import numpy as np
+
+from .._core import log_softmax, softmax_rows_inplace
+from ..base import OnlineOpenWorldClassifier
+
+__all__ = ["OpenWorldProba", "ProbabilisticOpenWorldClassifier"]
+
+
+class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
+    """An online open-world classifier whose predictions derive from the joint
+    log-likelihoods ``log p(x, n)`` of the known classes and the novel class,
+    as scikit-learn's naive Bayes classifiers do (not for direct use).
+
+    Subclasses define ``_joint_log_numerators(X)`` (validated; shape
+    (n_samples, n_classes + 1), novel last, up to a constant per row),
+    ``_log_normaliser()`` (that constant) and ``_novel_column()``.
+    """
+
+    def predict_joint_log_proba(self, X):
+        """Joint log-probabilities ``log p(x, n)`` of the known and novel classes.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        joint : ndarray of shape (n_samples, n_classes + 1)
+            ``log N(x; m_n, v_n) + log p(n)``; columns follow ``classes_``, the
+            last column is the novel class (mapped by ``novelty_calibration``
+            when set).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from scipy.special import logsumexp
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> joint = clf.predict_joint_log_proba([[0.1, 0.0]])
+        >>> np.exp(joint - logsumexp(joint, axis=1, keepdims=True)).round(3)  # p(n|x)
+        array([[0.997, 0.   , 0.003]])
+        """
+        return self._joint_log_numerators(X) + self._log_normaliser()
+
+    def predict_log_proba(self, X):
+        """Log posterior probabilities of the known classes and the novel class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes + 1)
+            Columns follow ``classes_``; the last column is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> np.exp(clf.predict_log_proba([[0.1, 0.0]])).round(3)
+        array([[0.997, 0.   , 0.003]])
+        """
+        log_proba = log_softmax(self._joint_log_numerators(X))
+        return OpenWorldProba(log_proba, self.classes_, is_log_proba=True)
+
+    def predict_proba(self, X):
+        """Posterior probabilities of the known classes and the novel class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes + 1)
+            Columns follow ``classes_``; the last column is the novel class.
+
+        Examples
+        --------
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> clf.predict_proba([[0.1, 0.0], [-6.0, 7.0]]).round(3)  # 0, 1, novel
+        array([[0.997, 0.   , 0.003],
+               [0.   , 0.   , 1.   ]])
+        """
+        proba = softmax_rows_inplace(self._joint_log_numerators(X))
+        return OpenWorldProba(proba, self.classes_)
+
+    def predict(self, X):
+        """Most probable class, or ``novel_label_`` when the novel class wins.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_`` or ``novel_label_``.
+
+        Examples
+        --------
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier(novel_label="unknown").fit(
+        ...     [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], ["a", "a", "b", "b"])
+        >>> clf.predict([[0.1, 0.0], [3.9, 4.1], [-6.0, 7.0]])
+        array(['a', 'b', 'unknown'], dtype=object)
+        """
+        best = np.argmax(self._joint_log_numerators(X), axis=1)
+        best[best == self._novel_column()] = -1  # ties go to the known class
+        return self._labels_of(best)
+
+
+class OpenWorldProba(np.ndarray):
+    """An ndarray of shape ``(n_samples, n_classes + 1)`` that knows its classes.
+
+    What the open-world classifiers' ``predict_proba`` and
+    ``predict_log_proba`` return: an ordinary ndarray whose columns follow
+    ``known_classes`` (the estimator's ``classes_`` at prediction time) and
+    whose last column is the novel class, so that scorers given only
+    ``(y_true, proba)`` can tell novel rows. Row selections, copies and views
+    of the whole array keep the attributes; a column selection, a ufunc's or
+    a NumPy function's result is a plain ndarray.
+
+    Parameters
+    ----------
+    values : array-like of shape (n_samples, n_classes + 1)
+        Probabilities or log-probabilities; the last column is the novel class.
+    known_classes : array-like of shape (n_classes,)
+        The labels of the first ``n_classes`` columns, in order.
+    is_log_proba : bool, default=False
+        Whether ``values`` are log-probabilities.
+
+    Attributes
+    ----------
+    known_classes : ndarray of shape (n_classes,)
+        The classes the estimator knew (a read-only copy of its ``classes_``).
+    is_log_proba : bool
+        Whether the values are log-probabilities.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.base import OpenWorldProba
+    >>> proba = OpenWorldProba([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], ["a", "b"])
+    >>> proba.known_classes
+    array(['a', 'b'], dtype='<U1')
+    >>> proba[1:].known_classes  # rows of the full layout keep the classes
+    array(['a', 'b'], dtype='<U1')
+    >>> type(proba[:, -1])  # a column is a plain array
+    <class 'numpy.ndarray'>
+    """
+
+    def __new__(cls, values, known_classes, *, is_log_proba=False):
+        obj = np.asarray(values).view(cls)
+        known = np.array(known_classes)  # a copy: classes_ grows with partial_fit
+        known.flags.writeable = False
+        if known.ndim != 1 or not _is_full_layout(obj, known):
+            raise ValueError(
+                f"An open-world output has shape (n_samples, n_classes + 1); got "
+                f"{obj.shape} for {known.shape[0]} known classes.")
+        obj._known_classes = known
+        obj._is_log_proba = bool(is_log_proba)
+        return obj
+
+    def __array_finalize__(self, obj):
+        self._known_classes = getattr(obj, "_known_classes", None)
+        self._is_log_proba = getattr(obj, "_is_log_proba", False)
+
+    @property
+    def known_classes(self):
+        # Checked on access: some views get their shape after being finalized.
+        known = self._known_classes
+        return known if known is not None and _is_full_layout(self, known) else None
+
+    @property
+    def is_log_proba(self):
+        return self.known_classes is not None and self._is_log_proba
+
+    def __getitem__(self, key):
+        result = super().__getitem__(key)
+        if isinstance(result, OpenWorldProba) and (
+                result.known_classes is None or not _selects_rows_only(key)):
+            return result.view(np.ndarray)
+        return result
+
+    @property
+    def T(self):
+        """The transpose, a plain ndarray (rows are no longer samples)."""
+        return self.view(np.ndarray).T
+
+    def transpose(self, *axes):
+        """The transpose, a plain ndarray (rows are no longer samples)."""
+        return self.view(np.ndarray).transpose(*axes)
+
+    def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
+        inputs = tuple(_plain(x) for x in inputs)
+        if out is not None:
+            kwargs["out"] = tuple(_plain(x) for x in out)
+        result = getattr(ufunc, method)(*inputs, **kwargs)
+        if out is not None:  # in place: the array itself, attributes and all
+            return out[0] if len(out) == 1 else out
+        return result
+
+    def __array_function__(self, func, types, args, kwargs):
+        result = super().__array_function__(func, types, args, kwargs)
+        if isinstance(result, tuple | list):
+            return type(result)(_plain(x) for x in result)
+        return _plain(result)
+
+
+def _plain(x):
+    return x.view(np.ndarray) if isinstance(x, OpenWorldProba) else x
+
+
+def _is_full_layout(array, known_classes):
+    return array.ndim == 2 and array.shape[1] == len(known_classes) + 1
+
+
+def _selects_rows_only(key):
+    """Whether ``array[key]`` leaves the column axis untouched."""
+    if not isinstance(key, tuple) or len(key) == 1:
+        return True
+    if len(key) == 2 and key[0] is not Ellipsis:
+        return key[1] is Ellipsis or (isinstance(key[1], slice)
+                                      and key[1] == slice(None))
+    return False
+
+

@@ -1,0 +1,466 @@
+"""The head's per-class state: natural parameters, counts and cached scores.
+
+The estimator validates input, keeps the labels and speaks scikit-learn; this
+object keeps numbers per class index: natural parameters ``(q_n, lam_n)``,
+observation and CRP counts, and the coefficients that make ``log N(z; m_n,
+v_n) + log(c_n - a)`` one dot product with ``[z, ||z||^2, 1]``
+(``_core._gaussian``). Row ``N`` of ``joint_coef`` (after the ``N`` classes)
+holds the novel class, so scoring against all ``N + 1`` columns is one GEMM.
+
+With ``covariance="full"`` the state lives in the basis where the noise is
+``I`` and the prior diagonal (``_core._covariance``): rows are mapped in,
+class means and variances back out. Everything is float64: the natural
+parameters are running sums over a stream, and the cached coefficients
+subtract nearly equal terms. Large batches go in chunks whose temporaries
+stay within ``_CHUNK_ELEMENTS``.
+"""
+
+import math
+
+import numpy as np
+
+from .._core import (
+    MAX_LOG_ODDS,
+    add_observations,
+    chunk_slices,
+    crp_log_normaliser,
+    crp_log_numerators,
+    estimate_concentration,
+    group_sums,
+    log_density_coef,
+    log_density_features,
+    log_softmax,
+    novel_log_odds,
+    prefix_states,
+    recalibrate_novel_column,
+    resolve_covariances,
+)
+from ._buffers import ClassBuffers
+
+# Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
+_CHUNK_ELEMENTS = 1 << 18
+_ONE = np.ones(1)
+_ONE.flags.writeable = False
+
+
+def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
+              covariance, class_prior, known_count, noise_shrinkage=0.0):
+    """A fresh state from the head's hyper-parameters, checked against each
+    other; "auto" values are estimated from ``X`` (empirical Bayes).
+
+    Returns the state (without classes), the resolved covariances
+    (``_core.resolve_covariances``) and the concentration ``b`` in use.
+    """
+    if b != "auto" and not (b > -a and np.isfinite(b)):
+        raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
+    if known_count != "observed" and not known_count > a:
+        raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
+                         "needs c_n > a to have prior mass.")
+    hyper = resolve_covariances(
+        X, y_index, n_classes, covariance=covariance, sigma=sigma,
+        prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
+        noise_shrinkage=noise_shrinkage)
+    b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
+    state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
+                       class_prior=class_prior, basis=hyper.basis)
+    return state, hyper, b
+
+
+def check_class_embeddings(classes, means, variances, *, covariance, **given):
+    """Check class embeddings for ``fit_class_embeddings``, and that the
+    hyper-parameters ``given`` need no samples; classes and (n_classes, 1)
+    variances."""
+    classes = np.asarray(classes)
+    variances = np.asarray(variances, dtype=np.float64).reshape(-1, 1)
+    if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
+        raise ValueError("classes must be a 1-d array of distinct labels.")
+    if not (classes.shape[0] == means.shape[0] == variances.shape[0]):
+        raise ValueError(
+            f"classes ({classes.shape[0]}), means ({means.shape[0]}) and "
+            f"variances ({variances.shape[0]}) must have one row per class."
+        )
+    if not np.all(np.isfinite(variances) & (variances > 0)):
+        raise ValueError("variances must be positive and finite.")
+    if covariance != "isotropic":
+        raise ValueError(
+            "fit_class_embeddings takes isotropic class variances; it "
+            f"does not support covariance={covariance!r}."
+        )
+    # Class embeddings carry no samples: nothing to estimate the
+    # concentration, the class noise or the observed counts from.
+    missing = [f"{k}={v!r}" for k, v in given.items() if isinstance(v, str)]
+    if missing:
+        raise ValueError(
+            "fit_class_embeddings needs a numeric known_count, b and sigma "
+            f"(got {', '.join(missing)}): there are no observed samples "
+            "to estimate them from."
+        )
+    return classes, variances
+
+
+def check_novelty_map(value):
+    """``novelty_calibration`` as ``(slope, intercept)`` floats, or None."""
+    if value is None:
+        return None
+    pair = np.asarray(value, dtype=object).ravel()
+    try:
+        slope, intercept = (float(v) for v in pair)
+    except (TypeError, ValueError):
+        raise ValueError(
+            "novelty_calibration must be None or (slope, intercept), two "
+            f"numbers; got {value!r}.") from None
+    if not (np.isfinite(slope) and np.isfinite(intercept) and slope > 0):
+        raise ValueError(
+            "novelty_calibration needs a finite slope > 0 and a finite "
+            f"intercept (a map that keeps the order of P(novel)); got {value!r}.")
+    return slope, intercept
+
+
+class ClassState(ClassBuffers):
+    """Sufficient statistics of all instantiated classes plus the shared prior.
+
+    Parameters
+    ----------
+    prior_mean : ndarray of shape (d,)
+        ``mu0``.
+    prior_var : ndarray of shape (1,) or (d,)
+        ``s0``; one entry means an isotropic prior.
+    sigma : float
+        Class-noise variance.
+    a, b : float
+        CRP discount and concentration.
+    class_prior : {"crp", "uniform"}
+    basis : tuple of ndarray or None, default=None
+        ``(shift, T, T_inv)``: rows ``z`` are stored and scored as
+        ``(z - shift) @ T``. ``None``: rows are centred on ``prior_mean``
+        (scores expand ``||z - m||^2``, which keeps its digits near the
+        frame's origin).
+    """
+
+    def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
+                 basis=None):
+        if basis is None:
+            self.basis_shift = np.array(prior_mean, dtype=np.float64, copy=True)
+            self.basis = self.basis_inverse = None
+            prior_mean = np.zeros_like(self.basis_shift)
+        else:
+            self.basis_shift, self.basis, self.basis_inverse = basis
+        # Densities of z = densities of u = (z - shift) @ T times |det T|.
+        self.log_jacobian = (0.0 if self.basis is None
+                             else float(np.linalg.slogdet(self.basis)[1]))
+        self.sigma, self.a, self.b = float(sigma), float(a), float(b)
+        self.class_prior = class_prior
+        self.prior_precision = 1.0 / np.asarray(prior_var, dtype=np.float64)
+        self.prior_nat_mean = np.asarray(prior_mean, np.float64) * self.prior_precision
+        self.isotropic = self.prior_precision.shape[0] == 1
+        self.n_features = self.prior_nat_mean.shape[0]
+        self.prior_coef = log_density_coef(
+            self.prior_nat_mean[None], self.prior_precision[None], self.sigma)[0]
+        self.n_classes = 0
+        self.crp_total = 0.0
+        self._allocate(4)
+        self._refresh_novel()
+
+    def add_classes(self, n_new, *, nat_mean=None, precision=None,
+                    crp_count=0.0, frozen=False):
+        """Instantiate ``n_new`` classes at the prior (zero counts), or at
+        given natural parameters of the rows' frame (states without a basis)."""
+        if n_new == 0:
+            return
+        if nat_mean is not None:
+            if self.basis is not None:
+                raise ValueError("Natural parameters of the rows' frame need a "
+                                 "state without a basis.")
+            # q = m lam in the rows' frame is (m - shift) lam centred.
+            nat_mean = nat_mean - self.basis_shift * np.reshape(precision,
+                                                                 (n_new, -1))
+        start, stop = self.n_classes, self.n_classes + n_new
+        self._grow(stop)
+        self.nat_mean[start:stop] = (self.prior_nat_mean if nat_mean is None
+                                     else nat_mean)
+        self.precision[start:stop] = (self.prior_precision if precision is None
+                                      else precision)
+        self.n_obs[start:stop] = 0.0
+        self.crp_count[start:stop] = crp_count
+        self.crp_total += float(np.sum(self.crp_count[start:stop]))
+        self.frozen[start:stop] = frozen
+        self.n_classes = stop
+        self._refresh(np.arange(start, stop))
+        self._refresh_novel()
+
+    # ---------------------------------------------------------------- caches
+    def _log_numerators(self, counts, n_classes):
+        """CRP numerators; a count not above ``a`` (a class not instantiated
+        yet) has no mass."""
+        if (counts > self.a).all():
+            return crp_log_numerators(counts, n_classes, a=self.a, b=self.b,
+                                      class_prior=self.class_prior)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            log_known, log_novel = crp_log_numerators(
+                counts, n_classes, a=self.a, b=self.b, class_prior=self.class_prior)
+        return np.where(counts > self.a, log_known, -np.inf), log_novel
+
+    def _refresh(self, rows):
+        """Recompute the cached coefficients of the sorted distinct classes
+        ``rows``, in chunks of bounded size."""
+        width = self.joint_coef.shape[1]
+        for chunk in _chunks(rows.shape[0], width):
+            index = rows[chunk]
+            if index.shape[0] and index[-1] - index[0] + 1 == index.shape[0]:
+                index = slice(int(index[0]), int(index[-1]) + 1)  # views
+            coef = log_density_coef(self.nat_mean[index], self.precision[index],
+                                    self.sigma)
+            coef[:, -1] += self._log_numerators(self.crp_count[index],
+                                                self.n_classes)[0]
+            self.joint_coef[index] = coef
+
+    def _refresh_novel(self):
+        row = self.prior_coef.copy()
+        row[-1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
+        self.joint_coef[self.n_classes] = row
+
+    # -------------------------------------------------------------- learning
+    def update(self, U, index, *, sign=1.0, skip_frozen=True):
+        """The conjugate update ``q_n += u / sigma``, ``lam_n += 1 / sigma``,
+        ``c_n += 1`` of classes ``index`` with rows ``U`` (state's basis);
+        ``sign=-1`` takes rows out. Frozen classes are skipped unless
+        ``skip_frozen`` is False."""
+        if skip_frozen:
+            live = ~self.frozen[index]
+            if not live.all():
+                U, index = U[live], index[live]
+        if index.shape[0] == 0:
+            return
+        if index.shape[0] == 1:  # one row: its own group
+            classes, sums, counts = index, U, _ONE
+        else:
+            classes, sums, counts = group_sums(U, index)
+        self.add_sums(classes, sign * sums, sign * counts)
+
+    def add_sums(self, classes, sums, counts):
+        """The conjugate update of the distinct ``classes`` with the sums and
+        counts of their rows (state's basis), CRP counts alike."""
+        self.nat_mean[classes], self.precision[classes] = add_observations(
+            self.nat_mean[classes], self.precision[classes], sums, counts[:, None],
+            self.sigma)
+        self.n_obs[classes] += counts
+        self.crp_count[classes] += counts
+        self.crp_total += float(counts.sum())
+        self._refresh(classes)
+        self._mirror(classes)
+
+    def learn(self, Z, index, n_classes):
+        """Condition on rows ``Z`` (rows' frame) of the classes ``index``,
+        chunk by chunk; the state first grows to ``n_classes`` classes."""
+        self.add_classes(n_classes - self.n_classes)
+        for rows in _chunks(index.shape[0], Z.shape[1]):
+            self.update(self.to_basis(Z[rows]), index[rows])
+        self._advance_growth(index.shape[0])
+
+    def move(self, Z, source, target):
+        """Move rows ``Z`` (rows' frame) from the classes ``source`` to the
+        classes ``target`` (frozen classes too): the head's ``correct``."""
+        self._drop_growth()
+        U = self.to_basis(np.asarray(Z, dtype=np.float64))
+        self.update(U, source, sign=-1.0, skip_frozen=False)
+        self.update(U, target, skip_frozen=False)
+
+    def remove_class(self, i):
+        """Delete class ``i``: later classes move up one place."""
+        self._drop_growth()
+        n = self.n_classes
+        self.crp_total -= float(self.crp_count[i])
+        for name in self._BUFFERS:
+            buffer = getattr(self, name)
+            stop = n + 1 if name == "joint_coef" else n
+            buffer[i:stop - 1] = buffer[i + 1:stop].copy()
+        self.n_classes = n - 1
+        # The CRP numerators depend on the number of classes.
+        self._refresh(np.arange(self.n_classes))
+        self._refresh_novel()
+
+    def set_crp_counts(self, counts):
+        """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
+        self._drop_growth()
+        n = self.n_classes
+        self.crp_count[:n] = counts
+        self.crp_total = float(np.sum(self.crp_count[:n]))
+        self._refresh(np.arange(n))
+
+    def freeze(self, frozen=True):
+        """Keep the classes instantiated so far fixed (or release them)."""
+        self._drop_growth()
+        self.frozen[: self.n_classes] = frozen
+
+    # ---------------------------------------------------------- read-outs
+    def to_basis(self, Z):
+        """Rows in the state's basis."""
+        centred = Z - self.basis_shift
+        return centred if self.basis is None else centred @ self.basis
+
+    def class_count(self):
+        """Rows each class was conditioned on, shape (N,) (a view)."""
+        return self.n_obs[: self.n_classes]
+
+    def crp_counts(self):
+        """CRP counts ``c_n``, shape (N,) (a view)."""
+        return self.crp_count[: self.n_classes]
+
+    def class_mean(self):
+        """Posterior means ``m_n`` of the classes, in the rows' frame."""
+        n = self.n_classes
+        mean = self.nat_mean[:n] / self.precision[:n]
+        return self.basis_shift + (mean if self.basis is None
+                                   else mean @ self.basis_inverse)
+
+    def class_var(self):
+        """Marginal posterior variances of the class means, shape (N, d)."""
+        n = self.n_classes
+        var = 1.0 / self.precision[:n]
+        if self.basis is None:
+            return np.broadcast_to(var, (n, self.n_features)).copy()
+        # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
+        return var @ (self.basis_inverse * self.basis_inverse)
+
+    # --------------------------------------------------------------- scoring
+    def features(self, U):
+        return log_density_features(U, isotropic=self.isotropic)
+
+    def joint_log_numerators(self, Z, novelty_map=None):
+        """``log N(z; m_n, v_n) + log numerator_n`` for the N classes and the
+        novel class (last), shape (n_samples, n_classes + 1); the row
+        constant :meth:`log_normaliser` is left out. ``novelty_map`` (slope,
+        intercept) maps the novel column's log-odds."""
+        coef = self.joint_coef[: self.n_classes + 1]
+        scores = np.empty((Z.shape[0], coef.shape[0]))
+        for rows in _chunks(Z.shape[0], Z.shape[1]):
+            # (one row: a matrix-vector product, which BLAS runs faster)
+            features = self.features(self.to_basis(Z[rows]))
+            scores[rows] = (coef.dot(features[0])[None] if Z.shape[0] == 1
+                            else features @ coef.T)
+        if novelty_map is None or self.n_classes == 0:
+            return scores
+        return recalibrate_novel_column(scores, *novelty_map)
+
+    def log_normaliser(self):
+        """The row constant left out of :meth:`joint_log_numerators` (and the
+        basis' log-Jacobian)."""
+        return self.log_jacobian + float(crp_log_normaliser(
+            np.asarray(self.crp_total), self.n_classes, b=self.b,
+            class_prior=self.class_prior))
+
+    def stream(self, Z, index, is_new_class, novelty_map=None):
+        """Predict each row of ``Z`` (rows' frame) with the state before it,
+        then learn it under class ``index`` (new classes, in order of first
+        appearance, where ``is_new_class``).
+
+        Returns, per row: the best instantiated class (-1: none), P(novel),
+        whether the novel class is the MAP decision, and P(novel)'s log-odds
+        (its order without rounding to 1).
+        """
+        if Z.shape[0] == 1:
+            return tuple(np.array([value]) for value in self.step(
+                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map))
+        n_rows = Z.shape[0]
+        out = (np.empty(n_rows, dtype=np.intp), np.empty(n_rows),
+               np.empty(n_rows, dtype=bool), np.empty(n_rows))
+        for rows in chunk_slices(
+                index, n_classes=self.n_classes + int(is_new_class.sum()),
+                width=self.joint_coef.shape[1]):
+            first_new = self.n_classes
+            self.add_classes(int(is_new_class[rows].sum()))
+            U = self.to_basis(Z[rows])
+            scored = self._score_chunk(U, index[rows], is_new_class[rows],
+                                       first_new, novelty_map)
+            for target, values in zip(out, scored, strict=True):
+                target[rows] = values
+            self.update(U, index[rows])
+        self._advance_growth(n_rows)
+        return out
+
+    def step(self, z, i, is_new, novelty_map=None):
+        """:meth:`stream` of one row ``z`` of class ``i``: a lone row sees the
+        cached state, so it is scored with one matrix-vector product, then
+        learned by :meth:`update`. Returns the four values as scalars."""
+        u = self.to_basis(z)
+        features = log_density_features(
+            u, isotropic=self.isotropic, out=np.empty(self.joint_coef.shape[1]))
+        scores = self.joint_coef[: self.n_classes + 1].dot(features)
+        if novelty_map is not None and self.n_classes:
+            scores = recalibrate_novel_column(scores, *novelty_map)
+        scored = _decide_row(scores)
+        if is_new:
+            self.add_classes(1)
+        self.update(u[None], np.array([i]))
+        self._advance_growth(1)
+        return scored
+
+    def _score_chunk(self, U, index, is_new_class, first_new, novelty_map=None):
+        """Scores of a chunk against the states each row really sees: the
+        cached ones for classes the chunk does not touch, its prefix states
+        (``prefix_states``) for those it does, in one GEMM each."""
+        n_classes = self.n_classes
+        features = self.features(U)
+        scores = features @ self.joint_coef[: n_classes + 1].T
+        table = prefix_states(U, index, live=~self.frozen[index])
+        touched, seen = table.touched, table.seen
+        nat_mean, precision = add_observations(
+            self.nat_mean[table.owner], self.precision[table.owner], table.sums,
+            table.counts[:, None], self.sigma)
+        state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
+        density = np.take_along_axis(state_density, table.pick, axis=1)
+        # Per-row CRP prior: counts and N as they stand before each row.
+        classes_before = first_new + np.cumsum(is_new_class) - is_new_class
+        log_known, log_novel = self._log_numerators(
+            self.crp_count[touched] + seen, classes_before)
+        # Classes not instantiated before a row have no mass at that row.
+        exists = (touched < first_new) | (seen > 0)
+        scores[:, touched] = np.where(exists, density + log_known, -np.inf)
+        scores[:, -1] = features @ self.prior_coef + log_novel
+        if novelty_map is not None:
+            scores = recalibrate_novel_column(scores, *novelty_map)
+        rows = np.arange(U.shape[0])
+        known_index = np.full(U.shape[0], -1, dtype=np.intp)
+        if n_classes:
+            best = np.argmax(scores[:, :-1], axis=1)
+            has_class = np.isfinite(scores[rows, best])  # a row before every class
+            known_index[has_class] = best[has_class]
+            # Ties go to the known class, as np.argmax does in ``predict``.
+            pred_novel = scores[:, -1] > scores[rows, best]
+        else:
+            pred_novel = np.ones(U.shape[0], dtype=bool)
+        return (known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel,
+                novel_log_odds(scores))
+
+
+def _decide_row(scores):
+    """Best known class (-1: none), P(novel), the novel decision and P(novel)'s
+    log-odds of one row's joint scores (novel last), as Python scalars: the
+    formulas of :meth:`ClassState._score_chunk` without their array calls."""
+    n = scores.shape[0] - 1
+    if n == 0:
+        return -1, 1.0, True, MAX_LOG_ODDS
+    known = scores[:n]
+    best = int(known.argmax())
+    top, novel = known.item(best), scores.item(n)
+    if not (math.isfinite(top) and math.isfinite(novel)):
+        batch = scores[None]
+        return (best, float(np.exp(log_softmax(batch)[0, -1])), novel > top,
+                float(novel_log_odds(batch)[0]))
+    # log sum_n exp(known_n), relative to the best known class (a sum >= 1).
+    log_known = top + math.log(np.exp(known - top).sum())
+    log_odds = min(max(novel - log_known, -MAX_LOG_ODDS), MAX_LOG_ODDS)
+    if log_odds >= 0.0:  # P(novel) = sigmoid(log-odds), without overflow
+        p_novel = 1.0 / (1.0 + math.exp(-log_odds))
+    else:
+        odds = math.exp(log_odds)
+        p_novel = odds / (1.0 + odds)
+    return best, p_novel, novel > top, log_odds
+
+
+def _chunks(n_rows, width):
+    """Consecutive slices of ``range(n_rows)`` of at most ``_CHUNK_ELEMENTS /
+    width`` rows each (one at least)."""
+    step = max(1, _CHUNK_ELEMENTS // max(1, width))
+    return [slice(start, min(n_rows, start + step))
+            for start in range(0, n_rows, step)]

@@ -1,0 +1,381 @@
+"""Checks of what users pass: inputs, labels and parameters changed after fit.
+
+What ``FLOWRClassifier`` accepts (:func:`as_model_input`): images as arrays of
+shape (n, H, W), (n, H, W, C) or (n, C, H, W), or feature vectors (n,
+n_features), leaving as float32 in torch's layout. The dtype says how values
+are scaled: ``uint8`` is divided by 255 and ``uint16`` by 65535 into [0, 1];
+other integer images are refused (``np.array`` of a list of pixels gives
+``int64``: convert it, e.g. ``X.astype(np.uint8)``), integer feature vectors
+are used as they are; floats are used as given, with a ``UserWarning`` for
+float images in [0, 255] that look like unscaled 8-bit pixels.
+
+scikit-learn validates parameters in ``fit`` only. A fitted open-world model
+keeps learning, so each estimator records the parameters its state was built
+from (:func:`snapshot_params`) and checks them on every later call
+(:func:`check_params_unchanged`); parameters read at call time may change.
+"""
+
+import inspect
+import sys
+import warnings
+
+import numpy as np
+from sklearn.utils import assert_all_finite, check_array
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d, validate_data
+
+__all__ = [
+    "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
+    "check_params_unchanged", "fill_new_params", "novel_rows", "params_equal",
+    "scale_by_dtype", "snapshot_params", "validate_rows",
+]
+
+# Largest |x| the estimators score: squared distances of float64 rows stay
+# finite (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
+MAX_ABS_INPUT = 1e100
+
+
+def check_magnitude(X):
+    """Refuse finite values too large to score in float64 (they give NaN)."""
+    if X.size and np.abs(X).max() > MAX_ABS_INPUT:
+        raise ValueError(
+            f"X holds values up to {np.abs(X).max():.3g} in magnitude; the "
+            f"open-world estimators score values up to {MAX_ABS_INPUT:g} (squared "
+            "distances overflow float64 beyond). Rescale the features, e.g. with "
+            "StandardScaler.")
+
+
+def validate_rows(estimator, X, y=None):
+    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check;
+    float64 ndarrays without feature names take the same checks directly, with
+    scikit-learn's messages (``validate_data`` costs a one-row step ten times
+    its arithmetic)."""
+    lean = (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
+            and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
+            and not hasattr(estimator, "feature_names_in_"))
+    if not lean:
+        if y is None:
+            X = validate_data(estimator, X, dtype=np.float64, reset=False)
+        else:
+            X, y = validate_data(estimator, X, y, dtype=np.float64, reset=False)
+        check_magnitude(X)
+        return X, y
+    if X.shape[0] == 0:
+        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while "
+                         "a minimum of 1 is required.")
+    if X.shape[1] != estimator.n_features_in_:
+        raise ValueError(
+            f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
+            f"expecting {estimator.n_features_in_} features as input.")
+    # NaN compares False, as does a value out of range; only then are the two
+    # told apart.
+    clean = bool(np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
+    if not clean and not np.isfinite(X).all():
+        # scikit-learn's message; under ``assume_finite`` the rows are refused
+        # all the same.
+        assert_all_finite(X, estimator_name=type(estimator).__name__,
+                          input_name="X")
+        kind = "NaN" if np.isnan(X).any() else "infinity or a value too large"
+        raise ValueError(f"Input X contains {kind}.")
+    if y is not None and y.shape[0] != X.shape[0]:
+        raise ValueError("Found input variables with inconsistent numbers of "
+                         f"samples: [{X.shape[0]}, {y.shape[0]}]")
+    if not clean:
+        check_magnitude(X)
+    return X, y
+
+
+def novel_rows(y_true, known_classes, *, require_both=True):
+    """Which rows of ``y_true`` are novel: their label is not a known class.
+
+    Parameters
+    ----------
+    y_true : array-like of shape (n_samples,)
+        True labels.
+    known_classes : array-like of shape (n_classes,)
+        The classes the estimator knew.
+    require_both : bool, default=True
+        Refuse a fold without novel rows or without known rows (a ranking
+        score cannot score it).
+
+    Returns
+    -------
+    is_novel : ndarray of shape (n_samples,), dtype bool
+        True where the label is not in ``known_classes``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.base import novel_rows
+    >>> novel_rows([0, 3, 1, 3], known_classes=[0, 1])
+    array([False,  True, False,  True])
+    """
+    y_true = column_or_1d(y_true)
+    is_novel = ~np.isin(y_true, np.asarray(known_classes))
+    if not require_both:
+        return is_novel
+    if not is_novel.any():
+        raise ValueError(
+            "Cannot score this fold: every row has a known label, so the fold "
+            "has no row of a class the estimator did not train on. Use "
+            "sklearn_flowr.model_selection.OpenWorldSplit, which holds whole "
+            "classes out of the training fold, rather than a splitter such as "
+            "KFold or StratifiedKFold.")
+    if is_novel.all():
+        raise ValueError(
+            "Cannot score this fold: every row has a novel label, so the fold "
+            "has no row of a class the estimator trained on. Use "
+            "sklearn_flowr.model_selection.OpenWorldSplit with test_size > 0, "
+            "which also puts rows of the training classes in the test fold.")
+    return is_novel
+
+
+def fill_new_params(estimator) -> None:
+    """Give parameters added since ``estimator`` was pickled their defaults.
+
+    Called from ``__setstate__``: a model saved by an older version lacks the
+    newer ``__init__`` parameters, and ``get_params``, ``clone`` and ``repr``
+    would fail. Every new parameter's default reproduces the old behaviour.
+    """
+    signature = inspect.signature(type(estimator).__init__)
+    for name, parameter in signature.parameters.items():
+        if (name != "self" and parameter.default is not parameter.empty
+                and name not in estimator.__dict__):
+            setattr(estimator, name, parameter.default)
+
+
+def snapshot_params(estimator, *, deep: bool = False) -> dict:
+    """The estimator's parameters as its fitted state uses them.
+
+    ``deep=True`` takes the settings of its parts too (``head__sigma``, ...)
+    in place of the part objects, so a part changed in place is seen.
+    """
+    params = estimator.get_params(deep=deep)
+    if not deep:
+        return dict(params)
+    return {name: value for name, value in params.items()
+            if not hasattr(value, "get_params")}
+
+
+def params_equal(old, new) -> bool:
+    """Whether two parameter values are the same setting."""
+    if old is new:
+        return True
+    if isinstance(old, str) or isinstance(new, str):
+        return isinstance(old, str) and isinstance(new, str) and old == new
+    if hasattr(old, "get_n_splits") and hasattr(new, "get_n_splits"):
+        # Cross-validation splitters: equal when their parameters are (their
+        # repr lists them all), e.g. a copy restored by skops.
+        return type(old) is type(new) and repr(old) == repr(new)
+    try:
+        return bool(np.array_equal(np.asarray(old), np.asarray(new)))
+    except (TypeError, ValueError):
+        return False
+
+
+def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
+                           deep: bool = False):
+    """Fail if a parameter changed since ``snapshot`` was taken.
+
+    Parameters
+    ----------
+    estimator : BaseEstimator
+        A fitted estimator with scikit-learn's ``_validate_params``.
+    snapshot : dict or None
+        :func:`snapshot_params` of the fit; ``None`` (a model pickled before
+        snapshots existed) checks nothing.
+    runtime : collection of str, default=()
+        Parameters read at call time: a valid new value is used as it is.
+    deep : bool, default=False
+        Compare the parts' settings too (a snapshot taken with ``deep=True``).
+
+    Raises
+    ------
+    sklearn.utils._param_validation.InvalidParameterError
+        A changed parameter has an invalid value.
+    ValueError
+        A valid new value of a parameter the fitted state was built from.
+    """
+    if snapshot is None:
+        return
+    current = snapshot_params(estimator, deep=deep) if deep else None
+
+    def now(name, default):
+        return (current.get(name, default) if deep
+                else getattr(estimator, name, default))
+
+    # Identity first: the common case costs a dict walk, no comparisons (and,
+    # without ``deep``, no call per parameter: a one-row online step pays it).
+    if deep:
+        changed = [name for name, old in snapshot.items()
+                   if (new := now(name, old)) is not old and not params_equal(old, new)]
+    else:
+        changed = [name for name, old in snapshot.items()
+                   if (new := getattr(estimator, name, old)) is not old
+                   and not params_equal(old, new)]
+    if not changed:
+        return
+    estimator._validate_params()
+    if deep:
+        # The parts (head, training stages) validate their own settings.
+        for part in estimator.get_params(deep=False).values():
+            if hasattr(part, "get_params") and hasattr(part, "_validate_params"):
+                part._validate_params()
+    fixed = [name for name in changed if name not in runtime]
+    if fixed:
+        what = ", ".join(f"{name}: {snapshot[name]!r} -> {now(name, None)!r}"
+                         for name in fixed)
+        raise ValueError(
+            f"{type(estimator).__name__}'s parameters changed after fitting "
+            f"({what}), but the fitted state was built from the old values: call "
+            "fit again to use the new ones, or set them back."
+        )
+
+
+_CHANNELS = (1, 3, 4)
+# Pixel dtypes and the divisor that maps their full range onto [0, 1]. A
+# float32 division is correctly rounded, so v (uint8) and 257 v (uint16) give
+# the very same float.
+_PIXEL_MAX = {np.dtype(np.uint8): np.float32(255),
+              np.dtype(np.uint16): np.float32(65535)}
+# Float images in [0, 255] whose maximum exceeds this look like 8-bit pixels
+# that were never scaled (resampling can push [0, 1] images a little above 1).
+_UNSCALED_FLOAT_MAX = 2.0
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def as_model_input(X, *, allow_features, expected_shape=None):
+    """Validate ``X`` and return float32 ``(n, C, H, W)`` or ``(n, n_features)``.
+
+    Parameters
+    ----------
+    X : array-like or torch.Tensor
+        Images or feature vectors.
+    allow_features : bool
+        Whether 2-d input (feature vectors) suits the backbone.
+    expected_shape : tuple or None
+        Per-sample shape seen in ``fit``; ``None`` in ``fit`` itself.
+
+    Returns
+    -------
+    X : ndarray of dtype float32
+        ``uint8`` input divided by 255 and ``uint16`` input by 65535; other
+        integer images rejected; floats as given (see the module docstring).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> pixels = np.array([[[0, 51], [255, 102]]], dtype=np.uint8)
+    >>> as_model_input(pixels, allow_features=False)[0, 0]
+    array([[0. , 0.2],
+           [1. , 0.4]], dtype=float32)
+    >>> np.array_equal(as_model_input(pixels.astype(np.uint16) * 257,
+    ...                               allow_features=False),
+    ...                as_model_input(pixels, allow_features=False))
+    True
+    >>> as_model_input(pixels.astype(np.int64), allow_features=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: X holds int64 images, whose scale is ambiguous...
+    """
+    if _is_tensor(X):
+        X = X.detach().cpu().numpy()
+    # scikit-learn's checks (and messages) for sparse, complex, object, 1-d,
+    # empty and non-finite input; the dtype is kept, it sets the scale below.
+    X = check_array(X, allow_nd=True, dtype="numeric", accept_sparse=False,
+                    ensure_all_finite=True, input_name="X")
+    if X.dtype.kind not in "uif":
+        raise ValueError(
+            f"X must hold numbers (uint8, uint16 or float images, or numeric "
+            f"features); got dtype {X.dtype}."
+        )
+    if X.ndim == 2:
+        if not allow_features:
+            raise ValueError(
+                f"X has shape {X.shape}: 2-d feature vectors need backbone='mlp' (or "
+                "your own module); image backbones take (n, H, W), (n, H, W, C) or "
+                "(n, C, H, W)."
+            )
+        out = X
+    elif X.ndim == 3:
+        out = X[:, None]
+    elif X.ndim == 4:
+        if X.shape[1] in _CHANNELS and X.shape[-1] not in _CHANNELS:
+            out = X
+        elif X.shape[-1] in _CHANNELS:
+            out = np.moveaxis(X, -1, 1)  # channels-last, as image libraries give
+        else:
+            raise ValueError(
+                f"Cannot tell the channel axis of images of shape {X.shape}: expected "
+                f"(n, C, H, W) or (n, H, W, C) with C in {_CHANNELS}."
+            )
+    else:
+        raise ValueError(
+            f"X must be 2-d features or 3-d/4-d images; got shape {X.shape}."
+        )
+    out = scale_by_dtype(out, is_image=X.ndim > 2)
+    if expected_shape is None:
+        return np.ascontiguousarray(out)
+    if out.ndim == 2 and len(expected_shape) == 1 and out.shape[1:] != expected_shape:
+        raise ValueError(
+            f"X has {out.shape[1]} features, but FLOWRClassifier is expecting "
+            f"{expected_shape[0]} features as input."
+        )
+    if out.shape[1:] != tuple(expected_shape):
+        raise ValueError(
+            f"X has samples of shape {out.shape[1:]} (after moving channels first) "
+            f"but the model was fitted on {tuple(expected_shape)}."
+        )
+    return np.ascontiguousarray(out)
+
+
+def _is_tensor(X):
+    """``torch.is_tensor(X)`` without importing torch: a tensor cannot exist
+    before torch is imported (the CLI scales user data through this module
+    and the head never needs torch)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and torch.is_tensor(X)
+
+
+def scale_by_dtype(X, *, is_image):
+    """``X`` as float32 under the dtype contract of the module docstring."""
+    pixel_max = _PIXEL_MAX.get(X.dtype)
+    if pixel_max is not None:
+        return X.astype(np.float32) / pixel_max
+    if X.dtype.kind in "iu" and is_image:
+        raise ValueError(
+            f"X holds {X.dtype} images, whose scale is ambiguous: pass uint8 "
+            "(0..255) or uint16 (0..65535) images, which are scaled to [0, 1], or "
+            "float images in the range the model should see. For 8-bit pixel "
+            "values use X.astype(np.uint8); for 16-bit ones X.astype(np.uint16)."
+        )
+    if is_image and X.dtype.kind == "f":
+        low, high = float(X.min()), float(X.max())
+        if low >= 0.0 and _UNSCALED_FLOAT_MAX < high <= 255.0:
+            warnings.warn(
+                f"X holds {X.dtype} images with values in [{low:g}, {high:g}], "
+                "which look like 8-bit pixels that were not scaled: float images "
+                "are used as given. Pass uint8 images (scaled by 1/255) or divide "
+                "by 255 if the model should see [0, 1].",
+                UserWarning,
+                stacklevel=3,
+            )
+    if X.dtype.itemsize > 4 and X.size:
+        largest = float(np.abs(X).max())
+        if largest > _FLOAT32_MAX:
+            raise ValueError(
+                f"X holds values up to {largest:.3g} in magnitude, beyond the "
+                f"float32 range ({_FLOAT32_MAX:.3g}) the encoder computes in. "
+                "Rescale X: images to [0, 1], features e.g. with StandardScaler.")
+    return X.astype(np.float32)
+
+
+def check_labels(y, n_samples):
+    """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
+    y = column_or_1d(y, warn=True)
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    if y.shape[0] != n_samples:
+        raise ValueError("Found input variables with inconsistent numbers of "
+                         f"samples: [{n_samples}, {y.shape[0]}]")
+    check_classification_targets(y)
+    return y
