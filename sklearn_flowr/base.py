@@ -441,6 +441,12 @@ class LabelRegistry:
         """Class index of each row of a stream (``labels[y_index]``), and
         whether the row opens a class; unknown labels get the next indices in
         order of first appearance, as row-by-row learning gives them."""
+        if y_index.shape[0] == 1:  # the online loop's case, without sorting
+            known = self._index.get(labels.tolist()[0])
+            if known is None:
+                self.add(labels)
+            return (np.array([self.n_labels - 1 if known is None else known]),
+                    np.array([known is None]))
         first_row = np.unique(y_index, return_index=True)[1]
         exists = np.array([key in self._index for key in labels.tolist()],
                           dtype=bool)

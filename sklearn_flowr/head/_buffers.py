@@ -124,9 +124,13 @@ class ClassBuffers:
             Puts the state back as it is now.
         """
         n = self.n_classes
-        rows = np.unique(index[index < n])
+        rows = index[index < n]
+        # (one row as a slice: a view's copy is cheaper than fancy indexing)
+        rows = (np.unique(rows) if rows.shape[0] > 1 else
+                slice(int(rows[0]), int(rows[0]) + 1) if rows.shape[0] else
+                slice(0, 0))
         buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
-        saved = [buffer[rows] for _, buffer in buffers]
+        saved = [buffer[rows].copy() for _, buffer in buffers]
         novel = self.joint_coef[n].copy()
         crp_total = self.crp_total
 

@@ -24,6 +24,7 @@ from .._core import (
     add_observations,
     chunk_slices,
     crp_log_normaliser,
+    crp_log_numerator,
     crp_log_numerators,
     estimate_concentration,
     group_sums,
@@ -39,8 +40,6 @@ from ._buffers import ClassBuffers
 
 # Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
 _CHUNK_ELEMENTS = 1 << 18
-_ONE = np.ones(1)
-_ONE.flags.writeable = False
 
 
 def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
@@ -231,10 +230,7 @@ class ClassState(ClassBuffers):
                 U, index = U[live], index[live]
         if index.shape[0] == 0:
             return
-        if index.shape[0] == 1:  # one row: its own group
-            classes, sums, counts = index, U, _ONE
-        else:
-            classes, sums, counts = group_sums(U, index)
+        classes, sums, counts = group_sums(U, index)
         self.add_sums(classes, sign * sums, sign * counts)
 
     def add_sums(self, classes, sums, counts):
@@ -379,9 +375,11 @@ class ClassState(ClassBuffers):
         return out
 
     def step(self, z, i, is_new, novelty_map=None):
-        """:meth:`stream` of one row ``z`` of class ``i``: a lone row sees the
-        cached state, so it is scored with one matrix-vector product, then
-        learned by :meth:`update`. Returns the four values as scalars."""
+        """:meth:`stream` of one row ``z`` of class ``i``, the online loop's
+        case: a lone row sees the cached state, so it is scored with one
+        matrix-vector product, then learned by :meth:`update`'s formulas
+        written in place on the class's rows. Returns the four values as
+        scalars."""
         u = self.to_basis(z)
         features = log_density_features(
             u, isotropic=self.isotropic, out=np.empty(self.joint_coef.shape[1]))
@@ -391,7 +389,19 @@ class ClassState(ClassBuffers):
         scored = _decide_row(scores)
         if is_new:
             self.add_classes(1)
-        self.update(u[None], np.array([i]))
+        if not self.frozen[i]:
+            nat_mean, precision = self.nat_mean[i], self.precision[i]
+            add_observations(nat_mean, precision, u, 1.0, self.sigma,
+                             out=(nat_mean, precision))
+            self.n_obs[i] += 1.0
+            self.crp_count[i] += 1.0
+            self.crp_total += 1.0
+            coef = log_density_coef(nat_mean, precision, self.sigma,
+                                    out=self.joint_coef[i])
+            coef[-1] += crp_log_numerator(float(self.crp_count[i]), a=self.a,
+                                          class_prior=self.class_prior)
+            if self._next is not None:
+                self._mirror(np.array([i]))
         self._advance_growth(1)
         return scored
 
