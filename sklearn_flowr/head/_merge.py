@@ -13,6 +13,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
+from ..base import check_new_labels, resolve_novel_label
 from ..validation import check_magnitude, check_params_unchanged, params_equal
 from ._moments import (
     combine_moments,
@@ -73,6 +74,21 @@ def check_mergeable(head, other):
             f"{other.classes_.dtype}: numeric and string labels cannot be "
             "mixed.")
     return names[0]
+
+
+def merged_moments(head, other):
+    """The moments of both heads' rows, their feature names and which merged
+    classes stay frozen (frozen in either head)."""
+    names = check_mergeable(head, other)
+    moments = combine_moments(moments_of_head(head, "self"),
+                              moments_of_head(other, "other"))
+    labels = moments["labels"]
+    # An "auto" novel label is resolved from the union, as fit resolves it.
+    check_new_labels(labels, resolve_novel_label(head.novel_label, labels))
+    frozen = np.concatenate([head.classes_[head.frozen_classes_],
+                             other.classes_[other.frozen_classes_]])
+    return (moments, None if names is None else names.copy(),
+            np.isin(labels, frozen))
 
 
 def moments_of_head(head, name):
@@ -143,7 +159,7 @@ def is_dask_collection(value):
     return dask is not None and dask.is_dask_collection(value)
 
 
-def dask_moments(X, y, *, fourth):
+def dask_moments(X, y, *, fourth, novel_label):
     """Moments (with labels) of Dask arrays ``X`` and ``y``: per chunk on the
     active Dask scheduler, combined pairwise, and the number of features."""
     import dask
@@ -158,9 +174,11 @@ def dask_moments(X, y, *, fourth):
                  for i in range(0, len(blocks) - 1, 2)]
         blocks = pairs + blocks[len(blocks) - len(blocks) % 2:]
     (moments,) = dask.compute(blocks[0])
-    if moments["labels"].shape[0] == 0:
+    labels = moments["labels"]
+    if labels.shape[0] == 0:
         raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a "
                          "minimum of 1 is required.")
+    check_new_labels(labels, resolve_novel_label(novel_label, labels))
     return moments, X.shape[1]
 
 

@@ -16,7 +16,7 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 
     Subclasses define ``_joint_log_numerators(X)`` (validated; shape
     (n_samples, n_classes + 1), novel last, up to a constant per row),
-    ``_log_normaliser()`` (that constant) and ``_novel_column()``.
+    and ``_log_normaliser()`` (that constant).
     """
 
     def predict_joint_log_proba(self, X):
@@ -118,8 +118,9 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
         >>> clf.predict([[0.1, 0.0], [3.9, 4.1], [-6.0, 7.0]])
         array(['a', 'b', 'unknown'], dtype=object)
         """
-        best = np.argmax(self._joint_log_numerators(X), axis=1)
-        best[best == self._novel_column()] = -1  # ties go to the known class
+        scores = self._joint_log_numerators(X)
+        best = np.argmax(scores, axis=1)
+        best[best == scores.shape[1] - 1] = -1  # ties go to the known class
         return self._labels_of(best)
 
 
@@ -153,7 +154,7 @@ class OpenWorldProba(np.ndarray):
     Examples
     --------
     >>> import numpy as np
-    >>> from sklearn_flowr.base import OpenWorldProba
+    >>> from sklearn_flowr.head import OpenWorldProba
     >>> proba = OpenWorldProba([[0.7, 0.2, 0.1], [0.1, 0.1, 0.8]], ["a", "b"])
     >>> proba.known_classes
     array(['a', 'b'], dtype='<U1')

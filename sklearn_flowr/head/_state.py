@@ -36,6 +36,7 @@ from .._core import (
     recalibrate_novel_column,
     resolve_covariances,
 )
+from .._core._covariance import scale_prior_var
 from ._buffers import ClassBuffers
 
 # Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
@@ -63,6 +64,20 @@ def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
     state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
                        class_prior=class_prior, basis=hyper.basis)
     return state, hyper, b
+
+
+def state_for_params(X, y_index, n_classes, params):
+    """:func:`new_state` from the head's ``get_params()``, ``prior_scale``
+    applied to an estimated ``s0`` (which then goes on as a given one)."""
+    prior_var = scale_prior_var(
+        X, y_index, n_classes, covariance=params["covariance"],
+        prior_var=params["prior_var"], prior_scale=float(params["prior_scale"]))
+    return new_state(
+        X, y_index, n_classes, a=float(params["a"]), b=params["b"],
+        sigma=params["sigma"], prior_mean=params["prior_mean"], prior_var=prior_var,
+        covariance=params["covariance"], class_prior=params["class_prior"],
+        known_count=params["known_count"],
+        noise_shrinkage=float(params["noise_shrinkage"]))
 
 
 def check_class_embeddings(classes, means, variances, *, covariance, **given):
