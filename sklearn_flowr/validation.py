@@ -105,7 +105,7 @@ def novel_rows(y_true, known_classes, *, require_both=True):
 
     Examples
     --------
-    >>> from sklearn_flowr.base import novel_rows
+    >>> from sklearn_flowr.validation import novel_rows
     >>> novel_rows([0, 3, 1, 3], known_classes=[0, 1])
     array([False,  True, False,  True])
     """
