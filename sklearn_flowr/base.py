@@ -13,8 +13,6 @@ place) and optionally ``_end_fit()`` and ``_check_stream_start()``. Every
 learning method is all or nothing (:class:`all_or_nothing`).
 """
 
-from numbers import Number
-
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.utils import Bunch
@@ -23,16 +21,15 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .validation import (
     check_magnitude,
+    check_new_labels,
     check_params_unchanged,
     fill_new_params,
+    label_result_dtype,
+    resolve_novel_label,
     validate_rows,
 )
 
-__all__ = [
-    "LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing",
-    "check_new_labels", "label_result_dtype", "next_provisional_label",
-    "provisional_label", "resolve_novel_label", "same_label",
-]
+__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing"]
 
 class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
@@ -49,19 +46,39 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
-        """Learn from labelled rows ``X`` (n_samples, n_features) and labels
-        ``y`` (n_samples,), none equal to ``novel_label``; forget any earlier
-        state. Returns the fitted estimator."""
+        """Learn from labelled rows, forgetting any earlier state.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+        y : array-like of shape (n_samples,)
+            Labels, none equal to ``novel_label``.
+
+        Returns
+        -------
+        self : estimator
+        """
         return self._partial_fit(X, y, reset=True, fitting=True)
 
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None):
-        """Condition on labelled rows; unseen labels instantiate classes.
+        """Condition on labelled rows; unseen labels instantiate classes, in
+        order of first appearance (an unfitted estimator starts as ``fit``).
 
-        ``X`` (n_samples, n_features) and ``y`` (n_samples,) as in ``fit``;
-        new labels become classes in order of first appearance. ``classes``
-        (accepted for scikit-learn's incremental learners) must, when given,
-        hold every label of ``y``. Returns the updated estimator.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings.
+        y : array-like of shape (n_samples,)
+            Labels, none equal to ``novel_label``.
+        classes : array-like of shape (n_classes,), default=None
+            Accepted for scikit-learn's incremental learners; when given, it
+            must hold every label of ``y``.
+
+        Returns
+        -------
+        self : estimator
         """
         return self._partial_fit(X, y, classes=classes,
                                  reset=not self.__sklearn_is_fitted__(),
@@ -90,19 +107,24 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def open_world_step(self, X, y):
-        """Predict each row with the state before it, then learn its label.
+        """Predict each row with the state before it, then learn its label:
+        predicting then calling ``partial_fit`` row by row, vectorised.
 
-        Equals predicting then calling ``partial_fit`` row by row; an unfitted
-        estimator starts from an empty state. ``X`` (n_samples, n_features) is
-        in stream order; ``y`` (n_samples,) is revealed after each prediction.
-        Returns a :class:`~sklearn.utils.Bunch` of arrays of shape
-        (n_samples,): ``y_pred`` (``novel_label_`` for a row declared novel,
-        else ``y_known``), ``y_known`` (best known class, ``novel_label_``
-        while none exists), ``p_novel`` (the novelty score, higher = more
-        novel), ``is_novel`` (the label was unseen at that moment), where
-        ``p_novel`` is a probability ``novelty_score`` (its log-odds, same
-        order without rounding to 1), ``y_assigned`` (the labels) and
-        ``learned`` (all True). All or nothing.
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Embeddings, in stream order.
+        y : array-like of shape (n_samples,)
+            Labels, revealed after each prediction.
+
+        Returns
+        -------
+        result : :class:`~sklearn.utils.Bunch`
+            Arrays of shape (n_samples,): ``y_pred``, ``y_known`` (best known
+            class), ``p_novel`` (novelty score, higher = more novel),
+            ``is_novel`` (the label was unseen then), ``y_assigned``,
+            ``learned`` and, for a probability, ``novelty_score`` (its
+            log-odds).
         """
         first_call = not self.__sklearn_is_fitted__()
         if first_call:
@@ -259,107 +281,10 @@ class all_or_nothing:
         return False  # the exception goes on
 
 
-# --------------------------------------------------------------------- labels
-def resolve_novel_label(novel_label, labels):
-    """The label that means "novel": ``novel_label`` unless it is "auto".
-
-    "auto" gives "novel" for string labels and, for numeric ones, -1 unless
-    the labels themselves go that low (e.g. {-1, 1}), then one below them.
-    """
-    if not (isinstance(novel_label, str) and novel_label == "auto"):
-        return novel_label
-    if labels.dtype.kind not in "biuf":
-        return "novel"
-    value = min(-1, int(labels.min()) - 1) if labels.shape[0] else -1
-    if labels.dtype.kind in "bu":  # no negative value in that dtype
-        return np.int64(value)
-    return labels.dtype.type(value)
-
-
-def check_new_labels(labels, novel, known_labels=None):
-    """Refuse labels equal to ``novel`` or of another kind than the known ones."""
-    if known_labels is not None and (
-            (known_labels.dtype.kind in "biuf") != (labels.dtype.kind in "biuf")):
-        raise ValueError(
-            f"Labels of dtype {labels.dtype} cannot join the known classes of "
-            f"dtype {known_labels.dtype}: numeric and string labels cannot be "
-            "mixed.")
-    if any(same_label(label, novel) for label in labels.tolist()):
-        shown = novel.item() if isinstance(novel, np.generic) else novel
-        raise ValueError(
-            f"y contains the novel label {shown!r}, which is reserved for the "
-            "novel class: relabel those rows, or set novel_label to a value y "
-            "does not use.")
-
-
-def label_result_dtype(labels, novel):
-    """Dtype of an array holding known labels and the novel label."""
-    try:
-        return np.result_type(labels.dtype, np.asarray(novel).dtype)
-    except TypeError:
-        return object
-
-
-def same_label(label, novel):
-    """``label == novel`` as a bool, False where they cannot be compared."""
-    try:
-        return bool(label == novel)
-    except (TypeError, ValueError):
-        return False
-
-
-def next_provisional_label(k, numeric, is_taken):
-    """Number ``j >= k`` and label of the first provisional label not taken."""
-    j = k
-    while is_taken(label := -(j + 1) if numeric else f"new-{j}"):
-        j += 1
-    return j, label
-
-
-def provisional_label(k: int, existing_labels) -> str | int:
-    """The label of the ``k``-th class a model opens by itself.
-
-    String labels (and no labels at all) give ``"new-k"``; numeric labels give
-    ``-(k + 1)`` (-2, -3, ...: below the default novel label -1). When that
-    label is in ``existing_labels``, the next of the same sequence that is not.
-
-    Parameters
-    ----------
-    k : int
-        Number of the provisional class, from 1.
-    existing_labels : iterable
-        Every label to avoid: known classes, earlier provisional labels and
-        the novel label.
-
-    Returns
-    -------
-    label : str or int
-        A label equal to none of ``existing_labels``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.base import provisional_label
-    >>> provisional_label(1, ["cat", "dog", "novel"])
-    'new-1'
-    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
-    'new-3'
-    >>> provisional_label(1, [0, 1, 2, -1])
-    -2
-    """
-    existing = list(existing_labels)
-    numeric = bool(existing) and all(
-        isinstance(label, Number) and not isinstance(label, str)
-        for label in existing)
-    taken = set(existing)
-    return next_provisional_label(k, numeric, taken.__contains__)[1]
-
-
 class LabelRegistry:
-    """The known labels of an online classifier, in the order they arrived.
-
-    Class ``i`` of the numeric state is ``labels[i]``. The buffer grows by
-    doubling and widens its dtype when new labels need it (string labels are
-    stored as objects).
+    """The known labels of an online classifier, in order of arrival: class
+    ``i`` is ``labels[i]``. The buffer grows by doubling and widens its dtype
+    as new labels need (strings are stored as objects).
 
     Parameters
     ----------
@@ -405,10 +330,8 @@ class LabelRegistry:
         self.n_labels = stop
 
     def checkpoint(self):
-        """A callable that takes the registry back to its present labels.
-
-        Labels are only appended, so the buffer and its length are all the
-        undo keeps (O(1) to take).
+        """A callable that takes the registry back to its present labels
+        (labels are only appended: O(1) to take).
 
         Examples
         --------

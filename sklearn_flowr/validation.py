@@ -18,6 +18,7 @@ from (:func:`snapshot_params`) and checks them on every later call
 import inspect
 import sys
 import warnings
+from numbers import Number
 
 import numpy as np
 from sklearn.utils import assert_all_finite, check_array
@@ -26,8 +27,10 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
-    "check_params_unchanged", "fill_new_params", "novel_rows", "params_equal",
-    "scale_by_dtype", "snapshot_params", "validate_rows",
+    "check_new_labels", "check_params_unchanged", "fill_new_params",
+    "label_result_dtype", "next_provisional_label", "novel_rows", "params_equal",
+    "provisional_label", "resolve_novel_label", "same_label", "scale_by_dtype",
+    "snapshot_params", "validate_rows",
 ]
 
 # Largest |x| the estimators score: squared distances of float64 rows stay
@@ -83,6 +86,97 @@ def validate_rows(estimator, X, y=None):
     if not clean:
         check_magnitude(X)
     return X, y
+
+
+def resolve_novel_label(novel_label, labels):
+    """The label that means "novel": ``novel_label`` unless it is "auto".
+
+    "auto" gives "novel" for string labels and, for numeric ones, -1 unless
+    the labels themselves go that low (e.g. {-1, 1}), then one below them.
+    """
+    if not (isinstance(novel_label, str) and novel_label == "auto"):
+        return novel_label
+    if labels.dtype.kind not in "biuf":
+        return "novel"
+    value = min(-1, int(labels.min()) - 1) if labels.shape[0] else -1
+    if labels.dtype.kind in "bu":  # no negative value in that dtype
+        return np.int64(value)
+    return labels.dtype.type(value)
+
+
+def check_new_labels(labels, novel, known_labels=None):
+    """Refuse labels equal to ``novel`` or of another kind than the known ones."""
+    if known_labels is not None and (
+            (known_labels.dtype.kind in "biuf") != (labels.dtype.kind in "biuf")):
+        raise ValueError(
+            f"Labels of dtype {labels.dtype} cannot join the known classes of "
+            f"dtype {known_labels.dtype}: numeric and string labels cannot be "
+            "mixed.")
+    if any(same_label(label, novel) for label in labels.tolist()):
+        shown = novel.item() if isinstance(novel, np.generic) else novel
+        raise ValueError(
+            f"y contains the novel label {shown!r}, which is reserved for the "
+            "novel class: relabel those rows, or set novel_label to a value y "
+            "does not use.")
+
+
+def label_result_dtype(labels, novel):
+    """Dtype of an array holding known labels and the novel label."""
+    try:
+        return np.result_type(labels.dtype, np.asarray(novel).dtype)
+    except TypeError:
+        return object
+
+
+def same_label(label, novel):
+    """``label == novel`` as a bool, False where they cannot be compared."""
+    try:
+        return bool(label == novel)
+    except (TypeError, ValueError):
+        return False
+
+
+def next_provisional_label(k, numeric, is_taken):
+    """Number ``j >= k`` and label of the first provisional label not taken."""
+    j = k
+    while is_taken(label := -(j + 1) if numeric else f"new-{j}"):
+        j += 1
+    return j, label
+
+
+def provisional_label(k: int, existing_labels) -> str | int:
+    """The label of the ``k``-th class a model opens by itself: ``"new-k"``,
+    or ``-(k + 1)`` when every existing label is a number (the next of the
+    sequence when that one is taken).
+
+    Parameters
+    ----------
+    k : int
+        Number of the provisional class, from 1.
+    existing_labels : iterable
+        Every label to avoid (the novel label included).
+
+    Returns
+    -------
+    label : str or int
+        A label equal to none of ``existing_labels``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.validation import provisional_label
+    >>> provisional_label(1, ["cat", "dog", "novel"])
+    'new-1'
+    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
+    'new-3'
+    >>> provisional_label(1, [0, 1, 2, -1])
+    -2
+    """
+    existing = list(existing_labels)
+    numeric = bool(existing) and all(
+        isinstance(label, Number) and not isinstance(label, str)
+        for label in existing)
+    taken = set(existing)
+    return next_provisional_label(k, numeric, taken.__contains__)[1]
 
 
 def novel_rows(y_true, known_classes, *, require_both=True):

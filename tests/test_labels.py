@@ -1,12 +1,12 @@
-"""Tests of the label bookkeeping (``sklearn_flowr.base``)."""
+"""Tests of the label bookkeeping (``sklearn_flowr.base``, ``.validation``)."""
 
 import pickle
 
 import numpy as np
 import pytest
 
-from sklearn_flowr.base import (
-    LabelRegistry,
+from sklearn_flowr.base import LabelRegistry
+from sklearn_flowr.validation import (
     check_new_labels,
     label_result_dtype,
     resolve_novel_label,

@@ -12,8 +12,13 @@ from sklearn.utils._param_validation import (
 from sklearn.utils.validation import validate_data
 
 from .._core import group_sums
-from ..base import all_or_nothing, next_provisional_label, provisional_label, same_label
-from ..validation import check_magnitude
+from ..base import all_or_nothing
+from ..validation import (
+    check_magnitude,
+    next_provisional_label,
+    provisional_label,
+    same_label,
+)
 from ._docstrings import fill_doc
 from ._ncm import NCMClassifier
 from ._prototypes import PrototypeBaseline

@@ -19,7 +19,8 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils.validation import _num_samples
 
-from ..base import all_or_nothing, provisional_label
+from ..base import all_or_nothing
+from ..validation import provisional_label
 
 # provisional classes opened, their labels, rows learned per label without a
 # label, and provisional labels renamed since (old -> new).

@@ -13,8 +13,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from ..base import check_new_labels, resolve_novel_label
-from ..validation import check_magnitude, check_params_unchanged, params_equal
+from ..validation import (
+    check_magnitude,
+    check_new_labels,
+    check_params_unchanged,
+    params_equal,
+    resolve_novel_label,
+)
 from ._moments import (
     combine_moments,
     moments_of_rows,
