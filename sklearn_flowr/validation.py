@@ -8,11 +8,6 @@ other integer images are refused (``np.array`` of a list of pixels gives
 ``int64``: convert it, e.g. ``X.astype(np.uint8)``), integer feature vectors
 are used as they are; floats are used as given, with a ``UserWarning`` for
 float images in [0, 255] that look like unscaled 8-bit pixels.
-
-scikit-learn validates parameters in ``fit`` only. A fitted open-world model
-keeps learning, so each estimator records the parameters its state was built
-from (:func:`snapshot_params`) and checks them on every later call
-(:func:`check_params_unchanged`); parameters read at call time may change.
 """
 
 import inspect
@@ -224,12 +219,8 @@ def novel_rows(y_true, known_classes, *, require_both=True):
 
 
 def fill_new_params(estimator) -> None:
-    """Give parameters added since ``estimator`` was pickled their defaults.
-
-    Called from ``__setstate__``: a model saved by an older version lacks the
-    newer ``__init__`` parameters, and ``get_params``, ``clone`` and ``repr``
-    would fail. Every new parameter's default reproduces the old behaviour.
-    """
+    """Give parameters added since ``estimator`` was pickled their defaults
+    (which reproduce the old behaviour); called from ``__setstate__``."""
     signature = inspect.signature(type(estimator).__init__)
     for name, parameter in signature.parameters.items():
         if (name != "self" and parameter.default is not parameter.empty
@@ -238,16 +229,11 @@ def fill_new_params(estimator) -> None:
 
 
 def snapshot_params(estimator, *, deep: bool = False) -> dict:
-    """The estimator's parameters as its fitted state uses them.
-
-    ``deep=True`` takes the settings of its parts too (``head__sigma``, ...)
-    in place of the part objects, so a part changed in place is seen.
-    """
+    """The estimator's parameters as its fitted state uses them; ``deep``
+    takes its parts' settings (``head__sigma``, ...) instead of the parts."""
     params = estimator.get_params(deep=deep)
-    if not deep:
-        return dict(params)
     return {name: value for name, value in params.items()
-            if not hasattr(value, "get_params")}
+            if not (deep and hasattr(value, "get_params"))}
 
 
 def params_equal(old, new) -> bool:
@@ -257,8 +243,8 @@ def params_equal(old, new) -> bool:
     if isinstance(old, str) or isinstance(new, str):
         return isinstance(old, str) and isinstance(new, str) and old == new
     if hasattr(old, "get_n_splits") and hasattr(new, "get_n_splits"):
-        # Cross-validation splitters: equal when their parameters are (their
-        # repr lists them all), e.g. a copy restored by skops.
+        # Cross-validation splitters: equal when their parameters (their
+        # repr) are, e.g. a copy restored by skops.
         return type(old) is type(new) and repr(old) == repr(new)
     try:
         return bool(np.array_equal(np.asarray(old), np.asarray(new)))
@@ -270,13 +256,15 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
                            deep: bool = False):
     """Fail if a parameter changed since ``snapshot`` was taken.
 
+    scikit-learn validates parameters in ``fit`` only; a fitted open-world
+    model keeps learning, so later calls check them here.
+
     Parameters
     ----------
     estimator : BaseEstimator
-        A fitted estimator with scikit-learn's ``_validate_params``.
+        A fitted estimator.
     snapshot : dict or None
-        :func:`snapshot_params` of the fit; ``None`` (a model pickled before
-        snapshots existed) checks nothing.
+        :func:`snapshot_params` of the fit; ``None`` checks nothing.
     runtime : collection of str, default=()
         Parameters read at call time: a valid new value is used as it is.
     deep : bool, default=False
@@ -291,38 +279,26 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
     """
     if snapshot is None:
         return
-    current = snapshot_params(estimator, deep=deep) if deep else None
-
-    def now(name, default):
-        return (current.get(name, default) if deep
-                else getattr(estimator, name, default))
-
-    # Identity first: the common case costs a dict walk, no comparisons (and,
-    # without ``deep``, no call per parameter: a one-row online step pays it).
-    if deep:
-        changed = [name for name, old in snapshot.items()
-                   if (new := now(name, old)) is not old and not params_equal(old, new)]
-    else:
-        changed = [name for name, old in snapshot.items()
-                   if (new := getattr(estimator, name, old)) is not old
-                   and not params_equal(old, new)]
+    # Identity first: the common case costs a dict walk, no comparisons.
+    current = snapshot_params(estimator, deep=True) if deep else estimator.__dict__
+    changed = [name for name, old in snapshot.items()
+               if (new := current.get(name, old)) is not old
+               and not params_equal(old, new)]
     if not changed:
         return
     estimator._validate_params()
-    if deep:
-        # The parts (head, training stages) validate their own settings.
-        for part in estimator.get_params(deep=False).values():
-            if hasattr(part, "get_params") and hasattr(part, "_validate_params"):
-                part._validate_params()
+    # The parts (head, training stages) validate their own settings.
+    for part in estimator.get_params(deep=False).values() if deep else ():
+        if hasattr(part, "get_params") and hasattr(part, "_validate_params"):
+            part._validate_params()
     fixed = [name for name in changed if name not in runtime]
     if fixed:
-        what = ", ".join(f"{name}: {snapshot[name]!r} -> {now(name, None)!r}"
+        what = ", ".join(f"{name}: {snapshot[name]!r} -> {current.get(name)!r}"
                          for name in fixed)
         raise ValueError(
             f"{type(estimator).__name__}'s parameters changed after fitting "
             f"({what}), but the fitted state was built from the old values: call "
-            "fit again to use the new ones, or set them back."
-        )
+            "fit again to use the new ones, or set them back.")
 
 
 _CHANNELS = (1, 3, 4)
