@@ -387,6 +387,8 @@ class LabelRegistry:
     def labels_of(self, index, novel):
         """Labels of class indices, ``novel`` for ``-1``."""
         labels = self.labels
+        if index.shape[0] == 1 and index[0] >= 0:  # the online loop's case
+            return labels[index]
         is_novel = index < 0
         if not is_novel.any():
             return labels[index]

@@ -66,8 +66,9 @@ def validate_rows(estimator, X, y=None):
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
             f"expecting {estimator.n_features_in_} features as input.")
     # NaN compares False, as does a value out of range; only then are the two
-    # told apart.
-    clean = bool(np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
+    # told apart. (The squared norm: one BLAS call, enough for most rows.)
+    clean = bool(np.vdot(X, X) <= MAX_ABS_INPUT**2) or bool(
+        np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
     if not clean and not np.isfinite(X).all():
         # scikit-learn's message; under ``assume_finite`` the rows are refused
         # all the same.
@@ -277,9 +278,12 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
     ValueError
         A valid new value of a parameter the fitted state was built from.
     """
-    if snapshot is None:
-        return
-    # Identity first: the common case costs a dict walk, no comparisons.
+    try:  # the common case: every value the very object or equal (one C call)
+        if snapshot is None or (not deep and snapshot.items()
+                                <= estimator.__dict__.items()):
+            return
+    except ValueError:  # arrays compared element-wise: see below
+        pass
     current = snapshot_params(estimator, deep=True) if deep else estimator.__dict__
     changed = [name for name, old in snapshot.items()
                if (new := current.get(name, old)) is not old

@@ -124,22 +124,37 @@ class ClassBuffers:
             Puts the state back as it is now.
         """
         n = self.n_classes
-        rows = index[index < n]
-        # (one row as a slice: a view's copy is cheaper than fancy indexing)
-        rows = (np.unique(rows) if rows.shape[0] > 1 else
-                slice(int(rows[0]), int(rows[0]) + 1) if rows.shape[0] else
-                slice(0, 0))
-        buffers = [(name, getattr(self, name)) for name in self._BUFFERS]
-        saved = [buffer[rows].copy() for _, buffer in buffers]
-        novel = self.joint_coef[n].copy()
+        if index.shape[0] == 1 and index[0] < n:  # one row of a known class
+            return self._checkpoint_class(int(index[0]))
+        rows = np.unique(index[index < n])
+        buffers = [getattr(self, name) for name in self._BUFFERS]
+        saved = [buffer[rows].copy() for buffer in buffers]
+        novel = buffers[-1][n].copy()
         crp_total = self.crp_total
 
         def undo():
-            for (name, buffer), values in zip(buffers, saved, strict=True):
+            for name, buffer, values in zip(self._BUFFERS, buffers, saved,
+                                            strict=True):
                 buffer[rows] = values
                 setattr(self, name, buffer)
-            buffers[-1][1][n] = novel
+            buffers[-1][n] = novel
             self.n_classes, self.crp_total = n, crp_total
+            self._drop_growth()
+
+        return undo
+
+    def _checkpoint_class(self, i):
+        """:meth:`checkpoint` of one row of the known class ``i``: only its
+        rows change (not the buffers, the novel row or the frozen flags)."""
+        buffers = [getattr(self, name) for name in self._BUFFERS[:4]]
+        buffers.append(self.joint_coef)
+        saved = [buffer[i].copy() for buffer in buffers]
+        crp_total = self.crp_total
+
+        def undo():
+            for buffer, values in zip(buffers, saved, strict=True):
+                buffer[i] = values
+            self.crp_total = crp_total
             self._drop_growth()
 
         return undo

@@ -370,8 +370,10 @@ class ClassState(ClassBuffers):
         (its order without rounding to 1).
         """
         if Z.shape[0] == 1:
-            return tuple(np.array([value]) for value in self.step(
-                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map))
+            best, p_novel, novel, log_odds = self.step(
+                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map)
+            return (np.array([best]), np.array([p_novel]), np.array([novel]),
+                    np.array([log_odds]))
         n_rows = Z.shape[0]
         out = (np.empty(n_rows, dtype=np.intp), np.empty(n_rows),
                np.empty(n_rows, dtype=bool), np.empty(n_rows))
@@ -395,9 +397,11 @@ class ClassState(ClassBuffers):
         matrix-vector product, then learned by :meth:`update`'s formulas
         written in place on the class's rows. Returns the four values as
         scalars."""
-        u = self.to_basis(z)
-        features = log_density_features(
-            u, isotropic=self.isotropic, out=np.empty(self.joint_coef.shape[1]))
+        features = np.empty(self.joint_coef.shape[1])
+        # (centred straight into the features: no temporary row)
+        u = (np.subtract(z, self.basis_shift, out=features[: self.n_features])
+             if self.basis is None else self.to_basis(z))
+        log_density_features(u, isotropic=self.isotropic, out=features)
         scores = self.joint_coef[: self.n_classes + 1].dot(features)
         if novelty_map is not None and self.n_classes:
             scores = recalibrate_novel_column(scores, *novelty_map)
@@ -472,8 +476,15 @@ def _decide_row(scores):
         batch = scores[None]
         return (best, float(np.exp(log_softmax(batch)[0, -1])), novel > top,
                 float(novel_log_odds(batch)[0]))
-    # log sum_n exp(known_n), relative to the best known class (a sum >= 1).
-    log_known = top + math.log(np.exp(known - top).sum())
+    # log sum_n exp(known_n): relative to the best known class (a sum >= 1),
+    # or to 0 while that is within +-600 (no subtraction, no overflow).
+    # Exponents clamped at -700 spare exp its slow subnormal path and add at
+    # most N e^-100 to the sum.
+    shift = 0.0 if -600.0 <= top <= 600.0 else top
+    if shift:
+        known -= shift
+    np.maximum(known, -700.0, out=known)
+    log_known = shift + math.log(np.add.reduce(np.exp(known, out=known)))
     log_odds = min(max(novel - log_known, -MAX_LOG_ODDS), MAX_LOG_ODDS)
     if log_odds >= 0.0:  # P(novel) = sigmoid(log-odds), without overflow
         p_novel = 1.0 / (1.0 + math.exp(-log_odds))
