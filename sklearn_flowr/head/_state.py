@@ -1,19 +1,6 @@
-"""The head's per-class state: natural parameters, counts and cached scores.
-
-The estimator validates input, keeps the labels and speaks scikit-learn; this
-object keeps numbers per class index: natural parameters ``(q_n, lam_n)``,
-observation and CRP counts, and the coefficients that make ``log N(z; m_n,
-v_n) + log(c_n - a)`` one dot product with ``[z, ||z||^2, 1]``
-(``_core._gaussian``). Row ``N`` of ``joint_coef`` (after the ``N`` classes)
-holds the novel class, so scoring against all ``N + 1`` columns is one GEMM.
-
-With ``covariance="full"`` the state lives in the basis where the noise is
-``I`` and the prior diagonal (``_core._covariance``): rows are mapped in,
-class means and variances back out. Everything is float64: the natural
-parameters are running sums over a stream, and the cached coefficients
-subtract nearly equal terms. Large batches go in chunks whose temporaries
-stay within ``_CHUNK_ELEMENTS``.
-"""
+"""The head's per-class state: natural parameters, counts and cached scores,
+float64 (running sums over a stream), in the basis where the noise is ``I``
+and the prior diagonal (``_core._covariance``; centred on ``mu0`` otherwise)."""
 
 import math
 
@@ -45,12 +32,8 @@ _CHUNK_ELEMENTS = 1 << 18
 
 def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
               covariance, class_prior, known_count, noise_shrinkage=0.0):
-    """A fresh state from the head's hyper-parameters, checked against each
-    other; "auto" values are estimated from ``X`` (empirical Bayes).
-
-    Returns the state (without classes), the resolved covariances
-    (``_core.resolve_covariances``) and the concentration ``b`` in use.
-    """
+    """A state without classes from checked hyper-parameters ("auto" ones
+    estimated from ``X``), the resolved covariances and ``b``."""
     if b != "auto" and not (b > -a and np.isfinite(b)):
         raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
     if known_count != "observed" and not known_count > a:
@@ -100,8 +83,6 @@ def check_class_embeddings(classes, means, variances, *, covariance, **given):
             "fit_class_embeddings takes isotropic class variances; it "
             f"does not support covariance={covariance!r}."
         )
-    # Class embeddings carry no samples: nothing to estimate the
-    # concentration, the class noise or the observed counts from.
     missing = [f"{k}={v!r}" for k, v in given.items() if isinstance(v, str)]
     if missing:
         raise ValueError(
@@ -145,10 +126,9 @@ class ClassState(ClassBuffers):
         CRP discount and concentration.
     class_prior : {"crp", "uniform"}
     basis : tuple of ndarray or None, default=None
-        ``(shift, T, T_inv)``: rows ``z`` are stored and scored as
-        ``(z - shift) @ T``. ``None``: rows are centred on ``prior_mean``
-        (scores expand ``||z - m||^2``, which keeps its digits near the
-        frame's origin).
+        ``(shift, T, T_inv)``: rows ``z`` are kept as ``(z - shift) @ T``;
+        ``None``: centred on ``prior_mean`` (expanded squares keep their
+        digits near the origin).
     """
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
