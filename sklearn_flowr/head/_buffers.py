@@ -1,14 +1,9 @@
 """Per-class row buffers of the head's state that grow without pausing a stream.
 
-The state keeps one row per class in each of a few arrays (``_BUFFERS``),
-with spare rows, so a new class costs amortised O(d); a prediction needs each
-array in one piece (one matrix product). Copied at once, a growth is one long
-pause in a stream of short steps, so large buffers grow *incrementally*: once
-three quarters full, arrays of twice the capacity are allocated and every
-learning call copies a chunk of rows into them (rows changed after they were
-copied are copied again); when the current arrays are full the next ones
-take over. Buffers sized exactly (by ``fit`` or unpickling) copy at once on
-their first new class.
+Capacity doubles, so a new class costs amortised O(d). Large buffers grow
+*incrementally*: once three quarters full, arrays of twice the capacity are
+allocated and every learning call copies a chunk of rows into them (rows
+changed since are copied again), so no single step pays the whole copy.
 """
 
 import numpy as np
@@ -105,24 +100,10 @@ class ClassBuffers:
         self._next, self._moved = None, 0
 
     def checkpoint(self, index):
-        """A callable that undoes what learning rows of classes ``index`` does.
-
-        Learning appends classes and rewrites the rows of the classes it
-        touches plus the novel row of ``joint_coef``; the undo keeps the
-        buffers, the counters and a copy of those rows (O(touched x d)), and
-        drops a growth under way.
-
-        Parameters
-        ----------
-        index : ndarray of shape (n_rows,)
-            Class of each row about to be learned; indices from ``n_classes``
-            on are classes about to be added.
-
-        Returns
-        -------
-        undo : callable
-            Puts the state back as it is now.
-        """
+        """A callable that puts the state back as it is now, before rows of the
+        classes ``index`` (from ``n_classes`` on: classes about to be added)
+        are learned: it keeps the buffers, the counters and a copy of the rows
+        learning rewrites (O(touched x d)), and drops a growth under way."""
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))

@@ -1,14 +1,7 @@
-"""The head's unlabelled stream: assign by the CRP posterior, open provisional
-classes, and take late labels exactly.
-
-The head's posterior over "known class n" and "new class" is the sequential
-CRP assignment rule, and a class is a sum of its rows. An unlabelled row is
-assigned to its MAP class -- a known one, or a new *provisional* class with a
-generated label -- and learned when that assignment's posterior reaches the
-threshold. When its true label arrives, :func:`corrected` moves the row out of
-the class it was assigned to into its true class: the head is then the one
-that saw the row labelled. What was opened and learned is a plain dict (the
-head's ``_discovered``), replaced, never changed in place.
+"""The head's unlabelled stream: assign by the CRP posterior (a known class or
+a new *provisional* one), learn above a threshold, and take late labels
+exactly (a class is a sum of its rows, so a row moves between classes). What
+was opened and learned is a plain dict, replaced, never changed in place.
 """
 
 import copy

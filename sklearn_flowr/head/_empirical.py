@@ -1,7 +1,5 @@
 """A FLOWR head whose prior and class noise come from empirical Bayes."""
 
-from __future__ import annotations
-
 from sklearn.base import clone
 
 __all__ = ["empirical_bayes_head"]
@@ -43,6 +41,17 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
         Large context: fitted, with ``prior_mean``, ``prior_var`` and
         ``sigma`` "auto". Small context: unfitted, with the estimates as its
         parameters (``prior_var`` already scaled, so ``prior_scale=1.0``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.head import empirical_bayes_head
+    >>> rng = np.random.default_rng(0)
+    >>> Z, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
+    >>> head = empirical_bayes_head(CRPGaussianClassifier(), Z, y, setting="small")
+    >>> head.prior_scale, isinstance(head.sigma, float)
+    (1.0, True)
     """
     if prior_scale is not None:
         params["prior_scale"] = prior_scale
