@@ -323,12 +323,15 @@ class ClassState(ClassBuffers):
         constant :meth:`log_normaliser` is left out. ``novelty_map`` (slope,
         intercept) maps the novel column's log-odds."""
         coef = self.joint_coef[: self.n_classes + 1]
-        scores = np.empty((Z.shape[0], coef.shape[0]))
-        for rows in _chunks(Z.shape[0], Z.shape[1]):
-            # (one row: a matrix-vector product, which BLAS runs faster)
-            features = self.features(self.to_basis(Z[rows]))
-            scores[rows] = (coef.dot(features[0])[None] if Z.shape[0] == 1
-                            else features @ coef.T)
+        chunks = _chunks(Z.shape[0], Z.shape[1])
+        if len(chunks) == 1:  # (one row: a matrix-vector product, faster in BLAS)
+            features = self.features(self.to_basis(Z))
+            scores = (coef.dot(features[0])[None] if Z.shape[0] == 1
+                      else features @ coef.T)
+        else:
+            scores = np.empty((Z.shape[0], coef.shape[0]))
+            for rows in chunks:
+                scores[rows] = self.features(self.to_basis(Z[rows])) @ coef.T
         if novelty_map is None or self.n_classes == 0:
             return scores
         return recalibrate_novel_column(scores, *novelty_map)
