@@ -165,16 +165,16 @@ class OpenWorldProba(np.ndarray):
     """
 
     def __new__(cls, values, known_classes, *, is_log_proba=False):
-        obj = np.asarray(values).view(cls)
+        self = np.asarray(values).view(cls)
         known = np.array(known_classes)  # a copy: classes_ grows with partial_fit
         known.flags.writeable = False
-        if known.ndim != 1 or not _is_full_layout(obj, known):
+        if known.ndim != 1 or not _is_full_layout(self, known):
             raise ValueError(
                 f"An open-world output has shape (n_samples, n_classes + 1); got "
-                f"{obj.shape} for {known.shape[0]} known classes.")
-        obj._known_classes = known
-        obj._is_log_proba = bool(is_log_proba)
-        return obj
+                f"{self.shape} for {known.shape[0]} known classes.")
+        self._known_classes = known
+        self._is_log_proba = bool(is_log_proba)
+        return self
 
     def __array_finalize__(self, obj):
         self._known_classes = getattr(obj, "_known_classes", None)

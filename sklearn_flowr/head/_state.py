@@ -112,24 +112,11 @@ def check_novelty_map(value):
 
 
 class ClassState(ClassBuffers):
-    """Sufficient statistics of all instantiated classes plus the shared prior.
-
-    Parameters
-    ----------
-    prior_mean : ndarray of shape (d,)
-        ``mu0``.
-    prior_var : ndarray of shape (1,) or (d,)
-        ``s0``; one entry means an isotropic prior.
-    sigma : float
-        Class-noise variance.
-    a, b : float
-        CRP discount and concentration.
-    class_prior : {"crp", "uniform"}
-    basis : tuple of ndarray or None, default=None
-        ``(shift, T, T_inv)``: rows ``z`` are kept as ``(z - shift) @ T``;
-        ``None``: centred on ``prior_mean`` (expanded squares keep their
-        digits near the origin).
-    """
+    """Sufficient statistics of all instantiated classes plus the shared prior
+    ``mu0`` (d,) and ``s0`` ((1,): isotropic, or (d,)), with the head's noise,
+    CRP and class prior. ``basis`` ``(shift, T, T_inv)`` keeps rows ``z`` as
+    ``(z - shift) @ T``; ``None`` centres them on ``mu0`` (expanded squares
+    keep their digits near the origin)."""
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
