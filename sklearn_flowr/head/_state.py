@@ -187,13 +187,18 @@ class ClassState(ClassBuffers):
         width = self.joint_coef.shape[1]
         for chunk in _chunks(rows.shape[0], width):
             index = rows[chunk]
-            if index.shape[0] and index[-1] - index[0] + 1 == index.shape[0]:
-                index = slice(int(index[0]), int(index[-1]) + 1)  # views
-            coef = log_density_coef(self.nat_mean[index], self.precision[index],
-                                    self.sigma)
+            # A range is written in place (views); other classes through a copy.
+            contiguous = (index.shape[0] > 0
+                          and index[-1] - index[0] + 1 == index.shape[0])
+            if contiguous:
+                index = slice(int(index[0]), int(index[-1]) + 1)
+            coef = log_density_coef(
+                self.nat_mean[index], self.precision[index], self.sigma,
+                out=self.joint_coef[index] if contiguous else None)
             coef[:, -1] += self._log_numerators(self.crp_count[index],
                                                 self.n_classes)[0]
-            self.joint_coef[index] = coef
+            if not contiguous:
+                self.joint_coef[index] = coef
 
     def _refresh_novel(self):
         row = self.prior_coef.copy()
