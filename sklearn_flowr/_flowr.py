@@ -12,16 +12,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import _check_feature_names, check_is_fitted
 
+from . import validation
 from .head import CRPGaussianClassifier
 from .training import MetaTraining, SupE, pipeline
-from .validation import (
-    as_model_input,
-    check_labels,
-    check_new_labels,
-    check_params_unchanged,
-    resolve_novel_label,
-    snapshot_params,
-)
 
 __all__ = ["FLOWRClassifier"]
 
@@ -210,11 +203,11 @@ default="train"
         pipeline.check_parts(self)
         if X is None:
             return None
-        X = as_model_input(X, allow_features=self._takes_features())
-        y = check_labels(y, X.shape[0])
+        X = validation.as_model_input(X, allow_features=self._takes_features())
+        y = validation.check_labels(y, X.shape[0])
         labels, y_index = np.unique(y, return_inverse=True)
         # Fail on a clashing novel label before any training.
-        check_new_labels(labels, resolve_novel_label(
+        validation.check_new_labels(labels, validation.resolve_novel_label(
             self.head.get_params()["novel_label"], labels))
         runner, plan = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
         return X, y, labels, y_index, runner, plan
@@ -267,7 +260,7 @@ default="train"
         for name, value in fitted.items():
             setattr(self, name, value)
         self._fitted_head = copy.deepcopy(self.head_)
-        self._fitted_params = snapshot_params(self, deep=True)
+        self._fitted_params = validation.snapshot_params(self, deep=True)
         return embeddings
 
     def adapt(self, X_support, y_support, *, fine_tune=None):
@@ -296,7 +289,7 @@ default="train"
         """
         check_is_fitted(self)
         X_support = self._model_input(X_support)
-        y_support = check_labels(y_support, X_support.shape[0])
+        y_support = validation.check_labels(y_support, X_support.shape[0])
         # Everything that can fail runs on new objects; the model changes only
         # once the new task's encoder and head are ready.
         head = copy.deepcopy(self.prior_head_ if self.setting == "small"
@@ -481,10 +474,11 @@ default="train"
 
     def _model_input(self, X):
         # Every method of a fitted model reads its input through here.
-        check_params_unchanged(self, getattr(self, "_fitted_params", None),
-                               runtime=pipeline.RUNTIME_PARAMS, deep=True)
-        return as_model_input(X, allow_features=self._takes_features(),
-                              expected_shape=self.input_shape_)
+        validation.check_params_unchanged(
+            self, getattr(self, "_fitted_params", None),
+            runtime=pipeline.RUNTIME_PARAMS, deep=True)
+        return validation.as_model_input(
+            X, allow_features=self._takes_features(), expected_shape=self.input_shape_)
 
     def _embed(self, X, encoder):
         pipeline.place_fitted_modules(self)
