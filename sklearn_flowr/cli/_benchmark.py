@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 
 from ..saving import write_atomically
-from ._benchmark_discovery import plot_discovery
+from ._benchmark_figures import plot_discovery, plot_figures
 from ._benchmark_parser import build_parser, parse_args
-from ._benchmark_report import format_table, plot_figures
+from ._benchmark_report import format_table
 from ._benchmark_run import run_benchmark
 from ._user_data import UserDataError
 

@@ -18,7 +18,7 @@ from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from .._head import CRPGaussianClassifier
+from .. import CRPGaussianClassifier
 from ..metrics import open_world_report
 from ._options import integer, real
 
