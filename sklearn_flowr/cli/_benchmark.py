@@ -20,12 +20,8 @@ __all__ = ["main"]
 
 
 def _output_problem(args) -> str | None:
-    """Why the run could not write its results or cache, or None.
-
-    Creates the folders (as the run would) and opens each output file for
-    appending, which creates no content and truncates nothing; files it had
-    to create are removed again.
-    """
+    """Why the run could not write its results or cache, or None; creates the
+    folders and leaves no file behind."""
     checks = [(Path(args.out), ("results.json", "roc.png", "discovery.png"),
                "--out", "pass a folder you can write to")]
     if args.cache_dir:
@@ -91,24 +87,20 @@ def main(argv=None) -> int:
     ('glyphs', 50, 3)
     """
     args = parse_args(argv)
-    # Outputs first: a folder that cannot be written must stop the run before
-    # hours of training, not after them.
+    # Outputs first: an unwritable folder must stop the run before training.
     problem = _output_problem(args)
     if problem:
         build_parser().error(problem)
-    # Flushed, so stage lines keep their place among the progress bars (on
-    # stderr) when the output goes to a file.
+    # Flushed: stage lines keep their place among the progress bars (stderr).
     log = (functools.partial(print, flush=True) if args.verbose
            else (lambda *a, **k: None))
     try:
-        # Raised only before training: the data and the tasks are checked
-        # first.
+        # Raised only before training.
         results = run_benchmark(args, log=log)
     except UserDataError as exc:
         build_parser().error(str(exc))
     out = Path(args.out)
-    # The tables are printed before the files are written: a failing write
-    # (a full disk) cannot take them along.
+    # The tables first: a failing write (a full disk) cannot take them along.
     print()
     for setting, setting_result in results["settings"].items():
         print(format_table(setting_result, setting))

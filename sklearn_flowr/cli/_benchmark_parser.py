@@ -233,13 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    """Parse the options; ``--quick`` changes the defaults, not given values.
-
-    Every model the run will fit is built and validated here (its options and
-    ``--set`` items, as ``fit`` checks them before training), and ``--data``
-    must exist: a problem is a usage error (``SystemExit`` with status 2)
-    before any data is loaded.
-    """
+    """Parse the options (``--quick`` changes the defaults, not given values)
+    and check every model the run fits: a problem is a usage error."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.quick:
