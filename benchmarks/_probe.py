@@ -19,6 +19,7 @@ import numpy as np
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.cli._benchmark_setup import DATASETS, load_benchmark_data
 from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks
+from sklearn_flowr.protocol._calibrate import small_context_sizes
 from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 # flowr-benchmark's fixed novelty TPR of each context, and what --quick sets.
@@ -94,14 +95,6 @@ def build_model(args, setting, pretrain, **params) -> FLOWRClassifier:
         pretrain=None if stage is None else stage(epochs=args.pretrain_epochs),
         meta=meta, device=args.device, random_state=args.seed,
         verbose=int(args.verbose >= 1), **params)
-
-
-def small_context_sizes(n_classes):
-    """The paper's 10 support + 5 novel classes, in proportion below 15."""
-    if n_classes >= 15:
-        return 10, 5
-    n_novel = max(1, round(n_classes / 3))
-    return n_classes - n_novel, n_novel
 
 
 def run_probe(args, probe, format_result, filename):
