@@ -76,11 +76,22 @@ def ablation(rows) -> list[dict]:
     return out
 
 
-def _cell(row, key, scale=1.0, digits=3, width=6):
-    value = row.get(key)
-    if value is None:
+def _mean_se_cell(mean, se, width):
+    """``mean+-se`` in ``width`` characters; n/a without a mean (None or NaN)."""
+    if mean is None or mean != mean:
         return f"{'n/a':>{width}s}"
-    return f"{scale * value:{width}.{digits}f}"
+    if se is None or se != se:
+        return f"{mean:{width}.3f}"
+    return f"{f'{mean:.3f}+-{se:.3f}':>{width}s}"
+
+
+_LABEL_HEAD = f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
+
+
+def _label(row):
+    """The method, pre-training and embedding cells of a table row."""
+    embedding = EMBEDDING_SHORT[row.get("embedding", "pre-trained")]
+    return f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} {embedding:4s} "
 
 
 def _accuracy_cell(row, key):
@@ -91,10 +102,9 @@ def _accuracy_cell(row, key):
 
 def format_table(setting_result, setting) -> str:
     """The paper-style table of one setting, with calibration and ablation."""
-    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} {'Acc':>14s} "
-            f"{'Support Acc':>14s} {'Inc. Acc':>14s} {'Argmax Acc':>14s} "
-            f"{'H-measure':>9s} {'AUROC':>6s} {'ECE':>6s} {'Brier':>6s} "
-            f"{'tasks':>5s}")
+    head = (f"{_LABEL_HEAD}{'Acc':>14s} {'Support Acc':>14s} {'Inc. Acc':>14s} "
+            f"{'Argmax Acc':>14s} {'H-measure':>9s} {'AUROC':>6s} {'ECE':>6s} "
+            f"{'Brier':>6s} {'tasks':>5s}")
     lines = [f"{setting.capitalize()} context (accuracies: mean +- 95% CI over "
              "tasks; H-measure, AUROC, ECE, Brier: pooled over the run)", head,
              "-" * len(head)]
@@ -104,10 +114,9 @@ def format_table(setting_result, setting) -> str:
         cells = " ".join(_accuracy_cell(row, k)
                          for k in (*ACCURACY_COLUMNS, "argmax_accuracy"))
         lines.append(
-            f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
-            f"{EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} {cells} "
-            f"{row['h_measure']:9.3f} {row['auroc']:6.3f} {_cell(row, 'ece')} "
-            f"{_cell(row, 'brier')} {row['n_tasks']:5d}")
+            f"{_label(row)}{cells} {row['h_measure']:9.3f} {row['auroc']:6.3f} "
+            f"{_mean_se_cell(row.get('ece'), None, 6)} "
+            f"{_mean_se_cell(row.get('brier'), None, 6)} {row['n_tasks']:5d}")
     notes = [f"Acc: novel iff P(novel) >= tau, tau set at novelty TPR "
              f"{setting_result['tpr']}. Argmax Acc: the threshold-free decision, "
              "the argmax over the N+1 probabilities. ECE (over "
@@ -131,15 +140,6 @@ def format_table(setting_result, setting) -> str:
     return "\n".join(lines)
 
 
-def _mean_se_cell(mean, se, width):
-    """``mean+-se`` in ``width`` characters; n/a without a mean (None or NaN)."""
-    if mean is None or mean != mean:
-        return f"{'n/a':>{width}s}"
-    if se is None or se != se:
-        return f"{mean:{width}.3f}"
-    return f"{f'{mean:.3f}+-{se:.3f}':>{width}s}"
-
-
 def _figure_cell(figures, key):
     return _mean_se_cell(figures.get(key), figures.get(key + "_se"), 12)
 
@@ -147,24 +147,22 @@ def _figure_cell(figures, key):
 def format_conformal_table(setting_result, setting) -> str:
     """The conformal novelty decision of every row of one setting."""
     levels = [str(alpha) for alpha in ALPHAS]
-    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
-            + " ".join(f"{'FNR@' + level:>12s}" for level in levels)
+    head = (_LABEL_HEAD + " ".join(f"{'FNR@' + level:>12s}" for level in levels)
             + f" {'Power@' + levels[-1]:>12s} {'BH FDR':>12s} {'BH power':>12s} "
             f"{'n cal':>6s}")
     lines = [f"{setting.capitalize()} context, conformal novelty decision "
              "(mean +- standard error over tasks)", head, "-" * len(head)]
     for row in setting_result["rows"]:
         figures = row.get("conformal")
-        label = (f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
-                 f"{EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} ")
         if figures is None:
-            lines.append(label + "n/a (no calibration set: see the log)")
+            lines.append(_label(row) + "n/a (no calibration set: see the log)")
             continue
         cells = [_figure_cell(figures["alpha"][level], "false_novel_rate")
                  for level in levels]
         cells.append(_figure_cell(figures["alpha"][levels[-1]], "power"))
         cells.extend(_figure_cell(figures["bh"], key) for key in ("fdr", "power"))
-        lines.append(label + " ".join(cells) + f" {figures['n_calibration']:6d}")
+        lines.append(_label(row) + " ".join(cells)
+                     + f" {figures['n_calibration']:6d}")
     sources = {(row.get("conformal") or {}).get("calibration")
                for row in setting_result["rows"]} - {None}
     source = ("known-class rows of the other test tasks" if sources == {"tasks"}
