@@ -4,10 +4,9 @@ against the label fraction (discovery.png)."""
 
 from __future__ import annotations
 
-from ..metrics._calibration import DEFAULT_N_BINS
 from ._benchmark_conformal import ALPHA_GRID
 from ._benchmark_discovery import DISCOVERY_METHODS, DISCOVERY_NAMES
-from ._benchmark_report import EMBEDDING_SHORT
+from ._benchmark_report import CALIBRATION, EMBEDDING_SHORT
 from ._benchmark_setup import METHOD_NAMES, METHODS
 
 
@@ -67,7 +66,7 @@ def plot_figures(results, path) -> None:
                              label=f"{_label(row)}, ECE {row['ece']:.3f}")
         reliability.set(
             title=f"{name}: {setting} context, reliability of P(novel) "
-            f"({DEFAULT_N_BINS} bins)", xlabel="mean predicted P(novel) in bin",
+            f"({CALIBRATION['n_bins']} bins)", xlabel="mean predicted P(novel) in bin",
             ylabel="fraction of first sightings in bin", xlim=(0, 1), ylim=(0, 1))
         reliability.legend(fontsize=6, title="baselines: no probability",
                            title_fontsize=6)
