@@ -17,6 +17,7 @@ from ._empirical_bayes import (
     estimate_noise_var,
     estimate_prior,
     noise_var_floor,
+    within_class_residuals,
 )
 
 # The estimators' input range, which a given prior mean must respect too.
@@ -67,19 +68,9 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
     array([[2., 0.],
            [0., 0.]])
     """
-    n_samples, n_features = X.shape
-    dof = n_samples - n_classes
-    if dof < 1:
-        raise ValueError(
-            "covariance='full' estimates the class noise from the within-class "
-            "scatter, which needs a class with at least 2 samples; got "
-            f"{n_samples} sample(s) in {n_classes} class(es)."
-        )
-    means, _ = class_means(X, y_index, n_classes)
-    # One temporary of the size of X: the residuals, made in place.
-    residual = means[y_index]
-    del means
-    np.subtract(X, residual, out=residual)
+    residual, dof = within_class_residuals(
+        X, y_index, n_classes, "covariance='full' estimates the class noise from "
+        "the within-class scatter")
     covariance = _shrunk(residual, residual.T @ residual / dof, overwrite=True)
     del residual
     if extra_shrinkage:

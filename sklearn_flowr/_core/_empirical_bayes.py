@@ -89,6 +89,20 @@ def class_means(X, y_index, n_classes):
     return sums / sizes[:, None], sizes
 
 
+def within_class_residuals(X, y_index, n_classes, what, fix=""):
+    """Rows minus their class mean (one temporary of the size of ``X``) and the
+    degrees of freedom; ``what`` and ``fix`` frame the error of one row per class."""
+    dof = X.shape[0] - n_classes
+    if dof < 1:
+        raise ValueError(
+            f"{what}, which needs a class with at least 2 samples; got "
+            f"{X.shape[0]} sample(s) in {n_classes} class(es).{fix}")
+    means, _ = class_means(X, y_index, n_classes)
+    residual = means[y_index]
+    del means
+    return np.subtract(X, residual, out=residual), dof
+
+
 def estimate_prior(X, y_index, n_classes):
     """``mu0`` (n_features,), the mean of the class means, and ``s0`` (float),
     their variance averaged over features, floored at ``1e-3`` times
@@ -111,18 +125,11 @@ def estimate_noise_var(X, y_index, n_classes):
     >>> round(estimate_noise_var(X, np.array([0, 0, 1, 1]), 2), 6)
     0.025
     """
-    n_samples, n_features = X.shape
-    dof = n_samples - n_classes
-    if dof < 1:
-        raise ValueError(
-            "sigma='auto' estimates the class noise from the within-class "
-            "variance, which needs a class with at least 2 samples; got "
-            f"{n_samples} sample(s) in {n_classes} class(es). Give sigma as a "
-            "float (the paper uses sigma=0.5 on meta-learned embeddings)."
-        )
-    means, _ = class_means(X, y_index, n_classes)
-    residual = X - means[y_index]
-    pooled = float(np.einsum("ij,ij->", residual, residual)) / (dof * n_features)
+    residual, dof = within_class_residuals(
+        X, y_index, n_classes, "sigma='auto' estimates the class noise from the "
+        "within-class variance", fix=" Give sigma as a float (the paper uses "
+        "sigma=0.5 on meta-learned embeddings).")
+    pooled = float(np.einsum("ij,ij->", residual, residual)) / (dof * X.shape[1])
     return max(pooled, noise_var_floor(X))
 
 
