@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_flowr import FLOWRClassifier
-from sklearn_flowr.cli._benchmark_setup import DATASETS, load_benchmark_data
+from sklearn_flowr.cli._benchmark_setup import DATASETS
 from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks
 from sklearn_flowr.protocol._calibrate import small_context_sizes
 from sklearn_flowr.training import MetaTraining, SupE, SupFC
@@ -73,15 +73,6 @@ def parse_args(parser, argv):
         parser.set_defaults(**QUICK)
         args = parser.parse_args(argv)
     return args
-
-
-def benchmark_data(args):
-    cache = Path(args.cache_dir) / "data" if args.cache_dir else None
-    return load_benchmark_data(
-        args.dataset, data_path=args.data_path, font_dirs=args.font_dir,
-        max_fonts=args.max_fonts, max_per_class=args.max_per_class,
-        kanji_classes=args.kanji_classes, kanji_instances=args.kanji_instances,
-        cache_dir=cache, random_state=args.seed)
 
 
 def build_model(args, setting, pretrain, **params) -> FLOWRClassifier:
