@@ -25,9 +25,6 @@ from ._benchmark_setup import (
 
 __all__ = ["benchmark_data", "run_benchmark"]
 
-_TPR = {"small": 0.15, "large": 0.6}
-
-
 def benchmark_data(args):
     """The run's train/test data (:func:`load_benchmark_data` with the options
     of ``args``); ``--data``'s problems raise ``UserDataError``."""
@@ -93,7 +90,8 @@ def run_benchmark(args, log=print, data=None) -> dict:
 def _run_setting(setting, split, tasks, protocol, args, log):
     """Fit each pre-training's model and evaluate every method on ``tasks``."""
     X_fit, y_fit, X_eval, y_eval = split
-    out = {"protocol": protocol, "tpr": _TPR[setting], "models": {}, "rows": []}
+    # "tpr": the protocol's novelty TPR of the setting, from its reports.
+    out = {"protocol": protocol, "tpr": None, "models": {}, "rows": []}
     for pretrain in args.pretrain:
         tic = time.perf_counter()
         log(f"-- {pretrain} pre-training, {setting} context")
@@ -132,6 +130,7 @@ def _run_setting(setting, split, tasks, protocol, args, log):
                                      setting=setting, n_jobs=args.n_jobs,
                                      verbose=int(args.verbose >= 1),
                                      return_rows=True)
+            out["tpr"] = report.target_tpr
             row = row_from_report(method, pretrain, report,
                                   time.perf_counter() - tic)
             row["conformal"] = _conformal(template, X_calibration, y_fit,
