@@ -60,19 +60,24 @@ from ._benchmark_setup import (
     KANJI_INSTANCES,
     METHODS,
 )
-from ._options import HelpFormatter, integer, key_value, plain_text, real
+from ._options import (
+    MAX_SEED,
+    MAX_TASKS,
+    HelpFormatter,
+    integer,
+    key_value,
+    plain_text,
+    real,
+)
 
 __all__ = ["build_parser", "parse_args"]
 
 _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
     "path"].default
 _MIN_FONTS = inspect.signature(load_glyphs).parameters["min_fonts"].default
-# Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
-_MAX_SEED = 2**32 - 1
 # Caps checked by argparse: beyond them a run would exhaust memory or time
 # long after it started. Class caps get the int32 bound of the model's counts.
 _MAX_COUNT = 2**31 - 1
-_MAX_TASKS = 10**6
 _MAX_JOBS = 1024
 _MAX_KANJI_INSTANCES = 1000
 _TASKS_WHY = " (every task's predictions are held in memory)"
@@ -149,9 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     add("--backbone", choices=BACKBONE_NAMES, default=DEFAULT_MODEL.backbone,
         help="encoder architecture (FLOWRClassifier's backbone); mlp reads "
         "feature vectors: --data with an .npz of 2-d X")
-    add("--tasks", type=integer(1, cap=_MAX_TASKS, cap_why=_TASKS_WHY),
+    add("--tasks", type=integer(1, cap=MAX_TASKS, cap_why=_TASKS_WHY),
         default=1000, help="tasks per setting")
-    add("--evm-tasks", type=integer(1, cap=_MAX_TASKS, cap_why=_TASKS_WHY),
+    add("--evm-tasks", type=integer(1, cap=MAX_TASKS, cap_why=_TASKS_WHY),
         default=None,
         help="evaluate EVM on the first N tasks only, it is ~50x slower "
         "(default: all tasks)")
@@ -211,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     add("--device", default=DEFAULT_MODEL.device,
         help="torch device of training and feature extraction: auto (CUDA when "
         "available), cpu, cuda, cuda:1, ...")
-    add("--seed", type=integer(0, _MAX_SEED), default=0,
+    add("--seed", type=integer(0, MAX_SEED), default=0,
         help="seed of data subsampling, training (random_state) and task "
         "sampling")
     add("--out", default="flowr-benchmark-out",

@@ -16,11 +16,7 @@ from sklearn.preprocessing import StandardScaler
 
 from .. import CRPGaussianClassifier
 from ..protocol import LargeContextTasks, evaluate_online
-from ._options import integer, real
-
-# Every task keeps its 100 predictions in memory: beyond this a run would
-# exhaust memory long after it started.
-_MAX_TASKS = 10**6
+from ._options import MAX_SEED, MAX_TASKS, integer, real
 
 
 def run_demo(*, n_tasks=200, n_known=5, n_novel=5, queries_per_class=10, tpr=0.6,
@@ -78,12 +74,12 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(prog="flowr-demo", description=__doc__.split(
         "\n")[0])
-    parser.add_argument("--n-tasks", type=integer(1, cap=_MAX_TASKS), default=200,
-                        help=f"tasks to run, 1 to {_MAX_TASKS}")
+    parser.add_argument("--n-tasks", type=integer(1, cap=MAX_TASKS), default=200,
+                        help=f"tasks to run, 1 to {MAX_TASKS}")
     parser.add_argument("--tpr", type=real(0.0, 1.0, closed=False), default=0.6,
                         help="novelty TPR that fixes the threshold, in (0, 1] "
                         "(LC: 0.6)")
-    parser.add_argument("--random-state", type=integer(0, 2**32 - 1), default=0,
+    parser.add_argument("--random-state", type=integer(0, MAX_SEED), default=0,
                         help="seed, 0 to 2**32 - 1")
     args = parser.parse_args(argv)
     start = time.perf_counter()

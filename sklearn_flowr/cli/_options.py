@@ -9,8 +9,13 @@ import math
 import re
 import textwrap
 
-__all__ = ["HelpFormatter", "integer", "key_value", "literal", "plain_text", "real",
-           "split_key_value"]
+__all__ = ["MAX_SEED", "MAX_TASKS", "HelpFormatter", "integer", "key_value",
+           "literal", "plain_text", "real", "split_key_value"]
+
+# Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+# Every task's predictions are held in memory: more would exhaust it late.
+MAX_TASKS = 10**6
 
 
 def integer(low: int, high: int | None = None, *, why: str = "",
