@@ -18,8 +18,11 @@ import numpy as np
 
 from sklearn_flowr import FLOWRClassifier
 from sklearn_flowr.cli._benchmark_setup import DATASETS
-from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks
-from sklearn_flowr.protocol._calibrate import small_context_sizes
+from sklearn_flowr.protocol import (
+    LargeContextTasks,
+    SmallContextTasks,
+    small_context_sizes,
+)
 from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 # flowr-benchmark's fixed novelty TPR of each context, and what --quick sets.

@@ -117,8 +117,8 @@ from sklearn_flowr.protocol import (
     SmallContextTasks,
     calibrate_novelty,
     evaluate_online,
+    small_context_sizes,
 )
-from sklearn_flowr.protocol._calibrate import small_context_sizes
 
 METHODS = ("flowr", "flowr-full", "flowr-full-cal", "ncm", "peeler", "evm")
 NAMES = {"flowr": "FLOWR head (iso)", "flowr-full": "FLOWR head (full)",

@@ -355,7 +355,7 @@ def test_benchmark_templates_are_the_fitted_heads():
 def test_benchmark_small_context_scales_to_small_splits():
     """Check the paper's 10 + 5 classes are kept for large splits and scaled in
     proportion for ten-class datasets."""
-    from sklearn_flowr.protocol._calibrate import small_context_sizes
+    from sklearn_flowr.protocol import small_context_sizes
 
     assert small_context_sizes(88) == (10, 5)
     assert small_context_sizes(5) == (3, 2)
