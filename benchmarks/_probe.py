@@ -17,8 +17,12 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_flowr import FLOWRClassifier
-from sklearn_flowr.cli._benchmark_setup import DATASETS, load_benchmark_data
-from sklearn_flowr.protocol import LargeContextTasks, SmallContextTasks
+from sklearn_flowr.cli._benchmark_setup import DATASETS
+from sklearn_flowr.protocol import (
+    LargeContextTasks,
+    SmallContextTasks,
+    small_context_sizes,
+)
 from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 # flowr-benchmark's fixed novelty TPR of each context, and what --quick sets.
@@ -74,15 +78,6 @@ def parse_args(parser, argv):
     return args
 
 
-def benchmark_data(args):
-    cache = Path(args.cache_dir) / "data" if args.cache_dir else None
-    return load_benchmark_data(
-        args.dataset, data_path=args.data_path, font_dirs=args.font_dir,
-        max_fonts=args.max_fonts, max_per_class=args.max_per_class,
-        kanji_classes=args.kanji_classes, kanji_instances=args.kanji_instances,
-        cache_dir=cache, random_state=args.seed)
-
-
 def build_model(args, setting, pretrain, **params) -> FLOWRClassifier:
     """The run's ``FLOWRClassifier`` of one context and pre-training."""
     stage = PRETRAININGS[pretrain]
@@ -94,14 +89,6 @@ def build_model(args, setting, pretrain, **params) -> FLOWRClassifier:
         pretrain=None if stage is None else stage(epochs=args.pretrain_epochs),
         meta=meta, device=args.device, random_state=args.seed,
         verbose=int(args.verbose >= 1), **params)
-
-
-def small_context_sizes(n_classes):
-    """The paper's 10 support + 5 novel classes, in proportion below 15."""
-    if n_classes >= 15:
-        return 10, 5
-    n_novel = max(1, round(n_classes / 3))
-    return n_classes - n_novel, n_novel
 
 
 def run_probe(args, probe, format_result, filename):

@@ -44,6 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.cli._benchmark_run import benchmark_data
 from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
 
 # The probes' shared run (flowr-benchmark's options, model and tasks), from
@@ -51,7 +52,6 @@ from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _probe import (  # noqa: E402
     TPR,
-    benchmark_data,
     build_model,
     build_parser,
     parse_args,

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.cli._benchmark_run import benchmark_data
 from sklearn_flowr.cli._benchmark_setup import setting_data
 from sklearn_flowr.metrics import expected_calibration_error
 from sklearn_flowr.protocol import calibrate_novelty, evaluate_online
@@ -42,7 +43,6 @@ from sklearn_flowr.protocol import calibrate_novelty, evaluate_online
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _probe import (  # noqa: E402
     TPR,
-    benchmark_data,
     benchmark_tasks,
     build_model,
     build_parser,

@@ -117,6 +117,7 @@ from sklearn_flowr.protocol import (
     SmallContextTasks,
     calibrate_novelty,
     evaluate_online,
+    small_context_sizes,
 )
 
 METHODS = ("flowr", "flowr-full", "flowr-full-cal", "ncm", "peeler", "evm")
@@ -238,15 +239,6 @@ def head_prior(head):
 
 
 # ------------------------------------------------------------- protocol
-def small_context_sizes(n_classes):
-    """The paper's 10 support + 5 novel classes, in proportion below 15
-    classes (3 + 2 of 5), as ``flowr-benchmark`` draws them."""
-    if n_classes >= 15:
-        return 10, 5
-    n_novel = max(1, round(n_classes / 3))
-    return n_classes - n_novel, n_novel
-
-
 def setting_data(setting, data, Z_train, Z_test, seed, args):
     """(fit features, labels, eval features, labels, tasks, protocol)."""
     if setting == "small":

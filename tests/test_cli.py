@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from sklearn_flowr.cli import benchmark_main, demo_main
-from sklearn_flowr.cli._benchmark import parse_args
+from sklearn_flowr.cli._benchmark_parser import parse_args
 from sklearn_flowr.cli._demo import run_demo
 
 
@@ -69,7 +69,7 @@ def tiny_run(tmp_path_factory):
     results, folder, calls). ``calls`` records, in the order of the rows, the
     test runs (``evaluate_online``) and conformal calibration runs
     (``calibration_scores``) of the command line."""
-    from sklearn_flowr.cli import _benchmark, _benchmark_conformal
+    from sklearn_flowr.cli import _benchmark_conformal, _benchmark_run
 
     tmp_path = tmp_path_factory.mktemp("benchmark")
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods",
@@ -77,8 +77,8 @@ def tiny_run(tmp_path_factory):
             str(tmp_path / "cache")]
     calls = {"test": [], "calibration": []}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_benchmark, "evaluate_online",
-                      _recording(_benchmark.evaluate_online, calls["test"]))
+        patch.setattr(_benchmark_run, "evaluate_online",
+                      _recording(_benchmark_run.evaluate_online, calls["test"]))
         patch.setattr(_benchmark_conformal, "calibration_scores",
                       _recording(_benchmark_conformal.calibration_scores,
                                  calls["calibration"]))
@@ -280,15 +280,15 @@ def test_benchmark_conformal_calibration_on_training_classes(tmp_path):
     """Check ``--conformal-calibration training``: one calibration run per
     row, on the training (fit) classes only, whose known-class scores are
     every test row's calibration set (brute-force p-values and figures)."""
-    from sklearn_flowr.cli import _benchmark, _benchmark_conformal
+    from sklearn_flowr.cli import _benchmark_conformal, _benchmark_run
 
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods", "flowr",
             "ncm", "--conformal-calibration", "training", "--out",
             str(tmp_path / "out"), "--cache-dir", ""]
     calls = {"test": [], "calibration": []}
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_benchmark, "evaluate_online",
-                      _recording(_benchmark.evaluate_online, calls["test"]))
+        patch.setattr(_benchmark_run, "evaluate_online",
+                      _recording(_benchmark_run.evaluate_online, calls["test"]))
         patch.setattr(_benchmark_conformal, "calibration_scores",
                       _recording(_benchmark_conformal.calibration_scores,
                                  calls["calibration"]))
@@ -355,10 +355,10 @@ def test_benchmark_templates_are_the_fitted_heads():
 def test_benchmark_small_context_scales_to_small_splits():
     """Check the paper's 10 + 5 classes are kept for large splits and scaled in
     proportion for ten-class datasets."""
-    from sklearn_flowr.cli._benchmark import _small_context_sizes
+    from sklearn_flowr.protocol import small_context_sizes
 
-    assert _small_context_sizes(88) == (10, 5)
-    assert _small_context_sizes(5) == (3, 2)
+    assert small_context_sizes(88) == (10, 5)
+    assert small_context_sizes(5) == (3, 2)
 
 
 # ----------------------------------------------------------------- --data npz
@@ -478,10 +478,10 @@ def nothing_runs(monkeypatch):
     """Make training (and, with --set, data loading) fail: a usage error must
     come first."""
     from sklearn_flowr import FLOWRClassifier
-    from sklearn_flowr.cli import _benchmark
+    from sklearn_flowr.cli import _benchmark, _benchmark_run
 
     monkeypatch.setattr(FLOWRClassifier, "fit", _refuse)
-    return monkeypatch, _benchmark
+    return monkeypatch, _benchmark, _benchmark_run
 
 
 @pytest.mark.parametrize(("items", "message"), [
@@ -503,8 +503,8 @@ def test_bad_set_is_a_usage_error_before_anything_runs(items, message, tmp_path,
                                                        nothing_runs, capsys):
     """Check a --set key or value the model refuses stops with exit status 2
     and a message naming it, before any data is loaded or model trained."""
-    monkeypatch, module = nothing_runs
-    monkeypatch.setattr(module, "load_benchmark_data", _refuse)
+    monkeypatch, module, run_module = nothing_runs
+    monkeypatch.setattr(run_module, "load_benchmark_data", _refuse)
     monkeypatch.setattr(module, "run_benchmark", _refuse)
     argv = [*TINY_BENCHMARK, "--out", str(tmp_path)]
     for item in items:
@@ -630,7 +630,7 @@ def test_data_folder_of_images_runs(tmp_path):
     """Check --data FOLDER reads one class per sub-folder, splits the classes
     by --seed into training and test classes (half each) and runs."""
     pytest.importorskip("PIL")
-    from sklearn_flowr.cli._benchmark import benchmark_data
+    from sklearn_flowr.cli._benchmark_run import benchmark_data
     from sklearn_flowr.cli._user_data import split_classes
 
     root = _png_tree(tmp_path / "shapes", 6)
@@ -839,7 +839,7 @@ def test_benchmark_output_check_leaves_no_trace(tmp_path):
 def test_benchmark_help_is_plain_text_and_lists_quick_values():
     """Check that --help shows no reST markup, states every default once and
     lists exactly the values --quick sets (from the dict the code applies)."""
-    from sklearn_flowr.cli._benchmark import _QUICK, build_parser
+    from sklearn_flowr.cli._benchmark_parser import _QUICK, build_parser
 
     parser = build_parser()
     text = parser.format_help()
@@ -873,8 +873,8 @@ def test_benchmark_quick_keeps_explicit_values_and_sets_the_budget():
     """Check that an option given explicitly wins over --quick, even when it
     spells out the normal default, and that --quick's budget reaches the
     model's nested parameters."""
-    from sklearn_flowr.cli._benchmark import _QUICK
     from sklearn_flowr.cli._benchmark_model import build_model
+    from sklearn_flowr.cli._benchmark_parser import _QUICK
 
     args = parse_args(["--quick", "--tasks", "1000", "--embedding-dim", "16"])
     assert (args.tasks, args.embedding_dim) == (1000, 16)

@@ -49,9 +49,9 @@ def test_data_cache_never_unpickles(tmp_path):
 def test_model_cache_is_gone():
     """Check the joblib model cache and the features cache keyed by it are
     gone from the command line."""
-    from sklearn_flowr.cli import _benchmark, _benchmark_setup
+    from sklearn_flowr.cli import _benchmark_run, _benchmark_setup
 
     for name in ("fit_or_load_model", "features_or_load", "model_key",
                  "_read_model"):
         assert not hasattr(_benchmark_setup, name)
-        assert not hasattr(_benchmark, name)
+        assert not hasattr(_benchmark_run, name)

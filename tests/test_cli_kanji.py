@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from sklearn_flowr.cli import benchmark_main
-from sklearn_flowr.cli._benchmark import parse_args
+from sklearn_flowr.cli._benchmark_parser import parse_args
 from sklearn_flowr.cli._benchmark_setup import load_benchmark_data
 
 

@@ -9,7 +9,6 @@ serve the scikit-learn head (NumPy, float64, fast single steps) and training
 from ._covariance import (
     estimate_noise_covariance,
     estimate_prior_covariance,
-    prior_array,
     resolve_covariances,
     scale_prior_var,
     whitening_basis,
@@ -68,7 +67,6 @@ __all__ = [
     "pitman_yor_log_likelihood",
     "predictive_moments",
     "prefix_states",
-    "prior_array",
     "raw_from_concentration",
     "recalibrate_novel_column",
     "resolve_covariances",

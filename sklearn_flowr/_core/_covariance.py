@@ -1,27 +1,9 @@
 """Full class-noise and prior covariances, reduced to the diagonal head.
 
-The paper's model allows any class noise ``Sigma_eps``; FLOWR fixes
-``Sigma_eps = sigma I``. Meta-trained embeddings are far from isotropic (on
-glyphs a few directions hold most of the within-class scatter), and an
-isotropic ``sigma`` then weighs every direction alike: a nearest-mean distance
-in the whitened space ranks novel classes better than the isotropic head on the
-raw one. With a full shared noise covariance ``W`` and a full prior covariance
-``S0`` of the class means the model is still exact and conjugate, and a single
-change of basis
-
-    u = (z - mu0) @ T,   T.T @ W @ T = I,   T.T @ S0 @ T = diag(s0_u)
-
-turns it into FLOWR's own head with ``mu0 = 0``, a diagonal prior ``s0_u`` and
-isotropic noise ``sigma = 1``: the class posteriors stay diagonal (both
-precisions are diagonal in that basis), an update stays O(d) after the O(d^2)
-change of basis of its row, and the posterior over classes is unchanged by the
-basis (the Jacobian ``|det T|`` is common to every class and the novel class).
-This is the two-covariance (PLDA) model of Ioffe (2006) and Prince & Elder
-(2007) with FLOWR's CRP prior on top.
-
-The empirical-Bayes estimates are Ledoit-Wolf shrunk towards a multiple of the
-identity, so that few training classes (five on digits) still give a full-rank
-prior. NumPy/SciPy only: this runs once per ``fit``.
+In the basis ``u = (z - mu0) @ T`` with ``T.T @ W @ T = I`` and
+``T.T @ S0 @ T = diag(s0_u)`` the two-covariance (PLDA) model (Ioffe 2006;
+Prince & Elder 2007) is FLOWR's diagonal head with ``mu0 = 0`` and
+``sigma = 1`` (user guide, "Full covariances"). NumPy only: runs once per ``fit``.
 """
 
 import numpy as np
@@ -35,21 +17,16 @@ from ._empirical_bayes import (
     estimate_noise_var,
     estimate_prior,
     noise_var_floor,
+    within_class_residuals,
 )
 
-# The estimators' input range (``_online_base.MAX_ABS_INPUT``), which a given
-# prior mean must respect as the rows do.
+# The estimators' input range, which a given prior mean must respect too.
 _MAX_ABS_MEAN = 1e100
 
 
 def _shrunk(centred, covariance, *, overwrite=False):
-    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``.
-
-    The shrinkage intensity does not depend on the units, but its estimate
-    sums fourth powers of ``centred``: at 1e90 those overflow. It is computed
-    on ``centred`` divided by its largest magnitude (in place with
-    ``overwrite``: a caller done with ``centred`` saves a copy of the rows).
-    """
+    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``,
+    its intensity estimated on ``centred`` rescaled to unit peak (no overflow)."""
     peak = float(max(centred.max(), -centred.min())) if centred.size else 0.0
     if np.isfinite(peak) and peak > 0:
         unit = np.divide(centred, peak, out=centred if overwrite else None)
@@ -75,27 +52,13 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
         Class index of each row, in ``range(n_classes)``; every class occurs.
     n_classes : int
     extra_shrinkage : float in [0, 1], default=0.0
-        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's,
-        ``(1 - extra_shrinkage) * W + extra_shrinkage * mean(eig) * I``
-        (:func:`sklearn.covariance.shrunk_covariance`). Ledoit-Wolf only
-        corrects the sampling error of the estimate, which is small with many
-        training rows; new classes on an embedding trained on these classes
-        are not squeezed in the directions where the training classes are
-        (``CRPGaussianClassifier``'s ``noise_shrinkage``; docs/user_guide.rst,
-        "The noise covariance of new classes").
+        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's (the
+        head's ``noise_shrinkage``).
 
     Returns
     -------
     ndarray of shape (n_features, n_features)
-        ``sum_n sum_{i in n} (x_i - xbar_n)(x_i - xbar_n)^T / (n_samples -
-        n_classes)``, Ledoit-Wolf shrunk towards a multiple of the identity,
-        eigenvalues floored at ``1e-6`` times the mean feature variance of
-        ``X`` (``feature_scale``), so that it scales with ``X``.
-
-    Raises
-    ------
-    ValueError
-        When ``n_samples == n_classes``: no within-class scatter to estimate.
+        Eigenvalues floored at :func:`noise_var_floor`.
 
     Examples
     --------
@@ -105,19 +68,9 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
     array([[2., 0.],
            [0., 0.]])
     """
-    n_samples, n_features = X.shape
-    dof = n_samples - n_classes
-    if dof < 1:
-        raise ValueError(
-            "covariance='full' estimates the class noise from the within-class "
-            "scatter, which needs a class with at least 2 samples; got "
-            f"{n_samples} sample(s) in {n_classes} class(es)."
-        )
-    means, _ = class_means(X, y_index, n_classes)
-    # One temporary of the size of X: the residuals, made in place.
-    residual = means[y_index]
-    del means
-    np.subtract(X, residual, out=residual)
+    residual, dof = within_class_residuals(
+        X, y_index, n_classes, "covariance='full' estimates the class noise from "
+        "the within-class scatter")
     covariance = _shrunk(residual, residual.T @ residual / dof, overwrite=True)
     del residual
     if extra_shrinkage:
@@ -126,23 +79,8 @@ def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
 
 
 def estimate_prior_covariance(X, y_index, n_classes):
-    """Mean and full covariance of the class means (the prior ``N(mu0, S0)``).
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-        At least 2.
-
-    Returns
-    -------
-    prior_mean : ndarray of shape (n_features,)
-        The unweighted mean of the class means.
-    prior_cov : ndarray of shape (n_features, n_features)
-        Their covariance, Ledoit-Wolf shrunk towards a multiple of the identity
-        and floored as :func:`estimate_prior`'s ``s0`` (``1e-3`` times the mean
-        feature variance of ``X``).
+    """Mean ``(n_features,)`` and shrunk, floored covariance ``(n_features,
+    n_features)`` of the class means: the prior ``N(mu0, S0)``.
 
     Examples
     --------
@@ -180,24 +118,8 @@ def check_covariance(matrix, n_features, name):
 
 
 def whitening_basis(noise_cov, prior_cov):
-    """The basis in which the noise is ``I`` and the prior is diagonal.
-
-    Parameters
-    ----------
-    noise_cov : ndarray of shape (d, d)
-        ``Sigma_eps``, symmetric positive definite.
-    prior_cov : ndarray of shape (d, d)
-        ``S0``, symmetric positive definite.
-
-    Returns
-    -------
-    basis : ndarray of shape (d, d)
-        ``T`` with ``T.T @ noise_cov @ T = I`` and ``T.T @ prior_cov @ T``
-        diagonal: a row ``z`` maps to ``(z - mu0) @ T``.
-    prior_var : ndarray of shape (d,)
-        The diagonal of ``T.T @ prior_cov @ T``: ``s0`` in the new basis.
-    inverse : ndarray of shape (d, d)
-        ``T^-1 = T.T @ noise_cov``, which maps back: ``z = mu0 + u @ T^-1``.
+    """``(T, s0_u, T^-1)`` with ``T.T @ noise_cov @ T = I`` and
+    ``T.T @ prior_cov @ T = diag(s0_u)``; a row maps to ``(z - mu0) @ T``.
 
     Examples
     --------
@@ -219,12 +141,8 @@ def whitening_basis(noise_cov, prior_cov):
 
 
 def prior_array(value, n_features, name, *, matrix=False):
-    """A float, (n_features,) array or, when ``matrix``, an (n_features,
-    n_features) covariance -- or None for "auto".
-
-    A float ``prior_var`` becomes shape (1,) (isotropic), a float
-    ``prior_mean`` shape (n_features,).
-    """
+    """``prior_mean`` (n_features,) or ``prior_var`` (1,), (n_features,) or,
+    when ``matrix``, (n_features, n_features), checked; None for "auto"."""
     if isinstance(value, str):
         return None
     array = np.asarray(value, dtype=np.float64)
@@ -276,33 +194,8 @@ def _estimate_prior(X, y_index, n_classes, *, full):
 
 
 def scale_prior_var(X, y_index, n_classes, *, covariance, prior_var, prior_scale):
-    """The head's ``prior_var`` with its ``prior_scale`` applied.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    covariance : {"isotropic", "full"}
-    prior_var : float, array-like or "auto"
-        The head's parameter.
-    prior_scale : float
-        Factor on the estimated ("auto") ``s0``.
-
-    Returns
-    -------
-    prior_var : float, array-like or "auto"
-        ``prior_var`` itself when ``prior_scale == 1``; otherwise
-        ``prior_scale`` times the empirical-Bayes ``s0`` of
-        :func:`resolve_covariances` (shape (1,), or (n_features, n_features)
-        when ``covariance="full"``), which then uses it as given.
-
-    Raises
-    ------
-    ValueError
-        ``prior_scale != 1`` with a given ``prior_var``: the scale applies to
-        the estimate only (a given ``s0`` is scaled by whoever gives it).
-    """
+    """The head's ``prior_var``: itself when ``prior_scale == 1``, else
+    ``prior_scale`` times the estimated ("auto") ``s0``."""
     if prior_scale == 1.0:
         return prior_var
     if not isinstance(prior_var, str):
@@ -317,29 +210,12 @@ def scale_prior_var(X, y_index, n_classes, *, covariance, prior_var, prior_scale
 
 def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
                         prior_var, need_classes, noise_shrinkage=0.0):
-    """Fix ``sigma``, ``mu0`` and ``s0`` (estimating the "auto" ones) for a head.
+    """Fix ``sigma``, ``mu0`` and ``s0`` of a head, estimating the "auto" ones
+    (``need_classes``: ``b="auto"`` needs two classes too).
 
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    covariance : {"isotropic", "full"}
-    sigma, prior_mean, prior_var : float, array-like or "auto"
-        The head's parameters.
-    need_classes : bool
-        Something else estimated from the classes (``b="auto"``) needs two or
-        more of them.
-    noise_shrinkage : float in [0, 1], default=0.0
-        Extra shrinkage of an estimated ("auto") full noise covariance
-        (:func:`estimate_noise_covariance`); a given ``sigma`` is used as it is.
-
-    Returns
-    -------
-    hyper : dict-like with attributes
-        ``sigma``, ``prior_mean``, ``prior_var`` (the head's fitted
-        attributes), ``state_prior`` (``(mu0, s0)`` of the state's basis),
-        ``state_sigma`` and ``basis`` (``None``, or ``(mu0, T, T_inv)``).
+    Returns a Bunch: ``sigma``, ``prior_mean``, ``prior_var`` (the head's
+    fitted attributes), ``state_prior`` (``(mu0, s0)`` in the state's basis),
+    ``state_sigma`` and ``basis`` (None, or ``(mu0, T, T_inv)``).
     """
     full = covariance == "full"
     n_features = X.shape[1]

@@ -6,8 +6,7 @@ With discount ``a`` in [0, 1), concentration ``b > -a``, per-class counts
     p(n)     = (c_n - a) / (k + b)
     p(novel) = (b + a N) / (k + b)
 
-These sum to one. The seed paper prints ``(a + b N) / (k + b)`` for the novel
-mass, which does not normalise; we use the Pitman-Yor form on purpose.
+The seed paper's ``(a + b N) / (k + b)`` for the novel mass does not normalise.
 """
 
 import math
@@ -17,11 +16,8 @@ from ._namespace import get_namespace
 
 
 def _like(value, like, xp):
-    """``value`` as an array of ``like``'s dtype on ``like``'s device.
-
-    A Python number is filled on the device: building it on the host and
-    copying it over would make a GPU training step wait for its queue.
-    """
+    """``value`` as an array of ``like``'s dtype, filled on its device (no
+    host-to-GPU copy)."""
     device = getattr(like, "device", None)
     if isinstance(value, Real):
         return xp.full((), value, dtype=like.dtype, device=device)
@@ -29,29 +25,10 @@ def _like(value, like, xp):
 
 
 def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
-    """Log numerators of the class prior: ``log(c_n - a)`` and ``log(b + a N)``.
-
-    The shared denominator ``k + b`` is left to :func:`crp_log_normaliser`, so
-    that a cache of per-class numerators stays valid while ``k`` grows.
-
-    Parameters
-    ----------
-    counts : array of shape (..., n_classes)
-        CRP counts ``c_n`` (pseudo-counts allowed, each ``> a``).
-    n_classes : int or array of shape (...,)
-        ``N``, the number of instantiated classes.
-    a : float
-        Discount, in [0, 1).
-    b : float or 0-d array
-        Concentration, ``> -a`` (a torch tensor keeps its gradient).
-    class_prior : {"crp", "uniform"}
-        ``"uniform"`` gives every class the same numerator (zero).
-
-    Returns
-    -------
-    log_known : array of shape (..., n_classes)
-    log_novel : array of shape (...,)
-    """
+    """``log(c_n - a)`` (..., n_classes) and ``log(b + a N)`` (...,) for counts
+    (..., n_classes) and ``N``; zeros for ``class_prior="uniform"``. The
+    denominator is :func:`crp_log_normaliser`'s, so cached numerators stay
+    valid while ``k`` grows; a tensor ``b`` keeps its gradient."""
     xp = get_namespace(counts)
     n_classes = _like(n_classes, counts, xp)
     if class_prior == "uniform":
@@ -65,11 +42,8 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
 
 
 def crp_log_numerator(count, *, a, class_prior="crp"):
-    """:func:`crp_log_numerators` of one class, for a float count.
-
-    The online step refreshes one class per row; Python floats spare it the
-    array calls. A count not above ``a`` gives ``-inf`` (no prior mass: only
-    a class not instantiated yet has one).
+    """:func:`crp_log_numerators` of one float count (the online step);
+    ``-inf`` for a count not above ``a``.
 
     Examples
     --------
@@ -93,25 +67,8 @@ def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
 
 
 def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
-    """Log prior mass of each instantiated class and of the novel class.
-
-    Parameters
-    ----------
-    counts : array of shape (..., n_classes)
-        CRP counts ``c_n``, each ``> a``.
-    total : array of shape (...,)
-        ``k``, the sum of the counts of the instantiated classes.
-    n_classes : int or array of shape (...,)
-        ``N``, the number of instantiated classes.
-    a, b, class_prior
-        As in :func:`crp_log_numerators`.
-
-    Returns
-    -------
-    log_known : array of shape (..., n_classes)
-    log_novel : array of shape (...,)
-        ``log_known`` and ``log_novel`` exponentiate to masses summing to one.
-    """
+    """Log prior masses ``(log_known (..., n_classes), log_novel (...,))``,
+    summing to one, for counts, their ``total`` ``k`` and ``N`` classes."""
     xp = get_namespace(counts)
     total = _like(total, counts, xp)
     log_known, log_novel = crp_log_numerators(

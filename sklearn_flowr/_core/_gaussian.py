@@ -1,16 +1,11 @@
 """Gaussian class embeddings in natural parameters, and their predictive density.
 
-A class ``n`` keeps ``q_n`` (shape (d,)) and ``lam_n`` (shape (1,) when
-isotropic, (d,) when diagonal). The shared prior over class means is
-``N(mu0, diag(s0))``, i.e. ``q0 = mu0 / s0`` and ``lam0 = 1 / s0``; the class
-noise is ``Sigma_eps = sigma * I``. Conditioning on an embedding ``z`` of class
-``n`` adds ``z / sigma`` to ``q_n`` and ``1 / sigma`` to ``lam_n``.
-
-The posterior predictive of class ``n`` is ``N(m_n, diag(v_n))`` with
-``m_n = q_n / lam_n`` and ``v_n = 1 / lam_n + sigma``. Its log density is
-affine in the *features* ``[z, z**2, 1]`` (``||z||**2`` instead of ``z**2``
-when isotropic), so scoring many rows against many classes is one matrix
-product ``features @ coef.T`` -- the O(N d) cost the design asks for.
+A class keeps the natural mean ``q_n`` (d,) and precision ``lam_n`` ((1,)
+isotropic, (d,) diagonal); the prior is ``q0 = mu0 / s0``, ``lam0 = 1 / s0``.
+A row ``z`` of class ``n`` adds ``z / sigma`` to ``q_n`` and ``1 / sigma`` to
+``lam_n``. The predictive ``N(m_n, diag(v_n))``, ``m_n = q_n / lam_n``,
+``v_n = 1 / lam_n + sigma``, has a log density affine in the features
+``[z, z**2, 1]`` (``||z||**2`` when isotropic): scoring is one matrix product.
 """
 
 import math
@@ -23,28 +18,10 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
-    """Condition the shared prior on labelled embeddings.
-
-    Parameters
-    ----------
-    prior_nat_mean : array of shape (d,) or (n_classes, d)
-        ``q`` before conditioning (``q0`` for classes instantiated here).
-    prior_precision : array of shape (p,) or (n_classes, p), p in {1, d}
-        ``lam`` before conditioning.
-    Z : array of shape (n_samples, d)
-        Embeddings.
-    onehot : array of shape (n_samples, n_classes)
-        Class membership (weights are allowed).
-    sigma : float
-        Class-noise variance ``Sigma_eps = sigma * I``.
-
-    Returns
-    -------
-    nat_mean : array of shape (n_classes, d)
-        ``q_n = q_prior + sum_i onehot[i, n] z_i / sigma``.
-    precision : array of shape (n_classes, p)
-        ``lam_n = lam_prior + sum_i onehot[i, n] / sigma``.
-    """
+    """``(q, lam)`` of shapes (n_classes, d), (n_classes, p) conditioned on
+    embeddings ``Z`` (n_samples, d) with class weights ``onehot`` (n_samples,
+    n_classes), from ``q`` (d,) or (n_classes, d) and ``lam`` (p,) or
+    (n_classes, p), p in {1, d}."""
     xp = get_namespace(Z, onehot)
     onehot_t = xp.matrix_transpose(onehot)
     counts = xp.sum(onehot_t, axis=-1, keepdims=True)
@@ -53,34 +30,9 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
 
 
 def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
-    """The conjugate update: condition classes on the sums of their rows.
-
-    The one place the update is written; :func:`condition_on`, the head's
-    online state and its prefix states all call it.
-
-    Parameters
-    ----------
-    nat_mean : array of shape (..., d)
-        ``q`` before the update.
-    precision : array of shape (..., p), p in {1, d}
-        ``lam`` before the update.
-    sums : array of shape (..., d)
-        Sum of the new rows of each class.
-    counts : array or float, broadcastable to (..., 1)
-        Number of new rows of each class (weights are allowed).
-    sigma : float
-        Class-noise variance ``Sigma_eps = sigma * I``.
-    out : (ndarray, ndarray), default=None
-        NumPy only: where to write the two results (``nat_mean`` and
-        ``precision`` themselves for an update in place).
-
-    Returns
-    -------
-    nat_mean : array of shape (..., d)
-        ``q + sums / sigma``.
-    precision : array of shape (..., p)
-        ``lam + counts / sigma``.
-    """
+    """The conjugate update, written once: ``(q + sums / sigma, lam + counts /
+    sigma)`` for ``q`` (..., d), ``lam`` (..., p), the rows' ``sums`` (..., d)
+    and ``counts``; NumPy ``out=(q_out, lam_out)`` writes in place."""
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
     if out is not None:
         if precision.shape == (1,) and isinstance(counts, float):
@@ -99,28 +51,10 @@ def predictive_moments(nat_mean, precision, sigma):
 
 
 def log_density_coef(nat_mean, precision, sigma, *, out=None):
-    """Coefficients that make the predictive log density a dot product.
-
-    Parameters
-    ----------
-    nat_mean : array of shape (..., n_classes, d)
-        ``q_n``.
-    precision : array of shape (..., n_classes, p), p in {1, d}
-        ``lam_n``; ``p == 1`` is the isotropic case.
-    sigma : float
-        Class-noise variance.
-    out : ndarray of shape (n_classes, d + p + 1), default=None
-        NumPy only: write the coefficients here (a view of a larger buffer
-        may be given) and return it. The temporaries are then one array of
-        the shape of ``nat_mean`` and one of ``precision``: no concatenation,
-        so a chunk of classes refreshes in place within a bounded memory.
-
-    Returns
-    -------
-    coef : array of shape (..., n_classes, d + p + 1)
-        ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]`` so that
-        ``log N(z; m_n, diag(v_n)) = log_density_features(z) . coef[n]``.
-    """
+    """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 /
+    v) / 2]`` of shape (..., n_classes, d + p + 1), so that ``log N(z; m_n,
+    diag(v_n)) = log_density_features(z) . coef[n]``; NumPy ``out`` is filled
+    in place (no concatenation)."""
     if out is not None:
         return _log_density_coef_into(out, nat_mean, precision, sigma)
     xp = get_namespace(nat_mean, precision)
@@ -135,9 +69,8 @@ def log_density_coef(nat_mean, precision, sigma, *, out=None):
 
 
 def _log_density_coef_into(out, nat_mean, precision, sigma):
-    """:func:`log_density_coef` written into ``out``, the same operations in
-    NumPy with in-place steps (results equal to rounding: the sum of
-    ``m**2 / v`` is a dot product here)."""
+    """:func:`log_density_coef` written into ``out`` in NumPy, equal to
+    rounding."""
     if nat_mean.ndim == 1 and precision.shape[0] == 1:
         # One isotropic class (the online step): v is a float, and the
         # d-vector work is one ufunc and a dot product: m / v = q / (lam v),
@@ -165,20 +98,9 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
 
 
 def log_density_features(Z, *, isotropic, out=None):
-    """Features ``[z, z**2 (or ||z||**2 when isotropic), 1]`` of each row.
-
-    Parameters
-    ----------
-    Z : array of shape (..., d)
-    isotropic : bool
-    out : ndarray of shape (..., d + p + 1), default=None
-        NumPy only: write the features here and return it. A one-row ``Z``
-        may be ``out[:d]`` itself (the online step centres its row there).
-
-    Returns
-    -------
-    features : array of shape (..., d + p + 1)
-    """
+    """Features ``[z, z**2 (||z||**2 when isotropic), 1]`` (..., d + p + 1) of
+    rows ``Z`` (..., d); NumPy ``out`` is filled in place (a one-row ``Z``
+    may be ``out[:d]`` itself)."""
     if out is not None:
         d = Z.shape[-1]
         if Z.ndim == 1:  # one row: plain slices, a dot product

@@ -1,32 +1,7 @@
-"""The conformal novelty decision ``flowr-benchmark`` reports for every method.
-
-Every test row's conformal p-value ranks its novelty score among the scores
-of calibration rows of known classes; a row is called novel when its p-value
-is at most ``alpha``. Two calibration sets (``--conformal-calibration``):
-
-``tasks`` (the default)
-    The known-class rows of the OTHER test tasks of the same run
-    (:func:`~sklearn_flowr.conformal.leave_group_out_pvalues`, cross-conformal
-    over tasks). The tasks are independent draws from one pool, so a task's
-    known-class rows and the other tasks' are exchangeable: the condition of
-    the guarantee. It is the set a user has who labels a few tasks of new
-    classes (classes the encoder never saw) to calibrate on; classes recur
-    across tasks where the pool is small (the five test classes of digits).
-``training``
-    A calibration run on the TRAINING classes the method's template was built
-    from (:func:`~sklearn_flowr.protocol._calibrate.calibration_scores`:
-    small context, few-shot tasks drawn from the training classes; large
-    context, a clone refitted with some training classes held out as novel).
-    The encoder was trained on those rows and separates them better than new
-    ones, so the rates measured exceed ``alpha`` where it does (docs/results.rst).
-
-Reported per task, then as mean and standard error over tasks: the
-false-novel rate (share of the rows of known classes called novel) and the
-power (share of the first sightings called novel) at each ``alpha`` of
-:data:`ALPHAS`, and Benjamini-Hochberg on each task's query rows at each
-``q`` of :data:`BH_QS` (its false discovery proportion, 0 when nothing is
-selected, and power).
-"""
+"""The conformal novelty decision ``flowr-benchmark`` reports for every method:
+false-novel rate and power at each level alpha, and Benjamini-Hochberg per task,
+calibrated on the other test tasks (``tasks``) or on a calibration run on the
+training classes (``training``); the user guide explains both sets."""
 
 from __future__ import annotations
 
@@ -49,25 +24,17 @@ MAX_CALIBRATION_TASKS = 200
 
 def calibrate(template, X, y, setting, *, n_tasks, n_known_query_classes,
               n_jobs, seed, verbose=0):
-    """The calibration run of ``template`` on the training rows ``(X, y)``
-    (:func:`calibration_scores` with ``min(n_tasks, 200)`` tasks, 10 queries
-    per class and as many novel classes as ``calibrate_novelty`` takes)."""
+    """The calibration run of ``template`` on the training rows ``(X, y)``,
+    at most ``MAX_CALIBRATION_TASKS`` tasks."""
     return calibration_scores(
         template, X, y, setting, n_tasks=min(n_tasks, MAX_CALIBRATION_TASKS),
         n_known_query_classes=n_known_query_classes, n_jobs=n_jobs, seed=seed,
         verbose=verbose)
 
 
-def row_scores(rows):
-    """The novelty score of each test row: ``novelty_score`` when the
-    estimator returns it, else ``p_novel`` (as the calibration run)."""
-    return rows["novelty_score"] if "novelty_score" in rows else rows["p_novel"]
-
-
 def _mean_se(values):
-    """Mean and standard error over the tasks where ``values`` is defined
-    (not NaN); None where there are no such tasks (the standard error also
-    where there is only one)."""
+    """Mean and standard error over the tasks where ``values`` is not NaN;
+    None where undefined."""
     values = np.asarray(values, dtype=np.float64)
     values = values[~np.isnan(values)]
     if values.shape[0] == 0:
@@ -78,8 +45,8 @@ def _mean_se(values):
 
 
 def _per_task_share(task, mask, among, n_tasks):
-    """Per task, the share of the rows in ``among`` that are in ``mask``
-    (NaN for a task without rows in ``among``)."""
+    """Per task, the share of the rows in ``among`` that are in ``mask`` (NaN
+    without such rows)."""
     total = np.bincount(task, weights=among, minlength=n_tasks)
     hits = np.bincount(task, weights=mask & among, minlength=n_tasks)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -104,35 +71,22 @@ def _bh_figures(pvalues, first, task, n_tasks, q):
 
 
 def conformal_figures(rows, calibration=None, *, seconds=None) -> dict:
-    """The conformal figures of one (method, pre-training, setting) row.
+    """The conformal figures (a JSON dict) of one (method, pre-training,
+    setting) row.
 
-    Parameters
-    ----------
-    rows : Bunch
-        The test run's rows (``evaluate_online(..., return_rows=True).rows``).
-    calibration : Bunch or None, default=None
-        ``None``: every task is calibrated on the known-class rows of the
-        other tasks (``tasks``). Else a calibration run (:func:`calibrate`,
-        ``training``): ``score`` and ``is_first_sighting`` of its rows.
-    seconds : float or None, default=None
-        The calibration's time, reported.
-
-    Returns
-    -------
-    figures : dict
-        ``calibration`` (``"tasks"`` or ``"training"``); ``alpha``: per level
-        (keys ``"0.01"``, ``"0.05"``, ``"0.1"``) ``false_novel_rate``,
-        ``power`` and their standard errors ``*_se`` over tasks; ``bh``:
-        ``q``, ``fdr`` (mean false discovery proportion) and ``power`` of
-        Benjamini-Hochberg per task at ``q =`` :data:`BH_Q`, with their
-        ``*_se``; ``bh_levels``: the same at each ``q`` of :data:`BH_QS`
-        (keys ``"0.05"``, ...); ``curve``: mean ``false_novel_rate`` and
-        ``power`` over tasks at each ``alpha`` of :data:`ALPHA_GRID`;
-        ``score`` (the column ranked), ``n_calibration`` (calibration
-        scores; per task, the fewest), ``n_calibration_tasks``, ``n_tasks``
-        and ``calibration_seconds``.
+    ``rows`` are the test run's (``evaluate_online(..., return_rows=True)``);
+    ``calibration`` is None (each task calibrated on the other tasks) or a
+    calibration run (:func:`calibrate`); ``seconds`` its time. The keys:
+    ``calibration``, ``score`` (the column ranked), ``n_calibration`` (per
+    task, the fewest), ``n_calibration_tasks``, ``n_tasks``,
+    ``calibration_seconds``; ``alpha``: per level of :data:`ALPHAS`
+    ``false_novel_rate``, ``power`` and their ``*_se`` over tasks; ``bh``:
+    Benjamini-Hochberg's ``q``, ``fdr``, ``power`` and ``*_se`` at
+    :data:`BH_Q`, ``bh_levels`` at each of :data:`BH_QS`; ``curve``: the mean
+    ``false_novel_rate`` and ``power`` at each alpha of :data:`ALPHA_GRID`.
     """
-    scores = np.asarray(row_scores(rows), dtype=np.float64)
+    score_name = "novelty_score" if "novelty_score" in rows else "p_novel"
+    scores = np.asarray(rows[score_name], dtype=np.float64)
     first = np.asarray(rows["is_novel"], dtype=bool)
     known = ~first
     task_ids, task = np.unique(rows["task_id"], return_inverse=True)
@@ -142,7 +96,6 @@ def conformal_figures(rows, calibration=None, *, seconds=None) -> dict:
         per_task = np.bincount(task, weights=known, minlength=n_tasks)
         n_calibration = int(known.sum() - per_task.max())
         n_calibration_tasks = n_tasks - 1
-        score_name = "novelty_score" if "novelty_score" in rows else "p_novel"
     else:
         known_calibration = ~np.asarray(calibration.is_first_sighting, dtype=bool)
         reference = np.asarray(calibration.score, dtype=np.float64)[known_calibration]

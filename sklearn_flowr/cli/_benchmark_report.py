@@ -1,19 +1,15 @@
-"""What ``flowr-benchmark`` reports: JSON rows, the tables, the ablation and
-the figures (ROC curves, reliability diagrams, false-novel rate of the
-conformal decision against its level).
-
-A method whose novelty output is not a probability (the baselines' distances)
-has no calibration and no argmax decision: its JSON holds null and its table
-cells say ``n/a``, never a number.
-"""
+"""The text ``flowr-benchmark`` reports: JSON rows, the ablation and the tables
+(main, conformal, class discovery). A method whose novelty output is not a
+probability gets null in the JSON and ``n/a`` in the tables."""
 
 from __future__ import annotations
 
 import textwrap
 
 from ..metrics import DEFAULT_N_BINS
-from ._benchmark_conformal import ALPHA_GRID, ALPHAS, BH_Q
-from ._benchmark_setup import METHOD_NAMES, METHODS, method_features
+from ._benchmark_conformal import ALPHAS, BH_Q
+from ._benchmark_discovery import DISCOVERY_NAMES
+from ._benchmark_setup import METHOD_NAMES, method_features
 
 ACCURACY_COLUMNS = ("accuracy", "support_accuracy", "incremental_accuracy")
 CALIBRATION = {
@@ -24,7 +20,7 @@ CALIBRATION = {
     "target": "is_novel (the query's class had not been seen yet)",
 }
 _EMBEDDING = {"flowr": "meta-trained", "base": "pre-trained"}
-_EMBEDDING_SHORT = {"meta-trained": "meta", "pre-trained": "pre"}
+EMBEDDING_SHORT = {"meta-trained": "meta", "pre-trained": "pre"}
 _NOT_A_PROBABILITY = ("n/a (no probability): the method's novelty output is a "
                       "distance or score, not P(novel), so it has no ECE, Brier "
                       "score or argmax decision.")
@@ -63,8 +59,8 @@ _ABLATIONS = (
 
 
 def ablation(rows) -> list[dict]:
-    """Per pre-training, the comparisons of ``_ABLATIONS`` whose two methods
-    both ran (H-measure and accuracy differences)."""
+    """Per pre-training, the H-measure and accuracy gains of the comparisons of
+    ``_ABLATIONS`` whose two methods both ran."""
     out = []
     for pretrain in dict.fromkeys(row["pretrain"] for row in rows):
         mine = {row["method"]: row for row in rows if row["pretrain"] == pretrain}
@@ -80,11 +76,22 @@ def ablation(rows) -> list[dict]:
     return out
 
 
-def _cell(row, key, scale=1.0, digits=3, width=6):
-    value = row.get(key)
-    if value is None:
+def _mean_se_cell(mean, se, width):
+    """``mean+-se`` in ``width`` characters; n/a without a mean (None or NaN)."""
+    if mean is None or mean != mean:
         return f"{'n/a':>{width}s}"
-    return f"{scale * value:{width}.{digits}f}"
+    if se is None or se != se:
+        return f"{mean:{width}.3f}"
+    return f"{f'{mean:.3f}+-{se:.3f}':>{width}s}"
+
+
+_LABEL_HEAD = f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
+
+
+def _label(row):
+    """The method, pre-training and embedding cells of a table row."""
+    embedding = EMBEDDING_SHORT[row.get("embedding", "pre-trained")]
+    return f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} {embedding:4s} "
 
 
 def _accuracy_cell(row, key):
@@ -95,10 +102,9 @@ def _accuracy_cell(row, key):
 
 def format_table(setting_result, setting) -> str:
     """The paper-style table of one setting, with calibration and ablation."""
-    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} {'Acc':>14s} "
-            f"{'Support Acc':>14s} {'Inc. Acc':>14s} {'Argmax Acc':>14s} "
-            f"{'H-measure':>9s} {'AUROC':>6s} {'ECE':>6s} {'Brier':>6s} "
-            f"{'tasks':>5s}")
+    head = (f"{_LABEL_HEAD}{'Acc':>14s} {'Support Acc':>14s} {'Inc. Acc':>14s} "
+            f"{'Argmax Acc':>14s} {'H-measure':>9s} {'AUROC':>6s} {'ECE':>6s} "
+            f"{'Brier':>6s} {'tasks':>5s}")
     lines = [f"{setting.capitalize()} context (accuracies: mean +- 95% CI over "
              "tasks; H-measure, AUROC, ECE, Brier: pooled over the run)", head,
              "-" * len(head)]
@@ -108,10 +114,9 @@ def format_table(setting_result, setting) -> str:
         cells = " ".join(_accuracy_cell(row, k)
                          for k in (*ACCURACY_COLUMNS, "argmax_accuracy"))
         lines.append(
-            f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
-            f"{_EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} {cells} "
-            f"{row['h_measure']:9.3f} {row['auroc']:6.3f} {_cell(row, 'ece')} "
-            f"{_cell(row, 'brier')} {row['n_tasks']:5d}")
+            f"{_label(row)}{cells} {row['h_measure']:9.3f} {row['auroc']:6.3f} "
+            f"{_mean_se_cell(row.get('ece'), None, 6)} "
+            f"{_mean_se_cell(row.get('brier'), None, 6)} {row['n_tasks']:5d}")
     notes = [f"Acc: novel iff P(novel) >= tau, tau set at novelty TPR "
              f"{setting_result['tpr']}. Argmax Acc: the threshold-free decision, "
              "the argmax over the N+1 probabilities. ECE (over "
@@ -130,46 +135,34 @@ def format_table(setting_result, setting) -> str:
     if any("conformal" in row for row in setting_result["rows"]):
         lines.extend(["", format_conformal_table(setting_result, setting)])
     if setting_result.get("discovery"):
-        from ._benchmark_discovery import format_discovery_table
-
         lines.extend(["", format_discovery_table(setting_result["discovery"],
                                                  setting)])
     return "\n".join(lines)
 
 
-def _mean_se_cell(figures, key, width=12):
-    value, se = figures.get(key), figures.get(key + "_se")
-    if value is None:
-        return f"{'n/a':>{width}s}"
-    if se is None:
-        return f"{value:{width}.3f}"
-    return f"{f'{value:.3f}+-{se:.3f}':>{width}s}"
+def _figure_cell(figures, key):
+    return _mean_se_cell(figures.get(key), figures.get(key + "_se"), 12)
 
 
 def format_conformal_table(setting_result, setting) -> str:
-    """The conformal novelty decision of every row of one setting: the
-    false-novel rate at each level of ``ALPHAS``, the power at the largest,
-    and Benjamini-Hochberg's FDR and power (mean +- standard error over
-    tasks)."""
+    """The conformal novelty decision of every row of one setting."""
     levels = [str(alpha) for alpha in ALPHAS]
-    head = (f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
-            + " ".join(f"{'FNR@' + level:>12s}" for level in levels)
+    head = (_LABEL_HEAD + " ".join(f"{'FNR@' + level:>12s}" for level in levels)
             + f" {'Power@' + levels[-1]:>12s} {'BH FDR':>12s} {'BH power':>12s} "
             f"{'n cal':>6s}")
     lines = [f"{setting.capitalize()} context, conformal novelty decision "
              "(mean +- standard error over tasks)", head, "-" * len(head)]
     for row in setting_result["rows"]:
         figures = row.get("conformal")
-        label = (f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
-                 f"{_EMBEDDING_SHORT[row.get('embedding', 'pre-trained')]:4s} ")
         if figures is None:
-            lines.append(label + "n/a (no calibration set: see the log)")
+            lines.append(_label(row) + "n/a (no calibration set: see the log)")
             continue
-        cells = [_mean_se_cell(figures["alpha"][level], "false_novel_rate")
+        cells = [_figure_cell(figures["alpha"][level], "false_novel_rate")
                  for level in levels]
-        cells.append(_mean_se_cell(figures["alpha"][levels[-1]], "power"))
-        cells.extend(_mean_se_cell(figures["bh"], key) for key in ("fdr", "power"))
-        lines.append(label + " ".join(cells) + f" {figures['n_calibration']:6d}")
+        cells.append(_figure_cell(figures["alpha"][levels[-1]], "power"))
+        cells.extend(_figure_cell(figures["bh"], key) for key in ("fdr", "power"))
+        lines.append(_label(row) + " ".join(cells)
+                     + f" {figures['n_calibration']:6d}")
     sources = {(row.get("conformal") or {}).get("calibration")
                for row in setting_result["rows"]} - {None}
     source = ("known-class rows of the other test tasks" if sources == {"tasks"}
@@ -187,82 +180,34 @@ def format_conformal_table(setting_result, setting) -> str:
     return "\n".join(lines)
 
 
-def _label(row):
-    embedding = _EMBEDDING_SHORT[row.get("embedding", "pre-trained")]
-    return f"{METHOD_NAMES[row['method']]} ({row['pretrain']}, {embedding})"
-
-
-def plot_figures(results, path) -> None:
-    """Per setting, ROC curves of every method (top), the reliability
-    diagram of P(novel) of the methods with a probability (middle) and the
-    false-novel rate of the conformal decision against its level alpha, with
-    the diagonal it promises not to exceed (bottom), as a PNG written to
-    ``path`` (a file name or a binary file object)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    # A colour per method, a line style per pre-training: rows stay apart
-    # however many there are.
-    pretrains = list(dict.fromkeys(row["pretrain"]
-                                   for result in results["settings"].values()
-                                   for row in result["rows"]))
-
-    def style(row):
-        return dict(color=f"C{METHODS.index(row['method']) % 10}",
-                    ls=("-", "--", ":", "-.")[pretrains.index(row["pretrain"]) % 4])
-
-    settings = list(results["settings"])
-    fig, axes = plt.subplots(3, len(settings), figsize=(5.5 * len(settings), 14),
-                             squeeze=False)
-    name = results["dataset"]["name"]
-    for column, setting in enumerate(settings):
-        rows = results["settings"][setting]["rows"]
-        roc, reliability = axes[0, column], axes[1, column]
-        for row in rows:
-            roc.plot(row["roc"]["fpr"], row["roc"]["tpr"], **style(row),
-                     label=f"{_label(row)}, AUROC {row['auroc']:.2f}")
-        roc.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--")
-        roc.set(title=f"{name}: {setting} context", xlabel="false novel rate",
-                ylabel="novelty TPR")
-        roc.legend(fontsize=6)
-        reliability.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--",
-                         label="perfectly calibrated")
-        for row in rows:
-            if row.get("reliability") is None:
-                continue
-            bins = row["reliability"]
-            reliability.plot(bins["prob_pred"], bins["prob_true"], marker="o",
-                             ms=3, **style(row),
-                             label=f"{_label(row)}, ECE {row['ece']:.3f}")
-        reliability.set(
-            title=f"{name}: {setting} context, reliability of P(novel) "
-            f"({DEFAULT_N_BINS} bins)", xlabel="mean predicted P(novel) in bin",
-            ylabel="fraction of first sightings in bin", xlim=(0, 1), ylim=(0, 1))
-        reliability.legend(fontsize=6, title="baselines: no probability",
-                           title_fontsize=6)
-        promise = axes[2, column]
-        right, top = ALPHA_GRID[-1], ALPHA_GRID[-1]
-        for row in rows:
-            curve = (row.get("conformal") or {}).get("curve")
-            if curve is None:
-                continue
-            rates = [float("nan") if rate is None else rate
-                     for rate in curve["false_novel_rate"]]
-            top = max([top, *(rate for rate in rates if rate == rate)])
-            promise.plot(curve["alpha"], rates, **style(row), label=_label(row))
-        promise.plot([0, right], [0, right], color="grey", lw=0.8, ls="--",
-                     label="the promise: rate = alpha")
-        promise.set(
-            title=f"{name}: {setting} context, conformal novelty decision",
-            xlabel="level alpha (novel when p-value <= alpha)",
-            ylabel="false-novel rate (mean over tasks)", xlim=(0, right),
-            ylim=(0, min(1.0, 1.05 * top)))
-        promise.legend(fontsize=6)
-    fig.tight_layout()
-    try:
-        # PNG whatever the name: the caller writes under a temporary one.
-        fig.savefig(path, dpi=120, format="png")
-    finally:
-        plt.close(fig)
+def format_discovery_table(rows, setting) -> str:
+    """The discovery figures of one setting, a row per (fraction, method)."""
+    head = (f"{'Method':14s} {'labels':>6s} {'Acc new':>13s} {'NMI new':>13s} "
+            f"{'ARI new':>13s} {'Known acc':>13s} {'found/true':>13s}")
+    lines = [f"{setting.capitalize()} context, class discovery under a label "
+             "budget (mean +- standard error over tasks)", head, "-" * len(head)]
+    for row in rows:
+        found = f"{row['mean']['n_discovered']:.1f}/{row['mean']['n_true_new']:.1f}"
+        lines.append(f"{DISCOVERY_NAMES[row['method']]:14s} "
+                     f"{row['label_fraction']:6g} "
+                     + " ".join(_mean_se_cell(row["mean"][key], row["se"][key], 13)
+                                for key in
+                                ("accuracy_new", "nmi_new", "ari_new",
+                                 "known_accuracy"))
+                     + f" {found:>13s}")
+    note = ("On the queries that came without their label: Acc new, NMI new, "
+            "ARI new score how the rows of new classes were grouped "
+            "(clustering accuracy after Hungarian matching of the assigned "
+            "labels to the true classes); Known acc is the plain accuracy on "
+            "rows of known classes; found/true: provisional classes opened "
+            "per task against the new classes in it. labels: share of "
+            "queries whose label arrived (after --label-delay rows).")
+    if all(row.get("selection") is not None for row in rows):
+        note += (" Thresholds: each half of the test classes is scored with "
+                 "the candidate best on the other half's tasks (cross-fit; "
+                 "the JSON's selection).")
+    else:
+        note += (" Thresholds: the methods' defaults (too few test classes "
+                 "for two validation halves).")
+    lines.append(textwrap.fill(note, width=len(head), break_on_hyphens=False))
+    return "\n".join(lines)

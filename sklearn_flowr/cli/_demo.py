@@ -1,15 +1,11 @@
 """``flowr-demo``: a short open-world run of the CRP-Gaussian head on digits.
 
-Known classes are learned with ``fit``; each task then streams queries from
-the known classes and from classes never seen, predicts each query before
-its label is revealed and learns from the label (``open_world_step``), as in
-the paper's large-context protocol. The features are PCA-whitened pixels, so
-this exercises the Bayesian head alone; the trained encoders of
-``FLOWRClassifier`` replace the PCA step.
+Known classes are learned with ``fit``; each task streams queries of known and
+never-seen classes through ``open_world_step`` (predict, then learn the
+label). The features are PCA-whitened pixels: the head alone, no encoder.
 """
 
 import argparse
-import copy
 import time
 
 import numpy as np
@@ -18,50 +14,31 @@ from sklearn.decomposition import PCA
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from ..head import CRPGaussianClassifier
-from ..metrics import open_world_report
-from ._options import integer, real
-
-# Every task keeps its 100 predictions in memory: beyond this a run would
-# exhaust memory long after it started.
-_MAX_TASKS = 10**6
+from .. import CRPGaussianClassifier
+from ..protocol import LargeContextTasks, evaluate_online
+from ._options import MAX_SEED, MAX_TASKS, integer, real
 
 
 def run_demo(*, n_tasks=200, n_known=5, n_novel=5, queries_per_class=10, tpr=0.6,
              random_state=0):
-    """Run the demo and return the report (a Bunch from ``open_world_report``)."""
+    """Run the demo; the report of :func:`~sklearn_flowr.protocol.evaluate_online`."""
     rng = np.random.default_rng(random_state)
     X, y = load_digits(return_X_y=True)
     classes = rng.permutation(10)
-    known, novel = classes[:n_known], classes[n_known : n_known + n_novel]
+    known = classes[:n_known]
+    pool = np.isin(y, classes[: n_known + n_novel])
     train = np.zeros(y.shape[0], dtype=bool)
     for label in known:
         rows = np.flatnonzero(y == label)
         train[rng.choice(rows, size=rows.shape[0] // 2, replace=False)] = True
     embed = make_pipeline(StandardScaler(), PCA(n_components=20, whiten=True,
                                                 random_state=random_state))
-    Z_train = embed.fit_transform(X[train])
-    Z_pool, y_pool = embed.transform(X[~train]), y[~train]
-    head = CRPGaussianClassifier().fit(Z_train, y[train])
-
-    records = {key: [] for key in ("y_true", "y_known", "p_novel", "is_novel",
-                                   "task")}
-    for task in range(n_tasks):
-        rows = np.concatenate([
-            rng.choice(np.flatnonzero(y_pool == label), size=queries_per_class,
-                       replace=False)
-            for label in np.concatenate([known, novel])
-        ])
-        rows = rng.permutation(rows)
-        out = copy.deepcopy(head).open_world_step(Z_pool[rows], y_pool[rows])
-        records["y_true"].append(y_pool[rows])
-        records["y_known"].append(out.y_known)
-        records["p_novel"].append(out.p_novel)
-        records["is_novel"].append(out.is_novel)
-        records["task"].append(np.full(rows.shape[0], task))
-    flat = {key: np.concatenate(value) for key, value in records.items()}
-    return open_world_report(flat["y_true"], flat["y_known"], flat["p_novel"],
-                             flat["is_novel"], tpr=tpr, task_ids=flat["task"])
+    head = CRPGaussianClassifier().fit(embed.fit_transform(X[train]), y[train])
+    Z_pool, y_pool = embed.transform(X[pool & ~train]), y[pool & ~train]
+    tasks = LargeContextTasks(y_pool, known_classes=known, n_novel_classes=n_novel,
+                              n_query=queries_per_class, n_tasks=n_tasks,
+                              random_state=random_state)
+    return evaluate_online(head, Z_pool, y_pool, tasks, setting="large", tpr=tpr)
 
 
 def main(argv=None):
@@ -97,14 +74,12 @@ def main(argv=None):
     """
     parser = argparse.ArgumentParser(prog="flowr-demo", description=__doc__.split(
         "\n")[0])
-    # Each number is checked here, so a bad one is a one-line usage error
-    # (exit status 2), not a traceback from deep inside the run.
-    parser.add_argument("--n-tasks", type=integer(1, cap=_MAX_TASKS), default=200,
-                        help=f"tasks to run, 1 to {_MAX_TASKS}")
+    parser.add_argument("--n-tasks", type=integer(1, cap=MAX_TASKS), default=200,
+                        help=f"tasks to run, 1 to {MAX_TASKS}")
     parser.add_argument("--tpr", type=real(0.0, 1.0, closed=False), default=0.6,
                         help="novelty TPR that fixes the threshold, in (0, 1] "
                         "(LC: 0.6)")
-    parser.add_argument("--random-state", type=integer(0, 2**32 - 1), default=0,
+    parser.add_argument("--random-state", type=integer(0, MAX_SEED), default=0,
                         help="seed, 0 to 2**32 - 1")
     args = parser.parse_args(argv)
     start = time.perf_counter()

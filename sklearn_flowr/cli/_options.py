@@ -1,7 +1,5 @@
-"""argparse pieces of the command-line tools: range-checked number types
-(a bad value stops with a usage error naming the option and the allowed
-range), ``KEY=VALUE`` settings and help text printed as plain text with every
-default stated once."""
+"""argparse pieces of the command-line tools: range-checked numbers,
+``KEY=VALUE`` settings, and help as plain text with every default stated once."""
 
 from __future__ import annotations
 
@@ -11,18 +9,19 @@ import math
 import re
 import textwrap
 
-__all__ = ["HelpFormatter", "integer", "key_value", "literal", "plain_text", "real",
-           "split_key_value"]
+__all__ = ["MAX_SEED", "MAX_TASKS", "HelpFormatter", "integer", "key_value",
+           "literal", "plain_text", "real", "split_key_value"]
+
+# Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+# Every task's predictions are held in memory: more would exhaust it late.
+MAX_TASKS = 10**6
 
 
 def integer(low: int, high: int | None = None, *, why: str = "",
             cap: int | None = None, cap_why: str = ""):
-    """An argparse ``type=`` for an integer in ``[low, high]``: a bad value
-    stops with a usage error naming the option and the allowed range.
-
-    ``cap`` bounds a size against absurd values (tasks, workers) that would
-    run out of memory or time long after the run started; above it the
-    message says ``must be at most cap`` and ``cap_why``.
+    """An argparse ``type=`` for an integer in ``[low, high]``, at most ``cap``
+    (a bound on sizes that would exhaust memory or time late in a run).
 
     Examples
     --------
@@ -54,7 +53,7 @@ def integer(low: int, high: int | None = None, *, why: str = "",
 
 def real(low: float, high: float = math.inf, *, closed: bool = True):
     """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
-    ``closed``) and ``<= high``; nan and inf are refused.
+    ``closed``) and ``<= high``.
 
     Examples
     --------
@@ -92,9 +91,6 @@ def real(low: float, high: float = math.inf, *, closed: bool = True):
 def literal(text: str):
     """A Python literal (``ast.literal_eval``), or the text itself.
 
-    ``"2"`` is 2, ``"None"`` None, ``"(1.0, 0.0)"`` a tuple, and a word that
-    is no literal, such as ``"isotropic"``, stays the string.
-
     Examples
     --------
     >>> literal("0.5"), literal("None"), literal("isotropic"), literal("'x'")
@@ -107,9 +103,8 @@ def literal(text: str):
 
 
 def key_value(text: str) -> str:
-    """An argparse ``type=`` for ``KEY=VALUE`` (kept as given; split it with
-    :func:`split_key_value`): text without ``=`` or with an empty key stops
-    with a usage error."""
+    """An argparse ``type=`` for ``KEY=VALUE``, kept as given (split it with
+    :func:`split_key_value`)."""
     key, sep, _ = text.partition("=")
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(
@@ -132,8 +127,7 @@ def split_key_value(text: str) -> tuple[str, object]:
 
 
 def plain_text(text: str) -> str:
-    """Strip reST markup for the terminal (roles keep their last name,
-    literals lose their double backticks) and refill the paragraphs."""
+    """``text`` without reST markup, its paragraphs refilled, for the terminal."""
     text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
     text = text.replace("``", "")
     return "\n\n".join(textwrap.fill(" ".join(paragraph.split()), width=79,
@@ -142,12 +136,8 @@ def plain_text(text: str) -> str:
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Help with the description as written and every default stated once.
-
-    A help text that already says its default (``default:``) is left alone;
-    flags (``--quick``, ``--quiet``) get none. Lines break at spaces only, so
-    option names such as ``--lc-known-query-classes`` stay whole.
-    """
+    """Help with every default stated once (not where the text says
+    ``default:``, nor for flags), lines broken at spaces only."""
 
     def _get_help_string(self, action):
         help_text = action.help or ""

@@ -1,13 +1,5 @@
-"""``flowr-benchmark --data PATH``: a user's own data, checked before training.
-
-PATH is either a folder with one sub-folder of images per class
-(:func:`~sklearn_flowr.datasets.load_image_folder`), whose classes are split
-into training and test classes by the seed, or an ``.npz`` file holding the
-arrays ``X_train``, ``y_train``, ``X_test`` and ``y_test`` with class-disjoint
-labels. Arrays are read with ``np.load(..., allow_pickle=False)``: nothing in
-the file is ever unpickled. Every problem is a :class:`UserDataError` naming
-the path and what is wrong, which the command turns into a usage error.
-"""
+"""``flowr-benchmark --data PATH``: a folder of class folders or an ``.npz`` of
+four arrays, read without unpickling and checked before training."""
 
 from __future__ import annotations
 
@@ -30,8 +22,8 @@ class UserDataError(ValueError):
 
 
 def split_classes(n_classes: int, random_state: int) -> np.ndarray:
-    """A seeded choice of the training classes among ``range(n_classes)``:
-    half of them (rounded down), the others are the test classes.
+    """A seeded choice of half (rounded down) of ``range(n_classes)``: the
+    training classes.
 
     Examples
     --------
@@ -45,30 +37,11 @@ def split_classes(n_classes: int, random_state: int) -> np.ndarray:
 def load_user_data(path, *, random_state: int = 0):
     """``(X_train, y_train, X_test, y_test)`` of ``--data PATH``.
 
-    Parameters
-    ----------
-    path : path-like
-        An image-folder tree (``<root>/<class>/<image files>``; at least 4
-        classes, about half of them the training classes, a seeded choice) or
-        an ``.npz`` file with ``X_train``, ``y_train``, ``X_test``, ``y_test``.
-    random_state : int, default=0
-        Seeds the choice of a folder's training classes.
-
-    Returns
-    -------
-    X_train, y_train, X_test, y_test : ndarray
-        ``X`` as float32, scaled as ``FLOWRClassifier.fit`` scales it (uint8
-        images divided by 255, uint16 ones by 65535); labels as stored (a
-        folder's are its class indices).
-
-    Raises
-    ------
-    UserDataError
-        The path is missing, a file is no ``.npz`` of the four arrays, an
-        array has the wrong kind or shape (boolean images, or integer images
-        other than uint8 and uint16, refused as ``fit`` refuses them), a
-        split has fewer than 2 classes, or the training and test classes
-        overlap.
+    ``path`` is an image-folder tree (``<root>/<class>/<image files>``, at
+    least 4 classes, half of them, chosen by ``random_state``, the training
+    classes) or an ``.npz`` of the four arrays. ``X`` comes as float32, scaled
+    as ``FLOWRClassifier.fit`` scales it; labels as stored (a folder's are its
+    class indices). Any problem raises :class:`UserDataError` naming it.
     """
     path = Path(path)
     if path.is_dir():
@@ -84,9 +57,7 @@ def load_user_data(path, *, random_state: int = 0):
 
 
 def _scaled_as_fit(path: Path, name: str, X) -> np.ndarray:
-    """``X`` as float32, scaled by FLOWRClassifier's own dtype contract
-    (uint8 / 255, uint16 / 65535, other integer images refused), so that
-    ``--data`` and ``fit`` read the same array the same way."""
+    """``X`` as float32, scaled as ``FLOWRClassifier.fit`` scales it."""
     from ..validation import scale_by_dtype
 
     try:
@@ -149,9 +120,7 @@ def _check_arrays(path: Path, X_train, y_train, X_test, y_test) -> None:
     where = f"--data {str(path)!r}"
     for name, X, y in (("train", X_train, y_train), ("test", X_test, y_test)):
         if X.dtype.kind == "b":
-            # Refused as FLOWRClassifier.fit refuses them (one contract for
-            # both entry points); a 1-bit image in a --data folder is read as
-            # 0/255 pixels, which is what the fix gives.
+            # Refused as FLOWRClassifier.fit refuses them.
             raise UserDataError(
                 f"{where}: X_{name} holds boolean images, which "
                 "FLOWRClassifier.fit refuses too (their scale is not stated); "
