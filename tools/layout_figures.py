@@ -87,13 +87,9 @@ def foreign_underscore_writes(root, path):
     return found
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=".", help="repository root")
-    parser.add_argument("--details", action="store_true",
-                        help="list each offending import, write and module")
-    args = parser.parse_args(argv)
-    root = Path(args.root).resolve()
+def measure(root):
+    """The layout's figures for the repository at ``root``, as a dict."""
+    root = Path(root).resolve()
     files = modules(root)
     lines = {p: len(p.read_text().splitlines()) for p in files}
     root_modules = [p for p in files if p.parent == root / PACKAGE]
@@ -106,6 +102,24 @@ def main(argv=None):
     sigma_docs = [f"{p.relative_to(root)}:{i}" for p in files
                   for i, line in enumerate(p.read_text().splitlines(), 1)
                   if SIGMA_ENTRY.match(line)]
+    return dict(lines=lines, root_modules=root_modules, long_modules=long_modules,
+                private_imports=imports, foreign_writes=writes,
+                config_classes=configs, sigma_docs=sigma_docs)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", default=".", help="repository root")
+    parser.add_argument("--details", action="store_true",
+                        help="list each offending import, write and module")
+    args = parser.parse_args(argv)
+    root = Path(args.root).resolve()
+    figures = measure(root)
+    lines, root_modules = figures["lines"], figures["root_modules"]
+    long_modules, imports = figures["long_modules"], figures["private_imports"]
+    writes, configs = figures["foreign_writes"], figures["config_classes"]
+    sigma_docs = figures["sigma_docs"]
+    files = list(lines)
     longest = max(lines.items(), key=lambda item: item[1])
     print(f"lines in {PACKAGE}/:                 {sum(lines.values())}")
     print(f"modules:                            {len(files)}")
