@@ -102,7 +102,7 @@ def plain_epoch_fn(module, episodes, device, autocast, options):
             z = z.float()
             n_way = int(labels[:n_support].max()) + 1
             loss = loss_fn(z[:n_support], labels[:n_support], z[n_support:],
-                              labels[n_support:], n_way, **model.head_params())
+                              labels[n_support:], n_way, **model.episode_params())
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

@@ -286,7 +286,7 @@ def support_episode_loss(encoder, module, X, y):
     _, y_index = np.unique(y, return_inverse=True)
     Z = torch.as_tensor(embed(encoder, X))
     head = {k: v.detach() if torch.is_tensor(v) else v
-            for k, v in module.head_params().items()}
+            for k, v in module.episode_params().items()}
     losses = []
     for _ in range(20):
         s, s_y, q, q_y, n_way = _split_support(y_index, y_index.max() + 1, rng)
@@ -314,7 +314,7 @@ def test_head_kwargs_give_the_same_head(seed):
                              b=0.7).double()
     z = module(torch.randn(12, 8, dtype=torch.float64)).detach()
     y_s = torch.tensor([0, 1, 1, 2, 2, 2])
-    logits = flowr_episode_logits(z[:6], y_s, z[6:], 3, **module.head_params())
+    logits = flowr_episode_logits(z[:6], y_s, z[6:], 3, **module.episode_params())
     clf = CRPGaussianClassifier(**module.head_kwargs(), known_count="observed")
     clf.fit(z[:6].numpy(), y_s.numpy())
     np.testing.assert_allclose(torch.log_softmax(logits.detach(), 1).numpy(),
@@ -346,7 +346,7 @@ def test_meta_training_on_gpu(digits):
     with torch.no_grad():
         z = net.module_(X_ep["x"].cuda()).double()
         head = {k: v.double() if torch.is_tensor(v) else v
-                for k, v in net.module_.head_params().items()}
+                for k, v in net.module_.episode_params().items()}
         n_way = int(y_ep[~q].max()) + 1
         gpu = flowr_episode_logits(z[~q.cuda()], y_ep[~q].cuda(), z[q.cuda()],
                                    n_way, **head)

@@ -169,7 +169,7 @@ def test_meta_loss_gradients_reach_encoder_and_head(seed):
     z = module(x)
     y_q = torch.tensor([0, 1, 2, 3, 3, 4, 4, 0])
     loss = meta_training_loss(z[:8], torch.arange(8) % 3, z[8:], y_q, 3,
-                              **module.head_params())
+                              **module.episode_params())
     loss.backward()
     for name in ["prior_mean", "prior_log_var", "beta_raw"]:
         grad = getattr(module, name).grad
@@ -186,7 +186,7 @@ def test_large_context_gradients_reach_known_table(seed):
     z = module(torch.randn(9, 8))
     loss = meta_training_loss(z[:0], torch.zeros(0, dtype=torch.long), z,
                               torch.tensor([0, 1, 2, 0, 3, 3, 4, 4, 1]), 0,
-                              **module.head_params())
+                              **module.episode_params())
     loss.backward()
     assert module.known_nat_mean.grad.abs().sum() > 0
     assert module.known_log_precision.grad.abs().sum() > 0

@@ -165,7 +165,7 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     head = {
         key: value.detach().to(device=device, dtype=dtype)
         if torch.is_tensor(value) else value
-        for key, value in meta_module.head_params(include_known=False).items()
+        for key, value in meta_module.episode_params(include_known=False).items()
     }
     run_layer = _cached_last_layer(tuned, layer, X)
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)

@@ -141,7 +141,7 @@ def flowr_episode_logits(
         Unconstrained concentration: ``b = -a + softplus(beta_raw)``.
     a, sigma, class_prior
         The CRP discount, class-noise variance (``Sigma_eps = sigma * I``) and
-        class prior of the episodes (:meth:`FLOWRMetaModule.head_params`).
+        class prior of the episodes (:meth:`FLOWRMetaModule.episode_params`).
     known_nat_mean : tensor of shape (n_known, d), default=None
         ``q_n`` of the known-known classes (large context).
     known_precision : tensor of shape (n_known, 1) or (n_known, d), default=None

@@ -167,7 +167,7 @@ default=1.0
     >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
     >>> module(torch.zeros(2, 8)).shape
     torch.Size([2, 4])
-    >>> sorted(module.head_params())[:3]
+    >>> sorted(module.episode_params())[:3]
     ['a', 'beta_raw', 'class_prior']
     >>> module.head_kwargs()["b"]  # doctest: +ELLIPSIS
     1.0...
@@ -250,7 +250,7 @@ default=1.0
         """Embed ``x``, shape (n, embedding_dim) (the episode's mask is ignored)."""
         return self.encoder(x)
 
-    def head_params(self, *, include_known: bool = True) -> dict:
+    def episode_params(self, *, include_known: bool = True) -> dict:
         """Keyword arguments of :func:`flowr_episode_logits` for this module (tensors
         keep their graph); ``include_known=False`` leaves the known-known table out.
 
@@ -264,14 +264,14 @@ default=1.0
         >>> module = FLOWRMetaModule(encoder)
         >>> z = module(torch.zeros(5, 8))
         >>> logits = flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
-        ...                               **module.head_params())
+        ...                               **module.episode_params())
         >>> logits.shape  # 2 support classes + novel
         torch.Size([3, 3])
         >>> large = FLOWRMetaModule(encoder, known_means=np.zeros((3, 4)),
         ...                         known_vars=np.ones(3))
-        >>> sorted(set(large.head_params()) - set(module.head_params()))
+        >>> sorted(set(large.episode_params()) - set(module.episode_params()))
         ['known_counts', 'known_nat_mean', 'known_precision']
-        >>> len(large.head_params(include_known=False))
+        >>> len(large.episode_params(include_known=False))
         6
         """
         params = {

@@ -101,7 +101,7 @@ class FLOWRMetaLoss(nn.Module):
     >>> y_support = torch.tensor([0, 1])
     >>> y_query = torch.tensor([0, 1, 2, 2, 0])  # 2: an unknown-unknown class
     >>> loss = FLOWRMetaLoss(lambda_adapt=0.1)(z[:2], y_support, z[2:], y_query,
-    ...                                        2, **module.head_params())
+    ...                                        2, **module.episode_params())
     >>> loss.shape
     torch.Size([])
     >>> loss.backward()  # gradients reach the learned head parameters
@@ -114,7 +114,7 @@ class FLOWRMetaLoss(nn.Module):
         self.lambda_adapt = lambda_adapt
 
     def forward(self, z_support, y_support, z_query, y_query, n_way, **head):
-        """Loss of one episode; ``head`` from ``FLOWRMetaModule.head_params``."""
+        """Loss of one episode; ``head`` from ``FLOWRMetaModule.episode_params``."""
         return meta_training_loss(z_support, y_support, z_query, y_query, n_way,
                                   lambda_adapt=self.lambda_adapt, **head)
 
@@ -414,7 +414,7 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         with torch.autocast(device.type, enabled=False):
             z = y_pred.float()
             return self.criterion_(z[support], y_support, z[query],
-                                   y_true[is_query], n_way, **module.head_params())
+                                   y_true[is_query], n_way, **module.episode_params())
 
     def on_epoch_begin(self, net, dataset_train=None, dataset_valid=None,
                        **kwargs):
