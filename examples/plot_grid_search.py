@@ -16,7 +16,7 @@ more calls for the open world. On scikit-learn's 8x8 digit images:
    P(novel);
 3. ``clf.partial_fit`` and ``clf.open_world_step`` learn new classes from
    their labels, without touching the network;
-4. ``GridSearchCV(clf, {"head__a": ..., "head__sigma": ...},
+4. ``GridSearchCV(clf, {"head__sigma": ..., "head__prior_scale": ...},
    cv=OpenWorldSplit(...))`` tunes the head on folds that hold whole classes
    out. A grid over the head alone trains the encoder once per fold.
 
@@ -104,14 +104,23 @@ print("classes after the stream:", clf.classes_)
 #
 # What the two parameters mean for the default head:
 #
-# - ``head__a``: the discount of the CRP class prior; the prior mass of a new
-#   class grows with ``a`` times the number of classes already known.
 # - ``head__sigma``: the class noise. ``"auto"`` estimates a full noise
 #   covariance from the training embeddings (empirical Bayes). A float ``s``
 #   is isotropic noise ``s * I`` instead, on an embedding that meta-training
 #   scaled so that its within-class variance is near
 #   ``meta.episode_noise = 0.5``:
 #   ``0.1`` makes every class narrow, ``1.0`` wide.
+# - ``head__prior_scale``: a factor on the estimated prior variance of the
+#   class means, the spread a new class is expected to have around the prior
+#   mean; above 1 a new class may lie further from the known ones.
+#
+# The H-measure scores how P(novel) *ranks* the rows, so it can only choose
+# among parameters that change that order. ``head__a`` (the CRP discount)
+# multiplies the odds of "novel" against "known" by the same factor for every
+# row (with the default ``known_count``): it never changes the ranking, and a
+# grid over it would give every candidate the same H-measure. Search it with a
+# scorer of the probabilities themselves, such as ``make_scorer(open_world_log_loss,
+# greater_is_better=False, response_method="predict_proba")``.
 #
 # Only the head changes between candidates, and the head is built after
 # training from the encoder's embeddings. With ``reuse_encoder=True`` (the
@@ -119,7 +128,7 @@ print("classes after the stream:", clf.classes_)
 # earlier one in this process reuses its trained encoder: the grid trains
 # once per fold (for the first candidate), and the refit on all of
 # ``X_train`` reuses the encoder of ``clf.fit`` above.
-grid = {"head__a": [0.0, 0.5], "head__sigma": ["auto", 0.1, 1.0]}
+grid = {"head__sigma": ["auto", 0.1, 1.0], "head__prior_scale": [0.5, 1.0, 2.0]}
 search = GridSearchCV(
     clf, grid,
     scoring=make_scorer(h_measure, response_method="predict_proba"),

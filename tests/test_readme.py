@@ -1,51 +1,35 @@
-"""Tests that every Python code block of README.md runs, on small data.
+"""Tests that every Python code block of README.md runs as written.
 
-The README's snippets name their data (``X_known``, ``images``, ...) without
-defining it; the test binds those names to small slices of scikit-learn's
-digits and runs each block as written, with the estimators' defaults
-(``verbose``, ``device="auto"``), so the README cannot rot.
+Each block defines its own data (the digits the package and scikit-learn
+ship) and runs in a fresh namespace, with the estimators' defaults
+(``verbose``, ``device="auto"``), so the README cannot rot. The README's grid
+search is also checked to search axes that each move its score.
 """
 
+import itertools
 import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
+_RUN = {}
 
 
 def _blocks():
     return BLOCK.findall(README.read_text(encoding="utf-8"))
 
 
-def _data():
-    """The README's data names, bound to small digits slices."""
-    X, y = load_digits(return_X_y=True)
-    images = (X.reshape(-1, 8, 8) / 16.0).astype(np.float32)
-    rng = np.random.default_rng(0)
-
-    def rows(classes, per_class):
-        return np.concatenate([rng.permutation(np.flatnonzero(y == c))[:per_class]
-                               for c in classes])
-
-    known, new, stream = rows(range(6), 30), rows([6, 7], 3), rows(range(10), 4)
-    stream = rng.permutation(stream)
-    support, query = rows([8, 9], 3), rows([8, 9, 0], 4)
-    return {
-        # The head on feature vectors.
-        "X_known": X[known], "y_known": y[known], "X": X[stream],
-        "X_new": X[new], "y_new": y[new],
-        "X_stream": X[stream], "y_stream": y[stream],
-        # FLOWRClassifier on images.
-        "images": images[known], "labels": y[known],
-        "new_images": images[stream], "new_labels": y[stream],
-        "train_images": images[known], "train_labels": y[known],
-        "support_images": images[support], "support_labels": y[support],
-        "query_images": images[query],
-    }
+def _run(index):
+    """Run README block ``index`` once in a fresh namespace; return the namespace."""
+    if index not in _RUN:
+        namespace = {"__name__": f"readme_block_{index}"}
+        exec(compile(_blocks()[index], f"README.md[python block {index}]", "exec"),
+             namespace)
+        _RUN[index] = namespace
+    return _RUN[index]
 
 
 def test_readme_has_python_blocks():
@@ -55,7 +39,29 @@ def test_readme_has_python_blocks():
 
 @pytest.mark.parametrize("index", range(len(_blocks())))
 def test_readme_block_runs(index):
-    """Check that README Python block ``index`` runs as written on small data."""
-    namespace = _data()
-    exec(compile(_blocks()[index], f"README.md[python block {index}]", "exec"),
-         namespace)
+    """Check that README Python block ``index`` runs as written, on its own data."""
+    _run(index)
+
+
+def test_readme_grid_axes_each_change_the_score():
+    """Check that every axis of the README's grid moves the cross-validated
+    score: for each axis, with the other axes fixed at any of their values,
+    its values do not all give the same mean test score."""
+    index = next(i for i, block in enumerate(_blocks()) if "GridSearchCV(" in block)
+    search = _run(index)["search"]
+    results = search.cv_results_
+    grid = search.param_grid
+    assert len(grid) >= 2
+    for axis, values in grid.items():
+        others = [name for name in grid if name != axis]
+        for fixed in itertools.product(*(grid[name] for name in others)):
+            scores = [
+                results["mean_test_score"][i]
+                for i, params in enumerate(results["params"])
+                if all(params[name] == value
+                       for name, value in zip(others, fixed, strict=True))
+            ]
+            assert len(scores) == len(values)
+            assert np.ptp(scores) > 1e-9, (
+                f"{axis} leaves the score at {scores} with "
+                f"{dict(zip(others, fixed, strict=True))}")
