@@ -28,6 +28,37 @@ def test_api_reference_lists_every_public_name():
     assert not missing, f"not in docs/api.rst: {missing}"
 
 
+# Development-log language a user cannot act on: issue numbers, commit hashes
+# (7+ hex digits with a letter and a digit, so plain numbers and words pass),
+# and session or release framing.
+DEV_LOG = re.compile(
+    r"\bissues?\s+#?\d+|(?<![\w&])#\d+\b"
+    r"|\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,40}\b"
+    r"|previous stop|this session|flat[- ]API|have not been re-run"
+    r"|measured before issue|re-measured at",
+    re.IGNORECASE)
+
+
+def _user_docs():
+    root = DOCS.parent
+    skip = {"_build", "auto_examples", "generated"}
+    paths = [root / "README.md", *DOCS.rglob("*.rst"), *DOCS.glob("*.py"),
+             *(root / "examples").rglob("*.py"), *(root / "examples").rglob("*.rst")]
+    return sorted(p for p in paths if not skip & set(p.relative_to(root).parts))
+
+
+def test_docs_have_no_development_log_language():
+    """Check that the README, the docs and the gallery speak of the package as
+    it is: no issue numbers, commit hashes, "previous stop" or "this session"."""
+    root = DOCS.parent
+    found = [f"{path.relative_to(root)}:{number}: {match.group(0)!r}"
+             for path in _user_docs()
+             for number, line in enumerate(path.read_text(encoding="utf-8")
+                                           .splitlines(), 1)
+             for match in DEV_LOG.finditer(line)]
+    assert not found, "development-log language:\n" + "\n".join(found)
+
+
 # Minutes of Sphinx and gallery: run as its own CI step (.ci/run),
 # `pytest -m docs tests/test_docs.py`, not in the default `pytest`.
 @pytest.mark.docs
