@@ -5,6 +5,7 @@ import io
 import itertools
 import json
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -834,6 +835,39 @@ def test_benchmark_output_check_leaves_no_trace(tmp_path):
     assert list((tmp_path / "c").iterdir()) == []
     (out / "roc.png").mkdir()  # a folder where the figure must go
     assert "roc.png" in _output_problem(args)
+
+
+_FILE_EVENTS = []
+
+
+def _record_file_events(event, args):
+    if _FILE_EVENTS and event in ("open", "os.remove", "os.rename", "os.replace",
+                                  "os.truncate"):
+        _FILE_EVENTS.append((event, str(args[0])))
+
+
+sys.addaudithook(_record_file_events)
+
+
+def test_benchmark_output_check_never_touches_the_outputs(tmp_path):
+    """Check that the write test opens, creates and deletes none of the files a
+    run writes: another run's fresh results.json can be neither deleted nor
+    seen empty."""
+    from sklearn_flowr.cli._benchmark import _output_problem
+
+    out = tmp_path / "out"
+    args = parse_args(["--out", str(out), "--cache-dir", ""])
+    for existing in (False, True):
+        if existing:
+            (out / "results.json").write_text("{}")
+        _FILE_EVENTS[:] = [("start", "")]
+        try:
+            assert _output_problem(args) is None
+        finally:
+            events, _FILE_EVENTS[:] = _FILE_EVENTS[1:], []
+        touched = {Path(path).name for _, path in events}
+        assert not touched & {"results.json", "roc.png", "discovery.png"}, events
+        assert any(event == "open" for event, _ in events)  # it did probe
 
 
 def test_benchmark_help_is_plain_text_and_lists_quick_values():

@@ -3,13 +3,14 @@ print the tables and write the files (see ``flowr-benchmark --help``)."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sys
 from pathlib import Path
 
-from ..saving import write_atomically
+from ..saving import temporary_name, write_atomically
 from ._benchmark_figures import plot_discovery, plot_figures
 from ._benchmark_parser import build_parser, parse_args
 from ._benchmark_report import format_table
@@ -21,7 +22,7 @@ __all__ = ["main"]
 
 def _output_problem(args) -> str | None:
     """Why the run could not write its results or cache, or None; creates the
-    folders and leaves no file behind."""
+    folders and probes them with a uniquely named file, never the outputs."""
     checks = [(Path(args.out), ("results.json", "roc.png", "discovery.png"),
                "--out", "pass a folder you can write to")]
     if args.cache_dir:
@@ -29,16 +30,18 @@ def _output_problem(args) -> str | None:
                        "pass a folder you can write to, or --cache-dir '' to "
                        "run without a cache"))
     for folder, names, option, fix in checks:
-        probe = f".flowr-benchmark-write-test-{os.getpid()}"
         try:
             folder.mkdir(parents=True, exist_ok=True)
-            for name in (*names, probe):
-                target = folder / name
-                existed = target.exists()
-                with open(target, "ab"):
-                    pass
-                if not existed:
-                    target.unlink()
+            for name in names:
+                # The outputs are replaced atomically: only a folder in the
+                # way blocks them.
+                if (folder / name).is_dir():
+                    raise IsADirectoryError(errno.EISDIR, "Is a directory",
+                                            str(folder / name))
+            probe = temporary_name(folder / "write-test")
+            with open(probe, "xb"):
+                pass
+            os.unlink(probe)
         except OSError as exc:
             where = str(exc.filename) if exc.filename else str(folder)
             return (f"{option} {str(folder)!r} cannot be written: {where!r}: "
