@@ -676,6 +676,41 @@ def test_data_folder_problems_are_usage_errors(layout, message, tmp_path,
     assert f"--data {str(root)!r}" in err and re.search(message, err), err
 
 
+def test_image_size_resizes_a_folder_of_mixed_sizes(tmp_path, nothing_runs,
+                                                   capsys):
+    """Check that differently sized images stop the run with advice naming
+    --image-size, and that --image-size reads them at one size."""
+    pytest.importorskip("PIL")
+    from sklearn_flowr.cli._benchmark_run import benchmark_data
+
+    root = _png_tree(tmp_path / "tree", 4, n_images=3)
+    _png_tree(tmp_path / "big", 1, n_images=1, size=12)
+    (tmp_path / "big" / "class-0" / "00.png").rename(root / "class-0" / "99.png")
+    options = ["--data", str(root), *TINY_BENCHMARK[2:], "--out",
+               str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as stop:
+        benchmark_main(options)
+    assert stop.value.code == 2
+    err = " ".join(capsys.readouterr().err.split())
+    assert "pass --image-size HEIGHT WIDTH" in err and "image_size=" not in err
+    for size, shape in ((["8"], (8, 8)), (["6", "10"], (6, 10))):
+        args = parse_args([*options, "--image-size", *size])
+        assert benchmark_data(args).X_train.shape[1:] == shape
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--image-size", "8", "8", "8"], "takes HEIGHT WIDTH or one SIDE"),
+    (["--image-size", "0"], "--image-size: must be an integer >= 1"),
+    (["--dataset", "digits", "--image-size", "8"], "resizes the images of --data"),
+])
+def test_image_size_is_checked(extra, message, capsys):
+    """Check --image-size takes one or two positive sides and only with a
+    --data folder."""
+    with pytest.raises(SystemExit):
+        parse_args(extra)
+    assert message in capsys.readouterr().err
+
+
 def test_data_and_dataset_are_exclusive(capsys, tmp_path):
     """Check --data replaces --dataset (giving both is a usage error) and
     --backbone mlp needs --data: the benchmark's data sets are images."""
@@ -868,6 +903,21 @@ def test_benchmark_output_check_never_touches_the_outputs(tmp_path):
         touched = {Path(path).name for _, path in events}
         assert not touched & {"results.json", "roc.png", "discovery.png"}, events
         assert any(event == "open" for event, _ in events)  # it did probe
+
+
+def test_benchmark_help_says_what_data_and_quick_do(tmp_path):
+    """Check that --help says .npz labels may be strings and that --quick
+    keeps --data, as the parser does."""
+    from sklearn_flowr.cli._benchmark_parser import build_parser
+
+    flat = " ".join(build_parser().format_help().split())
+    assert "labels integers or strings" in flat
+    assert "a run on your own data PATH stays on it" in flat
+    y = np.array(["a", "b", "c", "d"] * 6)
+    np.savez(tmp_path / "own.npz", X_train=np.zeros((24, 8, 8)), y_train=y,
+             X_test=np.zeros((24, 8, 8)), y_test=np.char.add(y, "-new"))
+    args = parse_args(["--quick", "--data", str(tmp_path / "own.npz")])
+    assert (args.data, args.dataset) == (str(tmp_path / "own.npz"), "own.npz")
 
 
 def test_benchmark_help_is_plain_text_and_lists_quick_values():

@@ -80,6 +80,7 @@ _MIN_FONTS = inspect.signature(load_glyphs).parameters["min_fonts"].default
 _MAX_COUNT = 2**31 - 1
 _MAX_JOBS = 1024
 _MAX_KANJI_INSTANCES = 1000
+_MAX_IMAGE_SIDE = 4096
 _TASKS_WHY = " (every task's predictions are held in memory)"
 # What --quick sets on options left at their defaults; its --help is made
 # from this dict.
@@ -92,7 +93,8 @@ def _quick_help() -> str:
     values = ", ".join(f"--{key.replace('_', '-')} {value}"
                        for key, value in _QUICK.items())
     return ("a short run (1 min 53 s on 2 quiet CPU cores, see README); sets "
-            f"{values}. An option given explicitly keeps its value")
+            f"{values}. An option given explicitly keeps its value, and a run on "
+            "your own data PATH stays on it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -112,9 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="your own data instead of --dataset: a folder with one sub-folder "
         "of images per class (at least 4; about half of them, a choice by "
         "--seed, are the training classes, the others the test classes), or an "
-        ".npz file of X_train, y_train, X_test, y_test (numbers, read without "
-        "unpickling; class-disjoint labels; X images (n, H, W), (n, H, W, C), "
+        ".npz file of X_train, y_train, X_test, y_test (read without "
+        "unpickling; labels integers or strings, the training and test "
+        "classes disjoint; X numbers: images (n, H, W), (n, H, W, C), "
         "(n, C, H, W), or features (n, d) with --backbone mlp) (default: none)")
+    add("--image-size", type=integer(1, cap=_MAX_IMAGE_SIDE), nargs="+",
+        default=None, metavar="SIDE",
+        help="with --data FOLDER: resize every image to HEIGHT WIDTH (one "
+        "number: a square), for folders of differently sized images "
+        "(default: the images' own size, which must be one)")
     add("--data-path", default=None,
         help="folder of the idx files (fashion-mnist; default: "
         f"{_FASHION_MNIST_PATH})")
@@ -250,6 +258,14 @@ def parse_args(argv=None) -> argparse.Namespace:
         if not path.exists():
             parser.error(f"--data {args.data!r}: no such file or folder.")
         args.dataset = path.name
+    if args.image_size is not None:
+        if len(args.image_size) > 2:
+            parser.error(f"--image-size takes HEIGHT WIDTH or one SIDE; got "
+                         f"{len(args.image_size)} numbers.")
+        if args.data is None or not Path(args.data).is_dir():
+            parser.error("--image-size resizes the images of --data FOLDER; "
+                         "the other data sets have one image size.")
+        args.image_size = tuple((args.image_size * 2)[:2])  # one SIDE: a square
     problem = check_model_options(args)
     if problem:
         parser.error(problem)

@@ -38,7 +38,8 @@ def benchmark_data(args):
                                cache_dir=None if cache is None
                                else Path(cache) / "data",
                                random_state=args.seed,
-                               user_data=getattr(args, "data", None))
+                               user_data=getattr(args, "data", None),
+                               image_size=getattr(args, "image_size", None))
 
 
 def run_benchmark(args, log=print, data=None) -> dict:

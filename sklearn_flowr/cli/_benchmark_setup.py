@@ -82,7 +82,8 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
                         max_per_class: int | None = None,
                         kanji_classes: int = KANJI_CLASSES,
                         kanji_instances: int = KANJI_INSTANCES, cache_dir=None,
-                        random_state: int = 0, user_data=None) -> BenchmarkData:
+                        random_state: int = 0, user_data=None,
+                        image_size=None) -> BenchmarkData:
     """Train/test images of a benchmark dataset, as float32 in [0, 1].
 
     ``max_per_class`` keeps at most that many rows of every class (a seeded
@@ -97,7 +98,7 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
     """
     if user_data is not None:
         X_train, y_train, X_test, y_test = load_user_data(
-            user_data, random_state=random_state)
+            user_data, random_state=random_state, image_size=image_size)
         train_labels, y_train = np.unique(y_train, return_inverse=True)
         y_test = np.unique(y_test, return_inverse=True)[1] + train_labels.shape[0]
         parts = (X_train, y_train, X_test, y_test)

@@ -3,6 +3,7 @@ four arrays, read without unpickling and checked before training."""
 
 from __future__ import annotations
 
+import re
 import zipfile
 from pathlib import Path
 
@@ -34,18 +35,19 @@ def split_classes(n_classes: int, random_state: int) -> np.ndarray:
     return np.sort(rng.permutation(n_classes)[: n_classes // 2])
 
 
-def load_user_data(path, *, random_state: int = 0):
+def load_user_data(path, *, random_state: int = 0, image_size=None):
     """``(X_train, y_train, X_test, y_test)`` of ``--data PATH``.
 
     ``path`` is an image-folder tree (``<root>/<class>/<image files>``, at
     least 4 classes, half of them, chosen by ``random_state``, the training
     classes) or an ``.npz`` of the four arrays. ``X`` comes as float32, scaled
     as ``FLOWRClassifier.fit`` scales it; labels as stored (a folder's are its
-    class indices). Any problem raises :class:`UserDataError` naming it.
+    class indices). ``image_size`` resizes a folder's images (``--image-size``).
+    Any problem raises :class:`UserDataError` naming it.
     """
     path = Path(path)
     if path.is_dir():
-        parts = _read_folder(path, random_state)
+        parts = _read_folder(path, random_state, image_size)
     elif path.is_file():
         parts = _read_npz(path)
     else:
@@ -66,13 +68,16 @@ def _scaled_as_fit(path: Path, name: str, X) -> np.ndarray:
         raise UserDataError(f"--data {str(path)!r}: X_{name}: {exc}") from None
 
 
-def _read_folder(path: Path, random_state: int):
+def _read_folder(path: Path, random_state: int, image_size=None):
     try:
-        tree = load_image_folder(path)
+        tree = load_image_folder(path, image_size=image_size)
     except (ValueError, OSError) as exc:
+        # The library's advice names its keyword; here it is an option.
+        problem = re.sub(r"pass image_size=\S+", "pass --image-size HEIGHT WIDTH",
+                         str(exc))
         raise UserDataError(
             f"--data {str(path)!r}: cannot read it as an image folder "
-            f"(<folder>/<class>/<image files>): {exc}") from None
+            f"(<folder>/<class>/<image files>): {problem}") from None
     n_classes = tree.target_names.shape[0]
     if n_classes < 4:
         raise UserDataError(
