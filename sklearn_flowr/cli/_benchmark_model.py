@@ -1,12 +1,6 @@
-"""The ``FLOWRClassifier`` that ``flowr-benchmark`` trains and evaluates.
-
-The run builds ``FLOWRClassifier()`` with its defaults, sets the run's options
-on it (``--backbone``, ``--embedding-dim``, ``--seed``, the training budget
-``--pretrain-epochs``, ``--meta-epochs``, ...) and then every ``--set
-KEY=VALUE`` in the order given, through ``set_params``: the estimator a user
-would build with the same parameters is the one in the tables. Every setting
-is checked here, before any data is loaded, so a bad key or value is a usage
-error naming it rather than a failure hours into training.
+"""The ``FLOWRClassifier`` that ``flowr-benchmark`` trains: ``FLOWRClassifier()``
+with the run's options, then every ``--set KEY=VALUE`` through ``set_params``,
+checked before any data is loaded.
 """
 
 from __future__ import annotations
@@ -21,7 +15,7 @@ from ..training.pipeline import resolve_device
 from ._options import split_key_value
 
 __all__ = ["PRETRAININGS", "ModelOptionError", "build_model", "check_model_options",
-           "describe_model"]
+           "describe_model", "run_models"]
 
 # --pretrain's choices and the stage each builds.
 PRETRAININGS = {"sup-e": SupE, "sup-fc": SupFC, "none": None}
@@ -95,22 +89,17 @@ def build_model(args, setting: str, pretrain: str, *,
                 meta: bool = True) -> FLOWRClassifier:
     """The unfitted ``FLOWRClassifier`` of one context and pre-training.
 
-    ``FLOWRClassifier()`` with the run's options and then its ``--set`` items
-    applied by ``set_params``, and validated as ``fit`` validates before it
-    trains.
-
     Parameters
     ----------
     args : argparse.Namespace
-        ``flowr-benchmark``'s options (:func:`~._benchmark.parse_args`).
+        ``flowr-benchmark``'s options.
     setting : {"small", "large"}
         The context the model is meta-trained in.
     pretrain : {"sup-e", "sup-fc", "none"}
         Its pre-training (``--pretrain``).
     meta : bool, default=True
-        ``False``: no meta-training (``meta=None``), the ``flowr-no-meta``
-        ablation. ``--set meta__*`` items do not apply to it, nor
-        ``pretrain__*`` items to ``pretrain="none"``.
+        ``False``: ``meta=None``, the ``flowr-no-meta`` ablation (``--set
+        meta__*`` items then do not apply, nor ``pretrain__*`` to ``"none"``).
 
     Returns
     -------
@@ -161,12 +150,8 @@ def build_model(args, setting: str, pretrain: str, *,
 
 
 def _device_problem(device: str) -> str | None:
-    """Why training cannot run on ``device``, or None.
-
-    Beyond :func:`resolve_device` (a torch device; CUDA available when named):
-    a CUDA index this machine has, and a device that can hold a tensor (an
-    unavailable ``mps``, or ``meta``, which holds no data), so that the run
-    stops here rather than at the first tensor, after the data is loaded.
+    """Why training cannot run on ``device`` (unknown, absent, or unable to hold
+    a tensor), or None.
     """
     try:
         resolved = resolve_device(device)
@@ -194,12 +179,7 @@ def _device_problem(device: str) -> str | None:
 
 
 def check_model_options(args) -> str | None:
-    """Why the models of the run cannot be built (a usage error), or None.
-
-    Builds every model the run will fit: each ``--setting`` and
-    ``--pretrain``, and the no-meta-training ones when ``flowr-no-meta`` is
-    among ``--methods``.
-    """
+    """Why the run's models (:func:`run_models`) cannot be built, or None."""
     problem = _device_problem(args.device)
     if problem:
         return f"--device {args.device}: {problem}"
@@ -208,15 +188,20 @@ def check_model_options(args) -> str | None:
             if text.startswith("pretrain__"):
                 return (f"--set {text}: no model of this run has a pre-training "
                         "stage (--pretrain none).")
-    metas = (True, False) if "flowr-no-meta" in args.methods else (True,)
     try:
         for setting in args.setting:
-            for pretrain in args.pretrain:
-                for meta in metas:
-                    build_model(args, setting, pretrain, meta=meta)
+            run_models(args, setting)
     except ModelOptionError as exc:
         return str(exc)
     return None
+
+
+def run_models(args, setting: str) -> list[FLOWRClassifier]:
+    """The unfitted models of one context: one per ``--pretrain``, and their
+    no-meta-training twins when ``flowr-no-meta`` runs."""
+    metas = (True, False) if "flowr-no-meta" in args.methods else (True,)
+    return [build_model(args, setting, pretrain, meta=meta)
+            for pretrain in args.pretrain for meta in metas]
 
 
 def _json_value(value):
@@ -231,8 +216,7 @@ def _json_value(value):
 
 
 def describe_model(model: FLOWRClassifier) -> dict:
-    """The model's parameters, nested ones included, as JSON values (parts and
-    other objects as their ``repr``), for ``results.json``.
+    """The model's parameters, nested ones included, as JSON values.
 
     Examples
     --------

@@ -1,11 +1,5 @@
-"""Data, methods and their templates of ``flowr-benchmark``.
-
-The benchmark's data sets (rendered glyphs, kanji, Fashion-MNIST, digits) or
-a user's own (``--data``, :mod:`._user_data`) as class-disjoint training and
-test images; the two contexts' splits of them; and the estimators each
-method evaluates on features. Rendered data (glyphs, kanji) are cached as
-plain arrays, read back without unpickling anything; trained models are not
-cached (an in-process memo avoids retraining within one run).
+"""Data, tasks and method templates of ``flowr-benchmark``: the data sets (or
+``--data``) as class-disjoint training and test images, split per context.
 """
 
 from __future__ import annotations
@@ -29,32 +23,25 @@ from ..datasets import (
     load_kanji,
 )
 from ..protocol import LargeContextTasks, SmallContextTasks, small_context_sizes
-from ._benchmark_model import PRETRAIN_NAMES, build_model
+from ._benchmark_model import PRETRAIN_NAMES, build_model, run_models
 from ._user_data import UserDataError, load_user_data
 
 DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
-# kanji: this many KanjiVG characters (by a fixed hash; about 60% of them are
-# training classes, the known-known classes of the large context) drawn this
-# many times each.
+# kanji: this many KanjiVG characters drawn this many times each.
 KANJI_CLASSES = 1000
 KANJI_INSTANCES = 20
-# "flowr" is the fitted FLOWRClassifier's own head; "ncm-flowr-emb" NCM on
-# the same meta-trained embedding (does the head beat a distance on the same
-# features?); "flowr-no-meta" a second FLOWRClassifier fitted with meta=None
-# (does meta-training help? It trains another model, so it runs only when
-# asked for); the baselines run on the pre-trained embedding.
+# --methods: "flowr-no-meta" trains another model, so it runs only when asked.
 METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler",
            "evm")
 DEFAULT_METHODS = tuple(method for method in METHODS if method != "flowr-no-meta")
 METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
                 "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
-# The encoder whose features a method runs on: "flowr" the meta-trained one,
-# "base" the pre-trained one (before meta-training; flowr-no-meta's model has
-# no other).
+# Methods on the meta-trained encoder's features; the others on the
+# pre-trained one's ("base"; flowr-no-meta's model has no other).
 METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
-# are the test split (few-shot tasks need classes the encoder never saw).
+# are the test split.
 _TEN_CLASS_TRAIN = np.arange(5)
 
 
@@ -84,17 +71,9 @@ def load_benchmark_data(name: str, *, data_path=None, font_dirs=(),
                         kanji_instances: int = KANJI_INSTANCES, cache_dir=None,
                         random_state: int = 0, user_data=None,
                         image_size=None) -> BenchmarkData:
-    """Train/test images of a benchmark dataset, as float32 in [0, 1].
-
-    ``max_per_class`` keeps at most that many rows of every class (a seeded
-    choice), to bound training time on large datasets. ``kanji_classes`` and
-    ``kanji_instances`` size the kanji data set (:func:`load_kanji`'s
-    ``max_classes`` and ``n_instances``); its drawings do not depend on
-    ``random_state``, so every seed sees the same data. ``user_data``: the
-    path of ``--data`` (:func:`~._user_data.load_user_data`; ``name`` is then
-    only the data's name), whose labels become ``0 .. k - 1`` for the
-    training classes and ``k ..`` for the test classes; it raises
-    :class:`~._user_data.UserDataError` on data it cannot run on.
+    """Train/test images of a benchmark dataset (or of ``user_data``, the
+    ``--data`` path), float32 in [0, 1], test labels offset past the training
+    ones; ``max_per_class`` keeps a seeded choice of rows per class.
     """
     if user_data is not None:
         X_train, y_train, X_test, y_test = load_user_data(
@@ -151,8 +130,7 @@ def _as_unit_float(images):
 
 
 def split_fit_and_held_out(y, random_state):
-    """Half of every training class fits the large-context model; the other
-    half is the held-out query pool of the known-known classes."""
+    """A seeded half of every class's rows (fit) and the other half."""
     rng = np.random.default_rng([random_state, 1])
     fit_rows = []
     for label in np.unique(y):
@@ -164,10 +142,10 @@ def split_fit_and_held_out(y, random_state):
 
 
 def setting_data(setting: str, data, seed):
-    """``(X_fit, y_fit, X_eval, y_eval)`` of one context: small, the
-    training classes fit and the test classes are evaluated; large, half of
-    every training class fits (the known-known classes) and the other half
-    is evaluated with the test classes."""
+    """``(X_fit, y_fit, X_eval, y_eval)`` of one context: small, the training
+    classes fit and the test classes are evaluated; large, a seeded half of every
+    training class fits and the other half is evaluated with the test classes.
+    """
     if setting == "small":
         return data.X_train, data.y_train, data.X_test, data.y_test
     fit_rows, held_rows = split_fit_and_held_out(data.y_train, seed)
@@ -177,13 +155,7 @@ def setting_data(setting: str, data, seed):
 
 
 def fit_model(model: FLOWRClassifier, X, y, *, log=print):
-    """``model.fit_transform(X, y)``, logged: what is trained on how many
-    images; ``(model, Z)``, ``Z`` the training images' final embeddings.
-
-    Within one process an identical earlier fit's encoder is reused
-    (``FLOWRClassifier(reuse_encoder=True)``); nothing is read from or
-    written to disk.
-    """
+    """``(model, model.fit_transform(X, y))``, logged."""
     pretrain = model.pretrain
     name = PRETRAIN_NAMES.get(type(pretrain).__name__, type(pretrain).__name__)
     epochs = [f"{pretrain.epochs} pre-training" if pretrain is not None else
@@ -202,14 +174,9 @@ def method_features(method: str) -> str:
 
 def method_template(method: str, setting: str, model: FLOWRClassifier, Z_train,
                     y_train):
-    """The estimator ``evaluate_online`` copies for every task of ``method``.
-
-    ``flowr`` and ``flowr-no-meta``: the fitted model's own head, as
-    :meth:`~sklearn_flowr.FLOWRClassifier.adapt` starts from it -- the prior
-    head (no classes) in the small context, the head knowing the training
-    classes in the large one. ``ncm-flowr-emb``: NCM
-    (:func:`baseline_template`), as the other baselines. ``Z_train`` are the
-    training features of the method's encoder (:func:`method_features`).
+    """The estimator ``evaluate_online`` copies for every task of ``method``: the
+    fitted model's own head for FLOWR (the prior head in the small context), else
+    a baseline on ``Z_train``, the features of the method's encoder.
     """
     if method in ("flowr", "flowr-no-meta"):
         return model.prior_head_ if setting == "small" else model.head_
@@ -218,9 +185,9 @@ def method_template(method: str, setting: str, model: FLOWRClassifier, Z_train,
 
 
 def baseline_template(method: str, setting: str, Z_train, y_train):
-    """A distance baseline as ``evaluate_online`` copies it: unfitted (PEELER
-    with the precision learned on the training classes) in the small context,
-    fitted on the training classes' features in the large one."""
+    """A distance baseline, unfitted in the small context (PEELER with the training
+    classes' precision) and fitted on ``Z_train`` in the large one.
+    """
     if method == "ncm":
         estimator = NCMClassifier()
     elif method == "protonet":
@@ -238,8 +205,7 @@ def baseline_template(method: str, setting: str, Z_train, y_train):
 
 
 def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
-    """The setting's evaluation tasks over ``y_eval`` (the rows of
-    :func:`setting_data`) and a description of their protocol."""
+    """The setting's tasks over ``y_eval`` and a description of their protocol."""
     if setting == "small":
         n_support, n_novel = small_context_sizes(np.unique(y_eval).shape[0])
         tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
@@ -262,13 +228,8 @@ def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
 
 
 class Features:
-    """Embeddings of the fit and evaluation rows, computed once per encoder:
-    a method's ``(Z_fit, Z_eval)``.
-
-    ``flowr`` and ``ncm-flowr-emb`` read the fitted model's meta-trained
-    embedding (``transform``), the baselines its pre-trained one
-    (``transform(X, encoder="pretrained")``), ``flowr-no-meta`` its own
-    model's embedding.
+    """Each encoder's embeddings of the fit and evaluation rows, computed once:
+    ``features(method)`` is ``(Z_fit, Z_eval)``.
     """
 
     def __init__(self, models, X_fit, X_eval, fit_embeddings=None):
@@ -278,7 +239,6 @@ class Features:
         self._cache = {}
 
     def __call__(self, method):
-        """``(Z_fit, Z_eval)`` of ``method``'s encoder."""
         if method == "flowr-no-meta":
             key, model, encoder = method, self.models[method], "current"
         else:
@@ -294,18 +254,9 @@ class Features:
 
 
 def plan_run(args, data) -> dict:
-    """Per setting, its data split, tasks and protocol, once everything the
-    run can check before training has passed.
-
-    The data must suit the backbone (2-d features ``mlp``, images the
-    others), every context's tasks must be drawable from it, and every model
-    of the run must accept its training classes (the checks ``fit`` runs
-    before it trains).
-
-    Raises
-    ------
-    UserDataError
-        Naming the data (``--data`` or ``--dataset``) and the problem.
+    """Per setting, its data split, tasks and protocol, after every check the run
+    can make before training (data suits the backbone, tasks drawable, each model
+    accepts its classes); a problem raises ``UserDataError``.
     """
     where = (f"--data {args.data!r}" if getattr(args, "data", None)
              else f"--dataset {args.dataset}")
@@ -329,7 +280,7 @@ def plan_run(args, data) -> dict:
         except ValueError as exc:
             raise UserDataError(f"{where}: the {setting} context's tasks cannot "
                                 f"be drawn from it: {exc}") from None
-        for model in _run_models(args, setting):
+        for model in run_models(args, setting):
             try:
                 model.check_fit(split[0], split[1])
             except ValueError as exc:
@@ -338,12 +289,4 @@ def plan_run(args, data) -> dict:
                     f"its training classes: {exc}") from None
         plan[setting] = split, tasks, protocol
     return plan
-
-
-def _run_models(args, setting):
-    """The unfitted models of one context: one per ``--pretrain``, and their
-    no-meta-training twins when ``flowr-no-meta`` runs."""
-    metas = (True, False) if "flowr-no-meta" in args.methods else (True,)
-    return [build_model(args, setting, pretrain, meta=meta)
-            for pretrain in args.pretrain for meta in metas]
 

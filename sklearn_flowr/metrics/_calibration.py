@@ -98,13 +98,6 @@ def expected_calibration_error(y_true, y_prob, *,
     ece : float
         In [0, 1]; 0 for a perfectly calibrated probability.
 
-    See Also
-    --------
-    classwise_calibration_error : the mean one-vs-rest ECE of a multi-class
-        probability.
-    brier_decomposition : the Brier score's reliability term.
-    sklearn.calibration.calibration_curve : the reliability diagram.
-
     References
     ----------
     .. [1] M. P. Naeini, G. F. Cooper and M. Hauskrecht, "Obtaining well

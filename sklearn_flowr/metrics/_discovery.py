@@ -98,11 +98,6 @@ def clustering_accuracy(y_true, y_pred) -> float:
     ValueError
         Empty input, or inputs of different lengths.
 
-    See Also
-    --------
-    discovery_report : this accuracy on new-class and on all rows, with NMI,
-        ARI and the number of classes discovered.
-
     References
     ----------
     .. [1] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
@@ -176,10 +171,6 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
     ------
     ValueError
         Empty input, or ``y_true`` and ``y_pred`` of different lengths.
-
-    See Also
-    --------
-    clustering_accuracy : the matched accuracy alone.
 
     References
     ----------

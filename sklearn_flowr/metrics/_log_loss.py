@@ -47,10 +47,6 @@ def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
         :func:`sklearn.metrics.log_loss` does, so a wrong certainty costs a
         large finite amount.
 
-    See Also
-    --------
-    h_measure : How well P(novel) ranks the novel rows above the known ones.
-
     Notes
     -----
     scikit-learn's ``scoring="neg_log_loss"`` cannot score this output: it

@@ -90,11 +90,6 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     fpr : float
         The false-positive rate, in [0, 1].
 
-    See Also
-    --------
-    novelty_threshold_at_tpr : the threshold itself.
-    sklearn.metrics.roc_curve : every (FPR, TPR) point.
-
     References
     ----------
     .. [1] S. Liang, Y. Li and R. Srikant, "Enhancing the reliability of
@@ -163,11 +158,6 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     open_auc : float
         OpenAUC, in [0, 1]; higher is better.
 
-    See Also
-    --------
-    sklearn.metrics.roc_auc_score : the AUROC of the novelty score alone.
-    open_world_report : accuracies at a fixed novelty TPR.
-
     References
     ----------
     .. [1] Z. Wang, Q. Xu, Z. Yang, Y. He, X. Cao and Q. Huang, "OpenAUC:
@@ -234,12 +224,6 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     rate : float
         The false-novel rate, in [0, 1].
 
-    See Also
-    --------
-    novelty_power : the same decision's share of novel rows found.
-    false_discovery_proportion : the share of false discoveries among the
-        rows declared novel.
-
     References
     ----------
     .. [1] S. Bates, E. Candès, L. Lei, Y. Romano and M. Sesia, "Testing for
@@ -280,11 +264,6 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
     -------
     power : float
         The power, in [0, 1].
-
-    See Also
-    --------
-    false_novel_rate : the same decision's error rate on known rows.
-    selection_power : the power of a selection mask.
 
     Examples
     --------
@@ -328,11 +307,6 @@ def false_discovery_proportion(is_novel, selected) -> float:
     fdp : float
         The false discovery proportion, in [0, 1].
 
-    See Also
-    --------
-    selection_power : the share of the novel rows the selection holds.
-    false_novel_rate : the error rate on known rows of a p-value decision.
-
     References
     ----------
     .. [1] Y. Benjamini and Y. Hochberg, "Controlling the false discovery
@@ -372,11 +346,6 @@ def selection_power(is_novel, selected) -> float:
     -------
     power : float
         The power, in [0, 1].
-
-    See Also
-    --------
-    false_discovery_proportion : the share of the selection that is wrong.
-    novelty_power : the power of the decision ``pvalues <= alpha``.
 
     Examples
     --------

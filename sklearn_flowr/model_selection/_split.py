@@ -35,10 +35,6 @@ class OpenWorldSplit(BaseCrossValidator):
         Controls the class order and the row shares; pass an int for the same
         splits on every call of ``split``.
 
-    See Also
-    --------
-    sklearn.model_selection.GroupKFold : K-fold with non-overlapping groups.
-
     Examples
     --------
     >>> import numpy as np

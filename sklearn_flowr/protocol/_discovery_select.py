@@ -140,11 +140,6 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         refuses, an unknown ``scoring``, or validation data tasks cannot be
         drawn from; before any task runs.
 
-    See Also
-    --------
-    select_head_params : the head's other parameters, by the novelty
-        H-measure of labelled streams.
-
     Examples
     --------
     >>> import numpy as np

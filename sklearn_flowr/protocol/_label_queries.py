@@ -133,10 +133,6 @@ default="uncertain"
         A bad ``budget`` or ``strategy``, or a ``result`` that lacks a key
         the strategy reads or holds arrays of other lengths, shapes or NaN.
 
-    See Also
-    --------
-    sklearn_flowr.metrics.discovery_report : how well the batch was grouped.
-
     Examples
     --------
     >>> from sklearn_flowr import CRPGaussianClassifier

@@ -147,11 +147,6 @@ class SmallContextTasks(_TaskSampler):
     classes : ndarray of shape (n_classes,)
         The distinct labels of ``y``.
 
-    See Also
-    --------
-    LargeContextTasks : query-only tasks over known-known classes.
-    evaluate_online : runs an estimator through the tasks.
-
     References
     ----------
     %(flowr)s
@@ -243,10 +238,6 @@ class LargeContextTasks(_TaskSampler):
         The resolved seed.
     novel_pool : ndarray
         Labels of ``y`` outside ``known_classes`` (candidate novel classes).
-
-    See Also
-    --------
-    SmallContextTasks : tasks with a few-shot support set.
 
     References
     ----------
