@@ -905,6 +905,39 @@ def test_benchmark_output_check_never_touches_the_outputs(tmp_path):
         assert any(event == "open" for event, _ in events)  # it did probe
 
 
+def test_stages_without_bars_say_they_are_still_running():
+    """Check that a stage without progress bars (loading, embedding) logs its
+    name, then a "still ..." line at every beat until it ends, and none after."""
+    import threading
+
+    from sklearn_flowr.cli._benchmark_setup import progress
+
+    lines, beat = [], threading.Event()
+
+    def log(line):
+        lines.append(line)
+        if "still" in line:
+            beat.set()
+
+    with progress(log, "loading glyphs", every=0.01):
+        assert beat.wait(30), lines  # the stage outlasts a beat
+    n_lines = len(lines)
+    assert lines[0] == "loading glyphs ..."
+    assert re.fullmatch(r"   \.\.\. still loading glyphs \(\d+ s\)", lines[1])
+    assert not threading.Event().wait(0.05) and len(lines) == n_lines
+
+
+def test_benchmark_logs_the_embedding_of_baseline_features(tmp_path):
+    """Check that a run names the embedding of the baseline features, the
+    stage that was silent for over 10 s in the main job."""
+    status, printed = _run([*TINY_BENCHMARK[:-2], "--verbose", "1", "--setting",
+                            "small", "--pretrain", "sup-e", "--methods", "flowr",
+                            "ncm", "--out", str(tmp_path / "out")])
+    assert status == 0
+    assert re.search(r"embedding \d+ rows with the pre-trained encoder \.\.\.",
+                     printed), printed
+
+
 def test_benchmark_help_says_what_data_and_quick_do(tmp_path):
     """Check that --help says .npz labels may be strings and that --quick
     keeps --data, as the parser does."""

@@ -21,6 +21,7 @@ from ._benchmark_setup import (
     load_benchmark_data,
     method_template,
     plan_run,
+    progress,
 )
 
 __all__ = ["benchmark_data", "run_benchmark"]
@@ -68,8 +69,8 @@ def run_benchmark(args, log=print, data=None) -> dict:
     """
     start = time.perf_counter()
     if data is None:
-        log(f"loading {args.dataset} ...")
-        data = benchmark_data(args)
+        with progress(log, f"loading {args.dataset}"):
+            data = benchmark_data(args)
     n_train_classes = np.unique(data.y_train).shape[0]
     n_test_classes = np.unique(data.y_test).shape[0]
     log(f"{args.dataset}: {n_train_classes} training classes "
@@ -106,7 +107,7 @@ def _run_setting(setting, split, tasks, protocol, args, log):
                 log=log)
             out["models"][f"{pretrain}/no-meta"] = describe_model(
                 models["flowr-no-meta"])
-        features = Features(models, X_fit, X_eval, fit_embeddings)
+        features = Features(models, X_fit, X_eval, fit_embeddings, log=log)
         log(f"   models in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
             model = models.get(method, models["flowr"])

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +46,29 @@ METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
 # Ten-class datasets: the first five classes train the encoder, the last five
 # are the test split.
 _TEN_CLASS_TRAIN = np.arange(5)
+# Seconds between the "still ..." lines of a stage without progress bars.
+PROGRESS_EVERY = 5.0
+
+
+@contextlib.contextmanager
+def progress(log, what: str, every: float = PROGRESS_EVERY):
+    """Log ``what ...``, then ``... still <what> (N s)`` every ``every``
+    seconds until the block ends: no silent stage."""
+    log(f"{what} ...")
+    done = threading.Event()
+    tic = time.perf_counter()
+
+    def beat():
+        while not done.wait(every):
+            log(f"   ... still {what.strip()} ({time.perf_counter() - tic:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 @dataclass
@@ -232,11 +258,13 @@ class Features:
     ``features(method)`` is ``(Z_fit, Z_eval)``.
     """
 
-    def __init__(self, models, X_fit, X_eval, fit_embeddings=None):
+    def __init__(self, models, X_fit, X_eval, fit_embeddings=None, *,
+                 log=lambda *a, **k: None):
         self.models, self.X_fit, self.X_eval = models, X_fit, X_eval
         # The fit rows' embeddings ``fit_transform`` returned, per key.
         self._fit_embeddings = dict(fit_embeddings or {})
         self._cache = {}
+        self.log = log
 
     def __call__(self, method):
         if method == "flowr-no-meta":
@@ -247,9 +275,15 @@ class Features:
             encoder = "current" if kind == "flowr" else "pretrained"
         if key not in self._cache:
             Z_fit = self._fit_embeddings.get(key)
-            if Z_fit is None:
-                Z_fit = model.transform(self.X_fit, encoder=encoder)
-            self._cache[key] = Z_fit, model.transform(self.X_eval, encoder=encoder)
+            rows = self.X_eval.shape[0] + (0 if Z_fit is not None
+                                           else self.X_fit.shape[0])
+            name = {"base": "pre-trained", "flowr": "meta-trained"}.get(key, key)
+            with progress(self.log, f"   embedding {rows} rows with the {name} "
+                          "encoder"):
+                if Z_fit is None:
+                    Z_fit = model.transform(self.X_fit, encoder=encoder)
+                self._cache[key] = Z_fit, model.transform(self.X_eval,
+                                                          encoder=encoder)
         return self._cache[key]
 
 
