@@ -1,5 +1,4 @@
-"""``flowr-benchmark``'s entry point: check the options and outputs, run,
-print the tables and write the files (see ``flowr-benchmark --help``)."""
+"""``flowr-benchmark``'s entry point: check the outputs, run, print, write."""
 
 from __future__ import annotations
 
@@ -61,26 +60,13 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit status: 0, or 1 when results.json or roc.png cannot be
-        written (a full disk; a one-line message names the file, after the
-        tables are printed). An out-of-range option, a ``--device`` this
-        machine lacks, a ``--set`` the model refuses, an ``--out`` /
-        ``--cache-dir`` that cannot be written or ``--data`` the run cannot
-        use stops earlier, before any training, with a usage error
-        (``SystemExit`` with status 2).
+        The exit status: 0, or 1 when an output cannot be written (a one-line
+        message after the tables). Bad options, ``--data``, devices or outputs
+        stop before any training with a usage error (``SystemExit`` 2).
 
     Examples
     --------
-    From a shell, a few minutes on two CPU cores::
-
-        flowr-benchmark --quick --out flowr-benchmark-out
-
-    The paper's isotropic head, without the novelty calibration::
-
-        flowr-benchmark --quick --set head__covariance=isotropic \\
-            --set calibration=None
-
-    The options, without running a benchmark:
+    From a shell: ``flowr-benchmark --quick --out flowr-benchmark-out``.
 
     >>> from sklearn_flowr.cli._benchmark_parser import build_parser, parse_args
     >>> print(build_parser().format_usage())  # doctest: +ELLIPSIS

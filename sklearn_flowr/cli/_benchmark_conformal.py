@@ -1,7 +1,6 @@
-"""The conformal novelty decision ``flowr-benchmark`` reports for every method:
-false-novel rate and power at each level alpha, and Benjamini-Hochberg per task,
-calibrated on the other test tasks (``tasks``) or on a calibration run on the
-training classes (``training``); the user guide explains both sets."""
+"""The conformal novelty decision ``flowr-benchmark`` reports for every method,
+calibrated on the other test tasks or on tasks of the training classes.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import numpy as np
 from scipy.stats import false_discovery_control
 
 from ..conformal import conformal_pvalues, leave_group_out_pvalues
-from ..protocol import calibration_scores
 
 ALPHAS = (0.01, 0.05, 0.1)
 BH_QS = (0.05, 0.1, 0.2)
@@ -20,16 +18,6 @@ CALIBRATION_SETS = ("tasks", "training")
 ALPHA_GRID = tuple(round(0.01 * k, 2) for k in range(1, 31))
 # Calibration tasks: as many as the method's test tasks, at most this many.
 MAX_CALIBRATION_TASKS = 200
-
-
-def calibrate(template, X, y, setting, *, n_tasks, n_known_query_classes,
-              n_jobs, seed, verbose=0):
-    """The calibration run of ``template`` on the training rows ``(X, y)``,
-    at most ``MAX_CALIBRATION_TASKS`` tasks."""
-    return calibration_scores(
-        template, X, y, setting, n_tasks=min(n_tasks, MAX_CALIBRATION_TASKS),
-        n_known_query_classes=n_known_query_classes, n_jobs=n_jobs, seed=seed,
-        verbose=verbose)
 
 
 def _mean_se(values):
@@ -71,19 +59,11 @@ def _bh_figures(pvalues, first, task, n_tasks, q):
 
 
 def conformal_figures(rows, calibration=None, *, seconds=None) -> dict:
-    """The conformal figures (a JSON dict) of one (method, pre-training,
-    setting) row.
-
-    ``rows`` are the test run's (``evaluate_online(..., return_rows=True)``);
-    ``calibration`` is None (each task calibrated on the other tasks) or a
-    calibration run (:func:`calibrate`); ``seconds`` its time. The keys:
-    ``calibration``, ``score`` (the column ranked), ``n_calibration`` (per
-    task, the fewest), ``n_calibration_tasks``, ``n_tasks``,
-    ``calibration_seconds``; ``alpha``: per level of :data:`ALPHAS`
-    ``false_novel_rate``, ``power`` and their ``*_se`` over tasks; ``bh``:
-    Benjamini-Hochberg's ``q``, ``fdr``, ``power`` and ``*_se`` at
-    :data:`BH_Q`, ``bh_levels`` at each of :data:`BH_QS`; ``curve``: the mean
-    ``false_novel_rate`` and ``power`` at each alpha of :data:`ALPHA_GRID`.
+    """The conformal figures (a JSON dict) of one (method, pre-training, setting)
+    row: ``rows`` of the test run, ``calibration`` None (each task calibrated on
+    the other tasks) or a calibration run taking ``seconds``. Per level of
+    :data:`ALPHAS` the false-novel rate and power (``*_se`` over tasks),
+    Benjamini-Hochberg at :data:`BH_QS` and the :data:`ALPHA_GRID` curve.
     """
     score_name = "novelty_score" if "novelty_score" in rows else "p_novel"
     scores = np.asarray(rows[score_name], dtype=np.float64)

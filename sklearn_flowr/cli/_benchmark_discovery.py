@@ -1,7 +1,6 @@
-"""Class discovery under a label budget (``flowr-benchmark --label-fraction``):
-FLOWR's head, the isotropic head and DP-means on FLOWR's embedding, each
-threshold cross-fitted over two halves of the test classes (user guide,
-"New classes without labels")."""
+"""Class discovery under a label budget (``flowr-benchmark --label-fraction``),
+thresholds cross-fitted over two halves of the test classes.
+"""
 
 from __future__ import annotations
 

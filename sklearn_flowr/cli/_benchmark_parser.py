@@ -1,39 +1,20 @@
 """``flowr-benchmark``: the paper's few-shot open-world tables, end to end.
 
-It evaluates the estimator a user builds: ``FLOWRClassifier()`` with its
-defaults, the run's options (backbone, embedding, training budget, seed) and
-every ``--set KEY=VALUE`` applied with ``set_params`` (``--set
-head__covariance=isotropic --set calibration=None`` is the paper's head). For
-every pre-training (``--pretrain``: Sup-E, Sup-FC) and setting (small, large
-context) it fits that model on the training classes and runs every method
-through the same seeded tasks with
-:func:`~sklearn_flowr.protocol.evaluate_online`: FLOWR (the fitted model's own
-head on its meta-trained embedding), NCM on that same embedding (does the head
-beat a distance on the same features?), and the baselines NCM, ProtoNet, PEELER
-and EVM on the pre-trained embedding; ``flowr-no-meta`` (asked for with
-``--methods``) fits a second model with ``meta=None`` (does meta-training
-help?).
-
-It prints the paper-style table (Acc, Support Acc, Inc. Acc at the fixed
-novelty TPR, and the accuracy of the threshold-free argmax decision, as mean
-+- 95% CI over tasks; H-measure, AUROC, expected calibration error over 15
-equal-width bins and Brier score of P(novel) against first sightings, pooled
-over the run; n/a for a baseline, whose novelty output is not a probability),
-and a table of every method's conformal novelty decision: a query is called
-novel when its novelty score, ranked among the scores of known-class rows of
-the other test tasks (``--conformal-calibration training``: of calibration
-tasks drawn from the training classes), gives a p-value at most alpha. That
-table reports, as mean +- standard error over tasks, the false-novel rate at
-alpha 0.01, 0.05 and 0.1 (at most alpha when calibration and test rows are
-exchangeable), the power, and Benjamini-Hochberg's false discovery rate and
-power at q = 0.1. It writes a JSON of all figures and of every model's
-parameters, and a PNG of the ROC curves, reliability diagrams and the
-false-novel rate against alpha. The user guide explains every figure.
+It fits the estimator a user builds -- ``FLOWRClassifier()`` with the run's
+options and every ``--set KEY=VALUE`` applied with ``set_params`` -- once per
+pre-training (``--pretrain``) and context (``--setting``), and runs every
+method through the same seeded tasks with
+:func:`~sklearn_flowr.protocol.evaluate_online`: FLOWR's own head, NCM on its
+meta-trained embedding, and the baselines NCM, ProtoNet, PEELER and EVM on the
+pre-trained embedding. It prints the paper-style table (accuracies at the fixed
+novelty TPR as mean +- 95% CI over tasks, H-measure, AUROC, calibration of
+P(novel)) and the conformal novelty decision's false-novel rate, power and
+Benjamini-Hochberg figures, and writes results.json and roc.png. The user
+guide ("Evaluation protocol") explains every figure.
 
 ``--data`` runs on your own data: a folder with a sub-folder of images per
 class, or an ``.npz`` of ``X_train``, ``y_train``, ``X_test``, ``y_test`` with
-class-disjoint labels. ``--n-jobs`` spreads tasks over joblib workers; inside
-``joblib.parallel_config(backend="dask")`` they go to a Dask cluster.
+class-disjoint labels. ``--n-jobs`` spreads tasks over joblib workers.
 """
 
 from __future__ import annotations

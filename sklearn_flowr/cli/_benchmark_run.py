@@ -1,5 +1,6 @@
-"""The run of ``flowr-benchmark``: load the data, fit each pre-training's
-model per setting and evaluate every method on the same seeded tasks."""
+"""The run of ``flowr-benchmark``: fit each pre-training's model per setting and
+evaluate every method on the same seeded tasks.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ..protocol import evaluate_online
-from ._benchmark_conformal import MAX_CALIBRATION_TASKS, calibrate, conformal_figures
+from ..protocol import calibration_scores, evaluate_online
+from ._benchmark_conformal import MAX_CALIBRATION_TASKS, conformal_figures
 from ._benchmark_discovery import discovery_rows
 from ._benchmark_model import build_model, describe_model
 from ._benchmark_report import CALIBRATION, ablation, row_from_report
@@ -27,8 +28,7 @@ from ._benchmark_setup import (
 __all__ = ["benchmark_data", "run_benchmark"]
 
 def benchmark_data(args):
-    """The run's train/test data (:func:`load_benchmark_data` with the options
-    of ``args``); ``--data``'s problems raise ``UserDataError``."""
+    """The run's train/test data; ``--data``'s problems raise ``UserDataError``."""
     cache = args.cache_dir or None
     return load_benchmark_data(args.dataset, data_path=args.data_path,
                                font_dirs=args.font_dir,
@@ -44,28 +44,10 @@ def benchmark_data(args):
 
 
 def run_benchmark(args, log=print, data=None) -> dict:
-    """Load, train and evaluate; return every figure as a JSON-able dict.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        The options (``_benchmark_parser.parse_args``).
-    log : callable, default=print
-        Takes the progress lines.
-    data : BenchmarkData or None, default=None
-        The data; ``None`` loads it (:func:`benchmark_data`).
-
-    Returns
-    -------
-    results : dict
-        The options, the dataset, and per setting the models' parameters, the
-        rows of every (pre-training, method) and the ablation.
-
-    Raises
-    ------
-    UserDataError
-        Before any training: data the run cannot use (from ``--data``, or
-        tasks the data cannot give).
+    """Load, train and evaluate; every figure as a JSON-able dict (the options, the
+    dataset, per setting the models' parameters, rows and ablation). ``log``
+    takes the progress lines; ``data`` None loads it. Data the run cannot use
+    raises ``UserDataError`` before any training.
     """
     start = time.perf_counter()
     if data is None:
@@ -160,8 +142,7 @@ def _run_setting(setting, split, tasks, protocol, args, log):
 
 def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
                log):
-    """The conformal figures of one row (:func:`conformal_figures`), or None,
-    logged, where the rows give no calibration set."""
+    """The conformal figures of one row, or None (logged) without calibration set."""
     tic = time.perf_counter()
     try:
         if args.conformal_calibration == "tasks":
@@ -170,7 +151,7 @@ def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
             n_calibration = min(n_tasks, MAX_CALIBRATION_TASKS)
             log(f"   conformal calibration of {METHOD_NAMES[method]} on "
                 f"{n_calibration} training-class tasks ...")
-            calibration = calibrate(
+            calibration = calibration_scores(
                 template, X_fit, y_fit, setting, n_tasks=n_calibration,
                 n_known_query_classes=args.lc_known_query_classes,
                 n_jobs=args.n_jobs, seed=args.seed,

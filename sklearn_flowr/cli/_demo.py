@@ -1,8 +1,5 @@
-"""``flowr-demo``: a short open-world run of the CRP-Gaussian head on digits.
-
-Known classes are learned with ``fit``; each task streams queries of known and
-never-seen classes through ``open_world_step`` (predict, then learn the
-label). The features are PCA-whitened pixels: the head alone, no encoder.
+"""``flowr-demo``: a short open-world run of the CRP-Gaussian head on digits
+(PCA-whitened pixels, no encoder) through ``open_world_step``.
 """
 
 import argparse
@@ -53,13 +50,10 @@ def main(argv=None):
     Returns
     -------
     int
-        The exit status, 0. An option out of its range stops earlier with a
-        usage error (``SystemExit`` with status 2).
+        The exit status, 0 (an option out of range: ``SystemExit`` 2).
 
     Examples
     --------
-    From a shell: ``flowr-demo --n-tasks 50``. In Python, figures elided:
-
     >>> from sklearn_flowr.cli import demo_main
     >>> demo_main(["--n-tasks", "3"])  # doctest: +ELLIPSIS
     FLOWR head on digits: 5 known + 5 novel classes, 3 tasks of 100 queries,

@@ -36,14 +36,10 @@ def split_classes(n_classes: int, random_state: int) -> np.ndarray:
 
 
 def load_user_data(path, *, random_state: int = 0, image_size=None):
-    """``(X_train, y_train, X_test, y_test)`` of ``--data PATH``.
-
-    ``path`` is an image-folder tree (``<root>/<class>/<image files>``, at
-    least 4 classes, half of them, chosen by ``random_state``, the training
-    classes) or an ``.npz`` of the four arrays. ``X`` comes as float32, scaled
-    as ``FLOWRClassifier.fit`` scales it; labels as stored (a folder's are its
-    class indices). ``image_size`` resizes a folder's images (``--image-size``).
-    Any problem raises :class:`UserDataError` naming it.
+    """``(X_train, y_train, X_test, y_test)`` of ``--data PATH`` (a folder of class
+    folders, half of them training classes, or an ``.npz``), X scaled as ``fit``
+    scales it; ``image_size`` resizes a folder's images; problems raise
+    :class:`UserDataError`.
     """
     path = Path(path)
     if path.is_dir():
