@@ -70,7 +70,7 @@ def tiny_run(tmp_path_factory):
     results, folder, calls). ``calls`` records, in the order of the rows, the
     test runs (``evaluate_online``) and conformal calibration runs
     (``calibration_scores``) of the command line."""
-    from sklearn_flowr.cli import _benchmark_conformal, _benchmark_run
+    from sklearn_flowr.cli import _benchmark_run
 
     tmp_path = tmp_path_factory.mktemp("benchmark")
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods",
@@ -80,8 +80,8 @@ def tiny_run(tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_benchmark_run, "evaluate_online",
                       _recording(_benchmark_run.evaluate_online, calls["test"]))
-        patch.setattr(_benchmark_conformal, "calibration_scores",
-                      _recording(_benchmark_conformal.calibration_scores,
+        patch.setattr(_benchmark_run, "calibration_scores",
+                      _recording(_benchmark_run.calibration_scores,
                                  calls["calibration"]))
         status, printed = _run(args)
     assert status == 0
@@ -281,7 +281,7 @@ def test_benchmark_conformal_calibration_on_training_classes(tmp_path):
     """Check ``--conformal-calibration training``: one calibration run per
     row, on the training (fit) classes only, whose known-class scores are
     every test row's calibration set (brute-force p-values and figures)."""
-    from sklearn_flowr.cli import _benchmark_conformal, _benchmark_run
+    from sklearn_flowr.cli import _benchmark_run
 
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods", "flowr",
             "ncm", "--conformal-calibration", "training", "--out",
@@ -290,8 +290,8 @@ def test_benchmark_conformal_calibration_on_training_classes(tmp_path):
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_benchmark_run, "evaluate_online",
                       _recording(_benchmark_run.evaluate_online, calls["test"]))
-        patch.setattr(_benchmark_conformal, "calibration_scores",
-                      _recording(_benchmark_conformal.calibration_scores,
+        patch.setattr(_benchmark_run, "calibration_scores",
+                      _recording(_benchmark_run.calibration_scores,
                                  calls["calibration"]))
         status, printed = _run(args)
     assert status == 0
