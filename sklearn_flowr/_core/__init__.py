@@ -1,9 +1,5 @@
-"""The Bayesian maths of FLOWR, written once against the array API.
-
-Every function here takes NumPy arrays or torch tensors (through
-``array_api_compat``) and uses only array-API operations, so the same formulas
-serve the scikit-learn head (NumPy, float64, fast single steps) and training
-(torch, autograd, GPU). See docs/design.rst, section 1, for the model.
+"""The Bayesian maths of FLOWR, written once against the array API: NumPy for
+the head, torch (autograd, GPU) for training (docs/design.rst, section 1).
 """
 
 from ._covariance import (

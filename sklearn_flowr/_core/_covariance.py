@@ -1,9 +1,5 @@
-"""Full class-noise and prior covariances, reduced to the diagonal head.
-
-In the basis ``u = (z - mu0) @ T`` with ``T.T @ W @ T = I`` and
-``T.T @ S0 @ T = diag(s0_u)`` the two-covariance (PLDA) model (Ioffe 2006;
-Prince & Elder 2007) is FLOWR's diagonal head with ``mu0 = 0`` and
-``sigma = 1`` (user guide, "Full covariances"). NumPy only: runs once per ``fit``.
+"""Full class-noise and prior covariances, reduced to the diagonal head in the
+whitening basis (the two-covariance PLDA model; user guide, "Full covariances").
 """
 
 import numpy as np
@@ -43,22 +39,8 @@ def _floored(covariance, floor):
 
 
 def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
-    """Pooled within-class covariance (full ``Sigma_eps``), shrunk.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    y_index : ndarray of shape (n_samples,)
-        Class index of each row, in ``range(n_classes)``; every class occurs.
-    n_classes : int
-    extra_shrinkage : float in [0, 1], default=0.0
-        Further shrinkage towards ``mean(eig) * I`` after Ledoit-Wolf's (the
-        head's ``noise_shrinkage``).
-
-    Returns
-    -------
-    ndarray of shape (n_features, n_features)
-        Eigenvalues floored at :func:`noise_var_floor`.
+    """Pooled within-class covariance (full ``Sigma_eps``), Ledoit-Wolf shrunk,
+    then by ``extra_shrinkage`` towards ``mean(eig) * I``, eigenvalues floored.
 
     Examples
     --------
@@ -210,12 +192,9 @@ def scale_prior_var(X, y_index, n_classes, *, covariance, prior_var, prior_scale
 
 def resolve_covariances(X, y_index, n_classes, *, covariance, sigma, prior_mean,
                         prior_var, need_classes, noise_shrinkage=0.0):
-    """Fix ``sigma``, ``mu0`` and ``s0`` of a head, estimating the "auto" ones
-    (``need_classes``: ``b="auto"`` needs two classes too).
-
-    Returns a Bunch: ``sigma``, ``prior_mean``, ``prior_var`` (the head's
-    fitted attributes), ``state_prior`` (``(mu0, s0)`` in the state's basis),
-    ``state_sigma`` and ``basis`` (None, or ``(mu0, T, T_inv)``).
+    """A Bunch of a head's ``sigma``, ``prior_mean``, ``prior_var`` ("auto" ones
+    estimated), ``state_prior``, ``state_sigma`` and ``basis`` (None or
+    ``(mu0, T, T_inv)``).
     """
     full = covariance == "full"
     n_features = X.shape[1]
