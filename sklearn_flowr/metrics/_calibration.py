@@ -76,12 +76,8 @@ def _bin_index(y_prob, n_bins, strategy="uniform"):
 def expected_calibration_error(y_true, y_prob, *,
                                n_bins: int = DEFAULT_N_BINS,
                                strategy: str = "uniform") -> float:
-    """Expected calibration error of a binary probability, binned.
-
-    The rows are grouped by their predicted probability into the bins of
-    :func:`sklearn.calibration.calibration_curve` with the same ``strategy``,
-    and the gap between mean prediction and frequency of the positive class
-    is weighted by each bin's share of the rows:
+    """Expected calibration error of a binary probability, on the bins of
+    :func:`sklearn.calibration.calibration_curve`:
 
     .. math::
 
@@ -115,9 +111,8 @@ def expected_calibration_error(y_true, y_prob, *,
     >>> expected_calibration_error([0, 0, 0, 1], [0.25, 0.25, 0.25, 0.25])
     0.0
 
-    All four predictions below lie in the first of two equal-width bins (one
-    gap, 0.5 - 0.25); two equal-mass bins split them into the two lowest and
-    the two highest (gaps 0.15 and 0.65, each weighing one half):
+    One equal-width bin holds all four (gap 0.25); two equal-mass bins give
+    gaps 0.15 and 0.65:
 
     >>> y_true, y_prob = [0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]
     >>> round(expected_calibration_error(y_true, y_prob, n_bins=2), 4)
@@ -212,19 +207,15 @@ def _one_vs_rest_targets(y_true, y_proba, classes):
 def classwise_calibration_error(y_true, y_proba, classes=None, *,
                                 n_bins: int = DEFAULT_N_BINS,
                                 strategy: str = "uniform") -> float:
-    """Class-wise expected calibration error of multi-class probabilities.
-
-    The mean over the columns of ``y_proba`` of the one-vs-rest
-    :func:`expected_calibration_error`, each column binned on its own:
+    """Class-wise expected calibration error: the mean over the columns of the
+    one-vs-rest :func:`expected_calibration_error`:
 
     .. math::
 
        \\mathrm{cwECE} = \\frac{1}{C} \\sum_{c=1}^{C} \\sum_k
        \\frac{n_{c,k}}{n} \\left| \\bar p_{c,k} - \\bar y_{c,k} \\right| .
 
-    Every column counts, not only the largest probability. In an open-world
-    output the last column is the novel class, whose positives are the rows
-    of every class outside the known ones.
+    In an open-world output the last column is the novel class.
 
     Parameters
     ----------
@@ -254,9 +245,7 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
 
     Examples
     --------
-    Two known classes and the novel column; ``"c"`` is novel. With one bin,
-    each column's term is the gap between its mean probability and its
-    frequency: 0.4 vs 0.5, 0.275 vs 0.25 and 0.325 vs 0.25.
+    Two known classes and the novel column (``"c"`` is novel), one bin:
 
     >>> from sklearn_flowr.metrics import classwise_calibration_error
     >>> y_proba = [[0.8, 0.1, 0.1], [0.2, 0.6, 0.2], [0.1, 0.1, 0.8],
@@ -288,12 +277,8 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
 @_doc
 def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                         strategy: str = "uniform") -> Bunch:
-    """The Brier score and Murphy's decomposition into reliability, resolution
-    and uncertainty, over bins of the predicted probability.
-
-    With the bins of :func:`expected_calibration_error` (``n_k`` rows, mean
-    prediction :math:`\\bar p_k`, frequency :math:`\\bar y_k`, overall
-    frequency :math:`\\bar y`):
+    """The Brier score and Murphy's decomposition [1]_ over the bins of
+    :func:`expected_calibration_error`:
 
     .. math::
 
@@ -301,9 +286,7 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
        \\mathrm{RES} = \\sum_k \\frac{n_k}{n} (\\bar y_k - \\bar y)^2, \\quad
        \\mathrm{UNC} = \\bar y (1 - \\bar y),
 
-    and ``brier == reliability - resolution + uncertainty + within_bin``
-    exactly, the within-bin term [2]_ being 0 when the predictions are
-    constant within each bin.
+    and the within-bin term [2]_, 0 when predictions are constant per bin.
 
     Parameters
     ----------

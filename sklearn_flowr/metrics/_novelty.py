@@ -68,12 +68,8 @@ def _check_pvalues(pvalues):
 def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     """False-positive rate at the threshold whose true-positive rate reaches ``tpr``.
 
-    A row is positive iff ``score >= tau``, ``tau`` the largest threshold
-    whose true-positive rate is at least ``tpr``
-    (:func:`novelty_threshold_at_tpr`): the lowest point of the ROC curve at
-    or above ``tpr``, without interpolation. With ``tpr=0.95`` it is the FPR95
-    of out-of-distribution detection, positives being novel rows; papers that
-    call in-distribution positive [1]_ measure ``fpr_at_tpr(~is_novel, -score)``.
+    The threshold is :func:`novelty_threshold_at_tpr`'s (no interpolation); at
+    ``tpr=0.95`` this is the FPR95 of out-of-distribution detection [1]_.
 
     Parameters
     ----------
@@ -129,18 +125,14 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     """OpenAUC: the chance that a known row is classified correctly *and*
     ranked below a novel row by its novelty score.
 
-    Over all pairs of a known row ``i`` and a novel row ``j``, OpenAUC [1]_ is
-    the mean of
+    The mean over pairs of a known row ``i`` and a novel row ``j`` [1]_ of
 
     .. math::
 
        \\mathbb{1}[\\hat y_i = y_i] \\left( \\mathbb{1}[s_i < s_j]
        + \\tfrac{1}{2} \\mathbb{1}[s_i = s_j] \\right),
 
-    with :math:`\\hat y_i` the best known class and :math:`s` the novelty
-    score: at most the AUROC and at most the closed-set accuracy. Novel rows
-    are told by ``is_novel``, so a stream whose known classes grow is scored
-    as it was predicted.
+    with :math:`\\hat y_i` the best known class and :math:`s` the novelty score.
 
     Parameters
     ----------
@@ -210,9 +202,8 @@ _ALPHA = [Interval(Real, 0.0, 1.0, closed="both")]
 )
 @_doc
 def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
-    """Share of the known rows whose novelty p-value is at most ``alpha``: the
-    type I error rate of the decision "novel iff ``pvalues <= alpha``", which
-    a valid (conformal) p-value keeps at most ``alpha`` in expectation.
+    """Share of the known rows whose novelty p-value is at most ``alpha``
+    (the type I error rate; at most ``alpha`` for a valid conformal p-value).
 
     Parameters
     ----------
@@ -252,8 +243,7 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
 )
 @_doc
 def novelty_power(is_novel, pvalues, alpha: float) -> float:
-    """Share of the novel rows whose novelty p-value is at most ``alpha``: the
-    power (true-positive rate) of the decision "novel iff ``pvalues <= alpha``".
+    """Share of the novel rows whose novelty p-value is at most ``alpha`` (power).
 
     Parameters
     ----------
@@ -292,10 +282,8 @@ def _check_selected(is_novel, selected):
 )
 @_doc
 def false_discovery_proportion(is_novel, selected) -> float:
-    """Share of the selected rows that are not novel; 0 when none is selected.
-
-    Its mean over repetitions is the false discovery rate [1]_ of the
-    selection (Benjamini-Hochberg's, say).
+    """Share of the selected rows that are not novel; 0 when none is selected
+    (its mean over repetitions is the false discovery rate [1]_).
 
     Parameters
     ----------
