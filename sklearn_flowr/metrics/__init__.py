@@ -1,9 +1,6 @@
 """Open-world evaluation: H-measure, log-loss, calibration, novelty detection
-scores, class discovery (clustering accuracy), a report, and a CV scorer.
-
-The AUROC of a novelty score is scikit-learn's
-``roc_auc_score(is_novel, novelty_score)`` (novel rows positive, ties counting
-one half); it has no function here.
+scores, class discovery, a report, and a CV scorer (the AUROC of a novelty
+score is scikit-learn's ``roc_auc_score(is_novel, novelty_score)``).
 """
 
 from ._calibration import (

@@ -93,11 +93,6 @@ def clustering_accuracy(y_true, y_pred) -> float:
     accuracy : float
         In [0, 1]; 1 when the clusters are exactly the classes.
 
-    Raises
-    ------
-    ValueError
-        Empty input, or inputs of different lengths.
-
     References
     ----------
     .. [1] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
@@ -166,11 +161,6 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
         (distinct predicted labels outside ``known_classes`` and
         ``novel_label``, false discoveries included), ``n_true_new``,
         ``n_new`` and ``n_known``.
-
-    Raises
-    ------
-    ValueError
-        Empty input, or ``y_true`` and ``y_pred`` of different lengths.
 
     References
     ----------

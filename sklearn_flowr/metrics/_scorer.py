@@ -9,12 +9,9 @@ from ._h_measure import h_measure
 def novelty_scorer(estimator, X, y) -> float:
     """H-measure of an open-world classifier's novelty probability on ``(X, y)``.
 
-    A row is novel when its label is not in ``estimator.classes_`` (its class
-    was held out of the training fold, see
-    :class:`~sklearn_flowr.model_selection.OpenWorldSplit`); pass it as
+    A row is novel when its label is not in ``estimator.classes_`` (held out
+    by :class:`~sklearn_flowr.model_selection.OpenWorldSplit`); pass it as
     ``scoring=novelty_scorer`` to ``GridSearchCV`` or ``cross_val_score``.
-    Unlike ``make_scorer(h_measure, response_method="predict_proba")``, it
-    also works with one or two training classes and on plain arrays.
 
     Parameters
     ----------

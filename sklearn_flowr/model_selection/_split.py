@@ -233,12 +233,6 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
     -------
     folds : list of (ndarray, ndarray)
 
-    Raises
-    ------
-    ValueError
-        A fold sharing a class between its sides, holding out too few
-        classes or training on fewer than 2, bad indices, or no fold.
-
     Examples
     --------
     >>> import numpy as np

@@ -1,19 +1,7 @@
-"""The few-shot open-world evaluation protocol (FLOWR, section 6).
-
-Seeded tasks (:class:`SmallContextTasks`, :class:`LargeContextTasks`) as index
-arrays into the caller's data; :func:`evaluate_online` and
-:func:`evaluate_discovery` run an estimator through them; the calibration of
-P(novel) (:func:`calibrate_novelty`, :func:`cross_fit_novelty_calibration`)
-and the choice of head and discovery parameters on validation classes
-(:func:`select_head_params`, :func:`select_discovery_params`) run on such
-tasks; :func:`choose_rows_to_label` spends a label budget. Meta-training's
-episodes are drawn by the same :mod:`~sklearn_flowr.protocol.sampling` code.
-
-References
-----------
-.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-   S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-   IEEE TPAMI, section 6.
+"""The few-shot open-world evaluation protocol (FLOWR, section 6): seeded tasks
+as index arrays into the caller's data, the online runs over them, and the
+choices made on validation tasks (calibration, head and discovery parameters,
+rows to label).
 """
 
 from ._calibrate import calibrate_novelty, calibration_scores, small_context_sizes

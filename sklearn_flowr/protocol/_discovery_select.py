@@ -23,21 +23,9 @@ SCORINGS = ("balanced", "accuracy_all", "accuracy_new", "nmi_new", "ari_new",
 
 
 def discovery_score(mean, scoring: str = "balanced") -> float:
-    """The selection criterion of :func:`select_discovery_params`.
-
-    Parameters
-    ----------
-    mean : dict
-        Mean figures over tasks, as :func:`evaluate_discovery` returns them.
-    scoring : str, default="balanced"
-        ``"balanced"``: the mean of ``accuracy_new`` and ``known_accuracy``
-        (each sees one failure: learning too readily or too rarely); or one
-        figure of :func:`~sklearn_flowr.metrics.discovery_report` by name.
-
-    Returns
-    -------
-    score : float
-        Higher is better; NaN where the figures are (no such rows).
+    """The criterion of :func:`select_discovery_params`: ``"balanced"``, the mean
+    of ``accuracy_new`` and ``known_accuracy``, or one figure of
+    ``discovery_report`` by name; NaN where the figures are.
 
     Examples
     --------
@@ -83,11 +71,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
                             n_jobs: int | None = None, random_state=None,
                             verbose: int = 0) -> Bunch:
     """Pick the parameters of class discovery with the best score on tasks of
-    validation classes.
-
-    Each candidate of ``param_grid`` is a copy of ``estimator`` (fitted state
-    kept) run by :func:`evaluate_discovery` through the same tasks, label
-    budget and label arrivals.
+    validation classes, every candidate run through the same tasks and labels.
 
     Parameters
     ----------
@@ -116,7 +100,8 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     label_delay : int >= 0, default=0
         The label budget of :func:`evaluate_discovery`.
     scoring : str, default="balanced"
-        The criterion, maximised: see :func:`discovery_score`.
+        The criterion, maximised: ``"balanced"`` (the mean of ``accuracy_new``
+        and ``known_accuracy``) or a figure of ``discovery_report``.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
@@ -132,13 +117,6 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
         candidate, with a warning, where every score is NaN),
         ``best_index``, ``best_score``, ``best_estimator``, ``scoring`` and
         ``results`` (per candidate: ``params``, ``score``, ``report``).
-
-    Raises
-    ------
-    ValueError
-        No candidate, a parameter the estimator does not have or a value it
-        refuses, an unknown ``scoring``, or validation data tasks cannot be
-        drawn from; before any task runs.
 
     Examples
     --------

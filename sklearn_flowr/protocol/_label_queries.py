@@ -93,12 +93,8 @@ def _largest_provisional(arrays, budget):
 )
 def choose_rows_to_label(result, budget, *, strategy="uncertain",
                          random_state=None):
-    """Choose the rows of an unlabelled batch to ask a person to label.
-
-    The rows are indices into the batch ``open_world_step(X)`` returned
-    ``result`` for, most wanted first (a smaller budget keeps a prefix).
-    Their labels go to ``correct`` for rows the step learned
-    (``result.learned``) and to ``partial_fit`` for the others.
+    """Choose the rows of an unlabelled batch to ask a person to label; their
+    labels go to ``correct`` (rows the step learned) or ``partial_fit``.
 
     Parameters
     ----------
@@ -126,12 +122,6 @@ default="uncertain"
     rows : ndarray of shape (n_chosen,), dtype intp
         Distinct indices into the batch, ``n_chosen <= budget``, most wanted
         first.
-
-    Raises
-    ------
-    ValueError
-        A bad ``budget`` or ``strategy``, or a ``result`` that lacks a key
-        the strategy reads or holds arrays of other lengths, shapes or NaN.
 
     Examples
     --------

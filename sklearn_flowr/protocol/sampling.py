@@ -25,12 +25,9 @@ def rows_by_class(y):
 
 def draw_small_context(rng, class_rows, n_support_classes, shots,
                        n_novel_classes, n_query):
-    """One small-context episode: ``(classes, support, query, order)``.
-
-    ``classes`` are positions into ``class_rows``, support classes first; each
-    support class gets ``U{shots}`` support rows and ``n_query`` query rows,
-    each novel class ``n_query`` query rows; ``order`` permutes the
-    concatenated queries into the stream.
+    """One small-context episode ``(classes, support, query, order)``: positions
+    into ``class_rows`` (support classes first), their support and query rows,
+    and the permutation of the concatenated queries into the stream.
     """
     low, high = shots
     classes = rng.choice(len(class_rows), n_support_classes + n_novel_classes,
