@@ -8,6 +8,7 @@ import numpy as np
 from scipy.stats import false_discovery_control
 
 from ..conformal import conformal_pvalues, leave_group_out_pvalues
+from ..protocol import summarise_tasks
 
 ALPHAS = (0.01, 0.05, 0.1)
 BH_QS = (0.05, 0.1, 0.2)
@@ -21,15 +22,9 @@ MAX_CALIBRATION_TASKS = 200
 
 
 def _mean_se(values):
-    """Mean and standard error over the tasks where ``values`` is not NaN;
-    None where undefined."""
-    values = np.asarray(values, dtype=np.float64)
-    values = values[~np.isnan(values)]
-    if values.shape[0] == 0:
-        return None, None
-    se = (float(values.std(ddof=1) / np.sqrt(values.shape[0]))
-          if values.shape[0] > 1 else None)
-    return float(values.mean()), se
+    """Mean and standard error over tasks, NaN ignored; None where undefined."""
+    mean, se = summarise_tasks({"values": values})
+    return tuple(None if x != x else x for x in (mean["values"], se["values"]))
 
 
 def _per_task_share(task, mask, among, n_tasks):

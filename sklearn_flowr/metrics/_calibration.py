@@ -7,11 +7,11 @@ from numbers import Integral
 import numpy as np
 from sklearn.calibration import calibration_curve
 from sklearn.metrics import brier_score_loss
-from sklearn.utils import Bunch, check_array, check_consistent_length, column_or_1d
+from sklearn.utils import Bunch, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ..validation import novel_rows
-from ._checks import check_binary
+from ._checks import check_binary, check_proba
 
 __all__ = [
     "brier_decomposition",
@@ -139,16 +139,7 @@ def _binned_ece(y_true, y_prob, n_bins, strategy):
 def _one_vs_rest_targets(y_true, y_proba, classes):
     """Probabilities (n_samples, n_columns) and the boolean outcome of each
     column, for a closed-world or an open-world (last column novel) output."""
-    known = getattr(y_proba, "known_classes", None)
-    is_log_proba = bool(getattr(y_proba, "is_log_proba", False))
-    values = check_array(
-        np.asarray(y_proba),
-        dtype=np.float64,
-        ensure_all_finite=not is_log_proba,  # log(0) = -inf is valid
-        input_name="y_proba",
-    )
-    if np.isnan(values).any():
-        raise ValueError("y_proba contains NaN.")
+    values, known, is_log_proba = check_proba(y_proba)
     if is_log_proba:
         values = np.exp(values)
     if values.min() < 0.0 or values.max() > 1.0:

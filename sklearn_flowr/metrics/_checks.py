@@ -42,3 +42,14 @@ def same_labels(a, b):
     if a.dtype != b.dtype:
         return np.asarray(a.astype(object) == b.astype(object), dtype=bool)
     return a == b
+
+
+def check_proba(y_proba, dtype=np.float64):
+    """``(values, known_classes, is_log_proba)`` of a ``predict_proba`` (or
+    ``predict_log_proba``) output: no NaN, no infinity but log(0)."""
+    is_log_proba = bool(getattr(y_proba, "is_log_proba", False))
+    values = check_array(np.asarray(y_proba), dtype=dtype,
+                         ensure_all_finite=not is_log_proba, input_name="y_proba")
+    if np.isnan(values).any():
+        raise ValueError("y_proba contains NaN.")
+    return values, getattr(y_proba, "known_classes", None), is_log_proba

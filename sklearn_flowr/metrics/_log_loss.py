@@ -1,10 +1,11 @@
 """Log-loss of an open-world classifier, novel rows scored on the novel column."""
 
 import numpy as np
-from sklearn.utils import check_array, check_consistent_length, column_or_1d
+from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import validate_params
 
 from ..validation import novel_rows
+from ._checks import check_proba
 
 
 @validate_params(
@@ -76,17 +77,8 @@ def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
             "novel rows. Got a plain array (np.asarray, slicing or arithmetic "
             "drops them)."
         )
-    is_log_proba = y_proba.is_log_proba
     y_true = column_or_1d(y_true)
-    # A log-probability of -inf (a probability of 0) is valid; NaN is not.
-    values = check_array(
-        np.asarray(y_proba),
-        dtype=[np.float64, np.float32],
-        ensure_all_finite=not is_log_proba,
-        input_name="y_proba",
-    )
-    if np.isnan(values).any():
-        raise ValueError("y_proba contains NaN.")
+    values, _, is_log_proba = check_proba(y_proba, dtype=[np.float64, np.float32])
     check_consistent_length(y_true, values, sample_weight)
     is_novel = novel_rows(y_true, known_classes, require_both=False)
     # The novel column is the last; a known label's column is its position in
