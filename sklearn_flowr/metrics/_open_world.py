@@ -36,12 +36,9 @@ def _doc(func):
 )
 @_doc
 def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
-    """Largest threshold whose novelty true-positive rate reaches ``tpr``.
-
-    A row is declared novel iff ``p_novel >= tau``; ``tau`` is the ``k``-th
-    largest ``p_novel`` of the novel rows, ``k`` the smallest count with
-    ``k / n_novel >= tpr``. Rows tied at ``tau`` are all declared novel, so
-    the attained TPR is never below ``tpr`` and the row order does not matter.
+    """Largest threshold whose novelty true-positive rate reaches ``tpr``: the
+    ``k``-th largest ``p_novel`` of the novel rows, ``k`` the smallest count
+    with ``k / n_novel >= tpr`` (rows tied at ``tau`` are all novel).
 
     Parameters
     ----------
@@ -147,15 +144,11 @@ def open_world_report(
 ) -> Bunch:
     """Score an open-world run the way the FLOWR paper reports it.
 
-    The threshold ``tau`` is set on the pooled rows so that the novelty
-    true-positive rate is ``tpr`` (:func:`novelty_threshold_at_tpr`); a query
-    is declared novel iff ``p_novel >= tau``, else it gets ``y_known``. It is
-    correct when declared novel and ``is_novel``, or when not declared novel,
-    not ``is_novel`` and ``y_known == y_true``. Accuracies are means over
-    tasks with Student-t confidence half-widths; the H-measure and AUROC are
-    pooled. A probability ``p_novel`` also gets its calibration against the
-    first sightings (ECE, Brier score, reliability bins) and, with ``y_pred``,
-    the accuracy of the model's own argmax decision.
+    A query is declared novel iff ``p_novel >= tau``, ``tau`` set on the pooled
+    rows at novelty TPR ``tpr``, else it gets ``y_known``; it is correct when
+    declared novel and ``is_novel``, or not novel and ``y_known == y_true``.
+    Accuracies are means over tasks with Student-t half-widths; H-measure,
+    AUROC and the calibration of a probability are pooled.
 
     Parameters
     ----------

@@ -1,9 +1,6 @@
-"""Online evaluation of an open-world estimator over few-shot tasks.
-
-Tasks run in a few joblib batches of a module-level function (any backend);
-sampler tasks are drawn in the workers, so results do not depend on
-``n_jobs``.
-"""
+"""Online evaluation of an open-world estimator over few-shot tasks, in joblib
+batches whose tasks are drawn in the workers (results do not depend on
+``n_jobs``)."""
 
 from __future__ import annotations
 
