@@ -14,6 +14,7 @@ from ._benchmark_figures import plot_discovery, plot_figures
 from ._benchmark_parser import build_parser, parse_args
 from ._benchmark_report import format_table
 from ._benchmark_run import run_benchmark
+from ._benchmark_setup import progress
 from ._user_data import UserDataError
 
 __all__ = ["main"]
@@ -94,8 +95,9 @@ def main(argv=None) -> int:
     for setting, setting_result in results["settings"].items():
         print(format_table(setting_result, setting))
         print()
-    log(f"writing {out / 'results.json'} and drawing {out / 'roc.png'} ...")
-    problem = _write_outputs(results, out)
+    with progress(log, f"writing {out / 'results.json'} and drawing "
+                  f"{out / 'roc.png'}"):
+        problem = _write_outputs(results, out)
     if problem:
         # One line, no traceback: the tables above already hold the results.
         print(f"flowr-benchmark: error: {problem}", file=sys.stderr, flush=True)
