@@ -1,6 +1,8 @@
-"""Tests of the open-world baselines: NCM, ProtoNet, PEELER and EVM."""
+"""Tests of the open-world baselines: NCM, ProtoNet, PEELER, EVM and the
+frozen-feature anchors (SimpleShot, Mahalanobis++, RanPAC, kNN, FeCAM)."""
 
 import pickle
+from functools import partial
 
 import numpy as np
 import pytest
@@ -14,18 +16,29 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from sklearn_flowr._core import _streaming
 from sklearn_flowr.baselines import (
     EVMClassifier,
+    FeCAMClassifier,
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
     NCMClassifier,
     PEELERClassifier,
     ProtoNetClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
 )
 from sklearn_flowr.baselines._weibull import fit_weibull, weibull_inclusion
 
-BASELINES = [NCMClassifier, ProtoNetClassifier, PEELERClassifier, EVMClassifier]
+# RanPAC narrow and seeded: two estimators draw the same projection, and a
+# prediction's O(M^3) solve stays fast.
+SMALL_RANPAC = partial(RanPACClassifier, n_components=64, random_state=0)
+ANCHORS = [SimpleShotClassifier, MahalanobisPlusPlusClassifier, SMALL_RANPAC,
+           KNNClassifier, FeCAMClassifier]
+BASELINES = [NCMClassifier, ProtoNetClassifier, PEELERClassifier, EVMClassifier,
+             *ANCHORS]
 PROTOTYPE_BASELINES = [NCMClassifier, ProtoNetClassifier, PEELERClassifier]
 
 
 def _names(classes):
-    return [cls.__name__ for cls in classes]
+    return [getattr(cls, "func", cls).__name__ for cls in classes]
 
 
 @pytest.fixture
@@ -126,8 +139,7 @@ def test_open_world_step_from_scratch(cls, rng):
     result = cls().open_world_step(X, y)
     assert_array_equal(result.is_novel, [True, False, True, False, False])
     assert result.y_known[0] == result.y_pred[0] == "novel"
-    expected_empty = np.inf if cls in (NCMClassifier, PEELERClassifier) else 1.0
-    assert result.p_novel[0] == expected_empty
+    assert result.p_novel[0] == cls()._empty_score
     assert result.y_known[1] == "a"
     assert result.p_novel.dtype == np.float64
     assert result.is_novel.dtype == bool
@@ -183,10 +195,11 @@ def test_fit_equals_partial_fit_on_union(cls, open_world_blobs):
     if cls is EVMClassifier:
         assert_allclose(online.weibull_shape_, batch.weibull_shape_, rtol=1e-7)
         assert_allclose(online.weibull_scale_, batch.weibull_scale_, rtol=1e-7)
-    else:
+    elif hasattr(batch, "class_mean_"):
         assert_allclose(online.class_mean_[order], batch.class_mean_)
         assert_array_equal(online.class_count_[order], batch.class_count_)
     assert_allclose(online.novelty_score(X), batch.novelty_score(X), rtol=1e-7)
+    assert_array_equal(online.predict(X), batch.predict(X))
 
 
 @pytest.mark.parametrize("cls", BASELINES, ids=_names(BASELINES))

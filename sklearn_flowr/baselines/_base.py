@@ -60,6 +60,12 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         """
         return self._labels_of(self._score(self._validated_rows(X))[0])
 
+    def _declares_novel(self, score):
+        """The ``threshold`` rule (None: never novel)."""
+        if self.threshold is None:
+            return np.zeros(score.shape[0], dtype=bool)
+        return score >= self.threshold
+
     def _is_novel(self, known_index, score):
         """No class to give, or the method's threshold says novel."""
         return (known_index < 0) | self._declares_novel(score)
@@ -78,3 +84,34 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
     @property
     def n_classes_(self):
         return len(self._fitted("n_classes_")._registry)
+
+
+class StoredRowsBaseline(OpenWorldBaseline):
+    """Base of the baselines that keep every learned row (``_rows``, after
+    ``_stored``) and score by scanning them (kNN, SimpleShot)."""
+
+    _empty_score = np.inf
+
+    def _start(self, X, y_index, labels, *, fitting):
+        self._rows = np.zeros((0, X.shape[1]))
+        self._row_class = np.zeros(0, dtype=np.intp)
+
+    def _stored(self, X):
+        return X
+
+    def _learn(self, X, index):
+        # Replaced, never written in place: all_or_nothing restores them.
+        self._rows = np.vstack([self._rows, self._stored(X)])
+        self._row_class = np.concatenate([self._row_class, index])
+
+    def _score(self, X):
+        if self._rows.shape[0] == 0:
+            return (np.full(X.shape[0], -1, dtype=np.intp),
+                    np.full(X.shape[0], self._empty_score))
+        return self._score_rows(X)
+
+
+def unit_rows(X):
+    """Rows scaled to unit length; zero rows stay zero."""
+    norms = np.linalg.norm(X, axis=1, keepdims=True)
+    return X / np.where(norms > 0, norms, 1.0)

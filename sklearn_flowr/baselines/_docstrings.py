@@ -5,6 +5,11 @@ _SHARED = {
         Label returned for the novel class: ``"novel"`` for string labels, -1
         (or one below the smallest label) for numeric ones. It may not occur
         in ``y``.""",
+    "threshold": """threshold : float or None, default=None
+        Novelty score at or beyond which :meth:`predict` and
+        ``open_world_step``'s ``y_pred`` declare a row novel. ``None`` never
+        does while a class exists (the evaluation protocol thresholds the
+        scores itself).""",
     "classes_": """classes_ : ndarray of shape (n_classes,)
         Known labels: sorted in ``fit``, new ones appended in order of arrival.
     n_classes_ : int
@@ -26,6 +31,12 @@ _SHARED = {
     "prototype_attrs": """%(classes_)s
     %(class_means)s
     %(fitted_)s""",
+    "score_notes": """``novelty_score`` and ``open_world_step``'s ``p_novel`` are
+    the score above (higher = more novel), not a probability:
+    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier` maps it to
+    P(novel).""",
+    "exact_online": """``partial_fit`` in any chunks learns the state ``fit``
+    learns at once""",
     "X": """X : array-like of shape (n_samples, n_features)
             Embeddings.""",
 }

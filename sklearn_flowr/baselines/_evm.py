@@ -5,7 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._base import OpenWorldBaseline
+from ._base import OpenWorldBaseline, unit_rows
 from ._docstrings import fill_doc
 from ._weibull import fit_weibull, weibull_inclusion
 
@@ -108,7 +108,7 @@ class EVMClassifier(OpenWorldBaseline):
         self._scale = np.zeros(0)
 
     def _learn(self, X, index):
-        new_points = _unit_rows(X)
+        new_points = unit_rows(X)
         n_old = self._points.shape[0]
         changed = np.zeros(n_old, dtype=bool)
         # Arrays are replaced, never written in place: an interrupted step
@@ -146,7 +146,7 @@ class EVMClassifier(OpenWorldBaseline):
     def _stream(self, X, index, is_new):
         """Predict-then-learn by chunks of rows: equals ``_score`` then ``_learn``
         row by row, with one Weibull fit per chunk."""
-        units = _unit_rows(X)
+        units = unit_rows(X)
         n_rows = X.shape[0]
         known_index = np.empty(n_rows, dtype=np.intp)
         score = np.empty(n_rows)
@@ -247,7 +247,7 @@ class EVMClassifier(OpenWorldBaseline):
         score = np.ones(n_rows)
         if self._points.shape[0] == 0:
             return known_index, score
-        units = _unit_rows(X)
+        units = unit_rows(X)
         step = max(1, _CHUNK_ELEMENTS // self._points.shape[0])
         for start in range(0, n_rows, step):
             rows = slice(start, start + step)
@@ -256,9 +256,6 @@ class EVMClassifier(OpenWorldBaseline):
             known_index[rows], score[rows] = _decide(distance, psi,
                                                      self._point_class)
         return known_index, score
-
-    def _declares_novel(self, score):
-        return score >= self.threshold
 
     # -------------------------------------------------------------- attributes
     @property
@@ -360,12 +357,6 @@ def _margins(distance, point_class, other_class):
     np.maximum(margin, _MIN_MARGIN, out=margin)
     margin[point_class[:, None] == other_class[None, :]] = np.inf
     return margin
-
-
-def _unit_rows(X):
-    """Rows scaled to unit length; zero rows stay zero."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1.0)
 
 
 def _cosine_distances(units, others):

@@ -21,10 +21,7 @@ class NCMClassifier(PrototypeBaseline):
 
     Parameters
     ----------
-    threshold : float or None, default=None
-        Distance at or beyond which :meth:`predict` and ``open_world_step``'s
-        ``y_pred`` declare a row novel. ``None`` never does while a class
-        exists (the evaluation protocol thresholds the scores itself).
+    %(threshold)s
     %(novel_label)s
 
     Attributes
@@ -76,8 +73,3 @@ class NCMClassifier(PrototypeBaseline):
     def _from_distances(self, distances):
         # Distances are squared Euclidean.
         return np.sqrt(np.min(distances, axis=1))
-
-    def _declares_novel(self, score):
-        if self.threshold is None:
-            return np.zeros(score.shape[0], dtype=bool)
-        return score >= self.threshold

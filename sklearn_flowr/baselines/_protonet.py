@@ -75,6 +75,3 @@ class ProtoNetClassifier(PrototypeBaseline):
         # rows have D = inf and add exp(-inf) = 0.
         shifted = distances - np.min(distances, axis=1, keepdims=True)
         return 1.0 - 1.0 / np.exp(-shifted).sum(axis=1)
-
-    def _declares_novel(self, score):
-        return score >= self.threshold

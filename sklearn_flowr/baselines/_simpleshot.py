@@ -1,0 +1,86 @@
+"""SimpleShot: centre, L2-normalise, nearest class mean."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils._param_validation import Interval
+
+from .._core import group_sums
+from ._base import StoredRowsBaseline, unit_rows
+from ._docstrings import fill_doc
+
+__all__ = ["SimpleShotClassifier"]
+
+
+@fill_doc
+class SimpleShotClassifier(StoredRowsBaseline):
+    """Nearest class mean on centred, L2-normalised features (SimpleShot).
+
+    Every row is centred by the mean ``m`` of all learned rows and scaled to
+    unit length, ``u = (x - m) / ||x - m||``; each class's prototype is the
+    mean of its rows' ``u`` and a row gets the class of the nearest one. The
+    novelty score is the Euclidean distance ``min_n ||u - p_n||`` to it.
+
+    Parameters
+    ----------
+    %(threshold)s
+    %(novel_label)s
+
+    Attributes
+    ----------
+    centre_ : ndarray of shape (n_features,)
+        The mean ``m`` of the learned rows.
+    %(classes_)s
+    %(fitted_)s
+
+    See Also
+    --------
+    NCMClassifier : the same rule on the raw features.
+
+    Notes
+    -----
+    %(score_notes)s It is ``inf`` while no class exists.
+
+    %(exact_online)s: ``m`` moves with every row, so the estimator keeps the
+    rows (O(n_samples * n_features) memory) and normalises them again at each
+    prediction; a stream costs that once per row.
+
+    References
+    ----------
+    .. [1] Y. Wang, W.-L. Chao, K. Q. Weinberger and L. van der Maaten,
+       "SimpleShot: Revisiting Nearest-Neighbor Classification for Few-Shot
+       Learning", arXiv:1911.04623, 2019 (CL2N features).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import SimpleShotClassifier
+    >>> X = np.array([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 2.0]])
+    >>> shot = SimpleShotClassifier().fit(X, [0, 0, 1, 1])
+    >>> shot.centre_
+    array([0.75, 0.75])
+    >>> shot.predict([[3.0, 0.5], [0.5, 3.0]])
+    array([0, 1])
+    """
+
+    _parameter_constraints: dict = {
+        "threshold": [Interval(Real, 0, None, closed="left"), None],
+        "novel_label": "no_validation",
+    }
+
+    def __init__(self, *, threshold=None, novel_label="auto"):
+        self.threshold = threshold
+        self.novel_label = novel_label
+
+    def _score_rows(self, X):
+        centre = self._rows.mean(axis=0)
+        classes, sums, counts = group_sums(unit_rows(self._rows - centre),
+                                           self._row_class)
+        distances = euclidean_distances(unit_rows(X - centre), sums / counts[:, None])
+        best = np.argmin(distances, axis=1)
+        return classes[best], distances[np.arange(X.shape[0]), best]
+
+    @property
+    def centre_(self):
+        return self._fitted("centre_")._rows.mean(axis=0)
