@@ -293,6 +293,13 @@ def test_failed_first_call_leaves_estimator_unfitted(cls):
         (PEELERClassifier(precision=[1.0, 1.0]), "shape \\(3,\\)"),
         (EVMClassifier(tail_size=0), "tail_size"),
         (EVMClassifier(threshold=2.0), "threshold"),
+        (SimpleShotClassifier(threshold=-1.0), "threshold"),
+        (KNNClassifier(n_neighbors=0), "n_neighbors"),
+        (MahalanobisPlusPlusClassifier(threshold="x"), "threshold"),
+        (RanPACClassifier(n_components=0), "n_components"),
+        (RanPACClassifier(alpha=0.0), "alpha"),
+        (FeCAMClassifier(power=0.0), "power"),
+        (FeCAMClassifier(shrinkage=-1.0), "shrinkage"),
     ],
 )
 @pytest.mark.parametrize("method", ["fit", "partial_fit", "open_world_step"])
@@ -500,3 +507,170 @@ def test_weibull_fit_is_scale_equivariant(rng):
 def test_sklearn_compatible_estimator(estimator, check):
     """Check that the baseline passes scikit-learn's common checks."""
     check(estimator)
+
+
+# ------------------------------------------------ frozen-feature anchors
+# The statistic of each anchor that moves as rows arrive (SimpleShot's centre,
+# Mahalanobis++'s shared covariance, RanPAC's ridge) or that its state holds.
+ANCHOR_STATE = {"SimpleShotClassifier": ["centre_"],
+                "MahalanobisPlusPlusClassifier": ["covariance_", "class_mean_"],
+                "RanPACClassifier": ["alpha_", "coef_"], "KNNClassifier": [],
+                "FeCAMClassifier": ["class_mean_", "class_count_"]}
+
+
+@pytest.mark.parametrize("cls", ANCHORS, ids=_names(ANCHORS))
+def test_anchor_partial_fit_equals_fit_as_statistics_move(cls, open_world_blobs):
+    """Check that partial_fit in chunks, each bringing new classes and moving
+    the centring/covariance/ridge statistic, learns fit's state to 1e-10."""
+    X, y, X_more, y_more = open_world_blobs
+    X, y = np.vstack([X, X_more]), np.r_[y, y_more]
+    order = np.argsort(y, kind="stable")  # each chunk opens new classes
+    X, y = X[order], y[order]
+    batch = cls().fit(X, y)
+    online = cls()
+    chunks = np.array_split(np.arange(X.shape[0]), 4)
+    online.partial_fit(X[chunks[0]], y[chunks[0]])
+    names = ANCHOR_STATE[_names([cls])[0]]
+    early = {name: np.copy(getattr(online, name)) for name in names}
+    for rows in chunks[1:]:
+        online.partial_fit(X[rows], y[rows])
+    for name in names:
+        final = getattr(batch, name)
+        assert_allclose(getattr(online, name), final, rtol=1e-10, atol=1e-12)
+        if name in ("centre_", "covariance_"):
+            assert not np.allclose(early[name], final)  # it did move
+    assert_array_equal(online.classes_, batch.classes_)
+    assert_allclose(online.novelty_score(X_more), batch.novelty_score(X_more),
+                    rtol=1e-10, atol=1e-12)
+    assert_array_equal(online.predict(X_more), batch.predict(X_more))
+
+
+@pytest.mark.parametrize("cls", ANCHORS, ids=_names(ANCHORS))
+def test_anchor_in_wrappers_protocol_and_search(cls, open_world_blobs):
+    """Check the conformal and calibration wrappers, evaluate_online and
+    GridSearchCV take each anchor, and clone keeps its parameters."""
+    from sklearn.base import clone
+    from sklearn.model_selection import GridSearchCV
+
+    from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+    from sklearn_flowr.conformal import ConformalNoveltyClassifier
+    from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
+
+    X, y, X_new, y_new = open_world_blobs
+    assert clone(cls()).get_params() == cls().get_params()
+    calibrated = NoveltyCalibratedClassifier(cls(), cv=3, random_state=0).fit(X, y)
+    p_novel = calibrated.predict_novelty_proba(X_new)
+    assert np.all((p_novel >= 0) & (p_novel <= 1))
+    conformal = ConformalNoveltyClassifier(cls(), cv=3, random_state=0).fit(X, y)
+    assert conformal.novelty_pvalues(X_new).shape == (X_new.shape[0],)
+    X_all, y_all = np.vstack([X, X_new]), np.r_[y, y_new]
+    tasks = SmallContextTasks(y_all, n_support_classes=3, shots=(1, 3),
+                              n_novel_classes=2, n_query=2, n_tasks=2,
+                              random_state=0)
+    report = evaluate_online(cls(), X_all, y_all, tasks)
+    assert np.isfinite(report.h_measure)
+    search = GridSearchCV(cls(), {"threshold": [None, 1e9]}, cv=2).fit(X, y)
+    assert search.best_score_ > 0.9
+
+
+def test_simpleshot_by_hand(rng):
+    """Check SimpleShot's centred, normalised prototypes and distances."""
+    X, y = rng.normal(size=(9, 4)) + 3.0, np.repeat([0, 1, 2], 3)
+    shot = SimpleShotClassifier().fit(X, y)
+    centre = X.mean(axis=0)
+    units = (X - centre) / np.linalg.norm(X - centre, axis=1, keepdims=True)
+    prototypes = np.array([units[y == c].mean(axis=0) for c in range(3)])
+    queries = rng.normal(size=(5, 4)) + 3.0
+    q = (queries - centre) / np.linalg.norm(queries - centre, axis=1, keepdims=True)
+    distances = cdist(q, prototypes)
+    assert_allclose(shot.novelty_score(queries), distances.min(axis=1))
+    assert_array_equal(shot.predict(queries), distances.argmin(axis=1))
+
+
+def test_knn_kth_neighbour_by_hand(rng):
+    """Check kNN's class (nearest row) and score (k-th nearest distance)."""
+    X, y = rng.normal(size=(12, 5)), np.repeat([0, 1, 2], 4)
+    knn = KNNClassifier(n_neighbors=3).fit(X, y)
+    queries = rng.normal(size=(6, 5))
+    unit = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
+    distances = cdist(unit(queries), unit(X))
+    assert_allclose(knn.novelty_score(queries), np.sort(distances, axis=1)[:, 2])
+    assert_array_equal(knn.predict(queries), y[distances.argmin(axis=1)])
+    many = KNNClassifier(n_neighbors=50).fit(X, y)  # k beyond the rows: all
+    assert_allclose(many.novelty_score(queries), distances.max(axis=1))
+
+
+def test_mahalanobis_plus_plus_by_hand(rng):
+    """Check the shared covariance is OAS of the normalised rows' within-class
+    residuals and the score the smallest squared Mahalanobis distance."""
+    from sklearn.covariance import OAS
+
+    X, y = rng.normal(size=(30, 4)) + rng.normal(size=(3, 4))[np.arange(30) % 3], \
+        np.arange(30) % 3
+    maha = MahalanobisPlusPlusClassifier().fit(X, y)
+    units = X / np.linalg.norm(X, axis=1, keepdims=True)
+    means = np.array([units[y == c].mean(axis=0) for c in range(3)])
+    expected = OAS(assume_centered=True).fit(units - means[y]).covariance_
+    assert_allclose(maha.covariance_, expected + 1e-9 * np.eye(4), atol=1e-12)
+    queries = rng.normal(size=(5, 4))
+    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
+    distances = cdist(q, means, "mahalanobis", VI=np.linalg.inv(maha.covariance_))
+    assert_allclose(maha.novelty_score(queries), distances.min(axis=1) ** 2)
+    assert_array_equal(maha.predict(queries), distances.argmin(axis=1))
+
+
+def test_fecam_by_hand(rng):
+    """Check FeCAM's Tukey features and shrunk, normalised class covariance."""
+    X, y = np.abs(rng.normal(size=(10, 3))), np.repeat([0, 1], 5)
+    fecam = FeCAMClassifier().fit(X, y)
+    units = np.sqrt(X) / np.linalg.norm(np.sqrt(X), axis=1, keepdims=True)
+    query = np.abs(rng.normal(size=(1, 3)))
+    q = np.sqrt(query) / np.linalg.norm(np.sqrt(query))
+    distances = []
+    for c in range(2):
+        cov = np.cov(units[y == c], rowvar=False)
+        off = cov - np.diag(np.diag(cov))
+        cov = cov + np.mean(np.diag(cov)) * np.eye(3) + off[off != 0].mean() * (
+            1 - np.eye(3)) + 1e-9 * np.eye(3)
+        corr = cov / np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
+        diff = q - units[y == c].mean(axis=0)
+        distances.append((diff @ np.linalg.pinv(corr) @ diff.T).item())
+    assert_allclose(fecam.novelty_score(query), min(distances), rtol=1e-8)
+    assert_array_equal(fecam.predict(query), [int(np.argmin(distances))])
+
+
+def test_fecam_refuses_classes_beyond_its_memory_bound(open_world_blobs,
+                                                       monkeypatch):
+    """Check FeCAM refuses a class whose covariance passes the memory bound,
+    with a clear message and its state unchanged."""
+    from sklearn_flowr.baselines import _fecam
+
+    X, y, X_new, y_new = open_world_blobs
+    fecam = FeCAMClassifier().fit(X, y)
+    monkeypatch.setattr(_fecam, "MAX_COVARIANCE_BYTES", 3 * 16 * 16 * 8)
+    before = pickle.dumps(fecam)
+    for method in ("partial_fit", "open_world_step"):
+        with pytest.raises(ValueError, match="matrix per class: 6 classes take more"):
+            getattr(fecam, method)(X_new, y_new)
+        assert pickle.dumps(fecam) == before
+
+
+def test_ranpac_ridge_and_held_out_alpha_by_hand(open_world_blobs):
+    """Check RanPAC's weights are ridge on the ReLU projection and alpha the
+    grid value of least held-out squared error (rows 2, 7, ... of a class)."""
+    from sklearn.linear_model import Ridge
+
+    X, y, _, _ = open_world_blobs
+    ranpac = SMALL_RANPAC().fit(X, y)
+    H = np.maximum(X @ ranpac.projection_, 0.0)
+    Y = (y[:, None] == np.arange(3)).astype(float)
+    ridge = Ridge(alpha=ranpac.alpha_, fit_intercept=False, solver="cholesky")
+    assert_allclose(ranpac.coef_, ridge.fit(H, Y).coef_.T, rtol=1e-6, atol=1e-9)
+    rank = np.array([np.sum(y[:i] == y[i]) for i in range(y.shape[0])])
+    held = rank % 5 == 1
+    errors = [np.sum((Ridge(alpha=a, fit_intercept=False, solver="cholesky").fit(
+        H[~held], Y[~held]).predict(H[held]) - Y[held]) ** 2)
+        for a in 10.0 ** np.arange(-8, 9)]
+    assert ranpac.alpha_ == 10.0 ** np.arange(-8, 9)[np.argmin(errors)]
+    outputs = H @ ranpac.coef_
+    assert_allclose(ranpac.novelty_score(X), 1.0 - outputs.max(axis=1))

@@ -1,10 +1,17 @@
 """What the baselines add to the online open-world classifier: a novelty score
 (``_score``) and a threshold rule (``_declares_novel``)."""
 
+from numbers import Real
+
 import numpy as np
+from sklearn.utils._param_validation import Interval
 
 from ..base import OnlineOpenWorldClassifier
 from ._docstrings import fill_doc
+
+# The constraints of a ``threshold`` on a score >= 0 (None: never novel).
+THRESHOLD_CONSTRAINTS = {"threshold": [Interval(Real, 0, None, closed="left"), None],
+                         "novel_label": "no_validation"}
 
 
 class OpenWorldBaseline(OnlineOpenWorldClassifier):

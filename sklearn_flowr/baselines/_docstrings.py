@@ -31,12 +31,12 @@ _SHARED = {
     "prototype_attrs": """%(classes_)s
     %(class_means)s
     %(fitted_)s""",
-    "score_notes": """``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    the score above (higher = more novel), not a probability:
-    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier` maps it to
-    P(novel).""",
-    "exact_online": """``partial_fit`` in any chunks learns the state ``fit``
-    learns at once""",
+    "anchor_notes": """``novelty_score`` and ``open_world_step``'s ``p_novel``
+    are the score above (higher = more novel), not a probability:
+    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier` maps it
+    to P(novel). ``partial_fit`` in any chunks learns the state ``fit``
+    learns at once; the user guide (Baselines) says how, and what a stream
+    costs.""",
     "X": """X : array-like of shape (n_samples, n_features)
             Embeddings.""",
 }

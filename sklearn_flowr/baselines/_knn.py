@@ -1,12 +1,12 @@
 """k nearest neighbours on L2-normalised features (deep kNN novelty score)."""
 
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils._param_validation import Interval
 
-from ._base import StoredRowsBaseline, unit_rows
+from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, unit_rows
 from ._docstrings import fill_doc
 
 __all__ = ["KNNClassifier"]
@@ -14,18 +14,18 @@ __all__ = ["KNNClassifier"]
 
 @fill_doc
 class KNNClassifier(StoredRowsBaseline):
-    """Nearest neighbour on L2-normalised features, with the distance to the
-    k-th nearest learned row as the novelty score (Sun et al.).
+    """Nearest learned row on L2-normalised features; the novelty score is the
+    distance to the k-th nearest (deep kNN).
 
-    Rows are scaled to unit length, ``u = x / ||x||`` (Euclidean distances
-    between them rank as cosine similarities do). A row gets the class of its
-    nearest learned row; its novelty score is the distance to its
-    ``n_neighbors``-th nearest learned row, whatever its class.
+    Rows are scaled to unit length (their distances rank as cosine
+    similarities do). A row gets the class of its nearest learned row; its
+    novelty score is the distance to its ``n_neighbors``-th nearest learned
+    row of any class (``inf`` while no class exists).
 
     Parameters
     ----------
-    n_neighbors : int, default=1
-        ``k`` of the score (the nearest ``min(k, n_rows)`` rows count).
+    n_neighbors : int >= 1, default=1
+        ``k`` of the score (``min(k, n_rows)`` once fewer rows are learned).
     %(threshold)s
     %(novel_label)s
 
@@ -34,16 +34,9 @@ class KNNClassifier(StoredRowsBaseline):
     %(classes_)s
     %(fitted_)s
 
-    See Also
-    --------
-    EVMClassifier : per-row Weibull models on the same cosine geometry.
-
     Notes
     -----
-    %(score_notes)s It is ``inf`` while no class exists.
-
-    %(exact_online)s: the state is the learned rows, each normalised on its
-    own (O(n_samples * n_features) memory).
+    %(anchor_notes)s
 
     References
     ----------
@@ -54,8 +47,7 @@ class KNNClassifier(StoredRowsBaseline):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.baselines import KNNClassifier
-    >>> X = np.array([[1.0, 0.0], [0.0, 2.0]])
-    >>> knn = KNNClassifier().fit(X, ["a", "b"])
+    >>> knn = KNNClassifier().fit(np.array([[1.0, 0.0], [0.0, 2.0]]), ["a", "b"])
     >>> knn.predict([[3.0, 0.1], [0.1, 3.0]])
     array(['a', 'b'], dtype=object)
     >>> knn.novelty_score([[3.0, 0.0], [-1.0, 0.0]]).round(4)  # 0 and sqrt(2)
@@ -63,9 +55,8 @@ class KNNClassifier(StoredRowsBaseline):
     """
 
     _parameter_constraints: dict = {
+        **THRESHOLD_CONSTRAINTS,
         "n_neighbors": [Interval(Integral, 1, None, closed="left")],
-        "threshold": [Interval(Real, 0, None, closed="left"), None],
-        "novel_label": "no_validation",
     }
 
     def __init__(self, *, n_neighbors=1, threshold=None, novel_label="auto"):

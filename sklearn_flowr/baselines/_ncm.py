@@ -1,10 +1,8 @@
 """Nearest class mean (NCM) with online means: the simplest open-world baseline."""
 
-from numbers import Real
-
 import numpy as np
-from sklearn.utils._param_validation import Interval
 
+from ._base import THRESHOLD_CONSTRAINTS
 from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
@@ -60,10 +58,7 @@ class NCMClassifier(PrototypeBaseline):
     array([-1,  2])
     """
 
-    _parameter_constraints: dict = {
-        "threshold": [Interval(Real, 0, None, closed="left"), None],
-        "novel_label": "no_validation",
-    }
+    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
     _empty_score = np.inf
 
     def __init__(self, *, threshold=None, novel_label="auto"):

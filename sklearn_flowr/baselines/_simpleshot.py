@@ -1,13 +1,10 @@
 """SimpleShot: centre, L2-normalise, nearest class mean."""
 
-from numbers import Real
-
 import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils._param_validation import Interval
 
 from .._core import group_sums
-from ._base import StoredRowsBaseline, unit_rows
+from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, unit_rows
 from ._docstrings import fill_doc
 
 __all__ = ["SimpleShotClassifier"]
@@ -17,10 +14,10 @@ __all__ = ["SimpleShotClassifier"]
 class SimpleShotClassifier(StoredRowsBaseline):
     """Nearest class mean on centred, L2-normalised features (SimpleShot).
 
-    Every row is centred by the mean ``m`` of all learned rows and scaled to
-    unit length, ``u = (x - m) / ||x - m||``; each class's prototype is the
-    mean of its rows' ``u`` and a row gets the class of the nearest one. The
-    novelty score is the Euclidean distance ``min_n ||u - p_n||`` to it.
+    Rows are centred by the mean ``m`` of all learned rows and scaled to unit
+    length, ``u = (x - m) / ||x - m||``; a row gets the class of the nearest
+    prototype ``p_n`` (the mean of the class's ``u``). Novelty score:
+    ``min_n ||u - p_n||`` (``inf`` while no class exists).
 
     Parameters
     ----------
@@ -34,17 +31,9 @@ class SimpleShotClassifier(StoredRowsBaseline):
     %(classes_)s
     %(fitted_)s
 
-    See Also
-    --------
-    NCMClassifier : the same rule on the raw features.
-
     Notes
     -----
-    %(score_notes)s It is ``inf`` while no class exists.
-
-    %(exact_online)s: ``m`` moves with every row, so the estimator keeps the
-    rows (O(n_samples * n_features) memory) and normalises them again at each
-    prediction; a stream costs that once per row.
+    %(anchor_notes)s
 
     References
     ----------
@@ -64,10 +53,7 @@ class SimpleShotClassifier(StoredRowsBaseline):
     array([0, 1])
     """
 
-    _parameter_constraints: dict = {
-        "threshold": [Interval(Real, 0, None, closed="left"), None],
-        "novel_label": "no_validation",
-    }
+    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
 
     def __init__(self, *, threshold=None, novel_label="auto"):
         self.threshold = threshold
