@@ -630,8 +630,8 @@ def test_fecam_by_hand(rng):
     for c in range(2):
         cov = np.cov(units[y == c], rowvar=False)
         off = cov - np.diag(np.diag(cov))
-        cov = cov + np.mean(np.diag(cov)) * np.eye(3) + off[off != 0].mean() * (
-            1 - np.eye(3)) + 1e-9 * np.eye(3)
+        cov = (cov + np.mean(np.diag(cov)) * np.eye(3) + 1e-9 * np.eye(3)
+               + max(off[off != 0].mean(), 0.0) * (1 - np.eye(3)))
         corr = cov / np.sqrt(np.outer(np.diag(cov), np.diag(cov)))
         diff = q - units[y == c].mean(axis=0)
         distances.append((diff @ np.linalg.pinv(corr) @ diff.T).item())

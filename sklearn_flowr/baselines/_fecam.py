@@ -25,9 +25,9 @@ class FeCAMClassifier(PrototypeBaseline):
     Rows become ``sign(x) |x|^power`` scaled to unit length. Class ``n`` has
     the mean ``mu_n`` and sample covariance ``S_n`` of its rows, shrunk as in
     the paper, ``S_n + shrinkage (v_1 I + v_2 (1 - I))`` (``v_1``: mean
-    variance, ``v_2``: mean non-zero covariance), then made a correlation
-    matrix ``C_n``. A row gets the class of the smallest
-    ``D_n(u) = (u - mu_n)^T C_n^+ (u - mu_n)``; novelty score:
+    variance, ``v_2``: mean non-zero covariance, raised to 0 to stay positive
+    definite), then made a correlation matrix ``C_n``. A row gets the class of
+    the smallest ``D_n(u) = (u - mu_n)^T C_n^+ (u - mu_n)``; novelty score:
     ``min_n D_n(u)`` (``inf`` while no class exists).
 
     Parameters
@@ -128,7 +128,7 @@ class FeCAMClassifier(PrototypeBaseline):
             off = covariance * (1.0 - eye)
             covariance += self.shrinkage * (
                 np.mean(np.diag(covariance)) * eye
-                + off.sum() / max(np.count_nonzero(off), 1) * (1.0 - eye))
+                + max(off.sum() / max(np.count_nonzero(off), 1), 0.0) * (1.0 - eye))
             covariance += COVARIANCE_FLOOR * eye
             scale = np.sqrt(np.diag(covariance))
             diff = X - means[n]
