@@ -6,6 +6,7 @@ import numpy as np
 from scipy.stats import chi2
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from .._core import class_means
 from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
@@ -144,10 +145,7 @@ class PEELERClassifier(PrototypeBaseline):
 def _pooled_variance(X, y_index, n_classes, var_smoothing):
     """Maximum-likelihood within-class variance per feature, plus the smoothing
     term (1 where ``X`` does not vary at all)."""
-    counts = np.bincount(y_index, minlength=n_classes).astype(np.float64)
-    sums = np.zeros((n_classes, X.shape[1]))
-    np.add.at(sums, y_index, X)
-    means = sums / counts[:, None]
+    means, _ = class_means(X, y_index, n_classes)
     variance = np.mean((X - means[y_index]) ** 2, axis=0)
     epsilon = var_smoothing * float(np.max(np.var(X, axis=0)))
     variance = variance + epsilon
