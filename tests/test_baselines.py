@@ -656,21 +656,25 @@ def test_fecam_refuses_classes_beyond_its_memory_bound(open_world_blobs,
 
 
 def test_ranpac_ridge_and_held_out_alpha_by_hand(open_world_blobs):
-    """Check RanPAC's weights are ridge on the ReLU projection and alpha the
-    grid value of least held-out squared error (rows 2, 7, ... of a class)."""
+    """Check RanPAC's weights are ridge on the ReLU projection and alpha (over
+    trace(G) / M) the grid value of least held-out squared error (rows 2, 7,
+    ... of a class)."""
     from sklearn.linear_model import Ridge
 
     X, y, _, _ = open_world_blobs
     ranpac = SMALL_RANPAC().fit(X, y)
     H = np.maximum(X @ ranpac.projection_, 0.0)
     Y = (y[:, None] == np.arange(3)).astype(float)
-    ridge = Ridge(alpha=ranpac.alpha_, fit_intercept=False, solver="cholesky")
+    scale = np.trace(H.T @ H) / H.shape[1]  # alpha is relative to it
+    ridge = Ridge(alpha=ranpac.alpha_ * scale, fit_intercept=False,
+                  solver="cholesky")
     assert_allclose(ranpac.coef_, ridge.fit(H, Y).coef_.T, rtol=1e-6, atol=1e-9)
     rank = np.array([np.sum(y[:i] == y[i]) for i in range(y.shape[0])])
     held = rank % 5 == 1
-    errors = [np.sum((Ridge(alpha=a, fit_intercept=False, solver="cholesky").fit(
-        H[~held], Y[~held]).predict(H[held]) - Y[held]) ** 2)
-        for a in 10.0 ** np.arange(-8, 9)]
+    errors = [np.sum((Ridge(alpha=a * scale, fit_intercept=False,
+                            solver="cholesky").fit(H[~held], Y[~held])
+                      .predict(H[held]) - Y[held]) ** 2)
+              for a in 10.0 ** np.arange(-8, 9)]
     assert ranpac.alpha_ == 10.0 ** np.arange(-8, 9)[np.argmin(errors)]
     outputs = H @ ranpac.coef_
     assert_allclose(ranpac.novelty_score(X), 1.0 - outputs.max(axis=1))

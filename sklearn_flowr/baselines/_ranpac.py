@@ -23,19 +23,20 @@ class RanPACClassifier(OpenWorldBaseline):
 
     Rows become ``h = max(x W, 0)``, ``W`` of shape (n_features, M) drawn from
     N(0, 1) once. The ridge weights of one-hot targets,
-    ``B = (G + alpha I)^-1 Q``, need only ``G = sum h h^T`` and the class sums
-    ``Q[:, n] = sum_{i in n} h_i``. A row gets the class of the largest output
-    ``f_n = h^T B[:, n]``; novelty score: ``1 - max_n f_n`` (1 while no class
-    exists).
+    ``B = (G + alpha trace(G) / M I)^-1 Q``, need only ``G = sum h h^T`` and
+    the class sums ``Q[:, n] = sum_{i in n} h_i``. A row gets the class of the
+    largest output ``f_n = h^T B[:, n]``; novelty score: ``1 - max_n f_n`` (1
+    while no class exists).
 
     Parameters
     ----------
     n_components : int >= 1, default=1024
         ``M`` (the paper's 10000); a prediction after learning costs O(M^3).
     alpha : "auto" or float > 0, default="auto"
-        Ridge strength. "auto" takes the one of ``10^-8 ... 10^8`` whose ridge
-        on the other rows has the least squared error on the held-out rows
-        (each class's 2nd, 7th, 12th, ... row; 1.0 while there are none).
+        Ridge strength, relative to ``trace(G) / M``. "auto" takes the one of
+        ``10^-8 ... 10^8`` whose ridge on the other rows has the least squared
+        error on the held-out rows (each class's 2nd, 7th, 12th, ... row; 1.0
+        while there are none).
     random_state : int, RandomState instance or None, default=None
         Seeds ``W``, drawn when the state starts.
     %(threshold)s
@@ -46,7 +47,7 @@ class RanPACClassifier(OpenWorldBaseline):
     projection_ : ndarray of shape (n_features, n_components)
         ``W``.
     alpha_ : float
-        The ridge strength in use.
+        The relative ridge strength in use.
     coef_ : ndarray of shape (n_components, n_classes)
         ``B``.
     %(classes_)s
@@ -120,10 +121,17 @@ class RanPACClassifier(OpenWorldBaseline):
         best = np.argmax(outputs, axis=1)
         return present[best], 1.0 - outputs[np.arange(X.shape[0]), best]
 
-    def _alpha(self, present):
+    def _scaled(self, present):
+        """G and Q of both folds (classes ``present``) over ``trace(G) / M``:
+        alpha is relative to it (scale-free, and no overflow on large rows)."""
+        scale = np.trace(self._gram.sum(axis=0)) / self._gram.shape[1]
+        scale = scale if scale > 0 else 1.0
+        return self._gram / scale, self._sums[:, present] / scale
+
+    def _alpha(self, gram, sums):
         if self.alpha != "auto":
             return float(self.alpha)
-        (fit_gram, held_gram), (fit_q, held_q) = self._gram, self._sums[:, present]
+        (fit_gram, held_gram), (fit_q, held_q) = gram, sums
         if not held_gram.any():
             return 1.0
         # Held-out sum ||y - B^T h||^2 - sum ||y||^2 in the eigenbasis of G_fit.
@@ -137,13 +145,15 @@ class RanPACClassifier(OpenWorldBaseline):
         return float(ALPHAS[np.argmin(errors)])
 
     def _coef(self, present):
-        gram = self._gram.sum(axis=0)
-        gram.flat[:: gram.shape[0] + 1] += self._alpha(present)
-        return cho_solve(cho_factor(gram), self._sums[:, present].sum(axis=0).T)
+        gram, sums = self._scaled(present)
+        total = gram.sum(axis=0)
+        total.flat[:: total.shape[0] + 1] += self._alpha(gram, sums)
+        return cho_solve(cho_factor(total), sums.sum(axis=0).T)
 
     @property
     def alpha_(self):
-        return self._alpha(np.flatnonzero(self._fitted("alpha_")._counts))
+        return self._alpha(*self._scaled(np.flatnonzero(
+            self._fitted("alpha_")._counts)))
 
     @property
     def coef_(self):
