@@ -678,3 +678,15 @@ def test_ranpac_ridge_and_held_out_alpha_by_hand(open_world_blobs):
     assert ranpac.alpha_ == 10.0 ** np.arange(-8, 9)[np.argmin(errors)]
     outputs = H @ ranpac.coef_
     assert_allclose(ranpac.novelty_score(X), 1.0 - outputs.max(axis=1))
+
+
+@pytest.mark.parametrize("cls", ANCHORS, ids=_names(ANCHORS))
+def test_anchor_learns_rows_at_the_input_bound(cls, open_world_blobs):
+    """Check rows at the documented input bound are learned, and every row
+    is then scored finitely (RanPAC's ridge once overflowed there)."""
+    from sklearn_flowr.validation import MAX_ABS_INPUT
+
+    X, y, _, _ = open_world_blobs
+    estimator = cls().fit(X, y)
+    estimator.partial_fit(np.full((2, X.shape[1]), MAX_ABS_INPUT), [7, 7])
+    assert np.isfinite(estimator.novelty_score(np.vstack([X, -X]))).all()
