@@ -134,7 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
         "FLOWRClassifier's head), ncm-flowr-emb (NCM on its meta-trained "
         "embedding), flowr-no-meta (a second FLOWRClassifier fitted with "
         "meta=None: one more training per model, so not run by default) and the "
-        "baselines on the pre-trained embedding")
+        "baselines on the pre-trained embedding (the frozen-feature anchors "
+        "simpleshot, mahalanobis++, ranpac, knn and fecam only when named)")
     add("--pretrain", nargs="+", choices=tuple(PRETRAININGS),
         default=["sup-e", "sup-fc"],
         help="pre-trainings, one model each: pretrain=SupE(), SupFC() or None "

@@ -15,9 +15,14 @@ import numpy as np
 from .. import FLOWRClassifier
 from ..baselines import (
     EVMClassifier,
+    FeCAMClassifier,
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
     NCMClassifier,
     PEELERClassifier,
     ProtoNetClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
 )
 from ..datasets import (
     load_digits_images,
@@ -34,12 +39,20 @@ DATASETS = ("glyphs", "kanji", "fashion-mnist", "digits")
 KANJI_CLASSES = 1000
 KANJI_INSTANCES = 20
 # --methods: "flowr-no-meta" trains another model, so it runs only when asked.
+# The frozen-feature anchors run only when asked for (--methods).
+ANCHORS = {"simpleshot": SimpleShotClassifier,
+           "mahalanobis++": MahalanobisPlusPlusClassifier,
+           "ranpac": RanPACClassifier, "knn": KNNClassifier,
+           "fecam": FeCAMClassifier}
 METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler",
-           "evm")
-DEFAULT_METHODS = tuple(method for method in METHODS if method != "flowr-no-meta")
+           "evm", *ANCHORS)
+DEFAULT_METHODS = tuple(method for method in METHODS
+                        if method != "flowr-no-meta" and method not in ANCHORS)
 METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
                 "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
-                "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM"}
+                "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM",
+                "simpleshot": "SimpleShot", "mahalanobis++": "Mahalanobis++",
+                "ranpac": "RanPAC", "knn": "kNN", "fecam": "FeCAM"}
 # Methods on the meta-trained encoder's features; the others on the
 # pre-trained one's ("base"; flowr-no-meta's model has no other).
 METHOD_FEATURES = {"flowr": "flowr", "ncm-flowr-emb": "flowr"}
@@ -220,6 +233,8 @@ def baseline_template(method: str, setting: str, Z_train, y_train):
         estimator = ProtoNetClassifier()
     elif method == "evm":
         estimator = EVMClassifier()
+    elif method in ANCHORS:
+        estimator = ANCHORS[method]()
     elif method == "peeler":
         precision = PEELERClassifier().fit(Z_train, y_train).precision_
         estimator = PEELERClassifier(precision=precision)
