@@ -8,11 +8,74 @@ import os
 import torch
 from sklearn.utils.validation import check_random_state
 
+from ..encoders import last_linear_layer
 from ._accelerate import accelerated
-from ._checkpoints import AtomicCheckpoint, checkpointed_epochs
-from ._device import resolve_device
+from ._checkpoints import (
+    AtomicCheckpoint,
+    check_saved_epochs,
+    check_stage_fingerprint,
+    remove_checkpoint,
+)
+from ._device import exact_float32, resolve_device, torch_threads
 
-__all__ = ["StageRunner"]
+__all__ = ["StageRunner", "frozen_last_layer"]
+
+
+def frozen_last_layer(encoder: torch.nn.Module):
+    """The last linear layer of an encoder that trains only that layer (every
+    other parameter frozen, every other layer in evaluation mode in training),
+    else None.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder, MLPEncoder
+    >>> frozen_last_layer(MLPEncoder(8, embedding_dim=4)) is None
+    True
+    >>> frozen_last_layer(EfficientNetLite0Encoder(pretrained=False))
+    Linear(in_features=1280, out_features=64, bias=True)
+    """
+    try:
+        layer = last_linear_layer(encoder)
+    except (TypeError, ValueError):
+        return None
+    own = {id(module) for module in layer.modules()}
+    others = [module for module in encoder.modules() if id(module) not in own]
+    mode = encoder.training
+    encoder.train()
+    try:
+        frozen = not any(parameter.requires_grad for module in others
+                         for parameter in module.parameters(recurse=False)) and \
+            not any(module.training for module in others
+                    if not list(module.children()))
+    finally:
+        encoder.train(mode)
+    return layer if frozen else None
+
+
+@torch.no_grad()
+def _layer_inputs(encoder, layer, X, batch_size: int):
+    """The inputs of ``layer`` for the rows of ``X`` (batches of ``batch_size``,
+    evaluation mode), or None when ``layer`` is not the encoder's output."""
+    captured = []
+    handle = layer.register_forward_hook(
+        lambda module, inputs, output: captured.append((inputs[0], output)))
+    device = layer.weight.device
+    mode = encoder.training
+    encoder.eval()
+    try:
+        features = []
+        with exact_float32():
+            for start in range(0, X.shape[0], batch_size):
+                rows = torch.as_tensor(X[start:start + batch_size])
+                output = encoder(rows.to(device=device, dtype=torch.float32))
+                if len(captured) != 1 or output is not captured[0][1]:
+                    return None
+                features.append(captured.pop()[0])
+    finally:
+        handle.remove()
+        encoder.train(mode)
+    features = torch.cat(features)
+    return features if torch.is_tensor(X) else features.cpu().numpy()
 
 
 @dataclasses.dataclass
@@ -32,6 +95,11 @@ class StageRunner:
         Epoch tables and a tqdm bar per stage when positive.
     history : dict, default={}
         skorch histories, filled in per stage name.
+    seeded : bool, default=True
+        The seed comes from the user's ``random_state`` (a resumed fit must
+        have the same).
+    n_jobs : int or None, default=None
+        torch's CPU threads while training (:func:`torch_threads`).
 
     Examples
     --------
@@ -53,22 +121,28 @@ class StageRunner:
     checkpoint_dir: str | os.PathLike | None = None
     verbose: int = 0
     history: dict = dataclasses.field(default_factory=dict)
+    seeded: bool = True
+    n_jobs: int | None = None
+    # Set once a stage trained epochs in this fit: later stages start over.
+    trained: bool = False
+    _features: tuple = (None, None, None)
 
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
-                checkpoint_dir=None, verbose=0) -> StageRunner:
+                checkpoint_dir=None, verbose=0, n_jobs=None) -> StageRunner:
         """The runner of one ``fit``: the device resolved (the accelerator's when given)
         and the seed drawn from ``random_state`` (the main process's, shared).
         """
         seed = int(check_random_state(random_state).randint(2**31 - 1))
+        settings = dict(checkpoint_dir=checkpoint_dir, verbose=verbose,
+                        seeded=random_state is not None, n_jobs=n_jobs)
         if accelerator is None:
-            return cls(resolve_device(device), seed, None, checkpoint_dir, verbose)
+            return cls(resolve_device(device), seed, **settings)
         if accelerator.num_processes > 1:
             from accelerate.utils import broadcast_object_list
 
             seed = broadcast_object_list([seed])[0]
-        return cls(torch.device(accelerator.device), seed, accelerator,
-                   checkpoint_dir, verbose)
+        return cls(torch.device(accelerator.device), seed, accelerator, **settings)
 
     def net(self, net_class, **params):
         """A training net of ``net_class``, through the accelerator if any."""
@@ -87,11 +161,30 @@ class StageRunner:
 
         return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
 
+    def trainable(self, encoder, X, batch_size: int):
+        """``(encoder, X)`` as a stage trains them: for an encoder that trains
+        only its last linear layer (a frozen pretrained backbone), that layer
+        and its inputs, computed once per row of ``X`` and kept for the fit.
+        """
+        layer = frozen_last_layer(encoder)
+        if layer is None:
+            return encoder, X
+        cached_X, cached_layer, features = self._features
+        if cached_X is not X or cached_layer is not layer:
+            with torch_threads(self.n_jobs):
+                features = _layer_inputs(encoder, layer, X, 4 * batch_size)
+            self._features = (X, layer, features)
+        return (encoder, X) if features is None else (layer, features)
+
     def fit(self, net, stage: str, epochs: int, X, y=None):
         """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
         KeyboardInterrupt when training stopped early (skorch ends quietly on
         Ctrl-C).
         """
+        with torch_threads(self.n_jobs):
+            return self._fit(net, stage, epochs, X, y)
+
+    def _fit(self, net, stage, epochs, X, y):
         done = 0
         if self.checkpoint_dir is not None:
             from skorch.callbacks import LoadInitState
@@ -100,7 +193,13 @@ class StageRunner:
             # and loaded as weights only: no checkpoint file can run code.
             checkpoint = AtomicCheckpoint(monitor=None, dirname=os.path.join(
                 os.fspath(self.checkpoint_dir), stage))
-            done = checkpointed_epochs(checkpoint)
+            if self.trained:  # started from an earlier stage's older weights
+                remove_checkpoint(checkpoint)
+            if os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
+                net.initialize()  # the module whose shapes the weights must have
+            done = check_saved_epochs(checkpoint, epochs, stage,
+                                      getattr(net, "module_", None))
+            check_stage_fingerprint(checkpoint, net, self.seed if self.seeded else None)
             net.set_params(
                 callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
                            ("resume", LoadInitState(checkpoint))],
@@ -114,6 +213,7 @@ class StageRunner:
         else:
             net.set_params(max_epochs=epochs)
             net.fit(X, y)
+            self.trained = True
             # A half-trained stage must not pass for a finished one (the
             # checkpoint keeps the last epoch).
             finished = sum("train_loss" in row for row in net.history)
@@ -125,3 +225,4 @@ class StageRunner:
                        if self.checkpoint_dir is not None else "."))
         self.history[stage] = net.history
         return net
+
