@@ -18,7 +18,7 @@ import torch
 from skorch.utils import to_device as skorch_to_device
 from torch import nn
 
-__all__ = ["deterministic_cuda", "exact_float32", "module_device",
+__all__ = ["deterministic_cuda", "exact_float32", "module_device", "torch_threads",
            "place_modules", "resolve_device", "to_device", "to_device_if_fits"]
 
 
@@ -154,3 +154,28 @@ def to_device(value, device) -> torch.Tensor:
     if device.type != "cuda" or tensor.device.type != "cpu":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)
+
+
+@contextlib.contextmanager
+def torch_threads(n_jobs=None):
+    """Run a block with torch using ``n_jobs`` CPU threads, as scikit-learn reads
+    ``n_jobs`` (:func:`joblib.effective_n_jobs`: None is 1 unless in a
+    ``joblib.parallel_config`` block, -1 all CPUs, -2 all but one); torch's
+    setting is restored on exit.
+
+    Examples
+    --------
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
+    import joblib
+
+    wanted, saved = joblib.effective_n_jobs(n_jobs), torch.get_num_threads()
+    if wanted != saved:
+        torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        if wanted != saved:
+            torch.set_num_threads(saved)

@@ -10,7 +10,13 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..encoders import last_linear_layer
-from ._device import deterministic_cuda, exact_float32, module_device, place_modules
+from ._device import (
+    deterministic_cuda,
+    exact_float32,
+    module_device,
+    place_modules,
+    torch_threads,
+)
 from ._losses import meta_training_loss
 from ._modules import FLOWRMetaModule
 
@@ -19,7 +25,8 @@ __all__ = ["embed", "fine_tune_last_layer"]
 
 @torch.no_grad()
 def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
-          dtype: torch.dtype = torch.float32, desc: str | None = None) -> np.ndarray:
+          dtype: torch.dtype = torch.float32, desc: str | None = None,
+          n_jobs=None) -> np.ndarray:
     """Embeddings ``phi(X)`` in evaluation mode, in batches, as a NumPy array.
 
     The inputs go to the encoder's device; TF32 is off and cuDNN deterministic,
@@ -36,6 +43,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
         Dtype the inputs are cast to.
     desc : str or None, default=None
         A progress bar over the batches with this description.
+    n_jobs : int or None, default=None
+        torch's CPU threads meanwhile (:func:`torch_threads`; None: 1).
 
     Returns
     -------
@@ -55,7 +64,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
     encoder.eval()
     try:
         X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
-        with exact_float32(), deterministic_cuda(device.type == "cuda"):
+        with exact_float32(), deterministic_cuda(device.type == "cuda"), \
+                torch_threads(n_jobs):
             starts = range(0, X.shape[0], batch_size)
             chunks = [
                 encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
@@ -101,7 +111,7 @@ def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator
 def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          X_support, y_support, *, steps: int = 20,
                          lr: float = 1e-3, random_state: int | None = 0,
-                         device=None, verbose: int = 0) -> nn.Module:
+                         device=None, verbose: int = 0, n_jobs=None) -> nn.Module:
     """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
 
     Each step takes one Adam step of the meta-training loss without the
@@ -126,6 +136,8 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
         ``None``: the device of the encoder's parameters.
     verbose : int, default=0
         A progress bar over the steps when > 0.
+    n_jobs : int or None, default=None
+        torch's CPU threads meanwhile (:func:`torch_threads`; None: 1).
 
     Returns
     -------
@@ -148,6 +160,13 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     >>> bool(torch.equal(tuned.layers[0].weight, module.encoder.layers[0].weight))
     True
     """
+    with torch_threads(n_jobs):
+        return _fine_tune(encoder, meta_module, X_support, y_support, steps, lr,
+                          random_state, device, verbose)
+
+
+def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_state,
+               device, verbose):
     device = module_device(encoder) if device is None else torch.device(device)
     tuned = copy.deepcopy(encoder).to(device)
     tuned.eval()

@@ -35,11 +35,12 @@ def build_encoder(backbone, embedding_dim: int, X) -> torch.nn.Module:
     )
 
 
-def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarray:
+def embed_rows(encoder, X, batch_size: int, desc: str | None = None,
+               n_jobs=None) -> np.ndarray:
     """float64 embeddings of ``X``, in batches of ``4 * batch_size`` rows (a
     progress bar named ``desc`` when given)."""
-    return embed(encoder, X, batch_size=4 * batch_size,
-                 desc=desc).astype(np.float64)
+    return embed(encoder, X, batch_size=4 * batch_size, desc=desc,
+                 n_jobs=n_jobs).astype(np.float64)
 
 
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
@@ -85,11 +86,12 @@ def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRu
     ((4, 4), (4,), 1)
     """
     batch_size = getattr(stage, "batch_size", BATCH_SIZE)
+    trainee, X = runner.trainable(encoder.to(runner.device), X, batch_size)
     if stage is None:
-        return _class_table(encoder.to(runner.device), X, y_index, n_classes,
-                            batch_size, runner.verbose, return_embedding)
+        return _class_table(encoder, trainee, X, y_index, n_classes, batch_size,
+                            runner, return_embedding)
     sup_e = isinstance(stage, SupE)
-    params = dict(module__encoder=encoder, module__n_classes=n_classes, lr=lr,
+    params = dict(module__encoder=trainee, module__n_classes=n_classes, lr=lr,
                   batch_size=batch_size, device=runner.device,
                   verbose=runner.verbose, random_state=runner.seed,
                   callbacks=runner.progress(), iterator_train__shuffle=True,
@@ -104,18 +106,19 @@ def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRu
     if learned_stats:
         means = module.class_means.detach().cpu().double().numpy()
         variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
-        learned = (module.encoder, means, variances.reshape(-1))
+        learned = (encoder, means, variances.reshape(-1))
         return (*learned, None) if return_embedding else learned
-    return _class_table(module.encoder, X, y_index, n_classes, batch_size,
-                        runner.verbose, return_embedding)
+    return _class_table(encoder, trainee, X, y_index, n_classes, batch_size,
+                        runner, return_embedding)
 
 
-def _class_table(encoder, X, y_index, n_classes, batch_size, verbose,
+def _class_table(encoder, trainee, X, y_index, n_classes, batch_size, runner,
                  return_embedding):
-    """:func:`pretrain_encoder`'s result with the class table of the embedding."""
-    Z = embed_rows(encoder, X, batch_size,
+    """:func:`pretrain_encoder`'s result with the class table of the embedding
+    (``trainee`` on ``X``: the encoder's, see :meth:`StageRunner.trainable`)."""
+    Z = embed_rows(trainee, X, batch_size, n_jobs=runner.n_jobs,
                    desc="embedding the training rows for the class table"
-                   if verbose else None)
+                   if runner.verbose else None)
     table = (encoder, *class_statistics(Z, y_index, n_classes))
     return (*table, Z) if return_embedding else table
 
@@ -133,7 +136,8 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
 
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
-                      batch_size: int, verbose: int = 0, embedding=None):
+                      batch_size: int, verbose: int = 0, embedding=None,
+                      n_jobs=None):
     """Scale the last linear layer so the mean within-class variance of the
     embedding equals ``noise`` (``MetaTraining.episode_noise``, the scale the
     episodes assume; not in the paper).
@@ -176,7 +180,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
     """
     Z = embedding
     if Z is None:
-        Z = embed_rows(encoder, X, batch_size,
+        Z = embed_rows(encoder, X, batch_size, n_jobs=n_jobs,
                        desc="embedding to match the noise scale" if verbose
                        else None)
     _, within = class_statistics(Z, y_index, means.shape[0])
@@ -186,7 +190,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
     # TF32, so on a GPU as on the CPU the two agree to float32 rounding
     # when the layer is the output.
     n_probe = min(X.shape[0], 4 * batch_size)
-    probe = embed_rows(encoder, X[:n_probe], batch_size)
+    probe = embed_rows(encoder, X[:n_probe], batch_size, n_jobs=n_jobs)
     expected = factor * Z[:n_probe]
     if np.linalg.norm(probe - expected) > 1e-4 * np.linalg.norm(expected):
         # A user module whose last linear layer is not the output (a norm
