@@ -27,28 +27,12 @@ __all__ = ["embed", "fine_tune_last_layer"]
 def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
           dtype: torch.dtype = torch.float32, desc: str | None = None,
           n_jobs=None) -> np.ndarray:
-    """Embeddings ``phi(X)`` in evaluation mode, in batches, as a NumPy array.
+    """Embeddings ``phi(X)``, shape (n_samples, embedding_dim), as a NumPy array.
 
-    The inputs go to the encoder's device; TF32 is off and cuDNN deterministic,
-    so CPU and CUDA agree within float32 rounding.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-    X : array-like or tensor of shape (n_samples, ...)
-    batch_size : int, default=256
-    device : str or torch.device, default=None
-        Move the encoder there first (``None``: where it is).
-    dtype : torch.dtype, default=torch.float32
-        Dtype the inputs are cast to.
-    desc : str or None, default=None
-        A progress bar over the batches with this description.
-    n_jobs : int or None, default=None
-        torch's CPU threads meanwhile (:func:`torch_threads`; None: 1).
-
-    Returns
-    -------
-    Z : ndarray of shape (n_samples, embedding_dim)
+    In evaluation mode, in batches of ``batch_size`` cast to ``dtype``, on the
+    encoder's device (moved to ``device`` first when given), TF32 off and cuDNN
+    deterministic so CPU and CUDA agree within float32 rounding; ``desc`` names a
+    progress bar, ``n_jobs`` sets torch's CPU threads (:func:`torch_threads`).
 
     Examples
     --------
@@ -79,8 +63,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
 
 
 def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator):
-    """One pseudo-episode cut from a support set: a class with 2+ rows splits at
-    random into support and query rows; a single-row class is a novel query.
+    """One pseudo-episode cut from a support set: a class with 2+ rows split
+    at random into support and query; a single-row class is a novel query.
     """
     support_rows, support_labels, query_rows, query_labels = [], [], [], []
     n_way = 0
@@ -112,37 +96,13 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          X_support, y_support, *, steps: int = 20,
                          lr: float = 1e-3, random_state: int | None = 0,
                          device=None, verbose: int = 0, n_jobs=None) -> nn.Module:
-    """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
+    """A copy of ``encoder`` whose last linear layer is fine-tuned on a support set.
 
-    Each step takes one Adam step of the meta-training loss without the
-    adaptation loss on a pseudo-episode cut from the support set (a class with
-    several rows split at random into support and query; a single-row class a
-    novel query), the meta-learned prior of ``meta_module`` held fixed. The
-    encoder runs in evaluation mode.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        The meta-trained encoder; not modified.
-    meta_module : FLOWRMetaModule
-        Source of the prior (its known-known table is not used).
-    X_support : array-like or tensor of shape (n_support, ...)
-    y_support : array-like of shape (n_support,)
-    steps : int, default=20
-    lr : float, default=1e-3
-    random_state : int or None, default=0
-        Seed of the pseudo-episode splits.
-    device : str or torch.device, default=None
-        ``None``: the device of the encoder's parameters.
-    verbose : int, default=0
-        A progress bar over the steps when > 0.
-    n_jobs : int or None, default=None
-        torch's CPU threads meanwhile (:func:`torch_threads`; None: 1).
-
-    Returns
-    -------
-    tuned : torch.nn.Module
-        A deep copy of ``encoder``, in evaluation mode.
+    Each of ``steps`` Adam steps (rate ``lr``) descends the meta-training loss
+    without the adaptation loss on a pseudo-episode cut from the support set
+    (seeded by ``random_state``), the prior of ``meta_module`` held fixed; the
+    copy runs in evaluation mode on ``device`` (None: the encoder's). ``verbose``
+    shows a progress bar, ``n_jobs`` sets torch's CPU threads.
 
     References
     ----------

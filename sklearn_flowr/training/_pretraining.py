@@ -46,33 +46,11 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None,
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
              lr: float = 1e-3, learned_stats: bool = False,
              return_embedding: bool = False):
-    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None) and read
-    the class table that starts meta-training.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    stage : SupE, SupFC or None
-    runner : StageRunner
-        The history goes under ``"pretrain"``.
-    lr : float, default=1e-3
-        The stage's rate, resolved (:func:`pretraining_lr`).
-    learned_stats : bool, default=False
-        The table from Sup-E's learned class parameters, not the embedding's.
-    return_embedding : bool, default=False
-        Also return the embedding the table was read from (``None`` when it
-        was not needed), for :func:`match_noise_scale`.
-
-    Returns
-    -------
-    encoder : torch.nn.Module
-    means : ndarray of shape (n_classes, embedding_dim)
-    variances : ndarray of shape (n_classes,)
-    embedding : ndarray of shape (n_samples, embedding_dim) or None
-        Only with ``return_embedding``.
+    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None, at the
+    resolved rate ``lr``) and read the class table that starts meta-training:
+    ``(encoder, means (n_classes, d), variances (n_classes,))``, from Sup-E's
+    learned class parameters with ``learned_stats``, plus the embedding it was read
+    from (or None) with ``return_embedding``. The history goes under "pretrain".
 
     Examples
     --------
@@ -139,29 +117,10 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
                       batch_size: int, verbose: int = 0, embedding=None,
                       n_jobs=None):
     """Scale the last linear layer so the mean within-class variance of the
-    embedding equals ``noise`` (``MetaTraining.episode_noise``, the scale the
-    episodes assume; not in the paper).
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        Rescaled in place when its output is linear in its last linear layer
-        (else left alone, with a warning, and the factor is 1.0).
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    means : ndarray of shape (n_classes, embedding_dim)
-    variances : ndarray of shape (n_classes,)
-        The class table, rescaled alike.
-    noise : float
-    batch_size : int
-    verbose : int, default=0
-    embedding : ndarray of shape (n_samples, embedding_dim) or None, default=None
-        :func:`embed_rows` of ``X`` under ``encoder`` when already computed.
-
-    Returns
-    -------
-    means, variances : ndarray
-    factor : float
+    embedding equals ``noise`` (not in the paper); the class table rescaled
+    alike, and the factor. An encoder whose output is not linear in that layer
+    is left alone, with a warning (factor 1.0). ``embedding``: the rows'
+    :func:`embed_rows` when already computed.
 
     Examples
     --------

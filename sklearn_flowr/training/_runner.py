@@ -80,26 +80,12 @@ def _layer_inputs(encoder, layer, X, batch_size: int):
 
 @dataclasses.dataclass
 class StageRunner:
-    """The shared context of FLOWR's training stages.
-
-    Parameters
-    ----------
-    device : torch.device
-        Where training runs (the accelerator's device when there is one).
-    seed : int
-        The seed every stage and process shares.
-    accelerator : accelerate.Accelerator or None, default=None
-    checkpoint_dir : path-like or None, default=None
-        One sub-folder per stage (``"pretrain"``, ``"meta"``).
-    verbose : int, default=0
-        Epoch tables and a tqdm bar per stage when positive.
-    history : dict, default={}
-        skorch histories, filled in per stage name.
-    seeded : bool, default=True
-        The seed comes from the user's ``random_state`` (a resumed fit must
-        have the same).
-    n_jobs : int or None, default=None
-        torch's CPU threads while training (:func:`torch_threads`).
+    """The shared context of FLOWR's training stages: the ``device`` (the
+    accelerator's when one is given), the ``seed`` every stage and process
+    shares (``seeded``: from the user's ``random_state``), the optional
+    ``accelerator`` and ``checkpoint_dir`` (a sub-folder per stage),
+    ``verbose``, ``n_jobs`` (torch's CPU threads, :func:`torch_threads`) and
+    the skorch ``history`` of each stage.
 
     Examples
     --------
