@@ -78,13 +78,6 @@ class EfficientNetLite0(nn.Module):
     ----------
     n_classes : int, default=1000
 
-    Attributes
-    ----------
-    _blocks : torch.nn.ModuleList
-        The 16 inverted-bottleneck blocks.
-    _fc : torch.nn.Linear
-        The ImageNet classifier on the pooled ``(n, 1280)`` features.
-
     Examples
     --------
     >>> import torch
@@ -176,13 +169,6 @@ class EfficientNetLite0Encoder(nn.Module):
         so that only the projection learns; False fine-tunes it all.
     min_size : int, default=64
         Smallest side the network sees; smaller images are upsampled.
-
-    Attributes
-    ----------
-    network : EfficientNetLite0
-        The network, without its ImageNet classifier.
-    fc : torch.nn.Linear
-        The projection, ``(n, 1280)`` to ``(n, embedding_dim)``.
 
     References
     ----------
