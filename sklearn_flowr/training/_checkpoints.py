@@ -24,7 +24,7 @@ from skorch.callbacks import Checkpoint
 from ..saving import temporary_name, write_atomically
 
 __all__ = ["AtomicCheckpoint", "check_fingerprint", "check_stage_fingerprint",
-           "checkpointed_epochs", "remove_stale_temporaries"]
+           "checkpointed_epochs", "remove_stale_temporaries", "wrong_weights"]
 
 FINGERPRINT_FILE = "fingerprint.json"
 # skorch Checkpoint's default names; one of them in a sub-folder marks it.
@@ -233,9 +233,9 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
         raise _another_fit(checkpoint.dirname, differences)
 
 
-def check_saved_epochs(checkpoint, epochs: int, stage: str, module=None) -> int:
+def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
     """:func:`checkpointed_epochs`, refused when more than ``epochs``."""
-    done = checkpointed_epochs(checkpoint, module)
+    done = checkpointed_epochs(checkpoint)
     if done > epochs:
         raise ValueError(
             f"checkpoint_dir holds {done} {stage} epochs in {checkpoint.dirname} "
@@ -251,10 +251,9 @@ def remove_checkpoint(checkpoint) -> None:
                      for name in CHECKPOINT_FILES])
 
 
-def checkpointed_epochs(checkpoint, module=None) -> int:
+def checkpointed_epochs(checkpoint) -> int:
     """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved
-    file reads as weights only, holds finite weights that are not all zero,
-    and (given the ``module`` to resume) matches its parameter shapes.
+    file reads as weights only and holds finite weights, not all zero.
 
     Raises
     ------
@@ -293,30 +292,27 @@ def checkpointed_epochs(checkpoint, module=None) -> int:
         except Exception as exc:  # torch raises many types for a bad file
             raise _unreadable(path, checkpoint, exc) from exc
         if attribute == "f_params":
-            _check_weights(state, module, path, checkpoint)
+            _check_weights(state, path, checkpoint)
     return epochs
 
 
-def _check_weights(state, module, path, checkpoint) -> None:
+def _check_weights(state, path, checkpoint) -> None:
     tensors = {name: value for name, value in state.items()
                if torch.is_tensor(value) and value.is_floating_point()}
     if any(not torch.isfinite(value).all() for value in tensors.values()):
         raise _unreadable(path, checkpoint, ValueError("non-finite weights"))
     if tensors and not any(value.any() for value in tensors.values()):
         raise _unreadable(path, checkpoint, ValueError("all weights are zero"))
-    if module is None:
-        return
-    expected = {name: tuple(value.shape) for name, value
-                in module.state_dict().items()}
-    found = {name: tuple(value.shape) for name, value in state.items()
-             if torch.is_tensor(value)}
-    if found != expected:
-        wrong = sorted(name for name in set(found) | set(expected)
-                       if found.get(name) != expected.get(name))
-        raise _unreadable(path, checkpoint, ValueError(
-            f"weights of another model: {', '.join(wrong[:3])} "
-            f"{[found.get(name) for name in wrong[:3]]}, this model has "
-            f"{[expected.get(name) for name in wrong[:3]]}"))
+
+
+def wrong_weights(exc: RuntimeError, checkpoint) -> ValueError | None:
+    """The error for torch's failure to load a checkpoint's weights into a
+    model of other shapes (None for another RuntimeError)."""
+    if "loading state_dict" not in str(exc):
+        return None
+    detail = " ".join(line.strip() for line in str(exc).splitlines()[1:3])
+    return _unreadable(os.path.join(checkpoint.dirname, checkpoint.f_params),
+                       checkpoint, ValueError(f"weights of another model: {detail}"))
 
 
 def _unreadable(path, checkpoint, exc) -> ValueError:

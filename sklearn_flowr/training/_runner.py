@@ -15,6 +15,7 @@ from ._checkpoints import (
     check_saved_epochs,
     check_stage_fingerprint,
     remove_checkpoint,
+    wrong_weights,
 )
 from ._device import exact_float32, resolve_device, torch_threads
 
@@ -181,10 +182,7 @@ class StageRunner:
                 os.fspath(self.checkpoint_dir), stage))
             if self.trained:  # started from an earlier stage's older weights
                 remove_checkpoint(checkpoint)
-            if os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
-                net.initialize()  # the module whose shapes the weights must have
-            done = check_saved_epochs(checkpoint, epochs, stage,
-                                      getattr(net, "module_", None))
+            done = check_saved_epochs(checkpoint, epochs, stage)
             check_stage_fingerprint(checkpoint, net, self.seed if self.seeded else None)
             net.set_params(
                 callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
@@ -192,23 +190,28 @@ class StageRunner:
                 torch_load_kwargs={**(net.torch_load_kwargs or {}),
                                    "weights_only": True})
             epochs = max(epochs - done, 0)
-        if epochs == 0:
-            net.initialize()
-            if done:
-                net.load_params(checkpoint=checkpoint)
-        else:
-            net.set_params(max_epochs=epochs)
-            net.fit(X, y)
-            self.trained = True
-            # A half-trained stage must not pass for a finished one (the
-            # checkpoint keeps the last epoch).
-            finished = sum("train_loss" in row for row in net.history)
-            expected = epochs + done
-            if finished < expected:
-                raise KeyboardInterrupt(
-                    f"{stage} interrupted after {finished} of {expected} epochs"
-                    + ("; fit again with the same checkpoint_dir to resume."
-                       if self.checkpoint_dir is not None else "."))
+        try:
+            if epochs == 0:
+                net.initialize()
+                if done:
+                    net.load_params(checkpoint=checkpoint)
+            else:
+                net.set_params(max_epochs=epochs)
+                net.fit(X, y)
+                self.trained = True
+        except RuntimeError as exc:  # weights of other shapes
+            error = done and wrong_weights(exc, checkpoint)
+            if error:
+                raise error from exc
+            raise
+        # A half-trained stage must not pass for a finished one (the
+        # checkpoint keeps the last epoch).
+        finished = sum("train_loss" in row for row in net.history)
+        if epochs and finished < epochs + done:
+            raise KeyboardInterrupt(
+                f"{stage} interrupted after {finished} of {epochs + done} epochs"
+                + ("; fit again with the same checkpoint_dir to resume."
+                   if self.checkpoint_dir is not None else "."))
         self.history[stage] = net.history
         return net
 
