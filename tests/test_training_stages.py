@@ -657,3 +657,9 @@ def test_torch_threads_are_set_while_training_and_restored(digits5):
                                                                X, y)
         assert seen == [expected]
         assert torch.get_num_threads() == before
+    import joblib
+
+    from sklearn_flowr.training import torch_threads
+
+    with joblib.parallel_config(n_jobs=2), torch_threads():
+        assert torch.get_num_threads() == 2  # n_jobs=None: joblib's setting

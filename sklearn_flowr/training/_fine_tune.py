@@ -20,7 +20,7 @@ from ._device import (
 from ._losses import meta_training_loss
 from ._modules import FLOWRMetaModule
 
-__all__ = ["embed", "fine_tune_last_layer"]
+__all__ = ["embed", "fine_tune_last_layer", "layer_inputs"]
 
 
 @torch.no_grad()
@@ -146,7 +146,9 @@ def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_sta
         if torch.is_tensor(value) else value
         for key, value in meta_module.episode_params(include_known=False).items()
     }
-    run_layer = _cached_last_layer(tuned, layer, X)
+    # The layer's input is fixed when the layer is the output: computed once.
+    inputs = layer_inputs(tuned, layer, X, max(len(X), 1))
+    run_layer = (lambda: tuned(X)) if inputs is None else (lambda: layer(inputs))
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     rng = np.random.default_rng(random_state)
     try:
@@ -171,21 +173,30 @@ def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_sta
     return tuned
 
 
-def _cached_last_layer(encoder: nn.Module, layer: nn.Linear, X: torch.Tensor):
-    """A function returning ``encoder(X)`` that reruns as little as possible."""
-    captured = {}
-
-    def hook(module, inputs, output):
-        captured["input"], captured["output"] = inputs[0].detach(), output
-
-    handle = layer.register_forward_hook(hook)
+@torch.no_grad()
+def layer_inputs(encoder: nn.Module, layer: nn.Linear, X, batch_size: int):
+    """The inputs of ``layer`` for the rows of ``X`` (batches of ``batch_size``,
+    evaluation mode, TF32 off; a tensor for a tensor ``X``), or None when
+    ``layer`` is not the encoder's output."""
+    captured = []
+    handle = layer.register_forward_hook(
+        lambda module, inputs, output: captured.append((inputs[0], output)))
+    device = layer.weight.device
+    mode = encoder.training
+    encoder.eval()
     try:
-        with torch.no_grad():
-            output = encoder(X)
+        features = []
+        with exact_float32():
+            for start in range(0, X.shape[0], batch_size):
+                rows = torch.as_tensor(X[start:start + batch_size])
+                output = encoder(rows.to(device=device, dtype=layer.weight.dtype))
+                if len(captured) != 1 or output is not captured[0][1]:
+                    return None
+                features.append(captured.pop()[0])
     finally:
         handle.remove()
-    if output is captured.get("output"):
-        # The layer is the final operation: its input is fixed, cache it.
-        layer_input = captured["input"]
-        return lambda: layer(layer_input)
-    return lambda: encoder(X)
+        encoder.train(mode)
+    if not features:
+        return None
+    features = torch.cat(features)
+    return features if torch.is_tensor(X) else features.cpu().numpy()

@@ -17,7 +17,8 @@ from ._checkpoints import (
     remove_checkpoint,
     wrong_weights,
 )
-from ._device import exact_float32, resolve_device, torch_threads
+from ._device import resolve_device, torch_threads
+from ._fine_tune import layer_inputs
 
 __all__ = ["StageRunner", "frozen_last_layer"]
 
@@ -51,32 +52,6 @@ def frozen_last_layer(encoder: torch.nn.Module):
     finally:
         encoder.train(mode)
     return layer if frozen else None
-
-
-@torch.no_grad()
-def _layer_inputs(encoder, layer, X, batch_size: int):
-    """The inputs of ``layer`` for the rows of ``X`` (batches of ``batch_size``,
-    evaluation mode), or None when ``layer`` is not the encoder's output."""
-    captured = []
-    handle = layer.register_forward_hook(
-        lambda module, inputs, output: captured.append((inputs[0], output)))
-    device = layer.weight.device
-    mode = encoder.training
-    encoder.eval()
-    try:
-        features = []
-        with exact_float32():
-            for start in range(0, X.shape[0], batch_size):
-                rows = torch.as_tensor(X[start:start + batch_size])
-                output = encoder(rows.to(device=device, dtype=torch.float32))
-                if len(captured) != 1 or output is not captured[0][1]:
-                    return None
-                features.append(captured.pop()[0])
-    finally:
-        handle.remove()
-        encoder.train(mode)
-    features = torch.cat(features)
-    return features if torch.is_tensor(X) else features.cpu().numpy()
 
 
 @dataclasses.dataclass
@@ -159,7 +134,7 @@ class StageRunner:
         cached_X, cached_layer, features = self._features
         if cached_X is not X or cached_layer is not layer:
             with torch_threads(self.n_jobs):
-                features = _layer_inputs(encoder, layer, X, 4 * batch_size)
+                features = layer_inputs(encoder, layer, X, 4 * batch_size)
             self._features = (X, layer, features)
         return (encoder, X) if features is None else (layer, features)
 
