@@ -273,6 +273,8 @@ def accelerated(net_class):
     >>> from sklearn_flowr.training import EpisodicMetaNet, SupENet
     >>> accelerated(SupENet).__name__
     'AcceleratedSupENet'
+    >>> accelerated(EpisodicMetaNet) is accelerated(EpisodicMetaNet)
+    True
     >>> accelerated(dict)
     Traceback (most recent call last):
     ...

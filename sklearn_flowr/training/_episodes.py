@@ -178,6 +178,8 @@ class EpisodeDataset(Dataset):
         array([0, 1, 2])
         >>> np.unique(labels[n_support:])  # and unknown-unknowns 3, 4
         array([0, 1, 2, 3, 4])
+        >>> bool(np.array_equal(rows, episodes.sample_indices(0)[0]))  # seeded
+        True
         """
         rng = np.random.default_rng([self.random_state, self.epoch, int(index)])
         if self.setting == "small":
