@@ -86,6 +86,8 @@ def remove_stale_temporaries(directory) -> list:
     >>> open(os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32)), "w").close()
     >>> [os.path.basename(path) for path in remove_stale_temporaries(folder)]
     ['.params.pt.99.00000000000000000000000000000000.tmp']
+    >>> os.listdir(folder)
+    []
     """
     directory = os.fspath(directory)
     try:

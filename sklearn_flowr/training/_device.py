@@ -24,6 +24,8 @@ def resolve_device(device) -> torch.device:
     --------
     >>> resolve_device("cpu")
     device(type='cpu')
+    >>> resolve_device("auto").type in ("cpu", "cuda")
+    True
     """
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
