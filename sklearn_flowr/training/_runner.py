@@ -87,7 +87,9 @@ class StageRunner:
     n_jobs: int | None = None
     # Set once a stage trained epochs in this fit: later stages start over.
     trained: bool = False
-    _features: tuple = (None, None, None)
+    # (X, layer, the layer's inputs for X) of StageRunner.trainable.
+    _features: tuple = dataclasses.field(default=(None, None, None), init=False,
+                                         repr=False)
 
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
