@@ -280,3 +280,65 @@ def test_checkpoint_weights_are_loaded_weights_only(features, tmp_path):
     with pytest.raises(ValueError, match="params.pt"):
         cheapest(tmp_path, pretrain_epochs=2).fit(X, y)
     assert not marker.exists()
+
+
+def test_shorter_schedule_than_saved_is_refused(features, tmp_path):
+    """Check a fit asking for fewer epochs than a checkpoint_dir holds is
+    refused (it would return the longer run's model), naming both counts."""
+    X, y = features
+    cheapest(tmp_path, pretrain_epochs=3).fit(X, y)
+    with pytest.raises(ValueError, match=r"holds 3 pretrain epochs.*asks for 1 "
+                       r"\(pretrain__epochs\).*delete"):
+        cheapest(tmp_path, pretrain_epochs=1).fit(X, y)
+
+
+def test_longer_pretraining_retrains_the_later_stage(features, tmp_path):
+    """Check that resuming pre-training for more epochs meta-trains again from
+    its new result: the model equals a fit without checkpoints."""
+    X, y = features
+    cheapest(tmp_path, pretrain_epochs=1).fit(X, y)
+    resumed = cheapest(tmp_path, pretrain_epochs=2).fit(X, y)
+    fresh = cheapest(None, pretrain_epochs=2).fit(X, y)
+    np.testing.assert_array_equal(resumed.transform(X[:10]), fresh.transform(X[:10]))
+
+
+@pytest.mark.parametrize("change", ["random_state", "backbone weights", "batch_size"])
+def test_every_training_setting_is_fingerprinted(features, tmp_path, change):
+    """Check a checkpoint_dir is refused for another seed, another backbone
+    module's weights, or another stage setting, naming what differs."""
+    from sklearn_flowr.encoders import MLPEncoder
+
+    X, y = features
+    torch.manual_seed(0)
+    model = cheapest(tmp_path).set_params(backbone=MLPEncoder(64, embedding_dim=4))
+    model.fit(X, y)
+    if change == "random_state":
+        model.set_params(random_state=1)
+    elif change == "backbone weights":
+        torch.manual_seed(1)
+        model.set_params(backbone=MLPEncoder(64, embedding_dim=4))
+    else:
+        model.set_params(pretrain__batch_size=32)
+    with pytest.raises(ValueError, match=r"another fit \((seed|backbone|pretrain__b)"):
+        model.fit(X, y)
+
+
+@pytest.mark.parametrize("damage", ["zero", "nan", "shape"])
+def test_damaged_weights_are_refused_naming_the_folder(features, tmp_path, damage):
+    """Check zeroed, NaN or wrongly shaped weights in a checkpoint are refused
+    before training, naming the file and advising to delete the folder (not
+    a learning-rate hint or torch's raw RuntimeError)."""
+    X, y = features
+    cheapest(tmp_path).fit(X, y)
+    path = tmp_path / "pretrain" / "params.pt"
+    state = torch.load(path, weights_only=True)
+    if damage == "shape":
+        state["class_means"] = torch.randn(7, 4)
+    else:
+        state = {name: torch.zeros_like(value) if damage == "zero"
+                 else torch.full_like(value, float("nan"))
+                 for name, value in state.items()}
+    torch.save(state, path)
+    with pytest.raises(ValueError, match=r"params.pt .*(zero|non-finite|class_means)"
+                       r".*Delete .*pretrain"):
+        cheapest(tmp_path, pretrain_epochs=2).fit(X, y)

@@ -415,8 +415,8 @@ def test_checkpoint_dir_of_another_fit_is_refused(digits, tmp_path):
     with pytest.raises(ValueError, match="embedding_dim: 8 -> 4"):
         FLOWRClassifier(**{**params, "embedding_dim": 4}).fit(X[y < 4], y[y < 4])
     # More epochs, or another device or verbosity, resume the same fit.
-    FLOWRClassifier(**{**params, "pretrain": SupE(epochs=3), "verbose": 1}).fit(
-        X[y < 4], y[y < 4])
+    params["pretrain"] = SupE(epochs=3)
+    FLOWRClassifier(**{**params, "verbose": 1}).fit(X[y < 4], y[y < 4])
     # So do parameters only the head reads: the encoder is the same.
     first = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
     shrunk = FLOWRClassifier(**{**params, "head": CRPGaussianClassifier(

@@ -584,3 +584,82 @@ def test_calibration_sets_the_map_fitted_on_training_tasks(
         head.predict(probe),
         plain.set_params(novelty_calibration=head.novelty_calibration)
         .predict(probe))
+
+
+def _frozen_encoder():
+    from sklearn_flowr.encoders import EfficientNetLite0Encoder
+
+    torch.manual_seed(0)
+    return EfficientNetLite0Encoder(pretrained=False, embedding_dim=8, min_size=32)
+
+
+def test_frozen_backbone_features_give_the_same_embedding():
+    """Check a frozen backbone's cached features, through its last layer, give
+    bitwise the embedding the whole encoder gives, and that an encoder that
+    trains more than its last layer gets no cache."""
+    from sklearn_flowr.encoders import EfficientNetLite0Encoder
+    from sklearn_flowr.training import embed
+    from sklearn_flowr.training._runner import StageRunner, frozen_last_layer
+
+    encoder = _frozen_encoder()
+    X = np.random.default_rng(0).random((70, 1, 8, 8), dtype=np.float32)
+    layer, features = StageRunner(torch.device("cpu"), 0).trainable(encoder, X, 16)
+    assert layer is encoder.fc and features.shape == (70, 1280)
+    np.testing.assert_array_equal(embed(layer, features, batch_size=64),
+                                  embed(encoder, X, batch_size=64))
+    unfrozen = EfficientNetLite0Encoder(pretrained=False, freeze=False)
+    assert frozen_last_layer(unfrozen) is None
+    assert frozen_last_layer(MLPEncoder(8, embedding_dim=4)) is None
+
+
+def test_frozen_backbone_runs_once_per_row_in_training(digits5):
+    """Check a fit with a frozen backbone runs the network on each training
+    row once for training (plus the scale probe and the final embedding), not
+    on every batch of every epoch, and its embedding is the whole encoder's."""
+    from sklearn_flowr import FLOWRClassifier
+
+    X, y = digits5
+    X = X.reshape(-1, 1, 8, 8)[:120]
+    y = y[:120]
+    encoder = _frozen_encoder()
+    rows = []
+    encoder.network._conv_stem.register_forward_hook(
+        lambda module, inputs, output: rows.append(inputs[0].shape[0]))
+    model = FLOWRClassifier(
+        backbone=encoder, embedding_dim=8, pretrain=SupE(epochs=3),
+        meta=MetaTraining(epochs=2, episodes_per_epoch=3, n_way=3, n_unknown=1),
+        calibration=None, verbose=0, random_state=0, reuse_encoder=False).fit(X, y)
+    assert 0 < sum(rows) <= 3 * len(X)
+    from sklearn_flowr.training import embed
+
+    np.testing.assert_array_equal(model.transform(X[:5]),
+                                  embed(model.encoder_, X[:5]).astype(np.float64))
+
+
+def test_torch_threads_are_set_while_training_and_restored(digits5):
+    """Check StageRunner trains with the threads n_jobs asks for (None: 1) and
+    restores torch's setting after."""
+    from skorch.callbacks import Callback
+
+    from sklearn_flowr.training._runner import StageRunner
+
+    class Record(Callback):
+        def on_epoch_end(self, net, **kwargs):
+            seen.append(torch.get_num_threads())
+
+    X, y = digits5
+    before = torch.get_num_threads()
+    for n_jobs, expected in [(None, 1), (2, 2)]:
+        seen = []
+        net = SupENet(module__encoder=MLPEncoder(64, embedding_dim=4),
+                      module__n_classes=5, verbose=0, callbacks=[Record()])
+        StageRunner(torch.device("cpu"), 0, n_jobs=n_jobs).fit(net, "pretrain", 1,
+                                                               X, y)
+        assert seen == [expected]
+        assert torch.get_num_threads() == before
+    import joblib
+
+    from sklearn_flowr.training import torch_threads
+
+    with joblib.parallel_config(n_jobs=2), torch_threads():
+        assert torch.get_num_threads() == 2  # n_jobs=None: joblib's setting

@@ -71,24 +71,6 @@ class Conv4(nn.Module):
         construction; ``None`` uses ``nn.LazyLinear``, sized by the first
         batch. Any size works (a 1-pixel side is no longer pooled).
 
-    Attributes
-    ----------
-    features : torch.nn.Sequential
-        The four convolutional blocks, ``(n, in_channels, H, W)`` to
-        ``(n, hidden_channels, H', W')`` with ``H' = H // 16`` for ``H >= 16``.
-    fc : torch.nn.Linear
-        The final projection, ``(n, hidden_channels * H' * W')`` to
-        ``(n, embedding_dim)``.
-
-    See Also
-    --------
-    ResNet12 : A deeper residual encoder for few-shot learning.
-
-    Notes
-    -----
-    ``forward`` maps float images ``(n, in_channels, H, W)`` to ``(n,
-    embedding_dim)``; with an ``input_size``, images of another size raise.
-
     References
     ----------
     .. [1] O. Vinyals, C. Blundell, T. Lillicrap, K. Kavukcuoglu and D. Wierstra,

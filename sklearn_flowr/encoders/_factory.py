@@ -180,16 +180,6 @@ def last_linear_layer(module: nn.Module) -> nn.Linear:
     "Last" is in registration order (``module.modules()``), the order of the
     forward pass for the package's encoders and most ``nn.Sequential`` models.
 
-    Parameters
-    ----------
-    module : torch.nn.Module
-        The encoder.
-
-    Returns
-    -------
-    torch.nn.Linear
-        The layer itself (not a copy).
-
     Examples
     --------
     >>> from sklearn_flowr.encoders import MLPEncoder, last_linear_layer

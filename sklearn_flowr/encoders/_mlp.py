@@ -25,11 +25,6 @@ class MLPEncoder(nn.Module):
     dropout : float, default=0.0
         Dropout probability after every hidden activation, in ``[0, 1)``.
 
-    Attributes
-    ----------
-    layers : torch.nn.Sequential
-        The layers, ``(n, in_features)`` to ``(n, embedding_dim)``.
-
     Examples
     --------
     >>> import torch

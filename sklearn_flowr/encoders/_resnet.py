@@ -80,19 +80,6 @@ class ResNet12(nn.Module):
     negative_slope : float, default=0.1
         Slope of the leaky ReLU for negative inputs.
 
-    Attributes
-    ----------
-    blocks : torch.nn.Sequential
-        The residual blocks, ``(n, in_channels, H, W)`` to
-        ``(n, channels[-1], H', W')``.
-    fc : torch.nn.Linear
-        The final projection, ``(n, channels[-1])`` to ``(n, embedding_dim)``.
-
-    Notes
-    -----
-    ``forward`` maps float images ``(n, in_channels, H, W)`` of any size to
-    ``(n, embedding_dim)``.
-
     References
     ----------
     .. [1] B. Oreshkin, P. Rodriguez and A. Lacoste, "TADAM: Task dependent
@@ -179,13 +166,6 @@ class ResNet18(nn.Module):
         ``(height, width)`` of the inputs; only used by ``stem="auto"``.
     channels : sequence of 4 int, default=(64, 128, 256, 512)
         Output channels of the four stages.
-
-    Attributes
-    ----------
-    stem_type : {"small", "imagenet"}
-        The stem that was built.
-    fc : torch.nn.Linear
-        The final projection, ``(n, channels[-1])`` to ``(n, embedding_dim)``.
 
     References
     ----------

@@ -49,6 +49,7 @@ from ._accelerate import (
     AcceleratedSupFCNet,
     accelerated,
 )
+from ._device import torch_threads
 from ._episodes import EpisodeDataset
 from ._fine_tune import embed, fine_tune_last_layer
 from ._losses import flowr_episode_logits, meta_training_loss
@@ -81,4 +82,5 @@ __all__ = [
     "sup_e_logits",
     "sup_e_loss",
     "sup_e_penalty",
+    "torch_threads",
 ]

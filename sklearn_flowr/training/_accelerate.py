@@ -1,10 +1,6 @@
-"""Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate.
-
-skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of
-:mod:`._nets` (DDP over the processes ``accelerate launch`` starts), plus the
-FLOWR glue: loaders accelerate can shard, losses that read parameters off the
-bare module, and episode draws keyed on the net's own epoch. accelerate is
-imported only when needed (:func:`accelerated`).
+"""Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate:
+skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`,
+plus loaders accelerate can shard and losses read off the bare module.
 """
 
 from __future__ import annotations
@@ -178,16 +174,6 @@ class _AcceleratedEpisodes(_AcceleratedNet):
                                         **fit_params)
 
 
-_ACCELERATOR_PARAMS = """\
-    accelerator : accelerate.Accelerator
-        Runs the training: device placement, DDP across the processes that
-        ``accelerate launch`` starts, mixed precision, gradient accumulation.
-    device : None, default=None
-        Leave device placement to the accelerator.
-    unwrap_after_train : bool, default=True
-        Restore the bare module after ``fit`` (needed to pickle the net)."""
-
-
 class _AcceleratedBatches(_AcceleratedNet):
     """Mini-batch nets: accelerate's shardable one-index batch loader."""
 
@@ -198,17 +184,8 @@ class _AcceleratedBatches(_AcceleratedNet):
 
 
 class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
-    """:class:`~sklearn_flowr.training.SupENet` trained through accelerate.
-
-    Each process trains on its shard of every epoch's mini-batches; the
-    effective batch is ``batch_size`` times the number of processes. Launch with
-    ``accelerate launch`` (:doc:`/multi_gpu`).
-
-    Parameters
-    ----------
-    {accelerator}
-    *args, **kwargs
-        The parameters of :class:`~sklearn_flowr.training.SupENet`.
+    """Sup-E pre-training through accelerate (``accelerator``, device placement
+    left to it); each process trains on its shard of every epoch's mini-batches.
 
     Examples
     --------
@@ -228,13 +205,7 @@ class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
 
 
 class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
-    """:class:`~sklearn_flowr.training.SupFCNet` trained through accelerate.
-
-    Parameters
-    ----------
-    {accelerator}
-    *args, **kwargs
-        The parameters of :class:`~sklearn_flowr.training.SupFCNet`.
+    """Sup-FC pre-training through accelerate, as :class:`AcceleratedSupENet`.
 
     Examples
     --------
@@ -255,17 +226,8 @@ class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
 
 class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
                                  EpisodicMetaNet):
-    """:class:`~sklearn_flowr.training.EpisodicMetaNet` trained through accelerate.
-
-    Process ``p`` of ``P`` trains on episodes ``p, p + P, ...`` of the epoch's
-    draw, the gradients averaged over a step's ``P`` episodes; episode ``i`` of
-    epoch ``e`` is the same on every process and in a single-process run.
-
-    Parameters
-    ----------
-    {accelerator}
-    *args, **kwargs
-        The parameters of :class:`~sklearn_flowr.training.EpisodicMetaNet`.
+    """Meta-training through accelerate: process ``p`` of ``P`` trains on
+    episodes ``p, p + P, ...`` of the epoch's draw, the same episodes as one process.
 
     Examples
     --------
@@ -292,10 +254,6 @@ class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
                          iterator_valid=iterator_valid, **kwargs)
 
 
-for _cls in (AcceleratedSupENet, AcceleratedSupFCNet, AcceleratedEpisodicMetaNet):
-    _cls.__doc__ = _cls.__doc__.replace("    {accelerator}", _ACCELERATOR_PARAMS)
-del _cls
-
 _ACCELERATED = {
     SupENet: AcceleratedSupENet,
     SupFCNet: AcceleratedSupFCNet,
@@ -304,26 +262,9 @@ _ACCELERATED = {
 
 
 def accelerated(net_class):
-    """The accelerate-trained class of a FLOWR net class.
-
-    Parameters
-    ----------
-    net_class : {SupENet, SupFCNet, EpisodicMetaNet}
-        An accelerated class is returned as it is.
-
-    Returns
-    -------
-    type
-        ``AcceleratedSupENet``, ``AcceleratedSupFCNet`` or
-        ``AcceleratedEpisodicMetaNet`` (module-level classes, so the nets
-        pickle), which take ``accelerator`` too.
-
-    Raises
-    ------
-    TypeError
-        If ``net_class`` is not one of the three nets.
-    ImportError
-        If accelerate is not installed.
+    """The accelerate-trained class of ``SupENet``, ``SupFCNet`` or
+    ``EpisodicMetaNet`` (an accelerated class as it is); TypeError for another
+    class, ImportError without accelerate.
 
     Examples
     --------

@@ -1,11 +1,11 @@
 """Checkpoints of a FLOWR fit: which run they belong to, and how far it got.
 
-A ``checkpoint_dir`` holds one fit's skorch checkpoints (a sub-folder per
-stage) and a fingerprint of the data and the settings that shape the model; a
-fit resumes only from a folder whose fingerprint matches (epoch counts aside,
-so a longer schedule resumes a shorter one). Files are written under a
-temporary name, synced and renamed into place: a killed process leaves the
-previous files whole, and its temporaries are removed at the next use.
+A ``checkpoint_dir`` holds a fingerprint of the data and of every training
+setting, and a sub-folder of skorch checkpoints per stage with the stage's own
+fingerprint (its skorch net's settings and seed). Epoch counts are checked
+against the saved histories instead: a longer schedule resumes a shorter one,
+a shorter one is refused. Files are replaced whole (written under a temporary
+name, synced, renamed); a killed writer's temporaries are removed at next use.
 """
 
 from __future__ import annotations
@@ -18,38 +18,43 @@ import warnings
 
 import joblib
 import numpy as np
+import torch
 from skorch.callbacks import Checkpoint
 
 from ..saving import temporary_name, write_atomically
 
-__all__ = ["AtomicCheckpoint", "check_fingerprint", "checkpointed_epochs",
-           "remove_stale_temporaries"]
+__all__ = ["AtomicCheckpoint", "check_fingerprint", "check_stage_fingerprint",
+           "checkpointed_epochs", "remove_stale_temporaries", "wrong_weights"]
 
 FINGERPRINT_FILE = "fingerprint.json"
-# The files skorch's Checkpoint writes (its default names, which the runner
-# keeps); one of them in a sub-folder marks the folder as holding checkpoints.
-CHECKPOINT_FILES = ("params.pt", "optimizer.pt", "criterion.pt", "history.json")
-# ".<name>.<pid>.<32 hex>.tmp": only names this module makes are ever removed.
+# skorch Checkpoint's default names; one of them in a sub-folder marks it.
+CHECKPOINT_FILES = ("params.pt", "optimizer.pt", "criterion.pt", "history.json",
+                    FINGERPRINT_FILE)
+# ".<name>.<pid>.<32 hex>.tmp": only names saving.temporary_name makes.
 _TEMPORARY = re.compile(r"^\..+\.[0-9]+\.[0-9a-f]{32}\.tmp$")
-# Parameters that do not change what the epochs already saved computed (a
-# longer schedule resumes a shorter one).
-_RUN_SETTINGS = {"pretrain__epochs", "meta__epochs", "meta__autocast", "verbose",
-                 "device", "accelerator", "checkpoint_dir"}
+# skorch settings that do not change what an epoch computes.
+_NET_RUN_SETTINGS = {"callbacks", "verbose", "device", "max_epochs",
+                     "torch_load_kwargs", "accelerator", "random_state"}
 
 
-def _shaping(params: dict) -> dict:
-    return {name: value for name, value in sorted(params.items())
-            if name not in _RUN_SETTINGS}
+def _describe(value, weights: bool = True) -> str:
+    """A setting as text; a module also by the hash of its weights."""
+    if isinstance(value, torch.nn.Module) and weights:
+        state = {name: tensor.detach().cpu().numpy()
+                 for name, tensor in value.state_dict().items()}
+        return f"{value!r} weights {joblib.hash(state)}"
+    return repr(value)
 
 
 def _fingerprint(X, y, params) -> dict:
-    shaping = {name: repr(value) for name, value in _shaping(params).items()}
+    # Epochs are checked against the saved histories (check_saved_epochs).
+    shaping = {name: _describe(value) for name, value in sorted(params.items())
+               if not name.endswith("epochs")}
     return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
 
 
 def _sync(path: str) -> None:
-    # Sync a file's data before its rename (or a power cut could leave a
-    # whole-named empty file), or a folder after it (Windows cannot: skipped).
+    # Sync a file before its rename, or a folder after it (not on Windows).
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -72,15 +77,13 @@ def _remove_quietly(paths) -> None:
 
 
 def remove_stale_temporaries(directory) -> list:
-    """Remove the temporary files (``.<file>.<pid>.<hex>.tmp``) a killed writer left
-    in ``directory``; the paths removed.
+    """Remove the temporary files a killed writer left in ``directory``; the paths.
 
     Examples
     --------
     >>> import os, tempfile
     >>> folder = tempfile.mkdtemp()
-    >>> stale = os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32))
-    >>> open(stale, "w").close()
+    >>> open(os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32)), "w").close()
     >>> [os.path.basename(path) for path in remove_stale_temporaries(folder)]
     ['.params.pt.99.00000000000000000000000000000000.tmp']
     >>> os.listdir(folder)
@@ -102,72 +105,70 @@ def remove_stale_temporaries(directory) -> list:
 
 
 def _checkpoint_files(directory: str) -> list:
-    """The skorch checkpoint files in the sub-folders of ``directory``."""
+    """The checkpoint files in the sub-folders of ``directory``."""
     found = []
     with contextlib.suppress(FileNotFoundError, NotADirectoryError):
         for stage in sorted(os.listdir(directory)):
             for name in CHECKPOINT_FILES:
-                path = os.path.join(directory, stage, name)
-                if os.path.isfile(path):
+                if os.path.isfile(os.path.join(directory, stage, name)):
                     found.append(os.path.join(stage, name))
     return found
 
 
-def _read_fingerprint(path: str) -> dict:
+def _read_fingerprint(path: str, fields: set) -> dict:
     """The fingerprint stored at ``path``; ValueError when it is not one."""
     try:
         with open(path, encoding="utf-8") as file:
             old = json.load(file)
     except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
         raise ValueError(f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(old, dict) or set(old) != {"data", "params"}:
-        raise ValueError("expected an object with the fields 'data' and "
-                         "'params'")
-    if not isinstance(old["data"], str) or not isinstance(old["params"], dict) \
-            or not all(isinstance(value, str)
-                       for value in old["params"].values()):
-        raise ValueError("'data' must be a string and 'params' an object of "
-                         "strings")
+    if not isinstance(old, dict) or set(old) != fields:
+        raise ValueError(f"expected an object with the fields {sorted(fields)}")
+    if not all(isinstance(old[key], dict) and all(isinstance(value, str)
+                                                  for value in old[key].values())
+               or isinstance(old[key], str) for key in fields):
+        raise ValueError("each field must be a string or an object of strings")
     return old
 
 
+def _differences(old: dict, new: dict) -> list:
+    names = sorted(set(old) | set(new))
+    return [f"{name}: {old.get(name, '(unset)')} -> {new.get(name, '(unset)')}"
+            for name in names if old.get(name) != new.get(name)]
+
+
+def _another_fit(directory, differences) -> ValueError:
+    return ValueError(
+        f"checkpoint_dir {directory} holds the checkpoints of another fit "
+        f"({'; '.join(differences)}). Give another checkpoint_dir, or delete "
+        "this one to start over.")
+
+
+def _unreadable_fingerprint(path, directory, exc) -> ValueError:
+    return ValueError(
+        f"Cannot read the checkpoint fingerprint {path} ({exc}), so the "
+        f"checkpoints in {directory} cannot be matched to this fit. Delete "
+        f"{directory}, or give another checkpoint_dir, to start over.")
+
+
 def _write_fingerprint(path: str, fingerprint: dict) -> None:
-    write_atomically(path, lambda file: json.dump(fingerprint, file, indent=1),
-                     text=True)
-    _sync(os.path.dirname(path))
-
-
-def _start_over(directory: str) -> None:
-    """Delete the checkpoints and fingerprint this package wrote in ``directory``."""
-    _remove_quietly([os.path.join(directory, name)
-                     for name in _checkpoint_files(directory)]
-                    + [os.path.join(directory, FINGERPRINT_FILE)])
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomically(path, lambda file: json.dump(fingerprint, file, indent=1),
+                         text=True)
+        _sync(os.path.dirname(path))
+    except OSError as exc:
+        raise OSError(exc.errno, f"Cannot write the checkpoint fingerprint "
+                                 f"{path} ({exc.strerror or exc})") from exc
 
 
 def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
     """Record this fit's fingerprint in ``directory``, or fail on another fit's.
 
-    A folder without checkpoint files starts a fresh fit; one holding
-    checkpoints with another fingerprint, or none readable, is refused (the
-    message says what differs and how to start over).
-
-    Parameters
-    ----------
-    directory : str or os.PathLike
-    X, y : array-like
-        The training data as the fit uses it.
-    params : dict
-        The settings that shape the model.
-    restart : bool, default=False
-        Delete what this package wrote in ``directory`` first.
-
-    Raises
-    ------
-    ValueError
-        The folder holds another fit's checkpoints, or ones without a valid
-        fingerprint.
-    OSError
-        The fingerprint cannot be written (the message names the file).
+    ``params`` are the training settings; every one but the epoch counts
+    (checked against what each stage saved) must match. A folder holding
+    checkpoints without a readable fingerprint is refused; ``restart`` deletes
+    what this package wrote there first.
 
     Examples
     --------
@@ -184,33 +185,20 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
     path = os.path.join(directory, FINGERPRINT_FILE)
     remove_stale_temporaries(directory)
     if restart:
-        _start_over(directory)
+        _remove_quietly([os.path.join(directory, name)
+                         for name in [*_checkpoint_files(directory), FINGERPRINT_FILE]])
     if os.path.lexists(path):
         try:
-            old = _read_fingerprint(path)
+            old = _read_fingerprint(path, {"data", "params"})
         except ValueError as exc:
-            raise ValueError(
-                f"Cannot read the checkpoint fingerprint {path} ({exc}), so "
-                f"the checkpoints in {directory} cannot be matched to this "
-                f"fit. Delete {directory}, or give another checkpoint_dir, to "
-                "start over."
-            ) from exc
-        # Folders written before a parameter joined _RUN_SETTINGS hold it.
-        old_params, old_data = _shaping(old["params"]), old["data"]
-        differences = []
-        if old_data != new["data"]:
-            differences.append("the training data differ")
-        names = sorted(set(old_params) | set(new["params"]))
-        differences += [f"{name}: {old_params.get(name, '(unset)')} -> "
-                        f"{new['params'].get(name, '(unset)')}"
-                        for name in names
-                        if old_params.get(name) != new["params"].get(name)]
+            raise _unreadable_fingerprint(path, directory, exc) from exc
+        differences = _differences({name: value for name, value
+                                    in old["params"].items()
+                                    if not name.endswith("epochs")}, new["params"])
+        if old["data"] != new["data"]:
+            differences.insert(0, "the training data differ")
         if differences:
-            raise ValueError(
-                f"checkpoint_dir {directory} holds the checkpoints of "
-                f"another fit ({'; '.join(differences)}). Give another "
-                "checkpoint_dir, or delete this one to start over."
-            )
+            raise _another_fit(directory, differences)
         return
     found = _checkpoint_files(directory)
     if found:
@@ -219,24 +207,60 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
             f"checkpoint_dir {directory} holds checkpoints ({shown}) but no "
             f"{FINGERPRINT_FILE}, so they cannot be matched to this fit (they "
             f"may be another fit's). Delete {directory}, or give another "
-            "checkpoint_dir, to start over."
-        )
-    try:
-        os.makedirs(directory, exist_ok=True)
+            "checkpoint_dir, to start over.")
+    _write_fingerprint(path, new)
+
+
+def check_stage_fingerprint(checkpoint, net, seed) -> None:
+    """Record a stage's fingerprint (its net's ``get_params()`` but the run
+    settings, and ``seed``, None for an unseeded fit) beside its checkpoints,
+    or fail on another run's."""
+    params = {name: _describe(value, weights=seed is not None) for name, value
+              in sorted(net.get_params(deep=False).items())
+              if name not in _NET_RUN_SETTINGS and not name.startswith("callbacks__")}
+    new = {"net": params, "seed": repr(seed)}
+    path = os.path.join(checkpoint.dirname, FINGERPRINT_FILE)
+    if not os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
         _write_fingerprint(path, new)
-    except OSError as exc:
-        raise OSError(exc.errno, f"Cannot write the checkpoint fingerprint "
-                                 f"{path} ({exc.strerror or exc})") from exc
+        return
+    try:
+        old = _read_fingerprint(path, {"net", "seed"})
+    except ValueError as exc:
+        raise _unreadable_fingerprint(path, checkpoint.dirname, exc) from exc
+    differences = _differences({"seed": old["seed"], **old["net"]},
+                               {"seed": new["seed"], **new["net"]})
+    if seed is None:  # random_state=None: a resumed fit draws another seed
+        differences = [text for text in differences if not text.startswith("seed:")]
+    if differences:
+        raise _another_fit(checkpoint.dirname, differences)
+
+
+def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
+    """:func:`checkpointed_epochs`, refused when more than ``epochs``."""
+    done = checkpointed_epochs(checkpoint)
+    if done > epochs:
+        raise ValueError(
+            f"checkpoint_dir holds {done} {stage} epochs in {checkpoint.dirname} "
+            f"and this fit asks for {epochs} ({stage}__epochs): its result "
+            "would be the longer run's. Give another checkpoint_dir, or delete "
+            "this one to start over.")
+    return done
+
+
+def remove_checkpoint(checkpoint) -> None:
+    """Delete a stage's checkpoint files (an earlier stage trained further)."""
+    _remove_quietly([os.path.join(checkpoint.dirname, name)
+                     for name in CHECKPOINT_FILES])
 
 
 def checkpointed_epochs(checkpoint) -> int:
-    """Epochs a skorch ``Checkpoint`` already saved (0 when none), once every saved
-    file reads (torch files ``weights_only``); stale temporaries are removed.
+    """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved
+    file reads as weights only and holds finite weights, not all zero.
 
     Raises
     ------
     ValueError
-        A saved file that cannot be read, or is missing beside the history.
+        Naming the file and advising to delete the folder.
 
     Examples
     --------
@@ -255,42 +279,57 @@ def checkpointed_epochs(checkpoint) -> int:
         epochs = len(History.from_file(path))
     except (OSError, ValueError, TypeError) as exc:
         raise _unreadable(path, checkpoint, exc) from exc
-    # skorch's LoadInitState would fail on a damaged file with torch's raw
-    # error (no file name); read each one first.
-    import torch
-
+    # skorch's LoadInitState fails with torch's raw error (no file name), or
+    # skips a missing file quietly: read each one first.
     for attribute in ("f_params", "f_optimizer", "f_criterion"):
         name = getattr(checkpoint, attribute, None)
         if not isinstance(name, str):
             continue
         path = os.path.join(checkpoint.dirname, name)
         if not os.path.exists(path):
-            # skorch's LoadInitState skips a missing file quietly: the saved
-            # epochs would resume from freshly initialised weights.
             raise _unreadable(path, checkpoint, FileNotFoundError(
                 "missing beside the saved history"))
         try:
-            torch.load(path, map_location="cpu", weights_only=True)
+            state = torch.load(path, map_location="cpu", weights_only=True)
         except Exception as exc:  # torch raises many types for a bad file
             raise _unreadable(path, checkpoint, exc) from exc
+        if attribute == "f_params":
+            _check_weights(state, path, checkpoint)
     return epochs
+
+
+def _check_weights(state, path, checkpoint) -> None:
+    tensors = {name: value for name, value in state.items()
+               if torch.is_tensor(value) and value.is_floating_point()}
+    if any(not torch.isfinite(value).all() for value in tensors.values()):
+        raise _unreadable(path, checkpoint, ValueError("non-finite weights"))
+    if tensors and not any(value.any() for value in tensors.values()):
+        raise _unreadable(path, checkpoint, ValueError("all weights are zero"))
+
+
+def wrong_weights(exc: RuntimeError, checkpoint) -> ValueError | None:
+    """The error for torch's failure to load a checkpoint's weights into a
+    model of other shapes (None for another RuntimeError)."""
+    if "loading state_dict" not in str(exc):
+        return None
+    detail = " ".join(line.strip() for line in str(exc).splitlines()[1:3])
+    return _unreadable(os.path.join(checkpoint.dirname, checkpoint.f_params),
+                       checkpoint, ValueError(f"weights of another model: {detail}"))
 
 
 def _unreadable(path, checkpoint, exc) -> ValueError:
     return ValueError(
         f"Cannot read the checkpoint file {path} ({type(exc).__name__}: "
         f"{str(exc).splitlines()[0] if str(exc) else ''}). Delete "
-        f"{checkpoint.dirname} to restart that training stage."
-    )
+        f"{checkpoint.dirname} to restart that training stage.")
 
 
 class AtomicCheckpoint(Checkpoint):
     """A skorch ``Checkpoint`` whose epoch is saved whole, or not at all.
 
-    Every file is written under a temporary name and synced; only then are they
-    renamed into place, the history last (it says how many epochs are saved). A
-    file that cannot be written leaves the previous epoch and warns; training goes
-    on. ``f_pickle`` is refused (a pickle runs code when loaded).
+    Every file is written under a temporary name and synced, then all are
+    renamed into place, the history last. A failed write warns and keeps the
+    previous epoch. ``f_pickle`` is refused (a pickle runs code when loaded).
 
     Examples
     --------
@@ -317,8 +356,7 @@ class AtomicCheckpoint(Checkpoint):
         """Save the net's state files: all written, then all renamed into place."""
         files = self.get_formatted_files(net)
         targets = [(key, files[key]) for key in sorted(files)
-                   if key not in ("f_history", "f_pickle")
-                   and files[key] is not None]
+                   if key not in ("f_history", "f_pickle") and files[key] is not None]
         if self.f_history is not None:
             targets.append(("f_history", self.f_history_))
         written = []
@@ -326,8 +364,7 @@ class AtomicCheckpoint(Checkpoint):
             for key, path in targets:
                 tmp = temporary_name(path)
                 written.append(tmp)
-                net.save_params(**{key: tmp,
-                                   "use_safetensors": self.use_safetensors})
+                net.save_params(**{key: tmp, "use_safetensors": self.use_safetensors})
                 _sync(tmp)
         except Exception as exc:  # torch and json raise many types
             _remove_quietly(written)
@@ -339,7 +376,6 @@ class AtomicCheckpoint(Checkpoint):
         except BaseException:  # KeyboardInterrupt: leave no temporary file
             _remove_quietly(written)
             raise
-        # Renames in the order written: the history last.
         done = 0
         try:
             for tmp, (_, path) in zip(written, targets, strict=True):

@@ -1,12 +1,6 @@
-"""Where modules and tensors live, and CUDA's numerics for a block.
-
-Inputs go to the device of the module that consumes them
-(:func:`module_device`); a fitted model's modules are placed by
-:func:`place_modules` right before they run. TF32 (cuDNN's default for
-convolutions) rounds to 10 mantissa bits, fine for training but not for a
-scale measurement or CPU-equal predictions: :func:`exact_float32` turns it
-off for a block, :func:`deterministic_cuda` picks cuDNN's deterministic
-algorithms; both restore the previous global settings on exit.
+"""Where modules and tensors live, torch's CPU threads, and CUDA's numerics
+for a block (TF32 off, deterministic cuDNN); each context restores the
+previous global setting on exit.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ import torch
 from skorch.utils import to_device as skorch_to_device
 from torch import nn
 
-__all__ = ["deterministic_cuda", "exact_float32", "module_device",
+__all__ = ["deterministic_cuda", "exact_float32", "module_device", "torch_threads",
            "place_modules", "resolve_device", "to_device", "to_device_if_fits"]
 
 
@@ -62,8 +56,8 @@ def module_device(module: nn.Module) -> torch.device:
 
 
 def place_modules(device: torch.device, *modules: nn.Module | None) -> None:
-    """Move each module (``None`` skipped) to ``device``; one already there
-    is not copied.
+    """Move each module (``None`` skipped) to ``device`` with skorch's
+    ``to_device``.
 
     Examples
     --------
@@ -98,8 +92,7 @@ def exact_float32():
 
 @contextlib.contextmanager
 def deterministic_cuda(enabled: bool = True):
-    """Run a block with cuDNN's deterministic algorithms and no autotuning
-    (atomic additions elsewhere may still differ in the last bits).
+    """Run a block with cuDNN's deterministic algorithms and no autotuning.
 
     Examples
     --------
@@ -121,8 +114,7 @@ def deterministic_cuda(enabled: bool = True):
 def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
                       max_share: float = 0.25):
     """``X`` as a tensor on a CUDA ``device`` when it takes at most
-    ``max_share`` of its free memory (batches are then gathered there), else
-    ``X`` as it is.
+    ``max_share`` of its free memory, else ``X`` as it is.
 
     Examples
     --------
@@ -140,9 +132,8 @@ def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
 
 
 def to_device(value, device) -> torch.Tensor:
-    """``value`` as a tensor on ``device``; a small host tensor goes to a GPU
-    through pinned memory, so the copy does not wait for the queued kernels
-    (skorch's ``to_device`` would).
+    """``value`` as a tensor on ``device``; a host tensor goes to a GPU through
+    pinned memory, without waiting for the queued kernels (skorch's would).
 
     Examples
     --------
@@ -154,3 +145,28 @@ def to_device(value, device) -> torch.Tensor:
     if device.type != "cuda" or tensor.device.type != "cpu":
         return tensor.to(device)
     return tensor.pin_memory().to(device, non_blocking=True)
+
+
+@contextlib.contextmanager
+def torch_threads(n_jobs=None):
+    """Run a block with torch using ``n_jobs`` CPU threads, as scikit-learn reads
+    ``n_jobs`` (:func:`joblib.effective_n_jobs`: None is 1 unless in a
+    ``joblib.parallel_config`` block, -1 all CPUs, -2 all but one); torch's
+    setting is restored on exit.
+
+    Examples
+    --------
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    """
+    import joblib
+
+    wanted, saved = joblib.effective_n_jobs(n_jobs), torch.get_num_threads()
+    if wanted != saved:
+        torch.set_num_threads(wanted)
+    try:
+        yield
+    finally:
+        if wanted != saved:
+            torch.set_num_threads(saved)

@@ -141,12 +141,8 @@ class EpisodeDataset(Dataset):
         return self.n_episodes
 
     def set_epoch(self, epoch: int) -> None:
-        """Draw the episodes of epoch ``epoch`` from now on.
-
-        Parameters
-        ----------
-        epoch : int
-            Epoch number; episode ``i`` depends on ``(random_state, epoch, i)``.
+        """Draw the episodes of epoch ``epoch`` from now on (episode ``i``
+        depends on ``(random_state, epoch, i)`` only).
 
         Examples
         --------
@@ -165,20 +161,8 @@ class EpisodeDataset(Dataset):
         self.epoch = int(epoch)
 
     def sample_indices(self, index: int):
-        """Row indices and episode labels of episode ``index``, in NumPy.
-
-        Parameters
-        ----------
-        index : int
-            Episode number within the current epoch.
-
-        Returns
-        -------
-        rows : ndarray of shape (n_rows,)
-            Indices into ``X``; support rows first.
-        labels : ndarray of shape (n_rows,)
-            Column indices as described in the module docstring.
-        n_support : int
+        """Row indices into ``X`` (support first), column labels and the number
+        of support rows of episode ``index`` of the current epoch.
 
         Examples
         --------

@@ -1,10 +1,5 @@
-"""The fitted model the docstring examples of ``FLOWRClassifier`` share.
-
-Every method of :class:`~sklearn_flowr.FLOWRClassifier` shows its use on the
-model of the class's Examples section (an MLP on scikit-learn's digits,
-fitted on digits 0-4). It is fitted once per context and process, and each
-call hands out a copy, so an example that changes its model leaves the others
-theirs.
+"""The fitted model the docstring examples of ``FLOWRClassifier`` share, fitted
+once per context and process; each call hands out a copy.
 """
 
 import copy
@@ -31,22 +26,8 @@ def _fitted(setting):
 
 
 def flowr_example(setting="large"):
-    """A copy of the class example's fitted model, and the digits.
-
-    Parameters
-    ----------
-    setting : {"small", "large"}, default="large"
-
-    Returns
-    -------
-    clf : FLOWRClassifier
-        ``FLOWRClassifier(backbone="mlp", setting=setting, embedding_dim=4,
-        pretrain=SupE(epochs=1), meta=MetaTraining(epochs=1,
-        episodes_per_epoch=2, n_way=3, n_unknown=1), verbose=0,
-        random_state=0)`` fitted on digits 0-4.
-    X : ndarray of shape (1797, 64)
-        The digits' pixels in [0, 1].
-    y : ndarray of shape (1797,)
+    """A copy of the class example's fitted model (an MLP on scikit-learn's
+    digits, fitted on digits 0-4), the digits' pixels in [0, 1] and labels.
 
     Examples
     --------

@@ -10,36 +10,29 @@ from torch import nn
 from tqdm.auto import tqdm
 
 from ..encoders import last_linear_layer
-from ._device import deterministic_cuda, exact_float32, module_device, place_modules
+from ._device import (
+    deterministic_cuda,
+    exact_float32,
+    module_device,
+    place_modules,
+    torch_threads,
+)
 from ._losses import meta_training_loss
 from ._modules import FLOWRMetaModule
 
-__all__ = ["embed", "fine_tune_last_layer"]
+__all__ = ["embed", "fine_tune_last_layer", "layer_inputs"]
 
 
 @torch.no_grad()
 def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
-          dtype: torch.dtype = torch.float32, desc: str | None = None) -> np.ndarray:
-    """Embeddings ``phi(X)`` in evaluation mode, in batches, as a NumPy array.
+          dtype: torch.dtype = torch.float32, desc: str | None = None,
+          n_jobs=None) -> np.ndarray:
+    """Embeddings ``phi(X)``, shape (n_samples, embedding_dim), as a NumPy array.
 
-    The inputs go to the encoder's device; TF32 is off and cuDNN deterministic,
-    so CPU and CUDA agree within float32 rounding.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-    X : array-like or tensor of shape (n_samples, ...)
-    batch_size : int, default=256
-    device : str or torch.device, default=None
-        Move the encoder there first (``None``: where it is).
-    dtype : torch.dtype, default=torch.float32
-        Dtype the inputs are cast to.
-    desc : str or None, default=None
-        A progress bar over the batches with this description.
-
-    Returns
-    -------
-    Z : ndarray of shape (n_samples, embedding_dim)
+    In evaluation mode, in batches of ``batch_size`` cast to ``dtype``, on the
+    encoder's device (moved to ``device`` first when given), TF32 off and cuDNN
+    deterministic so CPU and CUDA agree within float32 rounding; ``desc`` names a
+    progress bar, ``n_jobs`` sets torch's CPU threads (:func:`torch_threads`).
 
     Examples
     --------
@@ -55,7 +48,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
     encoder.eval()
     try:
         X = torch.as_tensor(np.asarray(X) if not torch.is_tensor(X) else X)
-        with exact_float32(), deterministic_cuda(device.type == "cuda"):
+        with exact_float32(), deterministic_cuda(device.type == "cuda"), \
+                torch_threads(n_jobs):
             starts = range(0, X.shape[0], batch_size)
             chunks = [
                 encoder(X[start:start + batch_size].to(device=device, dtype=dtype))
@@ -69,8 +63,8 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
 
 
 def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator):
-    """One pseudo-episode cut from a support set: a class with 2+ rows splits at
-    random into support and query rows; a single-row class is a novel query.
+    """One pseudo-episode cut from a support set: a class with 2+ rows split
+    at random into support and query; a single-row class is a novel query.
     """
     support_rows, support_labels, query_rows, query_labels = [], [], [], []
     n_way = 0
@@ -101,36 +95,14 @@ def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator
 def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          X_support, y_support, *, steps: int = 20,
                          lr: float = 1e-3, random_state: int | None = 0,
-                         device=None, verbose: int = 0) -> nn.Module:
-    """Copy ``encoder`` and fine-tune only its last linear layer on a support set.
+                         device=None, verbose: int = 0, n_jobs=None) -> nn.Module:
+    """A copy of ``encoder`` whose last linear layer is fine-tuned on a support set.
 
-    Each step takes one Adam step of the meta-training loss without the
-    adaptation loss on a pseudo-episode cut from the support set (a class with
-    several rows split at random into support and query; a single-row class a
-    novel query), the meta-learned prior of ``meta_module`` held fixed. The
-    encoder runs in evaluation mode.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        The meta-trained encoder; not modified.
-    meta_module : FLOWRMetaModule
-        Source of the prior (its known-known table is not used).
-    X_support : array-like or tensor of shape (n_support, ...)
-    y_support : array-like of shape (n_support,)
-    steps : int, default=20
-    lr : float, default=1e-3
-    random_state : int or None, default=0
-        Seed of the pseudo-episode splits.
-    device : str or torch.device, default=None
-        ``None``: the device of the encoder's parameters.
-    verbose : int, default=0
-        A progress bar over the steps when > 0.
-
-    Returns
-    -------
-    tuned : torch.nn.Module
-        A deep copy of ``encoder``, in evaluation mode.
+    Each of ``steps`` Adam steps (rate ``lr``) descends the meta-training loss
+    without the adaptation loss on a pseudo-episode cut from the support set
+    (seeded by ``random_state``), the prior of ``meta_module`` held fixed; the
+    copy runs in evaluation mode on ``device`` (None: the encoder's). ``verbose``
+    shows a progress bar, ``n_jobs`` sets torch's CPU threads.
 
     References
     ----------
@@ -148,6 +120,13 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     >>> bool(torch.equal(tuned.layers[0].weight, module.encoder.layers[0].weight))
     True
     """
+    with torch_threads(n_jobs):
+        return _fine_tune(encoder, meta_module, X_support, y_support, steps, lr,
+                          random_state, device, verbose)
+
+
+def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_state,
+               device, verbose):
     device = module_device(encoder) if device is None else torch.device(device)
     tuned = copy.deepcopy(encoder).to(device)
     tuned.eval()
@@ -167,7 +146,9 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
         if torch.is_tensor(value) else value
         for key, value in meta_module.episode_params(include_known=False).items()
     }
-    run_layer = _cached_last_layer(tuned, layer, X)
+    # The layer's input is fixed when the layer is the output: computed once.
+    inputs = layer_inputs(tuned, layer, X, max(len(X), 1))
+    run_layer = (lambda: tuned(X)) if inputs is None else (lambda: layer(inputs))
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     rng = np.random.default_rng(random_state)
     try:
@@ -192,21 +173,30 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     return tuned
 
 
-def _cached_last_layer(encoder: nn.Module, layer: nn.Linear, X: torch.Tensor):
-    """A function returning ``encoder(X)`` that reruns as little as possible."""
-    captured = {}
-
-    def hook(module, inputs, output):
-        captured["input"], captured["output"] = inputs[0].detach(), output
-
-    handle = layer.register_forward_hook(hook)
+@torch.no_grad()
+def layer_inputs(encoder: nn.Module, layer: nn.Linear, X, batch_size: int):
+    """The inputs of ``layer`` for the rows of ``X`` (batches of ``batch_size``,
+    evaluation mode, TF32 off; a tensor for a tensor ``X``), or None when
+    ``layer`` is not the encoder's output."""
+    captured = []
+    handle = layer.register_forward_hook(
+        lambda module, inputs, output: captured.append((inputs[0], output)))
+    device = layer.weight.device
+    mode = encoder.training
+    encoder.eval()
     try:
-        with torch.no_grad():
-            output = encoder(X)
+        features = []
+        with exact_float32():
+            for start in range(0, X.shape[0], batch_size):
+                rows = torch.as_tensor(X[start:start + batch_size])
+                output = encoder(rows.to(device=device, dtype=layer.weight.dtype))
+                if len(captured) != 1 or output is not captured[0][1]:
+                    return None
+                features.append(captured.pop()[0])
     finally:
         handle.remove()
-    if output is captured.get("output"):
-        # The layer is the final operation: its input is fixed, cache it.
-        layer_input = captured["input"]
-        return lambda: layer(layer_input)
-    return lambda: encoder(X)
+        encoder.train(mode)
+    if not features:
+        return None
+    features = torch.cat(features)
+    return features if torch.is_tensor(X) else features.cpu().numpy()

@@ -1,11 +1,5 @@
-"""Meta-training (episode) losses of FLOWR, in torch, on the shared ``_core`` maths.
-
-An episode scores each query row against ``n_known + n_way + 1`` columns: the
-known-known classes (large context), the support classes, and the novel class
-last. Labels are column indices; a query label ``>= n_known + n_way`` is
-novel, distinct values naming distinct unknown-unknown classes. Conditioning,
-predictive densities and prior masses are :mod:`sklearn_flowr._core`'s, the
-code the NumPy head runs.
+"""Meta-training (episode) losses of FLOWR in torch, on the ``_core`` maths the
+NumPy head runs. Columns: known-known classes, support classes, novel last.
 """
 
 from __future__ import annotations
@@ -44,8 +38,8 @@ def _episode_coefficients(
     z_support, y_support, n_way, *, prior_mean, prior_log_var, sigma,
     known_nat_mean, known_precision, known_counts,
 ):
-    """Density coefficients of every column (novel last), the CRP counts of the
-    classes, and the prior's ``q0``, ``lam0``.
+    """Density coefficients of every column (novel last), the classes' CRP
+    counts, and the prior's ``q0``, ``lam0``.
     """
     dtype_like = z_support
     # A scalar mean stands for the same value in every dimension.
@@ -115,50 +109,31 @@ def flowr_episode_logits(
 ) -> torch.Tensor:
     """Log-joint scores ``log p(z, n)`` of query embeddings in one episode.
 
-    The support set conditions ``n_way`` classes instantiated from the shared
-    prior ``N(mu0, diag(s0))``; each query row is scored against the known-known
-    classes (if any), the support classes and the novel class with the
-    posterior predictive density plus the CRP log prior mass. Support counts
-    are the CRP counts of the support classes.
+    The support set conditions ``n_way`` classes drawn from the prior
+    ``N(mu0, diag(s0))``; each query row is scored against the known-known
+    classes (if any), the support classes and the novel class by the posterior
+    predictive density plus the CRP log prior mass.
 
     Parameters
     ----------
     z_support : tensor of shape (n_support, d)
-        Support embeddings (``n_support`` may be 0).
     y_support : tensor of shape (n_support,)
-        Column index of each support row, in ``[n_known, n_known + n_way)``.
-        Every support class needs at least one row (its count must exceed
-        ``a``).
+        Column of each support row, in ``[n_known, n_known + n_way)``; every
+        support class needs a row.
     z_query : tensor of shape (n_query, d)
-        Query embeddings.
     n_way : int
-        Number of support classes.
-    prior_mean : tensor or float, shape (d,) or ()
-        ``mu0``.
-    prior_log_var : tensor or float, shape (1,), (d,) or ()
-        ``log s0``; one entry means an isotropic prior.
-    beta_raw : tensor or float
-        Unconstrained concentration: ``b = -a + softplus(beta_raw)``.
-    a, sigma, class_prior
-        The CRP discount, class-noise variance (``Sigma_eps = sigma * I``) and
-        class prior of the episodes (:meth:`FLOWRMetaModule.episode_params`).
-    known_nat_mean : tensor of shape (n_known, d), default=None
-        ``q_n`` of the known-known classes (large context).
-    known_precision : tensor of shape (n_known, 1) or (n_known, d), default=None
-        ``lam_n`` of the known-known classes.
-    known_counts : tensor of shape (n_known,), default=None
-        Their CRP counts (needed with ``known_nat_mean``).
+    prior_mean, prior_log_var, beta_raw, a, sigma, class_prior
+        ``mu0``, ``log s0`` (one entry: isotropic), ``b = -a +
+        softplus(beta_raw)``, discount, noise variance and class prior, as
+        :meth:`FLOWRMetaModule.episode_params` gives them.
+    known_nat_mean, known_precision, known_counts : tensor or None, default=None
+        ``q_n`` (n_known, d), ``lam_n`` (n_known, 1 or d) and CRP counts of
+        the known-known classes (large context).
 
     Returns
     -------
     logits : tensor of shape (n_query, n_known + n_way + 1)
-        ``log N(z; m_n, v_n) + log p(n)``; the novel class is the last column.
-        ``log_softmax`` of a row equals the head's ``predict_log_proba``.
-
-    References
-    ----------
-    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022, sec. 3.
+        Novel last; a row's ``log_softmax`` is the head's ``predict_log_proba``.
 
     Examples
     --------
@@ -236,31 +211,13 @@ def meta_training_loss(
     known_precision: torch.Tensor | None = None,
     known_counts: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """FLOWR's meta-training loss: open-world query NLL plus adaptation loss.
+    """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``.
 
-    ``L = NLL + lambda_adapt * L_adapt``: the NLL of the
-    ``(n_known + n_way + 1)``-way query predictions (unknown-unknown rows
-    labelled novel), and ``L_adapt`` the NLL of recognising each
-    unknown-unknown class from its first query row, instantiated from the
-    prior with count 1 (0 when no such class has two query rows).
-
-    Parameters
-    ----------
-    z_support, y_support, z_query, n_way
-        As in :func:`flowr_episode_logits`.
-    y_query : tensor of shape (n_query,)
-        Column index of each query row; values ``>= n_known + n_way`` are
-        unknown-unknown classes (novel), one value per class.
-    prior_mean, prior_log_var, beta_raw, a, sigma, class_prior
-        As in :func:`flowr_episode_logits`.
-    lambda_adapt : float, default=0.1
-        Weight of the adaptation loss (the paper's lambda).
-    known_nat_mean, known_precision, known_counts
-        As in :func:`flowr_episode_logits`.
-
-    Returns
-    -------
-    loss : 0-d tensor
+    NLL of the ``(n_known + n_way + 1)``-way query predictions (``y_query``
+    columns ``>= n_known + n_way`` are unknown-unknown classes, labelled
+    novel), and ``L_adapt`` the NLL of recognising each unknown-unknown class
+    from its first query row (0 when none has two rows). Other parameters as
+    :func:`flowr_episode_logits`.
 
     References
     ----------
@@ -299,9 +256,7 @@ def meta_training_loss(
 
 def _adaptation_nll(z_query, y_host, scores: _EpisodeScores, *, a, sigma,
                     class_prior):
-    """Mean NLL of recognising each unknown-unknown class from one example (the
-    label bookkeeping on the host: no GPU synchronisation).
-    """
+    """Mean NLL of recognising each unknown-unknown class from one example."""
     log_lik, counts, b = scores.log_lik, scores.counts, scores.b
     n_classes = counts.shape[0]
     positions = torch.nonzero(y_host >= n_classes).reshape(-1)

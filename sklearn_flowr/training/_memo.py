@@ -1,9 +1,6 @@
-"""Trained encoders kept in this process, so a refit of the head retrains nothing.
-
-:class:`EncoderMemo` keeps the last few training results keyed by a hash of
-everything training reads (data, settings, seed, device) and hands out
-copies. In memory only: nothing this package reads is unpickled from disk
-(``joblib.Memory`` would).
+"""Trained encoders kept in this process, keyed by a hash of everything training
+reads (data, settings, seed, device), so a refit of the head retrains nothing.
+In memory only: nothing is unpickled from disk.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from ._episodes import EpisodeDataset
 from ._modules import FLOWRMetaModule
 from ._nets import EpisodicMetaNet
 from ._runner import StageRunner
-from ._stages import MetaTraining
+from ._stages import BATCH_SIZE, MetaTraining
 
 __all__ = ["check_meta_training_plan", "episode_dataset", "known_classes",
            "meta_train"]
@@ -140,7 +140,9 @@ def meta_train(encoder, X, y_index, means, variances, *, setting: str,
     known = known_classes(setting, stage, n_classes, runner.seed)
     table = (dict(known_means=means[known], known_vars=variances[known])
              if setting == "large" else {})
-    module = FLOWRMetaModule(encoder, means.shape[1], **stage.module_params(),
+    trainee, X = (encoder, X) if meta is None else runner.trainable(encoder, X,
+                                                                    BATCH_SIZE)
+    module = FLOWRMetaModule(trainee, means.shape[1], **stage.module_params(),
                              prior_mean=prior_mean, prior_var=prior_var,
                              **table).to(runner.device)
     module.known_classes_ = known
@@ -158,5 +160,6 @@ def meta_train(encoder, X, y_index, means, variances, *, setting: str,
         autocast=torch.bfloat16 if meta.autocast == "bf16" else None,
         # One episode per step: the bar counts episodes.
         callbacks=runner.progress(batches_per_epoch=len(episodes)))
-    net = runner.fit(net, "meta", meta.epochs, episodes)
-    return net.module_
+    module = runner.fit(net, "meta", meta.epochs, episodes).module_
+    module.encoder = encoder  # trainee is its last layer, trained in place
+    return module

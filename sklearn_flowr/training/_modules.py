@@ -1,9 +1,6 @@
-"""Torch modules of the training stages: an encoder plus what its stage learns.
-
-Sup-E: class means and variances; Sup-FC: a linear classifier; meta-training:
-the prior ``(mu0, log s0, beta_raw)`` and, in the large context, the natural
-parameters of the known-known classes. The skorch nets of :mod:`._nets` train
-them.
+"""Torch modules of the training stages: an encoder plus what its stage learns
+(Sup-E class Gaussians, Sup-FC's linear classifier, meta-training's prior,
+``b`` and, in the large context, the known-known table).
 """
 
 from __future__ import annotations
@@ -46,23 +43,9 @@ def _check_settings(a, sigma, class_prior, known_count) -> None:
 class SupEModule(nn.Module):
     """Encoder plus Sup-E class embeddings ``N(mu_n, s_n I)``.
 
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        Maps inputs to ``(n, embedding_dim)`` embeddings.
-    n_classes : int
-        Number of training classes.
-    embedding_dim : int or None, default=None
-        ``d``; ``None`` reads it from the encoder's last ``nn.Linear``.
-    init_log_var : float, default=0.0
-        Initial ``log s_n`` of every class.
-
-    Attributes
-    ----------
-    class_means : torch.nn.Parameter of shape (n_classes, embedding_dim)
-        ``mu_n``, initialised from ``N(0, I / d)`` so that classes start apart.
-    class_log_var : torch.nn.Parameter of shape (n_classes,)
-        ``log s_n``.
+    ``class_means`` (n_classes, d) start from ``N(0, I / d)``, ``class_log_var``
+    (n_classes,) at ``init_log_var``; ``embedding_dim`` None reads ``d`` from the
+    encoder's last ``nn.Linear``.
 
     Examples
     --------
@@ -88,13 +71,6 @@ class SupEModule(nn.Module):
 
 class SupFCModule(nn.Module):
     """Encoder plus a linear classification layer (the Sup-FC baseline).
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-    n_classes : int
-    embedding_dim : int or None, default=None
-        ``None`` reads it from the encoder's last ``nn.Linear``.
 
     Examples
     --------
@@ -125,40 +101,21 @@ class FLOWRMetaModule(nn.Module):
     embedding_dim : int or None, default=None
         ``None`` reads it from the encoder's last ``nn.Linear``.
     a, sigma, learn_sigma, class_prior, known_count
-        The episodes' fixed CRP-Gaussian settings, as
-        :meth:`MetaTraining.module_params` gives them (``None``: the
-        default of :class:`MetaTraining`); ``learn_sigma`` learns the noise
-        as ``log_sigma``.
-    prior_mean : float or array-like of shape (embedding_dim,), default=0.0
-        Initial ``mu0``.
-    prior_var : float or array-like of shape (1,) or (embedding_dim,), \
-default=1.0
-        Initial ``s0``; a float gives a learned isotropic variance.
+        The episodes' CRP-Gaussian settings (:meth:`MetaTraining.module_params`;
+        ``None``: its defaults); ``learn_sigma`` learns ``log_sigma``.
+    prior_mean, prior_var : float or array-like of shape (embedding_dim,)
+        Initial ``mu0`` (default 0.0) and ``s0`` (default 1.0; a float: a
+        learned isotropic variance), learned as ``prior_mean``, ``prior_log_var``.
     b : float, default=1.0
-        Initial CRP concentration, ``> -a``.
-    known_means : array-like of shape (n_known, embedding_dim), default=None
-        Sup-E class means ``mu_n`` of the known-known classes (large context).
-    known_vars : array-like of shape (n_known,), default=None
-        Their Sup-E variances ``s_n``.
+        Initial CRP concentration, ``> -a``; learned as ``beta_raw``
+        (``b = -a + softplus(beta_raw)``).
+    known_means, known_vars : array-like or None, default=None
+        Sup-E ``mu_n`` (n_known, d) and ``s_n`` (n_known,) of the known-known
+        classes (large context), learned as ``known_nat_mean``,
+        ``known_log_precision``.
     freeze_batch_norm : bool, default=True
-        Keep the encoder's batch-norm layers in evaluation mode while
-        meta-training (pre-training's running statistics), so the head is
-        trained on the embedding that serves at test time.
-
-    Attributes
-    ----------
-    prior_mean : torch.nn.Parameter of shape (embedding_dim,)
-    prior_log_var : torch.nn.Parameter of shape (1,) or (embedding_dim,)
-    beta_raw : torch.nn.Parameter of shape ()
-        ``b = -a + softplus(beta_raw)``.
-    log_sigma : torch.nn.Parameter of shape () or None
-        ``log sigma``; only when ``learn_sigma``.
-    known_nat_mean : torch.nn.Parameter of shape (n_known, embedding_dim)
-        ``q_n = mu_n / s_n``; only when ``known_means`` is given.
-    known_log_precision : torch.nn.Parameter of shape (n_known, 1)
-        ``log lam_n = -log s_n``; only when ``known_means`` is given.
-    known_counts : torch.Tensor of shape (n_known,)
-        A buffer (not learned).
+        Keep the encoder's batch norm in evaluation mode while meta-training,
+        so the head learns the embedding that serves at test time.
 
     Examples
     --------

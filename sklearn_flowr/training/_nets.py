@@ -1,11 +1,8 @@
 """skorch nets for Sup-E / Sup-FC pre-training and FLOWR meta-training.
 
-The nets change skorch only through its hooks: constructor defaults,
-``initialize_module`` and ``on_epoch_begin`` (seeding, a fresh episode draw
-each epoch), ``get_loss`` (the FLOWR losses need module parameters or an
-episode split); the fit loop, epoch table, callbacks and ``device`` are
-skorch's own. The mini-batch nets shuffle the rows each epoch and read a
-mini-batch of arrays with one index (:func:`._loaders._batch_index_loader`).
+They change skorch only through its hooks (constructor defaults,
+``initialize_module``, ``on_epoch_begin``, ``get_loss``); the fit loop, epoch
+table, callbacks and ``device`` are skorch's own.
 """
 
 from __future__ import annotations
@@ -133,15 +130,8 @@ class _PlainPrintLog(PrintLog):
 
 
 class StopOnNonFiniteLoss(Callback):
-    """Stop training at the first step whose loss is not finite, naming the stage
-    and the learning rate to lower.
-
-    Parameters
-    ----------
-    stage : str, default="training"
-        The stage's name in the message.
-    lr_param : str or None, default=None
-        The :class:`~sklearn_flowr.FLOWRClassifier` parameter of the stage's rate.
+    """Stop at the first step whose loss is not finite, naming the ``stage`` and
+    the FLOWRClassifier parameter ``lr_param`` of the rate to lower.
     """
 
     def __init__(self, stage="training", lr_param=None):
@@ -197,31 +187,11 @@ class _SeededInitMixin:
 class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
-    The module (default :class:`SupEModule`) needs ``module__encoder`` and
-    ``module__n_classes``; ``y`` holds class indices. ``predict_proba`` is the
-    closed-world softmax of the Sup-E logits.
-
-    Parameters
-    ----------
-    module : nn.Module class or instance, default=SupEModule
-    criterion : default=SupELoss
-        Settable through ``criterion__beta`` and ``criterion__l2``.
-    optimizer : default=torch.optim.Adam
-    lr : float, default=1e-3
-        The paper's rate for Conv4 (1e-4 for ResNets).
-    train_split : callable or None, default=None
-    iterator_train, iterator_valid : callable, default=_batch_index_loader
-        A ``DataLoader`` that reads a mini-batch with one index (shuffled
-        training rows).
-    random_state : int or None, default=None
-        Seed of ``torch.manual_seed`` before the module is built.
-    **kwargs
-        Any other :class:`skorch.NeuralNetClassifier` parameter.
-
-    References
-    ----------
-    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022, sec. 4.
+    A :class:`skorch.NeuralNetClassifier` whose module (default
+    :class:`SupEModule`) needs ``module__encoder`` and ``module__n_classes``; ``y``
+    holds class indices, ``criterion__beta`` and ``criterion__l2`` set
+    :class:`SupELoss`, and ``random_state`` seeds the module's initialisation and
+    each epoch. ``predict_proba`` is the closed-world softmax of the Sup-E logits.
 
     Examples
     --------
@@ -260,10 +230,8 @@ class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
 
 
 class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
-    """Sup-FC pre-training (encoder + linear layer, cross-entropy).
-
-    Parameters are those of :class:`SupENet`, with :class:`SupFCModule` and
-    ``torch.nn.CrossEntropyLoss`` as defaults.
+    """Sup-FC pre-training (encoder + linear layer, cross-entropy); as
+    :class:`SupENet` with :class:`SupFCModule` and ``torch.nn.CrossEntropyLoss``.
 
     Examples
     --------
@@ -296,35 +264,13 @@ class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
 class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
-    ``fit`` takes an :class:`EpisodeDataset` (``y=None``) whose "samples" are
-    whole episodes (``batch_size=None``: one episode per step). The module
-    (default :class:`FLOWRMetaModule`) learns the encoder, the prior and, with a
-    known-known table, that table (the large context). Embed plain arrays with
-    :func:`embed` on ``net.module_.encoder``, not ``predict``.
-
-    Parameters
-    ----------
-    module : nn.Module class or instance, default=FLOWRMetaModule
-    criterion : default=FLOWRMetaLoss
-        ``criterion__lambda_adapt`` sets the adaptation-loss weight (0.1).
-    optimizer : default=torch.optim.Adam
-    lr : float, default=1e-3
-    batch_size : None, default=None
-    train_split : callable or None, default=None
-        For validation, ``skorch.helper.predefined_split`` of another
-        :class:`EpisodeDataset`.
-    random_state : int or None, default=None
-        Seed of ``torch.manual_seed`` before the module is built.
-    autocast : torch.dtype or None, default=None
-        Run the encoder under ``torch.autocast`` with this dtype (the loss runs
-        in float32).
-    **kwargs
-        Any other :class:`skorch.NeuralNet` parameter.
-
-    References
-    ----------
-    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022, sec. 4.
+    A :class:`skorch.NeuralNet` whose ``fit`` takes an :class:`EpisodeDataset`
+    (one episode per step); the module (default :class:`FLOWRMetaModule`) learns
+    the encoder, the prior and, in the large context, the known-known table.
+    ``criterion__lambda_adapt`` weighs the adaptation loss, ``random_state``
+    seeds the module and each epoch, ``autocast`` runs the encoder under
+    ``torch.autocast`` with that dtype (the loss stays float32). Embed arrays
+    with :func:`embed` on ``net.module_.encoder``.
 
     Examples
     --------

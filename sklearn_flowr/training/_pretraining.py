@@ -35,43 +35,22 @@ def build_encoder(backbone, embedding_dim: int, X) -> torch.nn.Module:
     )
 
 
-def embed_rows(encoder, X, batch_size: int, desc: str | None = None) -> np.ndarray:
+def embed_rows(encoder, X, batch_size: int, desc: str | None = None,
+               n_jobs=None) -> np.ndarray:
     """float64 embeddings of ``X``, in batches of ``4 * batch_size`` rows (a
     progress bar named ``desc`` when given)."""
-    return embed(encoder, X, batch_size=4 * batch_size,
-                 desc=desc).astype(np.float64)
+    return embed(encoder, X, batch_size=4 * batch_size, desc=desc,
+                 n_jobs=n_jobs).astype(np.float64)
 
 
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
              lr: float = 1e-3, learned_stats: bool = False,
              return_embedding: bool = False):
-    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None) and read
-    the class table that starts meta-training.
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    n_classes : int
-    stage : SupE, SupFC or None
-    runner : StageRunner
-        The history goes under ``"pretrain"``.
-    lr : float, default=1e-3
-        The stage's rate, resolved (:func:`pretraining_lr`).
-    learned_stats : bool, default=False
-        The table from Sup-E's learned class parameters, not the embedding's.
-    return_embedding : bool, default=False
-        Also return the embedding the table was read from (``None`` when it
-        was not needed), for :func:`match_noise_scale`.
-
-    Returns
-    -------
-    encoder : torch.nn.Module
-    means : ndarray of shape (n_classes, embedding_dim)
-    variances : ndarray of shape (n_classes,)
-    embedding : ndarray of shape (n_samples, embedding_dim) or None
-        Only with ``return_embedding``.
+    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None, at the
+    resolved rate ``lr``) and read the class table that starts meta-training:
+    ``(encoder, means (n_classes, d), variances (n_classes,))``, from Sup-E's
+    learned class parameters with ``learned_stats``, plus the embedding it was read
+    from (or None) with ``return_embedding``. The history goes under "pretrain".
 
     Examples
     --------
@@ -85,11 +64,12 @@ def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRu
     ((4, 4), (4,), 1)
     """
     batch_size = getattr(stage, "batch_size", BATCH_SIZE)
+    trainee, X = runner.trainable(encoder.to(runner.device), X, batch_size)
     if stage is None:
-        return _class_table(encoder.to(runner.device), X, y_index, n_classes,
-                            batch_size, runner.verbose, return_embedding)
+        return _class_table(encoder, trainee, X, y_index, n_classes, batch_size,
+                            runner, return_embedding)
     sup_e = isinstance(stage, SupE)
-    params = dict(module__encoder=encoder, module__n_classes=n_classes, lr=lr,
+    params = dict(module__encoder=trainee, module__n_classes=n_classes, lr=lr,
                   batch_size=batch_size, device=runner.device,
                   verbose=runner.verbose, random_state=runner.seed,
                   callbacks=runner.progress(), iterator_train__shuffle=True,
@@ -104,18 +84,19 @@ def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRu
     if learned_stats:
         means = module.class_means.detach().cpu().double().numpy()
         variances = np.exp(module.class_log_var.detach().cpu().double().numpy())
-        learned = (module.encoder, means, variances.reshape(-1))
+        learned = (encoder, means, variances.reshape(-1))
         return (*learned, None) if return_embedding else learned
-    return _class_table(module.encoder, X, y_index, n_classes, batch_size,
-                        runner.verbose, return_embedding)
+    return _class_table(encoder, trainee, X, y_index, n_classes, batch_size,
+                        runner, return_embedding)
 
 
-def _class_table(encoder, X, y_index, n_classes, batch_size, verbose,
+def _class_table(encoder, trainee, X, y_index, n_classes, batch_size, runner,
                  return_embedding):
-    """:func:`pretrain_encoder`'s result with the class table of the embedding."""
-    Z = embed_rows(encoder, X, batch_size,
+    """:func:`pretrain_encoder`'s result with the class table of the embedding
+    (``trainee`` on ``X``: the encoder's, see :meth:`StageRunner.trainable`)."""
+    Z = embed_rows(trainee, X, batch_size, n_jobs=runner.n_jobs,
                    desc="embedding the training rows for the class table"
-                   if verbose else None)
+                   if runner.verbose else None)
     table = (encoder, *class_statistics(Z, y_index, n_classes))
     return (*table, Z) if return_embedding else table
 
@@ -133,31 +114,13 @@ def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
 
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
-                      batch_size: int, verbose: int = 0, embedding=None):
+                      batch_size: int, verbose: int = 0, embedding=None,
+                      n_jobs=None):
     """Scale the last linear layer so the mean within-class variance of the
-    embedding equals ``noise`` (``MetaTraining.episode_noise``, the scale the
-    episodes assume; not in the paper).
-
-    Parameters
-    ----------
-    encoder : torch.nn.Module
-        Rescaled in place when its output is linear in its last linear layer
-        (else left alone, with a warning, and the factor is 1.0).
-    X : ndarray or tensor of shape (n_samples, ...)
-    y_index : ndarray of shape (n_samples,)
-    means : ndarray of shape (n_classes, embedding_dim)
-    variances : ndarray of shape (n_classes,)
-        The class table, rescaled alike.
-    noise : float
-    batch_size : int
-    verbose : int, default=0
-    embedding : ndarray of shape (n_samples, embedding_dim) or None, default=None
-        :func:`embed_rows` of ``X`` under ``encoder`` when already computed.
-
-    Returns
-    -------
-    means, variances : ndarray
-    factor : float
+    embedding equals ``noise`` (not in the paper); the class table rescaled
+    alike, and the factor. An encoder whose output is not linear in that layer
+    is left alone, with a warning (factor 1.0). ``embedding``: the rows'
+    :func:`embed_rows` when already computed.
 
     Examples
     --------
@@ -176,7 +139,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
     """
     Z = embedding
     if Z is None:
-        Z = embed_rows(encoder, X, batch_size,
+        Z = embed_rows(encoder, X, batch_size, n_jobs=n_jobs,
                        desc="embedding to match the noise scale" if verbose
                        else None)
     _, within = class_statistics(Z, y_index, means.shape[0])
@@ -186,7 +149,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
     # TF32, so on a GPU as on the CPU the two agree to float32 rounding
     # when the layer is the output.
     n_probe = min(X.shape[0], 4 * batch_size)
-    probe = embed_rows(encoder, X[:n_probe], batch_size)
+    probe = embed_rows(encoder, X[:n_probe], batch_size, n_jobs=n_jobs)
     expected = factor * Z[:n_probe]
     if np.linalg.norm(probe - expected) > 1e-4 * np.linalg.norm(expected):
         # A user module whose last linear layer is not the output (a norm

@@ -8,30 +8,60 @@ import os
 import torch
 from sklearn.utils.validation import check_random_state
 
+from ..encoders import last_linear_layer
 from ._accelerate import accelerated
-from ._checkpoints import AtomicCheckpoint, checkpointed_epochs
-from ._device import resolve_device
+from ._checkpoints import (
+    AtomicCheckpoint,
+    check_saved_epochs,
+    check_stage_fingerprint,
+    remove_checkpoint,
+    wrong_weights,
+)
+from ._device import resolve_device, torch_threads
+from ._fine_tune import layer_inputs
 
-__all__ = ["StageRunner"]
+__all__ = ["StageRunner", "frozen_last_layer"]
+
+
+def frozen_last_layer(encoder: torch.nn.Module):
+    """The last linear layer of an encoder that trains only that layer (every
+    other parameter frozen, every other layer in evaluation mode in training),
+    else None.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder, MLPEncoder
+    >>> frozen_last_layer(MLPEncoder(8, embedding_dim=4)) is None
+    True
+    >>> frozen_last_layer(EfficientNetLite0Encoder(pretrained=False))
+    Linear(in_features=1280, out_features=64, bias=True)
+    """
+    try:
+        layer = last_linear_layer(encoder)
+    except (TypeError, ValueError):
+        return None
+    own = {id(module) for module in layer.modules()}
+    others = [module for module in encoder.modules() if id(module) not in own]
+    mode = encoder.training
+    encoder.train()
+    try:
+        frozen = not any(parameter.requires_grad for module in others
+                         for parameter in module.parameters(recurse=False)) and \
+            not any(module.training for module in others
+                    if not list(module.children()))
+    finally:
+        encoder.train(mode)
+    return layer if frozen else None
 
 
 @dataclasses.dataclass
 class StageRunner:
-    """The shared context of FLOWR's training stages.
-
-    Parameters
-    ----------
-    device : torch.device
-        Where training runs (the accelerator's device when there is one).
-    seed : int
-        The seed every stage and process shares.
-    accelerator : accelerate.Accelerator or None, default=None
-    checkpoint_dir : path-like or None, default=None
-        One sub-folder per stage (``"pretrain"``, ``"meta"``).
-    verbose : int, default=0
-        Epoch tables and a tqdm bar per stage when positive.
-    history : dict, default={}
-        skorch histories, filled in per stage name.
+    """The shared context of FLOWR's training stages: the ``device`` (the
+    accelerator's when one is given), the ``seed`` every stage and process
+    shares (``seeded``: from the user's ``random_state``), the optional
+    ``accelerator`` and ``checkpoint_dir`` (a sub-folder per stage),
+    ``verbose``, ``n_jobs`` (torch's CPU threads, :func:`torch_threads`) and
+    the skorch ``history`` of each stage.
 
     Examples
     --------
@@ -53,22 +83,30 @@ class StageRunner:
     checkpoint_dir: str | os.PathLike | None = None
     verbose: int = 0
     history: dict = dataclasses.field(default_factory=dict)
+    seeded: bool = True
+    n_jobs: int | None = None
+    # Set once a stage trained epochs in this fit: later stages start over.
+    trained: bool = False
+    # (X, layer, the layer's inputs for X) of StageRunner.trainable.
+    _features: tuple = dataclasses.field(default=(None, None, None), init=False,
+                                         repr=False)
 
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
-                checkpoint_dir=None, verbose=0) -> StageRunner:
+                checkpoint_dir=None, verbose=0, n_jobs=None) -> StageRunner:
         """The runner of one ``fit``: the device resolved (the accelerator's when given)
         and the seed drawn from ``random_state`` (the main process's, shared).
         """
         seed = int(check_random_state(random_state).randint(2**31 - 1))
+        settings = dict(checkpoint_dir=checkpoint_dir, verbose=verbose,
+                        seeded=random_state is not None, n_jobs=n_jobs)
         if accelerator is None:
-            return cls(resolve_device(device), seed, None, checkpoint_dir, verbose)
+            return cls(resolve_device(device), seed, **settings)
         if accelerator.num_processes > 1:
             from accelerate.utils import broadcast_object_list
 
             seed = broadcast_object_list([seed])[0]
-        return cls(torch.device(accelerator.device), seed, accelerator,
-                   checkpoint_dir, verbose)
+        return cls(torch.device(accelerator.device), seed, accelerator, **settings)
 
     def net(self, net_class, **params):
         """A training net of ``net_class``, through the accelerator if any."""
@@ -87,11 +125,30 @@ class StageRunner:
 
         return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
 
+    def trainable(self, encoder, X, batch_size: int):
+        """``(encoder, X)`` as a stage trains them: for an encoder that trains
+        only its last linear layer (a frozen pretrained backbone), that layer
+        and its inputs, computed once per row of ``X`` and kept for the fit.
+        """
+        layer = frozen_last_layer(encoder)
+        if layer is None:
+            return encoder, X
+        cached_X, cached_layer, features = self._features
+        if cached_X is not X or cached_layer is not layer:
+            with torch_threads(self.n_jobs):
+                features = layer_inputs(encoder, layer, X, 4 * batch_size)
+            self._features = (X, layer, features)
+        return (encoder, X) if features is None else (layer, features)
+
     def fit(self, net, stage: str, epochs: int, X, y=None):
         """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
         KeyboardInterrupt when training stopped early (skorch ends quietly on
         Ctrl-C).
         """
+        with torch_threads(self.n_jobs):
+            return self._fit(net, stage, epochs, X, y)
+
+    def _fit(self, net, stage, epochs, X, y):
         done = 0
         if self.checkpoint_dir is not None:
             from skorch.callbacks import LoadInitState
@@ -100,28 +157,38 @@ class StageRunner:
             # and loaded as weights only: no checkpoint file can run code.
             checkpoint = AtomicCheckpoint(monitor=None, dirname=os.path.join(
                 os.fspath(self.checkpoint_dir), stage))
-            done = checkpointed_epochs(checkpoint)
+            if self.trained:  # started from an earlier stage's older weights
+                remove_checkpoint(checkpoint)
+            done = check_saved_epochs(checkpoint, epochs, stage)
+            check_stage_fingerprint(checkpoint, net, self.seed if self.seeded else None)
             net.set_params(
                 callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
                            ("resume", LoadInitState(checkpoint))],
                 torch_load_kwargs={**(net.torch_load_kwargs or {}),
                                    "weights_only": True})
             epochs = max(epochs - done, 0)
-        if epochs == 0:
-            net.initialize()
-            if done:
-                net.load_params(checkpoint=checkpoint)
-        else:
-            net.set_params(max_epochs=epochs)
-            net.fit(X, y)
-            # A half-trained stage must not pass for a finished one (the
-            # checkpoint keeps the last epoch).
-            finished = sum("train_loss" in row for row in net.history)
-            expected = epochs + done
-            if finished < expected:
-                raise KeyboardInterrupt(
-                    f"{stage} interrupted after {finished} of {expected} epochs"
-                    + ("; fit again with the same checkpoint_dir to resume."
-                       if self.checkpoint_dir is not None else "."))
+        try:
+            if epochs == 0:
+                net.initialize()
+                if done:
+                    net.load_params(checkpoint=checkpoint)
+            else:
+                net.set_params(max_epochs=epochs)
+                net.fit(X, y)
+                self.trained = True
+        except RuntimeError as exc:  # weights of other shapes
+            error = done and wrong_weights(exc, checkpoint)
+            if error:
+                raise error from exc
+            raise
+        # A half-trained stage must not pass for a finished one (the
+        # checkpoint keeps the last epoch).
+        finished = sum("train_loss" in row for row in net.history)
+        if epochs and finished < epochs + done:
+            raise KeyboardInterrupt(
+                f"{stage} interrupted after {finished} of {epochs + done} epochs"
+                + ("; fit again with the same checkpoint_dir to resume."
+                   if self.checkpoint_dir is not None else "."))
         self.history[stage] = net.history
         return net
+

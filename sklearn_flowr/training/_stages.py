@@ -1,10 +1,6 @@
-"""The training stages FLOWRClassifier is composed of, as parameter objects.
-
-``FLOWRClassifier(pretrain=SupE(...), meta=MetaTraining(...))`` takes its
-training schedule as :class:`~sklearn.pipeline.Pipeline` takes its steps: each
-stage is a small scikit-learn-style object whose settings are reached as
-``pretrain__epochs`` or ``meta__episodes_per_epoch``. A stage says *what* to
-train; :mod:`._pretraining` and :mod:`._meta_training` read it and train.
+"""The training stages FLOWRClassifier is composed of, as parameter objects: each
+says *what* to train (settings reached as ``pretrain__epochs``); the
+:mod:`._pretraining` and :mod:`._meta_training` functions train it.
 """
 
 from __future__ import annotations
@@ -29,13 +25,7 @@ BATCH_SIZE = 64
 
 class _Stage(BaseEstimator):
     def validate(self) -> _Stage:
-        """Check every setting against ``_parameter_constraints``; ``self``.
-
-        Raises
-        ------
-        sklearn.utils._param_validation.InvalidParameterError
-            Naming the setting and its allowed values.
-        """
+        """Check every setting against ``_parameter_constraints``; ``self``."""
         self._validate_params()
         return self
 
@@ -248,12 +238,6 @@ class MetaTraining(_Stage):
 
 def check_stages(pretrain, meta) -> None:
     """Validate each stage (``None`` allowed) and the two together.
-
-    Raises
-    ------
-    ValueError
-        A setting a stage refuses, or ``class_stats="learned"`` without
-        :class:`SupE` pre-training.
 
     Examples
     --------
