@@ -1,9 +1,8 @@
 """Decoding image files and byte strings into one stacked uint8 array, and the
-argument checks and restricted unpickling the image loaders share."""
+argument checks the image loaders share."""
 
 import io
 import os
-import pickle
 from numbers import Integral
 
 import numpy as np
@@ -52,99 +51,6 @@ def check_directory(path, expected):
             f"Data folder not found: {path!r}; expected {expected}."
         )
     return path
-
-
-# What a pickled data set may reference: NumPy arrays, dtypes and scalars (as
-# NumPy 1 and 2 and Python 2 pickles spell them) and plain containers.
-_NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
-_ALLOWED_GLOBALS = frozenset(
-    {("numpy", "ndarray"), ("numpy", "dtype")}
-    | {(module, name) for module in _NUMPY_MODULES
-       for name in ("_reconstruct", "scalar", "ndarray", "dtype")}
-    | {(module, "_frombuffer") for module in ("numpy.core.numeric",
-                                              "numpy._core.numeric")}
-    | {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
-                                       "str", "bytes", "bytearray", "int", "float",
-                                       "complex", "bool")}
-    | {("_codecs", "encode")}
-)
-
-
-# Where this NumPy keeps the array constructors pickles name.
-_NUMPY_CORE = "numpy._core" if int(np.__version__.split(".")[0]) >= 2 else "numpy.core"
-
-
-class UnsafePickleError(pickle.UnpicklingError):
-    """A pickle references something other than arrays and plain containers."""
-
-
-def _latin1_encode(text, encoding="latin1"):
-    """``_codecs.encode(text, "latin1")``, how pickles of protocol 0 to 2 store
-    bytes; any other codec is refused."""
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafePickleError(
-            f"'_codecs.encode' with {type(text).__name__} and codec {encoding!r} "
-            "(only the latin1 encoding of a str is allowed)"
-        )
-    return text.encode("latin1")
-
-
-class _ArrayUnpickler(pickle.Unpickler):
-    """An unpickler whose ``find_class`` (a pickle's one way to a callable)
-    answers only ``_ALLOWED_GLOBALS``."""
-
-    def find_class(self, module, name):
-        # Python 2 pickles name the builtins module "__builtin__".
-        module = "builtins" if module == "__builtin__" else module
-        if (module, name) not in _ALLOWED_GLOBALS:
-            raise UnsafePickleError(f"'{module}.{name}'")
-        if (module, name) == ("_codecs", "encode"):
-            return _latin1_encode
-        for spelling in ("numpy.core.", "numpy._core."):
-            if module.startswith(spelling):
-                # NumPy 2 moved numpy.core to numpy._core (the old name warns).
-                module = _NUMPY_CORE + module[len(spelling) - 1:]
-        return super().find_class(module, name)
-
-    def persistent_load(self, pid):
-        raise UnsafePickleError(f"a persistent id ({type(pid).__name__})")
-
-
-def load_pickle(path, expected):
-    """Unpickle a data file that may hold only NumPy arrays and plain containers
-    (a ValueError names anything else); ``expected`` words the errors.
-
-    Examples
-    --------
-    >>> import os, pickle, tempfile
-    >>> import numpy as np
-    >>> path = os.path.join(tempfile.mkdtemp(), "cache.pkl")
-    >>> with open(path, "wb") as f:
-    ...     pickle.dump({"image_data": np.zeros((1, 2), np.uint8)}, f)
-    >>> load_pickle(path, "a dict")["image_data"].shape
-    (1, 2)
-    """
-    try:
-        with open(path, "rb") as f:
-            # latin1: Python 2 pickles' bytes arrive as str (see as_bytes).
-            return _ArrayUnpickler(f, encoding="latin1").load()
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"Pickle file not found: {path!r}; expected {expected}."
-        ) from None
-    except UnsafePickleError as exc:
-        raise ValueError(
-            f"Refused to unpickle {path!r}: it references {exc}, which is not a "
-            "NumPy array or a plain container (dict, list, tuple, set, str, "
-            "bytes, number). Loading it could run code stored in the file; "
-            f"expected {expected}. Convert the file to arrays and lists where "
-            "it was made (e.g. numpy.savez) if you trust it."
-        ) from None
-    except Exception as exc:  # unpickling can fail in almost any way
-        raise ValueError(
-            f"Cannot unpickle {path!r} ({type(exc).__name__}: {exc}); "
-            f"expected {expected}."
-        ) from exc
 
 
 def as_bytes(encoded):

@@ -18,9 +18,9 @@ from ._image_io import (
     decode_image,
     encode_labels,
     load_image_files,
-    load_pickle,
     resize_array,
 )
+from ._pickle import load_pickle
 
 _SPLITS = ("train", "val", "test")
 
