@@ -417,3 +417,60 @@ def test_load_image_folder_rejects_bad_mode(tmp_path):
     """Check that an unknown colour mode is a ValueError."""
     with pytest.raises(ValueError, match="mode must be"):
         load_image_folder(tmp_path, mode="CMYK")
+
+
+def _two_classes(root, rng):
+    for name in ("a/0.png", "a/1.png", "b/0.png"):
+        _save_image(root / name, rng.integers(0, 256, (3, 4)))
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("link, target", [("a/up", ".."), ("a/alias", "../b"),
+                                          ("a/twice.png", "0.png")])
+def test_load_image_folder_refuses_link_loops_and_aliases(tmp_path, rng, link,
+                                                          target):
+    """Check a symbolic-link loop (a/up -> ..) or a second link to a folder or
+    file already read is a ValueError naming the link, not images read many
+    times or under another class's label."""
+    _two_classes(tmp_path, rng)
+    os.symlink(target, tmp_path / link)
+    with pytest.raises(ValueError, match="' leads to .*already read as .*loop"):
+        load_image_folder(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("linked", ["folder", "file", "class"])
+def test_load_image_folder_refuses_links_leaving_the_folder(tmp_path, rng, linked):
+    """Check a link to a folder or an image outside the tree read (or a class
+    folder that is such a link) is a ValueError naming it."""
+    root, outside = tmp_path / "tree", tmp_path / "outside"
+    _two_classes(root, rng)
+    _save_image(outside / "x.png", rng.integers(0, 256, (3, 4)))
+    link, target = {"folder": ("a/ext", outside), "class": ("c", outside),
+                    "file": ("a/x.png", outside / "x.png")}[linked]
+    os.symlink(target, root / link)
+    with pytest.raises(ValueError, match=f"{link}' is a symbolic link to .*outside"):
+        load_image_folder(root)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_load_omniglot_refuses_links_leaving_the_folder(tmp_path, rng):
+    """Check an Omniglot character folder linked from outside the tree is a
+    ValueError naming it."""
+    _write_omniglot(tmp_path / "tree", rng)
+    _save_image(tmp_path / "outside" / "x.png", rng.integers(0, 256, (3, 4)))
+    os.symlink(tmp_path / "outside", tmp_path / "tree" / "Greek" / "character09")
+    with pytest.raises(ValueError, match="character09' is a symbolic link to .*out"):
+        load_omniglot(tmp_path / "tree")
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_load_image_folder_follows_links_inside_the_folder(tmp_path, rng):
+    """Check links to images and folders elsewhere inside the tree are read."""
+    _two_classes(tmp_path, rng)
+    _save_image(tmp_path / ".store" / "x.png", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / ".more" / "y.png", rng.integers(0, 256, (3, 4)))
+    os.symlink("../.store/x.png", tmp_path / "b" / "x.png")
+    os.symlink("../.more", tmp_path / "b" / "more")
+    bunch = load_image_folder(tmp_path)
+    assert bunch.target_names[bunch.target].tolist() == ["a", "a", "b", "b", "b"]
