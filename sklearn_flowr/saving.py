@@ -8,6 +8,7 @@ called, so ``import sklearn_flowr`` stays light.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import uuid
 import warnings
@@ -175,12 +176,77 @@ def save(estimator, file):
     write_atomically(os.path.abspath(os.fspath(file)), lambda out: out.write(data))
 
 
-def load(file, *, trusted=None):
+# What skops may call to rebuild each kind of node a file written by ``save``
+# holds: None, nothing (``ObjectNode`` sets attributes on ``cls.__new__(cls)``);
+# else the types it calls. Other nodes (``ConstructorFromReduceNode`` calls a
+# type with arguments from the file) are refused.
+_NODE_CALLS = {
+    "ObjectNode": None, "TypeNode": None, "JsonNode": None, "BytesNode": None,
+    "BytearrayNode": None, "ListNode": {"builtins.list", "skorch.history.History"},
+    "DictNode": {"builtins.dict", "collections.OrderedDict",
+                 "sklearn.utils._bunch.Bunch"},
+    "SetNode": {"builtins.set"}, "TupleNode": {"builtins.tuple"},
+    "NdArrayNode": "numpy",  # an array or a NumPy scalar type
+}
+_MIB = 2**20
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _check_archive(archive, max_bytes):
+    """Refuse what would make ``load`` allocate past ``max_bytes``: the entries'
+    declared sizes, and arrays whose header asks more than their entry holds."""
+    import numpy as np
+
+    unpacked = sum(info.file_size for info in archive.infolist())
+    if unpacked > max_bytes:
+        raise _Refused(f"it unpacks to {unpacked:,} bytes, more than max_bytes="
+                       f"{max_bytes:,}")
+    for info in archive.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        with archive.open(info) as entry:
+            version = np.lib.format.read_magic(entry)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(entry)
+            needed = math.prod(shape) * dtype.itemsize
+            if needed > info.file_size - entry.tell():
+                raise _Refused(f"its array {info.filename!r} declares shape {shape} "
+                               f"of {dtype} ({needed:,} bytes) but holds "
+                               f"{info.file_size - entry.tell():,}")
+
+
+def _check_nodes(schema):
+    """Refuse a node whose rebuilding would call a type with the file's data."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        if "__loader__" not in node:
+            continue
+        loader, module = node["__loader__"], node.get("__module__")
+        calls = _NODE_CALLS.get(loader, ())
+        name = f"{module}.{node.get('__class__')}"
+        if calls is not None and name not in calls and calls != module:
+            raise _Refused(f"it rebuilds {name} with skops's {loader}, which files "
+                           "written by sklearn_flowr.save never hold")
+
+
+def load(file, *, trusted=None, max_bytes=None):
     """Load an estimator saved by :func:`save`, trusting only named types.
 
     Every type the file names must be one ``skops.io`` trusts by itself, one
     of :data:`TRUSTED_TYPES` or one of ``trusted``; the file is audited before
-    anything is built.
+    anything is built: its nodes may only set attributes and fill containers
+    and arrays (never call a type with arguments from the file), and what it
+    unpacks to is bounded by ``max_bytes``.
 
     Parameters
     ----------
@@ -193,6 +259,11 @@ def load(file, *, trusted=None):
         that :func:`save` listed in its warning. Add only names you have
         reviewed; never pass ``skops.io.get_untrusted_types``'s answer
         unread, which trusts whatever the file lists.
+    max_bytes : int, default=None
+        The most bytes the file's entries may unpack to (each array's
+        declared shape is checked against its entry too); None allows 8 times
+        the file's size plus 64 MiB. A file written by :func:`save` unpacks to
+        about its own size; raise it only for a compressed file you trust.
 
     Returns
     -------
@@ -206,7 +277,8 @@ def load(file, *, trusted=None):
         A ``ValueError`` naming the file and every type it names outside
         the trusted ones; no object is built.
     ValueError
-        If the file is not a skops file (the message names it).
+        If the file cannot be read or rebuilt, or breaks the bounds above
+        (the message names the file and the cause, which is chained).
     TypeError
         If ``trusted`` holds something that is neither a str nor a type.
 
@@ -227,6 +299,8 @@ def load(file, *, trusted=None):
     >>> sklearn_flowr.load(buffer).predict(X).tolist()
     [0, 0, 0, 1, 1, 1]
     """
+    import io
+    import json
     import zipfile
 
     import skops.io as sio
@@ -243,22 +317,34 @@ def load(file, *, trusted=None):
             data = f.read()
     else:
         data = file.read()
+    max_bytes = 8 * len(data) + 64 * _MIB if max_bytes is None else max_bytes
+    allowed = set(TRUSTED_TYPES) | set(extra)
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _check_archive(archive, max_bytes)
+            schema = json.loads(archive.read("schema.json"))
         untrusted = sio.get_untrusted_types(data=data)
-    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, AttributeError,
-            EOFError) as exc:
+        refused = [name for name in untrusted if name not in allowed]
+        if not refused:
+            _check_nodes(schema)
+    except _Refused as exc:
+        raise ValueError(f"Refused to load {where}: {exc}. Nothing was built."
+                         ) from None
+    except Exception as exc:  # a hostile file can fail in any way
         raise ValueError(
             f"Cannot read {where} as a saved estimator ({type(exc).__name__}: "
             f"{exc}); expected a file written by sklearn_flowr.save or "
             "skops.io.dump."
         ) from exc
-    allowed = set(TRUSTED_TYPES) | set(extra)
-    refused = [name for name in untrusted if name not in allowed]
     if refused:
         raise UntrustedTypesError(where, refused)
-    # Trust exactly the vetted names the file holds; skops audits the whole
-    # tree again before it builds anything.
-    return sio.loads(bytes(data), trusted=[n for n in untrusted if n in allowed])
+    try:
+        # Trust exactly the vetted names the file holds; skops audits the
+        # whole tree again before it builds anything.
+        return sio.loads(bytes(data), trusted=[n for n in untrusted if n in allowed])
+    except Exception as exc:
+        raise ValueError(f"Cannot rebuild the estimator saved in {where} "
+                         f"({type(exc).__name__}: {exc}).") from exc
 
 
 def temporary_name(path) -> str:
