@@ -474,3 +474,30 @@ def test_load_image_folder_follows_links_inside_the_folder(tmp_path, rng):
     os.symlink("../.more", tmp_path / "b" / "more")
     bunch = load_image_folder(tmp_path)
     assert bunch.target_names[bunch.target].tolist() == ["a", "a", "b", "b", "b"]
+
+
+def test_image_over_the_pixel_bound_is_refused_before_decoding(tmp_path):
+    """Check a 70 KB 16-bit PNG of 6000 x 6000 pixels (893 MB at peak to
+    decode before) is refused from its header, naming the file and the bound."""
+    path = tmp_path / "a" / "wide.png"
+    os.makedirs(path.parent)
+    Image.fromarray(np.zeros((6000, 6000), np.uint16)).save(path)
+    assert path.stat().st_size < 80_000
+    with pytest.raises(ValueError, match=r"wide\.png' is 6000 x 6000 pixels, more "
+                       r"than sklearn_flowr.datasets.MAX_IMAGE_PIXELS \(33,554,432"):
+        load_image_folder(tmp_path)
+
+
+def test_pixel_bound_can_be_raised_and_covers_encoded_images(tmp_path, rng,
+                                                             monkeypatch):
+    """Check MAX_IMAGE_PIXELS bounds PNG byte strings in a pickle too, and a
+    user can change it."""
+    import sklearn_flowr.datasets
+
+    _dump(tmp_path / "test_images_png.pkl", [_png_bytes(_rgb(rng, 1, 5, 4)[0])])
+    _write_tiered_labels(tmp_path, "test", [0])
+    monkeypatch.setattr(sklearn_flowr.datasets, "MAX_IMAGE_PIXELS", 19)
+    with pytest.raises(ValueError, match=r"Image 0 of .* is 4 x 5 pixels, more"):
+        load_tiered_imagenet(tmp_path, split="test")
+    monkeypatch.setattr(sklearn_flowr.datasets, "MAX_IMAGE_PIXELS", 20)
+    assert load_tiered_imagenet(tmp_path, split="test").data.shape == (1, 5, 4, 3)

@@ -69,12 +69,13 @@ def _wide_to_8bit(image, where):
     ``convert("L")`` does) to mode L; values out of range raise."""
     # I;16* (16-bit PNG, TIFF) and I (Pillow's 16-bit PGM) span 0..65535;
     # F (float TIFF) must already lie in 0..255.
-    if image.mode.startswith("I;16") or image.mode == "I":
-        full_scale = 65535.0
-    elif image.mode == "F":
-        full_scale = 255.0
-    else:
+    if image.mode.startswith("I;16"):
+        # rint(v * 255 / 65535) in integers (no ties: 65535 is odd).
+        values = np.asarray(image).astype(np.uint32)
+        return Image.fromarray(((values * 510 + 65535) // 131070).astype(np.uint8))
+    if image.mode not in ("I", "F"):
         return image
+    full_scale = 65535.0 if image.mode == "I" else 255.0
     values = np.asarray(image, dtype=np.float64)
     low, high = (float(values.min()), float(values.max())) if values.size else (0, 0)
     if not (np.isfinite(low) and np.isfinite(high)) or low < 0 or high > full_scale:
@@ -112,13 +113,25 @@ def resize_array(image, image_size):
     return np.asarray(resized, dtype=np.uint8)
 
 
+class _TooLarge(ValueError):
+    pass
+
+
 def decode_image(source, *, mode=None, image_size=None, where=None):
     """One image from a path or encoded bytes as a uint8 array, in ``mode`` (None
     keeps gray gray) and resized to ``image_size``; ``where`` names it in errors."""
     where = where if where is not None else repr(source)
     stream = io.BytesIO(source) if isinstance(source, bytes) else source
+    from . import MAX_IMAGE_PIXELS  # the package's, which a user may raise
+
     try:
         with Image.open(stream) as image:
+            if image.width * image.height > MAX_IMAGE_PIXELS:
+                raise _TooLarge(
+                    f"Image {where} is {image.width} x {image.height} pixels, more "
+                    "than sklearn_flowr.datasets.MAX_IMAGE_PIXELS "
+                    f"({MAX_IMAGE_PIXELS:,}); it is not decoded. Raise that bound "
+                    "if you trust the file.")
             image.load()
             image = _as_pil_mode(_wide_to_8bit(image, where), mode)
             if image_size is not None and image.size != image_size[::-1]:
@@ -128,6 +141,8 @@ def decode_image(source, *, mode=None, image_size=None, where=None):
             return np.asarray(image, dtype=np.uint8)
     except FileNotFoundError:
         raise FileNotFoundError(f"Image file not found: {where}.") from None
+    except _TooLarge:
+        raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ValueError(
             f"Cannot decode image {where} ({exc}); expected an image file that "
