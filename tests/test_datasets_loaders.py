@@ -501,3 +501,29 @@ def test_pixel_bound_can_be_raised_and_covers_encoded_images(tmp_path, rng,
         load_tiered_imagenet(tmp_path, split="test")
     monkeypatch.setattr(sklearn_flowr.datasets, "MAX_IMAGE_PIXELS", 20)
     assert load_tiered_imagenet(tmp_path, split="test").data.shape == (1, 5, 4, 3)
+
+
+def test_image_size_error_names_the_cli_option(tmp_path, rng):
+    """Check the error for images of different sizes tells flowr-benchmark
+    users its option, not only the loaders' image_size=."""
+    _save_image(tmp_path / "a" / "0.png", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / "b" / "0.png", rng.integers(0, 256, (5, 4)))
+    with pytest.raises(ValueError, match=r"image_size=\(height, width\) "
+                       r"\(flowr-benchmark: --image-size HEIGHT WIDTH\)"):
+        load_image_folder(tmp_path)
+
+
+@pytest.mark.parametrize("as_list", [list, tuple])
+def test_list_of_differently_sized_images_names_the_sizes(as_list):
+    """Check a list of images of different sizes gets an error naming two of
+    the sizes and how to resize, not NumPy's "inhomogeneous shape"."""
+    from sklearn_flowr.validation import as_model_input
+
+    images = as_list([np.zeros((28, 28), np.uint8)] * 2 + [np.zeros((30, 28),
+                                                                    np.uint8)])
+    with pytest.raises(ValueError, match=r"X\[0\] has shape \(28, 28\) and X\[2\] "
+                       r"has \(30, 28\). Resize .*--image-size"):
+        as_model_input(images, allow_features=False)
+    same = as_model_input(as_list([np.zeros((28, 28), np.uint8)] * 2),
+                          allow_features=False)
+    assert same.shape == (2, 1, 28, 28)

@@ -170,8 +170,9 @@ class ImageStack:
         if image.shape != self.data.shape[1:]:
             raise ValueError(
                 f"Image {where} has shape {image.shape} but {self._first} has shape "
-                f"{self.data.shape[1:]}; pass image_size=(height, width) to resize "
-                "every image to one size."
+                f"{self.data.shape[1:]}; pass image_size=(height, width) "
+                "(flowr-benchmark: --image-size HEIGHT WIDTH) to resize every "
+                "image to one size."
             )
         self.data[index] = image
 
