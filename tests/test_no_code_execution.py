@@ -156,14 +156,20 @@ def test_load_pickle_reads_arrays_and_plain_containers(protocol, tmp_path):
         "raw": [b"\x00\x01\xfe", bytearray(b"ab")],
         "scalars": (np.float32(1.5), np.int64(-3), 2.5, True, None, 3 + 4j),
         "kinds": {"a", "b"}, "frozen": frozenset({1}),
+        "dtype": np.dtype(">i4"), "strings": np.array(["n01", "n0002"]),
+        "nested": np.array([np.arange(3), np.zeros((2, 2))], dtype=object),
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
     }
     path = tmp_path / "data.pkl"
     path.write_bytes(pickle.dumps(content, protocol=protocol))
     loaded = load_pickle(path, "a dict")
     assert loaded.keys() == content.keys()
-    for key in ("image_data", "label_specific"):
+    for key in ("image_data", "label_specific", "strings", "fortran"):
         np.testing.assert_array_equal(loaded[key], content[key])
         assert loaded[key].dtype == content[key].dtype
+    for got, want in zip(loaded["nested"], content["nested"], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert loaded["dtype"] == content["dtype"]
     assert loaded["encoded"].tolist() == content["encoded"].tolist()
     for key in ("class_dict", "names", "raw", "scalars", "kinds", "frozen"):
         assert loaded[key] == content[key]

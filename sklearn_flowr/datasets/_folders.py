@@ -116,7 +116,8 @@ def load_image_folder(
         File-name endings (case-insensitive) that mark an image.
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size; without it, images of
-        different sizes raise a ValueError.
+        different sizes raise a ValueError. Images over
+        :data:`MAX_IMAGE_PIXELS` pixels raise a ValueError before decoding.
     mode : {None, "L", "RGB"}, default=None
         Colour mode of the result; None: grayscale when every image is.
 
@@ -188,27 +189,22 @@ def load_omniglot(
     split: str | None = None,
     image_size: int | tuple[int, int] | None = None,
 ) -> Bunch:
-    """Load Omniglot (Lake et al., 2015) from its ``alphabet/character`` folders.
-
-    Reads ``root/<alphabet>/<character>/*.png``, the layout of the unzipped
-    ``images_background`` and ``images_evaluation`` archives. A class is one
-    character of one alphabet, named ``"<alphabet>/<character>"``.
+    """Load Omniglot (Lake et al., 2015) from ``root/<alphabet>/<character>/*.png``
+    (the unzipped archives' layout); a class is ``"<alphabet>/<character>"``.
 
     Parameters
     ----------
     root : str or path-like
         The folder holding the alphabet folders, or with ``split`` their parent.
     split : {"background", "evaluation"}, default=None
-        If given, read ``root/images_<split>``: 964 background or 659
-        evaluation characters, 20 drawings each.
+        If given, read ``root/images_<split>``: 964 or 659 characters.
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size; Omniglot's are 105 x 105.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        As :func:`load_image_folder`'s: grayscale images (255 background, 0
-        strokes), ``target_names`` the sorted ``"<alphabet>/<character>"``.
+        As :func:`load_image_folder`'s, grayscale (255 background, 0 strokes).
 
     References
     ----------

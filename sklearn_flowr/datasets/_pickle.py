@@ -23,8 +23,7 @@ class UnsafePickleError(pickle.UnpicklingError):
 
 
 def _raw_bytes(raw):
-    # Python 2 pickles' bytes arrive as latin-1 str.
-    raw = raw.encode("latin1") if isinstance(raw, str) else raw
+    raw = raw.encode("latin1") if isinstance(raw, str) else raw  # Python 2's
     if not isinstance(raw, bytes | bytearray):
         raise UnsafePickleError(f"array data of type {type(raw).__name__}")
     return raw
@@ -43,6 +42,8 @@ class _Dtype:
         self.state = tuple(state)
 
     def resolve(self):
+        if not isinstance(self, _Dtype):
+            raise UnsafePickleError(f"a dtype given as {type(self).__name__}")
         dtype = np.dtype(self.spec)
         if dtype.kind not in _PLAIN_KINDS or dtype.fields or self.state[2:5] != (
                 None,) * len(self.state[2:5]):
@@ -58,7 +59,7 @@ class _Dtype:
 
 def _build_array(shape, dtype, fortran, raw):
     """An array from a pickle's ``(shape, dtype, is_fortran, data)``."""
-    dtype = _as_dtype(dtype)
+    dtype = _Dtype.resolve(dtype)
     shape = tuple(operator.index(n) for n in shape)
     if min(shape, default=0) < 0:
         raise ValueError(f"negative array shape {shape}")
@@ -72,14 +73,7 @@ def _build_array(shape, dtype, fortran, raw):
     return data.reshape(shape, order="F" if fortran else "C").copy()
 
 
-def _as_dtype(dtype):
-    if not isinstance(dtype, _Dtype):
-        raise UnsafePickleError(f"a dtype given as {type(dtype).__name__}")
-    return dtype.resolve()
-
-
-class _NdarrayName:
-    """What ``numpy.ndarray`` stands for in a pickle: a name, never called."""
+_NDARRAY = object()  # what ``numpy.ndarray`` stands for: a name, never called
 
 
 class _Array:
@@ -87,7 +81,7 @@ class _Array:
     from the state its ``__setstate__`` receives."""
 
     def __init__(self, cls, *_args):
-        if cls is not _NdarrayName:
+        if cls is not _NDARRAY:
             raise UnsafePickleError("an array of a class other than numpy.ndarray")
         self.array = None
 
@@ -100,8 +94,7 @@ def _frombuffer(raw, dtype, shape, order):
 
 
 def _scalar(dtype, raw):
-    dtype = _as_dtype(dtype)
-    raw = _raw_bytes(raw)
+    dtype, raw = _Dtype.resolve(dtype), _raw_bytes(raw)
     if dtype.kind == "O" or len(raw) != dtype.itemsize:
         raise UnsafePickleError(f"a {dtype} scalar of {len(raw)} bytes")
     return np.frombuffer(raw, dtype)[0]
@@ -119,9 +112,9 @@ def _latin1_encode(text, encoding="latin1"):
 
 
 _NUMPY_NAMES = {
-    ("numpy", "ndarray"): _NdarrayName, ("numpy", "dtype"): _Dtype,
+    ("numpy", "ndarray"): _NDARRAY, ("numpy", "dtype"): _Dtype,
     **{(f"{core}.multiarray", name): value for core in _CORES for name, value in (
-        ("ndarray", _NdarrayName), ("dtype", _Dtype), ("_reconstruct", _Array),
+        ("ndarray", _NDARRAY), ("dtype", _Dtype), ("_reconstruct", _Array),
         ("scalar", _scalar))},
     **{(f"{core}.numeric", "_frombuffer"): _frombuffer for core in _CORES},
     ("_codecs", "encode"): _latin1_encode,
@@ -170,7 +163,7 @@ def _resolved(obj, done):
         out = obj.array if isinstance(obj, _Array) else obj.resolve()
         if out is None:
             raise UnsafePickleError("an array without its data")
-        if out.dtype == object:
+        if isinstance(out, np.ndarray) and out.dtype == object:
             out[...] = np.fromiter((_resolved(x, done) for x in out.flat), object,
                                    count=out.size).reshape(out.shape)
     elif isinstance(obj, dict):
