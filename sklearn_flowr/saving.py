@@ -358,6 +358,12 @@ def write_atomically(path, write, *, text=False, sync=True) -> None:
                 os.fsync(file.fileno())
         os.replace(tmp, path)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _discard(tmp)
         raise
+
+
+def _discard(tmp) -> None:
+    # A killed process never gets here: the readers that know the name
+    # pattern clean its temporary file.
+    with contextlib.suppress(OSError):
+        os.unlink(tmp)

@@ -72,7 +72,10 @@ def _wide_to_8bit(image, where):
     if image.mode.startswith("I;16"):
         # rint(v * 255 / 65535) in integers (no ties: 65535 is odd).
         values = np.asarray(image).astype(np.uint32)
-        return Image.fromarray(((values * 510 + 65535) // 131070).astype(np.uint8))
+        values *= 510
+        values += 65535
+        values //= 131070
+        return Image.fromarray(values.astype(np.uint8))
     if image.mode not in ("I", "F"):
         return image
     full_scale = 65535.0 if image.mode == "I" else 255.0
