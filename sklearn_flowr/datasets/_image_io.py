@@ -16,25 +16,20 @@ def check_image_size(image_size):
     """``image_size`` as a ``(height, width)`` tuple of positive ints, or None."""
     if image_size is None:
         return None
-    if isinstance(image_size, Integral) and not isinstance(image_size, bool):
-        size = (int(image_size), int(image_size))
-    else:
-        try:
-            size = tuple(image_size)
-        except TypeError:
-            size = ()
-        ok = len(size) == 2 and all(
-            isinstance(s, Integral) and not isinstance(s, bool) for s in size
+    pair = (image_size,) * 2 if isinstance(image_size, Integral) else image_size
+    try:
+        size = tuple(pair)
+    except TypeError:
+        size = ()
+    if len(size) != 2 or not all(isinstance(s, Integral) and not isinstance(s, bool)
+                                 for s in size):
+        raise ValueError(
+            "image_size must be None, an int or a (height, width) pair of ints; "
+            f"got {image_size!r}."
         )
-        if not ok:
-            raise ValueError(
-                "image_size must be None, an int or a (height, width) pair of ints; "
-                f"got {image_size!r}."
-            )
-        size = (int(size[0]), int(size[1]))
     if min(size) < 1:
         raise ValueError(f"image_size must be positive; got {image_size!r}.")
-    return size
+    return int(size[0]), int(size[1])
 
 
 def check_split(split, allowed):
