@@ -1,13 +1,10 @@
-"""Files the package writes and reads back: estimators saved with ``skops.io``
-(loaded trusting only named types) and files written whole or not at all.
-
-Nothing here imports torch or skops until :func:`save` or :func:`load` is
-called, so ``import sklearn_flowr`` stays light.
-"""
+"""Estimators saved with ``skops.io`` (loaded trusting only named types) and
+files written whole or not at all; torch and skops are imported on first call."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import uuid
 import warnings
@@ -86,9 +83,9 @@ class UntrustedTypesError(ValueError):
     Attributes
     ----------
     file : str
-        How the file was given (its path, or ``"<file object>"``).
+        The file's path, or ``"<file object>"``.
     types : list of str
-        The untrusted ``module.name`` of each refused type, sorted.
+        The sorted ``module.name`` of each refused type.
     """
 
     def __init__(self, file, types):
@@ -128,22 +125,16 @@ def save(estimator, file):
     Parameters
     ----------
     estimator : object
-        A fitted or unfitted estimator of this package (or any object
-        ``skops.io`` can store). The live object is not changed.
+        An estimator of this package (or any object ``skops.io`` can store);
+        it is not changed.
     file : str, path-like or binary file object
-        Where to write (``.skops`` is customary). A path is written with
-        :func:`write_atomically`.
+        Where to write; a path is written with :func:`write_atomically`.
 
     Warns
     -----
     UserWarning
-        If the estimator holds types outside :data:`TRUSTED_TYPES` (e.g. a
-        ``backbone`` module of your own): the message lists them; pass them
-        to :func:`load` as ``trusted=`` once reviewed.
-
-    See Also
-    --------
-    load : Read the file back, trusting only named types.
+        Listing the types outside :data:`TRUSTED_TYPES` it holds (e.g. a
+        ``backbone`` of your own), for :func:`load`'s ``trusted=``.
 
     Examples
     --------
@@ -175,44 +166,101 @@ def save(estimator, file):
     write_atomically(os.path.abspath(os.fspath(file)), lambda out: out.write(data))
 
 
-def load(file, *, trusted=None):
+# The types skops calls to rebuild each kind of node ``save`` writes (None: it
+# calls none); other kinds, e.g. ConstructorFromReduceNode (which calls a type
+# with the file's arguments), are refused.
+_NODE_CALLS = {
+    "ObjectNode": None, "TypeNode": None, "JsonNode": None, "BytesNode": None,
+    "BytearrayNode": None, "ListNode": {"builtins.list", "skorch.history.History"},
+    "DictNode": {"builtins.dict", "collections.OrderedDict",
+                 "sklearn.utils._bunch.Bunch"},
+    "SetNode": {"builtins.set"}, "TupleNode": {"builtins.tuple"},
+    "NdArrayNode": "numpy",  # an array or a NumPy scalar type
+}
+_MIB = 2**20
+
+
+class _Refused(ValueError):
+    pass
+
+
+def _check_archive(archive, max_bytes):
+    """Refuse what would make ``load`` allocate past ``max_bytes``: the entries'
+    declared sizes, and arrays whose header asks more than their entry holds."""
+    import numpy as np
+
+    unpacked = sum(info.file_size for info in archive.infolist())
+    if unpacked > max_bytes:
+        raise _Refused(f"it unpacks to {unpacked:,} bytes, more than max_bytes="
+                       f"{max_bytes:,}")
+    for info in archive.infolist():
+        if not info.filename.endswith(".npy"):
+            continue
+        with archive.open(info) as entry:
+            version = np.lib.format.read_magic(entry)
+            read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                           else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read_header(entry)
+            needed = math.prod(shape) * dtype.itemsize
+            if needed > info.file_size - entry.tell():
+                raise _Refused(f"its array {info.filename!r} declares shape {shape} "
+                               f"of {dtype} ({needed:,} bytes) but holds "
+                               f"{info.file_size - entry.tell():,}")
+
+
+def _check_nodes(schema):
+    """Refuse a node whose rebuilding would call a type with the file's data."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        if not isinstance(node, dict):
+            continue
+        stack.extend(node.values())
+        if "__loader__" not in node:
+            continue
+        loader, module = node["__loader__"], node.get("__module__")
+        calls = _NODE_CALLS.get(loader, ())
+        name = f"{module}.{node.get('__class__')}"
+        if calls is not None and name not in calls and calls != module:
+            raise _Refused(f"it rebuilds {name} with skops's {loader}, which files "
+                           "written by sklearn_flowr.save never hold")
+
+
+def load(file, *, trusted=None, max_bytes=None):
     """Load an estimator saved by :func:`save`, trusting only named types.
 
-    Every type the file names must be one ``skops.io`` trusts by itself, one
-    of :data:`TRUSTED_TYPES` or one of ``trusted``; the file is audited before
-    anything is built.
+    The file is audited before anything is built: every type it names must be
+    trusted (by skops, :data:`TRUSTED_TYPES` or ``trusted``), its nodes may
+    only set attributes and fill containers and arrays (no type is called with
+    the file's arguments), and it may unpack to at most ``max_bytes``.
 
     Parameters
     ----------
     file : str, path-like or binary file object
-        A file written by :func:`save` (or ``skops.io.dump``). It is read
-        once, so the bytes audited are the bytes loaded.
+        A file written by :func:`save`; read once, so the bytes audited are
+        the bytes loaded.
     trusted : list of str or type, default=None
-        Further types to trust, as ``"module.Class"`` names or the types
-        themselves, e.g. the classes of a ``backbone`` module of your own
-        that :func:`save` listed in its warning. Add only names you have
-        reviewed; never pass ``skops.io.get_untrusted_types``'s answer
-        unread, which trusts whatever the file lists.
+        Further types to trust (``"module.Class"`` or the type), e.g. those
+        :func:`save`'s warning listed. Pass only names you have reviewed.
+    max_bytes : int, default=None
+        The most bytes the file's entries may unpack to, each array's shape
+        checked against its entry; None: 8 times the file's size plus 64 MiB
+        (a file :func:`save` wrote unpacks to about its own size).
 
     Returns
     -------
     estimator : object
-        The rebuilt estimator; torch modules are on the CPU and move where
-        the estimator's ``device`` says on first use.
+        The rebuilt estimator, its torch modules on the CPU.
 
     Raises
     ------
     UntrustedTypesError
-        A ``ValueError`` naming the file and every type it names outside
-        the trusted ones; no object is built.
+        A ValueError naming the file and each untrusted type it names.
     ValueError
-        If the file is not a skops file (the message names it).
-    TypeError
-        If ``trusted`` holds something that is neither a str nor a type.
-
-    See Also
-    --------
-    save : Write an estimator for this function to read.
+        If the file cannot be read or rebuilt, or breaks the bounds above
+        (naming the file; the cause is chained).
 
     Examples
     --------
@@ -227,6 +275,8 @@ def load(file, *, trusted=None):
     >>> sklearn_flowr.load(buffer).predict(X).tolist()
     [0, 0, 0, 1, 1, 1]
     """
+    import io
+    import json
     import zipfile
 
     import skops.io as sio
@@ -243,22 +293,31 @@ def load(file, *, trusted=None):
             data = f.read()
     else:
         data = file.read()
+    max_bytes = 8 * len(data) + 64 * _MIB if max_bytes is None else max_bytes
+    allowed = set(TRUSTED_TYPES) | set(extra)
     try:
+        with zipfile.ZipFile(io.BytesIO(data)) as archive:
+            _check_archive(archive, max_bytes)
+            schema = json.loads(archive.read("schema.json"))
         untrusted = sio.get_untrusted_types(data=data)
-    except (zipfile.BadZipFile, KeyError, ValueError, TypeError, AttributeError,
-            EOFError) as exc:
+        refused = [name for name in untrusted if name not in allowed]
+        if refused:
+            raise UntrustedTypesError(where, refused)
+        _check_nodes(schema)
+        # Trust exactly the vetted names the file holds; skops audits the
+        # whole tree again before it builds anything.
+        return sio.loads(bytes(data), trusted=[n for n in untrusted if n in allowed])
+    except UntrustedTypesError:
+        raise
+    except _Refused as exc:
+        raise ValueError(f"Refused to load {where}: {exc}. Nothing was built."
+                         ) from None
+    except Exception as exc:  # a hostile file can fail in any way
         raise ValueError(
             f"Cannot read {where} as a saved estimator ({type(exc).__name__}: "
             f"{exc}); expected a file written by sklearn_flowr.save or "
             "skops.io.dump."
         ) from exc
-    allowed = set(TRUSTED_TYPES) | set(extra)
-    refused = [name for name in untrusted if name not in allowed]
-    if refused:
-        raise UntrustedTypesError(where, refused)
-    # Trust exactly the vetted names the file holds; skops audits the whole
-    # tree again before it builds anything.
-    return sio.loads(bytes(data), trusted=[n for n in untrusted if n in allowed])
 
 
 def temporary_name(path) -> str:
@@ -268,24 +327,19 @@ def temporary_name(path) -> str:
 
 
 def write_atomically(path, write, *, text=False, sync=True) -> None:
-    """Write ``path`` through ``write(file)``, all or nothing.
-
-    The data goes to a temporary file in the same folder, renamed into place
-    once complete: a process killed or a disk filled mid-write leaves the
-    previous file (or none), never a truncated one.
+    """Write ``path`` through ``write(file)``, all or nothing: to a temporary
+    file beside it, renamed into place once complete (a killed process leaves
+    the previous file, never a truncated one).
 
     Parameters
     ----------
     path : str or os.PathLike
-        The file to create or replace.
     write : callable
         Called with the open temporary file (binary, or UTF-8 text when
         ``text``); it writes the whole content.
     text : bool, default=False
-        Open the file in text mode.
     sync : bool, default=True
-        ``fsync`` the data before the rename (durable across a power cut; a
-        cache that is cheap to rebuild may skip it).
+        ``fsync`` the data before the rename (a cheap cache may skip it).
 
     Examples
     --------
@@ -310,6 +364,6 @@ def write_atomically(path, write, *, text=False, sync=True) -> None:
 
 def _discard(tmp) -> None:
     # A killed process never gets here: the readers that know the name
-    # pattern clean its temporary file (see training's checkpoints).
+    # pattern clean its temporary file.
     with contextlib.suppress(OSError):
         os.unlink(tmp)

@@ -353,6 +353,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     """
     if _is_tensor(X):
         X = X.detach().cpu().numpy()
+    _check_same_shapes(X)
     # scikit-learn's checks (and messages) for sparse, complex, object, 1-d,
     # empty and non-finite input; the dtype is kept, it sets the scale below.
     X = check_array(X, allow_nd=True, dtype="numeric", accept_sparse=False,
@@ -400,6 +401,23 @@ def as_model_input(X, *, allow_features, expected_shape=None):
             f"but the model was fitted on {tuple(expected_shape)}."
         )
     return np.ascontiguousarray(out)
+
+
+def _check_same_shapes(X):
+    """A ValueError naming two sizes when a list holds images of different
+    shapes (NumPy would only say "inhomogeneous shape")."""
+    if isinstance(X, list | tuple) and len(X) > 1:
+        try:
+            shapes = [np.shape(x) for x in X]
+        except ValueError:  # ragged inside a sample: check_array says so
+            return
+        odd = next((i for i, shape in enumerate(shapes) if shape != shapes[0]), None)
+        if odd is not None:
+            raise ValueError(
+                f"X holds samples of different shapes: X[0] has shape {shapes[0]} "
+                f"and X[{odd}] has {shapes[odd]}. Resize the images to one "
+                "(height, width) first, e.g. with a sklearn_flowr.datasets "
+                "loader's image_size= (flowr-benchmark: --image-size HEIGHT WIDTH).")
 
 
 def _is_tensor(X):

@@ -1,5 +1,7 @@
 """Tests of the ``glyphs`` dataset (characters rendered from fonts)."""
 
+import os
+import stat
 import warnings
 from pathlib import Path
 
@@ -195,3 +197,43 @@ def test_missing_font_folder(tmp_path):
     """Check that a missing font folder is named in the error."""
     with pytest.raises(FileNotFoundError, match="does-not-exist"):
         load_glyphs([tmp_path / "does-not-exist"], characters="ab")
+
+
+@pytest.mark.skipif(not hasattr(os, "getuid"), reason="POSIX permissions")
+@pytest.mark.parametrize("writable", ["folder", "file"])
+def test_cache_writable_by_every_user_is_not_trusted(tmp_path, writable):
+    """Check a cache file in a folder every user can write to (or itself
+    writable by all) is not read back: a test image replaced there by another
+    user's data is not loaded; a warning says why and the data are rendered."""
+    cache = tmp_path / "cache"
+    fresh = load_glyphs(characters="xyz", split="all", cache_dir=cache)
+    (cache_file,) = cache.glob("glyphs-*.npz")
+    with np.load(cache_file) as cached:
+        arrays = {key: cached[key] for key in cached.files}
+    arrays["data"] = 255 - arrays["data"]  # another user's images
+    np.savez(cache_file, **arrays)
+    os.chmod(cache if writable == "folder" else cache_file, 0o777)
+    with pytest.warns(UserWarning, match=rf"{cache_file.name}.*is not used: it or "
+                      "its folder is writable by every user"):
+        again = load_glyphs(characters="xyz", split="all", cache_dir=cache)
+    assert np.array_equal(again.data, fresh.data)
+    os.chmod(cache, 0o777 | stat.S_ISVTX)  # /tmp's sticky bit: files stay own
+    os.chmod(cache_file, 0o644)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_glyphs(characters="xyz", split="all", cache_dir=cache)
+
+
+def test_killed_writers_temporary_files_are_removed(tmp_path):
+    """Check a temporary file a killed run left beside a cache file is removed
+    by the next load, and a live writer's (recent) one is kept."""
+    load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    (cache_file,) = tmp_path.glob("glyphs-*.npz")
+    stale = tmp_path / f".{cache_file.name}.4242.{'0' * 32}.tmp"
+    live = tmp_path / f".{cache_file.name}.4243.{'1' * 32}.tmp"
+    for tmp in (stale, live):
+        tmp.write_bytes(b"partial")
+    os.utime(stale, (0, 0))
+    load_glyphs(characters="xyz", split="all", cache_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [cache_file.name, live.name])

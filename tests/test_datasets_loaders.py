@@ -417,3 +417,113 @@ def test_load_image_folder_rejects_bad_mode(tmp_path):
     """Check that an unknown colour mode is a ValueError."""
     with pytest.raises(ValueError, match="mode must be"):
         load_image_folder(tmp_path, mode="CMYK")
+
+
+def _two_classes(root, rng):
+    for name in ("a/0.png", "a/1.png", "b/0.png"):
+        _save_image(root / name, rng.integers(0, 256, (3, 4)))
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("link, target", [("a/up", ".."), ("a/alias", "../b"),
+                                          ("a/twice.png", "0.png")])
+def test_load_image_folder_refuses_link_loops_and_aliases(tmp_path, rng, link,
+                                                          target):
+    """Check a symbolic-link loop (a/up -> ..) or a second link to a folder or
+    file already read is a ValueError naming the link, not images read many
+    times or under another class's label."""
+    _two_classes(tmp_path, rng)
+    os.symlink(target, tmp_path / link)
+    with pytest.raises(ValueError, match="' leads to .*already read as .*loop"):
+        load_image_folder(tmp_path)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+@pytest.mark.parametrize("linked", ["folder", "file", "class"])
+def test_load_image_folder_refuses_links_leaving_the_folder(tmp_path, rng, linked):
+    """Check a link to a folder or an image outside the tree read (or a class
+    folder that is such a link) is a ValueError naming it."""
+    root, outside = tmp_path / "tree", tmp_path / "outside"
+    _two_classes(root, rng)
+    _save_image(outside / "x.png", rng.integers(0, 256, (3, 4)))
+    link, target = {"folder": ("a/ext", outside), "class": ("c", outside),
+                    "file": ("a/x.png", outside / "x.png")}[linked]
+    os.symlink(target, root / link)
+    with pytest.raises(ValueError, match=f"{link}' is a symbolic link to .*outside"):
+        load_image_folder(root)
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_load_omniglot_refuses_links_leaving_the_folder(tmp_path, rng):
+    """Check an Omniglot character folder linked from outside the tree is a
+    ValueError naming it."""
+    _write_omniglot(tmp_path / "tree", rng)
+    _save_image(tmp_path / "outside" / "x.png", rng.integers(0, 256, (3, 4)))
+    os.symlink(tmp_path / "outside", tmp_path / "tree" / "Greek" / "character09")
+    with pytest.raises(ValueError, match="character09' is a symbolic link to .*out"):
+        load_omniglot(tmp_path / "tree")
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink"), reason="needs symbolic links")
+def test_load_image_folder_follows_links_inside_the_folder(tmp_path, rng):
+    """Check links to images and folders elsewhere inside the tree are read."""
+    _two_classes(tmp_path, rng)
+    _save_image(tmp_path / ".store" / "x.png", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / ".more" / "y.png", rng.integers(0, 256, (3, 4)))
+    os.symlink("../.store/x.png", tmp_path / "b" / "x.png")
+    os.symlink("../.more", tmp_path / "b" / "more")
+    bunch = load_image_folder(tmp_path)
+    assert bunch.target_names[bunch.target].tolist() == ["a", "a", "b", "b", "b"]
+
+
+def test_image_over_the_pixel_bound_is_refused_before_decoding(tmp_path):
+    """Check a 70 KB 16-bit PNG of 6000 x 6000 pixels (893 MB at peak to
+    decode before) is refused from its header, naming the file and the bound."""
+    path = tmp_path / "a" / "wide.png"
+    os.makedirs(path.parent)
+    Image.fromarray(np.zeros((6000, 6000), np.uint16)).save(path)
+    assert path.stat().st_size < 80_000
+    with pytest.raises(ValueError, match=r"wide\.png' is 6000 x 6000 pixels, more "
+                       r"than sklearn_flowr.datasets.MAX_IMAGE_PIXELS \(33,554,432"):
+        load_image_folder(tmp_path)
+
+
+def test_pixel_bound_can_be_raised_and_covers_encoded_images(tmp_path, rng,
+                                                             monkeypatch):
+    """Check MAX_IMAGE_PIXELS bounds PNG byte strings in a pickle too, and a
+    user can change it."""
+    import sklearn_flowr.datasets
+
+    _dump(tmp_path / "test_images_png.pkl", [_png_bytes(_rgb(rng, 1, 5, 4)[0])])
+    _write_tiered_labels(tmp_path, "test", [0])
+    monkeypatch.setattr(sklearn_flowr.datasets, "MAX_IMAGE_PIXELS", 19)
+    with pytest.raises(ValueError, match=r"Image 0 of .* is 4 x 5 pixels, more"):
+        load_tiered_imagenet(tmp_path, split="test")
+    monkeypatch.setattr(sklearn_flowr.datasets, "MAX_IMAGE_PIXELS", 20)
+    assert load_tiered_imagenet(tmp_path, split="test").data.shape == (1, 5, 4, 3)
+
+
+def test_image_size_error_names_the_cli_option(tmp_path, rng):
+    """Check the error for images of different sizes tells flowr-benchmark
+    users its option, not only the loaders' image_size=."""
+    _save_image(tmp_path / "a" / "0.png", rng.integers(0, 256, (3, 4)))
+    _save_image(tmp_path / "b" / "0.png", rng.integers(0, 256, (5, 4)))
+    with pytest.raises(ValueError, match=r"image_size=\(height, width\) "
+                       r"\(flowr-benchmark: --image-size HEIGHT WIDTH\)"):
+        load_image_folder(tmp_path)
+
+
+@pytest.mark.parametrize("as_list", [list, tuple])
+def test_list_of_differently_sized_images_names_the_sizes(as_list):
+    """Check a list of images of different sizes gets an error naming two of
+    the sizes and how to resize, not NumPy's "inhomogeneous shape"."""
+    from sklearn_flowr.validation import as_model_input
+
+    images = as_list([np.zeros((28, 28), np.uint8)] * 2 + [np.zeros((30, 28),
+                                                                    np.uint8)])
+    with pytest.raises(ValueError, match=r"X\[0\] has shape \(28, 28\) and X\[2\] "
+                       r"has \(30, 28\). Resize .*--image-size"):
+        as_model_input(images, allow_features=False)
+    same = as_model_input(as_list([np.zeros((28, 28), np.uint8)] * 2),
+                          allow_features=False)
+    assert same.shape == (2, 1, 28, 28)

@@ -23,8 +23,8 @@ from sklearn_flowr.cli._user_data import UserDataError, load_user_data
 from sklearn_flowr.datasets import load_mini_imagenet, load_tiered_imagenet
 from sklearn_flowr.datasets._cache import read_cache
 from sklearn_flowr.datasets._glyphs import _read_glyphs_cache
-from sklearn_flowr.datasets._image_io import load_pickle
 from sklearn_flowr.datasets._kanji import _read_kanji_cache
+from sklearn_flowr.datasets._pickle import load_pickle
 
 
 class _Run:
@@ -156,14 +156,20 @@ def test_load_pickle_reads_arrays_and_plain_containers(protocol, tmp_path):
         "raw": [b"\x00\x01\xfe", bytearray(b"ab")],
         "scalars": (np.float32(1.5), np.int64(-3), 2.5, True, None, 3 + 4j),
         "kinds": {"a", "b"}, "frozen": frozenset({1}),
+        "dtype": np.dtype(">i4"), "strings": np.array(["n01", "n0002"]),
+        "nested": np.array([np.arange(3), np.zeros((2, 2))], dtype=object),
+        "fortran": np.asfortranarray(np.arange(6.0).reshape(2, 3)),
     }
     path = tmp_path / "data.pkl"
     path.write_bytes(pickle.dumps(content, protocol=protocol))
     loaded = load_pickle(path, "a dict")
     assert loaded.keys() == content.keys()
-    for key in ("image_data", "label_specific"):
+    for key in ("image_data", "label_specific", "strings", "fortran"):
         np.testing.assert_array_equal(loaded[key], content[key])
         assert loaded[key].dtype == content[key].dtype
+    for got, want in zip(loaded["nested"], content["nested"], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert loaded["dtype"] == content["dtype"]
     assert loaded["encoded"].tolist() == content["encoded"].tolist()
     for key in ("class_dict", "names", "raw", "scalars", "kinds", "frozen"):
         assert loaded[key] == content[key]
@@ -320,3 +326,52 @@ def test_efficientnet_weights_file_with_code_is_refused(payload, tmp_path,
         efficientnet_lite0_weights()
     assert not sentinel.exists()
     _shows_it_runs(sentinel, lambda: torch.load(path, weights_only=False))
+
+
+# ------------------------------------------------------- forged array pickles
+_FORGED = r'''
+import pickle, sys
+from pathlib import Path
+import numpy as np
+from sklearn_flowr.datasets import load_tiered_imagenet
+root = Path(sys.argv[1])
+(root / "test_labels.pkl").write_bytes(
+    pickle.dumps({"label_specific": np.array([0, 0])}))
+pointers = np.full(2, 0x4141414141414141, np.int64)
+forged = [pickle.dumps(obj, protocol=protocol).replace(b"i8", b"O8")
+          for protocol in range(pickle.HIGHEST_PROTOCOL + 1)
+          for obj in (pointers, pointers[0], pointers.view([("a", "i8")]))]
+for data in forged:
+    assert b"O8" in data
+    (root / "test_images_png.pkl").write_bytes(data)
+    try:
+        load_tiered_imagenet(root, split="test")
+    except ValueError as exc:
+        assert "test_images_png.pkl" in str(exc), exc
+    else:
+        raise AssertionError("a forged pickle was loaded")
+print("refused", len(forged))
+'''
+
+
+def test_forged_object_dtype_pickle_is_refused_not_crashing(tmp_path):
+    """Check a NumPy pickle whose dtype is edited from i8 to O8 (its bytes
+    would be read as object pointers) is refused with a ValueError naming the
+    file, for arrays, scalars and structured arrays at every protocol; run in
+    a subprocess, as the old unpickler crashed the interpreter (exit 139)."""
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", _FORGED, str(tmp_path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.startswith("refused")
+
+
+@pytest.mark.parametrize("name", ["bytes", "bytearray"])
+def test_load_pickle_refuses_sized_allocations(name, tmp_path):
+    """Check ``bytes(n)`` in a pickle, which allocates what the file does not
+    hold, is refused by name before allocating."""
+    path = tmp_path / "sized.pkl"
+    path.write_bytes(f"c__builtin__\n{name}\n(I{10**13}\ntR.".encode())
+    with pytest.raises(ValueError, match=f"Refused.*'builtins.{name}' of a size"):
+        load_pickle(path, "bytes")

@@ -329,3 +329,178 @@ def test_planted_system_types_are_refused_by_name(fitted, tmp_path, module, name
     assert built == []  # refused before skops was asked to build anything
     # skops itself lists the planted name as untrusted (the audit saw it).
     assert f"{module}.{name}" in sio.get_untrusted_types(data=data)
+
+
+# --------------------------------------------------------------- hostile files
+def _rezipped(data, edit_schema=None, entries=None, compression=zipfile.ZIP_STORED):
+    """``data`` written again: the schema through ``edit_schema``, ``entries``
+    (name -> bytes) replaced or added."""
+    source = zipfile.ZipFile(io.BytesIO(data))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", compression=compression) as target:
+        for name in source.namelist():
+            content = source.read(name)
+            if name == "schema.json" and edit_schema is not None:
+                schema = json.loads(content)
+                edit_schema(schema)
+                content = json.dumps(schema).encode()
+            target.writestr(name, (entries or {}).pop(name, content))
+        for name, content in (entries or {}).items():
+            target.writestr(name, content)
+    return out.getvalue()
+
+
+def _planted_node(schema):
+    """The attribute dict holding ``planted_`` in a saved estimator's schema."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            if "planted_" in node:
+                return node
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    raise AssertionError("no planted_ attribute")
+
+
+def _plant(fitted, value):
+    estimator = copy.copy(fitted)
+    estimator.planted_ = value
+    return sio.dumps(estimator)
+
+
+def _node_of(value):
+    return json.loads(zipfile.ZipFile(io.BytesIO(sio.dumps(value))).read(
+        "schema.json"))
+
+
+@pytest.mark.parametrize("loader", ["ConstructorFromReduceNode", "NdArrayNode"])
+def test_trusted_types_are_never_called_with_arguments_from_the_file(
+        fitted, tmp_path, loader):
+    """Check a file asking skops to call a trusted type with its own arguments
+    (torch.nn.Linear(12000, 12000): 576 MB from a 5 KB file) is refused, naming
+    the type, before anything is built; skops alone calls it (the control,
+    with small arguments)."""
+    def forged(args):
+        def edit(schema):
+            node = _planted_node(schema)["planted_"]
+            if loader == "ConstructorFromReduceNode":
+                node.clear()
+                node["content"] = _node_of(args)
+            node.update(__class__="Linear", __module__="torch.nn.modules.linear",
+                        __loader__=loader)
+        return _rezipped(_plant(fitted, np.array(args)), edit)
+
+    path = tmp_path / "model.skops"
+    path.write_bytes(forged((12000, 12000)))
+    with pytest.raises(ValueError, match=f"Refused to load .*model.skops.*"
+                       f"torch.nn.modules.linear.Linear with skops's {loader}"):
+        sklearn_flowr.load(path)
+    if loader == "ConstructorFromReduceNode":
+        built = sio.loads(forged((30, 20)), trusted=TRUSTED_TYPES)
+        assert tuple(built.planted_.weight.shape) == (20, 30)
+
+
+def _npy_header(shape, dtype=np.uint8):
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        buffer, {"descr": np.dtype(dtype).str, "fortran_order": False,
+                 "shape": shape})
+    return buffer.getvalue()
+
+
+def _array_file(schema):
+    return _planted_node(schema)["planted_"]["file"]
+
+
+def test_zip_bomb_is_refused_by_its_declared_size(fitted, tmp_path):
+    """Check a small file whose array unpacks to 80 MB (a zip bomb) is refused
+    under the default bound, naming max_bytes, and loads when allowed."""
+    data = _plant(fitted, np.zeros(3, np.uint8))
+    name = _array_file(_node_of_file(data))
+    bomb = _npy_header((80 * 2**20,)) + bytes(80 * 2**20)
+    data = _rezipped(data, entries={name: bomb}, compression=zipfile.ZIP_DEFLATED)
+    assert len(data) < 200_000
+    path = tmp_path / "bomb.skops"
+    path.write_bytes(data)
+    with pytest.raises(ValueError, match=r"bomb.skops.*unpacks to [\d,]+ bytes,"
+                       " more than max_bytes"):
+        sklearn_flowr.load(path)
+    with pytest.raises(ValueError, match="more than max_bytes=1,000"):
+        sklearn_flowr.load(io.BytesIO(_plant(fitted, 1)), max_bytes=1000)
+
+
+def _node_of_file(data):
+    return json.loads(zipfile.ZipFile(io.BytesIO(data)).read("schema.json"))
+
+
+def test_array_declaring_more_than_it_holds_is_refused(fitted, tmp_path):
+    """Check an array whose header declares 8 TB but whose entry holds 80 bytes
+    is refused before NumPy allocates the declared shape."""
+    data = _plant(fitted, np.zeros(10))
+    name = _array_file(_node_of_file(data))
+    data = _rezipped(data, entries={name: _npy_header((10**12,), np.float64)
+                                    + bytes(80)})
+    with pytest.raises(ValueError, match=r"declares shape \(1000000000000,\) of "
+                       "float64 .* but holds 80"):
+        sklearn_flowr.load(io.BytesIO(data))
+
+
+def _patch_headers(data, name, offset_local, offset_central, value, size):
+    """Write ``value`` into ``name``'s local and central zip headers."""
+    data = bytearray(data)
+    for signature, offset in ((b"PK\x03\x04", offset_local),
+                              (b"PK\x01\x02", offset_central)):
+        start = 0
+        while (start := data.find(signature, start)) >= 0:
+            name_at = start + (30 if signature == b"PK\x03\x04" else 46)
+            name_length = int.from_bytes(data[start + name_at - start - 4:
+                                              name_at - 2], "little") \
+                if signature == b"PK\x03\x04" else int.from_bytes(
+                    data[start + 28:start + 30], "little")
+            if bytes(data[name_at:name_at + name_length]) == name.encode():
+                old = int.from_bytes(data[start + offset:start + offset + size],
+                                     "little")
+                data[start + offset:start + offset + size] = value(old).to_bytes(
+                    size, "little")
+            start += 4
+    return bytes(data)
+
+
+def _corrupt_deflate(data):
+    data = _rezipped(data, compression=zipfile.ZIP_DEFLATED)
+    info = zipfile.ZipFile(io.BytesIO(data)).getinfo("schema.json")
+    start = info.header_offset + 30 + len(info.filename) + 2 * len(info.extra)
+    damaged = bytearray(data)
+    damaged[start:start + 8] = b"\xff" * 8
+    return bytes(damaged)
+
+
+def _deep_nodes(data, depth):
+    """``planted_`` as ``depth`` nested list nodes."""
+    schema = _node_of_file(data)
+    _planted_node(schema)["planted_"] = "MARK"
+    nested = ('{"__class__": "list", "__module__": "builtins", "__loader__": '
+              '"ListNode", "content": [') * depth + "]}" * depth
+    text = json.dumps(schema).replace('"MARK"', nested)
+    return _rezipped(data, entries={"schema.json": text.encode()})
+
+
+@pytest.mark.parametrize("damage", [
+    _corrupt_deflate,
+    lambda data: _patch_headers(data, "schema.json", 6, 8, lambda f: f | 1, 2),
+    lambda data: _patch_headers(data, "schema.json", 8, 10, lambda m: 99, 2),
+    lambda data: _rezipped(data, entries={
+        "schema.json": b"[" * 100_000 + b"]" * 100_000}),
+    lambda data: _deep_nodes(data, 5000),
+], ids=["corrupt-deflate", "encrypted", "method-99", "deep-json", "deep-nodes"])
+def test_damaged_files_raise_one_clear_value_error(fitted, damage):
+    """Check corrupted deflate data, the encrypted flag, compression method 99
+    and deep nesting (of the JSON, or of its nodes) raise a ValueError naming
+    the file, the underlying error chained, not zlib.error, RuntimeError,
+    NotImplementedError or RecursionError."""
+    data = damage(_plant(fitted, 0))
+    with pytest.raises(ValueError, match="<file object>") as caught:
+        sklearn_flowr.load(io.BytesIO(data))
+    assert caught.value.__cause__ is not None or "Refused" in str(caught.value)

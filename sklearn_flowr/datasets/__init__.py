@@ -14,8 +14,14 @@ from ._idx import load_digits_images, load_fashion_mnist, load_idx_dataset, read
 from ._imagenet import load_mini_imagenet, load_tiered_imagenet
 from ._kanji import kanji_characters, kanji_strokes, load_kanji, render_kanji
 
+#: The most pixels an image file may hold (one 5792 x 5792 image, 32 MiB of
+#: 8-bit gray): a larger one raises a ValueError before it is decoded, since a
+#: small compressed file can unpack to gigabytes.
+MAX_IMAGE_PIXELS = 2**25
+
 __all__ = [
     "IMAGE_EXTENSIONS",
+    "MAX_IMAGE_PIXELS",
     "load_digits_images",
     "load_fashion_mnist",
     "load_glyphs",

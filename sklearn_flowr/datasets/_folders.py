@@ -39,16 +39,42 @@ def _subfolders(path):
         )
 
 
-def _image_files(folder, extensions, recursive):
+class _Tree:
+    """The real paths read under one folder: a link leading outside it, or to
+    something read already (a loop, or a second link), raises a ValueError."""
+
+    def __init__(self, root):
+        self.root = os.path.realpath(root)
+        self.seen = {self.root: root}
+
+    def check(self, path):
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, self.root]) != self.root:
+            raise ValueError(
+                f"{path!r} is a symbolic link to {real!r}, outside the folder "
+                f"read ({self.root!r}); links are followed only inside it. Copy "
+                "or move the files into the folder.")
+        if real in self.seen:
+            raise ValueError(
+                f"{path!r} leads to {real!r}, already read as {self.seen[real]!r} "
+                "(a symbolic-link loop or a second link to it); each image must "
+                "appear once in the tree.")
+        self.seen[real] = path
+
+
+def _image_files(folder, extensions, recursive, tree):
     """Sorted paths of the files under ``folder`` whose suffix is in ``extensions``."""
     paths = []
     for directory, subdirs, files in os.walk(folder, followlinks=True):
+        tree.check(directory)
         subdirs[:] = [d for d in subdirs if recursive and not d.startswith(".")]
         paths.extend(
             os.path.join(directory, name)
             for name in files
             if name.lower().endswith(extensions) and not name.startswith(".")
         )
+    for path in paths:
+        tree.check(path)
     return sorted(paths)
 
 
@@ -76,7 +102,9 @@ def load_image_folder(
 
     The layout of torchvision's ``ImageFolder``: each folder under ``root`` is
     a class, every file below it whose name ends in one of ``extensions`` an
-    image of it; hidden files and folders are skipped.
+    image of it; hidden files and folders are skipped. Symbolic links are
+    followed inside the folder read only: one leading outside it, or to a
+    file or folder read already (a loop), raises a ValueError.
 
     Parameters
     ----------
@@ -88,7 +116,8 @@ def load_image_folder(
         File-name endings (case-insensitive) that mark an image.
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size; without it, images of
-        different sizes raise a ValueError.
+        different sizes raise a ValueError. Images over
+        :data:`MAX_IMAGE_PIXELS` pixels raise a ValueError before decoding.
     mode : {None, "L", "RGB"}, default=None
         Colour mode of the result; None: grayscale when every image is.
 
@@ -141,9 +170,9 @@ def load_image_folder(
     classes = _subfolders(folder)
     if not classes:
         raise ValueError(f"{folder!r} has no class folder; expected {expected}.")
-    paths, labels = [], []
+    paths, labels, tree = [], [], _Tree(folder)
     for name in classes:
-        files = _image_files(os.path.join(folder, name), extensions, recursive=True)
+        files = _image_files(os.path.join(folder, name), extensions, True, tree)
         if not files:
             raise ValueError(
                 f"Class folder {os.path.join(folder, name)!r} holds no file ending "
@@ -160,27 +189,22 @@ def load_omniglot(
     split: str | None = None,
     image_size: int | tuple[int, int] | None = None,
 ) -> Bunch:
-    """Load Omniglot (Lake et al., 2015) from its ``alphabet/character`` folders.
-
-    Reads ``root/<alphabet>/<character>/*.png``, the layout of the unzipped
-    ``images_background`` and ``images_evaluation`` archives. A class is one
-    character of one alphabet, named ``"<alphabet>/<character>"``.
+    """Load Omniglot (Lake et al., 2015) from ``root/<alphabet>/<character>/*.png``
+    (the unzipped archives' layout); a class is ``"<alphabet>/<character>"``.
 
     Parameters
     ----------
     root : str or path-like
         The folder holding the alphabet folders, or with ``split`` their parent.
     split : {"background", "evaluation"}, default=None
-        If given, read ``root/images_<split>``: 964 background or 659
-        evaluation characters, 20 drawings each.
+        If given, read ``root/images_<split>``: 964 or 659 characters.
     image_size : int or (height, width), default=None
         Resize every image (bilinear) to this size; Omniglot's are 105 x 105.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        As :func:`load_image_folder`'s: grayscale images (255 background, 0
-        strokes), ``target_names`` the sorted ``"<alphabet>/<character>"``.
+        As :func:`load_image_folder`'s, grayscale (255 background, 0 strokes).
 
     References
     ----------
@@ -210,11 +234,11 @@ def load_omniglot(
         if split is None
         else check_directory(os.path.join(root, f"images_{split}"), expected)
     )
-    paths, labels = [], []
+    paths, labels, tree = [], [], _Tree(folder)
     for alphabet in _subfolders(folder):
         for character in _subfolders(os.path.join(folder, alphabet)):
             files = _image_files(
-                os.path.join(folder, alphabet, character), (".png",), recursive=False
+                os.path.join(folder, alphabet, character), (".png",), False, tree
             )
             paths.extend(files)
             labels.extend([f"{alphabet}/{character}"] * len(files))

@@ -51,20 +51,8 @@ def _split_of(character: str) -> str:
 
 def glyph_fonts(font_dirs: FontDirs = None, *,
                 include_default: bool = True) -> list[Path]:
-    """Font files used by :func:`load_glyphs`, in a deterministic order.
-
-    Parameters
-    ----------
-    font_dirs : path-like or iterable of path-like, default=None
-        Extra folders searched recursively for ``.ttf`` / ``.otf`` files; a
-        single str or path is one folder.
-    include_default : bool, default=True
-        Include the fonts matplotlib ships.
-
-    Returns
-    -------
-    fonts : list of pathlib.Path
-        Sorted by file name, duplicates (same file name) removed.
+    """The ``.ttf``/``.otf`` files of matplotlib (``include_default``) and of
+    ``font_dirs`` (searched recursively), sorted by file name, one per name.
 
     Examples
     --------
@@ -158,13 +146,8 @@ def _draws_placeholders(font, charmap, canvas) -> bool:
 
 
 def _render_class_table(fonts, characters, size, min_similarity):
-    """Render every covered (character, font) pair once, unaugmented:
-    ``({character: (images, font_indices)}, same_shape)``.
-
-    A render is kept when it correlates with its class's mean render at least
-    ``min_similarity``; ``same_shape[i, j]`` is the share of the fonts having
-    characters ``i`` and ``j`` that draw them alike (nan: no font has both).
-    """
+    """``({character: (images, font_indices)}, same_shape)``: each covered pair
+    rendered once; ``same_shape[i, j]``, the share of fonts drawing i, j alike."""
     from PIL import ImageFont
 
     canvas = size * _SUPERSAMPLE
@@ -242,56 +225,50 @@ def load_glyphs(font_dirs: FontDirs = None, *,
                 return_X_y: bool = False):
     """Load the ``glyphs`` few-shot dataset: characters rendered from fonts.
 
-    Each class is a character and each instance a font rendering of it, with
-    ``n_augment`` lightly augmented copies. The split of a character is fixed
-    by a hash of the character (60% train, 20% val, 20% test), whatever fonts
-    are installed. The user guide ("Input images and caches") says how
-    renders are chosen.
+    A class is a character, an instance a font's rendering of it (with
+    ``n_augment`` augmented copies); a character's split comes from its hash
+    (60% train, 20% val, 20% test). The user guide ("Input images and
+    caches") says how renders are chosen.
 
     Parameters
     ----------
     font_dirs : path-like or iterable of path-like, default=None
         Extra font folders (searched recursively for .ttf/.otf), e.g.
-        ``"/usr/share/fonts"`` after installing Debian's font packages; a
-        single str or path is one folder.
+        ``"/usr/share/fonts"``; a single str or path is one folder.
     split : {"train", "val", "test", "all"}, default="train"
     image_size : int, default=28
         Side of the square uint8 images.
     n_augment : int, default=2
         Augmented copies per (character, font); 0 gives one clean render.
     characters : sequence of str, default=None
-        Candidate characters (each a single code point); None uses Latin,
-        Latin-1, Latin Extended-A, Greek and Cyrillic.
+        Candidate characters; None: Latin, Latin-1, Latin Extended-A, Greek
+        and Cyrillic.
     min_fonts : int, default=5
         Fewest fonts a character needs to become a class.
     max_fonts : int or None, default=None
-        Cap on fonts per class (a seeded choice), to bound the size with many
-        fonts installed.
+        Cap on fonts per class (a seeded choice).
     include_default_fonts : bool, default=True
         Include matplotlib's fonts.
     min_similarity : float, default=0.3
-        Correlation with the class's mean render below which a render is
-        dropped as not a glyph of that character.
+        Renders correlating less with their class's mean render are dropped.
     homoglyph_share : float, default=0.5
-        Share of the fonts having two characters that draw them with the
-        same glyph, from which the later one (in code-point order) is dropped
-        as a look-alike.
+        Of two characters this share of fonts draws alike, the later is
+        dropped as a look-alike.
     random_state : int, default=0
         Seed of the augmentation and of the ``max_fonts`` choice.
     cache_dir : path-like, default=None
-        Folder for a cache of the rendered arrays, re-used while the fonts and
-        parameters are unchanged (an unreadable one is rebuilt, with a warning).
+        Folder caching the rendered arrays while fonts and parameters are
+        unchanged; a cache that is unreadable, or that another user could
+        have written, is rebuilt with a warning.
     return_X_y : bool, default=False
         Return ``(data, target)`` instead of a Bunch.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        ``data`` uint8 array of shape (n_samples, image_size, image_size),
-        ``target`` int64 class index of shape (n_samples,), ``target_names``
-        (the characters, so ``target_names[target]`` names each row),
-        ``fonts`` (font file name of each row), ``class_split`` (split of each
-        class) and ``split``.
+        ``data`` (n_samples, image_size, image_size) uint8, ``target`` int64,
+        ``target_names`` (the characters), ``fonts`` (each row's font file),
+        ``class_split`` (each class's split) and ``split``.
 
     Examples
     --------

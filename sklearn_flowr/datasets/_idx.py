@@ -47,27 +47,19 @@ _SUBSETS = {"train": ("train",), "test": ("t10k",), "all": ("train", "t10k")}
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read one idx file, plain or gzip-compressed, into a native-endian array.
-
-    The idx format (LeCun et al.): two zero bytes, a dtype code, the number of
-    dimensions, one big-endian ``int32`` per dimension, then the values. The
-    file is checked against its header, so a truncated download fails loudly.
+    """Read one idx file (LeCun et al.), plain or gzip-compressed, into a
+    native-endian array; a file that does not match its header (a truncated
+    download) raises a ValueError.
 
     Parameters
     ----------
     path : str or path-like
-        The idx file, e.g. ``train-images-idx3-ubyte.gz`` (compression is
-        recognised from the first bytes).
+        E.g. ``train-images-idx3-ubyte.gz``.
 
     Returns
     -------
     array : ndarray
-        The values, with the header's shape and dtype (native byte order).
-
-    Raises
-    ------
-    ValueError
-        If the file is not a well-formed idx file.
+        The values, with the header's shape and dtype.
 
     Examples
     --------
@@ -177,28 +169,18 @@ def load_idx_dataset(
     ----------
     path : str or path-like, default=None
         Folder holding ``train-images-idx3-ubyte``, ``train-labels-idx1-ubyte``,
-        ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte``, each plain or
-        ``.gz``. None means ``/usr/share/datasets/<kind>``, where Debian's
-        ``dataset-fashion-mnist`` package puts Fashion-MNIST.
+        ``t10k-images-idx3-ubyte`` and ``t10k-labels-idx1-ubyte`` (plain or
+        ``.gz``); None: ``/usr/share/datasets/<kind>`` (Debian's packages).
     kind : {"fashion-mnist", "mnist", "kmnist"} or None, default="fashion-mnist"
-        Which data set the files hold; it names the classes. None names each
-        class by its label value and then requires ``path``.
+        Names the classes; None names them by label value (``path`` needed).
     subset : {"all", "train", "test"}, default="all"
-        The official training part, the test part, or both (training rows first).
+        The official training part, the test part, or both (training first).
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        Dictionary-like object with attributes
-
-        data : ndarray of uint8 of shape (n_images, height, width)
-            The images.
-        target : ndarray of int64 of shape (n_images,)
-            Class index of each image, in ``0 .. n_classes - 1``.
-        target_names : ndarray of str of shape (n_classes,)
-            Class names; ``target_names[target]`` names each image's class.
-        split : str
-            The ``subset`` that was loaded.
+        As :func:`~sklearn_flowr.datasets.load_image_folder`'s (no
+        ``filenames``); ``split`` is ``subset``.
 
     Examples
     --------
@@ -254,23 +236,20 @@ def load_fashion_mnist(
     *,
     subset: str = "all",
 ) -> Bunch:
-    """Load Fashion-MNIST (Xiao et al., 2017) from its idx files.
-
-    Shorthand for ``load_idx_dataset(path, kind="fashion-mnist", subset=subset)``.
+    """Load Fashion-MNIST (Xiao et al., 2017): ``load_idx_dataset(path,
+    kind="fashion-mnist", subset=subset)``.
 
     Parameters
     ----------
     path : str or path-like, default="/usr/share/datasets/fashion-mnist"
-        Folder with the four idx files, plain or ``.gz``; the default is where
-        Debian's ``dataset-fashion-mnist`` package installs them.
+        Where Debian's ``dataset-fashion-mnist`` package installs the files.
     subset : {"all", "train", "test"}, default="all"
         60000 training images, 10000 test images, or all 70000.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        ``data`` (n_images, 28, 28) uint8, ``target`` int64 in 0..9,
-        ``target_names`` and ``split``, as in :func:`load_idx_dataset`.
+        As :func:`load_idx_dataset`'s: (n_images, 28, 28) images, 10 classes.
 
     References
     ----------
@@ -291,15 +270,12 @@ def load_fashion_mnist(
 
 
 def load_digits_images() -> Bunch:
-    """Scikit-learn's 8x8 digits as uint8 images, values 0 to 255.
-
-    The bundled pixel counts ``0 .. 16`` are scaled by ``255 / 16`` and rounded.
+    """Scikit-learn's 8x8 digits as uint8 images: counts 0..16 times 255 / 16.
 
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        As :func:`load_idx_dataset`'s: ``data`` (1797, 8, 8), ``target`` the
-        digit shown, ``target_names`` ``"0"`` .. ``"9"``, ``split`` ``"all"``.
+        As :func:`load_idx_dataset`'s: ``data`` (1797, 8, 8), ``split`` "all".
 
     Examples
     --------

@@ -1,9 +1,8 @@
 """Decoding image files and byte strings into one stacked uint8 array, and the
-argument checks and restricted unpickling the image loaders share."""
+argument checks the image loaders share."""
 
 import io
 import os
-import pickle
 from numbers import Integral
 
 import numpy as np
@@ -17,25 +16,20 @@ def check_image_size(image_size):
     """``image_size`` as a ``(height, width)`` tuple of positive ints, or None."""
     if image_size is None:
         return None
-    if isinstance(image_size, Integral) and not isinstance(image_size, bool):
-        size = (int(image_size), int(image_size))
-    else:
-        try:
-            size = tuple(image_size)
-        except TypeError:
-            size = ()
-        ok = len(size) == 2 and all(
-            isinstance(s, Integral) and not isinstance(s, bool) for s in size
+    pair = (image_size,) * 2 if isinstance(image_size, Integral) else image_size
+    try:
+        size = tuple(pair)
+    except TypeError:
+        size = ()
+    if len(size) != 2 or not all(isinstance(s, Integral) and not isinstance(s, bool)
+                                 for s in size):
+        raise ValueError(
+            "image_size must be None, an int or a (height, width) pair of ints; "
+            f"got {image_size!r}."
         )
-        if not ok:
-            raise ValueError(
-                "image_size must be None, an int or a (height, width) pair of ints; "
-                f"got {image_size!r}."
-            )
-        size = (int(size[0]), int(size[1]))
     if min(size) < 1:
         raise ValueError(f"image_size must be positive; got {image_size!r}.")
-    return size
+    return int(size[0]), int(size[1])
 
 
 def check_split(split, allowed):
@@ -54,99 +48,6 @@ def check_directory(path, expected):
     return path
 
 
-# What a pickled data set may reference: NumPy arrays, dtypes and scalars (as
-# NumPy 1 and 2 and Python 2 pickles spell them) and plain containers.
-_NUMPY_MODULES = ("numpy.core.multiarray", "numpy._core.multiarray")
-_ALLOWED_GLOBALS = frozenset(
-    {("numpy", "ndarray"), ("numpy", "dtype")}
-    | {(module, name) for module in _NUMPY_MODULES
-       for name in ("_reconstruct", "scalar", "ndarray", "dtype")}
-    | {(module, "_frombuffer") for module in ("numpy.core.numeric",
-                                              "numpy._core.numeric")}
-    | {("builtins", name) for name in ("dict", "list", "tuple", "set", "frozenset",
-                                       "str", "bytes", "bytearray", "int", "float",
-                                       "complex", "bool")}
-    | {("_codecs", "encode")}
-)
-
-
-# Where this NumPy keeps the array constructors pickles name.
-_NUMPY_CORE = "numpy._core" if int(np.__version__.split(".")[0]) >= 2 else "numpy.core"
-
-
-class UnsafePickleError(pickle.UnpicklingError):
-    """A pickle references something other than arrays and plain containers."""
-
-
-def _latin1_encode(text, encoding="latin1"):
-    """``_codecs.encode(text, "latin1")``, how pickles of protocol 0 to 2 store
-    bytes; any other codec is refused."""
-    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
-        raise UnsafePickleError(
-            f"'_codecs.encode' with {type(text).__name__} and codec {encoding!r} "
-            "(only the latin1 encoding of a str is allowed)"
-        )
-    return text.encode("latin1")
-
-
-class _ArrayUnpickler(pickle.Unpickler):
-    """An unpickler whose ``find_class`` (a pickle's one way to a callable)
-    answers only ``_ALLOWED_GLOBALS``."""
-
-    def find_class(self, module, name):
-        # Python 2 pickles name the builtins module "__builtin__".
-        module = "builtins" if module == "__builtin__" else module
-        if (module, name) not in _ALLOWED_GLOBALS:
-            raise UnsafePickleError(f"'{module}.{name}'")
-        if (module, name) == ("_codecs", "encode"):
-            return _latin1_encode
-        for spelling in ("numpy.core.", "numpy._core."):
-            if module.startswith(spelling):
-                # NumPy 2 moved numpy.core to numpy._core (the old name warns).
-                module = _NUMPY_CORE + module[len(spelling) - 1:]
-        return super().find_class(module, name)
-
-    def persistent_load(self, pid):
-        raise UnsafePickleError(f"a persistent id ({type(pid).__name__})")
-
-
-def load_pickle(path, expected):
-    """Unpickle a data file that may hold only NumPy arrays and plain containers
-    (a ValueError names anything else); ``expected`` words the errors.
-
-    Examples
-    --------
-    >>> import os, pickle, tempfile
-    >>> import numpy as np
-    >>> path = os.path.join(tempfile.mkdtemp(), "cache.pkl")
-    >>> with open(path, "wb") as f:
-    ...     pickle.dump({"image_data": np.zeros((1, 2), np.uint8)}, f)
-    >>> load_pickle(path, "a dict")["image_data"].shape
-    (1, 2)
-    """
-    try:
-        with open(path, "rb") as f:
-            # latin1: Python 2 pickles' bytes arrive as str (see as_bytes).
-            return _ArrayUnpickler(f, encoding="latin1").load()
-    except FileNotFoundError:
-        raise FileNotFoundError(
-            f"Pickle file not found: {path!r}; expected {expected}."
-        ) from None
-    except UnsafePickleError as exc:
-        raise ValueError(
-            f"Refused to unpickle {path!r}: it references {exc}, which is not a "
-            "NumPy array or a plain container (dict, list, tuple, set, str, "
-            "bytes, number). Loading it could run code stored in the file; "
-            f"expected {expected}. Convert the file to arrays and lists where "
-            "it was made (e.g. numpy.savez) if you trust it."
-        ) from None
-    except Exception as exc:  # unpickling can fail in almost any way
-        raise ValueError(
-            f"Cannot unpickle {path!r} ({type(exc).__name__}: {exc}); "
-            f"expected {expected}."
-        ) from exc
-
-
 def as_bytes(encoded):
     """An encoded image stored as bytes, a latin-1 ``str`` or a uint8 array."""
     if isinstance(encoded, bytes | bytearray | memoryview):
@@ -163,12 +64,16 @@ def _wide_to_8bit(image, where):
     ``convert("L")`` does) to mode L; values out of range raise."""
     # I;16* (16-bit PNG, TIFF) and I (Pillow's 16-bit PGM) span 0..65535;
     # F (float TIFF) must already lie in 0..255.
-    if image.mode.startswith("I;16") or image.mode == "I":
-        full_scale = 65535.0
-    elif image.mode == "F":
-        full_scale = 255.0
-    else:
+    if image.mode.startswith("I;16"):
+        # rint(v * 255 / 65535) in integers (no ties: 65535 is odd).
+        values = np.asarray(image).astype(np.uint32)
+        values *= 510
+        values += 65535
+        values //= 131070
+        return Image.fromarray(values.astype(np.uint8))
+    if image.mode not in ("I", "F"):
         return image
+    full_scale = 65535.0 if image.mode == "I" else 255.0
     values = np.asarray(image, dtype=np.float64)
     low, high = (float(values.min()), float(values.max())) if values.size else (0, 0)
     if not (np.isfinite(low) and np.isfinite(high)) or low < 0 or high > full_scale:
@@ -206,13 +111,25 @@ def resize_array(image, image_size):
     return np.asarray(resized, dtype=np.uint8)
 
 
+class _TooLarge(ValueError):
+    pass
+
+
 def decode_image(source, *, mode=None, image_size=None, where=None):
     """One image from a path or encoded bytes as a uint8 array, in ``mode`` (None
     keeps gray gray) and resized to ``image_size``; ``where`` names it in errors."""
     where = where if where is not None else repr(source)
     stream = io.BytesIO(source) if isinstance(source, bytes) else source
+    from . import MAX_IMAGE_PIXELS  # the package's, which a user may raise
+
     try:
         with Image.open(stream) as image:
+            if image.width * image.height > MAX_IMAGE_PIXELS:
+                raise _TooLarge(
+                    f"Image {where} is {image.width} x {image.height} pixels, more "
+                    "than sklearn_flowr.datasets.MAX_IMAGE_PIXELS "
+                    f"({MAX_IMAGE_PIXELS:,}); it is not decoded. Raise that bound "
+                    "if you trust the file.")
             image.load()
             image = _as_pil_mode(_wide_to_8bit(image, where), mode)
             if image_size is not None and image.size != image_size[::-1]:
@@ -222,6 +139,8 @@ def decode_image(source, *, mode=None, image_size=None, where=None):
             return np.asarray(image, dtype=np.uint8)
     except FileNotFoundError:
         raise FileNotFoundError(f"Image file not found: {where}.") from None
+    except _TooLarge:
+        raise
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise ValueError(
             f"Cannot decode image {where} ({exc}); expected an image file that "
@@ -249,8 +168,9 @@ class ImageStack:
         if image.shape != self.data.shape[1:]:
             raise ValueError(
                 f"Image {where} has shape {image.shape} but {self._first} has shape "
-                f"{self.data.shape[1:]}; pass image_size=(height, width) to resize "
-                "every image to one size."
+                f"{self.data.shape[1:]}; pass image_size=(height, width) "
+                "(flowr-benchmark: --image-size HEIGHT WIDTH) to resize every "
+                "image to one size."
             )
         self.data[index] = image
 

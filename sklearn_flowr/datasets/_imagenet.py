@@ -1,5 +1,4 @@
-"""MiniImageNet and TieredImageNet in the file layouts they are shared in; the
-pickles are read by ``load_pickle``, which builds only arrays and containers."""
+"""MiniImageNet and TieredImageNet in the file layouts they are shared in."""
 
 import csv
 import os
@@ -18,9 +17,9 @@ from ._image_io import (
     decode_image,
     encode_labels,
     load_image_files,
-    load_pickle,
     resize_array,
 )
+from ._pickle import load_pickle
 
 _SPLITS = ("train", "val", "test")
 
@@ -84,7 +83,8 @@ def _read_ravi_csv(root, csv_path, image_size):
     filenames = [os.path.join(root, "images", row[0].strip()) for row in rows]
     data = load_image_files(filenames, mode="RGB", image_size=image_size)
     target, target_names = encode_labels([row[1].strip() for row in rows])
-    return data, target, target_names, np.asarray(filenames)
+    return Bunch(data=data, target=target, target_names=target_names,
+                 filenames=np.asarray(filenames))
 
 
 def _read_mini_cache(path, image_size):
@@ -113,7 +113,8 @@ def _read_mini_cache(path, image_size):
             f"{int(np.sum(target < 0))} rows of 'image_data' in {path!r} belong to "
             "no class in 'class_dict'."
         )
-    return _resize_stack(images, image_size), target, target_names
+    return Bunch(data=_resize_stack(images, image_size), target=target,
+                 target_names=target_names)
 
 
 def load_mini_imagenet(
@@ -124,18 +125,15 @@ def load_mini_imagenet(
 ) -> Bunch:
     """Load one split of MiniImageNet (Vinyals et al., split of Ravi & Larochelle).
 
-    Two layouts are read, tried in this order: Ravi-Larochelle's
-    ``root/<split>.csv`` (header ``filename,label``) with the images in
-    ``root/images/<filename>``, and the pickle cache
-    ``root/mini-imagenet-cache-<split>.pkl``, a dict with ``image_data``
-    (uint8, shape (n, 84, 84, 3)) and ``class_dict`` (class name -> rows).
-    A pickle referencing anything but arrays and plain containers (the way a
-    pickle runs code) raises a ValueError naming it.
+    Reads Ravi-Larochelle's ``root/<split>.csv`` (header ``filename,label``,
+    images in ``root/images/``), else the pickle cache
+    ``root/mini-imagenet-cache-<split>.pkl`` (a dict of ``image_data``, uint8
+    (n, 84, 84, 3), and ``class_dict``, class name -> rows); a pickle holding
+    anything but arrays and plain containers raises a ValueError.
 
     Parameters
     ----------
     root : str or path-like
-        Folder holding one of the layouts above.
     split : {"train", "val", "test"}, default="train"
         64, 16 or 20 classes, disjoint across splits.
     image_size : int or (height, width), default=None
@@ -145,19 +143,9 @@ def load_mini_imagenet(
     Returns
     -------
     data : :class:`~sklearn.utils.Bunch`
-        Dictionary-like object with attributes
-
-        data : ndarray of uint8 of shape (n_images, height, width, 3)
-            The RGB images.
-        target : ndarray of int64 of shape (n_images,)
-            Class index of each image, in ``0 .. n_classes - 1``.
-        target_names : ndarray of str of shape (n_classes,)
-            Sorted class names (WordNet ids); ``target_names[target]`` names
-            each image's class.
-        split : str
-            The split that was loaded.
-        filenames : ndarray of str of shape (n_images,)
-            Image paths (Ravi-Larochelle layout only).
+        As :func:`~sklearn_flowr.datasets.load_image_folder`'s, with RGB
+        images and WordNet ids as ``target_names``; ``filenames`` in the
+        Ravi-Larochelle layout only.
 
     References
     ----------
@@ -184,19 +172,9 @@ def load_mini_imagenet(
     csv_path = os.path.join(root, f"{split}.csv")
     cache_path = os.path.join(root, f"mini-imagenet-cache-{split}.pkl")
     if os.path.isfile(csv_path):
-        data, target, target_names, filenames = _read_ravi_csv(
-            root, csv_path, image_size
-        )
-        return Bunch(
-            data=data,
-            target=target,
-            target_names=target_names,
-            split=split,
-            filenames=filenames,
-        )
+        return Bunch(**_read_ravi_csv(root, csv_path, image_size), split=split)
     if os.path.isfile(cache_path):
-        data, target, target_names = _read_mini_cache(cache_path, image_size)
-        return Bunch(data=data, target=target, target_names=target_names, split=split)
+        return Bunch(**_read_mini_cache(cache_path, image_size), split=split)
     raise FileNotFoundError(
         f"Neither {csv_path!r} nor {cache_path!r} exists; expected {_MINI_LAYOUTS}."
     )
@@ -278,14 +256,13 @@ def load_tiered_imagenet(
     """Load one split of TieredImageNet (Ren et al., 2018).
 
     Reads ``root/<split>_labels.pkl`` and the images from
-    ``root/<split>_images.npz`` (key ``images``) when present, else from the
-    original ``root/<split>_images_png.pkl`` (PNG byte strings: slow). The
-    pickles are read as :func:`load_mini_imagenet` reads its cache.
+    ``root/<split>_images.npz`` (key ``images``), else from the original
+    ``root/<split>_images_png.pkl`` (PNG byte strings: slow); pickles are read
+    as :func:`load_mini_imagenet` reads its cache.
 
     Parameters
     ----------
     root : str or path-like
-        Folder holding the split's files.
     split : {"train", "val", "test"}, default="train"
         351, 97 or 160 classes, disjoint across splits (and across their 20, 6
         and 8 high-level categories).
@@ -295,8 +272,8 @@ def load_tiered_imagenet(
         Classify by ImageNet class (``label_specific``) or by high-level
         category (``label_general``).
     npz_channel_order : {"bgr", "rgb"}, default="bgr"
-        Channel order stored in the ``.npz`` file (the common ones were
-        decoded with OpenCV: BGR); the result is RGB.
+        Channel order of the ``.npz`` file (the common ones are BGR); the
+        result is RGB.
 
     Returns
     -------

@@ -77,8 +77,8 @@ def kanji_characters(data_dir: str | os.PathLike | None = None) -> list[str]:
     Parameters
     ----------
     data_dir : path-like, default=None
-        A folder of KanjiVG ``.svg`` files (named by code point, e.g.
-        ``06c34.svg``); None uses the installed ``kanjivg`` package.
+        A folder of KanjiVG ``.svg`` files (e.g. ``06c34.svg``); None uses the
+        installed ``kanjivg`` package.
 
     Returns
     -------
@@ -192,11 +192,10 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
                return_X_y: bool = False):
     """Load the ``kanji`` few-shot data set: KanjiVG strokes drawn with jitter.
 
-    Each class is a kanji or kana and each instance a drawing of its strokes
-    with random deformations (user guide, "Input images and caches"), the way
-    Omniglot has class = character and instance = drawer. Class ``c``'s
-    drawings come from the seed ``(random_state, ord(c))`` alone, its split
-    from a hash of ``c`` (60% train, 20% val, 20% test), as in :func:`load_glyphs`.
+    A class is a kanji or kana, an instance a drawing of its strokes with
+    random deformations (user guide, "Input images and caches"), as Omniglot's
+    drawers; class ``c``'s drawings come from the seed ``(random_state,
+    ord(c))``, its split from a hash of ``c`` as in :func:`load_glyphs`.
 
     Parameters
     ----------
@@ -209,8 +208,8 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
         Characters to draw; None uses every kanji and kana of KanjiVG
         (:func:`kanji_characters`, about 6,600).
     max_classes : int or None, default=None
-        Keep at most this many of the characters (before the split), chosen by
-        a fixed hash so that a larger cap keeps every class of a smaller one.
+        Keep at most this many characters (before the split), by a fixed hash:
+        a larger cap keeps every class of a smaller one.
     jitter : float, default=1.0
         Scale of all deformations; 0 draws every instance clean.
     stroke_width : float, default=7.0
