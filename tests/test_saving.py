@@ -25,9 +25,14 @@ import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.baselines import (
     EVMClassifier,
+    FeCAMClassifier,
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
     NCMClassifier,
     PEELERClassifier,
     ProtoNetClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
 )
 from sklearn_flowr.calibration import NoveltyCalibratedClassifier
 from sklearn_flowr.saving import TRUSTED_TYPES, UntrustedTypesError
@@ -69,8 +74,10 @@ def test_head_round_trip_predicts_and_keeps_learning(digits, tmp_path):
                                   clf.open_world_step(X[rows], names[rows]).p_novel)
 
 
-@pytest.mark.parametrize("cls", [NCMClassifier, ProtoNetClassifier,
-                                 PEELERClassifier, EVMClassifier])
+@pytest.mark.parametrize("cls", [
+    NCMClassifier, ProtoNetClassifier, PEELERClassifier, EVMClassifier,
+    SimpleShotClassifier, MahalanobisPlusPlusClassifier, KNNClassifier,
+    FeCAMClassifier, RanPACClassifier])
 def test_baselines_round_trip(cls, digits, tmp_path):
     """Check each baseline saves without an untrusted type and loads with the
     same predictions and novelty scores."""
