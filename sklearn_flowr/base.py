@@ -13,9 +13,11 @@ place) and optionally ``_end_fit()`` and ``_check_stream_start()``. Every
 learning method is all or nothing (:class:`all_or_nothing`).
 """
 
+import copy
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils import Bunch
+from sklearn.utils import Bunch, assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -29,7 +31,8 @@ from .validation import (
     validate_rows,
 )
 
-__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing"]
+__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing",
+           "on_a_copy"]
 
 class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
@@ -145,8 +148,9 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             # Built inside the guard: a failure here must not leave the rows
             # learned without their predictions.
             y_known = self._labels_of(known_index)
-            result = Bunch(y_pred=np.where(novel, self.novel_label_, y_known),
-                           y_known=y_known, p_novel=score, is_novel=is_new,
+            y_pred = y_known.astype(label_result_dtype(y_known, self.novel_label_))
+            y_pred[novel] = self.novel_label_
+            result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score, is_novel=is_new,
                            y_assigned=y, learned=np.ones(y.shape[0], dtype=bool))
             if ranking:
                 result["novelty_score"] = ranking[0]
@@ -186,6 +190,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         ``arrival_order``) and each row's position among them, checked
         against the novel label and the known labels (``registry``)."""
         y = np.asarray(y)
+        if y.dtype.kind == "f":
+            assert_all_finite(y, input_name="y")
         if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
             check_classification_targets(y)
         if y.shape[0] == 1:
@@ -255,9 +261,8 @@ class all_or_nothing:
 
     Yields a list to which the block appends, *before* each change it makes
     in place, a callable that undoes it (e.g. :meth:`LabelRegistry.checkpoint`).
-    On any exception, KeyboardInterrupt included, they run last-first, then
-    the attributes the block replaced or added come back from a shallow copy
-    of ``__dict__``.
+    On any exception they run last-first and ``__dict__`` comes back as it
+    was, in one step; a KeyboardInterrupt during that rollback restarts it.
     """
 
     __slots__ = ("estimator", "saved", "undo")
@@ -274,11 +279,33 @@ class all_or_nothing:
         return kind is not None and self._restore()
 
     def _restore(self):
-        for restore in reversed(self.undo):
-            restore()
-        self.estimator.__dict__.clear()
-        self.estimator.__dict__.update(self.saved)
+        interrupted = None
+        while True:
+            try:
+                for restore in reversed(self.undo):
+                    restore()  # each one is idempotent: it may run again
+                self.estimator.__dict__ = dict(self.saved)
+                break
+            except KeyboardInterrupt as error:
+                interrupted = error
+        if interrupted is not None:
+            raise interrupted
         return False  # the exception goes on
+
+
+def on_a_copy(estimator, change, mutable):
+    """``change(work)`` on a copy of ``estimator`` whose attributes ``mutable``
+    (those changed in place) are deep copies; the copy's attributes then
+    become the estimator's in one step, so a failure or an interrupt at any
+    point leaves it as it was. Returns what ``change`` returns."""
+    work = object.__new__(type(estimator))
+    work.__dict__.update(estimator.__dict__)
+    for name in mutable:
+        if name in work.__dict__:
+            setattr(work, name, copy.deepcopy(getattr(estimator, name)))
+    result = change(work)
+    estimator.__dict__ = work.__dict__
+    return result
 
 
 class LabelRegistry:
@@ -318,7 +345,7 @@ class LabelRegistry:
         n_new = len(new_labels)
         if n_new == 0:
             return
-        dtype = np.result_type(self._labels.dtype, np.asarray(new_labels).dtype)
+        dtype = label_result_dtype(self._labels, new_labels)
         stop = self.n_labels + n_new
         if dtype != self._labels.dtype or stop > self._labels.shape[0]:
             grown = np.empty(max(stop, 2 * self._labels.shape[0]), dtype=dtype)
@@ -400,7 +427,7 @@ class LabelRegistry:
     def rename(self, old, new):
         """Give the class labelled ``old`` the new label ``new``."""
         i = self._index.pop(old)
-        dtype = np.result_type(self._labels.dtype, np.asarray([new]).dtype)
+        dtype = label_result_dtype(self._labels, [new])
         if dtype != self._labels.dtype:
             self._labels = self._labels.astype(dtype)
         self._labels[i] = new

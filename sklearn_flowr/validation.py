@@ -117,11 +117,16 @@ def check_new_labels(labels, novel, known_labels=None):
 
 
 def label_result_dtype(labels, novel):
-    """Dtype of an array holding known labels and the novel label."""
+    """Dtype of an array holding ``labels`` and ``novel`` exactly: object
+    where NumPy would round integers (uint64 with int64) or mix kinds."""
+    first, second = np.asarray(labels).dtype, np.asarray(novel).dtype
     try:
-        return np.result_type(labels.dtype, np.asarray(novel).dtype)
+        dtype = np.result_type(first, second)
     except TypeError:
-        return object
+        return np.dtype(object)
+    if dtype.kind == "f" and first.kind in "biu" and second.kind in "biu":
+        return np.dtype(object)
+    return dtype
 
 
 def same_label(label, novel):

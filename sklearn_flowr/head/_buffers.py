@@ -140,16 +140,12 @@ class ClassBuffers:
 
         return undo
 
-    def compact(self):
-        """Shrink buffers to the used size (for pickling)."""
-        self._drop_growth()
-        for name in self._BUFFERS:
-            rows = self.n_classes + (name == "joint_coef")
-            setattr(self, name, getattr(self, name)[:rows].copy())
-
     def __getstate__(self):
-        self.compact()
+        # The used rows, copied: pickling, saving and deepcopy leave the live
+        # buffers (and a growth under way) as they are.
         state = self.__dict__.copy()
+        for name in self._BUFFERS:
+            state[name] = state[name][: self.n_classes + (name == "joint_coef")].copy()
         state.pop("_next", None)
         state.pop("_moved", None)
         return state

@@ -5,13 +5,18 @@ from numbers import Real
 import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import all_or_nothing
+from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
-from ._discovery import NOTHING_DISCOVERED, corrected, mixed_steps, unlabelled_steps
+from ._discovery import (
+    correct,
+    merged_discoveries,
+    mixed_steps,
+    nothing_discovered,
+    unlabelled_steps,
+)
 from ._merge import (
     dask_moments,
     is_dask_collection,
@@ -162,8 +167,9 @@ default="auto"
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
     }
     _runtime_params = ("novelty_calibration", "unlabelled_threshold")
-    # What the unlabelled stream opened and learned (``_discovery``).
-    _discovered = NOTHING_DISCOVERED
+    # What learning changes in place: the unlabelled stream, correct and the
+    # mixed step change a copy of these, which replaces them once done.
+    _mutable = ("_state", "_registry", "_discovered")
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
@@ -304,8 +310,11 @@ default="auto"
         True
         """
         moments, names, frozen = merged_moments(self, other)
-        return clone(self)._install(moments, self.n_features_in_,
-                                    feature_names=names, frozen=frozen)
+        discovered = merged_discoveries(self._discovered, other._discovered)
+        merged = clone(self)._install(moments, self.n_features_in_,
+                                      feature_names=names, frozen=frozen)
+        merged._discovered = discovered
+        return merged
 
     def _install(self, moments, n_features, *, feature_names=None, frozen=None):
         """Become the head ``fit`` gives on rows with these ``moments``."""
@@ -368,18 +377,18 @@ default="auto"
         """
         if labelled is None and y is not None:
             return super().open_world_step(X, y)
+        novelty_map = check_novelty_map(self.novelty_calibration)
         if labelled is not None:
-            return mixed_steps(self, X, y, labelled)
+            return on_a_copy(self, lambda work: mixed_steps(
+                work, X, y, labelled, threshold=self.unlabelled_threshold,
+                novelty_map=novelty_map), self._mutable)
         check_is_fitted(self, msg=(
             "open_world_step(X) without labels needs a fitted %(name)s: "
             "fit or partial_fit it on labelled rows first."))
-        with all_or_nothing(self) as undo:
-            result, self._discovered = unlabelled_steps(
-                self._state, self._registry, self._discovered,
-                self._validated_rows(X), undo, novel_label=self.novel_label_,
-                threshold=self.unlabelled_threshold,
-                novelty_map=check_novelty_map(self.novelty_calibration))
-        return result
+        X = self._validated_rows(X)
+        return on_a_copy(self, lambda work: unlabelled_steps(
+            work, X, threshold=self.unlabelled_threshold,
+            novelty_map=novelty_map), self._mutable)
 
     def correct(self, X, y_assigned, y_true):
         """Move rows learned without labels from their assigned class to their
@@ -413,10 +422,8 @@ default="auto"
         array([0, 1, 7])
         """
         X = self._validated_rows(X)
-        self._state, self._registry, self._discovered = corrected(
-            self._state, self._registry, self._discovered, X,
-            column_or_1d(np.asarray(y_assigned, dtype=object)).tolist(),
-            column_or_1d(np.asarray(y_true)).tolist(), self.novel_label_)
+        on_a_copy(self, lambda work: correct(work, X, y_assigned, y_true),
+                  self._mutable)
         return self
 
     # ------------------------------------------------------------------ hooks
@@ -451,7 +458,7 @@ default="auto"
 
     def _take_state(self, state, hyper, b):
         """A fresh state and the prior and hyper-parameters it fixes."""
-        self._state, self._discovered = state, NOTHING_DISCOVERED
+        self._state, self._discovered = state, nothing_discovered()
         self.prior_mean_, self.prior_var_ = hyper.prior_mean, hyper.prior_var
         self.b_, self.sigma_ = b, hyper.sigma
         self._fitted_params = snapshot_params(self)

@@ -56,6 +56,12 @@ def check_mergeable(head, other):
                                  "not fitted: call fit first.")
         check_params_unchanged(part, part._fitted_params,
                                runtime=part._runtime_params)
+        if part._discovered["provisional"]:
+            raise ValueError(
+                f"merge cannot pool the provisional classes "
+                f"{part._discovered['provisional']} of {name}: each head numbers "
+                "the classes it opens by itself, so equal labels need not be one "
+                "class. Give them their true labels with correct() first.")
     params, others = head.get_params(deep=False), other.get_params(deep=False)
     differ = [f"{name}: {params[name]!r} != {others[name]!r}" for name in params
               if not params_equal(params[name], others[name])]

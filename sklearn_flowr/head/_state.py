@@ -24,6 +24,7 @@ from .._core import (
     resolve_covariances,
 )
 from .._core._covariance import scale_prior_var
+from ..validation import MAX_ABS_INPUT
 from ._buffers import ClassBuffers
 
 # Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
@@ -43,10 +44,28 @@ def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
         X, y_index, n_classes, covariance=covariance, sigma=sigma,
         prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
         noise_shrinkage=noise_shrinkage)
+    _check_variance_range(hyper)
     b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
     state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
                        class_prior=class_prior, basis=hyper.basis)
     return state, hyper, b
+
+
+def _check_variance_range(hyper):
+    """Refuse variances outside the range float64 scores (1e-200 to 1e200):
+    estimated ones from features of a tiny or huge scale."""
+    low, high = 1.0 / MAX_ABS_INPUT**2, MAX_ABS_INPUT**2
+    for name in ("sigma", "prior_var"):
+        value = np.asarray(getattr(hyper, name), dtype=np.float64)
+        values = np.linalg.eigvalsh(value) if value.ndim == 2 else value
+        if not (low <= values.min() and values.max() <= high):
+            small = values.min() < low
+            raise ValueError(
+                f"{name} comes to {values.min() if small else values.max():.3g}, "
+                f"outside the variances float64 scores ({low:g} to {high:g}): the "
+                f"features' scale is too {'small' if small else 'large'} (their "
+                f"squares {'underflow' if small else 'overflow'}). Rescale them, "
+                "e.g. with StandardScaler.")
 
 
 def state_for_params(X, y_index, n_classes, params):
