@@ -150,8 +150,9 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             y_known = self._labels_of(known_index)
             y_pred = y_known.astype(label_result_dtype(y_known, self.novel_label_))
             y_pred[novel] = self.novel_label_
-            result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score, is_novel=is_new,
-                           y_assigned=y, learned=np.ones(y.shape[0], dtype=bool))
+            result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
+                           is_novel=is_new, y_assigned=y,
+                           learned=np.ones(y.shape[0], dtype=bool))
             if ranking:
                 result["novelty_score"] = ranking[0]
         return result
