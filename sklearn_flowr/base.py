@@ -1,16 +1,8 @@
-"""The online open-world interface that the head and the baselines share.
-
-:class:`OnlineOpenWorldClassifier` writes once what does not depend on the
-method: ``fit``, ``partial_fit``, ``open_world_step``, validation (all of it
-before any state changes), the novel label and the registry of known labels
-(:class:`LabelRegistry`). A method supplies the hooks ``_start(X, y_index,
-labels, fitting)`` (a fresh state), ``_learn(X, index)`` (condition on rows of
-classes ``index``; indices the state has not yet are new classes),
-``_stream(X, index, is_new)`` (predict each row with the state before it, then
-learn it: best known index or -1, novelty score, novel decision, optionally
-log-odds), ``_checkpoint(index)`` (the undo of what learning changes in
-place) and optionally ``_end_fit()`` and ``_check_stream_start()``. Every
-learning method is all or nothing (:class:`all_or_nothing`).
+"""The online open-world interface that the head and the baselines share:
+``fit``, ``partial_fit``, ``open_world_step``, validation before any change,
+the novel label and the known labels (:class:`LabelRegistry`). A method
+supplies the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
+optionally ``_end_fit`` and ``_check_stream_start``.
 """
 
 import copy
@@ -165,14 +157,12 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """Finish ``fit`` once its rows are learned."""
 
     def _checkpoint(self, index):
-        """The undo of what learning rows of classes ``index`` changes in
-        place; the default has nothing to undo."""
+        """The undo of what learning rows of classes ``index`` changes in place."""
         return _nothing_to_undo
 
     # ------------------------------------------------------------- validation
     def _validate_input(self, X, y=None, *, reset=False):
-        """``validate_data`` and the magnitude check (:func:`validate_rows`
-        once fitted)."""
+        """``validate_data`` and the magnitude check."""
         if reset:
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
             check_magnitude(X)
@@ -187,9 +177,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self._validate_input(X)[0]
 
     def _check_labels(self, y, registry=None, *, arrival_order=False):
-        """Distinct labels (sorted, or in order of first appearance with
-        ``arrival_order``) and each row's position among them, checked
-        against the novel label and the known labels (``registry``)."""
+        """Checked distinct labels (sorted, or in ``arrival_order``) and each
+        row's position among them."""
         y = np.asarray(y)
         if y.dtype.kind == "f":
             assert_all_finite(y, input_name="y")
@@ -258,13 +247,10 @@ def _nothing_to_undo():
 
 
 class all_or_nothing:
-    """Leave ``estimator`` exactly as it was if the ``with`` block fails.
-
-    Yields a list to which the block appends, *before* each change it makes
-    in place, a callable that undoes it (e.g. :meth:`LabelRegistry.checkpoint`).
-    On any exception they run last-first and ``__dict__`` comes back as it
-    was, in one step; a KeyboardInterrupt during that rollback restarts it.
-    """
+    """Leave ``estimator`` as it was if the ``with`` block fails: the block
+    appends, before each change in place, a callable that undoes it; they run
+    last-first, then ``__dict__`` comes back in one step (a KeyboardInterrupt
+    during that rollback restarts it)."""
 
     __slots__ = ("estimator", "saved", "undo")
 
@@ -310,15 +296,9 @@ def on_a_copy(estimator, change, mutable):
 
 
 class LabelRegistry:
-    """The known labels of an online classifier, in order of arrival: class
-    ``i`` is ``labels[i]``. The buffer grows by doubling and widens its dtype
-    as new labels need (strings are stored as objects).
-
-    Parameters
-    ----------
-    dtype : numpy dtype
-        Initial dtype of the labels (numeric, or object).
-    """
+    """The known labels of an online classifier, in order of arrival (class
+    ``i`` is ``labels[i]``), in a buffer of ``dtype`` that doubles and widens
+    exactly as new labels need (strings are stored as objects)."""
 
     def __init__(self, dtype):
         self._labels = np.empty(4, dtype=dtype)
@@ -358,8 +338,7 @@ class LabelRegistry:
         self.n_labels = stop
 
     def checkpoint(self):
-        """A callable that takes the registry back to its present labels
-        (labels are only appended: O(1) to take).
+        """A callable that takes the registry back to its present labels.
 
         Examples
         --------
@@ -389,9 +368,8 @@ class LabelRegistry:
         return np.array([self._index[key] for key in keys], dtype=np.intp)
 
     def register_stream(self, labels, y_index):
-        """Class index of each row of a stream (``labels[y_index]``), and
-        whether the row opens a class; unknown labels get the next indices in
-        order of first appearance, as row-by-row learning gives them."""
+        """Class index of each row of a stream (``labels[y_index]``) and whether
+        it opens a class, new ones in order of first appearance."""
         if y_index.shape[0] == 1:  # the online loop's case, without sorting
             known = self._index.get(labels.tolist()[0])
             if known is None:

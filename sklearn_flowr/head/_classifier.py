@@ -223,11 +223,9 @@ default="auto"
         return super().fit(X, y)
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
-        """Start from known classes given as Gaussian embeddings (the large
-        context's known-known classes): ``q_n = mu_n / s_n``, ``lam_n = 1 /
-        s_n``, CRP count ``known_count``; earlier state is forgotten. ``b`` and
-        ``sigma`` must be floats, ``known_count`` numeric and ``covariance``
-        "isotropic" ("auto" priors come from the spread of ``means``).
+        """Start from known classes given as Gaussian embeddings ``N(mu_n,
+        s_n)``, forgetting earlier state; needs float ``b`` and ``sigma``, a
+        numeric ``known_count`` and ``covariance="isotropic"``.
 
         Parameters
         ----------
@@ -275,8 +273,9 @@ default="auto"
 
     def merge(self, other):
         """The head that ``fit`` on the rows of both heads gives (neither
-        changes): class sizes, means and scatter combine exactly, so a head
-        per partition of the data can be merged.
+        changes): class sizes, means and scatter combine exactly. "auto"
+        ``sigma`` and priors are estimated again from what ``fit`` kept (such
+        heads merge straight after ``fit``); provisional classes are refused.
 
         Parameters
         ----------
@@ -287,12 +286,6 @@ default="auto"
         -------
         merged : CRPGaussianClassifier
             A new fitted head; ``classes_`` are the sorted union.
-
-        Notes
-        -----
-        Given ``sigma``, ``prior_mean`` and ``prior_var`` merge rows learned
-        online exactly; "auto" ones are estimated again from what ``fit`` kept,
-        so such heads merge only straight after ``fit``.
 
         Examples
         --------
@@ -311,18 +304,18 @@ default="auto"
         """
         moments, names, frozen = merged_moments(self, other)
         discovered = merged_discoveries(self._discovered, other._discovered)
-        merged = clone(self)._install(moments, self.n_features_in_,
-                                      feature_names=names, frozen=frozen)
-        merged._discovered = discovered
-        return merged
+        return clone(self)._install(moments, self.n_features_in_, feature_names=names,
+                                    frozen=frozen, discovered=discovered)
 
-    def _install(self, moments, n_features, *, feature_names=None, frozen=None):
+    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
+                 discovered=None):
         """Become the head ``fit`` gives on rows with these ``moments``."""
         self._validate_params()
         labels = moments["labels"]
         with all_or_nothing(self):
             self._take_state(*state_of_moments(
                 moments, self.get_params(deep=False), n_features, frozen=frozen))
+            self._discovered = discovered or self._discovered
             self.n_features_in_ = n_features
             self.__dict__.pop("feature_names_in_", None)
             if feature_names is not None:
