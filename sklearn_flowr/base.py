@@ -140,8 +140,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             # Built inside the guard: a failure here must not leave the rows
             # learned without their predictions.
             y_known = self._labels_of(known_index)
-            y_pred = y_known.astype(label_result_dtype(y_known, self.novel_label_))
-            y_pred[novel] = self.novel_label_
+            y_pred = self._labels_of(np.where(novel, -1, known_index))
             result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
                            is_novel=is_new, y_assigned=y,
                            learned=np.ones(y.shape[0], dtype=bool))
