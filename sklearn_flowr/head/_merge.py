@@ -1,10 +1,5 @@
-"""Heads from per-class statistics: ``merge`` and ``fit`` on a Dask array.
-
-A fitted head is a function of per-class statistics of its rows
-(``_moments``): merging two heads combines them and builds the head ``fit``
-on both sets of rows gives; ``fit`` on a Dask array computes them per chunk on
-Dask's scheduler. Dask is imported only when the input is a Dask collection.
-"""
+"""Heads from per-class statistics (``_moments``): ``merge``, and ``fit`` on
+a Dask array chunk by chunk (Dask is imported only for a Dask collection)."""
 
 import sys
 
