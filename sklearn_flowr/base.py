@@ -286,8 +286,8 @@ def on_a_copy(estimator, change, mutable):
     point leaves it as it was. Returns what ``change`` returns."""
     work = object.__new__(type(estimator))
     work.__dict__.update(estimator.__dict__)
-    for name in mutable:
-        if name in work.__dict__:
+    for name in mutable:  # (a class attribute's default is copied too)
+        if hasattr(estimator, name):
             setattr(work, name, copy.deepcopy(getattr(estimator, name)))
     result = change(work)
     estimator.__dict__ = work.__dict__

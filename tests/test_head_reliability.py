@@ -206,3 +206,19 @@ def test_uint64_labels_stay_exact():
                                np.array([2**63 + 3, 2**63 + 1], dtype=np.uint64))
     assert out.y_pred.tolist() == [-1, 2**63 + 1]
     assert out.y_known.tolist()[1] == 2**63 + 1
+
+
+def test_head_saved_without_a_record_still_learns_unlabelled_rows():
+    """Check that a head whose saved state predates the record of unlabelled
+    rows merges and streams, and leaves the class default untouched."""
+    params = dict(b=1.0, sigma=0.5, prior_mean=4.5, prior_var=30.0,
+                  unlabelled_threshold=0.0)
+    state = _head(**params).__getstate__()
+    del state["_discovered"]
+    old = object.__new__(CRPGaussianClassifier)
+    old.__setstate__(state)
+    default = copy.deepcopy(CRPGaussianClassifier._discovered)
+    assert old.merge(_head(**params)).class_count_.tolist() == [4.0, 4.0]
+    old.open_world_step(np.array([[30.0, 30.0]]))
+    assert old.classes_.tolist() == [0, 1, -2]
+    assert CRPGaussianClassifier._discovered == default

@@ -167,9 +167,9 @@ default="auto"
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
     }
     _runtime_params = ("novelty_calibration", "unlabelled_threshold")
-    # What learning changes in place: the unlabelled stream, correct and the
-    # mixed step change a copy of these, which replaces them once done.
+    # Changed in place: the unlabelled and mixed steps and correct copy them.
     _mutable = ("_state", "_registry", "_discovered")
+    _discovered = nothing_discovered()  # heads saved before the record existed
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
