@@ -1,21 +1,15 @@
-"""The online open-world interface that the head and the baselines share.
-
-:class:`OnlineOpenWorldClassifier` writes once what does not depend on the
-method: ``fit``, ``partial_fit``, ``open_world_step``, validation (all of it
-before any state changes), the novel label and the registry of known labels
-(:class:`LabelRegistry`). A method supplies the hooks ``_start(X, y_index,
-labels, fitting)`` (a fresh state), ``_learn(X, index)`` (condition on rows of
-classes ``index``; indices the state has not yet are new classes),
-``_stream(X, index, is_new)`` (predict each row with the state before it, then
-learn it: best known index or -1, novelty score, novel decision, optionally
-log-odds), ``_checkpoint(index)`` (the undo of what learning changes in
-place) and optionally ``_end_fit()`` and ``_check_stream_start()``. Every
-learning method is all or nothing (:class:`all_or_nothing`).
+"""The online open-world interface that the head and the baselines share:
+``fit``, ``partial_fit``, ``open_world_step``, validation before any change,
+the novel label and the known labels (:class:`LabelRegistry`). A method
+supplies the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
+optionally ``_end_fit`` and ``_check_stream_start``.
 """
+
+import copy
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils import Bunch
+from sklearn.utils import Bunch, assert_all_finite
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -29,7 +23,8 @@ from .validation import (
     validate_rows,
 )
 
-__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing"]
+__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing",
+           "on_a_copy"]
 
 class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
@@ -145,9 +140,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             # Built inside the guard: a failure here must not leave the rows
             # learned without their predictions.
             y_known = self._labels_of(known_index)
-            result = Bunch(y_pred=np.where(novel, self.novel_label_, y_known),
-                           y_known=y_known, p_novel=score, is_novel=is_new,
-                           y_assigned=y, learned=np.ones(y.shape[0], dtype=bool))
+            y_pred = self._labels_of(np.where(novel, -1, known_index))
+            result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
+                           is_novel=is_new, y_assigned=y,
+                           learned=np.ones(y.shape[0], dtype=bool))
             if ranking:
                 result["novelty_score"] = ranking[0]
         return result
@@ -160,14 +156,12 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """Finish ``fit`` once its rows are learned."""
 
     def _checkpoint(self, index):
-        """The undo of what learning rows of classes ``index`` changes in
-        place; the default has nothing to undo."""
+        """The undo of what learning rows of classes ``index`` changes in place."""
         return _nothing_to_undo
 
     # ------------------------------------------------------------- validation
     def _validate_input(self, X, y=None, *, reset=False):
-        """``validate_data`` and the magnitude check (:func:`validate_rows`
-        once fitted)."""
+        """``validate_data`` and the magnitude check."""
         if reset:
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
             check_magnitude(X)
@@ -182,10 +176,11 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self._validate_input(X)[0]
 
     def _check_labels(self, y, registry=None, *, arrival_order=False):
-        """Distinct labels (sorted, or in order of first appearance with
-        ``arrival_order``) and each row's position among them, checked
-        against the novel label and the known labels (``registry``)."""
+        """Checked distinct labels (sorted, or in ``arrival_order``) and each
+        row's position among them."""
         y = np.asarray(y)
+        if y.dtype.kind == "f":
+            assert_all_finite(y, input_name="y")
         if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
             check_classification_targets(y)
         if y.shape[0] == 1:
@@ -251,14 +246,10 @@ def _nothing_to_undo():
 
 
 class all_or_nothing:
-    """Leave ``estimator`` exactly as it was if the ``with`` block fails.
-
-    Yields a list to which the block appends, *before* each change it makes
-    in place, a callable that undoes it (e.g. :meth:`LabelRegistry.checkpoint`).
-    On any exception, KeyboardInterrupt included, they run last-first, then
-    the attributes the block replaced or added come back from a shallow copy
-    of ``__dict__``.
-    """
+    """Leave ``estimator`` as it was if the ``with`` block fails: the block
+    appends, before each change in place, a callable that undoes it; they run
+    last-first, then ``__dict__`` comes back in one step (a KeyboardInterrupt
+    during that rollback restarts it)."""
 
     __slots__ = ("estimator", "saved", "undo")
 
@@ -274,23 +265,39 @@ class all_or_nothing:
         return kind is not None and self._restore()
 
     def _restore(self):
-        for restore in reversed(self.undo):
-            restore()
-        self.estimator.__dict__.clear()
-        self.estimator.__dict__.update(self.saved)
+        interrupted = None
+        while True:
+            try:
+                for restore in reversed(self.undo):
+                    restore()  # each one is idempotent: it may run again
+                self.estimator.__dict__ = dict(self.saved)
+                break
+            except KeyboardInterrupt as error:
+                interrupted = error
+        if interrupted is not None:
+            raise interrupted
         return False  # the exception goes on
 
 
-class LabelRegistry:
-    """The known labels of an online classifier, in order of arrival: class
-    ``i`` is ``labels[i]``. The buffer grows by doubling and widens its dtype
-    as new labels need (strings are stored as objects).
+def on_a_copy(estimator, change, mutable):
+    """``change(work)`` on a copy of ``estimator`` whose attributes ``mutable``
+    (those changed in place) are deep copies; the copy's attributes then
+    become the estimator's in one step, so a failure or an interrupt at any
+    point leaves it as it was. Returns what ``change`` returns."""
+    work = object.__new__(type(estimator))
+    work.__dict__.update(estimator.__dict__)
+    for name in mutable:  # (a class attribute's default is copied too)
+        if hasattr(estimator, name):
+            setattr(work, name, copy.deepcopy(getattr(estimator, name)))
+    result = change(work)
+    estimator.__dict__ = work.__dict__
+    return result
 
-    Parameters
-    ----------
-    dtype : numpy dtype
-        Initial dtype of the labels (numeric, or object).
-    """
+
+class LabelRegistry:
+    """The known labels of an online classifier, in order of arrival (class
+    ``i`` is ``labels[i]``), in a buffer of ``dtype`` that doubles and widens
+    exactly as new labels need (strings are stored as objects)."""
 
     def __init__(self, dtype):
         self._labels = np.empty(4, dtype=dtype)
@@ -318,7 +325,7 @@ class LabelRegistry:
         n_new = len(new_labels)
         if n_new == 0:
             return
-        dtype = np.result_type(self._labels.dtype, np.asarray(new_labels).dtype)
+        dtype = label_result_dtype(self._labels, new_labels)
         stop = self.n_labels + n_new
         if dtype != self._labels.dtype or stop > self._labels.shape[0]:
             grown = np.empty(max(stop, 2 * self._labels.shape[0]), dtype=dtype)
@@ -330,8 +337,7 @@ class LabelRegistry:
         self.n_labels = stop
 
     def checkpoint(self):
-        """A callable that takes the registry back to its present labels
-        (labels are only appended: O(1) to take).
+        """A callable that takes the registry back to its present labels.
 
         Examples
         --------
@@ -361,9 +367,8 @@ class LabelRegistry:
         return np.array([self._index[key] for key in keys], dtype=np.intp)
 
     def register_stream(self, labels, y_index):
-        """Class index of each row of a stream (``labels[y_index]``), and
-        whether the row opens a class; unknown labels get the next indices in
-        order of first appearance, as row-by-row learning gives them."""
+        """Class index of each row of a stream (``labels[y_index]``) and whether
+        it opens a class, new ones in order of first appearance."""
         if y_index.shape[0] == 1:  # the online loop's case, without sorting
             known = self._index.get(labels.tolist()[0])
             if known is None:
@@ -400,7 +405,7 @@ class LabelRegistry:
     def rename(self, old, new):
         """Give the class labelled ``old`` the new label ``new``."""
         i = self._index.pop(old)
-        dtype = np.result_type(self._labels.dtype, np.asarray([new]).dtype)
+        dtype = label_result_dtype(self._labels, [new])
         if dtype != self._labels.dtype:
             self._labels = self._labels.astype(dtype)
         self._labels[i] = new

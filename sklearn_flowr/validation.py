@@ -117,11 +117,16 @@ def check_new_labels(labels, novel, known_labels=None):
 
 
 def label_result_dtype(labels, novel):
-    """Dtype of an array holding known labels and the novel label."""
+    """Dtype of an array holding ``labels`` and ``novel`` exactly: object
+    where NumPy would round integers (uint64 with int64) or mix kinds."""
+    first, second = np.asarray(labels).dtype, np.asarray(novel).dtype
     try:
-        return np.result_type(labels.dtype, np.asarray(novel).dtype)
+        dtype = np.result_type(first, second)
     except TypeError:
-        return object
+        return np.dtype(object)
+    if dtype.kind == "f" and first.kind in "biu" and second.kind in "biu":
+        return np.dtype(object)
+    return dtype
 
 
 def same_label(label, novel):
@@ -255,28 +260,11 @@ def params_equal(old, new) -> bool:
 
 def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
                            deep: bool = False):
-    """Fail if a parameter changed since ``snapshot`` was taken.
-
-    scikit-learn validates parameters in ``fit`` only; a fitted open-world
-    model keeps learning, so later calls check them here.
-
-    Parameters
-    ----------
-    estimator : BaseEstimator
-        A fitted estimator.
-    snapshot : dict or None
-        :func:`snapshot_params` of the fit; ``None`` checks nothing.
-    runtime : collection of str, default=()
-        Parameters read at call time: a valid new value is used as it is.
-    deep : bool, default=False
-        Compare the parts' settings too (a snapshot taken with ``deep=True``).
-
-    Raises
-    ------
-    sklearn.utils._param_validation.InvalidParameterError
-        A changed parameter has an invalid value.
-    ValueError
-        A valid new value of a parameter the fitted state was built from.
+    """Fail if a parameter of ``estimator`` changed since :func:`snapshot_params`
+    gave ``snapshot`` (None: no check): scikit-learn validates parameters in
+    ``fit`` only, a fitted open-world model keeps learning. An invalid value
+    raises scikit-learn's error, a valid one not in ``runtime`` ValueError;
+    ``deep`` compares the parts' settings too.
     """
     try:  # the common case: every value the very object or equal (one C call)
         if snapshot is None or (not deep and snapshot.items()

@@ -1,10 +1,5 @@
-"""Per-class sums, prefix states and chunking: the numerics of online streams.
-
-A batch updates per-class sums through :func:`group_sums`; a stream (predict
-each row with the state before it, then learn it) is vectorised with
-:func:`prefix_states`, and cut by :func:`chunk_slices` into chunks whose
-temporaries stay within ``_CHUNK_ELEMENTS``. NumPy only (the online estimators).
-"""
+"""Per-class sums, prefix states and chunking: the numerics of online streams
+(predict each row with the state before it, then learn it), NumPy only."""
 
 from typing import NamedTuple
 
@@ -17,24 +12,8 @@ _MAX_CHUNK_ROWS = 512
 
 
 def group_sums(Z, index):
-    """Sum and count the rows of each class, through one sort.
-
-    ``np.add.reduceat`` over the sorted rows: O(n d) and no (n_rows x
-    n_classes) one-hot matrix.
-
-    Parameters
-    ----------
-    Z : ndarray of shape (n_rows, d)
-    index : ndarray of shape (n_rows,)
-        Class index of each row.
-
-    Returns
-    -------
-    classes : ndarray of shape (n_groups,)
-        The distinct classes of ``index``, sorted.
-    sums : ndarray of shape (n_groups, d)
-    counts : ndarray of shape (n_groups,) of float64
-    """
+    """The distinct sorted classes of ``index``, the sums ``(n_groups, d)`` and
+    counts (float64) of their rows ``Z``: one sort and ``np.add.reduceat``."""
     order = np.argsort(index, kind="stable")
     sorted_index = index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
@@ -55,30 +34,10 @@ class PrefixStates(NamedTuple):
 
 
 def prefix_states(Z, index, live=None):
-    """Every state a chunk's classes pass through, as prefix sums of their rows.
-
-    A touched class ``j`` goes through ``n_j + 1`` states in the chunk (after
-    0, 1, ..., ``n_j`` of its rows). All states of all touched classes form a
-    table of ``n_rows + n_touched`` entries: class ``j``'s block starts at
-    ``offset[j]`` and entry ``k`` of the block holds the sum and count of its
-    first ``k`` rows. Row ``t`` sees entry ``pick[t, j]`` of class ``j``. The
-    caller adds the table to the classes' state before the chunk and scores it
-    with one matrix product: O(rows x (rows + touched) x d), no
-    (rows x touched x d) tensor.
-
-    Parameters
-    ----------
-    Z : ndarray of shape (n_rows, d)
-    index : ndarray of shape (n_rows,)
-        Class index of each row.
-    live : ndarray of shape (n_rows,) of bool, default=None
-        Rows that change their class (``None``: all); the others are left out
-        of the sums (the head's frozen classes).
-
-    Returns
-    -------
-    states : PrefixStates
-    """
+    """Every state the classes of rows ``Z`` (class ``index``) pass through in
+    a chunk, as prefix sums: class ``j``'s block of ``n_j + 1`` entries holds
+    the sum and count of its first 0, 1, ..., ``n_j`` rows, and row ``t`` sees
+    entry ``pick[t, j]``; rows not ``live`` (frozen classes) are left out."""
     touched, row_class = np.unique(index, return_inverse=True)
     row_class = row_class.reshape(-1)
     n_touched = touched.shape[0]
@@ -107,26 +66,9 @@ def prefix_states(Z, index, live=None):
 
 
 def chunk_slices(index, *, n_classes, width):
-    """Cut a stream into chunks whose temporaries stay bounded.
-
-    A chunk scores its rows against ``n_classes + 1`` columns and against the
-    ``rows + touched`` states of :func:`prefix_states`, each ``width`` wide:
-    both stay within ``_CHUNK_ELEMENTS`` (one row at least).
-
-    Parameters
-    ----------
-    index : ndarray of shape (n_rows,)
-        Class index of each row of the stream.
-    n_classes : int
-        Classes known by the end of the stream (an upper bound is enough).
-    width : int
-        Width of a class state (or of a row's features).
-
-    Yields
-    ------
-    rows : slice
-        Consecutive chunks covering ``range(n_rows)``, in order.
-    """
+    """Consecutive slices of the stream of class indices ``index`` whose scores
+    against ``n_classes + 1`` columns and :func:`prefix_states`, each ``width``
+    wide, stay within ``_CHUNK_ELEMENTS`` (one row at least)."""
     n_rows = index.shape[0]
     start = 0
     while start < n_rows:

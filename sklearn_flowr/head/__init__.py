@@ -1,11 +1,7 @@
-"""The CRP-Gaussian head: FLOWR's open-world classifier on feature vectors.
-
-:class:`CRPGaussianClassifier` is the estimator (``_classifier``); its
-per-class state (``_state``, on growable buffers ``_buffers``) holds the
-natural parameters and the cached scores; ``_moments`` and ``_merge`` pool
-per-class statistics (``merge``, Dask); ``_discovery`` is the unlabelled
-stream and ``correct``; ``_proba`` the open-world probability output.
-"""
+"""The CRP-Gaussian head: :class:`CRPGaussianClassifier` (``_classifier``),
+its per-class state (``_state`` on ``_buffers``), pooled statistics
+(``_moments``, ``_merge``), the unlabelled stream (``_discovery``) and the
+open-world probabilities (``_proba``)."""
 
 from ._classifier import CRPGaussianClassifier
 from ._empirical import empirical_bayes_head

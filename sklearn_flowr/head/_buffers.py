@@ -1,9 +1,6 @@
-"""Per-class row buffers of the head's state that grow without pausing a stream.
-
-Capacity doubles, so a new class costs amortised O(d). Large buffers grow
-*incrementally*: once three quarters full, arrays of twice the capacity are
-allocated and every learning call copies a chunk of rows into them (rows
-changed since are copied again), so no single step pays the whole copy.
+"""Per-class buffers of the head's state that grow without pausing a stream:
+capacity doubles; large buffers are copied into the next ones a chunk of rows
+per learning call, once three quarters full.
 """
 
 import numpy as np
@@ -16,13 +13,8 @@ _ROWS_PER_CALL = 64
 
 
 class ClassBuffers:
-    """Storage base of ``ClassState``: the growable per-class arrays and the
-    undo of changes to them.
-
-    The state defines ``n_features``, ``prior_precision`` (the width of
-    ``precision``) and ``prior_coef`` (the width of ``joint_coef``) and keeps
-    ``n_classes`` and ``crp_total``.
-    """
+    """Storage base of ``ClassState`` (which sets ``n_features``,
+    ``prior_precision``, ``prior_coef``, ``n_classes`` and ``crp_total``)."""
 
     _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
                 "joint_coef")
@@ -100,10 +92,8 @@ class ClassBuffers:
         self._next, self._moved = None, 0
 
     def checkpoint(self, index):
-        """A callable that puts the state back as it is now, before rows of the
-        classes ``index`` (from ``n_classes`` on: classes about to be added)
-        are learned: it keeps the buffers, the counters and a copy of the rows
-        learning rewrites (O(touched x d)), and drops a growth under way."""
+        """The undo of learning rows of the classes ``index``: the buffers,
+        counters and a copy of the rows it rewrites."""
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
@@ -125,8 +115,7 @@ class ClassBuffers:
         return undo
 
     def _checkpoint_class(self, i):
-        """:meth:`checkpoint` of one row of the known class ``i``: only its
-        rows change (not the buffers, the novel row or the frozen flags)."""
+        """:meth:`checkpoint` of one row of the known class ``i``."""
         buffers = [getattr(self, name) for name in self._BUFFERS[:4]]
         buffers.append(self.joint_coef)
         saved = [buffer[i].copy() for buffer in buffers]
@@ -140,16 +129,12 @@ class ClassBuffers:
 
         return undo
 
-    def compact(self):
-        """Shrink buffers to the used size (for pickling)."""
-        self._drop_growth()
-        for name in self._BUFFERS:
-            rows = self.n_classes + (name == "joint_coef")
-            setattr(self, name, getattr(self, name)[:rows].copy())
-
     def __getstate__(self):
-        self.compact()
+        # The used rows, copied: pickling, saving and deepcopy leave the live
+        # buffers (and a growth under way) as they are.
         state = self.__dict__.copy()
+        for name in self._BUFFERS:
+            state[name] = state[name][: self.n_classes + (name == "joint_coef")].copy()
         state.pop("_next", None)
         state.pop("_moved", None)
         return state

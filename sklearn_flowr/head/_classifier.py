@@ -5,13 +5,18 @@ from numbers import Real
 import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..base import all_or_nothing
+from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
-from ._discovery import NOTHING_DISCOVERED, corrected, mixed_steps, unlabelled_steps
+from ._discovery import (
+    correct,
+    merged_discoveries,
+    mixed_steps,
+    nothing_discovered,
+    unlabelled_steps,
+)
 from ._merge import (
     dask_moments,
     is_dask_collection,
@@ -162,8 +167,9 @@ default="auto"
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
     }
     _runtime_params = ("novelty_calibration", "unlabelled_threshold")
-    # What the unlabelled stream opened and learned (``_discovery``).
-    _discovered = NOTHING_DISCOVERED
+    # Changed in place: the unlabelled and mixed steps and correct copy them.
+    _mutable = ("_state", "_registry", "_discovered")
+    _discovered = nothing_discovered()  # heads saved before the record existed
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
@@ -217,11 +223,9 @@ default="auto"
         return super().fit(X, y)
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
-        """Start from known classes given as Gaussian embeddings (the large
-        context's known-known classes): ``q_n = mu_n / s_n``, ``lam_n = 1 /
-        s_n``, CRP count ``known_count``; earlier state is forgotten. ``b`` and
-        ``sigma`` must be floats, ``known_count`` numeric and ``covariance``
-        "isotropic" ("auto" priors come from the spread of ``means``).
+        """Start from known classes given as Gaussian embeddings ``N(mu_n,
+        s_n)``, forgetting earlier state; needs float ``b`` and ``sigma``, a
+        numeric ``known_count`` and ``covariance="isotropic"``.
 
         Parameters
         ----------
@@ -269,8 +273,9 @@ default="auto"
 
     def merge(self, other):
         """The head that ``fit`` on the rows of both heads gives (neither
-        changes): class sizes, means and scatter combine exactly, so a head
-        per partition of the data can be merged.
+        changes): class sizes, means and scatter combine exactly. "auto"
+        ``sigma`` and priors are estimated again from what ``fit`` kept (such
+        heads merge straight after ``fit``); provisional classes are refused.
 
         Parameters
         ----------
@@ -281,12 +286,6 @@ default="auto"
         -------
         merged : CRPGaussianClassifier
             A new fitted head; ``classes_`` are the sorted union.
-
-        Notes
-        -----
-        Given ``sigma``, ``prior_mean`` and ``prior_var`` merge rows learned
-        online exactly; "auto" ones are estimated again from what ``fit`` kept,
-        so such heads merge only straight after ``fit``.
 
         Examples
         --------
@@ -304,16 +303,19 @@ default="auto"
         True
         """
         moments, names, frozen = merged_moments(self, other)
-        return clone(self)._install(moments, self.n_features_in_,
-                                    feature_names=names, frozen=frozen)
+        discovered = merged_discoveries(self._discovered, other._discovered)
+        return clone(self)._install(moments, self.n_features_in_, feature_names=names,
+                                    frozen=frozen, discovered=discovered)
 
-    def _install(self, moments, n_features, *, feature_names=None, frozen=None):
+    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
+                 discovered=None):
         """Become the head ``fit`` gives on rows with these ``moments``."""
         self._validate_params()
         labels = moments["labels"]
         with all_or_nothing(self):
             self._take_state(*state_of_moments(
                 moments, self.get_params(deep=False), n_features, frozen=frozen))
+            self._discovered = discovered or self._discovered
             self.n_features_in_ = n_features
             self.__dict__.pop("feature_names_in_", None)
             if feature_names is not None:
@@ -368,18 +370,18 @@ default="auto"
         """
         if labelled is None and y is not None:
             return super().open_world_step(X, y)
+        novelty_map = check_novelty_map(self.novelty_calibration)
         if labelled is not None:
-            return mixed_steps(self, X, y, labelled)
+            return on_a_copy(self, lambda work: mixed_steps(
+                work, X, y, labelled, threshold=self.unlabelled_threshold,
+                novelty_map=novelty_map), self._mutable)
         check_is_fitted(self, msg=(
             "open_world_step(X) without labels needs a fitted %(name)s: "
             "fit or partial_fit it on labelled rows first."))
-        with all_or_nothing(self) as undo:
-            result, self._discovered = unlabelled_steps(
-                self._state, self._registry, self._discovered,
-                self._validated_rows(X), undo, novel_label=self.novel_label_,
-                threshold=self.unlabelled_threshold,
-                novelty_map=check_novelty_map(self.novelty_calibration))
-        return result
+        X = self._validated_rows(X)
+        return on_a_copy(self, lambda work: unlabelled_steps(
+            work, X, threshold=self.unlabelled_threshold,
+            novelty_map=novelty_map), self._mutable)
 
     def correct(self, X, y_assigned, y_true):
         """Move rows learned without labels from their assigned class to their
@@ -413,10 +415,8 @@ default="auto"
         array([0, 1, 7])
         """
         X = self._validated_rows(X)
-        self._state, self._registry, self._discovered = corrected(
-            self._state, self._registry, self._discovered, X,
-            column_or_1d(np.asarray(y_assigned, dtype=object)).tolist(),
-            column_or_1d(np.asarray(y_true)).tolist(), self.novel_label_)
+        on_a_copy(self, lambda work: correct(work, X, y_assigned, y_true),
+                  self._mutable)
         return self
 
     # ------------------------------------------------------------------ hooks
@@ -451,7 +451,7 @@ default="auto"
 
     def _take_state(self, state, hyper, b):
         """A fresh state and the prior and hyper-parameters it fixes."""
-        self._state, self._discovered = state, NOTHING_DISCOVERED
+        self._state, self._discovered = state, nothing_discovered()
         self.prior_mean_, self.prior_var_ = hyper.prior_mean, hyper.prior_var
         self.b_, self.sigma_ = b, hyper.sigma
         self._fitted_params = snapshot_params(self)

@@ -1,10 +1,12 @@
 """The head's unlabelled stream: assign by the CRP posterior (a known class or
 a new *provisional* one), learn above a threshold, and take late labels
-exactly (a class is a sum of its rows, so a row moves between classes). What
-was opened and learned is a plain dict, replaced, never changed in place.
+exactly (a class is a sum of its rows, so a row moves between classes).
+
+These functions change the head they are given in place: the head runs them
+on a copy that replaces it only once they succeed (``base.on_a_copy``).
 """
 
-import copy
+import hashlib
 
 import numpy as np
 from scipy.special import logsumexp
@@ -12,20 +14,26 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils.validation import _num_samples
 
-from ..base import all_or_nothing
-from ..validation import provisional_label
-
-# provisional classes opened, their labels, rows learned per label without a
-# label, and provisional labels renamed since (old -> new).
-NOTHING_DISCOVERED = {"n_opened": 0, "provisional": (), "counts": {}, "aliases": {}}
+from ..base import OnlineOpenWorldClassifier
+from ..validation import label_result_dtype, provisional_label
 
 
-def unlabelled_steps(state, registry, discovered, X, undo, *, novel_label,
-                     threshold, novelty_map):
-    """Assign and maybe learn each row of ``X`` (validated) in order, into
-    ``state`` and ``registry``; the per-row outputs and the new discoveries.
-    Runs inside the caller's all-or-nothing guard ``undo``."""
-    discovered = dict(discovered)
+def nothing_discovered():
+    """Provisional classes opened, their labels, the rows learned without a
+    label (per label: row digest -> count) and labels renamed (old -> new)."""
+    return {"n_opened": 0, "provisional": [], "rows": {}, "aliases": {}}
+
+
+def row_digest(row):
+    """What identifies a row learned without a label (its float64 bytes)."""
+    return hashlib.blake2b(np.ascontiguousarray(row).tobytes(),
+                           digest_size=16).hexdigest()
+
+
+def unlabelled_steps(head, X, *, threshold, novelty_map):
+    """Assign, and maybe learn, each validated row of ``X`` in order."""
+    state, registry, discovered = head._state, head._registry, head._discovered
+    novel_label = head.novel_label_
     n = X.shape[0]
     out = {"y_pred": [], "y_known": [], "p_novel": np.empty(n),
            "is_novel": np.zeros(n, bool), "novelty_score": np.empty(n),
@@ -39,7 +47,7 @@ def unlabelled_steps(state, registry, discovered, X, undo, *, novel_label,
         out["p_novel"][t] = np.exp(joint[-1] - total)
         out["novelty_score"][t] = joint[-1] - log_known
         best = int(np.argmax(joint))
-        labels = registry.labels
+        labels = registry.labels.tolist()
         novel = best == n_known
         out["y_known"].append(labels[int(np.argmax(joint[:n_known]))] if n_known
                               else novel_label)
@@ -48,31 +56,28 @@ def unlabelled_steps(state, registry, discovered, X, undo, *, novel_label,
         learned = (threshold is not None and np.exp(joint[best] - total) >= threshold
                    and (novel or not state.frozen[best]))
         if novel and learned:
-            label = provisional_label(discovered["n_opened"] + 1,
-                                      [*labels.tolist(), novel_label])
             discovered["n_opened"] += 1
-            discovered["provisional"] = (*discovered["provisional"], label)
+            label = provisional_label(discovered["n_opened"], [*labels, novel_label])
+            discovered["provisional"].append(label)
         else:
             label = novel_label if novel else labels[best]
         if learned:
-            undo.append(registry.checkpoint())
             index = registry.register(np.asarray([label]))
-            undo.append(state.checkpoint(index))
             state.learn(x, index, len(registry))
-            counts = discovered["counts"]
-            discovered["counts"] = {**counts, label: counts.get(label, 0) + 1}
+            rows = discovered["rows"].setdefault(label, {})
+            key = row_digest(X[t])
+            rows[key] = rows.get(key, 0) + 1
         out["y_assigned"].append(label)
         out["learned"][t] = learned
-    dtype = registry.labels.dtype if len(registry) else object
+    dtype = label_result_dtype(registry.labels, [novel_label])
     for key in ("y_pred", "y_known", "y_assigned"):
-        out[key] = np.asarray(out[key], dtype=object if dtype.kind == "O" else
-                              np.result_type(dtype, np.asarray([novel_label]).dtype))
-    return Bunch(**out), discovered
+        out[key] = np.asarray(out[key], dtype=dtype)
+    return Bunch(**out)
 
 
-def mixed_steps(head, X, y, labelled):
-    """``head.open_world_step`` of the labelled and unlabelled runs of one
-    batch, in order, all or nothing."""
+def mixed_steps(head, X, y, labelled, *, threshold, novelty_map):
+    """``open_world_step`` of the labelled and unlabelled runs of one batch,
+    in order: everything is checked before the first run changes ``head``."""
     if y is None:
         raise ValueError("labelled needs y (the labels of the labelled rows).")
     labelled = column_or_1d(np.asarray(labelled))
@@ -84,55 +89,68 @@ def mixed_steps(head, X, y, labelled):
         raise ValueError("X, y and labelled need one entry per row; got "
                          f"{_num_samples(X)}, {y.shape[0]} and "
                          f"{labelled.shape[0]}.")
+    if labelled.shape[0] == 0:
+        raise ValueError("Found an empty batch (0 rows) while a minimum of 1 "
+                         "is required.")
     if not labelled[0] and not head.__sklearn_is_fitted__():
         raise NotFittedError("open_world_step with unlabelled rows first needs "
                              f"a fitted {type(head).__name__}.")
+    if labelled.any():  # the labels of every run, before any run is learned
+        head._check_labels(y[labelled], head._registry
+                           if head.__sklearn_is_fitted__() else None)
     X = np.asarray(X) if not hasattr(X, "iloc") else X
     bounds = np.flatnonzero(np.diff(labelled.astype(np.int8))) + 1
-    with all_or_nothing(head):
-        parts = [head.open_world_step(_safe_indexing(X, rows),
-                                      y[rows] if labelled[rows[0]] else None)
-                 for rows in np.split(np.arange(labelled.shape[0]), bounds)]
+    parts = []
+    for rows in np.split(np.arange(labelled.shape[0]), bounds):
+        X_run = _safe_indexing(X, rows)
+        parts.append(
+            OnlineOpenWorldClassifier.open_world_step(head, X_run, y[rows])
+            if labelled[rows[0]] else unlabelled_steps(
+                head, head._validated_rows(X_run), threshold=threshold,
+                novelty_map=novelty_map))
     return Bunch(**{key: np.concatenate([
         np.asarray(part[key], dtype=object)
         if key in ("y_pred", "y_known", "y_assigned") else part[key]
         for part in parts]) for key in parts[0]})
 
 
-def corrected(state, registry, discovered, X, y_assigned, y_true, novel_label):
-    """The state, registry and discoveries after moving rows ``X`` learned
-    without a label from their assigned class to their true one (copies: the
-    arguments are left as they were). Raises before any change when the
-    lengths differ or a row was not learned without a label."""
-    if not X.shape[0] == len(y_assigned) == len(y_true):
+def correct(head, X, y_assigned, y_true):
+    """Move rows ``X`` learned without a label from their assigned class to
+    their true one; every argument is checked before the first change."""
+    state, registry, discovered = head._state, head._registry, head._discovered
+    y_assigned = column_or_1d(np.asarray(y_assigned, dtype=object)).tolist()
+    y_true = column_or_1d(np.asarray(y_true))
+    if not X.shape[0] == len(y_assigned) == y_true.shape[0]:
         raise ValueError("X, y_assigned and y_true need one entry per row; got "
-                         f"{X.shape[0]}, {len(y_assigned)} and {len(y_true)}.")
-    aliases, counts = dict(discovered["aliases"]), dict(discovered["counts"])
+                         f"{X.shape[0]}, {len(y_assigned)} and {y_true.shape[0]}.")
+    # The checks partial_fit makes: no novel label, NaN, None or a number
+    # that is not a class label, and the kind (numbers or strings) of classes_.
+    head._check_labels(y_true, registry)
+    y_true = y_true.tolist()
+    aliases, record = discovered["aliases"], discovered["rows"]
+    digests = [row_digest(row) for row in X]
     wanted = {}
-    for label in (aliases.get(label, label) for label in y_assigned):
+    for row, label in enumerate(aliases.get(label, label) for label in y_assigned):
         if registry.index_of(label) is None:
             raise ValueError(f"y_assigned holds {label!r}, which is not a class "
                              "this head assigned rows to.")
-        wanted[label] = wanted.get(label, 0) + 1
-    for label, count in wanted.items():
-        if count > counts.get(label, 0):
+        key = (label, digests[row])
+        wanted[key] = wanted.get(key, 0) + 1
+        if wanted[key] > record.get(label, {}).get(digests[row], 0):
             raise ValueError(
-                f"{count} rows are corrected out of class {label!r}, but the "
-                f"head learned {counts.get(label, 0)} rows into it without a "
-                "label: pass only rows whose open_world_step result says learned.")
-    if any(label == novel_label for label in y_true):
-        raise ValueError(f"y_true holds the novel label {novel_label!r}.")
-    state, registry = copy.deepcopy(state), copy.deepcopy(registry)
-    provisional = set(discovered["provisional"])
+                f"Row {row} was not learned into class {label!r} without a "
+                "label (or has been corrected already): pass only rows whose "
+                "open_world_step result says learned, with their y_assigned.")
+    provisional = discovered["provisional"]
     for row, (assigned, true) in enumerate(zip(y_assigned, y_true, strict=True)):
         label = aliases.get(assigned, assigned)
-        counts[label] -= 1
+        _forget_row(record, label, digests[row])
         if label == true:
             continue
-        renamed = label in provisional and registry.index_of(true) is None
-        if renamed:  # the provisional class takes its first true label
-            registry.rename(label, true)
-            counts[true] = counts.pop(label)
+        if label in provisional and registry.index_of(true) is None:
+            registry.rename(label, true)  # a provisional class takes its label
+            if label in record:
+                record[true] = record.pop(label)
         else:
             if registry.index_of(true) is None:
                 registry.register(np.asarray([true]))
@@ -144,13 +162,36 @@ def corrected(state, registry, discovered, X, y_assigned, y_true, novel_label):
                 continue
             state.remove_class(source)  # a provisional class left empty
             registry.remove(label)
-        provisional.discard(label)
-        aliases = {key: (true if value == label else value)
-                   for key, value in aliases.items()}
+        provisional.remove(label)
+        for key, value in list(aliases.items()):
+            if value == label:
+                aliases[key] = true
         aliases[label] = true
-    return state, registry, {
-        "n_opened": discovered["n_opened"],
-        "provisional": tuple(label for label in discovered["provisional"]
-                             if label in provisional),
-        "counts": {key: value for key, value in counts.items() if value > 0},
-        "aliases": aliases}
+    return head
+
+
+def _forget_row(record, label, digest):
+    rows = record[label]
+    rows[digest] -= 1
+    if rows[digest] == 0:
+        del rows[digest]
+    if not rows:
+        del record[label]
+
+
+def merged_discoveries(first, second):
+    """The record of two heads without provisional classes, pooled."""
+    aliases = dict(first["aliases"])
+    for old, new in second["aliases"].items():
+        if aliases.setdefault(old, new) != new:
+            raise ValueError(
+                f"merge cannot pool the heads' corrections: the provisional "
+                f"label {old!r} became {aliases[old]!r} in one and {new!r} in "
+                "the other.")
+    rows = {label: dict(digests) for label, digests in first["rows"].items()}
+    for label, digests in second["rows"].items():
+        pooled = rows.setdefault(label, {})
+        for digest, count in digests.items():
+            pooled[digest] = pooled.get(digest, 0) + count
+    return {"n_opened": first["n_opened"] + second["n_opened"], "provisional": [],
+            "rows": rows, "aliases": aliases}

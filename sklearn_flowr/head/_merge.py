@@ -1,10 +1,5 @@
-"""Heads from per-class statistics: ``merge`` and ``fit`` on a Dask array.
-
-A fitted head is a function of per-class statistics of its rows
-(``_moments``): merging two heads combines them and builds the head ``fit``
-on both sets of rows gives; ``fit`` on a Dask array computes them per chunk on
-Dask's scheduler. Dask is imported only when the input is a Dask collection.
-"""
+"""Heads from per-class statistics (``_moments``): ``merge``, and ``fit`` on
+a Dask array chunk by chunk (Dask is imported only for a Dask collection)."""
 
 import sys
 
@@ -56,6 +51,12 @@ def check_mergeable(head, other):
                                  "not fitted: call fit first.")
         check_params_unchanged(part, part._fitted_params,
                                runtime=part._runtime_params)
+        if part._discovered["provisional"]:
+            raise ValueError(
+                f"merge cannot pool the provisional classes "
+                f"{part._discovered['provisional']} of {name}: each head numbers "
+                "the classes it opens by itself, so equal labels need not be one "
+                "class. Give them their true labels with correct() first.")
     params, others = head.get_params(deep=False), other.get_params(deep=False)
     differ = [f"{name}: {params[name]!r} != {others[name]!r}" for name in params
               if not params_equal(params[name], others[name])]

@@ -1,21 +1,8 @@
-"""Per-class statistics of labelled rows, combined exactly: ``merge`` and Dask.
-
-The head's empirical-Bayes estimates are functions of per-class statistics of
-its rows: sizes (``b``), means (``mu0``, ``s0``), the pooled within-class
-scatter (``sigma``) and, for an estimated full noise, the scatter matrices and
-``sum ||r||^4`` (Ledoit-Wolf). Each is kept about the class's own mean, so
-two sets of rows combine exactly by the pairwise updates of Chan, Golub and
-LeVeque [1]_, extended to the third and fourth moments. A moments record is a
-plain dict of arrays: ``labels`` (sorted; absent in a head's copy), ``count``,
-``mean``, ``scatter_trace`` and, for the full noise, ``scatter``, ``cube``
-(``sum ||r||^2 r``), ``quartic`` and ``unit`` (a power of two in which the
-last two are measured, so neither overflows).
-
-References
-----------
-.. [1] T. F. Chan, G. H. Golub, R. J. LeVeque, "Updating formulae and a
-   pairwise algorithm for computing sample variances", COMPSTAT, 1982.
-"""
+"""Per-class statistics of labelled rows, combined exactly (``merge``, Dask),
+and the head's empirical-Bayes estimates from them (user guide, "Heads that
+merge"). A record is a dict of arrays: ``labels``, ``count``, ``mean``,
+``scatter_trace`` and, for a full noise, ``scatter``, ``cube``, ``quartic``
+and ``unit`` (the power of two the last two are measured in)."""
 
 import numpy as np
 from sklearn.covariance import shrunk_covariance
@@ -44,23 +31,8 @@ def needs_fourth_moments(covariance, sigma):
 
 
 def moments_of_rows(X, y_index, n_classes, *, fourth=False):
-    """Moments of the rows of each class, about the class mean.
-
-    Parameters
-    ----------
-    X : ndarray of shape (n_samples, n_features)
-    y_index : ndarray of shape (n_samples,)
-        Class index of each row, in ``range(n_classes)``; every class occurs.
-    n_classes : int
-    fourth : bool, default=False
-        Also keep the scatter matrices and the third and fourth moments (an
-        estimated full noise covariance needs them).
-
-    Returns
-    -------
-    moments : dict
-        ``count``, ``mean``, ``scatter_trace`` and, with ``fourth``, the
-        full-noise entries (module docstring); no ``labels``.
+    """The record (without ``labels``) of rows ``X`` of the classes ``y_index``
+    (each of ``range(n_classes)`` occurs); ``fourth``: the full-noise entries.
 
     Examples
     --------
@@ -109,17 +81,8 @@ def _fourth_moments(residual, squares, starts):
 
 
 def combine_moments(first, second):
-    """The moments of the union of two labelled sets of rows.
-
-    Parameters
-    ----------
-    first, second : dict
-        Moments with ``labels`` (module docstring); a class in both is pooled.
-
-    Returns
-    -------
-    dict
-        Moments of the union, its labels sorted; the entries both have.
+    """The record of the union of two records' rows (a class in both is
+    pooled), its labels sorted; the entries both have.
 
     Examples
     --------
@@ -305,21 +268,8 @@ def prior_of(moments, *, full, spread=True):
 
 
 def resolve_hyper_parameters(moments, params):
-    """The head's ``b``, ``sigma``, ``prior_mean`` and ``prior_var`` for rows
-    with these moments: given values as they are, "auto" ones estimated as
-    ``fit`` estimates them (``prior_scale`` applied).
-
-    Parameters
-    ----------
-    moments : dict
-    params : dict
-        The head's ``get_params()``.
-
-    Returns
-    -------
-    dict
-        ``b``, ``sigma``, ``prior_mean``, ``prior_var``, none "auto".
-    """
+    """``b``, ``sigma``, ``prior_mean`` and ``prior_var`` for rows with these
+    moments and the head's ``params``: "auto" ones estimated as ``fit`` does."""
     full = params["covariance"] == "full"
     prior_var, scale = params["prior_var"], float(params["prior_scale"])
     if scale != 1.0 and not isinstance(prior_var, str):

@@ -10,13 +10,10 @@ __all__ = ["OpenWorldProba", "ProbabilisticOpenWorldClassifier"]
 
 
 class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
-    """An online open-world classifier whose predictions derive from the joint
-    log-likelihoods ``log p(x, n)`` of the known classes and the novel class,
-    as scikit-learn's naive Bayes classifiers do (not for direct use).
-
-    Subclasses define ``_joint_log_numerators(X)`` (validated; shape
-    (n_samples, n_classes + 1), novel last, up to a constant per row),
-    and ``_log_normaliser()`` (that constant).
+    """An online open-world classifier whose predictions all derive from the
+    joint log-likelihoods of the known and novel classes, as scikit-learn's
+    naive Bayes do: subclasses define ``_joint_log_numerators(X)`` (up to a
+    row constant, novel last) and ``_log_normaliser()`` (not for direct use).
     """
 
     def predict_joint_log_proba(self, X):

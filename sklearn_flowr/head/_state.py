@@ -1,6 +1,5 @@
-"""The head's per-class state: natural parameters, counts and cached scores,
-float64 (running sums over a stream), in the basis where the noise is ``I``
-and the prior diagonal (``_core._covariance``; centred on ``mu0`` otherwise)."""
+"""The head's per-class state: natural parameters, counts and cached scores
+(float64), in the basis where the noise is ``I`` and the prior diagonal."""
 
 import math
 
@@ -24,6 +23,7 @@ from .._core import (
     resolve_covariances,
 )
 from .._core._covariance import scale_prior_var
+from ..validation import MAX_ABS_INPUT
 from ._buffers import ClassBuffers
 
 # Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
@@ -32,8 +32,8 @@ _CHUNK_ELEMENTS = 1 << 18
 
 def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
               covariance, class_prior, known_count, noise_shrinkage=0.0):
-    """A state without classes from checked hyper-parameters ("auto" ones
-    estimated from ``X``), the resolved covariances and ``b``."""
+    """A state without classes ("auto" hyper-parameters estimated from ``X``),
+    the resolved covariances and ``b``."""
     if b != "auto" and not (b > -a and np.isfinite(b)):
         raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
     if known_count != "observed" and not known_count > a:
@@ -43,15 +43,33 @@ def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
         X, y_index, n_classes, covariance=covariance, sigma=sigma,
         prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
         noise_shrinkage=noise_shrinkage)
+    _check_variance_range(hyper)
     b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
     state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
                        class_prior=class_prior, basis=hyper.basis)
     return state, hyper, b
 
 
+def _check_variance_range(hyper):
+    """Refuse variances outside the range float64 scores (1e-200 to 1e200):
+    estimated ones from features of a tiny or huge scale."""
+    low, high = 1.0 / MAX_ABS_INPUT**2, MAX_ABS_INPUT**2
+    for name in ("sigma", "prior_var"):
+        value = np.asarray(getattr(hyper, name), dtype=np.float64)
+        values = np.linalg.eigvalsh(value) if value.ndim == 2 else value
+        if not (low <= values.min() and values.max() <= high):
+            small = values.min() < low
+            raise ValueError(
+                f"{name} comes to {values.min() if small else values.max():.3g}, "
+                f"outside the variances float64 scores ({low:g} to {high:g}): the "
+                f"features' scale is too {'small' if small else 'large'} (their "
+                f"squares {'underflow' if small else 'overflow'}). Rescale them, "
+                "e.g. with StandardScaler.")
+
+
 def state_for_params(X, y_index, n_classes, params):
     """:func:`new_state` from the head's ``get_params()``, ``prior_scale``
-    applied to an estimated ``s0`` (which then goes on as a given one)."""
+    applied."""
     prior_var = scale_prior_var(
         X, y_index, n_classes, covariance=params["covariance"],
         prior_var=params["prior_var"], prior_scale=float(params["prior_scale"]))
@@ -64,9 +82,8 @@ def state_for_params(X, y_index, n_classes, params):
 
 
 def check_class_embeddings(classes, means, variances, *, covariance, **given):
-    """Check class embeddings for ``fit_class_embeddings``, and that the
-    hyper-parameters ``given`` need no samples; classes and (n_classes, 1)
-    variances."""
+    """Classes and (n_classes, 1) variances for ``fit_class_embeddings``,
+    checked, and hyper-parameters ``given`` that need no samples."""
     classes = np.asarray(classes)
     variances = np.asarray(variances, dtype=np.float64).reshape(-1, 1)
     if classes.ndim != 1 or np.unique(classes).shape[0] != classes.shape[0]:
@@ -112,11 +129,9 @@ def check_novelty_map(value):
 
 
 class ClassState(ClassBuffers):
-    """Sufficient statistics of all instantiated classes plus the shared prior
-    ``mu0`` (d,) and ``s0`` ((1,): isotropic, or (d,)), with the head's noise,
-    CRP and class prior. ``basis`` ``(shift, T, T_inv)`` keeps rows ``z`` as
-    ``(z - shift) @ T``; ``None`` centres them on ``mu0`` (expanded squares
-    keep their digits near the origin)."""
+    """Sufficient statistics of the classes, the prior ``mu0`` (d,) and ``s0``
+    ((1,) or (d,)), noise and CRP; rows ``z`` are kept as ``(z - shift) @ T``
+    (``basis``) or centred on ``mu0`` (``None``)."""
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
@@ -144,8 +159,8 @@ class ClassState(ClassBuffers):
 
     def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
-        """Instantiate ``n_new`` classes at the prior (zero counts), or at
-        given natural parameters of the rows' frame (states without a basis)."""
+        """Add ``n_new`` classes at the prior, or at natural parameters given in
+        the rows' frame (states without a basis)."""
         if n_new == 0:
             return
         if nat_mean is not None:
@@ -182,8 +197,7 @@ class ClassState(ClassBuffers):
         return np.where(counts > self.a, log_known, -np.inf), log_novel
 
     def _refresh(self, rows):
-        """Recompute the cached coefficients of the sorted distinct classes
-        ``rows``, in chunks of bounded size."""
+        """Recompute the cached coefficients of the sorted classes ``rows``."""
         width = self.joint_coef.shape[1]
         for chunk in _chunks(rows.shape[0], width):
             index = rows[chunk]
@@ -207,10 +221,8 @@ class ClassState(ClassBuffers):
 
     # -------------------------------------------------------------- learning
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
-        """The conjugate update ``q_n += u / sigma``, ``lam_n += 1 / sigma``,
-        ``c_n += 1`` of classes ``index`` with rows ``U`` (state's basis);
-        ``sign=-1`` takes rows out. Frozen classes are skipped unless
-        ``skip_frozen`` is False."""
+        """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
+        ``index`` with rows ``U`` (``sign=-1`` takes them out)."""
         if skip_frozen:
             live = ~self.frozen[index]
             if not live.all():
@@ -221,8 +233,7 @@ class ClassState(ClassBuffers):
         self.add_sums(classes, sign * sums, sign * counts)
 
     def add_sums(self, classes, sums, counts):
-        """The conjugate update of the distinct ``classes`` with the sums and
-        counts of their rows (state's basis), CRP counts alike."""
+        """The conjugate update of ``classes`` with their rows' sums and counts."""
         self.nat_mean[classes], self.precision[classes] = add_observations(
             self.nat_mean[classes], self.precision[classes], sums, counts[:, None],
             self.sigma)
@@ -233,16 +244,14 @@ class ClassState(ClassBuffers):
         self._mirror(classes)
 
     def learn(self, Z, index, n_classes):
-        """Condition on rows ``Z`` (rows' frame) of the classes ``index``,
-        chunk by chunk; the state first grows to ``n_classes`` classes."""
+        """Condition on rows ``Z`` of the classes ``index`` (``n_classes`` in all)."""
         self.add_classes(n_classes - self.n_classes)
         for rows in _chunks(index.shape[0], Z.shape[1]):
             self.update(self.to_basis(Z[rows]), index[rows])
         self._advance_growth(index.shape[0])
 
     def move(self, Z, source, target):
-        """Move rows ``Z`` (rows' frame) from the classes ``source`` to the
-        classes ``target`` (frozen classes too): the head's ``correct``."""
+        """Move rows ``Z`` from the classes ``source`` to ``target``."""
         self._drop_growth()
         U = self.to_basis(np.asarray(Z, dtype=np.float64))
         self.update(U, source, sign=-1.0, skip_frozen=False)
@@ -310,10 +319,8 @@ class ClassState(ClassBuffers):
         return log_density_features(U, isotropic=self.isotropic)
 
     def joint_log_numerators(self, Z, novelty_map=None):
-        """``log N(z; m_n, v_n) + log numerator_n`` for the N classes and the
-        novel class (last), shape (n_samples, n_classes + 1); the row
-        constant :meth:`log_normaliser` is left out. ``novelty_map`` (slope,
-        intercept) maps the novel column's log-odds."""
+        """``log N(z; m_n, v_n) + log numerator_n``, (n_samples, n_classes + 1),
+        novel last, up to :meth:`log_normaliser`."""
         coef = self.joint_coef[: self.n_classes + 1]
         chunks = _chunks(Z.shape[0], Z.shape[1])
         if len(chunks) == 1:  # (one row: a matrix-vector product, faster in BLAS)
@@ -329,21 +336,15 @@ class ClassState(ClassBuffers):
         return recalibrate_novel_column(scores, *novelty_map)
 
     def log_normaliser(self):
-        """The row constant left out of :meth:`joint_log_numerators` (and the
-        basis' log-Jacobian)."""
+        """The row constant left out of :meth:`joint_log_numerators`."""
         return self.log_jacobian + float(crp_log_normaliser(
             np.asarray(self.crp_total), self.n_classes, b=self.b,
             class_prior=self.class_prior))
 
     def stream(self, Z, index, is_new_class, novelty_map=None):
-        """Predict each row of ``Z`` (rows' frame) with the state before it,
-        then learn it under class ``index`` (new classes, in order of first
-        appearance, where ``is_new_class``).
-
-        Returns, per row: the best instantiated class (-1: none), P(novel),
-        whether the novel class is the MAP decision, and P(novel)'s log-odds
-        (its order without rounding to 1).
-        """
+        """Predict each row with the state before it, then learn it under
+        ``index``: per row the best class (-1: none), P(novel), the novel
+        decision and P(novel)'s log-odds."""
         if Z.shape[0] == 1:
             best, p_novel, novel, log_odds = self.step(
                 Z[0], int(index[0]), bool(is_new_class[0]), novelty_map)
@@ -367,11 +368,8 @@ class ClassState(ClassBuffers):
         return out
 
     def step(self, z, i, is_new, novelty_map=None):
-        """:meth:`stream` of one row ``z`` of class ``i``, the online loop's
-        case: a lone row sees the cached state, so it is scored with one
-        matrix-vector product, then learned by :meth:`update`'s formulas
-        written in place on the class's rows. Returns the four values as
-        scalars."""
+        """:meth:`stream` of one row: one matrix-vector product, then
+        :meth:`update`'s formulas in place; the four values as scalars."""
         features = np.empty(self.joint_coef.shape[1])
         # (centred straight into the features: no temporary row)
         u = (np.subtract(z, self.basis_shift, out=features[: self.n_features])
@@ -400,9 +398,8 @@ class ClassState(ClassBuffers):
         return scored
 
     def _score_chunk(self, U, index, is_new_class, first_new, novelty_map=None):
-        """Scores of a chunk against the states each row really sees: the
-        cached ones for classes the chunk does not touch, its prefix states
-        (``prefix_states``) for those it does, in one GEMM each."""
+        """Scores of a chunk against the states each row sees: cached ones and
+        its prefix states, one GEMM each."""
         n_classes = self.n_classes
         features = self.features(U)
         scores = features @ self.joint_coef[: n_classes + 1].T
@@ -438,9 +435,8 @@ class ClassState(ClassBuffers):
 
 
 def _decide_row(scores):
-    """Best known class (-1: none), P(novel), the novel decision and P(novel)'s
-    log-odds of one row's joint scores (novel last), as Python scalars: the
-    formulas of :meth:`ClassState._score_chunk` without their array calls."""
+    """:meth:`ClassState._score_chunk`'s four values of one row's joint
+    scores, as Python scalars."""
     n = scores.shape[0] - 1
     if n == 0:
         return -1, 1.0, True, MAX_LOG_ODDS
@@ -470,8 +466,7 @@ def _decide_row(scores):
 
 
 def _chunks(n_rows, width):
-    """Consecutive slices of ``range(n_rows)`` of at most ``_CHUNK_ELEMENTS /
-    width`` rows each (one at least)."""
+    """Slices of ``range(n_rows)`` of ``_CHUNK_ELEMENTS / width`` rows (>= 1)."""
     step = max(1, _CHUNK_ELEMENTS // max(1, width))
     return [slice(start, min(n_rows, start + step))
             for start in range(0, n_rows, step)]
