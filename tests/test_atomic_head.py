@@ -28,9 +28,14 @@ import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.baselines import (
     EVMClassifier,
+    FeCAMClassifier,
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
     NCMClassifier,
     PEELERClassifier,
     ProtoNetClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
 )
 
 PACKAGE_DIR = str(Path(sklearn_flowr.__file__).parent)
@@ -41,7 +46,9 @@ NUMPY_MODULES = [
     "sklearn_flowr.baselines._base", "sklearn_flowr.baselines._prototypes",
     "sklearn_flowr.baselines._ncm", "sklearn_flowr.baselines._protonet",
     "sklearn_flowr.baselines._peeler", "sklearn_flowr.baselines._evm",
-    "sklearn_flowr.baselines._weibull",
+    "sklearn_flowr.baselines._weibull", "sklearn_flowr.baselines._simpleshot",
+    "sklearn_flowr.baselines._mahalanobis", "sklearn_flowr.baselines._ranpac",
+    "sklearn_flowr.baselines._knn", "sklearn_flowr.baselines._fecam",
 ]
 # At most this many points per case: the first and last ones and an even
 # spread in between (every point when there are fewer).
@@ -128,7 +135,8 @@ BASELINE_ATTRIBUTES = ["n_classes_", "class_count_", "class_mean_", "precision_"
                        "points_", "point_class_", "weibull_shape_",
                        "weibull_scale_", "n_features_in_", "novel_label_"]
 INTERNALS = ["_sums", "_counts", "_points", "_point_class", "_tails", "_shape",
-             "_scale", "precision_"]
+             "_scale", "precision_", "_rows", "_row_class", "_gram", "_grams",
+             "projection_"]
 
 
 def _copy(value):
@@ -222,6 +230,11 @@ ESTIMATORS = {
     "protonet": lambda: ProtoNetClassifier(),
     "peeler": lambda: PEELERClassifier(),
     "evm": lambda: EVMClassifier(tail_size=3),
+    "simpleshot": lambda: SimpleShotClassifier(),
+    "mahalanobis++": lambda: MahalanobisPlusPlusClassifier(),
+    "ranpac": lambda: RanPACClassifier(n_components=32, random_state=0),
+    "knn": lambda: KNNClassifier(),
+    "fecam": lambda: FeCAMClassifier(),
 }
 
 
