@@ -102,6 +102,9 @@ default="train"
         Column names of a feature DataFrame given to ``fit``.
     novel_label_ : object
         Label :meth:`predict` gives the novel class (the head's).
+    novelty_calibration_ : (float, float) or None
+        Platt map ``(slope, intercept)`` of P(novel) learned in ``fit`` as
+        ``calibration`` says; the heads are built with it.
     calibration_results_ : Bunch or None
         A cross-fitted ``calibration``'s map and folds.
     noise_scale_ : float
@@ -209,8 +212,8 @@ default="train"
         # Fail on a clashing novel label before any training.
         validation.check_new_labels(labels, validation.resolve_novel_label(
             self.head.get_params()["novel_label"], labels))
-        runner, plan = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
-        return X, y, labels, y_index, runner, plan
+        runner, folds = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
+        return X, y, labels, y_index, runner, folds
 
     def fit(self, X, y):
         """Train the encoder and build the head (after :meth:`check_fit`; the

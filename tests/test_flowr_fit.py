@@ -474,6 +474,24 @@ def test_calibration_maps_p_novel_only(digits, setting):
         expit(slope * logit(expected.p_novel[exact]) + intercept), rtol=1e-6)
 
 
+@pytest.mark.parametrize("calibration", ["train", 2])
+def test_novelty_map_is_a_fitted_attribute(digits, calibration):
+    """Check the map of P(novel) is learned in fit as novelty_calibration_ and
+    the heads are built with it (their fit already had it: no parameter is set
+    on a fitted head); the template is left unmapped."""
+    X, y = digits
+    rows = y < 6
+    model = FLOWRClassifier(backbone="mlp", **{**TINY, "calibration": calibration})
+    model.fit(X[rows].reshape(rows.sum(), -1), y[rows])
+    slope, intercept = model.novelty_calibration_
+    assert slope > 0 and np.isfinite(intercept)
+    assert model.head.novelty_calibration is None
+    for head in (model.head_, model.prior_head_):
+        assert head.novelty_calibration == model.novelty_calibration_
+    assert model.head_._fitted_params["novelty_calibration"] == (slope, intercept)
+    assert (model.calibration_results_ is None) == (calibration == "train")
+
+
 def test_calibration_refuses_a_one_row_class_before_training(digits):
     """Check a class of a single row fails in fit, before any training."""
     X, y = digits

@@ -208,48 +208,15 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
                        noise_shrinkages, accuracy_tolerance)
     check_targets(targets)
-    covariance = estimator.get_params().get("head__covariance", "full")
+    params = estimator.get_params()
+    setting, covariance = params["setting"], params.get("head__covariance", "full")
     if noise_shrinkages is not None and covariance != "full":
         raise ValueError("noise_shrinkages are candidates for the full head's "
                          f"noise covariance; the estimator has covariance="
                          f"{covariance!r}. Use head__covariance='full'.")
-    plan = cross_fit_plan(cv, X, y, setting=estimator.get_params()["setting"],
+    plan = cross_fit_plan(cv, X, y, setting=setting,
                           known_query_share=known_query_share,
                           random_state=random_state)
-    return cross_fit_on_plan(estimator, X, y, plan, noise_shrinkages=noise_shrinkages,
-                             accuracy_tolerance=accuracy_tolerance,
-                             targets=targets, n_tasks=n_tasks, n_query=n_query,
-                             n_known_query_classes=n_known_query_classes,
-                             n_jobs=n_jobs)
-
-
-def _fold_template(estimator, y):
-    """The estimator every fold clones: no map, folds or checkpoints of its own,
-    and the novel label of all of ``y``."""
-    params = estimator.get_params(deep=False)
-    fold_params = {"calibration": None, "checkpoint_dir": None}
-    # Built from the parameters, not cloned: a consumed generator of folds
-    # cannot be copied.
-    template = type(estimator)(**{**params, **{name: value for name, value in
-                                             fold_params.items() if name in params}})
-    head = template.get_params().get("head")
-    if head is not None:
-        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
-        template.set_params(head=clone(head).set_params(novel_label=novel))
-    return template
-
-
-def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
-                      accuracy_tolerance=0.01, targets="platt", n_tasks=200,
-                      n_query=10,
-                      n_known_query_classes=None,
-                      n_jobs=None) -> Bunch:
-    """:func:`cross_fit_novelty_calibration` on folds of :func:`cross_fit_plan`
-    (``FLOWRClassifier.fit`` checks them before any training)."""
-    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance)
-    check_targets(targets)
-    setting = estimator.get_params()["setting"]
     if noise_shrinkages is not None and setting == "small":
         _warn_one_support_class(plan)
     template = _fold_template(estimator, y)
@@ -292,11 +259,27 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
                              targets=targets,
                              remedy="hold out more classes per fold")
     result.n_folds = len(plan)
-    result.noise_shrinkage = (estimator.get_params().get("head__noise_shrinkage")
+    result.noise_shrinkage = (params.get("head__noise_shrinkage")
                               if best is None else best)
     result.h_measures = None if noise_shrinkages is None else means
     result.accuracies = None if noise_shrinkages is None else mean_accuracies
     return result
+
+
+def _fold_template(estimator, y):
+    """The estimator every fold clones: no map, folds or checkpoints of its own,
+    and the novel label of all of ``y``."""
+    params = estimator.get_params(deep=False)
+    fold_params = {"calibration": None, "checkpoint_dir": None}
+    # Built from the parameters, not cloned: a consumed generator of folds
+    # cannot be copied.
+    template = type(estimator)(**{**params, **{name: value for name, value in
+                                             fold_params.items() if name in params}})
+    head = template.get_params().get("head")
+    if head is not None:
+        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
+        template.set_params(head=clone(head).set_params(novel_label=novel))
+    return template
 
 
 def _warn_one_support_class(plan):
@@ -311,7 +294,7 @@ def _warn_one_support_class(plan):
             "choice can cost the deployed model several accuracy points. Hold "
             "out 3 or more classes per fold, or choose noise_shrinkage on "
             "validation classes (select_head_params).", UserWarning,
-            stacklevel=4)
+            stacklevel=3)
 
 
 def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
