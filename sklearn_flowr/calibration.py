@@ -93,11 +93,18 @@ def with_novel(y_known, novel, classes, novel_label):
 
 
 def check_rows(X, y):
-    """``y`` as a 1-d array with as many rows as ``X``."""
+    """``y`` as a 1-d array of labels of one kind, as many as the rows of ``X``."""
     y = column_or_1d(y)
     if _num_samples(X) != y.shape[0]:
         raise ValueError(f"X and y have different numbers of rows: "
                          f"{_num_samples(X)} and {y.shape[0]}.")
+    try:
+        np.unique(y)
+    except TypeError as exc:  # e.g. strings and numbers in one object array
+        kinds = sorted({type(label).__name__ for label in y.tolist()})
+        raise ValueError(f"y mixes labels of types {kinds} that cannot be "
+                         "sorted together: give labels of one kind (all "
+                         "strings or all numbers).") from exc
     return y
 
 
@@ -351,9 +358,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                                             out_of_bounds="clip").fit(scores, first)
         if not isinstance(self.cv, str):
             fitted = clone(estimator).fit(X, y)
-        self.estimator_ = fitted
-        self.slope_, self.intercept_, self.calibrator_ = slope, intercept, calibrator
-        self.calibration_rows_ = Bunch(score=scores, is_first_sighting=first)
+        # One update: an interrupt leaves the old fit or the new one, whole.
+        vars(self).update(estimator_=fitted, slope_=slope, intercept_=intercept,
+                          calibrator_=calibrator, calibration_rows_=Bunch(
+                              score=scores, is_first_sighting=first))
         return self
 
     def _map(self, score):

@@ -204,7 +204,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
                     f"none of {missing.tolist()[:5]}.")
         for calibrator in calibrators:
             calibrator.scores()  # scored now: a bad row fails fit, not predict
-        self.estimator_, self._calibrators = fitted, calibrators
+        # One update: an interrupt leaves the old fit or the new one, whole.
+        vars(self).update(estimator_=fitted, _calibrators=calibrators)
         return self
 
     @property
@@ -321,7 +322,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
                              f"{unknown.tolist()[:5]} are not.")
         rng = check_random_state(self.random_state)
         target = rng.randint(len(self._calibrators), size=y.shape[0])
-        work = copy.deepcopy(self._calibrators)
+        # Shallow copies: each keeps its model, the one the estimator learns in.
+        work = [copy.copy(calibrator) for calibrator in self._calibrators]
         for k, calibrator in enumerate(work):
             rows = np.flatnonzero(target == k)
             if rows.size == 0:
@@ -430,8 +432,15 @@ def leave_group_out_pvalues(scores, is_calibration, groups):
 
 
 def _concat(X, X_new):
-    if hasattr(X, "iloc"):
-        import pandas as pd
+    """Rows ``X_new`` after ``X``, in ``X``'s kind (a DataFrame's columns)."""
+    if not hasattr(X, "iloc"):
+        return np.concatenate([np.asarray(X), np.asarray(X_new)])
+    import pandas as pd
 
-        return pd.concat([X, X_new])
-    return np.concatenate([np.asarray(X), np.asarray(X_new)])
+    if not hasattr(X_new, "iloc"):
+        X_new = np.asarray(X_new)
+        if X_new.ndim != 2 or X_new.shape[1] != X.shape[1]:
+            raise ValueError(f"add_calibration got rows of shape {X_new.shape}; "
+                             f"the calibration rows have {X.shape[1]} columns.")
+        X_new = pd.DataFrame(X_new, columns=X.columns)
+    return pd.concat([X, X_new])
