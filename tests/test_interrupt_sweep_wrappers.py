@@ -23,7 +23,7 @@ from sklearn_flowr.conformal import ConformalNoveltyClassifier
 
 PACKAGE_DIR = str(Path(sklearn_flowr.__file__).parent)
 # Every one of a call's last LAST_POINTS lines, and SPREAD_POINTS others.
-LAST_POINTS, SPREAD_POINTS = 40, 60
+LAST_POINTS, SPREAD_POINTS = 30, 40
 
 
 class Interrupted(KeyboardInterrupt):

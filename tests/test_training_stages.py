@@ -563,7 +563,7 @@ def test_calibration_sets_the_map_fitted_on_training_tasks(
     from types import SimpleNamespace
 
     from sklearn_flowr.protocol import calibrate_novelty
-    from sklearn_flowr.training.pipeline import fit_novelty_map
+    from sklearn_flowr.training.pipeline import learn_novelty_map
 
     y = np.repeat(np.arange(12), 20)
     Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
@@ -572,7 +572,7 @@ def test_calibration_sets_the_map_fitted_on_training_tasks(
     labels = np.arange(12)
     plain_prior, plain = build_heads(template, meta, Z, y, labels)
     start = plain_prior if setting == "small" else plain
-    fitted = fit_novelty_map(SimpleNamespace(calibration="train", setting=setting,
+    fitted = learn_novelty_map(SimpleNamespace(calibration="train", setting=setting,
                                              verbose=0), Z, y, None, start, Z,
                              seed=3)
     expected = calibrate_novelty(start, Z, y, setting=setting, random_state=3)

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
-from ..calibration import check_rows
+from ..calibration import check_rows, split_known_queries
 from ..model_selection import class_disjoint_folds
 from ..validation import resolve_novel_label
 from ._calibrate import (
@@ -25,22 +25,6 @@ from ._evaluate import evaluate_online
 from .sampling import check_count, check_setting, resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
-
-def _known_queries(y, rows, share, rng):
-    """``rows`` split per class into rows to fit and ``share`` of them (at
-    least one, at most half) to query as known classes."""
-    fit, query = [], []
-    for label in np.unique(y[rows]):
-        mine = rng.permutation(rows[y[rows] == label])
-        if mine.shape[0] < 2:
-            raise ValueError("calibration in the large context needs at "
-                             "least 2 rows in every class (one to fit, one to "
-                             f"query); class {label!r} has {mine.shape[0]}.")
-        n_query = min(max(1, round(share * mine.shape[0])), mine.shape[0] // 2)
-        query.append(mine[:n_query])
-        fit.append(mine[n_query:])
-    return np.concatenate(fit), np.concatenate(query)
-
 
 def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                    random_state=None) -> list:
@@ -90,7 +74,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
         if setting == "small":
             fit_rows, query_rows = train, held
         else:
-            fit_rows, known_rows = _known_queries(y, train, known_query_share, rng)
+            fit_rows, known_rows = split_known_queries(y, train, known_query_share, rng)
             query_rows = np.concatenate([known_rows, held])
         plan.append(Bunch(fit_rows=fit_rows, query_rows=query_rows,
                           n_held_classes=int(np.unique(y[held]).shape[0]),

@@ -57,7 +57,7 @@ from ._stages import (
 
 __all__ = ["BATCH_SIZE", "MAX_COUNT", "PARAMETER_CONSTRAINTS", "RUNTIME_PARAMS",
            "check_calibration_plan", "check_parts",
-           "check_training_plan", "embed_finite", "fit_encoder", "fit_novelty_map",
+           "check_training_plan", "embed_finite", "fit_encoder", "learn_novelty_map",
            "fit_parts",
            "place_fitted_modules", "plan_fit", "resolve_device", "restore_modules",
            "store_modules", "task_encoder", "train_encoder", "training_params"]
@@ -313,7 +313,7 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
                                                "refit"))
 
     prior_head, head = heads(estimator.head)
-    fitted_map = fit_novelty_map(
+    fitted_map = learn_novelty_map(
         estimator, X, y, folds, prior_head if estimator.setting == "small"
         else head, embeddings, seed=runner.seed)
     novelty_map = None
@@ -328,7 +328,7 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
                 calibration_results_=None if folds is None else fitted_map), embeddings
 
 
-def fit_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
+def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
     """FLOWRClassifier's map of P(novel) as ``calibration`` says: fitted on
     tasks of the training classes run through ``head`` on their embeddings
     ``Z``, or cross-fitted on ``folds``; None for ``calibration=None``."""
