@@ -22,7 +22,7 @@ from ._calibrate import (
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from .sampling import check_count, check_setting, resolve_seed
+from .sampling import check_setting, resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
 
@@ -80,26 +80,6 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                           n_held_classes=int(np.unique(y[held]).shape[0]),
                           seed=fold_seed))
     return plan
-
-
-def _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance=None):
-    check_count("n_tasks", n_tasks, 1)
-    check_count("n_query", n_query, 1)
-    check_run_options(n_known_query_classes, n_jobs)
-    if noise_shrinkages is not None:
-        values = np.asarray(noise_shrinkages, dtype=object).ravel()
-        if values.size == 0 or not all(
-                isinstance(v, Real) and not isinstance(v, bool) and 0 <= v <= 1
-                for v in values):
-            raise ValueError("noise_shrinkages must be a non-empty list of numbers "
-                             f"in [0, 1]; got {noise_shrinkages!r}.")
-    if accuracy_tolerance is not None and (
-            isinstance(accuracy_tolerance, bool)
-            or not isinstance(accuracy_tolerance, Real)
-            or not 0 <= accuracy_tolerance <= 1):
-        raise ValueError("accuracy_tolerance must be None or a number in [0, 1]; "
-                         f"got {accuracy_tolerance!r}.")
 
 
 def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
@@ -189,9 +169,21 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     (2, True, [0.0, 0.2])
     """
     y = check_rows(X, y)
-    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance)
+    check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs)
     check_targets(targets)
+    if noise_shrinkages is not None:
+        values = np.asarray(noise_shrinkages, dtype=object).ravel()
+        if values.size == 0 or not all(
+                isinstance(v, Real) and not isinstance(v, bool) and 0 <= v <= 1
+                for v in values):
+            raise ValueError("noise_shrinkages must be a non-empty list of numbers "
+                             f"in [0, 1]; got {noise_shrinkages!r}.")
+    if accuracy_tolerance is not None and (
+            isinstance(accuracy_tolerance, bool)
+            or not isinstance(accuracy_tolerance, Real)
+            or not 0 <= accuracy_tolerance <= 1):
+        raise ValueError("accuracy_tolerance must be None or a number in [0, 1]; "
+                         f"got {accuracy_tolerance!r}.")
     params = estimator.get_params()
     setting, covariance = params["setting"], params.get("head__covariance", "full")
     if noise_shrinkages is not None and covariance != "full":

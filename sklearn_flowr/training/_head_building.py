@@ -1,10 +1,5 @@
-"""After training: the CRP-Gaussian heads on the final encoder.
-
-:func:`build_heads` fills the head template's ``"auto"`` values from the
-trained module (``covariance="full"``: empirical Bayes on the embeddings) and
-makes the training classes known. Only this step reads the head's parameters,
-so a grid over them reuses the trained encoder.
-"""
+"""After training: the CRP-Gaussian heads on the final encoder. Only this step
+reads the head's parameters, so a grid over them reuses the trained encoder."""
 
 from __future__ import annotations
 
@@ -85,34 +80,12 @@ def check_head_template(template, meta) -> None:
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 update_known: bool = False, known_table: str = "refit"):
-    """The online heads after training: the prior alone, and the fitted one.
-
-    The template's ``"auto"`` values come from training: ``b`` the meta-learned
-    concentration; the prior and ``sigma`` the meta-learned ones
-    (``covariance="isotropic"``) or empirical Bayes on ``Z``
-    (``covariance="full"``). The fitted head knows every training class.
-
-    Parameters
-    ----------
-    template : CRPGaussianClassifier
-        Unfitted; not changed.
-    meta : FLOWRMetaModule
-        Trained, in evaluation mode.
-    Z : ndarray of shape (n_samples, embedding_dim)
-        Training embeddings under the final encoder.
-    y_index : ndarray of shape (n_samples,)
-    labels : ndarray of shape (n_classes,)
-    update_known : bool, default=False
-        Let online labels update the training classes.
-    known_table : {"refit", "learned"}, default="refit"
-        See :func:`known_class_table`.
-
-    Returns
-    -------
-    prior_head : CRPGaussianClassifier
-        Unfitted, carrying the prior.
-    fitted_head : CRPGaussianClassifier
-        Fitted on the training classes.
+    """The online heads after training on embeddings ``Z``: the prior alone
+    (unfitted) and the head fitted on the training classes, both clones of
+    ``template`` whose ``"auto"`` values come from training (``b`` meta-learned;
+    the prior and ``sigma`` meta-learned when isotropic, empirical Bayes on
+    ``Z`` when full). ``update_known`` lets online labels update the training
+    classes; ``known_table`` as :func:`known_class_table` takes it.
 
     Examples
     --------

@@ -1,13 +1,6 @@
-"""FLOWR's training as one pipeline of stages, and FLOWRClassifier's side of it.
-
-``pre-train -> match the noise scale -> meta-train -> embed``; the heads are
-built from its result afterwards (:mod:`._head_building`).
-:func:`check_training_plan` runs the checks the stages would make on the labels
-before any of them starts; :func:`fit_encoder` runs them (or reuses an
-identical earlier run) and returns what they trained. The functions after
-them are what :class:`~sklearn_flowr.FLOWRClassifier` calls: nothing here sets
-an attribute of the estimator.
-"""
+"""FLOWR's training as one pipeline of stages (``pre-train -> match the noise
+scale -> meta-train -> embed``), and what :class:`~sklearn_flowr.FLOWRClassifier`
+calls around it; nothing here sets an attribute of the estimator."""
 
 from __future__ import annotations
 
@@ -114,12 +107,8 @@ def training_params(**parts) -> dict:
 
 def check_training_plan(setting: str, meta, y_index, n_classes: int,
                         seed: int) -> None:
-    """Fail before any training on labels the stages would reject.
-
-    Raises
-    ------
-    ValueError
-        Fewer than 2 classes, or what meta-training's episodes would refuse.
+    """Fail before any training on labels the stages would reject (fewer than
+    2 classes, or what meta-training's episodes would refuse).
 
     Examples
     --------
@@ -135,9 +124,8 @@ def check_training_plan(setting: str, meta, y_index, n_classes: int,
 
 
 def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
-    """The folds of a cross-fitted novelty map
-    (:func:`~sklearn_flowr.protocol.cross_fit_plan`, from the fit's ``seed``),
-    each fold's classes checked as ``fit`` checks its data, before any training.
+    """:func:`~sklearn_flowr.protocol.cross_fit_plan` of a cross-fitted map, each
+    fold's classes checked as ``fit`` checks its data, before any training.
 
     Examples
     --------
@@ -162,13 +150,10 @@ def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
 def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                   embedding_dim: int, pretrain, meta,
                   runner: StageRunner) -> dict:
-    """Pre-train, match the scale, meta-train and embed the training data.
-
-    Everything of a fit that the head's parameters do not change; ``backbone``,
-    ``setting``, ``embedding_dim``, ``pretrain`` and ``meta`` as
-    :class:`~sklearn_flowr.FLOWRClassifier`'s. Returns a dict of
-    ``history_``, ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_``
-    and ``embeddings`` (the training rows under the final encoder).
+    """Pre-train, match the scale, meta-train and embed the training data (the
+    parts as :class:`~sklearn_flowr.FLOWRClassifier`'s): ``history_``,
+    ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_`` and
+    ``embeddings`` (the training rows under the final encoder).
 
     Examples
     --------
@@ -362,9 +347,8 @@ def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
 
 
 def task_encoder(estimator, X_support, y_support, fine_tune):
-    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the
-    fitted one, or a copy whose last layer is fine-tuned on the support set
-    (``fine_tune``: steps, ``True`` for 20, ``None`` for ``fine_tune_steps``)."""
+    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the fitted
+    one, or a copy whose last layer is fine-tuned on the support set."""
     if fine_tune is None:
         steps = estimator.fine_tune_steps
     elif isinstance(fine_tune, (bool, np.bool_)):
@@ -387,9 +371,8 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
 
 
 def place_fitted_modules(estimator) -> torch.device:
-    """Put a fitted FLOWRClassifier's modules where its ``device`` says, now (the
-    one place they move: after ``set_params(device=...)``, unpickling, copies).
-    """
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says (the one
+    place they move: after ``set_params(device=...)``, unpickling, copies)."""
     device = resolve_device(estimator.device)
     place_modules(device, estimator.meta_module_, estimator.encoder_,
                   estimator.pretrained_encoder_)
