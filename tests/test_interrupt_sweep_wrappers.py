@@ -133,6 +133,20 @@ def _cases():
 CASES = _cases()
 
 
+def _pickling_changes_a_head():
+    """Whether pickling a head (as deepcopy does) changes the live one."""
+    head = CRPGaussianClassifier(sigma=1.0).fit([[0.0], [1.0], [2.0]], [0, 1, 2])
+    before = deep_state(head)
+    copy.deepcopy(head)
+    return deep_state(head) != before
+
+
+# Until the head copies without compacting its live buffers, a wrapper's own
+# copy of it can be interrupted half way (issue 41 item 3, the head's part).
+HEAD_COPY_CHANGES_IT = pytest.mark.xfail(
+    _pickling_changes_a_head(), reason="copying the head compacts its live buffers")
+
+
 def _points(n_lines):
     last = range(max(1, n_lines - LAST_POINTS + 1), n_lines + 1)
     spread = np.linspace(1, n_lines, SPREAD_POINTS).astype(int)
@@ -144,7 +158,14 @@ def _result(model, call):
     return deep_state(model if out is model else (out, model))
 
 
-@pytest.mark.parametrize("name", list(CASES))
+COPY_A_HEAD = {"calibrated prefit refit", "calibrated partial_fit",
+               "calibrated open_world_step", "conformal prefit refit",
+               "conformal partial_fit", "conformal open_world_step"}
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=HEAD_COPY_CHANGES_IT) if name in COPY_A_HEAD
+    else name for name in CASES])
 def test_an_interrupted_call_leaves_the_wrapper_as_it_was(name):
     """Check that a KeyboardInterrupt at any of the sampled lines of the call
     leaves the wrapper equal to its deep snapshot before it, and that the
