@@ -10,7 +10,7 @@ import copy
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import _check_feature_names, check_is_fitted
+from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from . import validation
 from .head import CRPGaussianClassifier
@@ -256,14 +256,14 @@ default="train"
         """:meth:`fit`'s work; the training rows' final embeddings."""
         checked = self._check_fit(X, y)
         fitted, embeddings = pipeline.fit_parts(self, *checked)
-        if len(fitted["input_shape_"]) == 1:  # feature vectors
-            _check_feature_names(self, X, reset=True)
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        for name, value in fitted.items():
-            setattr(self, name, value)
-        self._fitted_head = copy.deepcopy(self.head_)
-        self._fitted_params = validation.snapshot_params(self, deep=True)
+        state = {name: value for name, value in vars(self).items()
+                 if name != "feature_names_in_"}
+        names = _get_feature_names(X) if len(fitted["input_shape_"]) == 1 else None
+        if names is not None:  # the column names of a feature DataFrame
+            state["feature_names_in_"] = names
+        state.update(fitted, _fitted_head=copy.deepcopy(fitted["head_"]),
+                     _fitted_params=validation.snapshot_params(self, deep=True))
+        self.__dict__ = state  # one update: an interrupt leaves the old fit or the new
         return embeddings
 
     def adapt(self, X_support, y_support, *, fine_tune=None):
