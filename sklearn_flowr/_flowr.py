@@ -10,7 +10,7 @@ import copy
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import _check_feature_names, check_is_fitted
+from sklearn.utils.validation import _get_feature_names, check_is_fitted
 
 from . import validation
 from .head import CRPGaussianClassifier
@@ -102,6 +102,9 @@ default="train"
         Column names of a feature DataFrame given to ``fit``.
     novel_label_ : object
         Label :meth:`predict` gives the novel class (the head's).
+    novelty_calibration_ : (float, float) or None
+        Platt map ``(slope, intercept)`` of P(novel) learned in ``fit`` as
+        ``calibration`` says; the heads are built with it.
     calibration_results_ : Bunch or None
         A cross-fitted ``calibration``'s map and folds.
     noise_scale_ : float
@@ -209,8 +212,8 @@ default="train"
         # Fail on a clashing novel label before any training.
         validation.check_new_labels(labels, validation.resolve_novel_label(
             self.head.get_params()["novel_label"], labels))
-        runner, plan = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
-        return X, y, labels, y_index, runner, plan
+        runner, folds = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
+        return X, y, labels, y_index, runner, folds
 
     def fit(self, X, y):
         """Train the encoder and build the head (after :meth:`check_fit`; the
@@ -253,14 +256,14 @@ default="train"
         """:meth:`fit`'s work; the training rows' final embeddings."""
         checked = self._check_fit(X, y)
         fitted, embeddings = pipeline.fit_parts(self, *checked)
-        if len(fitted["input_shape_"]) == 1:  # feature vectors
-            _check_feature_names(self, X, reset=True)
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        for name, value in fitted.items():
-            setattr(self, name, value)
-        self._fitted_head = copy.deepcopy(self.head_)
-        self._fitted_params = validation.snapshot_params(self, deep=True)
+        state = {name: value for name, value in vars(self).items()
+                 if name != "feature_names_in_"}
+        names = _get_feature_names(X) if len(fitted["input_shape_"]) == 1 else None
+        if names is not None:  # the column names of a feature DataFrame
+            state["feature_names_in_"] = names
+        state.update(fitted, _fitted_head=copy.deepcopy(fitted["head_"]),
+                     _fitted_params=validation.snapshot_params(self, deep=True))
+        self.__dict__ = state  # one update: an interrupt leaves the old fit or the new
         return embeddings
 
     def adapt(self, X_support, y_support, *, fine_tune=None):

@@ -1,5 +1,5 @@
-"""Calibrate an open-world classifier's P(novel) on classes it never trained on;
-what the novelty wrappers share (:class:`NoveltyWrapper`), and the Platt fit."""
+"""Calibrate an open-world classifier's P(novel) on classes it never trained on,
+and the Platt fit."""
 
 from __future__ import annotations
 
@@ -7,39 +7,35 @@ import copy
 from numbers import Real
 
 import numpy as np
-from scipy.special import expit, logit
-from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from scipy.special import expit, logit, logsumexp
+from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils import Bunch, _safe_indexing, check_random_state, column_or_1d
+from sklearn.utils import Bunch, _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _num_samples, check_is_fitted
+from sklearn.utils.validation import check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
-from ._core._softmax import logsumexp
-from .head import CRPGaussianClassifier, OpenWorldProba
+from ._novelty_wrapper import (
+    NoveltyWrapper,
+    best_known,
+    clip_log_odds,
+    clipped_logit,
+    fill_doc,
+    has_log_proba,
+    known_of_log_proba,
+    labels_of_columns,
+    novelty_scores,
+)
+from ._novelty_wrapper import check_rows as check_rows  # for the protocol
+from .head import OpenWorldProba
 from .model_selection import class_disjoint_folds
-from .validation import label_result_dtype
 
 __all__ = ["NoveltyCalibratedClassifier"]
 
-# Log-odds are clipped here: a row before any class exists has P(novel) = 1
-# (infinite odds), and fits and ranks need finite values.
-LOG_ODDS_CLIP = 30.0
 # Smallest Platt slope: a map must stay increasing to keep the order of P(novel).
 _MIN_SLOPE = 1e-3
-
-
-def clip_log_odds(log_odds):
-    """Log-odds clipped to +-:data:`LOG_ODDS_CLIP`."""
-    return np.clip(log_odds, -LOG_ODDS_CLIP, LOG_ODDS_CLIP)
-
-
-def clipped_logit(p):
-    """``logit(p)`` clipped to +-:data:`LOG_ODDS_CLIP`."""
-    with np.errstate(divide="ignore"):
-        return clip_log_odds(logit(np.asarray(p, dtype=np.float64)))
 
 
 def platt_fit(log_odds, first, targets="platt"):
@@ -57,158 +53,21 @@ def platt_fit(log_odds, first, targets="platt"):
     return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])
 
 
-# ------------------------------------------------- what the wrappers share
-def has_log_proba(estimator):
-    """Whether ``estimator`` gives open-world log-probabilities."""
-    return callable(getattr(estimator, "predict_log_proba", None))
-
-
-def check_scoring(estimator, wrapper):
-    """Fail unless ``estimator`` exposes a novelty score ``wrapper`` can read."""
-    if not (has_log_proba(estimator) or (
-            callable(getattr(estimator, "novelty_score", None))
-            and callable(getattr(estimator, "predict_known", None)))):
-        raise TypeError(
-            f"{type(estimator).__name__} has neither predict_log_proba nor "
-            f"novelty_score and predict_known: {wrapper} needs a novelty score.")
-
-
-def labels_of_columns(index, classes, novel_label):
-    """Column indices to labels; an index past the known classes is novel."""
-    classes = np.asarray(classes)
-    is_novel = index >= classes.shape[0]
-    out = np.empty(index.shape[0], dtype=label_result_dtype(classes, novel_label))
-    out[~is_novel] = classes[index[~is_novel]]
-    out[is_novel] = novel_label
-    return out
-
-
-def with_novel(y_known, novel, classes, novel_label):
-    """``y_known`` with ``novel_label`` where ``novel``, in the labels' dtype."""
-    out = np.empty(novel.shape[0], dtype=label_result_dtype(np.asarray(classes),
-                                                            novel_label))
-    out[:] = y_known
-    out[novel] = novel_label
-    return out
-
-
-def check_rows(X, y):
-    """``y`` as a 1-d array with as many rows as ``X``."""
-    y = column_or_1d(y)
-    if _num_samples(X) != y.shape[0]:
-        raise ValueError(f"X and y have different numbers of rows: "
-                         f"{_num_samples(X)} and {y.shape[0]}.")
-    return y
-
-
-# Numpydoc text the wrappers' docstrings share (``%(name)s``).
-WRAPPER_DOCS = {
-    "estimator": """estimator : estimator or None, default=None
-        An open-world classifier with ``fit`` and ``partial_fit`` and either
-        ``predict_log_proba`` (N+1 columns, the novel class last) or
-        ``novelty_score`` and ``predict_known``. ``None``:
-        ``CRPGaussianClassifier()``.""",
-    "attributes": """classes_ : ndarray of shape (n_classes,)
-        Known classes of ``estimator_``.
-    novel_label_ : object
-        Label :meth:`predict` gives a row called novel.""",
-}
-
-
-def fill_doc(obj):
-    """Fill the ``%(name)s`` fields of ``obj``'s docstring from :data:`WRAPPER_DOCS`."""
-    obj.__doc__ = obj.__doc__ % WRAPPER_DOCS
-    return obj
-
-
-class NoveltyWrapper(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
-    """Base of the novelty wrappers: a subclass learns with ``_learn`` and
-    decides one row with ``_step_one`` (1-row arrays named by ``_STEP_KEYS``)."""
-
-    _STEP_KEYS = ("y_pred", "y_known", "p_novel", "is_novel")
-
-    def _estimator(self):
-        return CRPGaussianClassifier() if self.estimator is None else self.estimator
-
-    def _start_fit(self, X, y):
-        """Checked ``y`` and the estimator to wrap, before any fitting."""
-        self._validate_params()
-        y = check_rows(X, y)
-        estimator = self._estimator()
-        check_scoring(estimator, type(self).__name__)
-        return y, estimator
-
-    @property
-    def classes_(self):
-        return self.estimator_.classes_
-
-    @property
-    def novel_label_(self):
-        return self.estimator_.novel_label_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags = copy.deepcopy(self._estimator().__sklearn_tags__().input_tags)
-        return tags
-
-    def _models(self):
-        return [self.estimator_]
-
-    def _learn(self, X, y):
-        for model in self._models():
-            model.partial_fit(X, y)
-
-    def partial_fit(self, X, y, classes=None):
-        """Learn labelled rows with every wrapped model, all or none of them.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-        y : array-like of shape (n_samples,)
-        classes : ignored (for the scikit-learn signature)
-
-        Returns
-        -------
-        self : object
-        """
-        check_is_fitted(self)
-        y = check_rows(X, y)
-        work = copy.deepcopy(self)
-        work._learn(X, y)
-        self.__dict__.update(work.__dict__)
-        return self
-
-    def open_world_step(self, X, y):
-        """Decide each row with the model before it, then learn its label.
-
-        On an error or interrupt the model is left as it was.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-            Rows in stream order.
-        y : array-like of shape (n_samples,)
-            Their labels, revealed after each decision.
-
-        Returns
-        -------
-        result : Bunch
-            ``y_pred``, ``y_known``, ``p_novel`` and ``is_novel`` (the label
-            was unseen at that moment), each of shape (n_samples,).
-        """
-        check_is_fitted(self)
-        y = check_rows(X, y)
-        work = copy.deepcopy(self)
-        out = work._stream(X, y)
-        self.__dict__.update(work.__dict__)
-        return out
-
-    def _stream(self, X, y):
-        rows = [self._step_one(_safe_indexing(X, [i]), y[i : i + 1])
-                for i in range(y.shape[0])]
-        return Bunch(**{name: np.concatenate([row[name] for row in rows]) if rows
-                        else np.zeros(0, dtype=bool if name == "is_novel" else float)
-                        for name in self._STEP_KEYS})
+def split_known_queries(y, rows, share, rng, *, single="error"):
+    """``rows`` split per class into rows to fit and ``share`` of them (at least
+    one, at most half) to query as a known class; a class of one row is only
+    fitted (``single="fit"``) or refused."""
+    fit, query = [], []
+    for label in np.unique(y[rows]):
+        mine = rng.permutation(rows[y[rows] == label])
+        if mine.shape[0] < 2 and single == "error":
+            raise ValueError("calibration in the large context needs at "
+                             "least 2 rows in every class (one to fit, one to "
+                             f"query); class {label!r} has {mine.shape[0]}.")
+        n_query = min(max(1, round(share * mine.shape[0])), mine.shape[0] // 2)
+        query.append(mine[:n_query])
+        fit.append(mine[n_query:])
+    return np.concatenate(fit), np.concatenate(query)
 
 
 def _estimator_has_proba(self):
@@ -326,8 +185,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         else:
             scores, first = [], []
             for train, held in class_disjoint_folds(self.cv, X, y, name="cv"):
-                fit_rows, known_rows = _split_known(y, train, self.known_query_share,
-                                                    rng)
+                fit_rows, known_rows = split_known_queries(
+                    y, train, self.known_query_share, rng, single="fit")
                 stream = rng.permutation(np.concatenate([known_rows, held]))
                 fold_est = clone(estimator).fit(_safe_indexing(X, fit_rows),
                                                 y[fit_rows])
@@ -351,9 +210,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                                             out_of_bounds="clip").fit(scores, first)
         if not isinstance(self.cv, str):
             fitted = clone(estimator).fit(X, y)
-        self.estimator_ = fitted
-        self.slope_, self.intercept_, self.calibrator_ = slope, intercept, calibrator
-        self.calibration_rows_ = Bunch(score=scores, is_first_sighting=first)
+        # One update: an interrupt leaves the old fit or the new one, whole.
+        vars(self).update(estimator_=fitted, slope_=slope, intercept_=intercept,
+                          calibrator_=calibrator, calibration_rows_=Bunch(
+                              score=scores, is_first_sighting=first))
         return self
 
     def _map(self, score):
@@ -376,10 +236,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     def predict_novelty_proba(self, X):
         """Calibrated probability that each row is of a class not yet known.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         p_novel : ndarray of shape (n_samples,)
@@ -387,16 +244,13 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         check_is_fitted(self)
         if has_log_proba(self.estimator_):
             return np.exp(self._calibrated_log_proba(X)[:, -1])
-        return expit(self._map(self.estimator_.novelty_score(X)))
+        return expit(self._map(novelty_scores(self.estimator_, X)))
 
     @available_if(_estimator_has_proba)
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba` (computed in log space).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         log_proba : OpenWorldProba of shape (n_samples, n_classes + 1)
@@ -409,10 +263,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     def predict_proba(self, X):
         """Known-class probabilities (the estimator's ratios), then calibrated P(novel).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         proba : OpenWorldProba of shape (n_samples, n_classes + 1)
@@ -424,10 +275,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         """Argmax of the calibrated probabilities, or for a baseline its best
         known class unless the calibrated P(novel) is at least 0.5.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
@@ -436,9 +284,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         if has_log_proba(self.estimator_):
             return labels_of_columns(self._calibrated_log_proba(X).argmax(axis=1),
                                      self.classes_, self.novel_label_)
-        novel = self.predict_novelty_proba(X) >= 0.5
-        return with_novel(self.estimator_.predict_known(X), novel,
-                          self.classes_, self.novel_label_)
+        return self._with_novel(best_known(self.estimator_, X),
+                                self.predict_novelty_proba(X) >= 0.5)
 
     def _stream(self, X, y):
         # ``p_novel`` is the calibrated P(novel), ``novelty_score`` its
@@ -448,26 +295,19 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
             return super()._stream(X, y)
         out = self.estimator_.open_world_step(X, y)
         mapped = self._map(out["p_novel"])
-        y_pred = with_novel(out["y_known"], expit(mapped) >= 0.5, self.classes_,
-                            self.novel_label_)
+        y_pred = self._with_novel(out["y_known"], expit(mapped) >= 0.5)
         return Bunch(y_pred=y_pred, y_known=out["y_known"],
                      p_novel=expit(mapped), novelty_score=mapped,
                      is_novel=np.asarray(out["is_novel"], dtype=bool))
 
-    def _step_one(self, x, label):
+    def _decide_one(self, x):
         log_proba = self._calibrated_log_proba(x)
-        is_new = not np.isin(label, self.classes_)[0]
-        known = log_proba[:, :-1]
-        classes = self.classes_
-        y_known = labels_of_columns(known.argmax(axis=1) if known.shape[1]
-                                    else np.array([0]), classes, self.novel_label_)
-        y_pred = labels_of_columns(log_proba.argmax(axis=1), classes,
-                                   self.novel_label_)
-        self._learn(x, label)
-        return {"y_pred": y_pred, "y_known": y_known,
+        return {"y_pred": labels_of_columns(log_proba.argmax(axis=1), self.classes_,
+                                            self.novel_label_),
+                "y_known": known_of_log_proba(log_proba, self.classes_,
+                                              self.novel_label_),
                 "p_novel": np.exp(log_proba[:, -1]),
-                "novelty_score": novel_log_odds(log_proba),
-                "is_novel": np.array([is_new])}
+                "novelty_score": novel_log_odds(log_proba)}
 
     @property
     def n_features_in_(self):
@@ -483,16 +323,3 @@ def _stream_scores(estimator, X, y):
     if "novelty_score" in out:
         return clip_log_odds(np.asarray(out["novelty_score"], float)), is_first
     return clipped_logit(out["p_novel"]), is_first
-
-
-def _split_known(y, train, share, rng):
-    """A fold's training rows, less ``share`` of each class kept as known queries."""
-    fit_rows, known_rows = [], []
-    for label in np.unique(y[train]):
-        rows = rng.permutation(train[y[train] == label])
-        n_query = int(round(share * rows.shape[0])) if rows.shape[0] > 1 else 0
-        n_query = min(max(n_query, 1 if rows.shape[0] > 1 else 0),
-                      rows.shape[0] - 1)
-        known_rows.append(rows[:n_query])
-        fit_rows.append(rows[n_query:])
-    return np.concatenate(fit_rows), np.concatenate(known_rows)

@@ -18,38 +18,16 @@ from sklearn.utils import _safe_indexing, check_random_state
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from ._core._novelty_odds import novel_log_odds
-from .calibration import (
+from ._novelty_wrapper import (
     NoveltyWrapper,
+    best_known,
     check_rows,
-    clip_log_odds,
     fill_doc,
-    has_log_proba,
-    labels_of_columns,
-    with_novel,
+    novelty_scores,
 )
 
 __all__ = ["ConformalNoveltyClassifier", "conformal_pvalues",
            "leave_group_out_pvalues"]
-
-
-def novelty_scores(estimator, X):
-    """Novelty score of each row (higher = more novel); log-odds are clipped."""
-    if has_log_proba(estimator):
-        log_proba = np.asarray(estimator.predict_log_proba(X), dtype=np.float64)
-        return clip_log_odds(novel_log_odds(log_proba))
-    return np.asarray(estimator.novelty_score(X), dtype=np.float64)
-
-
-def best_known(estimator, X):
-    """Best known class of each row (``novel_label_`` while none is known)."""
-    if not has_log_proba(estimator):
-        return estimator.predict_known(X)
-    log_proba = np.asarray(estimator.predict_log_proba(X))
-    return labels_of_columns(log_proba[:, :-1].argmax(axis=1) if
-                             log_proba.shape[1] > 1 else
-                             np.zeros(log_proba.shape[0], dtype=np.intp),
-                             estimator.classes_, estimator.novel_label_)
 
 
 class _Calibrator:
@@ -204,7 +182,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
                     f"none of {missing.tolist()[:5]}.")
         for calibrator in calibrators:
             calibrator.scores()  # scored now: a bad row fails fit, not predict
-        self.estimator_, self._calibrators = fitted, calibrators
+        # One update: an interrupt leaves the old fit or the new one, whole.
+        vars(self).update(estimator_=fitted, _calibrators=calibrators)
         return self
 
     @property
@@ -215,10 +194,7 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
     def novelty_pvalues(self, X):
         """Conformal p-value of "this row belongs to a known class".
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         pvalues : ndarray of shape (n_samples,)
@@ -242,17 +218,13 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
     def predict(self, X):
         """The best known class, or ``novel_label_`` where the p-value <= alpha.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, ...)
-
+        %(X)s
         Returns
         -------
         y_pred : ndarray of shape (n_samples,)
         """
-        novel = self.novelty_pvalues(X) <= self.alpha
-        return with_novel(best_known(self.estimator_, X), novel, self.classes_,
-                          self.novel_label_)
+        return self._with_novel(best_known(self.estimator_, X),
+                                self.novelty_pvalues(X) <= self.alpha)
 
     def select_novel(self, X, fdr=0.1):
         """Rows to call novel in a batch, false discovery rate at most ``fdr``
@@ -286,16 +258,12 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         for calibrator in self._calibrators:
             calibrator.learned()
 
-    def _step_one(self, x, label):
+    def _decide_one(self, x):
         # ``p_novel`` is the conformal p-value: small means novel.
         pvalue = self.novelty_pvalues(x)
         y_known = best_known(self.estimator_, x)
-        out = {"y_pred": with_novel(y_known, pvalue <= self.alpha, self.classes_,
-                                    self.novel_label_),
-               "y_known": y_known, "p_novel": pvalue,
-               "is_novel": ~np.isin(label, self.classes_)}
-        self._learn(x, label)
-        return out
+        return {"y_pred": self._with_novel(y_known, pvalue <= self.alpha),
+                "y_known": y_known, "p_novel": pvalue}
 
     def add_calibration(self, X, y):
         """Add labelled rows of known classes the models never learned from.
@@ -321,7 +289,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
                              f"{unknown.tolist()[:5]} are not.")
         rng = check_random_state(self.random_state)
         target = rng.randint(len(self._calibrators), size=y.shape[0])
-        work = copy.deepcopy(self._calibrators)
+        # Shallow copies: each keeps its model, the one the estimator learns in.
+        work = [copy.copy(calibrator) for calibrator in self._calibrators]
         for k, calibrator in enumerate(work):
             rows = np.flatnonzero(target == k)
             if rows.size == 0:
@@ -430,8 +399,15 @@ def leave_group_out_pvalues(scores, is_calibration, groups):
 
 
 def _concat(X, X_new):
-    if hasattr(X, "iloc"):
-        import pandas as pd
+    """Rows ``X_new`` after ``X``, in ``X``'s kind (a DataFrame's columns)."""
+    if not hasattr(X, "iloc"):
+        return np.concatenate([np.asarray(X), np.asarray(X_new)])
+    import pandas as pd
 
-        return pd.concat([X, X_new])
-    return np.concatenate([np.asarray(X), np.asarray(X_new)])
+    if not hasattr(X_new, "iloc"):
+        X_new = np.asarray(X_new)
+        if X_new.ndim != 2 or X_new.shape[1] != X.shape[1]:
+            raise ValueError(f"add_calibration got rows of shape {X_new.shape}; "
+                             f"the calibration rows have {X.shape[1]} columns.")
+        X_new = pd.DataFrame(X_new, columns=X.columns)
+    return pd.concat([X, X_new])

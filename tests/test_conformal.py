@@ -12,6 +12,7 @@ from sklearn.exceptions import NotFittedError
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.baselines import NCMClassifier
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
 from sklearn_flowr.conformal import ConformalNoveltyClassifier
 
 
@@ -313,3 +314,45 @@ def test_leave_group_out_pvalues_brute_force_and_validity():
         leave_group_out_pvalues([0.1, 0.2], [True], [0, 1])
     with pytest.raises(ValueError, match="NaN"):
         leave_group_out_pvalues([np.nan, 0.2], [True, True], [0, 1])
+
+
+@pytest.mark.parametrize("wrapper", [ConformalNoveltyClassifier(cv=2),
+                                     NoveltyCalibratedClassifier(cv=2)])
+def test_mixed_object_labels_fail_clearly(rng, wrapper):
+    """Check labels of strings and numbers in one object array are refused
+    with a ValueError naming the problem (not a TypeError from sorting)."""
+    X, y = _exchangeable_draw(rng, n_classes=4, per_class=6)
+    mixed = np.array([label if label % 2 else f"c{label}" for label in y],
+                     dtype=object)
+    with pytest.raises(ValueError, match="mixes labels of types"):
+        clone(wrapper).fit(X, mixed)
+
+
+def test_add_calibration_takes_an_array_after_a_data_frame(rng):
+    """Check rows given as an array join calibration rows given as a
+    DataFrame (as its columns): the p-values are those of the same rows
+    given as a DataFrame; rows of another width fail clearly, changing
+    nothing."""
+    pd = pytest.importorskip("pandas")
+    X, y = _exchangeable_draw(rng, n_classes=4, per_class=20)
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    head = CRPGaussianClassifier().fit(frame.iloc[::2], y[::2])
+    clf = ConformalNoveltyClassifier(head).fit(frame.iloc[1::2], y[1::2])
+    as_frame = copy.deepcopy(clf).add_calibration(frame.iloc[:6], y[:6])
+    clf.add_calibration(X[:6], y[:6])
+    assert clf.n_calibration_ == as_frame.n_calibration_ == 46
+    np.testing.assert_array_equal(clf.novelty_pvalues(frame.iloc[:9]),
+                                  as_frame.novelty_pvalues(frame.iloc[:9]))
+    with pytest.raises(ValueError, match="4 columns"):
+        clf.add_calibration(X[:2, :3], y[:2])
+    assert clf.n_calibration_ == 46
+
+
+def test_add_calibration_keeps_one_model_per_fold(rng):
+    """Check add_calibration leaves the calibration rows scored by the model
+    the wrapper learns in (not a copy of it that would learn apart)."""
+    X, y = _exchangeable_draw(rng)
+    head = CRPGaussianClassifier().fit(X[y < 6][::2], y[y < 6][::2])
+    clf = ConformalNoveltyClassifier(head).fit(X[y < 6][1::2], y[y < 6][1::2])
+    clf.add_calibration(X[y < 6][:4], y[y < 6][:4])
+    assert clf._models() == [clf.estimator_]

@@ -139,7 +139,7 @@ def test_calibrate_novelty_checks_its_options_first(monkeypatch, kwargs, message
     def no_work(*args, **kwargs):
         raise AssertionError("work started before the options were checked")
 
-    monkeypatch.setattr(_calibrate, "calibration_rows", no_work)
+    monkeypatch.setattr(_calibrate, "calibration_scores", no_work)
     X = np.random.default_rng(0).normal(size=(40, 2))
     with pytest.raises(ValueError, match=message):
         calibrate_novelty(CRPGaussianClassifier(), X, np.repeat(np.arange(4), 10),

@@ -474,6 +474,24 @@ def test_calibration_maps_p_novel_only(digits, setting):
         expit(slope * logit(expected.p_novel[exact]) + intercept), rtol=1e-6)
 
 
+@pytest.mark.parametrize("calibration", ["train", 2])
+def test_novelty_map_is_a_fitted_attribute(digits, calibration):
+    """Check the map of P(novel) is learned in fit as novelty_calibration_ and
+    the heads are built with it (their fit already had it: no parameter is set
+    on a fitted head); the template is left unmapped."""
+    X, y = digits
+    rows = y < 6
+    model = FLOWRClassifier(backbone="mlp", **{**TINY, "calibration": calibration})
+    model.fit(X[rows].reshape(rows.sum(), -1), y[rows])
+    slope, intercept = model.novelty_calibration_
+    assert slope > 0 and np.isfinite(intercept)
+    assert model.head.novelty_calibration is None
+    for head in (model.head_, model.prior_head_):
+        assert head.novelty_calibration == model.novelty_calibration_
+    assert model.head_._fitted_params["novelty_calibration"] == (slope, intercept)
+    assert (model.calibration_results_ is None) == (calibration == "train")
+
+
 def test_calibration_refuses_a_one_row_class_before_training(digits):
     """Check a class of a single row fails in fit, before any training."""
     X, y = digits
@@ -484,3 +502,50 @@ def test_calibration_refuses_a_one_row_class_before_training(digits):
     with pytest.raises(ValueError, match="calibration='train' .* at least 2 rows"):
         model.fit(X[rows], y[rows])
     assert not hasattr(model, "head_")
+
+
+def test_an_interrupted_refit_leaves_the_old_model_or_the_new_one(digits):
+    """Check a KeyboardInterrupt at any line of fit's own frame leaves a
+    fitted model wholly as it was or wholly refitted: the head, the head
+    reset() returns to and the training classes agree."""
+    import sys
+
+    from sklearn_flowr import _flowr
+
+    X, y = digits
+    X = X.reshape(X.shape[0], -1)
+    params = dict(backbone="mlp", **{**TINY, "reuse_encoder": True})
+    model = FLOWRClassifier(**params).fit(X[y < 4], y[y < 4])
+    old, new = [0, 1, 2, 3], [0, 1, 2]
+
+    def run(k):
+        count = 0
+
+        def local(frame, event, arg):
+            nonlocal count
+            if event == "line":
+                count += 1
+                if count == k:
+                    raise KeyboardInterrupt
+            return local
+
+        def trace(frame, event, arg):
+            fit = frame.f_code is _flowr.FLOWRClassifier._fit.__code__
+            return local if fit else None
+
+        sys.settrace(trace)
+        try:
+            model.fit(X[y < 3], y[y < 3])
+        finally:
+            sys.settrace(None)
+        return count
+
+    n_lines = run(0)
+    model.fit(X[y < 4], y[y < 4])
+    for k in range(1, n_lines + 1):
+        with pytest.raises(KeyboardInterrupt):
+            run(k)
+        got = [model.classes_.tolist(), model.train_classes_.tolist(),
+               model.reset().classes_.tolist()]
+        assert got in ([old] * 3, [new] * 3), (k, got)
+        model.fit(X[y < 4], y[y < 4])

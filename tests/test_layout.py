@@ -27,10 +27,9 @@ def test_no_module_is_long(figures):
     assert figures["long_modules"] == []
 
 
-def test_private_imports_across_subpackages_only_shrink(figures):
-    """Check that modules import at most one private module of another
-    subpackage (training's use of the protocol's cross-fitting, to go)."""
-    assert len(figures["private_imports"]) <= 1, figures["private_imports"]
+def test_no_private_imports_across_subpackages(figures):
+    """Check that no module imports a private module of another subpackage."""
+    assert figures["private_imports"] == [], figures["private_imports"]
 
 
 def test_no_module_writes_another_objects_private_attributes(figures):

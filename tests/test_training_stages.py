@@ -7,6 +7,7 @@ import copy
 import numpy as np
 import pytest
 import torch
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 
 from sklearn_flowr import CRPGaussianClassifier
@@ -346,8 +347,7 @@ def test_isotropic_head_is_conjugate_update_from_the_learned_prior(rng, setting)
     config = MetaTraining(episode_noise=sigma)
     labels = np.array([10, 20, 30])
     _, head = build_heads(CRPGaussianClassifier(covariance="isotropic"),
-                          _meta_with_prior(config, mu0, s0, b), Z, y, labels,
-                          setting=setting, calibrate=False)
+                          _meta_with_prior(config, mu0, s0, b), Z, y, labels)
     counts = np.bincount(y)
     lam = 1 / s0 + counts / sigma
     sums = np.stack([Z[y == k].sum(axis=0) for k in range(3)])
@@ -371,8 +371,7 @@ def test_prior_head_carries_only_the_learned_prior(rng):
     meta = _meta_with_prior(MetaTraining(episode_noise=0.3), mu0, 0.5, 3.0)
     template = CRPGaussianClassifier(a=0.2, sigma=0.7, novel_label="new")
     params = template.get_params()
-    prior, fitted = build_heads(template, meta, Z, y, np.array([4, 5]),
-                                setting="small", calibrate=False)
+    prior, fitted = build_heads(template, meta, Z, y, np.array([4, 5]))
     assert not prior.__sklearn_is_fitted__()
     np.testing.assert_allclose(prior.prior_mean, mu0, rtol=1e-6)
     assert prior.prior_var == pytest.approx(0.5)
@@ -380,8 +379,7 @@ def test_prior_head_carries_only_the_learned_prior(rng):
     assert prior.b == pytest.approx(3.0)
     np.testing.assert_array_equal(fitted.classes_, [4, 5])
     assert not template.__sklearn_is_fitted__() and template.get_params() == params
-    auto, _ = build_heads(CRPGaussianClassifier(), meta, Z, y, np.array([4, 5]),
-                          setting="small", calibrate=False)
+    auto, _ = build_heads(CRPGaussianClassifier(), meta, Z, y, np.array([4, 5]))
     assert auto.sigma == pytest.approx(0.3)
 
 
@@ -394,7 +392,7 @@ def test_full_covariance_heads_equal_independent_empirical_bayes(rng):
     config = MetaTraining()
     prior, head = build_heads(CRPGaussianClassifier(covariance="full"),
                               _meta_with_prior(config, 0.0, 1.0, 2.5), Z, y,
-                              np.arange(4), setting="small", calibrate=False)
+                              np.arange(4))
     reference = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     assert head.b == pytest.approx(2.5)
     probe = rng.normal(size=(5, 3))
@@ -415,7 +413,7 @@ def test_prior_scale_scales_only_the_empirical_prior_covariance(rng):
     Z, y = _full_problem(rng)
     _, head = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
                           _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
-                          np.arange(4), setting="large", calibrate=False)
+                          np.arange(4))
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     reference = CRPGaussianClassifier(
         covariance="full", b=2.5, prior_mean=plain.prior_mean_,
@@ -434,7 +432,7 @@ def test_prior_head_of_a_scaled_prior_learns_new_classes(rng):
     Z, y = _full_problem(rng)
     prior, _ = build_heads(CRPGaussianClassifier(covariance="full", prior_scale=1.5),
                            _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
-                           np.arange(4), setting="small", calibrate=False)
+                           np.arange(4))
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     np.testing.assert_allclose(prior.prior_var, 1.5 * plain.prior_var_)
     # The same prior given by hand, its classes learned online too.
@@ -457,8 +455,7 @@ def test_noise_shrinkage_shrinks_only_the_empirical_noise_covariance(rng):
     Z, y = _full_problem(rng)
     prior, head = build_heads(
         CRPGaussianClassifier(covariance="full", noise_shrinkage=0.4),
-        _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y, np.arange(4),
-        setting="small", calibrate=False)
+        _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y, np.arange(4))
     plain = CRPGaussianClassifier(covariance="full", b=2.5).fit(Z, y)
     W = plain.sigma_
     shrunk = 0.6 * W + 0.4 * np.trace(W) / 3 * np.eye(3)
@@ -483,8 +480,7 @@ def test_update_known_releases_the_training_classes(rng, update_known):
     Z, y = _full_problem(rng)
     _, head = build_heads(CRPGaussianClassifier(covariance="full"),
                           _meta_with_prior(MetaTraining(), 0.0, 1.0, 2.5), Z, y,
-                          np.arange(4), setting="large", update_known=update_known,
-                          calibrate=False)
+                          np.arange(4), update_known=update_known)
     means = head.class_mean_.copy()
     head.partial_fit(Z[:2] + 5.0, [0, 9])
     assert np.allclose(head.class_mean_[0], means[0]) != update_known
@@ -560,24 +556,31 @@ def test_check_calibration_plan_fails_on_a_fold(digits5, params, cv, message):
     ("small", "full"), ("large", "full"), ("large", "isotropic")])
 def test_calibration_sets_the_map_fitted_on_training_tasks(
         rng, setting, covariance):
-    """Check calibrate=True gives the heads built without it plus the map
-    calibrate_novelty fits on the same embeddings and seed, run on the head
-    the setting's tasks start from (the prior head in the small context)."""
+    """Check calibration="train" fits calibrate_novelty's map on the same
+    embeddings and seed, run on the head the setting's tasks start from (the
+    prior head in the small context), and the heads built with it predict as
+    the plain heads with that map."""
+    from types import SimpleNamespace
+
     from sklearn_flowr.protocol import calibrate_novelty
+    from sklearn_flowr.training.pipeline import learn_novelty_map
 
     y = np.repeat(np.arange(12), 20)
     Z = 3.0 * rng.normal(size=(12, 4))[y] + rng.standard_t(3, size=(240, 4))
     template = CRPGaussianClassifier(covariance=covariance)
     meta = _meta_with_prior(MetaTraining(), 0.0, 9.0, 1.0)
     labels = np.arange(12)
-    prior, head = build_heads(template, meta, Z, y, labels, setting=setting,
-                              random_state=3)
-    plain_prior, plain = build_heads(template, meta, Z, y, labels,
-                                     setting=setting, calibrate=False)
-    expected = calibrate_novelty(plain_prior if setting == "small" else plain, Z, y,
-                                 setting=setting, random_state=3)
-    assert head.novelty_calibration == (expected.slope, expected.intercept)
-    assert prior.novelty_calibration == head.novelty_calibration
+    plain_prior, plain = build_heads(template, meta, Z, y, labels)
+    start = plain_prior if setting == "small" else plain
+    fitted = learn_novelty_map(SimpleNamespace(calibration="train", setting=setting,
+                                             verbose=0), Z, y, None, start, Z,
+                             seed=3)
+    expected = calibrate_novelty(start, Z, y, setting=setting, random_state=3)
+    novelty_map = (fitted.slope, fitted.intercept)
+    assert novelty_map == (expected.slope, expected.intercept)
+    prior, head = build_heads(clone(template).set_params(
+        novelty_calibration=novelty_map), meta, Z, y, labels)
+    assert head.novelty_calibration == prior.novelty_calibration == novelty_map
     assert 0 < expected.slope < 1  # heavy tails: the Gaussian odds are sharp
     probe = rng.normal(scale=3.0, size=(6, 4))
     np.testing.assert_array_equal(

@@ -36,11 +36,6 @@ def small_context_sizes(n_classes):
     return n_classes - n_novel, n_novel
 
 
-def apply_novelty_map(p_novel, slope, intercept):
-    """``sigmoid(slope * logit(p_novel) + intercept)``, for reports."""
-    return expit(slope * clipped_logit(p_novel) + intercept)
-
-
 def _uncalibrated(estimator, y):
     """A copy of ``estimator`` predicting its own P(novel), its novel label
     fixed from all of ``y`` (held-out classes must not take it)."""
@@ -130,8 +125,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     proportion below 15 classes) through copies of ``estimator``; large
     context, ``n_novel_classes`` classes held out and a clone of the fitted
     ``estimator`` refitted on half the rows of the others. The first
-    sightings are regressed on ``logit P(novel)``. Set the result with
-    ``estimator.set_params(novelty_calibration=(out.slope, out.intercept))``.
+    sightings are regressed on ``logit P(novel)``. Build a head with the map
+    as ``novelty_calibration=(out.slope, out.intercept)``.
 
     Parameters
     ----------
@@ -185,9 +180,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     """
     check_setting(setting)
     check_targets(targets)
-    check_run_options(n_known_query_classes, n_jobs)
-    check_count("n_tasks", n_tasks, 1)
-    check_count("n_query", n_query, 1)
+    check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs)
     X = np.asarray(X)
     y = check_rows(X, y)
     n_classes = np.unique(y).shape[0]
@@ -200,23 +193,12 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
             or not 1 <= n_novel_classes < n_classes:
         raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
                          f"for {n_classes} classes; got {n_novel_classes!r}.")
-    p_novel, first = calibration_rows(
-        estimator, X, y, setting, n_tasks=n_tasks, n_novel_classes=n_novel_classes,
-        n_query=n_query, n_known_query_classes=n_known_query_classes,
-        n_jobs=n_jobs, seed=resolve_seed(random_state), verbose=verbose)
-    return fit_novelty_map(p_novel, first, targets=targets)
-
-
-def calibration_rows(estimator, X, y, setting, *, n_tasks, n_novel_classes,
-                     n_query, n_known_query_classes, n_jobs, seed, verbose=0):
-    """The unmapped P(novel) and first-sighting flags :func:`calibrate_novelty`
-    fits its map on."""
     run = calibration_scores(
         _uncalibrated(estimator, y), X, y, setting, n_tasks=n_tasks,
         n_novel_classes=n_novel_classes, n_query=n_query,
-        n_known_query_classes=n_known_query_classes, n_jobs=n_jobs, seed=seed,
-        probability=True, verbose=verbose)
-    return run.p_novel, run.is_first_sighting
+        n_known_query_classes=n_known_query_classes, n_jobs=n_jobs,
+        seed=resolve_seed(random_state), probability=True, verbose=verbose)
+    return fit_novelty_map(run.p_novel, run.is_first_sighting, targets=targets)
 
 
 def calibration_scores(estimator, X, y, setting, *, n_tasks,
@@ -297,8 +279,10 @@ def _default_n_novel(n_classes):
     return min(5, small_context_sizes(n_classes)[1])
 
 
-def check_run_options(n_known_query_classes, n_jobs):
-    """Fail early on an ``n_known_query_classes`` or ``n_jobs`` refused later."""
+def check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs):
+    """Fail early on run options refused later."""
+    check_count("n_tasks", n_tasks, 1)
+    check_count("n_query", n_query, 1)
     if n_known_query_classes is not None and (
             isinstance(n_known_query_classes, bool)
             or not isinstance(n_known_query_classes, Integral)
@@ -320,25 +304,9 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration=k, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
-    """The Platt map of P(novel) to first sightings, and its in-sample ECE.
-
-    Parameters
-    ----------
-    p_novel : array-like of shape (n_rows,)
-        The uncalibrated P(novel) of calibration queries.
-    is_first_sighting : array-like of bool, shape (n_rows,)
-    targets : {"platt", "hard"}, default="platt"
-        Platt's (1999) smoothed targets, ``(N+ + 1) / (N+ + 2)`` and
-        ``1 / (N- + 2)``, which keep the fit finite on perfectly separated
-        rows; or plain 1 and 0 (the maximum-likelihood fit).
-    remedy : str
-        What the warning on perfectly separated rows advises.
-
-    Returns
-    -------
-    result : :class:`~sklearn.utils.Bunch`
-        As :func:`calibrate_novelty` returns it.
-    """
+    """The Platt map (:func:`calibrate_novelty`'s result) of the uncalibrated
+    ``p_novel`` to first sightings; ``remedy`` is what the warning on perfectly
+    separated rows advises."""
     check_targets(targets)
     p_novel = np.asarray(p_novel, dtype=np.float64)
     first = np.asarray(is_first_sighting, dtype=bool)
@@ -360,5 +328,5 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
         n_first_sightings=int(first.sum()),
         ece_before=expected_calibration_error(first, p_novel),
         ece_after=expected_calibration_error(
-            first, apply_novelty_map(p_novel, slope, intercept)),
+            first, expit(slope * log_odds + intercept)),
     )

@@ -11,7 +11,7 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 
-from ..calibration import check_rows
+from ..calibration import check_rows, split_known_queries
 from ..model_selection import class_disjoint_folds
 from ..validation import resolve_novel_label
 from ._calibrate import (
@@ -22,25 +22,9 @@ from ._calibrate import (
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from .sampling import check_count, check_setting, resolve_seed
+from .sampling import check_setting, resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
-
-def _known_queries(y, rows, share, rng):
-    """``rows`` split per class into rows to fit and ``share`` of them (at
-    least one, at most half) to query as known classes."""
-    fit, query = [], []
-    for label in np.unique(y[rows]):
-        mine = rng.permutation(rows[y[rows] == label])
-        if mine.shape[0] < 2:
-            raise ValueError("calibration in the large context needs at "
-                             "least 2 rows in every class (one to fit, one to "
-                             f"query); class {label!r} has {mine.shape[0]}.")
-        n_query = min(max(1, round(share * mine.shape[0])), mine.shape[0] // 2)
-        query.append(mine[:n_query])
-        fit.append(mine[n_query:])
-    return np.concatenate(fit), np.concatenate(query)
-
 
 def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                    random_state=None) -> list:
@@ -90,32 +74,12 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
         if setting == "small":
             fit_rows, query_rows = train, held
         else:
-            fit_rows, known_rows = _known_queries(y, train, known_query_share, rng)
+            fit_rows, known_rows = split_known_queries(y, train, known_query_share, rng)
             query_rows = np.concatenate([known_rows, held])
         plan.append(Bunch(fit_rows=fit_rows, query_rows=query_rows,
                           n_held_classes=int(np.unique(y[held]).shape[0]),
                           seed=fold_seed))
     return plan
-
-
-def _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance=None):
-    check_count("n_tasks", n_tasks, 1)
-    check_count("n_query", n_query, 1)
-    check_run_options(n_known_query_classes, n_jobs)
-    if noise_shrinkages is not None:
-        values = np.asarray(noise_shrinkages, dtype=object).ravel()
-        if values.size == 0 or not all(
-                isinstance(v, Real) and not isinstance(v, bool) and 0 <= v <= 1
-                for v in values):
-            raise ValueError("noise_shrinkages must be a non-empty list of numbers "
-                             f"in [0, 1]; got {noise_shrinkages!r}.")
-    if accuracy_tolerance is not None and (
-            isinstance(accuracy_tolerance, bool)
-            or not isinstance(accuracy_tolerance, Real)
-            or not 0 <= accuracy_tolerance <= 1):
-        raise ValueError("accuracy_tolerance must be None or a number in [0, 1]; "
-                         f"got {accuracy_tolerance!r}.")
 
 
 def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
@@ -205,51 +169,30 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     (2, True, [0.0, 0.2])
     """
     y = check_rows(X, y)
-    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance)
+    check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs)
     check_targets(targets)
-    covariance = estimator.get_params().get("head__covariance", "full")
+    if noise_shrinkages is not None:
+        values = np.asarray(noise_shrinkages, dtype=object).ravel()
+        if values.size == 0 or not all(
+                isinstance(v, Real) and not isinstance(v, bool) and 0 <= v <= 1
+                for v in values):
+            raise ValueError("noise_shrinkages must be a non-empty list of numbers "
+                             f"in [0, 1]; got {noise_shrinkages!r}.")
+    if accuracy_tolerance is not None and (
+            isinstance(accuracy_tolerance, bool)
+            or not isinstance(accuracy_tolerance, Real)
+            or not 0 <= accuracy_tolerance <= 1):
+        raise ValueError("accuracy_tolerance must be None or a number in [0, 1]; "
+                         f"got {accuracy_tolerance!r}.")
+    params = estimator.get_params()
+    setting, covariance = params["setting"], params.get("head__covariance", "full")
     if noise_shrinkages is not None and covariance != "full":
         raise ValueError("noise_shrinkages are candidates for the full head's "
                          f"noise covariance; the estimator has covariance="
                          f"{covariance!r}. Use head__covariance='full'.")
-    plan = cross_fit_plan(cv, X, y, setting=estimator.get_params()["setting"],
+    plan = cross_fit_plan(cv, X, y, setting=setting,
                           known_query_share=known_query_share,
                           random_state=random_state)
-    return cross_fit_on_plan(estimator, X, y, plan, noise_shrinkages=noise_shrinkages,
-                             accuracy_tolerance=accuracy_tolerance,
-                             targets=targets, n_tasks=n_tasks, n_query=n_query,
-                             n_known_query_classes=n_known_query_classes,
-                             n_jobs=n_jobs)
-
-
-def _fold_template(estimator, y):
-    """The estimator every fold clones: no map, folds or checkpoints of its own,
-    and the novel label of all of ``y``."""
-    params = estimator.get_params(deep=False)
-    fold_params = {"calibration": None, "checkpoint_dir": None}
-    # Built from the parameters, not cloned: a consumed generator of folds
-    # cannot be copied.
-    template = type(estimator)(**{**params, **{name: value for name, value in
-                                             fold_params.items() if name in params}})
-    head = template.get_params().get("head")
-    if head is not None:
-        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
-        template.set_params(head=clone(head).set_params(novel_label=novel))
-    return template
-
-
-def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
-                      accuracy_tolerance=0.01, targets="platt", n_tasks=200,
-                      n_query=10,
-                      n_known_query_classes=None,
-                      n_jobs=None) -> Bunch:
-    """:func:`cross_fit_novelty_calibration` on folds of :func:`cross_fit_plan`
-    (``FLOWRClassifier.fit`` checks them before any training)."""
-    _check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs,
-                       noise_shrinkages, accuracy_tolerance)
-    check_targets(targets)
-    setting = estimator.get_params()["setting"]
     if noise_shrinkages is not None and setting == "small":
         _warn_one_support_class(plan)
     template = _fold_template(estimator, y)
@@ -292,11 +235,27 @@ def cross_fit_on_plan(estimator, X, y, plan, *, noise_shrinkages=None,
                              targets=targets,
                              remedy="hold out more classes per fold")
     result.n_folds = len(plan)
-    result.noise_shrinkage = (estimator.get_params().get("head__noise_shrinkage")
+    result.noise_shrinkage = (params.get("head__noise_shrinkage")
                               if best is None else best)
     result.h_measures = None if noise_shrinkages is None else means
     result.accuracies = None if noise_shrinkages is None else mean_accuracies
     return result
+
+
+def _fold_template(estimator, y):
+    """The estimator every fold clones: no map, folds or checkpoints of its own,
+    and the novel label of all of ``y``."""
+    params = estimator.get_params(deep=False)
+    fold_params = {"calibration": None, "checkpoint_dir": None}
+    # Built from the parameters, not cloned: a consumed generator of folds
+    # cannot be copied.
+    template = type(estimator)(**{**params, **{name: value for name, value in
+                                             fold_params.items() if name in params}})
+    head = template.get_params().get("head")
+    if head is not None:
+        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
+        template.set_params(head=clone(head).set_params(novel_label=novel))
+    return template
 
 
 def _warn_one_support_class(plan):
@@ -311,7 +270,7 @@ def _warn_one_support_class(plan):
             "choice can cost the deployed model several accuracy points. Hold "
             "out 3 or more classes per fold, or choose noise_shrinkage on "
             "validation classes (select_head_params).", UserWarning,
-            stacklevel=4)
+            stacklevel=3)
 
 
 def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):

@@ -1,10 +1,5 @@
-"""After training: the CRP-Gaussian heads on the final encoder.
-
-:func:`build_heads` fills the head template's ``"auto"`` values from the
-trained module (``covariance="full"``: empirical Bayes on the embeddings) and
-makes the training classes known. Only this step reads the head's parameters,
-so a grid over them reuses the trained encoder.
-"""
+"""After training: the CRP-Gaussian heads on the final encoder. Only this step
+reads the head's parameters, so a grid over them reuses the trained encoder."""
 
 from __future__ import annotations
 
@@ -12,7 +7,6 @@ import numpy as np
 from sklearn.base import clone
 
 from .._core import condition_on
-from ..protocol import calibrate_novelty
 from ._modules import FLOWRMetaModule
 
 __all__ = ["build_heads", "check_head_template", "known_class_table"]
@@ -85,44 +79,13 @@ def check_head_template(template, meta) -> None:
 
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
-                setting: str, update_known: bool = False,
-                known_table: str = "refit", calibrate: bool = True,
-                random_state=None, verbose: int = 0):
-    """The online heads after training: the prior alone, and the fitted one.
-
-    The template's ``"auto"`` values come from training: ``b`` the meta-learned
-    concentration; the prior and ``sigma`` the meta-learned ones
-    (``covariance="isotropic"``) or empirical Bayes on ``Z``
-    (``covariance="full"``). The fitted head knows every training class.
-
-    Parameters
-    ----------
-    template : CRPGaussianClassifier
-        Unfitted; not changed.
-    meta : FLOWRMetaModule
-        Trained, in evaluation mode.
-    Z : ndarray of shape (n_samples, embedding_dim)
-        Training embeddings under the final encoder.
-    y_index : ndarray of shape (n_samples,)
-    labels : ndarray of shape (n_classes,)
-    setting : {"small", "large"}
-        The context whose tasks fit the novelty map.
-    update_known : bool, default=False
-        Let online labels update the training classes.
-    known_table : {"refit", "learned"}, default="refit"
-        See :func:`known_class_table`.
-    calibrate : bool, default=True
-        Fit the Platt map of P(novel) on tasks of the training classes
-        (:func:`~sklearn_flowr.protocol.calibrate_novelty`) and set it on both.
-    random_state : int or None, default=None
-    verbose : int, default=0
-
-    Returns
-    -------
-    prior_head : CRPGaussianClassifier
-        Unfitted, carrying the prior.
-    fitted_head : CRPGaussianClassifier
-        Fitted on the training classes.
+                update_known: bool = False, known_table: str = "refit"):
+    """The online heads after training on embeddings ``Z``: the prior alone
+    (unfitted) and the head fitted on the training classes, both clones of
+    ``template`` whose ``"auto"`` values come from training (``b`` meta-learned;
+    the prior and ``sigma`` meta-learned when isotropic, empirical Bayes on
+    ``Z`` when full). ``update_known`` lets online labels update the training
+    classes; ``known_table`` as :func:`known_class_table` takes it.
 
     Examples
     --------
@@ -133,8 +96,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
     >>> meta.known_classes_ = np.arange(0)
     >>> Z = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
     >>> prior, fitted = build_heads(CRPGaussianClassifier(), meta, Z,
-    ...                             np.array([0, 0, 1, 1]), np.array([3, 7]),
-    ...                             setting="large", calibrate=False)
+    ...                             np.array([0, 0, 1, 1]), np.array([3, 7]))
     >>> fitted.classes_, round(fitted.b_, 6), prior.__sklearn_is_fitted__()
     (array([3, 7]), 2.0, False)
     """
@@ -156,19 +118,6 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
     prior = clone(fitted).set_params(
         prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
         b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0, noise_shrinkage=0.0)
-    if calibrate:
-        # Tasks of the training classes on the final embedding (the large
-        # context refits a clone with some classes held out as novel).
-        if verbose:
-            print("Calibrating P(novel) on open-world tasks of the training "
-                  "classes (calibration='train') ...", flush=True)
-        fitted_map = calibrate_novelty(prior if setting == "small" else fitted, Z,
-                                       labels[y_index], setting=setting,
-                                       random_state=random_state,
-                                       verbose=verbose)
-        novelty_map = (fitted_map.slope, fitted_map.intercept)
-        prior.set_params(novelty_calibration=novelty_map)
-        fitted.set_params(novelty_calibration=novelty_map)
     return prior, fitted
 
 

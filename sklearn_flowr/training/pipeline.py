@@ -1,13 +1,6 @@
-"""FLOWR's training as one pipeline of stages, and FLOWRClassifier's side of it.
-
-``pre-train -> match the noise scale -> meta-train -> embed``; the heads are
-built from its result afterwards (:mod:`._head_building`).
-:func:`check_training_plan` runs the checks the stages would make on the labels
-before any of them starts; :func:`fit_encoder` runs them (or reuses an
-identical earlier run) and returns what they trained. The functions after
-them are what :class:`~sklearn_flowr.FLOWRClassifier` calls: nothing here sets
-an attribute of the estimator.
-"""
+"""FLOWR's training as one pipeline of stages (``pre-train -> match the noise
+scale -> meta-train -> embed``), and what :class:`~sklearn_flowr.FLOWRClassifier`
+calls around it; nothing here sets an attribute of the estimator."""
 
 from __future__ import annotations
 
@@ -17,11 +10,16 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
 from ..encoders import BACKBONE_NAMES
-from ..protocol import cross_fit_plan
-from ..protocol._cross_fit import cross_fit_on_plan
+from ..model_selection import class_disjoint_folds
+from ..protocol import (
+    calibrate_novelty,
+    cross_fit_novelty_calibration,
+    cross_fit_plan,
+)
 from ._checkpoints import check_fingerprint
 from ._device import (
     deterministic_cuda,
@@ -52,7 +50,8 @@ from ._stages import (
 
 __all__ = ["BATCH_SIZE", "MAX_COUNT", "PARAMETER_CONSTRAINTS", "RUNTIME_PARAMS",
            "check_calibration_plan", "check_parts",
-           "check_training_plan", "embed_finite", "fit_encoder", "fit_parts",
+           "check_training_plan", "embed_finite", "fit_encoder", "learn_novelty_map",
+           "fit_parts",
            "place_fitted_modules", "plan_fit", "resolve_device", "restore_modules",
            "store_modules", "task_encoder", "train_encoder", "training_params"]
 
@@ -108,12 +107,8 @@ def training_params(**parts) -> dict:
 
 def check_training_plan(setting: str, meta, y_index, n_classes: int,
                         seed: int) -> None:
-    """Fail before any training on labels the stages would reject.
-
-    Raises
-    ------
-    ValueError
-        Fewer than 2 classes, or what meta-training's episodes would refuse.
+    """Fail before any training on labels the stages would reject (fewer than
+    2 classes, or what meta-training's episodes would refuse).
 
     Examples
     --------
@@ -129,9 +124,8 @@ def check_training_plan(setting: str, meta, y_index, n_classes: int,
 
 
 def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
-    """The folds of a cross-fitted novelty map
-    (:func:`~sklearn_flowr.protocol.cross_fit_plan`, from the fit's ``seed``),
-    each fold's classes checked as ``fit`` checks its data, before any training.
+    """:func:`~sklearn_flowr.protocol.cross_fit_plan` of a cross-fitted map, each
+    fold's classes checked as ``fit`` checks its data, before any training.
 
     Examples
     --------
@@ -156,13 +150,10 @@ def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
 def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                   embedding_dim: int, pretrain, meta,
                   runner: StageRunner) -> dict:
-    """Pre-train, match the scale, meta-train and embed the training data.
-
-    Everything of a fit that the head's parameters do not change; ``backbone``,
-    ``setting``, ``embedding_dim``, ``pretrain`` and ``meta`` as
-    :class:`~sklearn_flowr.FLOWRClassifier`'s. Returns a dict of
-    ``history_``, ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_``
-    and ``embeddings`` (the training rows under the final encoder).
+    """Pre-train, match the scale, meta-train and embed the training data (the
+    parts as :class:`~sklearn_flowr.FLOWRClassifier`'s): ``history_``,
+    ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_`` and
+    ``embeddings`` (the training rows under the final encoder).
 
     Examples
     --------
@@ -284,38 +275,61 @@ def plan_fit(estimator, X, y, y_index, n_classes: int):
             "A cross-fitted calibration trains one model per fold on this "
             "process; it does not run through an accelerator. Use "
             "calibration='train' or None.")
-    return runner, check_calibration_plan(
-        calibration, X, y, setting=estimator.setting, meta=estimator.meta,
-        seed=runner.seed)
+    # Listed once: a splitter or generator of folds may not give them again.
+    folds = class_disjoint_folds(calibration, X, y)
+    check_calibration_plan(folds, X, y, setting=estimator.setting,
+                           meta=estimator.meta, seed=runner.seed)
+    return runner, folds
 
 
-def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, plan):
-    """Train (or reuse) the encoder and build the heads: the fitted
-    attributes, and the training rows' final embeddings."""
+def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
+    """Train (or reuse) the encoder, fit the novelty map and build the heads
+    with it: the fitted attributes, and the training rows' final embeddings."""
     trained = fit_encoder(
         X, y, y_index, labels.shape[0], reuse=estimator.reuse_encoder,
         random_state=estimator.random_state, runner=runner,
         **{name: getattr(estimator, name) for name in _PARTS})
     embeddings = trained.pop("embeddings")
-    prior_head, head = build_heads(
-        estimator.head, trained["meta_module_"], embeddings, y_index, labels,
-        setting=estimator.setting, update_known=estimator.update_known,
-        known_table=getattr(estimator.meta, "known_table", "refit"),
-        calibrate=isinstance(estimator.calibration, str),
-        random_state=runner.seed, verbose=estimator.verbose)
-    crossed = None
-    if plan is not None:
-        if estimator.verbose:
-            print(f"Cross-fitting the novelty map: {len(plan)} models trained "
-                  "on class-disjoint folds.")
-        crossed = cross_fit_on_plan(estimator, X, y, plan)
-        for fitted in (prior_head, head):
-            fitted.set_params(novelty_calibration=(crossed.slope,
-                                                   crossed.intercept))
+
+    def heads(template):
+        return build_heads(template, trained["meta_module_"], embeddings, y_index,
+                           labels, update_known=estimator.update_known,
+                           known_table=getattr(estimator.meta, "known_table",
+                                               "refit"))
+
+    prior_head, head = heads(estimator.head)
+    fitted_map = learn_novelty_map(
+        estimator, X, y, folds, prior_head if estimator.setting == "small"
+        else head, embeddings, seed=runner.seed)
+    novelty_map = None
+    if fitted_map is not None:  # the heads are built with their map
+        novelty_map = (fitted_map.slope, fitted_map.intercept)
+        prior_head, head = heads(clone(estimator.head).set_params(
+            novelty_calibration=novelty_map))
     return dict(trained, head_=head, prior_head_=prior_head,
                 encoder_=trained["meta_module_"].encoder, train_classes_=labels,
                 input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
-                calibration_results_=crossed), embeddings
+                novelty_calibration_=novelty_map,
+                calibration_results_=None if folds is None else fitted_map), embeddings
+
+
+def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
+    """FLOWRClassifier's map of P(novel) as ``calibration`` says: fitted on
+    tasks of the training classes run through ``head`` on their embeddings
+    ``Z``, or cross-fitted on ``folds``; None for ``calibration=None``."""
+    if estimator.calibration is None:
+        return None
+    if folds is None:
+        if estimator.verbose:
+            print("Calibrating P(novel) on open-world tasks of the training "
+                  "classes (calibration='train') ...", flush=True)
+        return calibrate_novelty(head, Z, y, setting=estimator.setting,
+                                 random_state=seed, verbose=estimator.verbose)
+    if estimator.verbose:
+        print(f"Cross-fitting the novelty map: {len(folds)} models trained "
+              "on class-disjoint folds.")
+    return cross_fit_novelty_calibration(estimator, X, y, cv=folds,
+                                         random_state=seed)
 
 
 def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
@@ -333,9 +347,8 @@ def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
 
 
 def task_encoder(estimator, X_support, y_support, fine_tune):
-    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the
-    fitted one, or a copy whose last layer is fine-tuned on the support set
-    (``fine_tune``: steps, ``True`` for 20, ``None`` for ``fine_tune_steps``)."""
+    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the fitted
+    one, or a copy whose last layer is fine-tuned on the support set."""
     if fine_tune is None:
         steps = estimator.fine_tune_steps
     elif isinstance(fine_tune, (bool, np.bool_)):
@@ -358,9 +371,8 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
 
 
 def place_fitted_modules(estimator) -> torch.device:
-    """Put a fitted FLOWRClassifier's modules where its ``device`` says, now (the
-    one place they move: after ``set_params(device=...)``, unpickling, copies).
-    """
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says (the one
+    place they move: after ``set_params(device=...)``, unpickling, copies)."""
     device = resolve_device(estimator.device)
     place_modules(device, estimator.meta_module_, estimator.encoder_,
                   estimator.pretrained_encoder_)
