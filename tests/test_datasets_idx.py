@@ -229,3 +229,38 @@ def test_load_digits_images_scales_to_uint8():
     assert bunch.data.shape == (1797, 8, 8) and bunch.data.dtype == np.uint8
     assert_array_equal(bunch.data, np.rint(digits.images * 255 / 16))
     assert_array_equal(bunch.target_names[bunch.target], digits.target.astype(str))
+
+
+def _gz_idx(path, shape, payload):
+    header = bytes([0, 0, 0x08, len(shape)]) + b"".join(
+        int(n).to_bytes(4, "big") for n in shape)
+    with gzip.open(path, "wb") as f:
+        f.write(header + payload)
+
+
+def test_read_idx_memory_is_bounded_by_the_header(tmp_path):
+    """Check a small gzip file that expands to 64 MiB behind a 10-byte header
+    is refused without decompressing it all (a gzip bomb)."""
+    import tracemalloc
+
+    path = tmp_path / "bomb-idx1-ubyte.gz"
+    _gz_idx(path, (10,), bytes(64 * 2**20))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match="more than 10 data bytes"):
+            read_idx(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 * 2**20
+
+
+def test_read_idx_refuses_a_declared_size_over_the_bound(tmp_path, monkeypatch):
+    """Check a header declaring more than MAX_IDX_BYTES is refused by name."""
+    from sklearn_flowr.datasets import _idx
+
+    monkeypatch.setattr(_idx, "MAX_IDX_BYTES", 1000)
+    path = tmp_path / "big-idx2-ubyte.gz"
+    _gz_idx(path, (100, 100), bytes(10_000))
+    with pytest.raises(ValueError, match="MAX_IDX_BYTES"):
+        read_idx(path)

@@ -19,6 +19,9 @@ _IDX_DTYPES = {
     0x0E: np.dtype(">f8"),
 }
 
+# The most bytes an idx file may declare (Fashion-MNIST's largest holds 47 MB).
+MAX_IDX_BYTES = 2**31
+
 _IDX_FORMAT = (
     "an idx file: bytes 0-1 zero, byte 2 a dtype code in "
     "{0x08, 0x09, 0x0B, 0x0C, 0x0D, 0x0E}, byte 3 the number of dimensions, "
@@ -79,41 +82,46 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             f"idx file not found: {path!r}; expected {_IDX_FORMAT}."
         )
     with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":
-        try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ValueError(
-                f"Corrupt gzip stream in {path!r} ({exc}); expected {_IDX_FORMAT}."
-            ) from exc
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        gzipped = f.read(2) == b"\x1f\x8b"
+    # Read through the stream: what is allocated is bounded by the header's
+    # declared size (itself bounded), never by what a compressed file expands to.
+    try:
+        with (gzip.open if gzipped else open)(path, "rb") as f:
+            raw = f.read(4)
+            if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+                raise ValueError(
+                    f"Bad idx magic number {raw[:4].hex() or '(empty file)'} in "
+                    f"{path!r}; expected {_IDX_FORMAT}.")
+            dtype, ndim = _IDX_DTYPES[raw[2]], raw[3]
+            dims = f.read(4 * ndim)
+            if ndim == 0 or len(dims) < 4 * ndim:
+                raise ValueError(
+                    f"Truncated or invalid idx header in {path!r} ({ndim} "
+                    f"dimensions, {4 + len(dims)} bytes); expected {_IDX_FORMAT}.")
+            shape = tuple(int(d) for d in np.frombuffer(dims, dtype=">i4"))
+            if min(shape) < 0:
+                raise ValueError(
+                    f"idx file {path!r} has negative dimensions {shape} in its "
+                    f"header; the file is corrupt. Expected {_IDX_FORMAT}.")
+            # Python ints: a product of int32 sizes can overflow int64.
+            expected = math.prod(shape) * dtype.itemsize
+            if expected > MAX_IDX_BYTES:
+                raise ValueError(
+                    f"idx file {path!r} declares {shape} of {dtype.name}, "
+                    f"{expected} bytes, over MAX_IDX_BYTES ({MAX_IDX_BYTES}); "
+                    "raise sklearn_flowr.datasets._idx.MAX_IDX_BYTES for a file "
+                    "you trust.")
+            data = f.read(expected + 1)
+    except (OSError, EOFError, zlib.error) as exc:
         raise ValueError(
-            f"Bad idx magic number {raw[:4].hex() or '(empty file)'} in {path!r}; "
-            f"expected {_IDX_FORMAT}."
-        )
-    dtype, ndim = _IDX_DTYPES[raw[2]], raw[3]
-    header_size = 4 + 4 * ndim
-    if ndim == 0 or len(raw) < header_size:
+            f"Corrupt gzip stream in {path!r} ({exc}); expected {_IDX_FORMAT}."
+        ) from exc
+    if len(data) != expected:
         raise ValueError(
-            f"Truncated or invalid idx header in {path!r} ({ndim} dimensions, "
-            f"{len(raw)} bytes); expected {_IDX_FORMAT}."
-        )
-    shape = tuple(int(d) for d in np.frombuffer(raw, dtype=">i4", count=ndim, offset=4))
-    if min(shape) < 0:
-        raise ValueError(
-            f"idx file {path!r} has negative dimensions {shape} in its header; "
-            f"the file is corrupt. Expected {_IDX_FORMAT}."
-        )
-    # Python ints: a product of int32 sizes can overflow int64.
-    expected = math.prod(shape) * dtype.itemsize
-    if len(raw) - header_size != expected:
-        raise ValueError(
-            f"idx file {path!r} holds {len(raw) - header_size} data bytes but its "
-            f"header {shape} of {dtype.name} asks for {expected}; the file is "
-            "truncated or corrupt."
-        )
-    array = np.frombuffer(raw, dtype=dtype, offset=header_size).reshape(shape)
+            f"idx file {path!r} holds {'more than ' * (len(data) > expected)}"
+            f"{min(len(data), expected)} data bytes but its header {shape} of "
+            f"{dtype.name} asks for {expected}; the file is truncated or corrupt.")
+    array = np.frombuffer(data, dtype=dtype).reshape(shape)
     return array.astype(dtype.newbyteorder("="))
 
 
