@@ -1,9 +1,5 @@
-"""FLOWRClassifier: a skorch-trained torch encoder in front of the CRP-Gaussian head.
-
-``fit`` trains the encoder and builds the heads
-(:mod:`sklearn_flowr.training.pipeline`); the other methods embed the rows and
-hand them to the head.
-"""
+"""FLOWRClassifier: a skorch-trained torch encoder in front of the CRP-Gaussian head
+(``fit``: :mod:`sklearn_flowr.training.pipeline`)."""
 
 import copy
 
@@ -45,8 +41,7 @@ or torch.nn.Module, default="conv4"
         table in the episodes); either way the fitted model knows them.
     head : CRPGaussianClassifier, default=CRPGaussianClassifier(covariance="full")
         Template of the online head (``head__a``, ``head__sigma``, ...); its
-        ``"auto"`` values come from training (``covariance="full"``: empirical
-        Bayes on the embeddings). Searching them reuses the trained encoder.
+        ``"auto"`` values come from training.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()
@@ -69,6 +64,11 @@ default="train"
         settings, ``random_state`` and device are the same.
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where the model runs (``"auto"``: CUDA when available).
+    n_jobs : int or None, default=None
+        torch's CPU threads while training, embedding and predicting, read as
+        scikit-learn reads ``n_jobs``: ``None`` is 1 (or the ``n_jobs`` of a
+        ``joblib.parallel_config`` block), -1 every CPU. One thread suits a
+        shared machine; more speed up a large network on a quiet one.
     accelerator : accelerate.Accelerator or None, default=None
         Train through Hugging Face accelerate; see :doc:`/multi_gpu`.
     random_state : int, RandomState or None, default=None
@@ -103,8 +103,7 @@ default="train"
     novel_label_ : object
         Label :meth:`predict` gives the novel class (the head's).
     novelty_calibration_ : (float, float) or None
-        Platt map ``(slope, intercept)`` of P(novel) learned in ``fit`` as
-        ``calibration`` says; the heads are built with it.
+        Platt map ``(slope, intercept)`` of P(novel) built into the heads.
     calibration_results_ : Bunch or None
         A cross-fitted ``calibration``'s map and folds.
     noise_scale_ : float
@@ -146,7 +145,7 @@ default="train"
                  meta=_DEFAULT_PARTS["meta"], calibration="train",
                  embedding_dim=64, fine_tune_steps=0, fine_tune_lr=None,
                  update_known=False, reuse_encoder=True, device="auto",
-                 accelerator=None, random_state=None, verbose=1,
+                 n_jobs=None, accelerator=None, random_state=None, verbose=1,
                  checkpoint_dir=None):
         self.backbone = backbone
         self.setting = setting
@@ -160,6 +159,7 @@ default="train"
         self.update_known = update_known
         self.reuse_encoder = reuse_encoder
         self.device = device
+        self.n_jobs = n_jobs
         self.accelerator = accelerator
         self.random_state = random_state
         self.verbose = verbose
@@ -486,7 +486,7 @@ default="train"
     def _embed(self, X, encoder):
         pipeline.place_fitted_modules(self)
         batch_size = getattr(self.pretrain, "batch_size", pipeline.BATCH_SIZE)
-        return pipeline.embed_finite(encoder, X, 4 * batch_size)
+        return pipeline.embed_finite(encoder, X, 4 * batch_size, self.n_jobs)
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_")

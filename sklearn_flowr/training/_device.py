@@ -6,6 +6,7 @@ previous global setting on exit.
 from __future__ import annotations
 
 import contextlib
+import numbers
 
 import numpy as np
 import torch
@@ -152,16 +153,24 @@ def torch_threads(n_jobs=None):
     """Run a block with torch using ``n_jobs`` CPU threads, as scikit-learn reads
     ``n_jobs`` (:func:`joblib.effective_n_jobs`: None is 1 unless in a
     ``joblib.parallel_config`` block, -1 all CPUs, -2 all but one); torch's
-    setting is restored on exit.
+    setting is restored on exit. 0 is refused, as scikit-learn refuses it.
 
     Examples
     --------
     >>> with torch_threads(1):
     ...     torch.get_num_threads()
     1
+    >>> with torch_threads(0):
+    ...     pass
+    Traceback (most recent call last):
+    ...
+    ValueError: n_jobs must be None or a non-zero int; got 0.
     """
     import joblib
 
+    if n_jobs is not None and (not isinstance(n_jobs, numbers.Integral)
+                               or n_jobs == 0):
+        raise ValueError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}.")
     wanted, saved = joblib.effective_n_jobs(n_jobs), torch.get_num_threads()
     if wanted != saved:
         torch.set_num_threads(wanted)

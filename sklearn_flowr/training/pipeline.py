@@ -61,7 +61,7 @@ FINE_TUNE_STEPS = 20
 # after fit; any other change needs a refit.
 RUNTIME_PARAMS = frozenset({"device", "verbose", "fine_tune_steps", "fine_tune_lr",
                             "accelerator", "checkpoint_dir", "reuse_encoder",
-                            "pretrain__batch_size"})
+                            "pretrain__batch_size", "n_jobs"})
 # FLOWRClassifier's parameter constraints (scikit-learn's); the stages and the
 # head validate their own settings (check_parts).
 PARAMETER_CONSTRAINTS: dict = {
@@ -77,6 +77,9 @@ PARAMETER_CONSTRAINTS: dict = {
     "update_known": ["boolean"],
     "reuse_encoder": ["boolean"],
     "device": [str, torch.device],
+    # Read as scikit-learn reads n_jobs; 0 (meaningless to joblib) fails here.
+    "n_jobs": [Interval(Integral, None, -1, closed="right"),
+               Interval(Integral, 1, None, closed="left"), None],
     "accelerator": [HasMethods(["prepare", "backward"]), None],
     "random_state": ["random_state"],
     "verbose": ["verbose"],
@@ -188,7 +191,8 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
     if stage.match_episode_noise:
         means, variances, noise_scale = match_noise_scale(
             encoder, X_train, y_index, means, variances, noise=stage.episode_noise,
-            batch_size=batch_size, verbose=runner.verbose, embedding=Z)
+            batch_size=batch_size, verbose=runner.verbose, embedding=Z,
+            n_jobs=runner.n_jobs)
     del Z
     # Baselines are compared on the pre-trained encoder, before FLOWR's
     # meta-training changes it (same object when there is none).
@@ -198,7 +202,10 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                         encoder_lr=meta_encoder_lr(meta, pretrain, backbone),
                         runner=runner)
     module.eval()
-    Z = embed_rows(module.encoder, X_train, batch_size,
+    # A frozen backbone's cached features through the trained last layer:
+    # the network does not run again.
+    trainee, data = runner.trainable(module.encoder, X_train, batch_size)
+    Z = embed_rows(trainee, data, batch_size, n_jobs=runner.n_jobs,
                    desc="embedding the training rows" if runner.verbose else None)
     return dict(history_=runner.history, pretrained_encoder_=pretrained.eval(),
                 meta_module_=module, noise_scale_=noise_scale, embeddings=Z)
@@ -256,7 +263,8 @@ def plan_fit(estimator, X, y, y_index, n_classes: int):
     runner = StageRunner.for_fit(
         device=estimator.device, random_state=estimator.random_state,
         accelerator=estimator.accelerator,
-        checkpoint_dir=estimator.checkpoint_dir, verbose=estimator.verbose)
+        checkpoint_dir=estimator.checkpoint_dir, verbose=estimator.verbose,
+        n_jobs=estimator.n_jobs)
     check_training_plan(estimator.setting, estimator.meta, y_index, n_classes,
                         runner.seed)
     calibration = estimator.calibration
@@ -332,9 +340,10 @@ def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
                                          random_state=seed)
 
 
-def embed_finite(encoder, X, batch_size: int) -> np.ndarray:
-    """float64 :func:`embed` of ``X``; a ValueError when a row is not finite."""
-    Z = embed(encoder, X, batch_size=batch_size).astype(np.float64)
+def embed_finite(encoder, X, batch_size: int, n_jobs=None) -> np.ndarray:
+    """float64 :func:`embed` of ``X`` (``n_jobs``: torch's CPU threads); a
+    ValueError when a row is not finite."""
+    Z = embed(encoder, X, batch_size=batch_size, n_jobs=n_jobs).astype(np.float64)
     finite = np.isfinite(Z).all(axis=1)
     if not finite.all():
         # Say so here: the head would report NaN in data that had none.
@@ -367,7 +376,7 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
         lr = pretraining_lr(estimator.pretrain, estimator.backbone)
     return fine_tune_last_layer(module.encoder, module, X_support, y_support,
                                 steps=steps, lr=lr, device=device,
-                                verbose=estimator.verbose)
+                                verbose=estimator.verbose, n_jobs=estimator.n_jobs)
 
 
 def place_fitted_modules(estimator) -> torch.device:
