@@ -2,14 +2,16 @@
 
 Each loader reads files already on disk -- MNIST-family idx files,
 MiniImageNet, TieredImageNet, Omniglot, any image-folder tree, font files for
-the glyphs -- or data shipped with a package (scikit-learn's digits, the
-KanjiVG strokes of the optional ``kanjivg`` package), and
+the glyphs, installed icon themes -- or data shipped with a package
+(scikit-learn's digits, the KanjiVG strokes of the optional ``kanjivg``
+package), and
 returns a :class:`~sklearn.utils.Bunch` with ``data`` (uint8 images),
 ``target`` (int64 class indices), ``target_names`` and ``split``.
 """
 
 from ._folders import IMAGE_EXTENSIONS, load_image_folder, load_omniglot
 from ._glyphs import load_glyphs
+from ._icons import load_icon_themes
 from ._idx import load_digits_images, load_fashion_mnist, load_idx_dataset, read_idx
 from ._imagenet import load_mini_imagenet, load_tiered_imagenet
 from ._kanji import kanji_characters, kanji_strokes, load_kanji, render_kanji
@@ -25,6 +27,7 @@ __all__ = [
     "load_digits_images",
     "load_fashion_mnist",
     "load_glyphs",
+    "load_icon_themes",
     "load_idx_dataset",
     "load_image_folder",
     "kanji_characters",

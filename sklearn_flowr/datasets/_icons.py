@@ -1,0 +1,395 @@
+"""``icons``: freedesktop icon themes installed from Debian packages, a colour
+data set with a change of style (class = icon name, instance = theme)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ._cache import cached_arrays
+from ._glyphs import _check_arguments, _select_split, _split_of
+from ._image_io import decode_image
+
+__all__ = ["load_icon_themes"]
+
+# The icon themes read by default: ten styles by different designers.
+ICON_THEMES = ("Adwaita", "Faenza", "Moka", "Papirus", "Tango", "breeze",
+               "elementary-xfce", "gnome", "mate", "oxygen")
+# Faba is Moka's base set by the same designers (places, actions, mime
+# types): one style, read from both folders.
+_STYLE_FOLDERS = {"Moka": ("Moka", "Faba")}
+_DEBIAN_PACKAGES = {
+    "Adwaita": "adwaita-icon-theme", "Faba": "faba-icon-theme",
+    "Faenza": "faenza-icon-theme", "Moka": "moka-icon-theme",
+    "Papirus": "papirus-icon-theme", "Tango": "tango-icon-theme",
+    "breeze": "breeze-icon-theme", "elementary-xfce": "elementary-xfce-icon-theme",
+    "gnome": "gnome-icon-theme", "mate": "mate-icon-theme",
+    "oxygen": "oxygen-icon-theme",
+}
+_RENDERER, _RENDERER_PACKAGE = "rsvg-convert", "librsvg2-bin"
+# The file of a name is chosen at the size nearest this (vector drawings count
+# as 256), never under _SMALLEST: the choice, and so the classes, do not
+# depend on image_size.
+_PREFERRED_SIZE, _SMALLEST = 64, 32
+_SIZE_PART = re.compile(r"(\d+)(x\d+)?(@\d+x)?")
+# SVG icons are a few kB; a larger file is not an icon.
+_MAX_SVG_BYTES = 2**22
+
+
+def _install_hint(folders) -> str:
+    packages = sorted({_DEBIAN_PACKAGES[f] for f in folders if f in _DEBIAN_PACKAGES})
+    return "apt-get install " + " ".join([*packages, _RENDERER_PACKAGE])
+
+
+def _size_of(relative: str) -> int | None:
+    """Pixel size a theme path is drawn for ("64x64/apps", "apps/48",
+    "scalable"), or None."""
+    size = None
+    for part in relative.split(os.sep):
+        if part == "scalable":
+            return 256
+        match = _SIZE_PART.fullmatch(part)
+        if match:
+            size = int(match.group(1))
+    return size
+
+
+def _preference(size: int, suffix: str) -> tuple:
+    return (size < 48, abs(min(size, 256) - _PREFERRED_SIZE), suffix != ".png")
+
+
+def _inside(real: str, boundary: str) -> bool:
+    return os.path.commonpath([real, boundary]) == boundary
+
+
+def _folder_icons(folder: str, entries: dict) -> None:
+    """Add to ``entries`` ``{name: [(preference, path), ...]}`` the icon files
+    of one theme folder, symbolic icons left out; links are not resolved yet."""
+    for directory, subdirs, files in os.walk(folder, followlinks=False):
+        relative = os.path.relpath(directory, folder)
+        size = _size_of(relative)
+        # Symbolic (one-colour) icons are one style for every theme; folders
+        # of small sizes are skipped whole.
+        subdirs[:] = [d for d in subdirs if "symbolic" not in d
+                      and not d.startswith(".")
+                      and (_size_of(d) or _SMALLEST) >= _SMALLEST]
+        if size is None or size < _SMALLEST or "symbolic" in relative:
+            continue
+        for file in files:
+            name, suffix = os.path.splitext(file)
+            if suffix in (".png", ".svg") and not name.endswith("-symbolic"):
+                entries.setdefault(name, []).append(
+                    (_preference(size, suffix), os.path.join(directory, file)))
+
+
+def _drawing(candidates: list, boundary: str) -> str | None:
+    """The real path of ``name``'s preferred own file inside ``boundary``, or
+    None: a link leading out of it is never followed, and a link to another
+    name's file is an alias of that name, not a drawing of ``name``."""
+    for _, path in sorted(candidates):
+        real = os.path.realpath(path)
+        if (_inside(real, boundary) and os.path.isfile(real)
+                and os.path.basename(real) == os.path.basename(path)):
+            return real
+    return None
+
+
+def _theme_icons(root: str, style: str) -> dict[str, str]:
+    """``{icon name: real path}`` of one style, its file nearest 64 pixels."""
+    drawings = {}
+    for folder in _STYLE_FOLDERS.get(style, (style,)):
+        path = os.path.join(root, folder)
+        if not os.path.isdir(path):
+            continue
+        entries: dict[str, list] = {}
+        _folder_icons(path, entries)
+        boundary = os.path.realpath(path)
+        for name, candidates in entries.items():
+            best = min(candidates)[0]
+            # The first folder of a style wins a tie.
+            if name in drawings and drawings[name][0] <= best:
+                continue
+            real = _drawing(candidates, boundary)
+            if real is not None:
+                drawings[name] = (best, real)
+    return {name: real for name, (_, real) in sorted(drawings.items())}
+
+
+def _digest(path: str) -> str:
+    with open(path, "rb") as file:
+        return hashlib.sha256(file.read()).hexdigest()
+
+
+def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:
+    """``{name: {style: path}}`` of the names with ``min_themes`` distinct
+    files; a file whose bytes another name of its style also uses (a copy,
+    not a link) counts for neither, one equal to an earlier style's counts once.
+    """
+    count: dict[str, int] = {}
+    for icons in index.values():
+        for name in icons:
+            count[name] = count.get(name, 0) + 1
+    candidates = sorted(name for name, n in count.items() if n >= min_themes)
+    digests = {style: {name: _digest(icons[name]) for name in candidates
+                       if name in icons} for style, icons in index.items()}
+    classes = {}
+    for name in candidates:
+        renderings, seen = {}, set()
+        for style, icons in index.items():
+            digest = digests[style].get(name)
+            if digest is None or digest in seen:
+                continue
+            seen.add(digest)
+            renderings[style] = icons[name]
+        classes[name] = renderings
+    for style, by_name in digests.items():
+        names_of: dict[str, list[str]] = {}
+        for name, digest in by_name.items():
+            names_of.setdefault(digest, []).append(name)
+        for names in names_of.values():
+            if len(names) > 1:
+                for name in names:
+                    classes[name].pop(style, None)
+    return {name: r for name, r in classes.items() if len(r) >= min_themes}
+
+
+def _choose(names: list[str], max_classes: int | None) -> list[str]:
+    """At most ``max_classes`` names, chosen by a fixed hash (a larger cap
+    keeps every class of a smaller one)."""
+    if max_classes is None or len(names) <= max_classes:
+        return names
+    kept = set(sorted(names, key=lambda n: zlib.crc32(f"icons:{n}".encode()))
+               [:max_classes])
+    return [n for n in names if n in kept]
+
+
+def _choose_themes(name: str, renderings: dict, max_themes: int | None) -> list:
+    styles = list(renderings)
+    if max_themes is not None and len(styles) > max_themes:
+        kept = set(sorted(styles, key=lambda s: zlib.crc32(f"{name}:{s}".encode()))
+                   [:max_themes])
+        styles = [s for s in styles if s in kept]
+    return styles
+
+
+def _check_themes(root: str, themes) -> list[str]:
+    """The styles to read: those given (each must be installed), or the
+    installed ones of :data:`ICON_THEMES`."""
+    if themes is None:
+        return [t for t in ICON_THEMES
+                if os.path.isdir(os.path.join(root, _STYLE_FOLDERS.get(t, (t,))[0]))]
+    if isinstance(themes, str):
+        themes = [themes]
+    themes = list(themes)
+    if (not themes or any(not isinstance(t, str) or not t or t.startswith(".")
+                          or "/" in t or os.sep in t for t in themes)
+            or len(set(themes)) != len(themes)):
+        raise ValueError(f"themes must be None or a non-empty sequence of distinct "
+                         f"theme folder names under root; got {themes!r}.")
+    boundary = os.path.realpath(root)
+    for theme in themes:
+        folder = os.path.join(root, theme)
+        if not os.path.isdir(folder):
+            package = _DEBIAN_PACKAGES.get(theme)
+            hint = (f"install it: apt-get install {package}" if package else
+                    "give the name of a folder holding a freedesktop icon theme")
+            raise FileNotFoundError(f"Icon theme {theme!r} is not installed: no "
+                                    f"folder {folder!r}; {hint}.")
+        if not _inside(os.path.realpath(folder), boundary):
+            raise ValueError(f"Icon theme folder {folder!r} is a link leading "
+                             f"outside {root!r}; it is not read.")
+    return themes
+
+
+def _render(path: str, image_size: int) -> np.ndarray:
+    """One icon as an ``(image_size, image_size, 3)`` uint8 image: drawn
+    (SVG) or shrunk (PNG) to fit, centred on white."""
+    from PIL import Image
+
+    if path.endswith(".svg"):
+        if os.path.getsize(path) > _MAX_SVG_BYTES:
+            raise ValueError(f"SVG icon {path!r} is over {_MAX_SVG_BYTES} bytes; "
+                             "it is not drawn.")
+        done = subprocess.run([_RENDERER, "-w", str(image_size), "-h",
+                               str(image_size), "-a", path],
+                              capture_output=True, timeout=60, check=False)
+        if done.returncode != 0 or not done.stdout:
+            raise ValueError(f"{_RENDERER} cannot draw {path!r}: "
+                             f"{done.stderr.decode(errors='replace').strip()}")
+        source = decode_image(done.stdout, mode="RGBA", where=repr(path))
+    else:
+        source = decode_image(path, mode="RGBA", where=repr(path))
+    image = Image.fromarray(source, "RGBA")
+    # Composite on white before resizing, so that transparent pixels' colour
+    # never bleeds into the edges.
+    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
+    image = Image.alpha_composite(white, image).convert("RGB")
+    scale = image_size / max(image.size)
+    if scale != 1:
+        image = image.resize((max(1, round(image.width * scale)),
+                              max(1, round(image.height * scale))),
+                             Image.Resampling.LANCZOS)
+    canvas = Image.new("RGB", (image_size, image_size), (255, 255, 255))
+    canvas.paste(image, ((image_size - image.width) // 2,
+                         (image_size - image.height) // 2))
+    return np.asarray(canvas, dtype=np.uint8)
+
+
+def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
+                     split: str = "train", image_size: int = 32,
+                     themes: Sequence[str] | None = None, min_themes: int = 4,
+                     max_themes: int | None = None, max_classes: int | None = None,
+                     n_jobs: int | None = None,
+                     cache_dir: str | os.PathLike | None = None,
+                     return_X_y: bool = False):
+    """Load the ``icons`` data set: colour icons of installed icon themes.
+
+    A class is an icon name (``"edit-copy"``, ``"folder"``), an instance its
+    drawing in one theme: the theme is the style, so a protocol can hold one
+    theme out. Nothing is downloaded: the themes are Debian's packages
+    (``apt-get install adwaita-icon-theme faenza-icon-theme moka-icon-theme
+    papirus-icon-theme tango-icon-theme breeze-icon-theme
+    elementary-xfce-icon-theme gnome-icon-theme mate-icon-theme
+    oxygen-icon-theme librsvg2-bin``), read from ``root``.
+
+    Each theme gives a name its file drawn nearest 64 pixels (at least 32;
+    an SVG counts as 256 and is drawn by ``rsvg-convert`` at ``image_size``).
+    Left out: symbolic icons (one colour, the same style in every theme),
+    aliases (a link to another name's file, or a copy of the same bytes under
+    several names of a theme), links leading out of the theme's folder
+    (never followed), and a theme's file equal to an earlier theme's. A name
+    with distinct drawings in ``min_themes`` themes becomes a class; its
+    split comes from a hash of the name as in :func:`load_glyphs`.
+
+    Parameters
+    ----------
+    root : path-like, default="/usr/share/icons"
+        The folder holding the theme folders.
+    split : {"train", "val", "test", "all"}, default="train"
+    image_size : int, default=32
+        Side of the square RGB images.
+    themes : sequence of str, default=None
+        Theme folders under ``root``, in order; None reads the installed ones
+        of Adwaita, Faenza, Moka (with its base
+        set, the ``Faba`` folder), Papirus, Tango, breeze, elementary-xfce,
+        gnome, mate and oxygen.
+    min_themes : int, default=4
+        Fewest themes with a distinct drawing a name needs to be a class.
+    max_themes : int or None, default=None
+        Keep at most this many themes per class, by a fixed hash of the name
+        and theme.
+    max_classes : int or None, default=None
+        Keep at most this many classes (before the split), by a fixed hash
+        of the name: a larger cap keeps every class of a smaller one.
+    n_jobs : int or None, default=None
+        Drawing threads; None uses up to 8 cores.
+    cache_dir, return_X_y
+        As in :func:`load_glyphs`.
+
+    Returns
+    -------
+    data : :class:`~sklearn.utils.Bunch`
+        ``data`` (n_samples, image_size, image_size, 3) uint8 (RGB on
+        white, channels last as :func:`load_image_folder` gives it),
+        ``target`` int64, ``target_names`` (the icon names), ``themes``
+        (each row's theme: its style), ``filenames`` (each row's file),
+        ``class_split`` and ``split``.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``root``, a theme given, or ``rsvg-convert`` is missing (the
+        message names the Debian packages to install).
+
+    Examples
+    --------
+    >>> from sklearn_flowr.datasets import load_icon_themes
+    >>> icons = load_icon_themes(split="all", image_size=16,
+    ...                          max_classes=5)  # doctest: +SKIP
+    >>> icons.data.shape[1:], icons.data.dtype.name  # doctest: +SKIP
+    ((16, 16, 3), 'uint8')
+    """
+    _check_arguments(split, image_size=(image_size, 8), min_themes=(min_themes, 1))
+    for name, value, low in (("max_themes", max_themes, min_themes),
+                             ("max_classes", max_classes, 1),
+                             ("n_jobs", n_jobs, 1)):
+        if value is not None and (not isinstance(value, (int, np.integer))
+                                  or isinstance(value, bool) or value < low):
+            raise ValueError(f"{name} must be None or an integer >= {low}; "
+                             f"got {value!r}.")
+    root = os.fspath(root)
+    if not os.path.isdir(root):
+        raise FileNotFoundError(
+            f"Icon-theme folder {root!r} does not exist; install the themes: "
+            f"{_install_hint(ICON_THEMES)}.")
+    styles = _check_themes(root, themes)
+    if len(styles) < min_themes:
+        missing = [t for t in ICON_THEMES if t not in styles]
+        raise FileNotFoundError(
+            f"{len(styles)} icon theme(s) installed under {root!r} "
+            f"({', '.join(styles) or 'none'}); min_themes={min_themes} are "
+            f"needed: {_install_hint(missing)}.")
+    index = {style: _theme_icons(root, style) for style in styles}
+    classes = _distinct_renderings(index, min_themes)
+    names = _choose(sorted(classes), max_classes)
+    if not names:
+        raise ValueError(f"No icon name has distinct drawings in min_themes="
+                         f"{min_themes} of the themes {styles}; give more themes "
+                         "or lower min_themes.")
+    rows = [(i, style, classes[name][style]) for i, name in enumerate(names)
+            for style in _choose_themes(name, classes[name], max_themes)]
+    if any(p.endswith(".svg") for _, _, p in rows) and not shutil.which(_RENDERER):
+        raise FileNotFoundError(f"{_RENDERER} is needed to draw the SVG icons: "
+                                f"apt-get install {_RENDERER_PACKAGE}.")
+    digest = hashlib.sha256(repr((image_size, os.path.realpath(root))).encode())
+    for i, style, path in rows:
+        stat = os.stat(path)
+        digest.update(f"{names[i]}|{style}|{path}|{stat.st_size}|"
+                      f"{stat.st_mtime_ns}".encode())
+    cache_file = (None if cache_dir is None
+                  else Path(cache_dir) / f"icons-{digest.hexdigest()[:20]}.npz")
+    full = cached_arrays(cache_file, _read_icons_cache,
+                         lambda: _build_icons(names, rows, image_size, n_jobs))
+    return _select_split(full, split, return_X_y, row_fields=("themes", "filenames"),
+                         empty_hint="among these icons; give more themes or "
+                                    "classes")
+
+
+def _build_icons(names, rows, image_size, n_jobs) -> Bunch:
+    workers = n_jobs or min(8, os.cpu_count() or 1)
+    with ThreadPoolExecutor(workers) as pool:
+        images = list(pool.map(lambda row: _render(row[2], image_size), rows))
+    return Bunch(
+        data=np.stack(images),
+        target=np.asarray([i for i, _, _ in rows], dtype=np.int64),
+        target_names=np.asarray(names),
+        themes=np.asarray([style for _, style, _ in rows]),
+        filenames=np.asarray([path for _, _, path in rows]),
+        class_split=np.asarray([_split_of(name) for name in names]),
+    )
+
+
+def _read_icons_cache(path: Path) -> Bunch:
+    """The arrays of an icons cache file, checked to fit together."""
+    fields = ("data", "target", "target_names", "themes", "filenames", "class_split")
+    with np.load(path, allow_pickle=False) as cached:
+        full = Bunch(**{key: cached[key] for key in fields})
+    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
+    if (full.data.ndim != 4 or full.data.shape[3] != 3 or full.data.dtype != np.uint8
+            or any(full[key].shape != (n_rows,)
+                   for key in ("target", "themes", "filenames"))
+            or full.class_split.shape != (n_classes,) or n_rows == 0
+            or full.target.min() < 0 or full.target.max() >= n_classes):
+        raise ValueError("its arrays do not fit together")
+    return full
+
