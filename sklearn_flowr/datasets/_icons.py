@@ -92,13 +92,30 @@ def _folder_icons(folder: str, entries: dict) -> None:
                     (_preference(size, suffix), os.path.join(directory, file)))
 
 
-def _drawing(candidates: list, boundary: str) -> str | None:
-    """The real path of ``name``'s preferred own file inside ``boundary``, or
+def _resolve(path: str, real_folders: dict) -> str | None:
+    """``os.path.realpath(path)`` for a file, the folders' real paths cached
+    (a theme holds tens of thousands of links); None for a loop."""
+    for _ in range(40):
+        folder, base = os.path.split(path)
+        if folder not in real_folders:
+            real_folders[folder] = os.path.realpath(folder)
+        path = os.path.join(real_folders[folder], base)
+        try:
+            target = os.readlink(path)
+        except OSError:  # not a link, or missing
+            return path
+        # The folder is resolved, so ".." in the target is lexical.
+        path = os.path.normpath(os.path.join(real_folders[folder], target))
+    return None
+
+
+def _drawing(candidates: list, boundary: str, real_folders: dict) -> str | None:
+    """The real path of a name's preferred own file inside ``boundary``, or
     None: a link leading out of it is never followed, and a link to another
-    name's file is an alias of that name, not a drawing of ``name``."""
+    name's file is an alias of that name, not a drawing of this one."""
     for _, path in sorted(candidates):
-        real = os.path.realpath(path)
-        if (_inside(real, boundary) and os.path.isfile(real)
+        real = _resolve(path, real_folders)
+        if (real is not None and _inside(real, boundary) and os.path.isfile(real)
                 and os.path.basename(real) == os.path.basename(path)):
             return real
     return None
@@ -113,13 +130,13 @@ def _theme_icons(root: str, style: str) -> dict[str, str]:
             continue
         entries: dict[str, list] = {}
         _folder_icons(path, entries)
-        boundary = os.path.realpath(path)
+        boundary, real_folders = os.path.realpath(path), {}
         for name, candidates in entries.items():
             best = min(candidates)[0]
             # The first folder of a style wins a tie.
             if name in drawings and drawings[name][0] <= best:
                 continue
-            real = _drawing(candidates, boundary)
+            real = _drawing(candidates, boundary, real_folders)
             if real is not None:
                 drawings[name] = (best, real)
     return {name: real for name, (_, real) in sorted(drawings.items())}
