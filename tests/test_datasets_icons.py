@@ -204,3 +204,13 @@ def test_svg_icons_are_drawn_on_white(fake_root):
     owl = icons.data[icons.target == list(icons.target_names).index("owl")]
     assert owl.shape == (4, 16, 16, 3)
     assert (owl[0, :2] == 0).all() and (owl[0, -2:] == 255).all()
+
+
+def test_image_over_max_pixels_is_refused(fake_root, monkeypatch):
+    """Check that an icon over MAX_IMAGE_PIXELS raises before it is decoded."""
+    import sklearn_flowr.datasets as datasets
+
+    monkeypatch.setattr(datasets, "MAX_IMAGE_PIXELS", 32 * 32)
+    with pytest.raises(ValueError, match="MAX_IMAGE_PIXELS"):
+        load_icon_themes(fake_root, split="all", image_size=16,
+                         themes=["one", "two", "three", "four"])

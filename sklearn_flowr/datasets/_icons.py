@@ -330,11 +330,21 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
 
     Examples
     --------
+    Four themes, each drawing "cat" in its own colour (``root`` defaults to
+    the installed themes):
+
+    >>> import os, tempfile
+    >>> from PIL import Image
     >>> from sklearn_flowr.datasets import load_icon_themes
-    >>> icons = load_icon_themes(split="all", image_size=16,
-    ...                          max_classes=5)  # doctest: +SKIP
-    >>> icons.data.shape[1:], icons.data.dtype.name  # doctest: +SKIP
-    ((16, 16, 3), 'uint8')
+    >>> root = tempfile.mkdtemp()
+    >>> for i, theme in enumerate(["a", "b", "c", "d"]):
+    ...     os.makedirs(os.path.join(root, theme, "64x64", "apps"))
+    ...     Image.new("RGB", (64, 64), (60 * i, 0, 0)).save(
+    ...         os.path.join(root, theme, "64x64", "apps", "cat.png"))
+    >>> icons = load_icon_themes(root, themes=["a", "b", "c", "d"], split="all",
+    ...                          image_size=16)
+    >>> icons.data.shape, icons.target_names.tolist(), icons.themes.tolist()
+    ((4, 16, 16, 3), ['cat'], ['a', 'b', 'c', 'd'])
     """
     _check_arguments(split, image_size=(image_size, 8), min_themes=(min_themes, 1))
     for name, value, low in (("max_themes", max_themes, min_themes),
