@@ -214,3 +214,21 @@ def test_image_over_max_pixels_is_refused(fake_root, monkeypatch):
     with pytest.raises(ValueError, match="MAX_IMAGE_PIXELS"):
         load_icon_themes(fake_root, split="all", image_size=16,
                          themes=["one", "two", "three", "four"])
+
+
+def test_link_loop_is_skipped(fake_root):
+    """Check that a symbolic-link loop inside a theme is skipped, not followed
+    forever."""
+    apps = fake_root / "one" / "64x64" / "apps"
+    (apps / "ping.png").symlink_to("pong.png")
+    (apps / "pong.png").symlink_to("ping.png")
+    icons = load_icon_themes(fake_root, split="all", image_size=16,
+                             themes=["one", "two", "three", "four"], min_themes=1)
+    assert icons.target_names.tolist() == ["cat", "dog"]
+
+
+def test_theme_folder_linked_from_outside_root_is_refused(fake_root, tmp_path):
+    """Check that a theme folder that is a link out of root is not read."""
+    (fake_root / "five").symlink_to(tmp_path)
+    with pytest.raises(ValueError, match="outside"):
+        load_icon_themes(fake_root, themes=["one", "five"], min_themes=1)
