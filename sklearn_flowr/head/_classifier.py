@@ -301,7 +301,8 @@ default="auto"
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            Arrays of shape (n_samples,): ``y_pred`` (the MAP decision),
+            Arrays of shape (n_samples,): ``y_pred`` (:meth:`predict`'s
+            decision; the MAP class for unlabelled rows),
             ``y_known`` (best known class), ``p_novel``, ``is_novel`` (unseen
             label, or the new class won), ``novelty_score`` (P(novel)'s
             log-odds), ``y_assigned`` (the class learned under) and ``learned``.
