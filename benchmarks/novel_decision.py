@@ -6,8 +6,9 @@ default) and the argmax rule (``novelty_alpha=None``).
     OMP_NUM_THREADS=1 python benchmarks/novel_decision.py [--seeds 3]
         [--budget readme|default]
 
-FLOWRClassifier with the README's budget (or the defaults), trained on half the images of
-digits 0-6 (the other half held out), digits 7-9 unseen; then the head alone
+FLOWRClassifier with the README's budget (or the defaults), trained on half
+the images of digits 0-6 (the other half held out), digits 7-9 unseen; then
+the head alone
 on raw pixels, same split. One fit per seed: both rules read the same head.
 """
 
