@@ -70,10 +70,12 @@ def unmapped(log_odds, novelty_map):
 
 
 def with_scores(calibration, scores):
-    """A new sorted array: ``calibration`` (sorted) and ``scores``."""
+    """A new sorted array: ``calibration`` (sorted) and ``scores``, in
+    O(n + m log m) (no sort of the n held already)."""
     if scores.shape[0] == 0:
         return calibration
-    return np.sort(np.concatenate([calibration, scores]), kind="stable")
+    new = np.sort(scores)
+    return np.insert(calibration, np.searchsorted(calibration, new), new)
 
 
 def n_at_least(calibration, scores):
@@ -96,6 +98,17 @@ def stream_decisions(calibration, scores, held_out, fallback, alpha):
     ``t`` is tested against ``calibration`` plus the held-out scores of the
     rows before it (``held_out``: rows of a class known then); with too few
     scores to reach ``alpha``, its ``fallback`` (the argmax rule) stands."""
+    if scores.shape[0] == 1:  # the online loop's case, without a block
+        n = calibration.shape[0]
+        novel = fallback
+        if can_reject(n, alpha):
+            at_least = n - int(calibration.searchsorted(scores[0], "left"))
+            novel = np.array([1.0 + at_least <= alpha * (n + 1)])
+        if held_out[0]:
+            where = int(calibration.searchsorted(scores[0]))
+            calibration = np.concatenate(
+                (calibration[:where], scores, calibration[where:]))
+        return novel, calibration
     novel = np.empty(scores.shape[0], dtype=bool)
     for start in range(0, scores.shape[0], _BLOCK):
         rows = slice(start, start + _BLOCK)
