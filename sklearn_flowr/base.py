@@ -98,7 +98,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             undo.append(self._checkpoint(index))
             self._learn(X, index)
             if fitting:
-                self._end_fit()
+                self._end_fit(X, index)
         return self
 
     def open_world_step(self, X, y):
@@ -152,8 +152,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     def _check_stream_start(self):
         """Raise when a stream cannot start on the unfitted estimator."""
 
-    def _end_fit(self):
-        """Finish ``fit`` once its rows are learned."""
+    def _end_fit(self, X, index):
+        """Finish ``fit`` once its rows ``X`` (of classes ``index``) are learned."""
 
     def _checkpoint(self, index):
         """The undo of what learning rows of classes ``index`` changes in place."""

@@ -43,6 +43,7 @@ PACKAGE_DIR = str(Path(sklearn_flowr.__file__).parent)
 NUMPY_MODULES = [
     "sklearn_flowr.base", "sklearn_flowr.head._state", "sklearn_flowr.head._buffers",
     "sklearn_flowr._core._streaming", "sklearn_flowr.head._classifier",
+    "sklearn_flowr.head._decision",
     "sklearn_flowr.baselines._base", "sklearn_flowr.baselines._prototypes",
     "sklearn_flowr.baselines._ncm", "sklearn_flowr.baselines._protonet",
     "sklearn_flowr.baselines._peeler", "sklearn_flowr.baselines._evm",
@@ -130,7 +131,7 @@ class Interrupt:
 # ------------------------------------------------------------------ snapshots
 HEAD_ATTRIBUTES = ["class_count_", "crp_count_", "frozen_classes_", "class_mean_",
                    "class_var_", "prior_mean_", "prior_var_", "sigma_", "b_",
-                   "n_features_in_", "novel_label_"]
+                   "n_features_in_", "novel_label_", "conformal_scores_"]
 BASELINE_ATTRIBUTES = ["n_classes_", "class_count_", "class_mean_", "precision_",
                        "points_", "point_class_", "weibull_shape_",
                        "weibull_scale_", "n_features_in_", "novel_label_"]

@@ -50,8 +50,10 @@ def test_defaults_calibrate_p_novel_on_new_classes(heavy_tails):
 def test_sigmoid_map_is_the_heads_own_novelty_calibration(heavy_tails):
     X, y, X_new, _ = heavy_tails
     clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    # The wrapper decides by the argmax of its probabilities: the head's
+    # argmax rule (novelty_alpha=None), not its conformal one.
     head = copy.deepcopy(clf.estimator_).set_params(
-        novelty_calibration=(clf.slope_, clf.intercept_))
+        novelty_calibration=(clf.slope_, clf.intercept_), novelty_alpha=None)
     np.testing.assert_allclose(clf.predict_proba(X_new), head.predict_proba(X_new),
                                atol=1e-12)
     np.testing.assert_array_equal(clf.predict(X_new), head.predict(X_new))

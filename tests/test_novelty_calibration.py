@@ -1,6 +1,8 @@
 """The Platt map of P(novel): its maths, the heads that apply it, and
 ``calibrate_novelty`` that fits it on episodes of training classes."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -66,7 +68,11 @@ def test_head_applies_map_in_every_prediction(rng, covariance):
                                mapped.predict_proba(query), rtol=1e-8, atol=1e-12)
     best = np.argmax(_mapped_reference(plain, 0.4, -1.0), axis=1)
     labels = np.append(head.classes_, head.novel_label_)
-    np.testing.assert_array_equal(mapped.predict(query), labels[best])
+    argmax_rule = copy.deepcopy(mapped).set_params(novelty_alpha=None)
+    np.testing.assert_array_equal(argmax_rule.predict(query), labels[best])
+    # The conformal rule reads the log-odds before the map: the same decisions.
+    unmapped = copy.deepcopy(mapped).set_params(novelty_calibration=None)
+    np.testing.assert_array_equal(mapped.predict(query), unmapped.predict(query))
 
     stream_y = y[y >= 18]
     raw = CRPGaussianClassifier(covariance=covariance).fit(X[y < 20], y[y < 20])

@@ -34,7 +34,7 @@ class RowCounter(OnlineOpenWorldClassifier):
                              np.zeros(len(self._registry) - self.counts_.shape[0])]
         np.add.at(self.counts_, index, 1.0)
 
-    def _end_fit(self):
+    def _end_fit(self, X, index):
         self.fit_ended_ = True
 
     def _stream(self, X, index, is_new):

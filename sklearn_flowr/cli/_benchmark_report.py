@@ -118,8 +118,11 @@ def format_table(setting_result, setting) -> str:
             f"{_mean_se_cell(row.get('ece'), None, 6)} "
             f"{_mean_se_cell(row.get('brier'), None, 6)} {row['n_tasks']:5d}")
     notes = [f"Acc: novel iff P(novel) >= tau, tau set at novelty TPR "
-             f"{setting_result['tpr']}. Argmax Acc: the threshold-free decision, "
-             "the argmax over the N+1 probabilities. ECE (over "
+             f"{setting_result['tpr']}. Argmax Acc: the model's own decision "
+             "(predict's): novel iff the conformal p-value of P(novel) against "
+             "known-class rows the head has scored before learning them is at "
+             "most head__novelty_alpha (0.05), or, with fewer such rows, the "
+             "argmax over the N+1 probabilities. ECE (over "
              f"{DEFAULT_N_BINS} equal-width bins) and Brier: P(novel) against "
              "first sightings. Emb.: meta = FLOWR's meta-trained encoder, pre = "
              "the encoder before meta-training (flowr-no-meta: its model's only one)."]

@@ -3,35 +3,29 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
+from ._decision import NO_SCORES, ConformalDecision
 from ._discovery import (
     correct,
-    merged_discoveries,
     mixed_steps,
     nothing_discovered,
     unlabelled_steps,
 )
-from ._merge import (
-    dask_moments,
-    is_dask_collection,
-    kept_moments,
-    merged_moments,
-    state_of_moments,
-)
-from ._moments import needs_fourth_moments, needs_scatter
+from ._merge import MergeableHead, dask_moments, is_dask_collection, kept_moments
+from ._moments import needs_fourth_moments
 from ._proba import ProbabilisticOpenWorldClassifier
 from ._state import check_class_embeddings, check_novelty_map, state_for_params
 
 __all__ = ["CRPGaussianClassifier"]
 
 
-class CRPGaussianClassifier(ProbabilisticOpenWorldClassifier):
+class CRPGaussianClassifier(ConformalDecision, MergeableHead,
+                            ProbabilisticOpenWorldClassifier):
     """Open-world Bayesian classifier: Gaussian class embeddings + CRP prior.
 
     Class means have a shared prior ``N(mu0, diag(s0))``, observations are
@@ -85,6 +79,11 @@ default="auto"
         An unlabelled row is learned into its MAP class when its posterior is
         at least this (``None``: never); see
         :func:`~sklearn_flowr.protocol.select_discovery_params`.
+    novelty_alpha : float in (0, 1) or None, default=0.05
+        :meth:`predict` says novel where the conformal p-value of P(novel) is
+        at most this: at most this share of known-class rows called novel
+        (``None``: the argmax over the classes and the novel class). Smaller
+        is safer and finds fewer new classes.
 
     Attributes
     ----------
@@ -92,6 +91,10 @@ default="auto"
         Known labels: sorted in ``fit``, then appended in order of arrival.
     class_count_ : ndarray of shape (n_classes,)
         Number of samples each class was conditioned on.
+    conformal_scores_ : ndarray of shape (n_calibration,)
+        Sorted novel log-odds of held-out known-class rows: ``fit``'s rows
+        left out one at a time, then labelled rows of known classes scored
+        before they are learned (8 bytes each).
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
     frozen_classes_ : ndarray of bool of shape (n_classes,)
@@ -165,8 +168,10 @@ default="auto"
         "novel_label": "no_validation",
         "novelty_calibration": [None, "array-like"],
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
+        "novelty_alpha": [None, Interval(Real, 0, 1, closed="neither")],
     }
-    _runtime_params = ("novelty_calibration", "unlabelled_threshold")
+    _runtime_params = ("novelty_calibration", "unlabelled_threshold",
+                       "novelty_alpha")
     # Changed in place: the unlabelled and mixed steps and correct copy them.
     _mutable = ("_state", "_registry", "_discovered")
     _discovered = nothing_discovered()  # heads saved before the record existed
@@ -175,7 +180,7 @@ default="auto"
                  prior_var="auto", prior_scale=1.0, covariance="isotropic",
                  noise_shrinkage=0.0, class_prior="crp", known_count=1.0,
                  novel_label="auto", novelty_calibration=None,
-                 unlabelled_threshold=0.9):
+                 unlabelled_threshold=0.9, novelty_alpha=0.05):
         self.a = a
         self.b = b
         self.sigma = sigma
@@ -189,6 +194,7 @@ default="auto"
         self.novel_label = novel_label
         self.novelty_calibration = novelty_calibration
         self.unlabelled_threshold = unlabelled_threshold
+        self.novelty_alpha = novelty_alpha
 
     # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
@@ -219,7 +225,7 @@ default="auto"
             self._validate_params()
             return self._install(*dask_moments(
                 X, y, fourth=needs_fourth_moments(self.covariance, self.sigma),
-                novel_label=self.novel_label))
+                novel_label=self.novel_label), rows=(X, y))
         return super().fit(X, y)
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
@@ -271,62 +277,6 @@ default="auto"
                 frozen=frozen)
         return self
 
-    def merge(self, other):
-        """The head that ``fit`` on the rows of both heads gives (neither
-        changes): class sizes, means and scatter combine exactly. "auto"
-        ``sigma`` and priors are estimated again from what ``fit`` kept (such
-        heads merge straight after ``fit``); provisional classes are refused.
-
-        Parameters
-        ----------
-        other : CRPGaussianClassifier
-            A fitted head with the same parameters and features.
-
-        Returns
-        -------
-        merged : CRPGaussianClassifier
-            A new fitted head; ``classes_`` are the sorted union.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> rng = np.random.default_rng(0)
-        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
-        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
-        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
-        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
-        >>> merged.classes_, merged.class_count_
-        (array([0, 1, 2, 3]), array([10., 10., 10., 10.]))
-        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
-        ...                  rtol=1e-10, atol=1e-12))
-        True
-        """
-        moments, names, frozen = merged_moments(self, other)
-        discovered = merged_discoveries(self._discovered, other._discovered)
-        return clone(self)._install(moments, self.n_features_in_, feature_names=names,
-                                    frozen=frozen, discovered=discovered)
-
-    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
-                 discovered=None):
-        """Become the head ``fit`` gives on rows with these ``moments``."""
-        self._validate_params()
-        labels = moments["labels"]
-        with all_or_nothing(self):
-            self._take_state(*state_of_moments(
-                moments, self.get_params(deep=False), n_features, frozen=frozen))
-            self._discovered = discovered or self._discovered
-            self.n_features_in_ = n_features
-            self.__dict__.pop("feature_names_in_", None)
-            if feature_names is not None:
-                self.feature_names_in_ = feature_names
-            self._start_labels(labels)
-            self._registry.add(labels)
-            kept = {key: value for key, value in moments.items() if key != "labels"}
-            self._fit_moments = kept if needs_scatter(
-                self.sigma, self.prior_mean, self.prior_var) else None
-        return self
-
     # ---------------------------------------------------------------- streams
     def open_world_step(self, X, y=None, *, labelled=None):
         """Predict each row with the state before it, then learn from it.
@@ -351,7 +301,8 @@ default="auto"
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            Arrays of shape (n_samples,): ``y_pred`` (the MAP decision),
+            Arrays of shape (n_samples,): ``y_pred`` (:meth:`predict`'s
+            decision; the MAP class for unlabelled rows),
             ``y_known`` (best known class), ``p_novel``, ``is_novel`` (unseen
             label, or the new class won), ``novelty_score`` (P(novel)'s
             log-odds), ``y_assigned`` (the class learned under) and ``learned``.
@@ -436,22 +387,26 @@ default="auto"
                                          labels.shape[0])
 
     def _learn(self, X, index):
+        self._hold_out(X, index)
         self._state.learn(X, index, len(self._registry))
 
     def _checkpoint(self, index):
         return self._state.checkpoint(index)
 
-    def _end_fit(self):
+    def _end_fit(self, X, index):
         if self.known_count != "observed":
             self._state.set_crp_counts(float(self.known_count))
+        self._calibrate_fit(X, index)
 
     def _stream(self, X, index, is_new):
-        return self._state.stream(X, index, is_new,
-                                  check_novelty_map(self.novelty_calibration))
+        novelty_map = check_novelty_map(self.novelty_calibration)
+        return self._decide_stream(self._state.stream(X, index, is_new, novelty_map),
+                                   is_new, novelty_map)
 
     def _take_state(self, state, hyper, b):
         """A fresh state and the prior and hyper-parameters it fixes."""
         self._state, self._discovered = state, nothing_discovered()
+        self._conformal = NO_SCORES
         self.prior_mean_, self.prior_var_ = hyper.prior_mean, hyper.prior_var
         self.b_, self.sigma_ = b, hyper.sigma
         self._fitted_params = snapshot_params(self)

@@ -1,13 +1,17 @@
 """Heads from per-class statistics (``_moments``): ``merge``, and ``fit`` on
 a Dask array chunk by chunk (Dask is imported only for a Dask collection)."""
 
+import functools
 import sys
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
+from .._core import novel_log_odds
+from ..base import all_or_nothing
 from ..validation import (
     check_magnitude,
     check_new_labels,
@@ -15,6 +19,8 @@ from ..validation import (
     params_equal,
     resolve_novel_label,
 )
+from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
+from ._discovery import merged_discoveries
 from ._moments import (
     combine_moments,
     moments_of_rows,
@@ -188,6 +194,44 @@ def dask_moments(X, y, *, fourth, novel_label):
     return moments, X.shape[1]
 
 
+def dask_cross_fit_scores(X, y, labels, params, *, fourth):
+    """:func:`~._decision.cross_fit_scores` of Dask arrays' rows (of the
+    sorted ``labels``): each fold's state from the moments of the other
+    folds' chunks, then the fold's rows scored chunk by chunk."""
+    import dask
+    import dask.array as da
+
+    X, y = _dask_inputs(da, X, y)
+    fold = fold_of_rows(np.searchsorted(labels, np.asarray(y.compute())))
+    fold = da.from_array(fold, chunks=(X.chunks[0],))
+    chunks = list(zip(X.to_delayed().ravel(), y.to_delayed(), fold.to_delayed(),
+                      strict=True))
+
+    def rows_of(x_block, y_block, f_block, k, held):
+        keep = (f_block == k) == held
+        return np.asarray(x_block)[keep], np.asarray(y_block)[keep]
+
+    def moments_without(k):
+        blocks = [dask.delayed(lambda *a: _block_moments(
+            *rows_of(*a, k, False), fourth=fourth))(*chunk) for chunk in chunks]
+        return dask.delayed(functools.reduce)(combine_moments, blocks)
+
+    (all_moments,) = dask.compute([moments_without(k) for k in range(N_FOLDS)])
+    try:
+        states = [state_of_moments(m, params, X.shape[1])[0] for m in all_moments]
+    except ValueError:
+        return NO_SCORES
+
+    def scores(x_block, y_block, f_block):
+        out = [novel_log_odds(states[k].joint_log_numerators(
+            rows_of(x_block, y_block, f_block, k, True)[0]))
+            for k in range(N_FOLDS)]
+        return np.concatenate(out)
+
+    blocks = [dask.delayed(scores)(*chunk) for chunk in chunks]
+    return np.sort(np.concatenate(dask.compute(*blocks)))
+
+
 def _dask_inputs(da, X, y):
     """``X`` (n_samples, n_features) and ``y`` (n_samples,) as Dask arrays
     with the same row chunks and ``X`` whole along its columns."""
@@ -226,3 +270,71 @@ def _block_moments(x_block, y_block, *, fourth):
     return {"labels": labels,
             **moments_of_rows(X, y_index.reshape(-1), labels.shape[0],
                               fourth=fourth)}
+
+
+class MergeableHead:
+    """``merge`` and the install of a state from moments (``fit`` on a Dask
+    array), a mixin of :class:`~sklearn_flowr.CRPGaussianClassifier`."""
+
+    def merge(self, other):
+        """The head that ``fit`` on the rows of both heads gives (neither
+        changes): class sizes, means and scatter combine exactly. "auto"
+        ``sigma`` and priors are estimated again from what ``fit`` kept (such
+        heads merge straight after ``fit``); provisional classes are refused.
+        The calibration scores of :meth:`predict` are pooled.
+
+        Parameters
+        ----------
+        other : CRPGaussianClassifier
+            A fitted head with the same parameters and features.
+
+        Returns
+        -------
+        merged : CRPGaussianClassifier
+            A new fitted head; ``classes_`` are the sorted union.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
+        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
+        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
+        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
+        >>> merged.classes_, merged.class_count_
+        (array([0, 1, 2, 3]), array([10., 10., 10., 10.]))
+        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
+        ...                  rtol=1e-10, atol=1e-12))
+        True
+        """
+        moments, names, frozen = merged_moments(self, other)
+        discovered = merged_discoveries(self._discovered, other._discovered)
+        return clone(self)._install(
+            moments, self.n_features_in_, feature_names=names, frozen=frozen,
+            discovered=discovered,
+            conformal=with_scores(self._conformal, other._conformal))
+
+    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
+                 discovered=None, conformal=NO_SCORES, rows=None):
+        """Become the head ``fit`` gives on rows with these ``moments`` (Dask
+        ``rows``: their leave-one-out scores; else ``conformal``'s)."""
+        self._validate_params()
+        labels = moments["labels"]
+        with all_or_nothing(self):
+            self._take_state(*state_of_moments(
+                moments, self.get_params(deep=False), n_features, frozen=frozen))
+            self._discovered = discovered or self._discovered
+            self.n_features_in_ = n_features
+            self.__dict__.pop("feature_names_in_", None)
+            if feature_names is not None:
+                self.feature_names_in_ = feature_names
+            self._start_labels(labels)
+            self._registry.add(labels)
+            kept = {key: value for key, value in moments.items() if key != "labels"}
+            self._fit_moments = kept if needs_scatter(
+                self.sigma, self.prior_mean, self.prior_var) else None
+            self._conformal = conformal if rows is None else dask_cross_fit_scores(
+                *rows, labels, self.get_params(deep=False),
+                fourth=needs_fourth_moments(self.covariance, self.sigma))
+        return self

@@ -1,0 +1,225 @@
+"""Tests of the head's novelty decision at ``novelty_alpha``: conformal
+p-values of P(novel) against cross-fitted and online held-out scores."""
+
+import copy
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+from sklearn.base import clone
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.model_selection import GridSearchCV, StratifiedKFold
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_flowr import CRPGaussianClassifier, saving
+from sklearn_flowr.head import _decision
+
+ALPHA = 0.05
+
+
+def novel_log_odds(head, X):
+    """log P(novel) - log P(known) from the public probabilities."""
+    log_proba = head.predict_log_proba(X)
+    return log_proba[:, -1] - logsumexp(log_proba[:, :-1], axis=1)
+
+
+@pytest.fixture(scope="module")
+def digit_splits():
+    """Digits 0-6 known (half fitted, half held out), 7-9 unseen, for
+    three seeds, in raw 64-d pixels and in 20 PCA components."""
+    X, y = load_digits(return_X_y=True)
+    known = y < 7
+    X_known, y_known, X_unseen = X[known], y[known], X[~known]
+    splits = []
+    for seed in range(3):
+        fit = np.random.default_rng(seed).random(y_known.shape[0]) < 0.5
+        pca = PCA(20, random_state=0).fit(X_known[fit])
+        for name, f in (("raw", lambda Z: Z), ("pca", pca.transform)):
+            splits.append((name, seed, f(X_known[fit]), y_known[fit],
+                           f(X_known[~fit]), f(X_unseen)))
+    return splits
+
+
+@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+def test_false_novel_rate_on_held_out_digits_is_at_most_alpha(digit_splits,
+                                                              covariance):
+    """Check that on held-out rows of known digits predict says novel for at
+    most alpha + 2 SE of them, over seeds and features, and that it finds
+    far more unseen digits than the 4.5% of the argmax rule's report."""
+    for name, seed, X_fit, y_fit, X_test, X_unseen in digit_splits:
+        head = CRPGaussianClassifier(covariance=covariance).fit(X_fit, y_fit)
+        rate = np.mean(head.predict(X_test) == -1)
+        bound = ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / X_test.shape[0])
+        assert rate <= bound, (name, seed, rate)
+        assert np.mean(head.predict(X_unseen) == -1) > 0.35, (name, seed)
+
+
+def test_novelty_alpha_none_is_the_argmax_rule(blobs, rng):
+    """Check that novelty_alpha=None predicts the argmax of predict_proba
+    over the classes and the novel class, in predict and in streams."""
+    X, y = blobs
+    queries = np.r_[X, rng.normal(scale=8.0, size=(40, 5))]
+    head = CRPGaussianClassifier(novelty_alpha=None).fit(X[y < 3], y[y < 3])
+    labels = np.r_[head.classes_, head.novel_label_]
+    np.testing.assert_array_equal(
+        head.predict(queries), labels[head.predict_proba(queries).argmax(axis=1)])
+    stream = copy.deepcopy(head).open_world_step(X[y == 3], y[y == 3])
+    row_by_row = copy.deepcopy(head)
+    for x, label, y_pred in zip(X[y == 3], y[y == 3], stream.y_pred, strict=True):
+        proba = row_by_row.predict_proba(x[None])[0]
+        labels = np.r_[row_by_row.classes_, row_by_row.novel_label_]
+        assert y_pred == labels[proba.argmax()]
+        row_by_row.partial_fit(x[None], [label])
+
+
+def test_predict_is_the_conformal_rule(blobs, rng):
+    """Check that predict says novel exactly where (1 + #{c >= s}) / (n + 1)
+    <= alpha, and the best known class elsewhere."""
+    X, y = blobs
+    head = CRPGaussianClassifier(novelty_alpha=0.1).fit(X, y)
+    queries = np.r_[X, rng.normal(scale=8.0, size=(40, 5))]
+    scores = novel_log_odds(head, queries)
+    calibration = head.conformal_scores_
+    assert calibration.shape == (60,) and np.all(np.diff(calibration) >= 0)
+    pvalues = (1 + (calibration[None] >= scores[:, None]).sum(1)) / 61
+    np.testing.assert_allclose(head.novelty_pvalues(queries), pvalues)
+    best = head.classes_[head.predict_proba(queries)[:, :-1].argmax(axis=1)]
+    np.testing.assert_array_equal(head.predict(queries),
+                                  np.where(pvalues <= 0.1, -1, best))
+
+
+def test_fit_scores_are_cross_fitted_over_five_folds(blobs):
+    """Check that each fit row's calibration score is its novel log-odds
+    under the head fitted on the other folds (every class spread over them)."""
+    X, y = blobs
+    head = CRPGaussianClassifier(covariance="full").fit(X, y)
+    fold = _decision.fold_of_rows(y)
+    np.testing.assert_array_equal(np.bincount(fold), [12] * 5)
+    expected = np.empty(60)
+    for k in range(5):
+        fold_head = CRPGaussianClassifier(covariance="full").fit(
+            X[fold != k], y[fold != k])
+        expected[fold == k] = novel_log_odds(fold_head, X[fold == k])
+    np.testing.assert_allclose(head.conformal_scores_, np.sort(expected),
+                               rtol=1e-9, atol=1e-9)
+
+
+def test_too_few_scores_keep_the_argmax_rule():
+    """Check that with too few calibration scores to reach alpha (or folds
+    that cannot be fitted) predict is the argmax rule."""
+    X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
+    head = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+    assert head.conformal_scores_.shape == (0,)  # a fold of 1-row classes
+    queries = [[0.1, 0.0], [-6.0, 7.0]]
+    np.testing.assert_array_equal(head.predict(queries), [0, -1])
+    np.testing.assert_array_equal(head.novelty_pvalues(queries), [1.0, 1.0])
+
+
+def test_partial_fit_appends_scores_of_known_classes_before_learning(blobs):
+    """Check that partial_fit adds the novel log-odds, under the head before
+    the call, of its rows of known classes, and nothing for a new class."""
+    X, y = blobs
+    head = CRPGaussianClassifier().fit(X[y < 3][::2], y[y < 3][::2])
+    before = copy.deepcopy(head)
+    rows = np.r_[np.flatnonzero(y < 3)[1::2], np.flatnonzero(y == 3)]
+    head.partial_fit(X[rows], y[rows])
+    held_out = novel_log_odds(before, X[rows][y[rows] < 3])
+    np.testing.assert_allclose(
+        head.conformal_scores_,
+        np.sort(np.r_[before.conformal_scores_, held_out]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("novelty_calibration", [None, (0.7, -1.5)])
+def test_stream_equals_predict_then_partial_fit_row_by_row(
+        blobs, rng, monkeypatch, novelty_calibration):
+    """Check that open_world_step's decisions and calibration scores equal
+    predict then partial_fit row by row (blocks of 7 rows), new classes and
+    a Platt map included: the scores appended are the rows' novel log-odds
+    before they are learned."""
+    monkeypatch.setattr(_decision, "_BLOCK", 7)
+    X, y = blobs
+    far = rng.normal(scale=9.0, size=(3, 5))
+    X = np.r_[X, far[[0, 0, 1, 2, 1]] + rng.normal(size=(5, 5))]
+    y = np.r_[y, [4, 4, 5, 6, 5]]
+    fit = np.arange(y.shape[0]) % 3 == 0
+    fit[60:] = False
+    head = CRPGaussianClassifier(
+        novelty_alpha=0.15, novelty_calibration=novelty_calibration).fit(
+        X[fit & (y < 3)], y[fit & (y < 3)])
+    order = rng.permutation(np.flatnonzero(~fit))
+    stream = copy.deepcopy(head).open_world_step(X[order], y[order])
+    row_by_row, appended = copy.deepcopy(head), []
+    for i in order:
+        known = y[i] in row_by_row.classes_
+        if known:
+            appended.append(novel_log_odds(
+                copy.deepcopy(row_by_row).set_params(novelty_calibration=None),
+                X[i][None])[0])
+        assert stream.y_pred[list(order).index(i)] == row_by_row.predict(X[i][None])[0]
+        row_by_row.partial_fit(X[i][None], [y[i]])
+    assert (stream.y_pred == -1).any() and (stream.y_pred != -1).any()
+    after = copy.deepcopy(head)
+    after.open_world_step(X[order], y[order])
+    np.testing.assert_allclose(
+        after.conformal_scores_,
+        np.sort(np.r_[head.conformal_scores_, appended]), rtol=1e-10)
+    np.testing.assert_allclose(after.conformal_scores_,
+                               row_by_row.conformal_scores_, rtol=1e-10)
+
+
+def test_interrupted_step_leaves_the_calibration_unchanged(blobs, monkeypatch):
+    """Check that an interrupt in the decisions of a stream leaves the head,
+    calibration scores included, as it was."""
+    X, y = blobs
+    head = CRPGaussianClassifier().fit(X[y < 3], y[y < 3])
+    before = (head.conformal_scores_, head.class_count_.copy())
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_decision, "stream_decisions", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        head.open_world_step(X[:9], y[:9])
+    np.testing.assert_array_equal(head.conformal_scores_, before[0])
+    np.testing.assert_array_equal(head.class_count_, before[1])
+
+
+def test_save_load_and_merge_keep_the_scores(blobs, tmp_path):
+    """Check that skops saving keeps the calibration scores and predictions,
+    and that merge pools the parts' scores."""
+    X, y = blobs
+    left = CRPGaussianClassifier().fit(X[::2], y[::2])
+    right = CRPGaussianClassifier().fit(X[1::2], y[1::2])
+    path = tmp_path / "head.skops"
+    saving.save(left, path)
+    loaded = saving.load(path)
+    np.testing.assert_array_equal(loaded.conformal_scores_, left.conformal_scores_)
+    np.testing.assert_array_equal(loaded.predict(X), left.predict(X))
+    merged = left.merge(right)
+    np.testing.assert_array_equal(
+        merged.conformal_scores_,
+        np.sort(np.r_[left.conformal_scores_, right.conformal_scores_]))
+
+
+def test_novelty_alpha_is_validated_and_changes_after_fit(blobs, rng):
+    """Check that novelty_alpha outside (0, 1) is refused, and that it may
+    change after fit: a larger alpha calls more rows novel."""
+    X, y = blobs
+    with pytest.raises(InvalidParameterError, match="novelty_alpha"):
+        CRPGaussianClassifier(novelty_alpha=1.0).fit(X, y)
+    head = CRPGaussianClassifier(novelty_alpha=0.02).fit(X, y)
+    queries = np.r_[X, rng.normal(scale=6.0, size=(60, 5))]
+    strict = np.sum(head.predict(queries) == -1)
+    head.set_params(novelty_alpha=0.3).partial_fit(X[:1], y[:1])
+    assert np.sum(head.predict(queries) == -1) > strict
+
+
+def test_clone_and_grid_search_with_default_arguments(blobs):
+    """Check that clone keeps novelty_alpha and GridSearchCV runs over it."""
+    X, y = blobs
+    assert clone(CRPGaussianClassifier()).novelty_alpha == ALPHA
+    search = GridSearchCV(
+        CRPGaussianClassifier(), {"novelty_alpha": [0.05, 0.2]},
+        cv=StratifiedKFold(3, shuffle=True, random_state=0)).fit(X, y)
+    assert search.best_params_["novelty_alpha"] in (0.05, 0.2)
