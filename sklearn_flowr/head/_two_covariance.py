@@ -146,6 +146,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
         check_classification_targets(y)
+        if X.shape[1] < 2:
+            raise ValueError(
+                "TwoCovarianceWhitener needs two features or more: scaling rows "
+                "of 1 feature(s) to unit length leaves only their sign.")
         Z = _unit_rows(X)
         classes, y_index, counts = np.unique(y, return_inverse=True,
                                              return_counts=True)
