@@ -108,6 +108,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         Returns
         -------
         self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.classes_, clf.whitener_.prior_var_.shape
+        (array([0, 1, 2]), (4,))
         """
         self._validate_params()
         whitener = clone(self.whitener if self.whitener is not None
@@ -144,6 +154,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         Returns
         -------
         self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8]).partial_fit(X[8:], y[8:])
+        >>> clf.classes_, clf.head_.class_count_
+        (array([0, 1, 2]), array([4., 4., 4.]))
         """
         if not self.__sklearn_is_fitted__():
             return self.fit(X, y)
@@ -169,6 +189,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         result : :class:`~sklearn.utils.Bunch`
             As the head's: ``y_pred``, ``y_known``, ``p_novel``,
             ``is_novel``, ``novelty_score``, ``y_assigned``, ``learned``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
+        >>> clf.open_world_step(X[8:], y[8:]).is_novel
+        array([ True, False, False, False])
         """
         return self._head("open_world_step").open_world_step(
             self._whiten(X), y, labelled=labelled)
@@ -189,6 +219,19 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         Returns
         -------
         self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
+        >>> out = clf.open_world_step(X[8:10])  # no labels: learned as new
+        >>> out.y_assigned, out.learned
+        (array([-2, -2]), array([ True,  True]))
+        >>> clf.correct(X[8:10], out.y_assigned, [2, 2]).classes_
+        array([0, 1, 2])
         """
         self._head("correct").correct(self._whiten(X), y_assigned, y_true)
         return self
@@ -205,6 +248,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         joint : ndarray of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict_joint_log_proba(X[:2]).shape
+        (2, 4)
         """
         return self._head("predict_joint_log_proba").predict_joint_log_proba(
             self._whiten(X))
@@ -221,6 +274,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         log_proba : OpenWorldProba of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> bool(np.allclose(np.exp(clf.predict_log_proba(X)).sum(axis=1), 1.0))
+        True
         """
         return self._head("predict_log_proba").predict_log_proba(self._whiten(X))
 
@@ -237,6 +300,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         proba : OpenWorldProba of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last is the novel class (P(novel)
             from the CRP prior).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict_proba(X[:1]).shape  # three known classes + novel
+        (1, 4)
         """
         return self._head("predict_proba").predict_proba(self._whiten(X))
 
@@ -252,6 +325,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         -------
         y_pred : ndarray of shape (n_samples,)
             Labels from ``classes_`` or ``novel_label_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict(X[[0, 4, 8]])
+        array([0, 1, 2])
         """
         return self._head("predict").predict(self._whiten(X))
 
