@@ -34,7 +34,8 @@ from sklearn_flowr.baselines import (
     RanPACClassifier,
     SimpleShotClassifier,
 )
-from sklearn_flowr.metrics import h_measure
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.metrics import expected_calibration_error, h_measure
 
 METHODS = {
     "whitened": WhitenedCRPClassifier,
@@ -46,6 +47,7 @@ METHODS = {
     "ranpac": lambda: RanPACClassifier(random_state=0),
     "knn": KNNClassifier,
 }
+PROBABILISTIC = ("whitened", "crp", "crp-full")
 
 
 def load(path):
@@ -90,6 +92,17 @@ def known_and_novelty(model, X):
     return model.classes_[known.argmax(axis=1)], log_proba[:, -1] - log_known
 
 
+def novelty_ece(name, model, X_fit, y_fit, X_query, novel):
+    """ECE of P(novel) on the queries: as the model gives it, and after
+    :class:`NoveltyCalibratedClassifier`'s Platt map (3 class-disjoint folds
+    of the fitting classes)."""
+    calibrated = NoveltyCalibratedClassifier(METHODS[name](), cv=3, random_state=0)
+    calibrated.fit(X_fit, y_fit)
+    return [expected_calibration_error(novel, np.asarray(p)) for p in (
+        np.asarray(model.predict_proba(X_query))[:, -1],
+        calibrated.predict_novelty_proba(X_query))]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help=".npz with Z (or X), y and g")
@@ -101,6 +114,8 @@ def main(argv=None):
     parser.add_argument("--n-way", type=int, default=5)
     parser.add_argument("--shots", type=int, default=5)
     parser.add_argument("--queries", type=int, default=15)
+    parser.add_argument("--ece", action="store_true",
+                        help="also the ECE of P(novel), raw and calibrated")
     args = parser.parse_args(argv)
     features, y, groups = load(args.path)
     # SimpleShot first: its time is the unit.
@@ -109,6 +124,10 @@ def main(argv=None):
     for s in map(int, args.splits.split(",")):
         X_fit, y_fit, X_query, y_query, novel = split(features, y, groups, s, args)
         for dim in args.dims.split(","):
+            if dim != "native" and int(dim) > min(X_fit.shape):
+                print(f"split {s}: dim {dim} skipped ({X_fit.shape[0]} fitting "
+                      "rows)", flush=True)
+                continue
             if dim != "native":
                 pca = PCA(int(dim), random_state=0).fit(X_fit)
                 X_fit_d, X_query_d = pca.transform(X_fit), pca.transform(X_query)
@@ -124,16 +143,21 @@ def main(argv=None):
                 rows.setdefault((dim, name), []).append(
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],
-                     times[name] / times["simpleshot"]])
+                     times[name] / times["simpleshot"]]
+                    + (novelty_ece(name, model, X_fit_d, y_fit, X_query_d, novel)
+                       if args.ece and name in PROBABILISTIC else
+                       [np.nan, np.nan] if args.ece else []))
                 print(f"split {s} dim {dim} {name}: " + " ".join(
                     f"{v:.4f}" for v in rows[(dim, name)][-1]), flush=True)
     print(f"\n{args.path}: mean over splits {args.splits}\n")
-    print("| dim | method | known acc | AUROC | H | s | x SimpleShot |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    ece = " ECE raw | ECE calibrated |" if args.ece else ""
+    print("| dim | method | known acc | AUROC | H | s | x SimpleShot |" + ece)
+    print("| --- " * (9 if args.ece else 7) + "|")
     for (dim, name), values in rows.items():
-        acc, auroc, h, seconds, ratio = np.mean(values, axis=0)
+        acc, auroc, h, seconds, ratio, *eces = np.mean(values, axis=0)
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
-              f"{seconds:.2f} | {ratio:.1f} |")
+              f"{seconds:.2f} | {ratio:.1f} |"
+              + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
 
 
 if __name__ == "__main__":
