@@ -119,11 +119,12 @@ def test_scaling_rows_changes_nothing(rng):
 
 def test_online_equals_batch(rng):
     """Check that fit on part of the rows then partial_fit and open_world_step
-    of the rest equals fit on all rows (the whitener fitted on the first part
-    in both, known_count="observed")."""
+    of the rest (more rows of known classes, and two new classes) equals fit
+    on all rows (the whitener fitted on the first part in both,
+    known_count="observed")."""
     X, y = classes_of(rng, 8, 4, 12)
     queries = classes_of(rng, 10, 2, 12)[0]
-    first = np.tile([True, True, False, False], 8)
+    first = np.tile([True, True, False, False], 8) & (y < 6)
     whitener = TwoCovarianceWhitener().fit(X[first], y[first])
     online = WhitenedCRPClassifier(whitener).fit(X[first], y[first])
     stepped = clone(online).fit(X[first], y[first])
@@ -185,6 +186,20 @@ def test_head_parameters_set_by_the_whitener_are_refused(rng):
         with pytest.raises(ValueError, match="leave them 'auto'"):
             clf.fit(X, y)
         assert not hasattr(clf, "head_")
+
+
+def test_parts_that_do_not_fit_the_model_are_refused(rng):
+    """Check that a head other than the CRP head, or a whitener without a
+    prior, is refused with a clear error."""
+    from sklearn.decomposition import PCA
+
+    from sklearn_flowr.baselines import NCMClassifier
+
+    X, y = classes_of(rng, 3, 3, 4)
+    with pytest.raises(ValueError, match="is a CRPGaussianClassifier"):
+        WhitenedCRPClassifier(head=NCMClassifier()).fit(X, y)
+    with pytest.raises(ValueError, match="must set prior_var_"):
+        WhitenedCRPClassifier(whitener=PCA(2)).fit(X, y)
 
 
 def test_bad_rows_online_leave_the_model_unchanged(rng):

@@ -126,6 +126,11 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                      else CRPGaussianClassifier(known_count="observed"))
         _check_head(head)
         whitener.fit(X, y)
+        if not hasattr(whitener, "prior_var_"):
+            raise ValueError(
+                "WhitenedCRPClassifier's whitener must set prior_var_ (the prior "
+                f"variances of the class means in its output) in fit; {whitener!r} "
+                "does not.")
         prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
         head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
                         prior_var=prior_var)
@@ -369,6 +374,10 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 def _check_head(head):
     """Refuse a head whose noise or prior would contradict the whitener's."""
     params = head.get_params(deep=False)
+    if not {*_SET_BY_WHITENER, "covariance"} <= set(params):
+        raise ValueError(
+            "WhitenedCRPClassifier's head is a CRPGaussianClassifier (it needs "
+            f"sigma, prior_mean, prior_var and covariance); got {head!r}.")
     given = [name for name in _SET_BY_WHITENER
              if not (isinstance(params.get(name), str) and params[name] == "auto")]
     if given or params.get("covariance") != "isotropic":
