@@ -80,7 +80,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     noise_var_ : float
         ``nu``, the mean within-class variance of the normalised rows.
     scalings_ : ndarray of shape (n_features, n_features)
-        ``A``: ``transform(X) = (z - mu0) @ A``.
+        ``A``: ``transform(X) = (z - mu0) @ A`` (formed on access; the "span"
+        solver keeps it factored).
     solver_ : str
         The solver used.
     n_features_in_ : int
@@ -201,7 +202,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.classes_, self.class_count_ = classes, counts.astype(np.float64)
         self.prior_mean_, self.prior_var_ = prior_mean, np.maximum(beta, floor)
         self.noise_shrinkage_, self.noise_var_ = float(alpha), float(nu)
-        self.scalings_, self.solver_ = scalings, solver
+        # The span's scalings stay factored: the d x d matrix would make each
+        # row cost O(d^2) instead of O(d n).
+        self._scalings, self.solver_ = scalings, solver
         return self
 
     def transform(self, X):
@@ -229,11 +232,16 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """
         check_is_fitted(self)
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return (_unit_rows(X) - self.prior_mean_) @ self.scalings_
+        return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
+
+    @property
+    def scalings_(self):
+        check_is_fitted(self)
+        return _apply(self._scalings, np.eye(self.n_features_in_))
 
     @property
     def _n_features_out(self):
-        return self.scalings_.shape[1]
+        return self.n_features_in_
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -301,9 +309,10 @@ def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
     """The model in the span of the centred rows (``n < d``), where ``S`` and
     the means live; in its complement ``W = alpha nu I`` and ``t = 0``."""
     n, d = Z.shape
-    basis = np.linalg.qr((Z - prior_mean).T, mode="complete")[0]  # d x d
-    inside, outside = basis[:, :n], basis[:, n:]
-    residual = (Z - means[y_index]) @ inside
+    # Q = [inside, outside] as n Householder reflectors: Q^T v costs O(d n).
+    reflectors = linalg.qr((Z - prior_mean).T, mode="raw")[0]
+    inside = _reflect(reflectors, Z - means[y_index])
+    residual, mean_inside = inside[:, :n], _reflect(reflectors, means - prior_mean)
     nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
     _check_noise(nu)
     noise = (1.0 - alpha) * (residual.T @ residual / dof)
@@ -311,11 +320,29 @@ def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
     if alpha == 0 and n < d:
         _cholesky(np.zeros((1, 1)))  # W is singular outside the span
     chol = _cholesky(noise)
-    whitened = linalg.solve_triangular(chol, ((means - prior_mean) @ inside).T,
-                                       lower=True)
+    whitened = linalg.solve_triangular(chol, mean_inside[:, :n].T, lower=True)
     rotation, between = _eigen_rotation(whitened, means.shape[0] - 1)
-    scalings = np.hstack([
-        inside @ linalg.solve_triangular(chol.T, rotation, lower=False),
-        outside / np.sqrt(alpha * nu)])
+    scalings = (reflectors, linalg.solve_triangular(chol.T, rotation, lower=False),
+                1.0 / np.sqrt(alpha * nu))
     return scalings, np.concatenate([between, np.zeros(d - n)]), nu
+
+
+def _reflect(reflectors, V):
+    """``V Q`` for ``Q`` given as Householder reflectors ``(qr, tau)``."""
+    qr, tau = reflectors
+    result = linalg.lapack.dormqr("L", "T", qr, tau, np.asfortranarray(V.T),
+                                  lwork=max(1, 64 * V.shape[0]))
+    return result[0].T
+
+
+def _apply(scalings, V):
+    """``V A``: ``A`` a matrix, or the span's reflectors, map inside the span
+    and scale outside it."""
+    if isinstance(scalings, np.ndarray):
+        return V @ scalings
+    reflectors, inside_map, outside_scale = scalings
+    n = inside_map.shape[0]
+    coordinates = _reflect(reflectors, V)
+    return np.hstack([coordinates[:, :n] @ inside_map,
+                      coordinates[:, n:] * outside_scale])
 
