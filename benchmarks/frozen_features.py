@@ -103,6 +103,28 @@ def novelty_ece(name, model, X_fit, y_fit, X_query, novel):
         calibrated.predict_novelty_proba(X_query))]
 
 
+def median_seconds(call, repeats=20):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def online_step_ratio(X_fit, y_fit, X_query):
+    """One labelled row through ``WhitenedCRPClassifier.open_world_step`` (a
+    new class each time, whitening included), against the floor of one
+    (n_classes, n_features) mat-vec."""
+    model = WhitenedCRPClassifier().fit(X_fit, y_fit)
+    means = np.ascontiguousarray(model.head_.class_mean_)
+    row = X_query[:1]
+    floor = median_seconds(lambda: means @ row[0])
+    labels = iter(range(-10**6, 0))
+    step = median_seconds(lambda: model.open_world_step(row, [next(labels)]))
+    return step, floor
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help=".npz with Z (or X), y and g")
@@ -149,6 +171,9 @@ def main(argv=None):
                        [np.nan, np.nan] if args.ece else []))
                 print(f"split {s} dim {dim} {name}: " + " ".join(
                     f"{v:.4f}" for v in rows[(dim, name)][-1]), flush=True)
+    step, floor = online_step_ratio(*split(features, y, groups, 0, args)[:3])
+    print(f"\none online step (split 0, native): {step * 1e3:.2f} ms = "
+          f"{step / floor:.1f} x the {floor * 1e3:.3f} ms mat-vec floor")
     print(f"\n{args.path}: mean over splits {args.splits}\n")
     ece = " ECE raw | ECE calibrated |" if args.ece else ""
     print("| dim | method | known acc | AUROC | H | s | x SimpleShot |" + ece)
