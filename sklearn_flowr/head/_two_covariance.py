@@ -63,7 +63,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         ``"gram"``: the ``K x K`` Gram matrix of the whitened means, the rest
         of the whitened space one isotropic block (fast when ``K << d``);
         ``"span"``: the span of the centred rows, its complement one isotropic
-        block (fast when ``n << d``); ``"auto"``: the cheapest by shape.
+        block (fast when ``n << d``; ``"eigen"`` when ``n >= d``);
+        ``"auto"``: the cheapest by shape.
 
     Attributes
     ----------
@@ -172,6 +173,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 f"with two rows; got {n} rows of {n_classes} class(es).")
         solver = _cheapest_solver(n, n_classes, d) if self.solver == "auto" \
             else self.solver
+        if solver == "span" and n >= d:  # the rows span everything
+            solver = "eigen"
         sums = np.zeros((n_classes, d))
         np.add.at(sums, y_index, Z)
         means = sums / counts[:, None]
@@ -193,17 +196,21 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             chol = _cholesky(noise)  # W = L L^T
             whitened = linalg.solve_triangular(chol, (means - prior_mean).T,
                                                lower=True)  # d x K: L^-1 (m - mu0)
-            rotation, between = (_gram_rotation if solver == "gram"
-                                 else _eigen_rotation)(whitened, n_classes - 1)
-            scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
+            if solver == "gram":
+                reflectors, between = _gram_rotation(whitened, n_classes - 1)
+                rank = int(np.count_nonzero(between))
+                scalings = (chol, reflectors, np.eye(rank), 1.0)
+            else:
+                rotation, between = _eigen_rotation(whitened, n_classes - 1)
+                scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
         harmonic = 1.0 / np.mean(1.0 / counts)  # k_h
         beta = between - 1.0 / harmonic
         floor = self.prior_floor * max(beta.max(), 1.0 / harmonic)
         self.classes_, self.class_count_ = classes, counts.astype(np.float64)
         self.prior_mean_, self.prior_var_ = prior_mean, np.maximum(beta, floor)
         self.noise_shrinkage_, self.noise_var_ = float(alpha), float(nu)
-        # The span's scalings stay factored: the d x d matrix would make each
-        # row cost O(d^2) instead of O(d n).
+        # The span's and the Gram's scalings stay factored: forming the d x d
+        # matrix would cost O(d^3) (a row costs O(d n) and O(d^2 / 2) so).
         self._scalings, self.solver_ = scalings, solver
         return self
 
@@ -293,16 +300,15 @@ def _eigen_rotation(whitened, dof_between):
 
 def _gram_rotation(whitened, dof_between):
     """``U`` and ``t`` of ``T`` from the ``K x K`` Gram matrix ``M^T M``: the
-    ``r <= K - 1`` directions the means span, then an orthonormal basis of the
-    rest, where ``t = 0``."""
+    ``r <= K - 1`` directions the means span (``U``'s first columns, up to
+    sign: the head's diagonal model does not see signs), then an orthonormal
+    basis of the rest, where ``t = 0``; ``U`` as Householder reflectors."""
     gram, vectors = np.linalg.eigh(whitened.T @ whitened / dof_between)
     keep = gram > 1e-10 * gram.max()
     spanned = whitened @ (vectors[:, keep] / np.sqrt(gram[keep] * dof_between))
-    basis = np.linalg.qr(spanned, mode="complete")[0]
-    basis[:, : spanned.shape[1]] = spanned  # QR's first columns, up to sign
     between = np.zeros(whitened.shape[0])
     between[: spanned.shape[1]] = gram[keep]
-    return basis, between
+    return linalg.qr(spanned, mode="raw")[0], between
 
 
 def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
@@ -322,7 +328,8 @@ def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
     chol = _cholesky(noise)
     whitened = linalg.solve_triangular(chol, mean_inside[:, :n].T, lower=True)
     rotation, between = _eigen_rotation(whitened, means.shape[0] - 1)
-    scalings = (reflectors, linalg.solve_triangular(chol.T, rotation, lower=False),
+    scalings = (None, reflectors,
+                linalg.solve_triangular(chol.T, rotation, lower=False),
                 1.0 / np.sqrt(alpha * nu))
     return scalings, np.concatenate([between, np.zeros(d - n)]), nu
 
@@ -330,18 +337,22 @@ def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
 def _reflect(reflectors, V):
     """``V Q`` for ``Q`` given as Householder reflectors ``(qr, tau)``."""
     qr, tau = reflectors
+    if not qr.flags.writeable:  # LAPACK writes to it (and restores it)
+        qr = np.array(qr, order="F")
     result = linalg.lapack.dormqr("L", "T", qr, tau, np.asfortranarray(V.T),
                                   lwork=max(1, 64 * V.shape[0]))
     return result[0].T
 
 
 def _apply(scalings, V):
-    """``V A``: ``A`` a matrix, or the span's reflectors, map inside the span
-    and scale outside it."""
+    """``V A``: ``A`` a matrix, or factored: whiten by ``L`` (if any), rotate
+    by the reflectors ``Q``, map the first ``r`` coordinates, scale the rest."""
     if isinstance(scalings, np.ndarray):
         return V @ scalings
-    reflectors, inside_map, outside_scale = scalings
+    chol, reflectors, inside_map, outside_scale = scalings
     n = inside_map.shape[0]
+    if chol is not None:
+        V = linalg.solve_triangular(chol, V.T, lower=True).T
     coordinates = _reflect(reflectors, V)
     return np.hstack([coordinates[:, :n] @ inside_map,
                       coordinates[:, n:] * outside_scale])
