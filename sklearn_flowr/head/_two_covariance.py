@@ -186,7 +186,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
                                               alpha, dof)
         else:
-            # S from the sufficient statistics: sum z z^T - sum_n c_n m_n m_n^T.
+            # S from the sufficient statistics: sum z z^T - sum_n c_n m_n m_n^T
+            # (unit rows: no cancellation worth a second pass in float64).
             scatter = Z.T @ Z - sums.T @ means
             noise = scatter / dof
             nu = np.trace(noise) / d
@@ -209,8 +210,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         self.classes_, self.class_count_ = classes, counts.astype(np.float64)
         self.prior_mean_, self.prior_var_ = prior_mean, np.maximum(beta, floor)
         self.noise_shrinkage_, self.noise_var_ = float(alpha), float(nu)
-        # The span's and the Gram's scalings stay factored: forming the d x d
-        # matrix would cost O(d^3) (a row costs O(d n) and O(d^2 / 2) so).
+        # The span's and the Gram's A stay factored (reflectors, L): fit then
+        # needs no d x d product, and a row of the span costs O(d n).
         self._scalings, self.solver_ = scalings, solver
         return self
 

@@ -26,9 +26,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     ``prior_var=whitener.prior_var_``: the two-covariance model of [1]_ [2]_,
     each class an O(d) conjugate update. The whitener stays frozen after
     ``fit`` (as ``sigma="auto"`` does in the head): ``partial_fit``,
-    ``open_world_step`` and the predictions transform rows, ``O(d^2)`` each,
-    and call the head's method of the same name, so P(novel) is the head's
-    CRP P(novel) and the online path equals ``fit`` on the same rows.
+    ``open_world_step`` and the predictions transform rows (at most ``O(d^2)``
+    each) and call the head's method of the same name, so P(novel) is the
+    head's CRP P(novel) and the online path equals ``fit`` on the same rows.
 
     Parameters
     ----------
