@@ -263,3 +263,16 @@ ZERO_ROWS = (
 def test_sklearn_compatible(estimator, check):
     """Check scikit-learn's estimator contract."""
     check(estimator)
+
+
+def test_novelty_calibration_wraps_it(rng):
+    """Check that the package's novelty calibration takes the composed model
+    (its fit, partial_fit and open_world_step)."""
+    from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+
+    X, y = classes_of(rng, 9, 6, 8)
+    clf = NoveltyCalibratedClassifier(WhitenedCRPClassifier(), cv=3,
+                                      random_state=0).fit(X, y)
+    assert clf.slope_ > 0
+    p_novel = clf.predict_novelty_proba(classes_of(rng, 2, 1, 8)[0] - 9.0)
+    assert p_novel.shape == (2,) and np.all((p_novel >= 0) & (p_novel <= 1))
