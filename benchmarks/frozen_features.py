@@ -20,6 +20,7 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/frozen_features.py feats/kanji.npz
 """
 
 import argparse
+import copy
 import time
 
 import numpy as np
@@ -92,15 +93,23 @@ def known_and_novelty(model, X):
     return model.classes_[known.argmax(axis=1)], log_proba[:, -1] - log_known
 
 
-def novelty_ece(name, model, X_fit, y_fit, X_query, novel):
-    """ECE of P(novel) on the queries: as the model gives it, and after
+def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel):
+    """ECE of P(novel), as the model gives it and after
     :class:`NoveltyCalibratedClassifier`'s Platt map (3 class-disjoint folds
-    of the fitting classes)."""
+    of the fitting classes): on the queries against "novel class" (as
+    predict_proba scores them), and on the queries streamed in a shuffled
+    order through open_world_step against "first sighting" (the package's
+    calibration target)."""
     calibrated = NoveltyCalibratedClassifier(METHODS[name](), cv=3, random_state=0)
     calibrated.fit(X_fit, y_fit)
+    order = np.random.default_rng(0).permutation(y_query.shape[0])
+    raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
+    stream = calibrated.open_world_step(X_query[order], y_query[order])
     return [expected_calibration_error(novel, np.asarray(p)) for p in (
         np.asarray(model.predict_proba(X_query))[:, -1],
-        calibrated.predict_novelty_proba(X_query))]
+        calibrated.predict_novelty_proba(X_query))] + [
+        expected_calibration_error(out.is_novel, out.p_novel)
+        for out in (raw_stream, stream)]
 
 
 def median_seconds(call, repeats=20):
@@ -166,18 +175,20 @@ def main(argv=None):
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],
                      times[name] / times["simpleshot"]]
-                    + (novelty_ece(name, model, X_fit_d, y_fit, X_query_d, novel)
+                    + (novelty_ece(name, model, X_fit_d, y_fit, X_query_d, y_query,
+                                   novel)
                        if args.ece and name in PROBABILISTIC else
-                       [np.nan, np.nan] if args.ece else []))
+                       [np.nan] * 4 if args.ece else []))
                 print(f"split {s} dim {dim} {name}: " + " ".join(
                     f"{v:.4f}" for v in rows[(dim, name)][-1]), flush=True)
     step, floor = online_step_ratio(*split(features, y, groups, 0, args)[:3])
     print(f"\none online step (split 0, native): {step * 1e3:.2f} ms = "
           f"{step / floor:.1f} x the {floor * 1e3:.3f} ms mat-vec floor")
     print(f"\n{args.path}: mean over splits {args.splits}\n")
-    ece = " ECE raw | ECE calibrated |" if args.ece else ""
+    ece = (" ECE raw | ECE calibrated | stream ECE raw | stream ECE calibrated |"
+           if args.ece else "")
     print("| dim | method | known acc | AUROC | H | s | x SimpleShot |" + ece)
-    print("| --- " * (9 if args.ece else 7) + "|")
+    print("| --- " * (11 if args.ece else 7) + "|")
     for (dim, name), values in rows.items():
         acc, auroc, h, seconds, ratio, *eces = np.mean(values, axis=0)
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
