@@ -15,6 +15,8 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._core import group_sums
+
 __all__ = ["TwoCovarianceWhitener"]
 
 
@@ -175,8 +177,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             else self.solver
         if solver == "span" and n >= d:  # the rows span everything
             solver = "eigen"
-        sums = np.zeros((n_classes, d))
-        np.add.at(sums, y_index, Z)
+        sums = group_sums(Z, y_index)[1]  # every class has rows: in order
         means = sums / counts[:, None]
         prior_mean = means.mean(axis=0)  # mu0: every class counts once
         dof = n - n_classes
