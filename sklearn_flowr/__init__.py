@@ -7,12 +7,13 @@ maths (written once against the array API so it serves NumPy and torch),
 ``training`` the torch half, and ``FLOWRClassifier`` puts them together.
 """
 
-from .head import CRPGaussianClassifier
+from .head import CRPGaussianClassifier, WhitenedCRPClassifier
 from .saving import load, save
 
 __version__ = "0.1.0.dev0"
 
-__all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "__version__", "load", "save"]
+__all__ = ["CRPGaussianClassifier", "FLOWRClassifier", "WhitenedCRPClassifier",
+           "__version__", "load", "save"]
 
 
 def __dir__():

@@ -27,6 +27,8 @@ __all__ = [
 TRUSTED_TYPES = (
     # The estimators.
     "sklearn_flowr.head._classifier.CRPGaussianClassifier",
+    "sklearn_flowr.head._two_covariance.TwoCovarianceWhitener",
+    "sklearn_flowr.head._whitened.WhitenedCRPClassifier",
     "sklearn_flowr._flowr.FLOWRClassifier",
     "sklearn_flowr.baselines._dpmeans.DPMeansClassifier",
     "sklearn_flowr.baselines._evm.EVMClassifier",

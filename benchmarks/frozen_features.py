@@ -1,0 +1,200 @@
+"""The heads and the frozen-feature anchors on cached feature vectors.
+
+Compares, on the same vectors in one run, :class:`WhitenedCRPClassifier`,
+``CRPGaussianClassifier()`` and ``covariance="full"``, and the anchors of
+:mod:`sklearn_flowr.baselines` (NCM, SimpleShot, Mahalanobis++, RanPAC, kNN):
+known-class accuracy, novelty AUROC, H-measure and fit + predict time as a
+ratio to SimpleShot's on the same split, at the native dimension and after PCA
+fitted on the known fitting rows (``--dims``). Nothing is downloaded.
+
+The input is an ``.npz`` with ``Z`` (or ``X``), features of shape
+(n_samples, n_features); ``y``, labels; ``g``, each row's rendering (style,
+artist, drawing). With several renderings, split ``s`` draws
+``--known-share`` of the classes as known, fits on their rows of the other
+renderings and queries every class's rendering ``s``. With one rendering,
+split ``s`` is an episode: ``--n-way`` known classes of ``--shots`` rows,
+``--queries`` query rows of each of them and of ``--n-way`` novel classes.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/frozen_features.py feats/kanji.npz
+--splits 0,1,2,3 --dims native,256``.
+"""
+
+import argparse
+import copy
+import time
+
+import numpy as np
+from sklearn.decomposition import PCA
+from sklearn.metrics import roc_auc_score
+
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.baselines import (
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
+    NCMClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
+)
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.metrics import expected_calibration_error, h_measure
+
+METHODS = {
+    "whitened": WhitenedCRPClassifier,
+    "crp": CRPGaussianClassifier,
+    "crp-full": lambda: CRPGaussianClassifier(covariance="full"),
+    "ncm": NCMClassifier,
+    "simpleshot": SimpleShotClassifier,
+    "mahalanobis++": MahalanobisPlusPlusClassifier,
+    "ranpac": lambda: RanPACClassifier(random_state=0),
+    "knn": KNNClassifier,
+}
+PROBABILISTIC = ("whitened", "crp", "crp-full")
+
+
+def load(path):
+    data = np.load(path)
+    features = data["Z"] if "Z" in data else data["X"]
+    groups = data["g"] if "g" in data else np.zeros(len(data["y"]), dtype=int)
+    return features.astype(np.float64), data["y"], groups
+
+
+def split(features, y, groups, s, args):
+    """Fitting rows, their labels, query rows, their labels, and which are novel."""
+    classes = np.unique(y)
+    if np.unique(groups).shape[0] > 1:  # a held-out rendering
+        rng = np.random.default_rng(100 + s)
+        known = rng.permutation(classes)[: round(args.known_share * len(classes))]
+        fit = np.flatnonzero(np.isin(y, known) & (groups != s))
+        query = np.flatnonzero(groups == s)
+    else:  # an episode
+        rng = np.random.default_rng(s)
+        order = rng.permutation(classes)
+        known, novel = order[: args.n_way], order[args.n_way : 2 * args.n_way]
+        fit, query = [], []
+        for label in known:
+            rows = rng.permutation(np.flatnonzero(y == label))
+            fit += list(rows[: args.shots])
+            query += list(rows[args.shots : args.shots + args.queries])
+        for label in novel:
+            query += list(rng.permutation(np.flatnonzero(y == label))[: args.queries])
+        fit, query = np.array(fit), np.array(query)
+    return (features[fit], y[fit], features[query], y[query],
+            ~np.isin(y[query], known))
+
+
+def known_and_novelty(model, X):
+    """Best known class and a novelty score (higher = more novel)."""
+    if hasattr(model, "novelty_score"):
+        return model.predict_known(X), model.novelty_score(X)
+    log_proba = np.asarray(model.predict_log_proba(X))
+    known = log_proba[:, :-1]
+    top = known.max(axis=1)
+    log_known = top + np.log(np.exp(known - top[:, None]).sum(axis=1))
+    return model.classes_[known.argmax(axis=1)], log_proba[:, -1] - log_known
+
+
+def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel):
+    """ECE of P(novel), as the model gives it and after
+    :class:`NoveltyCalibratedClassifier`'s Platt map (3 class-disjoint folds
+    of the fitting classes): on the queries against "novel class" (as
+    predict_proba scores them), and on the queries streamed in a shuffled
+    order through open_world_step against "first sighting" (the package's
+    calibration target)."""
+    calibrated = NoveltyCalibratedClassifier(METHODS[name](), cv=3, random_state=0)
+    calibrated.fit(X_fit, y_fit)
+    order = np.random.default_rng(0).permutation(y_query.shape[0])
+    raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
+    stream = calibrated.open_world_step(X_query[order], y_query[order])
+    return [expected_calibration_error(novel, np.asarray(p)) for p in (
+        np.asarray(model.predict_proba(X_query))[:, -1],
+        calibrated.predict_novelty_proba(X_query))] + [
+        expected_calibration_error(out.is_novel, out.p_novel)
+        for out in (raw_stream, stream)]
+
+
+def median_seconds(call, repeats=20):
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        call()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def online_step_ratio(X_fit, y_fit, X_query):
+    """One labelled row through ``WhitenedCRPClassifier.open_world_step`` (a
+    new class each time, whitening included), against the floor of one
+    (n_classes, n_features) mat-vec."""
+    model = WhitenedCRPClassifier().fit(X_fit, y_fit)
+    means = np.ascontiguousarray(model.head_.class_mean_)
+    row = X_query[:1]
+    floor = median_seconds(lambda: means @ row[0])
+    labels = iter(range(-10**6, 0))
+    step = median_seconds(lambda: model.open_world_step(row, [next(labels)]))
+    return step, floor
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help=".npz with Z (or X), y and g")
+    parser.add_argument("--splits", default="0,1,2,3")
+    parser.add_argument("--dims", default="native",
+                        help="comma-separated: native and/or PCA dimensions")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--known-share", type=float, default=0.6)
+    parser.add_argument("--n-way", type=int, default=5)
+    parser.add_argument("--shots", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=15)
+    parser.add_argument("--ece", action="store_true",
+                        help="also the ECE of P(novel), raw and calibrated")
+    args = parser.parse_args(argv)
+    features, y, groups = load(args.path)
+    # SimpleShot first: its time is the unit.
+    names = ["simpleshot"] + [n for n in args.methods.split(",") if n != "simpleshot"]
+    rows = {}
+    for s in map(int, args.splits.split(",")):
+        X_fit, y_fit, X_query, y_query, novel = split(features, y, groups, s, args)
+        for dim in args.dims.split(","):
+            if dim != "native" and int(dim) > min(X_fit.shape):
+                print(f"split {s}: dim {dim} skipped ({X_fit.shape[0]} fitting "
+                      "rows)", flush=True)
+                continue
+            if dim != "native":
+                pca = PCA(int(dim), random_state=0).fit(X_fit)
+                X_fit_d, X_query_d = pca.transform(X_fit), pca.transform(X_query)
+            else:
+                X_fit_d, X_query_d = X_fit, X_query
+            times = {}
+            for name in names:
+                start = time.perf_counter()
+                model = METHODS[name]().fit(X_fit_d, y_fit)
+                y_known, score = known_and_novelty(model, X_query_d)
+                times[name] = time.perf_counter() - start
+                accuracy = np.mean(y_known[~novel] == y_query[~novel])
+                rows.setdefault((dim, name), []).append(
+                    [accuracy, roc_auc_score(novel, score),
+                     h_measure(novel.astype(int), score), times[name],
+                     times[name] / times["simpleshot"]]
+                    + (novelty_ece(name, model, X_fit_d, y_fit, X_query_d, y_query,
+                                   novel)
+                       if args.ece and name in PROBABILISTIC else
+                       [np.nan] * 4 if args.ece else []))
+                print(f"split {s} dim {dim} {name}: " + " ".join(
+                    f"{v:.4f}" for v in rows[(dim, name)][-1]), flush=True)
+    step, floor = online_step_ratio(*split(features, y, groups, 0, args)[:3])
+    print(f"\none online step (split 0, native): {step * 1e3:.2f} ms = "
+          f"{step / floor:.1f} x the {floor * 1e3:.3f} ms mat-vec floor")
+    print(f"\n{args.path}: mean over splits {args.splits}\n")
+    ece = (" ECE raw | ECE calibrated | stream ECE raw | stream ECE calibrated |"
+           if args.ece else "")
+    print("| dim | method | known acc | AUROC | H | s | x SimpleShot |" + ece)
+    print("| --- " * (11 if args.ece else 7) + "|")
+    for (dim, name), values in rows.items():
+        acc, auroc, h, seconds, ratio, *eces = np.mean(values, axis=0)
+        print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
+              f"{seconds:.2f} | {ratio:.1f} |"
+              + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
+
+
+if __name__ == "__main__":
+    main()

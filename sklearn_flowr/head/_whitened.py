@@ -1,0 +1,388 @@
+"""The CRP-Gaussian head on frozen features: a two-covariance whitener fitted
+once, the head updated online in its coordinates."""
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils._param_validation import HasMethods
+from sklearn.utils.validation import check_is_fitted
+
+from ._classifier import CRPGaussianClassifier
+from ._two_covariance import TwoCovarianceWhitener
+
+__all__ = ["WhitenedCRPClassifier"]
+
+# The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
+_SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
+
+
+class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
+    """FLOWR's head on frozen features: the two-covariance model, exactly
+    updatable online.
+
+    ``fit`` fits ``whitener`` (by default :class:`TwoCovarianceWhitener`: L2
+    rows, shrunk noise, moment prior) on the labelled rows, then ``head`` on
+    the whitened rows ``u`` with ``sigma=1``, ``prior_mean=0`` and
+    ``prior_var=whitener.prior_var_``: the two-covariance model of [1]_ [2]_,
+    each class an O(d) conjugate update. The whitener stays frozen after
+    ``fit`` (as ``sigma="auto"`` does in the head): ``partial_fit``,
+    ``open_world_step`` and the predictions transform rows (at most ``O(d^2)``
+    each) and call the head's method of the same name, so P(novel) is the
+    head's CRP P(novel) and the online path equals ``fit`` on the same rows.
+
+    Parameters
+    ----------
+    whitener : transformer or None, default=None
+        Fitted on ``fit``'s rows; it must expose ``prior_var_`` of shape
+        (n_features_out,). None: ``TwoCovarianceWhitener()``. Its parameters
+        are reached as ``whitener__<name>``.
+    head : CRPGaussianClassifier or None, default=None
+        The head, with ``sigma``, ``prior_mean`` and ``prior_var`` left
+        "auto" (the whitener sets them) and ``covariance="isotropic"``. None:
+        ``CRPGaussianClassifier(known_count="observed")``, whose CRP counts are
+        the class sizes, so that ``partial_fit`` after ``fit`` equals ``fit``
+        on all rows. Its parameters are reached as ``head__<name>`` (e.g.
+        ``head__novelty_calibration``).
+
+    Attributes
+    ----------
+    whitener_ : transformer
+        The fitted clone of ``whitener`` (frozen).
+    head_ : CRPGaussianClassifier
+        The fitted clone of ``head``, on the whitened rows.
+    classes_ : ndarray of shape (n_classes,)
+        Known labels (``head_.classes_``).
+    novel_label_ : object
+        Label of the novel class.
+    n_features_in_ : int
+        Number of features seen during ``fit``.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during ``fit`` (string column names only).
+
+    See Also
+    --------
+    sklearn_flowr.CRPGaussianClassifier : the head on features as they are.
+
+    References
+    ----------
+    .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone,
+       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022.
+    .. [2] S. Ioffe, "Probabilistic Linear Discriminant Analysis", ECCV, 2006.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.head import WhitenedCRPClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> means = rng.normal(size=(5, 8))
+    >>> X = np.repeat(means, 4, axis=0) + 0.1 * rng.normal(size=(20, 8))
+    >>> y = np.repeat([0, 1, 2, 3, 4], 4)
+    >>> clf = WhitenedCRPClassifier().fit(X[:16], y[:16])
+    >>> clf.predict(X[[0, 16]])  # class 4 is novel
+    array([ 0, -1])
+    >>> out = clf.open_world_step(X[16:], y[16:])  # then learned online
+    >>> out.y_pred
+    array([-1,  4,  4,  4])
+    """
+
+    _parameter_constraints: dict = {
+        "whitener": [HasMethods(["fit", "transform"]), None],
+        "head": [HasMethods(["fit", "partial_fit", "open_world_step"]), None],
+    }
+
+    def __init__(self, whitener=None, head=None):
+        self.whitener = whitener
+        self.head = head
+
+    def fit(self, X, y):
+        """Fit the whitener, then the head on the whitened rows.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+        y : array-like of shape (n_samples,)
+            Labels.
+
+        Returns
+        -------
+        self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.classes_, clf.whitener_.prior_var_.shape
+        (array([0, 1, 2]), (4,))
+        """
+        self._validate_params()
+        whitener = clone(self.whitener if self.whitener is not None
+                         else TwoCovarianceWhitener())
+        head = clone(self.head if self.head is not None
+                     else CRPGaussianClassifier(known_count="observed"))
+        _check_head(head)
+        whitener.fit(X, y)
+        if not hasattr(whitener, "prior_var_"):
+            raise ValueError(
+                "WhitenedCRPClassifier's whitener must set prior_var_ (the prior "
+                f"variances of the class means in its output) in fit; {whitener!r} "
+                "does not.")
+        prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
+        head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
+                        prior_var=prior_var)
+        head.fit(whitener.transform(X), y)
+        # Both fitted before either is kept: a failure leaves self as it was.
+        self.whitener_, self.head_ = whitener, head
+        for name in ("n_features_in_", "feature_names_in_"):
+            self.__dict__.pop(name, None)
+            if hasattr(whitener, name):
+                setattr(self, name, getattr(whitener, name))
+        return self
+
+    def partial_fit(self, X, y, classes=None):
+        """Condition the head on labelled rows (the whitener stays as fitted);
+        an unfitted classifier is ``fit``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+        y : array-like of shape (n_samples,)
+            Labels; unseen ones become classes.
+        classes : array-like of shape (n_classes,), default=None
+            Accepted for scikit-learn's incremental learners.
+
+        Returns
+        -------
+        self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8]).partial_fit(X[8:], y[8:])
+        >>> clf.classes_, clf.head_.class_count_
+        (array([0, 1, 2]), array([4., 4., 4.]))
+        """
+        if not self.__sklearn_is_fitted__():
+            return self.fit(X, y)
+        self.head_.partial_fit(self._whiten(X), y, classes=classes)
+        return self
+
+    def open_world_step(self, X, y=None, *, labelled=None):
+        """Predict each row with the state before it, then learn from it: the
+        head's :meth:`~sklearn_flowr.CRPGaussianClassifier.open_world_step` on
+        the whitened rows (labelled, unlabelled or mixed).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, in stream order.
+        y : array-like of shape (n_samples,) or None, default=None
+            Labels revealed after each prediction; None: no labels.
+        labelled : array-like of bool, shape (n_samples,), or None, default=None
+            Rows learned under their ``y`` entry.
+
+        Returns
+        -------
+        result : :class:`~sklearn.utils.Bunch`
+            As the head's: ``y_pred``, ``y_known``, ``p_novel``,
+            ``is_novel``, ``novelty_score``, ``y_assigned``, ``learned``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
+        >>> clf.open_world_step(X[8:], y[8:]).is_novel
+        array([ True, False, False, False])
+        """
+        return self._head("open_world_step").open_world_step(
+            self._whiten(X), y, labelled=labelled)
+
+    def correct(self, X, y_assigned, y_true):
+        """Move rows learned without labels to their true classes (the head's
+        :meth:`~sklearn_flowr.CRPGaussianClassifier.correct`).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            The rows, as passed to ``open_world_step``.
+        y_assigned : array-like of shape (n_samples,)
+            Their ``y_assigned``.
+        y_true : array-like of shape (n_samples,)
+            Their true labels.
+
+        Returns
+        -------
+        self : WhitenedCRPClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
+        >>> out = clf.open_world_step(X[8:10])  # no labels: learned as new
+        >>> out.y_assigned, out.learned
+        (array([-2, -2]), array([ True,  True]))
+        >>> clf.correct(X[8:10], out.y_assigned, [2, 2]).classes_
+        array([0, 1, 2])
+        """
+        self._head("correct").correct(self._whiten(X), y_assigned, y_true)
+        return self
+
+    def predict_joint_log_proba(self, X):
+        """Joint log-probabilities of the known classes and the novel class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+
+        Returns
+        -------
+        joint : ndarray of shape (n_samples, n_classes + 1)
+            Columns follow ``classes_``; the last is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict_joint_log_proba(X[:2]).shape
+        (2, 4)
+        """
+        return self._head("predict_joint_log_proba").predict_joint_log_proba(
+            self._whiten(X))
+
+    def predict_log_proba(self, X):
+        """Log posterior probabilities of the known classes and the novel class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+
+        Returns
+        -------
+        log_proba : OpenWorldProba of shape (n_samples, n_classes + 1)
+            Columns follow ``classes_``; the last is the novel class.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> bool(np.allclose(np.exp(clf.predict_log_proba(X)).sum(axis=1), 1.0))
+        True
+        """
+        return self._head("predict_log_proba").predict_log_proba(self._whiten(X))
+
+    def predict_proba(self, X):
+        """Posterior probabilities of the known classes and the novel class.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+
+        Returns
+        -------
+        proba : OpenWorldProba of shape (n_samples, n_classes + 1)
+            Columns follow ``classes_``; the last is the novel class (P(novel)
+            from the CRP prior).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict_proba(X[:1]).shape  # three known classes + novel
+        (1, 4)
+        """
+        return self._head("predict_proba").predict_proba(self._whiten(X))
+
+    def predict(self, X):
+        """Most probable class, or ``novel_label_`` when the novel class wins.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Labels from ``classes_`` or ``novel_label_``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        >>> clf.predict(X[[0, 4, 8]])
+        array([0, 1, 2])
+        """
+        return self._head("predict").predict(self._whiten(X))
+
+    def _whiten(self, X):
+        check_is_fitted(self)
+        return self.whitener_.transform(X)
+
+    def _head(self, method):
+        if not self.__sklearn_is_fitted__():
+            raise NotFittedError(
+                f"{method} needs a fitted WhitenedCRPClassifier: the whitener "
+                "is estimated by fit on labelled rows first.")
+        return self.head_
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "head_")
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = False
+        return tags
+
+    @property
+    def classes_(self):
+        return self._head("classes_").classes_
+
+    @property
+    def novel_label_(self):
+        return self._head("novel_label_").novel_label_
+
+
+def _check_head(head):
+    """Refuse a head whose noise or prior would contradict the whitener's."""
+    params = head.get_params(deep=False)
+    if not {*_SET_BY_WHITENER, "covariance"} <= set(params):
+        raise ValueError(
+            "WhitenedCRPClassifier's head is a CRPGaussianClassifier (it needs "
+            f"sigma, prior_mean, prior_var and covariance); got {head!r}.")
+    given = [name for name in _SET_BY_WHITENER
+             if not (isinstance(params.get(name), str) and params[name] == "auto")]
+    if given or params.get("covariance") != "isotropic":
+        raise ValueError(
+            "WhitenedCRPClassifier sets the head's sigma, prior_mean and "
+            "prior_var from the whitener (unit noise, prior N(0, "
+            "diag(prior_var_))): leave them 'auto' and covariance='isotropic'; "
+            f"got {', '.join(given) or 'covariance'} set.")

@@ -1,0 +1,278 @@
+"""Tests of the two-covariance whitener and the head on its output
+(``sklearn_flowr.head._two_covariance``, ``sklearn_flowr.head._whitened``)."""
+
+import pickle
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import sklearn_flowr
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
+
+
+def classes_of(rng, n_classes, per_class, n_features, *, offset=3.0):
+    """Gaussian classes with anisotropic noise, away from the origin."""
+    means = rng.normal(scale=2.0, size=(n_classes, n_features)) + offset
+    scales = rng.uniform(0.3, 1.5, size=n_features)
+    y = np.repeat(np.arange(n_classes), per_class)
+    return means[y] + scales * rng.normal(size=(y.shape[0], n_features)), y
+
+
+def model_of(whitener):
+    """What the head sees, whatever the rotation within equal ``beta``: the
+    inverse noise ``A A^T`` and ``A diag(beta) A^T``, and the sorted ``beta``."""
+    A, beta = whitener.scalings_, whitener.prior_var_
+    return A @ A.T, (A * beta) @ A.T, np.sort(beta)
+
+
+# n < d (all three), K - 1 < d < n (eigen, gram), K ~ d < n (eigen, gram).
+SHAPES = [(5, 3, 40), (10, 6, 20), (18, 4, 20)]
+
+
+@pytest.mark.parametrize(("n_classes", "per_class", "n_features"), SHAPES)
+def test_fit_paths_agree(rng, n_classes, per_class, n_features):
+    """Check that the eigen, Gram and span solvers fit the same model."""
+    X, y = classes_of(rng, n_classes, per_class, n_features)
+    solvers = ["eigen", "gram"] + (["span"] if X.shape[0] < n_features else [])
+    models = [model_of(TwoCovarianceWhitener(solver=s).fit(X, y)) for s in solvers]
+    for other in models[1:]:
+        for got, expected in zip(other, models[0], strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-9,
+                                       atol=1e-9 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize(("n_classes", "per_class", "n_features"), SHAPES)
+def test_heads_of_fit_paths_predict_alike(rng, n_classes, per_class, n_features):
+    """Check that the head's probabilities do not depend on the solver."""
+    X, y = classes_of(rng, n_classes, per_class, n_features)
+    queries = classes_of(rng, n_classes + 3, 2, n_features)[0]
+    solvers = ["eigen", "gram"] + (["span"] if X.shape[0] < n_features else [])
+    probas = [WhitenedCRPClassifier(TwoCovarianceWhitener(solver=s)).fit(X, y)
+              .predict_proba(queries) for s in solvers]
+    for proba in probas[1:]:
+        np.testing.assert_allclose(proba, probas[0], rtol=1e-7, atol=1e-10)
+
+
+def test_auto_solver_picks_by_shape(rng):
+    """Check that "auto" takes the span when n << d, the Gram matrix when
+    K << d < n, and the eigen-decomposition when K ~ d."""
+    picks = [TwoCovarianceWhitener().fit(*classes_of(rng, *shape)).solver_
+             for shape in [(3, 3, 60), (4, 20, 40), (30, 4, 20)]]
+    assert picks == ["span", "gram", "eigen"]
+
+
+def test_formula_matches_direct_numpy(rng):
+    """Check the noise, prior and map against a direct computation of the
+    formulas: W = (1-a) S + a nu I, T of the whitened means, beta, A."""
+    X, y = classes_of(rng, 6, 4, 8)
+    whitener = TwoCovarianceWhitener(solver="eigen").fit(X, y)
+    Z = X / np.linalg.norm(X, axis=1, keepdims=True)
+    means = np.array([Z[y == c].mean(axis=0) for c in range(6)])
+    residual = Z - means[y]
+    S = residual.T @ residual / (24 - 6)
+    a = 8 / (8 + 18)
+    W = (1 - a) * S + a * np.trace(S) / 8 * np.eye(8)
+    L = np.linalg.cholesky(W)
+    M = np.linalg.solve(L, (means - means.mean(axis=0)).T)
+    t, U = np.linalg.eigh(M @ M.T / 5)
+    beta = t - 1 / 4.0
+    beta = np.maximum(beta, 1e-3 * beta.max())
+    np.testing.assert_allclose(whitener.prior_var_, beta, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whitener.noise_shrinkage_, a)
+    # A = L^-T U, up to rotations within equal beta (T has rank K - 1 = 5):
+    # compare A^T W A = I and A diag(beta) A^T.
+    A, direct = whitener.scalings_, linalg.solve_triangular(L.T, U)
+    np.testing.assert_allclose(A.T @ W @ A, np.eye(8), atol=1e-9)
+    np.testing.assert_allclose((A * beta) @ A.T, (direct * beta) @ direct.T,
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(whitener.transform(X[:3]),
+                               (Z[:3] - means.mean(axis=0)) @ A, rtol=1e-12)
+
+
+def test_whitened_rows_have_unit_noise(rng):
+    """Check that with noise_shrinkage=0 the pooled within-class covariance of
+    the output is the identity (the model's noise)."""
+    X, y = classes_of(rng, 5, 30, 6)
+    U = TwoCovarianceWhitener(noise_shrinkage=0.0).fit(X, y).transform(X)
+    residual = U - np.array([U[y == c].mean(axis=0) for c in range(5)])[y]
+    np.testing.assert_allclose(residual.T @ residual / (150 - 5), np.eye(6),
+                               atol=1e-9)
+
+
+def test_scaling_rows_changes_nothing(rng):
+    """Check that rescaling X, as a whole or row by row, leaves the whitener
+    and the head's probabilities unchanged (rows are L2-normalised)."""
+    X, y = classes_of(rng, 6, 3, 10)
+    queries = classes_of(rng, 8, 2, 10)[0]
+    row_scale = rng.uniform(0.01, 100.0, size=(X.shape[0], 1))
+    base = WhitenedCRPClassifier().fit(X, y)
+    scaled = WhitenedCRPClassifier().fit(1e6 * X * row_scale, y)
+    np.testing.assert_allclose(scaled.predict_proba(1e-3 * queries),
+                               base.predict_proba(queries), rtol=1e-7, atol=1e-12)
+
+
+def test_online_equals_batch(rng):
+    """Check that fit on part of the rows then partial_fit and open_world_step
+    of the rest (more rows of known classes, and two new classes) equals fit
+    on all rows (the whitener fitted on the first part in both,
+    known_count="observed")."""
+    X, y = classes_of(rng, 8, 4, 12)
+    queries = classes_of(rng, 10, 2, 12)[0]
+    first = np.tile([True, True, False, False], 8) & (y < 6)
+    whitener = TwoCovarianceWhitener().fit(X[first], y[first])
+    online = WhitenedCRPClassifier(whitener).fit(X[first], y[first])
+    stepped = clone(online).fit(X[first], y[first])
+    online.partial_fit(X[~first], y[~first])
+    stepped.open_world_step(X[~first], y[~first])
+    head = CRPGaussianClassifier(
+        sigma=1.0, prior_mean=np.zeros(12), prior_var=online.whitener_.prior_var_,
+        b=online.head_.b_, known_count="observed")
+    batch = head.fit(online.whitener_.transform(X), y)
+    expected = batch.predict_proba(online.whitener_.transform(queries))
+    for model in (online, stepped):
+        np.testing.assert_allclose(model.predict_proba(queries), expected,
+                                   rtol=1e-9, atol=1e-12)
+
+
+def test_new_class_online_gets_the_crp_novel_mass(rng):
+    """Check that P(novel) comes from the CRP prior: a new class learned
+    online from one row takes the place the novel class held."""
+    X, y = classes_of(rng, 5, 3, 9)
+    far = rng.normal(size=(1, 9)) - 5.0
+    clf = WhitenedCRPClassifier().fit(X, y)
+    assert clf.predict(far)[0] == clf.novel_label_
+    out = clf.open_world_step(np.vstack([far, far * 1.01]), [7, 7])
+    assert out.is_novel.tolist() == [True, False]
+    assert out.y_pred[1] == 7 and 7 in clf.classes_
+
+
+@pytest.mark.parametrize(("X", "y", "match"), [
+    ([[0.0, 0.0], [1.0, 2.0], [2.0, 1.0], [1.0, 1.0]], [0, 0, 1, 1], "all zeros"),
+    ([[1.0, 0.0], [1.0, 2.0], [2.0, 1.0]], [0, 1, 2], "two rows"),
+    ([[1.0, 0.0], [1.0, 2.0], [2.0, 1.0]], [0, 0, 0], "two classes"),
+    ([[1.0, np.nan], [1.0, 2.0], [2.0, 1.0], [1.0, 1.0]], [0, 0, 1, 1], "NaN"),
+    ([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [0.0, 3.0]], [0, 0, 1, 1], "identical"),
+    ([[1.0], [2.0], [-1.0], [-3.0]], [0, 0, 1, 1], "two features"),
+])
+def test_bad_fit_input_raises(X, y, match):
+    """Check that bad rows or labels raise a clear ValueError."""
+    with pytest.raises(ValueError, match=match):
+        TwoCovarianceWhitener().fit(X, y)
+
+
+def test_bad_parameters_raise():
+    """Check the parameter constraints and the singular noise without
+    shrinkage."""
+    X, y = np.eye(4) + 1.0, [0, 0, 1, 1]
+    with pytest.raises(ValueError, match="noise_shrinkage"):
+        TwoCovarianceWhitener(noise_shrinkage=1.5).fit(X, y)
+    with pytest.raises(ValueError, match="singular"):
+        TwoCovarianceWhitener(noise_shrinkage=0.0).fit(X, y)
+
+
+def test_head_parameters_set_by_the_whitener_are_refused(rng):
+    """Check that a head with its own sigma, prior or full covariance is
+    refused before anything is fitted."""
+    X, y = classes_of(rng, 3, 3, 4)
+    for head in (CRPGaussianClassifier(sigma=0.5),
+                 CRPGaussianClassifier(covariance="full")):
+        clf = WhitenedCRPClassifier(head=head)
+        with pytest.raises(ValueError, match="leave them 'auto'"):
+            clf.fit(X, y)
+        assert not hasattr(clf, "head_")
+
+
+def test_parts_that_do_not_fit_the_model_are_refused(rng):
+    """Check that a head other than the CRP head, or a whitener without a
+    prior, is refused with a clear error."""
+    from sklearn.decomposition import PCA
+
+    from sklearn_flowr.baselines import NCMClassifier
+
+    X, y = classes_of(rng, 3, 3, 4)
+    with pytest.raises(ValueError, match="is a CRPGaussianClassifier"):
+        WhitenedCRPClassifier(head=NCMClassifier()).fit(X, y)
+    with pytest.raises(ValueError, match="must set prior_var_"):
+        WhitenedCRPClassifier(whitener=PCA(2)).fit(X, y)
+
+
+def test_bad_rows_online_leave_the_model_unchanged(rng):
+    """Check that a zero row or a wrong width in partial_fit raises before
+    the head changes, and that an unfitted model refuses a stream."""
+    X, y = classes_of(rng, 4, 3, 5)
+    clf = WhitenedCRPClassifier().fit(X, y)
+    before = clf.predict_proba(X)
+    with pytest.raises(ValueError, match="all zeros"):
+        clf.partial_fit(np.vstack([X[:1], np.zeros((1, 5))]), [0, 9])
+    with pytest.raises(ValueError, match="features"):
+        clf.open_world_step(X[:, :4], y)
+    np.testing.assert_array_equal(clf.predict_proba(X), before)
+    with pytest.raises(NotFittedError, match="fit on labelled rows"):
+        WhitenedCRPClassifier().open_world_step(X, y)
+
+
+@pytest.mark.parametrize("solver", ["eigen", "gram", "span"])
+def test_clone_pickle_and_save_round_trip(rng, tmp_path, solver):
+    """Check that a fitted model pickles and saves (trusted types) and keeps
+    learning after loading, whatever the solver's state."""
+    X, y = classes_of(rng, 4, 3, 16)
+    clf = WhitenedCRPClassifier(TwoCovarianceWhitener(solver=solver)).fit(X, y)
+    assert clone(clf).get_params()["whitener"].solver == solver
+    sklearn_flowr.save(clf, tmp_path / "model.skops")
+    for loaded in (pickle.loads(pickle.dumps(clf)),
+                   sklearn_flowr.load(tmp_path / "model.skops")):
+        np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+        loaded.partial_fit(X[:1] + 0.1, [11])
+        assert 11 in loaded.classes_
+
+
+def test_grid_search_and_cross_val_score_with_defaults(rng):
+    """Check that the composed model works in GridSearchCV (nested
+    parameters) and cross_val_score with default arguments."""
+    X, y = classes_of(rng, 4, 10, 6)
+    scores = cross_val_score(WhitenedCRPClassifier(), X, y)
+    assert scores.shape == (5,) and np.all(scores > 0.5)
+    search = GridSearchCV(
+        WhitenedCRPClassifier(TwoCovarianceWhitener(), CRPGaussianClassifier(
+            known_count="observed")),
+        {"whitener__noise_shrinkage": ["dof", 0.3], "head__a": [0.0, 0.5]}).fit(X, y)
+    assert set(search.best_params_) == {"whitener__noise_shrinkage", "head__a"}
+
+
+ZERO_ROWS = (
+    "the check's integer data has rows of zeros, which have no direction to "
+    "scale to unit length: refused with a ValueError by design.")
+
+
+@parametrize_with_checks(
+    [TwoCovarianceWhitener(), WhitenedCRPClassifier()],
+    expected_failed_checks=lambda est: {
+        "check_estimators_dtypes": ZERO_ROWS,
+        **({"check_classifiers_train": (
+            "predict_proba has n_classes + 1 columns: the last is the novel "
+            "class (open-world contract).")}
+           if isinstance(est, WhitenedCRPClassifier) else {}),
+    },
+)
+def test_sklearn_compatible(estimator, check):
+    """Check scikit-learn's estimator contract."""
+    check(estimator)
+
+
+def test_novelty_calibration_wraps_it(rng):
+    """Check that the package's novelty calibration takes the composed model
+    (its fit, partial_fit and open_world_step)."""
+    from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+
+    X, y = classes_of(rng, 9, 6, 8)
+    clf = NoveltyCalibratedClassifier(WhitenedCRPClassifier(), cv=3,
+                                      random_state=0).fit(X, y)
+    assert clf.slope_ > 0
+    p_novel = clf.predict_novelty_proba(classes_of(rng, 2, 1, 8)[0] - 9.0)
+    assert p_novel.shape == (2,) and np.all((p_novel >= 0) & (p_novel <= 1))
