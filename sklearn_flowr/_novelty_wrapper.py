@@ -13,7 +13,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds
 from .head import CRPGaussianClassifier
-from .validation import label_result_dtype
+from .validation import check_one_kind, label_result_dtype
 
 # Log-odds are clipped here: a row before any class exists has P(novel) = 1
 # (infinite odds), and fits and ranks need finite values.
@@ -37,13 +37,7 @@ def check_rows(X, y):
     if _num_samples(X) != y.shape[0]:
         raise ValueError(f"X and y have different numbers of rows: "
                          f"{_num_samples(X)} and {y.shape[0]}.")
-    try:
-        np.unique(y)
-    except TypeError as exc:  # e.g. strings and numbers in one object array
-        kinds = sorted({type(label).__name__ for label in y.tolist()})
-        raise ValueError(f"y mixes labels of types {kinds} that cannot be "
-                         "sorted together: give labels of one kind (all "
-                         "strings or all numbers).") from exc
+    check_one_kind(y)
     return y
 
 

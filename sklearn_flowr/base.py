@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .validation import (
     check_magnitude,
     check_new_labels,
+    check_one_kind,
     check_params_unchanged,
     fill_new_params,
     label_result_dtype,
@@ -182,6 +183,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         if y.dtype.kind == "f":
             assert_all_finite(y, input_name="y")
         if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
+            check_one_kind(y)
             check_classification_targets(y)
         if y.shape[0] == 1:
             labels, y_index = y, np.zeros(1, dtype=np.intp)

@@ -449,6 +449,21 @@ def scale_by_dtype(X, *, is_image):
     return X.astype(np.float32)
 
 
+def check_one_kind(y):
+    """Refuse an object array of labels mixing kinds that cannot be sorted
+    together (strings and numbers), naming the kinds."""
+    if y.dtype.kind == "O":
+        try:
+            np.unique(y)
+        except TypeError as exc:
+            kinds = sorted({type(label).__name__ for label in y.tolist()})
+            if len(kinds) > 1:
+                raise ValueError(
+                    f"y mixes labels of types {kinds} that cannot be sorted "
+                    "together: give labels of one kind (all strings or all "
+                    "numbers).") from exc
+
+
 def check_labels(y, n_samples):
     """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
     y = column_or_1d(y, warn=True)
@@ -457,5 +472,6 @@ def check_labels(y, n_samples):
     if y.shape[0] != n_samples:
         raise ValueError("Found input variables with inconsistent numbers of "
                          f"samples: [{n_samples}, {y.shape[0]}]")
+    check_one_kind(y)
     check_classification_targets(y)
     return y

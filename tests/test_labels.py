@@ -122,3 +122,23 @@ def test_pickle_keeps_labels_and_rebuilds_the_index():
     restored = pickle.loads(pickle.dumps(registry))
     assert restored._labels.shape == (3,)
     np.testing.assert_array_equal(restored.register(np.array([6, 4, 1])), [2, 0, 3])
+
+
+def test_labels_mixing_strings_and_numbers_are_refused_by_name():
+    """Check an object array of labels mixing strings and numbers gets an error
+    naming the kinds (not scikit-learn's 'Unknown label type'), before fit
+    changes anything, for the head and for FLOWRClassifier's checks."""
+    import numpy as np
+    import pytest
+
+    from sklearn_flowr import CRPGaussianClassifier
+    from sklearn_flowr.validation import check_labels
+
+    X = np.random.default_rng(0).normal(size=(8, 3))
+    y = np.array([0, 1, "a", "b", 0, 1, "a", "b"], dtype=object)
+    head = CRPGaussianClassifier()
+    with pytest.raises(ValueError, match=r"mixes labels of types \['int', 'str'\]"):
+        head.fit(X, y)
+    assert not hasattr(head, "classes_")
+    with pytest.raises(ValueError, match="mixes labels of types"):
+        check_labels(y, 8)
