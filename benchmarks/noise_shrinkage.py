@@ -40,8 +40,9 @@ import numpy as np
 from sklearn.base import clone
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.cli._benchmark_run import benchmark_data
-from sklearn_flowr.cli._benchmark_setup import baseline_template, setting_data
+from sklearn_flowr.cli._benchmark import benchmark_data
+from sklearn_flowr.cli._benchmark_model import baseline_template
+from sklearn_flowr.cli._benchmark_setup import setting_data
 from sklearn_flowr.protocol import (
     LargeContextTasks,
     SmallContextTasks,

@@ -44,7 +44,7 @@ import numpy as np
 from sklearn.base import clone
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.cli._benchmark_run import benchmark_data
+from sklearn_flowr.cli._benchmark import benchmark_data
 from sklearn_flowr.protocol import SmallContextTasks, evaluate_online
 
 # The probes' shared run (flowr-benchmark's options, model and tasks), from

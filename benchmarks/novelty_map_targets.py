@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.cli._benchmark_run import benchmark_data
+from sklearn_flowr.cli._benchmark import benchmark_data
 from sklearn_flowr.cli._benchmark_setup import setting_data
 from sklearn_flowr.metrics import expected_calibration_error
 from sklearn_flowr.protocol import calibrate_novelty, evaluate_online

@@ -105,8 +105,8 @@ from sklearn.decomposition import PCA
 from torch import nn
 
 from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.cli._benchmark_model import baseline_template
 from sklearn_flowr.cli._benchmark_setup import (
-    baseline_template,
     load_benchmark_data,
     split_fit_and_held_out,
 )

@@ -39,9 +39,9 @@ import tempfile
 
 import matplotlib.pyplot as plt
 
+from sklearn_flowr.cli._benchmark import run_benchmark
 from sklearn_flowr.cli._benchmark_parser import parse_args
 from sklearn_flowr.cli._benchmark_report import format_table
-from sklearn_flowr.cli._benchmark_run import run_benchmark
 
 options = [
     "--dataset", "glyphs", "--setting", "small", "--pretrain", "sup-e",

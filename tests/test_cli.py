@@ -70,7 +70,7 @@ def tiny_run(tmp_path_factory):
     results, folder, calls). ``calls`` records, in the order of the rows, the
     test runs (``evaluate_online``) and conformal calibration runs
     (``calibration_scores``) of the command line."""
-    from sklearn_flowr.cli import _benchmark_run
+    from sklearn_flowr.cli import _benchmark as _benchmark_run
 
     tmp_path = tmp_path_factory.mktemp("benchmark")
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods",
@@ -281,7 +281,7 @@ def test_benchmark_conformal_calibration_on_training_classes(tmp_path):
     """Check ``--conformal-calibration training``: one calibration run per
     row, on the training (fit) classes only, whose known-class scores are
     every test row's calibration set (brute-force p-values and figures)."""
-    from sklearn_flowr.cli import _benchmark_run
+    from sklearn_flowr.cli import _benchmark as _benchmark_run
 
     args = [*TINY_BENCHMARK, "--pretrain", "sup-e", "--methods", "flowr",
             "ncm", "--conformal-calibration", "training", "--out",
@@ -344,7 +344,7 @@ def test_benchmark_templates_are_the_fitted_heads():
     the large one."""
     from types import SimpleNamespace
 
-    from sklearn_flowr.cli._benchmark_setup import method_template
+    from sklearn_flowr.cli._benchmark_model import method_template
 
     model = SimpleNamespace(prior_head_=object(), head_=object())
     for method in ("flowr", "flowr-no-meta"):
@@ -479,7 +479,8 @@ def nothing_runs(monkeypatch):
     """Make training (and, with --set, data loading) fail: a usage error must
     come first."""
     from sklearn_flowr import FLOWRClassifier
-    from sklearn_flowr.cli import _benchmark, _benchmark_run
+    from sklearn_flowr.cli import _benchmark
+    from sklearn_flowr.cli import _benchmark as _benchmark_run
 
     monkeypatch.setattr(FLOWRClassifier, "fit", _refuse)
     return monkeypatch, _benchmark, _benchmark_run
@@ -631,8 +632,8 @@ def test_data_folder_of_images_runs(tmp_path):
     """Check --data FOLDER reads one class per sub-folder, splits the classes
     by --seed into training and test classes (half each) and runs."""
     pytest.importorskip("PIL")
-    from sklearn_flowr.cli._benchmark_run import benchmark_data
-    from sklearn_flowr.cli._user_data import split_classes
+    from sklearn_flowr.cli._benchmark import benchmark_data
+    from sklearn_flowr.cli._benchmark_setup import split_classes
 
     root = _png_tree(tmp_path / "shapes", 6)
     options = [opt for opt in TINY_NPZ if opt != "mlp"]
@@ -681,7 +682,7 @@ def test_image_size_resizes_a_folder_of_mixed_sizes(tmp_path, nothing_runs,
     """Check that differently sized images stop the run with advice naming
     --image-size, and that --image-size reads them at one size."""
     pytest.importorskip("PIL")
-    from sklearn_flowr.cli._benchmark_run import benchmark_data
+    from sklearn_flowr.cli._benchmark import benchmark_data
 
     root = _png_tree(tmp_path / "tree", 4, n_images=3)
     _png_tree(tmp_path / "big", 1, n_images=1, size=12)
@@ -910,7 +911,7 @@ def test_stages_without_bars_say_they_are_still_running():
     name, then a "still ..." line at every beat until it ends, and none after."""
     import threading
 
-    from sklearn_flowr.cli._benchmark_setup import progress
+    from sklearn_flowr.cli._benchmark import progress
 
     lines, beat = [], threading.Event()
 

@@ -18,7 +18,6 @@ import torch
 from sklearn_flowr import saving
 from sklearn_flowr.cli import (
     _benchmark,
-    _benchmark_run,
     _demo,
     benchmark_main,
     demo_main,
@@ -32,7 +31,7 @@ def _refuse(*args, **kwargs):
 @pytest.fixture
 def nothing_loads(monkeypatch, no_training):
     """No data may be loaded and no model trained."""
-    monkeypatch.setattr(_benchmark_run, "load_benchmark_data", _refuse)
+    monkeypatch.setattr(_benchmark, "load_benchmark_data", _refuse)
     monkeypatch.setattr(_demo, "run_demo", _refuse)
     return monkeypatch
 
@@ -205,7 +204,7 @@ def test_boolean_images_are_refused_as_fit_refuses_them(nothing_loads,
     from sklearn_flowr.cli import _benchmark_setup
 
     # Loading is what reads --data here: let it run, training may not.
-    nothing_loads.setattr(_benchmark_run, "load_benchmark_data",
+    nothing_loads.setattr(_benchmark, "load_benchmark_data",
                           _benchmark_setup.load_benchmark_data)
     X = np.random.default_rng(0).random((48, 8, 8)) > 0.5
     path = _npz(tmp_path / "bool.npz", X)
@@ -225,7 +224,7 @@ def test_data_images_are_scaled_as_fit_scales_them(nothing_loads, tmp_path,
     """Check --data reads uint16 images as fit does (divided by 65535, not
     used raw) and refuses int64 images as fit does (exit status 2)."""
     from sklearn_flowr.cli import _benchmark_setup
-    from sklearn_flowr.cli._user_data import load_user_data
+    from sklearn_flowr.cli._benchmark_setup import load_user_data
     from sklearn_flowr.validation import as_model_input
 
     pixels = np.random.default_rng(0).integers(0, 65536, (48, 8, 8))
@@ -234,7 +233,7 @@ def test_data_images_are_scaled_as_fit_scales_them(nothing_loads, tmp_path,
     np.testing.assert_array_equal(
         X_train, as_model_input(pixels.astype(np.uint16),
                                 allow_features=False)[:, 0])
-    nothing_loads.setattr(_benchmark_run, "load_benchmark_data",
+    nothing_loads.setattr(_benchmark, "load_benchmark_data",
                           _benchmark_setup.load_benchmark_data)
     path = _npz(tmp_path / "int64.npz", pixels)
     with pytest.raises(SystemExit) as stop:

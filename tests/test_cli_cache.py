@@ -49,7 +49,8 @@ def test_data_cache_never_unpickles(tmp_path):
 def test_model_cache_is_gone():
     """Check the joblib model cache and the features cache keyed by it are
     gone from the command line."""
-    from sklearn_flowr.cli import _benchmark_run, _benchmark_setup
+    from sklearn_flowr.cli import _benchmark as _benchmark_run
+    from sklearn_flowr.cli import _benchmark_setup
 
     for name in ("fit_or_load_model", "features_or_load", "model_key",
                  "_read_model"):

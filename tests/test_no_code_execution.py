@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 
-from sklearn_flowr.cli._user_data import UserDataError, load_user_data
+from sklearn_flowr.cli._benchmark_setup import UserDataError, load_user_data
 from sklearn_flowr.datasets import load_mini_imagenet, load_tiered_imagenet
 from sklearn_flowr.datasets._cache import read_cache
 from sklearn_flowr.datasets._glyphs import _read_glyphs_cache

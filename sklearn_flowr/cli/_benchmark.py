@@ -1,23 +1,71 @@
-"""``flowr-benchmark``'s entry point: check the outputs, run, print, write."""
+"""``flowr-benchmark``: check the outputs, load the data, fit each
+pre-training's model per setting, evaluate every method on the same seeded
+tasks, print the tables and write the figures."""
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import errno
 import functools
 import json
 import os
 import sys
+import threading
+import time
 from pathlib import Path
 
-from ..saving import temporary_name, write_atomically
-from ._benchmark_figures import plot_discovery, plot_figures
-from ._benchmark_parser import build_parser, parse_args
-from ._benchmark_report import format_table
-from ._benchmark_run import run_benchmark
-from ._benchmark_setup import progress
-from ._user_data import UserDataError
+import numpy as np
 
-__all__ = ["main"]
+from ..protocol import calibration_scores, evaluate_online
+from ..saving import temporary_name, write_atomically
+from ._benchmark_conformal import MAX_CALIBRATION_TASKS, conformal_figures
+from ._benchmark_discovery import discovery_rows
+from ._benchmark_model import (
+    META_TRAINED_METHODS,
+    METHOD_NAMES,
+    build_model,
+    describe_model,
+    fit_model,
+    method_template,
+    plan_run,
+)
+from ._benchmark_parser import build_parser, parse_args
+from ._benchmark_report import (
+    CALIBRATION,
+    ablation,
+    format_table,
+    plot_discovery,
+    plot_figures,
+    row_from_report,
+)
+from ._benchmark_setup import UserDataError, load_benchmark_data
+
+__all__ = ["benchmark_data", "main", "run_benchmark"]
+
+# Seconds between the "still ..." lines of a stage without progress bars.
+PROGRESS_EVERY = 5.0
+
+
+@contextlib.contextmanager
+def progress(log, what: str, every: float = PROGRESS_EVERY):
+    """Log ``what ...``, then ``... still <what> (N s)`` every ``every``
+    seconds until the block ends: no silent stage."""
+    log(f"{what} ...")
+    done = threading.Event()
+    tic = time.perf_counter()
+
+    def beat():
+        while not done.wait(every):
+            log(f"   ... still {what.strip()} ({time.perf_counter() - tic:.0f} s)")
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _output_problem(args) -> str | None:
@@ -129,6 +177,172 @@ def _write_outputs(results, out: Path) -> str | None:
                 "--out to keep the files).")
     return None
 
+
+def benchmark_data(args):
+    """The run's train/test data; ``--data``'s problems raise ``UserDataError``."""
+    cache = args.cache_dir or None
+    return load_benchmark_data(args.dataset, data_path=args.data_path,
+                               font_dirs=args.font_dir,
+                               max_fonts=args.max_fonts,
+                               max_per_class=args.max_per_class,
+                               kanji_classes=args.kanji_classes,
+                               kanji_instances=args.kanji_instances,
+                               cache_dir=None if cache is None
+                               else Path(cache) / "data",
+                               random_state=args.seed,
+                               # The probes of benchmarks/ have no --data.
+                               user_data=getattr(args, "data", None),
+                               image_size=getattr(args, "image_size", None))
+
+
+def run_benchmark(args, log=print, data=None) -> dict:
+    """Load (``data`` None), train and evaluate: every figure as a JSON-able
+    dict. Data the run cannot use raises ``UserDataError`` before training."""
+    start = time.perf_counter()
+    if data is None:
+        with progress(log, f"loading {args.dataset}"):
+            data = benchmark_data(args)
+    n_train_classes = np.unique(data.y_train).shape[0]
+    n_test_classes = np.unique(data.y_test).shape[0]
+    log(f"{args.dataset}: {n_train_classes} training classes "
+        f"({data.y_train.shape[0]} rows), {n_test_classes} test classes "
+        f"({data.y_test.shape[0]} rows), rows of shape {data.X_train.shape[1:]}")
+    plan = plan_run(args, data)
+    results = {"args": vars(args), "dataset": {
+        "name": args.dataset, "n_train_classes": int(n_train_classes),
+        "n_test_classes": int(n_test_classes)}, "calibration": CALIBRATION,
+        "settings": {}}
+    for setting, (split, tasks, protocol) in plan.items():
+        log(f"\n== {setting} context: {args.tasks} tasks, {protocol}")
+        results["settings"][setting] = _run_setting(setting, split, tasks,
+                                                    protocol, args, log)
+    results["seconds"] = time.perf_counter() - start
+    return results
+
+
+def _run_setting(setting, split, tasks, protocol, args, log):
+    """Fit each pre-training's model and evaluate every method on ``tasks``."""
+    X_fit, y_fit, X_eval, y_eval = split
+    # "tpr": the protocol's novelty TPR of the setting, from its reports.
+    out = {"protocol": protocol, "tpr": None, "models": {}, "rows": []}
+    for pretrain in args.pretrain:
+        tic = time.perf_counter()
+        log(f"-- {pretrain} pre-training, {setting} context")
+        models, fit_embeddings = {}, {}
+        for key, meta in (("flowr", True), ("flowr-no-meta", False)):
+            if meta or key in args.methods:
+                models[key] = build_model(args, setting, pretrain, meta=meta)
+                fit_embeddings[key] = fit_model(models[key], X_fit, y_fit, log=log)
+                out["models"][pretrain if meta else f"{pretrain}/no-meta"] = (
+                    describe_model(models[key]))
+        features = Features(models, X_fit, X_eval, fit_embeddings, log=log)
+        log(f"   models in {time.perf_counter() - tic:.1f} s")
+        for method in args.methods:
+            model = models.get(method, models["flowr"])
+            Z_fit, X_method = features(method)
+            template = method_template(method, setting, model, Z_fit, y_fit)
+            # The conformal calibration run reads the rows the test run reads.
+            X_calibration = Z_fit
+            if (method in models and setting == "small"
+                    and model.fine_tune_steps):
+                # Fine-tuning changes the encoder per task: stream images
+                # through the whole model; its per-task bars at --verbose 2.
+                template = copy.deepcopy(model).set_params(
+                    verbose=int(args.verbose >= 2))
+                X_method, X_calibration = X_eval, X_fit
+            method_tasks = tasks
+            if method == "evm" and args.evm_tasks is not None:
+                method_tasks = tasks[: min(args.evm_tasks, len(tasks))]
+            tic = time.perf_counter()
+            log(f"   evaluating {METHOD_NAMES[method]} on {len(method_tasks)} "
+                "tasks ...")
+            report = evaluate_online(template, X_method, y_eval, method_tasks,
+                                     setting=setting, n_jobs=args.n_jobs,
+                                     verbose=int(args.verbose >= 1),
+                                     return_rows=True)
+            out["tpr"] = report.target_tpr
+            row = row_from_report(method, pretrain, report,
+                                  time.perf_counter() - tic)
+            row["conformal"] = _conformal(template, X_calibration, y_fit,
+                                          setting, report.rows,
+                                          len(method_tasks), method, args, log)
+            out["rows"].append(row)
+            calibration = ("" if row["ece"] is None
+                           else f" ECE={row['ece']:.3f}")
+            fnr = (None if row["conformal"] is None else
+                   row["conformal"]["alpha"]["0.1"]["false_novel_rate"])
+            conformal = "" if fnr is None else f" false-novel@0.1={fnr:.3f}"
+            log(f"   {METHOD_NAMES[method]:14s} H={row['h_measure']:.3f} "
+                f"Acc={row['accuracy']:.3f}{calibration}{conformal} "
+                f"({row['n_tasks']} tasks, {row['seconds']:.1f} s)")
+        if args.label_fraction:
+            log(f"   class discovery under a label budget ({pretrain}) ...")
+            Z_fit, Z_eval = features("flowr")
+            for row in discovery_rows(models["flowr"], setting, Z_fit, y_fit,
+                                      Z_eval, y_eval, tasks, args, log):
+                out.setdefault("discovery", []).append(
+                    {"pretrain": pretrain, **row})
+    out["ablation"] = ablation(out["rows"])
+    return out
+
+
+def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
+               log):
+    """The conformal figures of one row, or None (logged) without calibration set."""
+    tic = time.perf_counter()
+    try:
+        if args.conformal_calibration == "tasks":
+            figures = conformal_figures(rows)
+        else:
+            n_calibration = min(n_tasks, MAX_CALIBRATION_TASKS)
+            log(f"   conformal calibration of {METHOD_NAMES[method]} on "
+                f"{n_calibration} training-class tasks ...")
+            calibration = calibration_scores(
+                template, X_fit, y_fit, setting, n_tasks=n_calibration,
+                n_known_query_classes=args.lc_known_query_classes,
+                n_jobs=args.n_jobs, seed=args.seed,
+                verbose=int(args.verbose >= 1))
+            figures = conformal_figures(rows, calibration,
+                                        seconds=time.perf_counter() - tic)
+            log(f"   conformal calibration of {METHOD_NAMES[method]}: "
+                f"{figures['n_calibration']} calibration scores in "
+                f"{figures['calibration_seconds']:.1f} s")
+    except ValueError as exc:
+        log(f"   no conformal figures for {METHOD_NAMES[method]}: {exc}")
+        return None
+    return figures
+
+
+class Features:
+    """Each encoder's embeddings of the fit and evaluation rows, computed once:
+    ``features(method)`` is ``(Z_fit, Z_eval)``."""
+
+    def __init__(self, models, X_fit, X_eval, fit_embeddings, *, log):
+        self.models, self.X_fit, self.X_eval, self.log = models, X_fit, X_eval, log
+        # The fit rows' embeddings ``fit_transform`` returned, per key.
+        self._fit_embeddings = dict(fit_embeddings)
+        self._cache = {}
+
+    def __call__(self, method):
+        if method == "flowr-no-meta":
+            key, encoder = method, "current"
+        elif method in META_TRAINED_METHODS:
+            key, encoder = "flowr", "current"
+        else:
+            key, encoder = "base", "pretrained"
+        model = self.models[key if key == "flowr-no-meta" else "flowr"]
+        if key not in self._cache:
+            Z_fit = self._fit_embeddings.get(key)
+            rows = self.X_eval.shape[0] + (0 if Z_fit is not None
+                                           else self.X_fit.shape[0])
+            name = {"base": "pre-trained", "flowr": "meta-trained"}.get(key, key)
+            with progress(self.log, f"   embedding {rows} rows with the {name} "
+                          "encoder"):
+                if Z_fit is None:
+                    Z_fit = model.transform(self.X_fit, encoder=encoder)
+                self._cache[key] = Z_fit, model.transform(self.X_eval,
+                                                          encoder=encoder)
+        return self._cache[key]
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

@@ -18,7 +18,7 @@ from ..protocol import (
     select_discovery_params,
     summarise_tasks,
 )
-from ._benchmark_setup import benchmark_tasks
+from ._benchmark_model import benchmark_tasks
 
 DISCOVERY_METHODS = ("flowr", "crp-isotropic", "dp-means")
 DISCOVERY_NAMES = {"flowr": "FLOWR", "crp-isotropic": "CRP isotropic",

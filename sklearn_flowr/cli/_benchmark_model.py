@@ -1,21 +1,37 @@
-"""The ``FLOWRClassifier`` that ``flowr-benchmark`` trains: ``FLOWRClassifier()``
-with the run's options, then every ``--set KEY=VALUE`` through ``set_params``,
-checked before any data is loaded.
-"""
+"""What ``flowr-benchmark`` runs: the ``FLOWRClassifier`` of each context and
+pre-training (its options, then every ``--set KEY=VALUE`` through
+``set_params``, checked before any data is loaded), the methods evaluated on
+its embeddings, and their tasks."""
 
 from __future__ import annotations
 
+import ast
 import difflib
+from functools import partial
 
+import numpy as np
 from sklearn.base import BaseEstimator
 
 from .. import FLOWRClassifier
+from ..baselines import (
+    EVMClassifier,
+    FeCAMClassifier,
+    KNNClassifier,
+    MahalanobisPlusPlusClassifier,
+    NCMClassifier,
+    PEELERClassifier,
+    ProtoNetClassifier,
+    RanPACClassifier,
+    SimpleShotClassifier,
+)
+from ..protocol import LargeContextTasks, SmallContextTasks, small_context_sizes
 from ..training import MetaTraining, SupE, SupFC
 from ..training.pipeline import resolve_device
-from ._options import split_key_value
+from ._benchmark_setup import UserDataError, setting_data
 
-__all__ = ["PRETRAININGS", "ModelOptionError", "build_model", "check_model_options",
-           "describe_model", "run_models"]
+__all__ = ["METHODS", "PRETRAININGS", "ModelOptionError", "baseline_template",
+           "benchmark_tasks", "build_model", "check_model_options",
+           "describe_model", "method_template", "plan_run", "run_models"]
 
 # --pretrain's choices and the stage each builds.
 PRETRAININGS = {"sup-e": SupE, "sup-fc": SupFC, "none": None}
@@ -60,9 +76,17 @@ def _option_params(args, setting: str, pretrain: str, meta: bool) -> dict:
     return params
 
 
+def _split_key_value(text: str) -> tuple[str, object]:
+    """``(KEY, VALUE)`` of ``KEY=VALUE``, VALUE a Python literal or else text."""
+    key, _, value = text.partition("=")
+    try:
+        return key.strip(), ast.literal_eval(value.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return key.strip(), value.strip()
+
+
 def _problem(model: FLOWRClassifier) -> str | None:
-    """What the model's parameters, alone or together, break (the checks
-    ``fit`` runs before it looks at the data); or None."""
+    """What ``model.check_fit()`` refuses in its parameters, or None."""
     try:
         model.check_fit()
     except (ValueError, TypeError) as exc:
@@ -87,38 +111,9 @@ def _unknown_key(model: FLOWRClassifier, key: str) -> str | None:
 
 def build_model(args, setting: str, pretrain: str, *,
                 meta: bool = True) -> FLOWRClassifier:
-    """The unfitted ``FLOWRClassifier`` of one context and pre-training.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        ``flowr-benchmark``'s options.
-    setting : {"small", "large"}
-        The context the model is meta-trained in.
-    pretrain : {"sup-e", "sup-fc", "none"}
-        Its pre-training (``--pretrain``).
-    meta : bool, default=True
-        ``False``: ``meta=None``, the ``flowr-no-meta`` ablation (``--set
-        meta__*`` items then do not apply, nor ``pretrain__*`` to ``"none"``).
-
-    Returns
-    -------
-    model : FLOWRClassifier
-
-    Raises
-    ------
-    ModelOptionError
-        Naming the ``--set`` item (or options) the model refuses, and why.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.cli._benchmark import parse_args
-    >>> args = parse_args(["--set", "head__covariance=isotropic",
-    ...                    "--set", "calibration=None"])
-    >>> model = build_model(args, "small", "sup-e")
-    >>> model.head.covariance, model.calibration, model.meta.epochs
-    ('isotropic', None, 10)
-    """
+    """The unfitted ``FLOWRClassifier`` of one context and pre-training
+    (``meta=False``: ``meta=None``, the ``flowr-no-meta`` ablation); a
+    ``ModelOptionError`` names the ``--set`` item the model refuses."""
     model = FLOWRClassifier().set_params(
         **_option_params(args, setting, pretrain, meta))
     problem = _problem(model)
@@ -126,7 +121,7 @@ def build_model(args, setting: str, pretrain: str, *,
         raise ModelOptionError(f"the options give an invalid model: {problem}")
     blame = None
     for text in args.set:
-        key, value = split_key_value(text)
+        key, value = _split_key_value(text)
         part = key.split("__", 1)[0]
         if "__" in key and ((part == "pretrain" and PRETRAININGS[pretrain] is None)
                             or (part == "meta" and not meta)):
@@ -150,9 +145,8 @@ def build_model(args, setting: str, pretrain: str, *,
 
 
 def _device_problem(device: str) -> str | None:
-    """Why training cannot run on ``device`` (unknown, absent, or unable to hold
-    a tensor), or None.
-    """
+    """Why training cannot run on ``device`` (unknown, absent, or unable to
+    hold a tensor), or None."""
     try:
         resolved = resolve_device(device)
     except ValueError as exc:
@@ -216,12 +210,122 @@ def _json_value(value):
 
 
 def describe_model(model: FLOWRClassifier) -> dict:
-    """The model's parameters, nested ones included, as JSON values.
-
-    Examples
-    --------
-    >>> describe_model(FLOWRClassifier())["head__covariance"]
-    'full'
-    """
+    """The model's parameters, nested ones included, as JSON values."""
     return {key: _json_value(value)
             for key, value in model.get_params(deep=True).items()}
+
+
+# --methods: "flowr-no-meta" trains another model, so it runs only when asked.
+# The frozen-feature anchors run only when asked for (--methods). RanPAC's
+# prediction after each learned row costs O(M^3): M = 256 keeps a stream quick.
+ANCHORS = {"simpleshot": SimpleShotClassifier,
+           "mahalanobis++": MahalanobisPlusPlusClassifier,
+           "ranpac": partial(RanPACClassifier, n_components=256, random_state=0),
+           "knn": KNNClassifier, "fecam": FeCAMClassifier}
+_BASELINES = {"ncm": NCMClassifier, "protonet": ProtoNetClassifier,
+              "evm": EVMClassifier, **ANCHORS}
+METHODS = ("flowr", "flowr-no-meta", "ncm-flowr-emb", "ncm", "protonet", "peeler",
+           "evm", *ANCHORS)
+DEFAULT_METHODS = tuple(method for method in METHODS
+                        if method != "flowr-no-meta" and method not in ANCHORS)
+METHOD_NAMES = {"flowr": "FLOWR", "flowr-no-meta": "FLOWR no-meta",
+                "ncm-flowr-emb": "NCM FLOWR-emb", "ncm": "NCM",
+                "protonet": "ProtoNet", "peeler": "PEELER", "evm": "EVM",
+                "simpleshot": "SimpleShot", "mahalanobis++": "Mahalanobis++",
+                "ranpac": "RanPAC", "knn": "kNN", "fecam": "FeCAM"}
+# Methods on the meta-trained encoder's features; the others on the
+# pre-trained one's (flowr-no-meta's model has no other).
+META_TRAINED_METHODS = ("flowr", "ncm-flowr-emb")
+
+
+def fit_model(model: FLOWRClassifier, X, y, *, log=print):
+    """``model.fit_transform(X, y)``, logged."""
+    pretrain = model.pretrain
+    name = PRETRAIN_NAMES.get(type(pretrain).__name__, type(pretrain).__name__)
+    epochs = [f"{pretrain.epochs} pre-training" if pretrain is not None else
+              "no pre-training",
+              f"{model.meta.epochs} meta-training epochs" if model.meta is not None
+              else "no meta-training"]
+    log(f"   training FLOWR {name} encoder on {X.shape[0]} images "
+        f"({' + '.join(epochs)}) ...")
+    return model.fit_transform(X, y)
+
+
+def method_template(method: str, setting: str, model: FLOWRClassifier, Z_train,
+                    y_train):
+    """What ``evaluate_online`` copies per task: FLOWR's fitted head (the prior
+    head in the small context), else a baseline on ``Z_train``."""
+    if method in ("flowr", "flowr-no-meta"):
+        return model.prior_head_ if setting == "small" else model.head_
+    return baseline_template("ncm" if method == "ncm-flowr-emb" else method,
+                             setting, Z_train, y_train)
+
+
+def baseline_template(method: str, setting: str, Z_train, y_train):
+    """A distance baseline, unfitted in the small context (PEELER with the
+    training classes' precision) and fitted on ``Z_train`` in the large one."""
+    if method == "peeler":
+        precision = PEELERClassifier().fit(Z_train, y_train).precision_
+        estimator = PEELERClassifier(precision=precision)
+    elif method in _BASELINES:
+        estimator = _BASELINES[method]()
+    else:
+        raise ValueError(f"Unknown method {method!r}; choose from {METHODS}.")
+    if setting == "large":
+        estimator.fit(Z_train, y_train)
+    return estimator
+
+
+def benchmark_tasks(setting, y_fit, y_eval, y_test, args):
+    """The setting's tasks over ``y_eval`` and a description of their protocol."""
+    if setting == "small":
+        n_support, n_novel = small_context_sizes(np.unique(y_eval).shape[0])
+        tasks = SmallContextTasks(y_eval, n_support_classes=n_support,
+                                  n_novel_classes=n_novel, n_tasks=args.tasks,
+                                  random_state=args.seed)
+        return tasks, {"n_support_classes": n_support, "n_novel_classes": n_novel,
+                       "shots": [1, 10], "n_query": 10}
+    n_novel = min(5, np.unique(y_test).shape[0])
+    n_known = int(np.unique(y_fit).shape[0])
+    # A cap above the number of known classes (--quick on a ten-class
+    # dataset) means "all of them".
+    n_queried = (None if args.lc_known_query_classes is None
+                 or args.lc_known_query_classes >= n_known
+                 else args.lc_known_query_classes)
+    tasks = LargeContextTasks(y_eval, np.unique(y_fit), n_novel_classes=n_novel,
+                              n_tasks=args.tasks, n_known_query_classes=n_queried,
+                              random_state=args.seed)
+    return tasks, {"n_known_classes": n_known, "n_known_query_classes": n_queried,
+                   "n_novel_classes": n_novel, "n_query": 10}
+
+
+def plan_run(args, data) -> dict:
+    """Per setting, its data split, tasks and protocol, after every check the run
+    can make before training; a problem raises ``UserDataError``."""
+    where = (f"--data {args.data!r}" if args.data else f"--dataset {args.dataset}")
+    if data.X_train.ndim > 2 and build_model(
+            args, args.setting[0], args.pretrain[0]).backbone == "mlp":
+        raise UserDataError(f"{where}: X holds images of shape "
+                            f"{data.X_train.shape[1:]}; --backbone mlp reads "
+                            "feature vectors: choose an image backbone.")
+    plan = {}
+    for setting in args.setting:
+        split = setting_data(setting, data, args.seed)
+        try:
+            tasks, protocol = benchmark_tasks(setting, split[1], split[3],
+                                              data.y_test, args)
+        except ValueError as exc:
+            raise UserDataError(f"{where}: the {setting} context's tasks cannot "
+                                f"be drawn from it: {exc}") from None
+        for model in run_models(args, setting):
+            try:
+                model.check_fit(split[0], split[1])
+            except ValueError as exc:
+                # fit's advice names its parameter; here it is an option.
+                problem = str(exc).replace("backbone='mlp'", "--backbone mlp")
+                raise UserDataError(
+                    f"{where}: the {setting}-context model cannot be fitted on "
+                    f"its training classes: {problem}") from None
+        plan[setting] = split, tasks, protocol
+    return plan
+

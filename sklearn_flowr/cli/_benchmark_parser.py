@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import argparse
 import inspect
+import math
+import re
+import textwrap
 from pathlib import Path
 
 from ..datasets import load_fashion_mnist, load_glyphs
@@ -28,30 +31,104 @@ from ..encoders import BACKBONE_NAMES
 from ._benchmark_conformal import CALIBRATION_SETS
 from ._benchmark_model import (
     DEFAULT_META,
+    DEFAULT_METHODS,
     DEFAULT_MODEL,
     DEFAULT_PRETRAIN,
+    METHODS,
     PRETRAININGS,
     build_model,
     check_model_options,
 )
-from ._benchmark_setup import (
-    DATASETS,
-    DEFAULT_METHODS,
-    KANJI_CLASSES,
-    KANJI_INSTANCES,
-    METHODS,
-)
-from ._options import (
-    MAX_SEED,
-    MAX_TASKS,
-    HelpFormatter,
-    integer,
-    key_value,
-    plain_text,
-    real,
-)
+from ._benchmark_setup import DATASETS, KANJI_CLASSES, KANJI_INSTANCES
 
 __all__ = ["build_parser", "parse_args"]
+
+# Seeds go to numpy's RandomState and torch, which take 0 .. 2**32 - 1.
+MAX_SEED = 2**32 - 1
+# Every task's predictions are held in memory: more would exhaust it late.
+MAX_TASKS = 10**6
+
+
+def integer(low: int, high: int | None = None, *, why: str = "",
+            cap: int | None = None, cap_why: str = ""):
+    """An argparse ``type=`` for an integer in ``[low, high]``, at most ``cap``
+    (a size that would exhaust memory or time late in a run)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer; got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            allowed = f">= {low}" if high is None else f"in {low}..{high}"
+            raise argparse.ArgumentTypeError(
+                f"must be an integer {allowed}{why}; got {value}")
+        if cap is not None and value > cap:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {cap}{cap_why}; got {value}")
+        return value
+
+    return parse
+
+
+def real(low: float, high: float = math.inf, *, closed: bool = True):
+    """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
+    ``closed``) and ``<= high``."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected a number; got {text!r}") from None
+        above = value >= low if closed else value > low
+        if not (math.isfinite(value) and above and value <= high):
+            allowed = (f"in {'[' if closed else '('}{low:g}, {high:g}]"
+                       if math.isfinite(high) else f"{'>=' if closed else '>'} {low:g}")
+            raise argparse.ArgumentTypeError(
+                f"must be a finite number {allowed}; got {text}")
+        return value
+
+    return parse
+
+
+def key_value(text: str) -> str:
+    """An argparse ``type=`` for ``KEY=VALUE``, kept as given."""
+    key, sep, _ = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected KEY=VALUE, e.g. head__covariance=isotropic; got {text!r}")
+    return text
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reST markup, its paragraphs refilled, for the terminal."""
+    text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text)
+    text = text.replace("``", "")
+    return "\n\n".join(textwrap.fill(" ".join(paragraph.split()), width=79,
+                                     break_on_hyphens=False)
+                       for paragraph in text.strip().split("\n\n"))
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help with every default stated once (not where the text says
+    ``default:``, nor for flags), lines broken at spaces only."""
+
+    def _get_help_string(self, action):
+        help_text = action.help or ""
+        if ("default:" in help_text or action.default is argparse.SUPPRESS
+                or action.nargs == 0):
+            return help_text
+        default = action.default
+        if isinstance(default, (list, tuple)):
+            default = " ".join(map(str, default)) or "none"
+        return f"{help_text} (default: {str(default).replace('%', '%%')})"
+
+    def _split_lines(self, text, width):
+        text = " ".join(text.split())
+        return textwrap.wrap(text, width, break_on_hyphens=False)
+
 
 _FASHION_MNIST_PATH = inspect.signature(load_fashion_mnist).parameters[
     "path"].default
@@ -70,12 +147,11 @@ _QUICK = dict(dataset="glyphs", tasks=200, lc_known_query_classes=20,
               embedding_dim=32, evm_tasks=50)
 
 
-def _quick_help() -> str:
-    values = ", ".join(f"--{key.replace('_', '-')} {value}"
-                       for key, value in _QUICK.items())
-    return ("a short run (1 min 53 s on 2 quiet CPU cores, see README); sets "
-            f"{values}. An option given explicitly keeps its value, and a run on "
-            "your own data PATH stays on it")
+_QUICK_HELP = (
+    "a short run (1 min 53 s on 2 quiet CPU cores, see README); sets "
+    + ", ".join(f"--{key.replace('_', '-')} {value}" for key, value in _QUICK.items())
+    + ". An option given explicitly keeps its value, and a run on your own data "
+    "PATH stays on it")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="cache of rendered glyph and kanji images, plain arrays read back "
         "without unpickling ('' disables). Trained models are never cached: "
         "each run trains its own")
-    add("--quick", action="store_true", help=_quick_help())
+    add("--quick", action="store_true", help=_QUICK_HELP)
     add("-v", "--verbose", type=integer(0, cap=_MAX_COUNT), default=1,
         metavar="LEVEL",
         help="0: only the tables; 1: a line per stage, training progress bars "
@@ -251,13 +327,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     problem = check_model_options(args)
     if problem:
         parser.error(problem)
-    if args.data is None and _backbone(args) == "mlp":
+    if (args.data is None and build_model(args, args.setting[0],
+                                          args.pretrain[0]).backbone == "mlp"):
         parser.error(f"--backbone mlp reads feature vectors, and --dataset "
                      f"{args.dataset} holds images: choose an image backbone, or "
                      "pass --data FILE.npz with 2-d X_train and X_test.")
     return args
-
-
-def _backbone(args):
-    """The backbone of the run's models (the options, then ``--set``)."""
-    return build_model(args, args.setting[0], args.pretrain[0]).backbone

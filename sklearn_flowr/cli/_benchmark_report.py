@@ -1,15 +1,17 @@
-"""The text ``flowr-benchmark`` reports: JSON rows, the ablation and the tables
-(main, conformal, class discovery). A method whose novelty output is not a
-probability gets null in the JSON and ``n/a`` in the tables."""
+"""What ``flowr-benchmark`` reports: JSON rows, the ablation, the tables (main,
+conformal, class discovery) and the PNGs (roc.png: ROC curves, reliability
+diagrams, conformal false-novel rate against alpha; discovery.png). A method
+whose novelty output is not a probability gets null in the JSON and ``n/a``
+in the tables."""
 
 from __future__ import annotations
 
 import textwrap
 
 from ..metrics import DEFAULT_N_BINS
-from ._benchmark_conformal import ALPHAS, BH_Q
-from ._benchmark_discovery import DISCOVERY_NAMES
-from ._benchmark_setup import METHOD_NAMES, method_features
+from ._benchmark_conformal import ALPHA_GRID, ALPHAS, BH_Q
+from ._benchmark_discovery import DISCOVERY_METHODS, DISCOVERY_NAMES
+from ._benchmark_model import META_TRAINED_METHODS, METHOD_NAMES, METHODS
 
 ACCURACY_COLUMNS = ("accuracy", "support_accuracy", "incremental_accuracy")
 CALIBRATION = {
@@ -19,8 +21,6 @@ CALIBRATION = {
     "strategy='uniform')",
     "target": "is_novel (the query's class had not been seen yet)",
 }
-_EMBEDDING = {"flowr": "meta-trained", "base": "pre-trained"}
-EMBEDDING_SHORT = {"meta-trained": "meta", "pre-trained": "pre"}
 _NOT_A_PROBABILITY = ("n/a (no probability): the method's novelty output is a "
                       "distance or score, not P(novel), so it has no ECE, Brier "
                       "score or argmax decision.")
@@ -29,7 +29,8 @@ _NOT_A_PROBABILITY = ("n/a (no probability): the method's novelty output is a "
 def row_from_report(method: str, pretrain: str, report, seconds: float) -> dict:
     """One JSON row of the figures of :func:`evaluate_online`'s report."""
     row = {"method": method, "pretrain": pretrain,
-           "embedding": _EMBEDDING[method_features(method)], "seconds": seconds,
+           "embedding": ("meta-trained" if method in META_TRAINED_METHODS
+                         else "pre-trained"), "seconds": seconds,
            "n_tasks": int(report.n_tasks), "h_measure": float(report.h_measure),
            "auroc": float(report.auroc), "threshold": float(report.threshold),
            "novel_tpr": float(report.novel_tpr),
@@ -88,10 +89,15 @@ def _mean_se_cell(mean, se, width):
 _LABEL_HEAD = f"{'Method':14s} {'Pre-train':9s} {'Emb.':4s} "
 
 
+def _embedding(row):
+    """``meta`` (FLOWR's meta-trained encoder) or ``pre`` (the one before)."""
+    return {"meta-trained": "meta"}.get(row.get("embedding"), "pre")
+
+
 def _label(row):
     """The method, pre-training and embedding cells of a table row."""
-    embedding = EMBEDDING_SHORT[row.get("embedding", "pre-trained")]
-    return f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} {embedding:4s} "
+    return (f"{METHOD_NAMES[row['method']]:14s} {row['pretrain']:9s} "
+            f"{_embedding(row):4s} ")
 
 
 def _accuracy_cell(row, key):
@@ -214,3 +220,140 @@ def format_discovery_table(rows, setting) -> str:
                  "for two validation halves).")
     lines.append(textwrap.fill(note, width=len(head), break_on_hyphens=False))
     return "\n".join(lines)
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+_LEGEND = dict(fontsize=8, title_fontsize=8)
+_MARKERS = "osD^vP*X"
+
+
+def _plot_label(row):
+    return f"{METHOD_NAMES[row['method']]} ({_embedding(row)})"
+
+
+def plot_figures(results, path) -> None:
+    """Per setting (a column), per pre-training the ROC curves of every method,
+    the reliability diagram of P(novel) of the methods with a probability, and
+    per pre-training the conformal false-novel rate against its level alpha
+    beside the diagonal it promises not to exceed: a PNG written to ``path``
+    (a file name or a binary file object)."""
+    plt = _pyplot()
+    pretrains = list(dict.fromkeys(row["pretrain"]
+                                   for result in results["settings"].values()
+                                   for row in result["rows"]))
+
+    def style(row):
+        # A colour and a marker per method, a line style per pre-training;
+        # markers at staggered points keep lines that coincide apart.
+        index = METHODS.index(row["method"])
+        return dict(color=f"C{index % 10}", marker=_MARKERS[index % len(_MARKERS)],
+                    ms=4, markevery=(index % 4, 4),
+                    ls=("-", "--", ":", "-.")[pretrains.index(row["pretrain"]) % 4])
+
+    settings = list(results["settings"])
+    n_rows = 2 * len(pretrains) + 1
+    fig, axes = plt.subplots(n_rows, len(settings),
+                             figsize=(6.5 * len(settings), 5 * n_rows),
+                             squeeze=False)
+    name = results["dataset"]["name"]
+    for column, setting in enumerate(settings):
+        rows = results["settings"][setting]["rows"]
+        for k, pretrain in enumerate(pretrains):
+            mine = [row for row in rows if row["pretrain"] == pretrain]
+            _plot_roc(axes[k, column], mine, style,
+                      f"{name}: {setting} context, {pretrain}")
+            _plot_conformal(axes[len(pretrains) + 1 + k, column], mine, style,
+                            f"{name}: {setting} context, {pretrain}, conformal "
+                            "decision\ngrey: rate = alpha as promised; above "
+                            "it: broken")
+        reliability = axes[len(pretrains), column]
+        reliability.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--",
+                         label="perfectly calibrated")
+        for row in rows:
+            if row.get("reliability") is None:
+                continue
+            bins = row["reliability"]
+            reliability.plot(bins["prob_pred"], bins["prob_true"],
+                             **{**style(row), "markevery": 1},
+                             label=f"{_plot_label(row)}, {row['pretrain']}, "
+                             f"ECE {row['ece']:.3f}")
+        reliability.set(
+            title=f"{name}: {setting} context, reliability of P(novel) "
+            f"({CALIBRATION['n_bins']} bins)", xlabel="mean predicted P(novel) in bin",
+            ylabel="fraction of first sightings in bin", xlim=(0, 1), ylim=(0, 1))
+        reliability.legend(title="baselines: no probability", **_LEGEND)
+    fig.tight_layout()
+    try:
+        # PNG whatever the name: the caller writes under a temporary one.
+        fig.savefig(path, dpi=100, format="png")
+    finally:
+        plt.close(fig)
+
+
+def _plot_roc(ax, rows, style, title):
+    for row in rows:
+        ax.plot(row["roc"]["fpr"], row["roc"]["tpr"], **{**style(row), "ms": 0},
+                label=f"{_plot_label(row)}, AUROC {row['auroc']:.2f}")
+    ax.plot([0, 1], [0, 1], color="grey", lw=0.5, ls="--")
+    ax.set(title=title, xlabel="false novel rate", ylabel="novelty TPR")
+    ax.legend(loc="lower right", **_LEGEND)
+
+
+def _plot_conformal(ax, rows, style, title):
+    # One lane per method, each its excess over alpha around its own zero:
+    # rates that keep the promise all lie on the diagonal, where they merge.
+    curves = [(row, row["conformal"]["curve"]) for row in rows
+              if (row.get("conformal") or {}).get("curve") is not None]
+    excesses = [[float("nan") if rate is None else rate - alpha
+                 for alpha, rate in zip(curve["alpha"], curve["false_novel_rate"],
+                                        strict=True)] for _, curve in curves]
+    spread = max([0.002, *(abs(value) for excess in excesses for value in excess
+                           if value == value)])
+    lane = 2.5 * spread
+    for k, ((row, curve), excess) in enumerate(zip(curves, excesses, strict=True)):
+        ax.axhline(-k * lane, color="grey", lw=2.5, alpha=0.4)
+        ax.plot(curve["alpha"], [value - k * lane for value in excess],
+                **style(row))
+    ax.set_yticks([-k * lane for k in range(len(curves))],
+                  [_plot_label(row) for row, _ in curves], fontsize=8)
+    ax.set(title=title, xlabel="level alpha (novel when p-value <= alpha)",
+           ylabel=f"false-novel rate - alpha (lane +-{spread:.3f})",
+           xlim=(0, ALPHA_GRID[-1]),
+           ylim=(-(len(curves) - 0.5) * lane, 0.5 * lane))
+
+
+def plot_discovery(results, path) -> None:
+    """Per setting, new-class clustering accuracy and known-class accuracy
+    against the label fraction, a PNG written to ``path``."""
+    plt = _pyplot()
+    settings = [(name, result["discovery"]) for name, result
+                in results["settings"].items() if result.get("discovery")]
+    fig, axes = plt.subplots(len(settings), 2, figsize=(9, 3.4 * len(settings)),
+                             squeeze=False)
+    for (setting, rows), pair in zip(settings, axes, strict=True):
+        panels = (("accuracy_new", pair[0], "new classes: clustering acc."),
+                  ("known_accuracy", pair[1], "known classes: accuracy"))
+        for key, ax, title in panels:
+            for method in DISCOVERY_METHODS:
+                mine = [row for row in rows if row["method"] == method]
+                if not mine:
+                    continue
+                ax.errorbar([row["label_fraction"] for row in mine],
+                            [row["mean"][key] for row in mine],
+                            yerr=[0.0 if row["se"][key] != row["se"][key]
+                                  else row["se"][key] for row in mine],
+                            marker="o", capsize=3, label=DISCOVERY_NAMES[method])
+            ax.set(title=f"{setting} context, {title}", xlabel="label fraction",
+                   ylim=(0, 1.02))
+            ax.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(path, format="png", dpi=100)
+    plt.close(fig)

@@ -13,7 +13,7 @@ from sklearn.preprocessing import StandardScaler
 
 from .. import CRPGaussianClassifier
 from ..protocol import LargeContextTasks, evaluate_online
-from ._options import MAX_SEED, MAX_TASKS, integer, real
+from ._benchmark_parser import MAX_SEED, MAX_TASKS, integer, real
 
 
 def run_demo(*, n_tasks=200, n_known=5, n_novel=5, queries_per_class=10, tpr=0.6,
