@@ -85,14 +85,8 @@ TRUSTED_TYPES = (
 
 
 class UntrustedTypesError(ValueError):
-    """A saved file names types that :func:`load` was not told to trust.
-
-    Attributes
-    ----------
-    file : str
-        The file's path, or ``"<file object>"``.
-    types : list of str
-        The sorted ``module.name`` of each refused type.
+    """A saved file names types that :func:`load` was not told to trust:
+    ``file`` (its path or ``"<file object>"``) and ``types`` (the sorted names).
     """
 
     def __init__(self, file, types):
@@ -118,12 +112,6 @@ def _type_name(entry):
         "trusted must be a list of type names ('module.Class') or types; got "
         f"an entry of type {type(entry).__name__}: {entry!r}."
     )
-
-
-def _where(file):
-    if isinstance(file, str | os.PathLike):
-        return repr(os.fspath(file))
-    return "<file object>"
 
 
 def save(estimator, file):
@@ -238,10 +226,9 @@ def _check_nodes(schema):
 def load(file, *, trusted=None, max_bytes=None):
     """Load an estimator saved by :func:`save`, trusting only named types.
 
-    The file is audited before anything is built: every type it names must be
-    trusted (by skops, :data:`TRUSTED_TYPES` or ``trusted``), its nodes may
-    only set attributes and fill containers and arrays (no type is called with
-    the file's arguments), and it may unpack to at most ``max_bytes``.
+    Nothing is built before the file is audited: every type it names must be
+    trusted, its nodes may only set attributes and fill containers and arrays,
+    and it may unpack to at most ``max_bytes``.
 
     Parameters
     ----------
@@ -294,12 +281,12 @@ def load(file, *, trusted=None, max_bytes=None):
             "in a list: trusted=['module.Class']."
         )
     extra = [] if trusted is None else [_type_name(t) for t in trusted]
-    where = _where(file)
     if isinstance(file, str | os.PathLike):
+        where = repr(os.fspath(file))
         with open(file, "rb") as f:
             data = f.read()
     else:
-        data = file.read()
+        where, data = "<file object>", file.read()
     max_bytes = 8 * len(data) + 64 * _MIB if max_bytes is None else max_bytes
     allowed = set(TRUSTED_TYPES) | set(extra)
     try:
@@ -334,19 +321,9 @@ def temporary_name(path) -> str:
 
 
 def write_atomically(path, write, *, text=False, sync=True) -> None:
-    """Write ``path`` through ``write(file)``, all or nothing: to a temporary
-    file beside it, renamed into place once complete (a killed process leaves
-    the previous file, never a truncated one).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-    write : callable
-        Called with the open temporary file (binary, or UTF-8 text when
-        ``text``); it writes the whole content.
-    text : bool, default=False
-    sync : bool, default=True
-        ``fsync`` the data before the rename (a cheap cache may skip it).
+    """Write ``path`` through ``write(file)`` (binary, or UTF-8 when ``text``),
+    all or nothing: a temporary file beside it, ``fsync``-ed unless not
+    ``sync``, is renamed into place once complete.
 
     Examples
     --------

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sklearn_flowr.datasets._glyphs import _split_of, glyph_fonts, load_glyphs
+from sklearn_flowr.datasets._cache import split_of as _split_of
+from sklearn_flowr.datasets._glyphs import glyph_fonts, load_glyphs
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 

@@ -1,44 +1,110 @@
-"""Cache files of the rendered data sets: read back, or rebuilt with a warning
-(never fatal); written atomically."""
+"""What the rendered data sets (glyphs, kanji, icons) share: argument checks,
+class-disjoint splits by a hash of the class, and cache files of plain arrays,
+read back (or rebuilt with a warning, never fatally) and written atomically."""
 
 from __future__ import annotations
 
 import contextlib
 import glob
+import hashlib
 import os
 import stat
 import time
 import warnings
-from collections.abc import Callable
+import zlib
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
+from sklearn.utils import Bunch
 
 from ..saving import write_atomically
 
+SPLITS = ("train", "val", "test")
+# Buckets of crc32(class) % 10: 6 train, 2 val, 2 test (60/20/20).
+_SPLIT_OF_BUCKET = ("train",) * 6 + ("val",) * 2 + ("test",) * 2
+
+
+def split_of(name: str) -> str:
+    """The split of a class: a hash of its name, so adding classes moves none."""
+    return _SPLIT_OF_BUCKET[zlib.crc32(name.encode("utf-8")) % 10]
+
+
+def check_arguments(split, optional=(), **minimum):
+    """Check ``split`` and the integers ``name=(value, lowest)``; those named in
+    ``optional`` may be None."""
+    if split not in (*SPLITS, "all"):
+        raise ValueError(f"split must be one of {[*SPLITS, 'all']}; got {split!r}.")
+    for name, (value, low) in minimum.items():
+        if name in optional and value is None:
+            continue
+        if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
+                or value < low):
+            maybe = "None or " if name in optional else ""
+            raise ValueError(f"{name} must be {maybe}an integer >= {low}; "
+                             f"got {value!r}.")
+
+
+def keep_by_hash(names: list, cap: int | None, salt: str) -> list:
+    """At most ``cap`` of ``names``, in order, chosen by a fixed hash: a larger
+    cap keeps every name of a smaller one."""
+    if cap is None or len(names) <= cap:
+        return names
+    kept = set(sorted(names, key=lambda n: zlib.crc32(f"{salt}{n}".encode()))[:cap])
+    return [n for n in names if n in kept]
+
+
+def cache_file(cache_dir, prefix: str, params, files: Iterable = ()) -> Path | None:
+    """``cache_dir/<prefix>-<key>.npz``, the key a hash of ``params`` and of each
+    file's path, size and modification time; None without ``cache_dir``."""
+    if cache_dir is None:
+        return None
+    digest = hashlib.sha256(repr(params).encode())
+    for path in files:
+        stats = os.stat(path)
+        digest.update(f"{path}|{stats.st_size}|{stats.st_mtime_ns}".encode())
+    return Path(cache_dir) / f"{prefix}-{digest.hexdigest()[:20]}.npz"
+
+
+def read_rendered(path: Path, row_fields: tuple, pixel_shape: tuple = ()) -> Bunch:
+    """The arrays of a rendered data set's cache file, checked to fit together."""
+    fields = ("data", "target", "target_names", *row_fields, "class_split")
+    with np.load(path, allow_pickle=False) as cached:
+        full = Bunch(**{key: cached[key] for key in fields})
+    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
+    if (full.data.ndim != 3 + len(pixel_shape) or full.data.shape[3:] != pixel_shape
+            or full.data.dtype != np.uint8 or n_rows == 0
+            or any(full[key].shape != (n_rows,) for key in ("target", *row_fields))
+            or full.class_split.shape != (n_classes,)
+            or full.target.min() < 0 or full.target.max() >= n_classes):
+        raise ValueError("its arrays do not fit together")
+    return full
+
+
+def select_split(full: Bunch, split: str, return_X_y: bool, row_fields: tuple,
+                 empty_hint: str):
+    """One class-disjoint split of a rendered data set, classes re-indexed
+    ``0..K-1`` as every loader returns them."""
+    if split == "all":
+        out = Bunch(**full, split="all")
+    else:
+        kept = np.flatnonzero(full.class_split == split)
+        if kept.size == 0:
+            raise ValueError(f"The {split!r} split has no class {empty_hint}.")
+        rows = np.isin(full.target, kept)
+        remap = np.full(full.target_names.shape[0], -1, dtype=np.int64)
+        remap[kept] = np.arange(kept.size)
+        out = Bunch(data=full.data[rows], target=remap[full.target[rows]],
+                    target_names=full.target_names[kept],
+                    **{name: full[name][rows] for name in row_fields},
+                    class_split=full.class_split[kept], split=split)
+    return (out.data, out.target) if return_X_y else out
+
 
 def read_cache(path: str | os.PathLike, read: Callable[[Path], Any]) -> Any:
-    """``read(path)``, or None when the file is missing or ``read`` raises (then
-    with a warning naming the file).
-
-    Examples
-    --------
-    >>> import tempfile, warnings
-    >>> from pathlib import Path
-    >>> path = Path(tempfile.mkdtemp()) / "answer.txt"
-    >>> read_cache(path, Path.read_text) is None  # missing: compute it
-    True
-    >>> write_cache(path, lambda f: f.write(b"42"))
-    >>> read_cache(path, Path.read_text)
-    '42'
-    >>> with warnings.catch_warnings(record=True) as caught:
-    ...     warnings.simplefilter("always")
-    ...     read_cache(path, lambda p: int("not a number")) is None
-    True
-    >>> "is unreadable" in str(caught[0].message)
-    True
-    """
+    """``read(path)``, or None when the file is missing, another user could have
+    written it, or ``read`` raises (then with a warning naming the file)."""
     path = Path(path)
     if not path.is_file():
         return None
@@ -79,8 +145,8 @@ def _unsafe(path: Path) -> str | None:
 
 
 def _remove_stale_temporaries(path: Path, age: float = 600.0) -> None:
-    """Remove what killed writers of ``path`` left: ``.<name>.<pid>.<hex>.tmp``
-    files not touched for ``age`` seconds (live writers' are newer)."""
+    """Remove the ``.<name>.<pid>.<hex>.tmp`` files killed writers of ``path``
+    left, untouched for ``age`` seconds (live writers' are newer)."""
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.*.tmp"):
         with contextlib.suppress(OSError):
             if tmp.stat().st_mtime < time.time() - age:

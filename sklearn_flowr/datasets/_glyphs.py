@@ -4,28 +4,30 @@
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch, check_random_state
 
-from ._cache import cached_arrays
+from ._cache import (
+    cache_file,
+    cached_arrays,
+    check_arguments,
+    read_rendered,
+    select_split,
+    split_of,
+)
 
 __all__ = ["glyph_fonts", "load_glyphs"]
 
 # One folder or several: a str or path is one folder, never its characters.
 FontDirs = str | os.PathLike | Iterable[str | os.PathLike] | None
 _FONT_SUFFIXES = (".ttf", ".otf")
-_SPLITS = ("train", "val", "test")
 # Two renders correlating this much are the same glyph (up to anti-aliasing).
 _SAME_GLYPH = 0.995
 _PROBE_LETTERS = "ABCDEFGHIJKLMNabcdefghijklmn0123456789"
-# Buckets of crc32(code point) % 10: 6 train, 2 val, 2 test (60/20/20).
-_SPLIT_OF_BUCKET = ("train",) * 6 + ("val",) * 2 + ("test",) * 2
 # Renders are drawn at this multiple of ``image_size`` then box-filtered down:
 # anti-aliased edges and sub-pixel augmentation for free.
 _SUPERSAMPLE = 2
@@ -43,10 +45,6 @@ def _default_characters() -> list[str]:
     ]
     chars = [chr(c) for lo, hi in ranges for c in range(lo, hi + 1)]
     return [c for c in chars if c.isprintable() and c not in "\xd7\xf7"]
-
-
-def _split_of(character: str) -> str:
-    return _SPLIT_OF_BUCKET[zlib.crc32(character.encode("utf-8")) % 10]
 
 
 def glyph_fonts(font_dirs: FontDirs = None, *,
@@ -208,14 +206,6 @@ def _drop_homoglyphs(table, characters, same_shape, threshold):
     return [characters[i] for i in kept]
 
 
-def _cache_key(fonts, params) -> str:
-    digest = hashlib.sha256(repr(params).encode())
-    for path in fonts:
-        stat = path.stat()
-        digest.update(f"{path}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()[:20]
-
-
 def load_glyphs(font_dirs: FontDirs = None, *,
                 split: str = "train", image_size: int = 28, n_augment: int = 2,
                 characters: Sequence[str] | None = None, min_fonts: int = 5,
@@ -279,12 +269,9 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     >>> sorted(set(glyphs.class_split)) <= ["test", "train", "val"]
     True
     """
-    _check_arguments(split, image_size=(image_size, 8), n_augment=(n_augment, 0),
-                     min_fonts=(min_fonts, 1))
-    if max_fonts is not None and (not isinstance(max_fonts, (int, np.integer))
-                                  or max_fonts < min_fonts):
-        raise ValueError(f"max_fonts must be None or an integer >= min_fonts "
-                         f"({min_fonts}); got {max_fonts!r}.")
+    check_arguments(split, image_size=(image_size, 8), n_augment=(n_augment, 0),
+                    min_fonts=(min_fonts, 1))
+    check_arguments(split, ("max_fonts",), max_fonts=(max_fonts, min_fonts))
     candidates = _characters(_default_characters() if characters is None
                              else characters)
     fonts = glyph_fonts(font_dirs, include_default=include_default_fonts)
@@ -293,22 +280,14 @@ def load_glyphs(font_dirs: FontDirs = None, *,
 
     params = (tuple(candidates), image_size, n_augment, min_fonts, max_fonts,
               min_similarity, homoglyph_share, random_state)
-    cache_file = (None if cache_dir is None else
-                  Path(cache_dir) / f"glyphs-{_cache_key(fonts, params)}.npz")
-    full = cached_arrays(cache_file, _read_glyphs_cache, lambda: _build_glyphs(
-        fonts, candidates, image_size, n_augment, min_fonts, max_fonts,
-        min_similarity, homoglyph_share, random_state))
-    return _select_split(full, split, return_X_y)
-
-
-def _check_arguments(split, **minimum):
-    """Check ``split`` and the integers ``name=(value, lowest)`` of a rendered
-    data set (glyphs, kanji)."""
-    if split not in (*_SPLITS, "all"):
-        raise ValueError(f"split must be one of {[*_SPLITS, 'all']}; got {split!r}.")
-    for name, (value, low) in minimum.items():
-        if not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}; got {value!r}.")
+    full = cached_arrays(
+        cache_file(cache_dir, "glyphs", params, fonts), _read_glyphs_cache,
+        lambda: _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts,
+                              max_fonts, min_similarity, homoglyph_share,
+                              random_state))
+    return select_split(full, split, return_X_y, ("fonts",),
+                        "with these fonts and characters; give more characters "
+                        "or fonts")
 
 
 def _characters(characters):
@@ -321,21 +300,7 @@ def _characters(characters):
     return list(dict.fromkeys(candidates))
 
 
-def _read_rendered(path: Path, row_field: str) -> Bunch:
-    """The arrays of a glyphs or kanji cache file, checked to fit together."""
-    fields = ("data", "target", "target_names", row_field, "class_split")
-    with np.load(path, allow_pickle=False) as cached:
-        full = Bunch(**{key: cached[key] for key in fields})
-    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
-    if (full.data.ndim != 3 or full.data.dtype != np.uint8
-            or full.target.shape != (n_rows,) or full[row_field].shape != (n_rows,)
-            or full.class_split.shape != (n_classes,) or n_rows == 0
-            or full.target.min() < 0 or full.target.max() >= n_classes):
-        raise ValueError("its arrays do not fit together")
-    return full
-
-
-_read_glyphs_cache = functools.partial(_read_rendered, row_field="fonts")
+_read_glyphs_cache = functools.partial(read_rendered, row_fields=("fonts",))
 
 
 def _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts, max_fonts,
@@ -369,28 +334,5 @@ def _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts, max_fonts
         target=np.asarray(target, dtype=np.int64),
         target_names=np.asarray(classes),
         fonts=np.asarray(font_of_row),
-        class_split=np.asarray([_split_of(c) for c in classes]),
+        class_split=np.asarray([split_of(c) for c in classes]),
     )
-
-
-def _select_split(full: Bunch, split: str, return_X_y: bool, *,
-                  row_fields=("fonts",),
-                  empty_hint="with these fonts and characters; give more "
-                             "characters or fonts"):
-    """One class-disjoint split of a rendered data set (glyphs, kanji), classes
-    re-indexed ``0..K-1``; ``row_fields``: per-row arrays kept."""
-    if split == "all":
-        out = Bunch(**full, split="all")
-    else:
-        kept = np.flatnonzero(full.class_split == split)
-        if kept.size == 0:
-            raise ValueError(f"The {split!r} split has no class {empty_hint}.")
-        rows = np.isin(full.target, kept)
-        # Re-index the split's classes 0..K-1, as every loader returns.
-        remap = np.full(full.target_names.shape[0], -1, dtype=np.int64)
-        remap[kept] = np.arange(kept.size)
-        out = Bunch(data=full.data[rows], target=remap[full.target[rows]],
-                    target_names=full.target_names[kept],
-                    **{name: full[name][rows] for name in row_fields},
-                    class_split=full.class_split[kept], split=split)
-    return (out.data, out.target) if return_X_y else out

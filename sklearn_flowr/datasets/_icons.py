@@ -3,21 +3,27 @@ data set with a change of style (class = icon name, instance = theme)."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 import shutil
 import subprocess
-import zlib
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._cache import cached_arrays
-from ._glyphs import _check_arguments, _select_split, _split_of
+from ._cache import (
+    cache_file,
+    cached_arrays,
+    check_arguments,
+    keep_by_hash,
+    read_rendered,
+    select_split,
+    split_of,
+)
 from ._image_io import decode_image
 
 __all__ = ["load_icon_themes"]
@@ -180,25 +186,6 @@ def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:
     return {name: r for name, r in classes.items() if len(r) >= min_themes}
 
 
-def _choose(names: list[str], max_classes: int | None) -> list[str]:
-    """At most ``max_classes`` names, chosen by a fixed hash (a larger cap
-    keeps every class of a smaller one)."""
-    if max_classes is None or len(names) <= max_classes:
-        return names
-    kept = set(sorted(names, key=lambda n: zlib.crc32(f"icons:{n}".encode()))
-               [:max_classes])
-    return [n for n in names if n in kept]
-
-
-def _choose_themes(name: str, renderings: dict, max_themes: int | None) -> list:
-    styles = list(renderings)
-    if max_themes is not None and len(styles) > max_themes:
-        kept = set(sorted(styles, key=lambda s: zlib.crc32(f"{name}:{s}".encode()))
-                   [:max_themes])
-        styles = [s for s in styles if s in kept]
-    return styles
-
-
 def _check_themes(root: str, themes) -> list[str]:
     """The styles to read: those given (each must be installed), or the
     installed ones of :data:`ICON_THEMES`."""
@@ -243,14 +230,11 @@ def _render(path: str, image_size: int) -> np.ndarray:
         if done.returncode != 0 or not done.stdout:
             raise ValueError(f"{_RENDERER} cannot draw {path!r}: "
                              f"{done.stderr.decode(errors='replace').strip()}")
-        source = decode_image(done.stdout, mode="RGBA", where=repr(path))
+        source = done.stdout
     else:
-        source = decode_image(path, mode="RGBA", where=repr(path))
-    image = Image.fromarray(source, "RGBA")
-    # Composite on white before resizing, so that transparent pixels' colour
-    # never bleeds into the edges.
-    white = Image.new("RGBA", image.size, (255, 255, 255, 255))
-    image = Image.alpha_composite(white, image).convert("RGB")
+        source = path
+    # On white before resizing, so transparent pixels never bleed into edges.
+    image = Image.fromarray(decode_image(source, mode="RGB", where=repr(path)))
     scale = image_size / max(image.size)
     if scale != 1:
         image = image.resize((max(1, round(image.width * scale)),
@@ -273,20 +257,9 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
 
     A class is an icon name (``"edit-copy"``, ``"folder"``), an instance its
     drawing in one theme: the theme is the style, so a protocol can hold one
-    theme out. Nothing is downloaded: the themes are Debian's packages
-    (``apt-get install adwaita-icon-theme faenza-icon-theme moka-icon-theme
-    papirus-icon-theme tango-icon-theme breeze-icon-theme
-    elementary-xfce-icon-theme gnome-icon-theme mate-icon-theme
-    oxygen-icon-theme librsvg2-bin``), read from ``root``.
-
-    Each theme gives a name its file drawn nearest 64 pixels (at least 32;
-    an SVG counts as 256 and is drawn by ``rsvg-convert`` at ``image_size``).
-    Left out: symbolic icons (one colour, the same style in every theme),
-    aliases (a link to another name's file, or a copy of the same bytes under
-    several names of a theme), links leading out of the theme's folder
-    (never followed), and a theme's file equal to an earlier theme's. A name
-    with distinct drawings in ``min_themes`` themes becomes a class; its
-    split comes from a hash of the name as in :func:`load_glyphs`.
+    theme out. Nothing is downloaded: the themes are Debian's packages, read
+    from ``root``; the user guide ("Input images and caches") says which and
+    which files are left out.
 
     Parameters
     ----------
@@ -346,14 +319,10 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
     >>> icons.data.shape, icons.target_names.tolist(), icons.themes.tolist()
     ((4, 16, 16, 3), ['cat'], ['a', 'b', 'c', 'd'])
     """
-    _check_arguments(split, image_size=(image_size, 8), min_themes=(min_themes, 1))
-    for name, value, low in (("max_themes", max_themes, min_themes),
-                             ("max_classes", max_classes, 1),
-                             ("n_jobs", n_jobs, 1)):
-        if value is not None and (not isinstance(value, (int, np.integer))
-                                  or isinstance(value, bool) or value < low):
-            raise ValueError(f"{name} must be None or an integer >= {low}; "
-                             f"got {value!r}.")
+    check_arguments(split, ("max_themes", "max_classes", "n_jobs"),
+                    image_size=(image_size, 8), min_themes=(min_themes, 1),
+                    max_themes=(max_themes, min_themes),
+                    max_classes=(max_classes, 1), n_jobs=(n_jobs, 1))
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise FileNotFoundError(
@@ -368,28 +337,23 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
             f"needed: {_install_hint(missing)}.")
     index = {style: _theme_icons(root, style) for style in styles}
     classes = _distinct_renderings(index, min_themes)
-    names = _choose(sorted(classes), max_classes)
+    names = keep_by_hash(sorted(classes), max_classes, "icons:")
     if not names:
         raise ValueError(f"No icon name has distinct drawings in min_themes="
                          f"{min_themes} of the themes {styles}; give more themes "
                          "or lower min_themes.")
     rows = [(i, style, classes[name][style]) for i, name in enumerate(names)
-            for style in _choose_themes(name, classes[name], max_themes)]
+            for style in keep_by_hash(list(classes[name]), max_themes, f"{name}:")]
     if any(p.endswith(".svg") for _, _, p in rows) and not shutil.which(_RENDERER):
         raise FileNotFoundError(f"{_RENDERER} is needed to draw the SVG icons: "
                                 f"apt-get install {_RENDERER_PACKAGE}.")
-    digest = hashlib.sha256(repr((image_size, os.path.realpath(root))).encode())
-    for i, style, path in rows:
-        stat = os.stat(path)
-        digest.update(f"{names[i]}|{style}|{path}|{stat.st_size}|"
-                      f"{stat.st_mtime_ns}".encode())
-    cache_file = (None if cache_dir is None
-                  else Path(cache_dir) / f"icons-{digest.hexdigest()[:20]}.npz")
-    full = cached_arrays(cache_file, _read_icons_cache,
-                         lambda: _build_icons(names, rows, image_size, n_jobs))
-    return _select_split(full, split, return_X_y, row_fields=("themes", "filenames"),
-                         empty_hint="among these icons; give more themes or "
-                                    "classes")
+    params = (image_size, os.path.realpath(root),
+              [(names[i], style) for i, style, _ in rows])
+    full = cached_arrays(
+        cache_file(cache_dir, "icons", params, [path for _, _, path in rows]),
+        _read_icons_cache, lambda: _build_icons(names, rows, image_size, n_jobs))
+    return select_split(full, split, return_X_y, ("themes", "filenames"),
+                        "among these icons; give more themes or classes")
 
 
 def _build_icons(names, rows, image_size, n_jobs) -> Bunch:
@@ -402,21 +366,9 @@ def _build_icons(names, rows, image_size, n_jobs) -> Bunch:
         target_names=np.asarray(names),
         themes=np.asarray([style for _, style, _ in rows]),
         filenames=np.asarray([path for _, _, path in rows]),
-        class_split=np.asarray([_split_of(name) for name in names]),
+        class_split=np.asarray([split_of(name) for name in names]),
     )
 
 
-def _read_icons_cache(path: Path) -> Bunch:
-    """The arrays of an icons cache file, checked to fit together."""
-    fields = ("data", "target", "target_names", "themes", "filenames", "class_split")
-    with np.load(path, allow_pickle=False) as cached:
-        full = Bunch(**{key: cached[key] for key in fields})
-    n_rows, n_classes = full.data.shape[0], full.target_names.shape[0]
-    if (full.data.ndim != 4 or full.data.shape[3] != 3 or full.data.dtype != np.uint8
-            or any(full[key].shape != (n_rows,)
-                   for key in ("target", "themes", "filenames"))
-            or full.class_split.shape != (n_classes,) or n_rows == 0
-            or full.target.min() < 0 or full.target.max() >= n_classes):
-        raise ValueError("its arrays do not fit together")
-    return full
-
+_read_icons_cache = functools.partial(
+    read_rendered, row_fields=("themes", "filenames"), pixel_shape=(3,))

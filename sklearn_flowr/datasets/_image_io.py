@@ -92,7 +92,8 @@ def _as_pil_mode(image, mode):
         mode = "L" if image.mode in _GRAY_MODES else "RGB"
     if image.mode == mode:
         return image
-    if mode == "RGB" and image.mode in ("RGBA", "LA", "PA", "P"):
+    if mode == "RGB" and (image.mode in ("RGBA", "LA", "PA", "P")
+                          or "transparency" in image.info):
         # Composite on white, so transparent pixels do not turn black.
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))

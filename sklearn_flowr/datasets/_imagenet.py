@@ -57,10 +57,7 @@ def _check_rgb_array(images, path, expected):
 def _resize_stack(images, image_size):
     if image_size is None or images.shape[1:3] == image_size:
         return images
-    stack = ImageStack(images.shape[0])
-    for index, image in enumerate(images):
-        stack.put(index, resize_array(image, image_size), f"row {index}")
-    return stack.data
+    return np.stack([resize_array(image, image_size) for image in images])
 
 
 def _read_ravi_csv(root, csv_path, image_size):

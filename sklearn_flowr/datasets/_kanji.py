@@ -4,24 +4,24 @@ read from the user's ``kanjivg`` package (CC BY-SA 3.0, Ulrich Apel)."""
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.metadata
 import os
-import zlib
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
 
-from ._cache import cached_arrays
-from ._glyphs import (
-    _characters,
-    _check_arguments,
-    _read_rendered,
-    _select_split,
-    _split_of,
+from ._cache import (
+    cache_file,
+    cached_arrays,
+    check_arguments,
+    keep_by_hash,
+    read_rendered,
+    select_split,
+    split_of,
 )
+from ._glyphs import _characters
 from ._kanji_drawing import _draw, _strokes_of_file
 
 __all__ = ["kanji_characters", "kanji_strokes", "load_kanji", "render_kanji"]
@@ -57,18 +57,6 @@ def _kanjivg_dir(data_dir: str | os.PathLike | None = None) -> Path:
                           f"folder of SVG files at {str(folder)!r}; reinstall it: "
                           f"{_EXTRA_HINT}.")
     return folder
-
-
-def _data_version(folder: Path, classes: list[str], installed: bool) -> str:
-    """The data's part of the cache key: the package's version, or each SVG
-    file's size and modification time."""
-    if installed:
-        return f"kanjivg {importlib.metadata.version(_DISTRIBUTION)}"
-    digest = hashlib.sha256(os.fspath(folder.resolve()).encode())
-    for character in classes:
-        stat = (folder / f"{ord(character):05x}.svg").stat()
-        digest.update(f"{character}|{stat.st_size}|{stat.st_mtime_ns}".encode())
-    return digest.hexdigest()
 
 
 def kanji_characters(data_dir: str | os.PathLike | None = None) -> list[str]:
@@ -169,20 +157,6 @@ def render_kanji(character: str, *, image_size: int = 28, stroke_width: float = 
                  image_size=image_size, stroke_width=stroke_width, jitter=jitter)
 
 
-def _class_seed(random_state: int, character: str) -> list[int]:
-    return [int(random_state), ord(character)]
-
-
-def _choose(characters: list[str], max_classes: int | None) -> list[str]:
-    """At most ``max_classes`` characters, chosen by a fixed hash (a larger cap
-    keeps every class of a smaller one)."""
-    if max_classes is None or len(characters) <= max_classes:
-        return characters
-    rank = sorted(characters, key=lambda c: zlib.crc32(f"kanji:{c}".encode()))
-    kept = set(rank[:max_classes])
-    return [c for c in characters if c in kept]
-
-
 def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int = 20,
                characters: Sequence[str] | None = None,
                max_classes: int | None = None, jitter: float = 1.0,
@@ -240,11 +214,8 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     >>> kanji.data.shape, [str(c) for c in kanji.target_names]
     ((15, 28, 28), ['一', '三', '二', '水', '火'])
     """
-    _check_arguments(split, image_size=(image_size, 8), n_instances=(n_instances, 1))
-    if max_classes is not None and (not isinstance(max_classes, (int, np.integer))
-                                    or max_classes < 1):
-        raise ValueError(f"max_classes must be None or a positive integer; "
-                         f"got {max_classes!r}.")
+    check_arguments(split, ("max_classes",), image_size=(image_size, 8),
+                    n_instances=(n_instances, 1), max_classes=(max_classes, 1))
     for name, value in (("jitter", jitter), ("stroke_width", stroke_width)):
         if not np.isfinite(value) or value < 0 or (name == "stroke_width"
                                                    and value == 0):
@@ -261,17 +232,21 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
         if missing:
             raise ValueError(f"KanjiVG has no drawing of {missing[:10]}"
                              f"{' ...' if len(missing) > 10 else ''}.")
-    classes = sorted(_choose(sorted(candidates), max_classes))
+    classes = sorted(keep_by_hash(sorted(candidates), max_classes, "kanji:"))
     params = (tuple(classes), image_size, n_instances, float(jitter),
-              float(stroke_width), int(random_state),
-              _data_version(folder, classes, installed=data_dir is None))
-    key = hashlib.sha256(repr(params).encode()).hexdigest()[:20]
-    cache_file = None if cache_dir is None else Path(cache_dir) / f"kanji-{key}.npz"
-    full = cached_arrays(cache_file, _read_kanji_cache, lambda: _build_kanji(
-        folder, classes, image_size, n_instances, jitter, stroke_width,
-        random_state))
-    return _select_split(full, split, return_X_y, row_fields=("instance",),
-                         empty_hint="among these characters; give more characters")
+              float(stroke_width), int(random_state))
+    if data_dir is None:  # the installed package: its version names the data
+        params += (f"kanjivg {importlib.metadata.version(_DISTRIBUTION)}",)
+        files = ()
+    else:
+        params += (os.fspath(folder.resolve()),)
+        files = [folder / f"{ord(c):05x}.svg" for c in classes]
+    full = cached_arrays(
+        cache_file(cache_dir, "kanji", params, files), _read_kanji_cache,
+        lambda: _build_kanji(folder, classes, image_size, n_instances, jitter,
+                             stroke_width, random_state))
+    return select_split(full, split, return_X_y, ("instance",),
+                        "among these characters; give more characters")
 
 
 def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
@@ -280,7 +255,7 @@ def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
     row = 0
     for character in classes:
         strokes = _strokes_of_file(os.fspath(folder / f"{ord(character):05x}.svg"))
-        rng = np.random.default_rng(_class_seed(random_state, character))
+        rng = np.random.default_rng([int(random_state), ord(character)])
         for _ in range(n_instances):
             data[row] = _draw(strokes, rng, image_size=image_size,
                               stroke_width=stroke_width, jitter=jitter)
@@ -290,8 +265,8 @@ def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
         target=np.repeat(np.arange(len(classes), dtype=np.int64), n_instances),
         target_names=np.asarray(classes),
         instance=np.tile(np.arange(n_instances, dtype=np.int64), len(classes)),
-        class_split=np.asarray([_split_of(c) for c in classes]),
+        class_split=np.asarray([split_of(c) for c in classes]),
     )
 
 
-_read_kanji_cache = functools.partial(_read_rendered, row_field="instance")
+_read_kanji_cache = functools.partial(read_rendered, row_fields=("instance",))
