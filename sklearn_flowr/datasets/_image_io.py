@@ -48,7 +48,7 @@ def check_directory(path, expected):
     return path
 
 
-def as_bytes(encoded):
+def as_bytes(encoded, where):
     """An encoded image stored as bytes, a latin-1 ``str`` or a uint8 array."""
     if isinstance(encoded, bytes | bytearray | memoryview):
         return bytes(encoded)
@@ -56,7 +56,8 @@ def as_bytes(encoded):
         return encoded.encode("latin1")
     if isinstance(encoded, np.ndarray) and encoded.dtype == np.uint8:
         return encoded.tobytes()
-    raise TypeError(f"an encoded image must be bytes; got {type(encoded).__name__}")
+    raise ValueError(f"Item {where}: an encoded image must be bytes; got "
+                     f"{type(encoded).__name__}.")
 
 
 def _wide_to_8bit(image, where):
@@ -101,15 +102,15 @@ def _as_pil_mode(image, mode):
     return image.convert(mode)
 
 
-def resize_array(image, image_size):
-    """Resize one uint8 array image to ``(height, width)`` with Pillow."""
-    height, width = image_size
-    if image.shape[:2] == (height, width):
-        return image
-    resized = Image.fromarray(image).resize(
-        (width, height), resample=Image.Resampling.BILINEAR
-    )
-    return np.asarray(resized, dtype=np.uint8)
+def resize_images(images, image_size):
+    """Resize a ``(n, height, width[, 3])`` uint8 array to ``image_size``
+    (bilinear; None keeps it)."""
+    if image_size is None or images.shape[1:3] == image_size:
+        return images
+    resized = [Image.fromarray(image).resize(image_size[::-1],  # (width, height)
+                                             resample=Image.Resampling.BILINEAR)
+               for image in images]
+    return np.stack([np.asarray(image, dtype=np.uint8) for image in resized])
 
 
 class _TooLarge(ValueError):
@@ -149,41 +150,29 @@ def decode_image(source, *, mode=None, image_size=None, where=None):
         ) from exc
 
 
-class ImageStack:
-    """Preallocated ``(n_images, ...)`` uint8 array filled one image at a time;
-    a colour image turns the stack RGB, other shape differences raise."""
-
-    def __init__(self, n_images):
-        self.n_images = n_images
-        self.data = None
-        self._first = None
-
-    def put(self, index, image, where):
-        if self.data is None:
-            self.data = np.empty((self.n_images, *image.shape), dtype=np.uint8)
-            self._first = where
-        elif image.ndim == 2 and self.data.ndim == 4 and self.data.shape[3] == 3:
+def load_image_files(sources, *, mode=None, image_size=None, wheres=None):
+    """Decode every path or encoded image (bytes, named by ``wheres`` in
+    errors) into one ``(n_images, ...)`` uint8 array; a colour image turns
+    the whole array RGB, other shape differences raise."""
+    data = first = None
+    for index, source in enumerate(sources):
+        where = repr(source) if wheres is None else wheres[index]
+        image = decode_image(source, mode=mode, image_size=image_size, where=where)
+        if data is None:
+            data, first = np.empty((len(sources), *image.shape), np.uint8), where
+        elif image.ndim == 2 and data.ndim == 4 and data.shape[3] == 3:
             image = np.repeat(image[:, :, None], 3, axis=2)
-        elif image.ndim == 3 and image.shape[2] == 3 and self.data.ndim == 3:
-            self.data = np.repeat(self.data[..., None], 3, axis=3)
-        if image.shape != self.data.shape[1:]:
+        elif image.ndim == 3 and image.shape[2] == 3 and data.ndim == 3:
+            data = np.repeat(data[..., None], 3, axis=3)
+        if image.shape != data.shape[1:]:
             raise ValueError(
-                f"Image {where} has shape {image.shape} but {self._first} has shape "
-                f"{self.data.shape[1:]}; pass image_size=(height, width) "
+                f"Image {where} has shape {image.shape} but {first} has shape "
+                f"{data.shape[1:]}; pass image_size=(height, width) "
                 "(flowr-benchmark: --image-size HEIGHT WIDTH) to resize every "
                 "image to one size."
             )
-        self.data[index] = image
-
-
-def load_image_files(paths, *, mode=None, image_size=None):
-    """Decode every path in ``paths`` into one ``(n_images, ...)`` uint8 array."""
-    stack = ImageStack(len(paths))
-    for index, path in enumerate(paths):
-        where = repr(path)
-        image = decode_image(path, mode=mode, image_size=image_size, where=where)
-        stack.put(index, image, where)
-    return stack.data
+        data[index] = image
+    return data
 
 
 def encode_labels(labels):

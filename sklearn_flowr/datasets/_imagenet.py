@@ -9,15 +9,13 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._image_io import (
-    ImageStack,
     as_bytes,
     check_directory,
     check_image_size,
     check_split,
-    decode_image,
     encode_labels,
     load_image_files,
-    resize_array,
+    resize_images,
 )
 from ._pickle import load_pickle
 
@@ -52,12 +50,6 @@ def _check_rgb_array(images, path, expected):
             )
         images = images.astype(np.uint8)
     return images
-
-
-def _resize_stack(images, image_size):
-    if image_size is None or images.shape[1:3] == image_size:
-        return images
-    return np.stack([resize_array(image, image_size) for image in images])
 
 
 def _read_ravi_csv(root, csv_path, image_size):
@@ -110,7 +102,7 @@ def _read_mini_cache(path, image_size):
             f"{int(np.sum(target < 0))} rows of 'image_data' in {path!r} belong to "
             "no class in 'class_dict'."
         )
-    return Bunch(data=_resize_stack(images, image_size), target=target,
+    return Bunch(data=resize_images(images, image_size), target=target,
                  target_names=target_names)
 
 
@@ -204,16 +196,9 @@ def _read_tiered_png_pickle(path, image_size):
         encoded = list(encoded)
     if not isinstance(encoded, list | tuple | np.ndarray) or len(encoded) == 0:
         raise ValueError(f"{path!r} does not hold {expected}.")
-    stack = ImageStack(len(encoded))
-    for index, item in enumerate(encoded):
-        where = f"{index} of {path!r}"
-        try:
-            raw = as_bytes(item)
-        except TypeError as exc:
-            raise ValueError(f"Item {where}: {exc}; expected {expected}.") from None
-        image = decode_image(raw, mode="RGB", image_size=image_size, where=where)
-        stack.put(index, image, where)
-    return stack.data
+    wheres = [f"{index} of {path!r}" for index in range(len(encoded))]
+    raw = [as_bytes(item, where) for item, where in zip(encoded, wheres, strict=True)]
+    return load_image_files(raw, mode="RGB", image_size=image_size, wheres=wheres)
 
 
 def _tiered_target(labels, path, n_images, label_level):
@@ -319,7 +304,7 @@ def load_tiered_imagenet(
     png_path = os.path.join(root, f"{split}_images_png.pkl")
     if os.path.isfile(npz_path):
         images = _read_tiered_npz(npz_path, bgr=npz_channel_order == "bgr")
-        images = _resize_stack(images, image_size)
+        images = resize_images(images, image_size)
     elif os.path.isfile(png_path):
         images = _read_tiered_png_pickle(png_path, image_size)
     else:

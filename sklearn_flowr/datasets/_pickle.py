@@ -196,7 +196,7 @@ def load_pickle(path, expected):
     """
     try:
         with open(path, "rb") as f:
-            # latin1: Python 2 pickles' bytes arrive as str (see as_bytes).
+            # latin1: Python 2 pickles' bytes arrive as str (see _image_io.as_bytes).
             return _resolved(_PlainUnpickler(f, encoding="latin1").load(), {})
     except FileNotFoundError:
         raise FileNotFoundError(
