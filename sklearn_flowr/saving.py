@@ -321,9 +321,19 @@ def temporary_name(path) -> str:
 
 
 def write_atomically(path, write, *, text=False, sync=True) -> None:
-    """Write ``path`` through ``write(file)`` (binary, or UTF-8 when ``text``),
-    all or nothing: a temporary file beside it, ``fsync``-ed unless not
-    ``sync``, is renamed into place once complete.
+    """Write ``path`` through ``write(file)``, all or nothing: a temporary file
+    beside it is renamed into place once complete (a killed process leaves the
+    previous file, never a truncated one).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    write : callable
+        Called with the open temporary file; it writes the whole content.
+    text : bool, default=False
+        Open the file as UTF-8 text instead of binary.
+    sync : bool, default=True
+        ``fsync`` the data before the rename (a cheap cache may skip it).
 
     Examples
     --------

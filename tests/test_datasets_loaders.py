@@ -413,6 +413,19 @@ def test_load_image_folder_rejects_out_of_range_wide_images(tmp_path):
         load_image_folder(tmp_path)
 
 
+def test_rgb_with_a_transparency_key_is_read_on_white(tmp_path):
+    """Check that the pixels an RGB PNG marks transparent (its tRNS colour key)
+    are read white in mode RGB, as those of an RGBA image are, not black."""
+    pixels = np.zeros((2, 3, 3), dtype=np.uint8)
+    pixels[0, 0] = (200, 10, 10)
+    path = tmp_path / "a" / "keyed.png"
+    os.makedirs(path.parent)
+    Image.fromarray(pixels).save(path, transparency=(0, 0, 0))
+    data = load_image_folder(tmp_path, mode="RGB").data[0]
+    assert_array_equal(data[0, 0], [200, 10, 10])
+    assert (data.reshape(-1, 3)[1:] == 255).all()
+
+
 def test_load_image_folder_rejects_bad_mode(tmp_path):
     """Check that an unknown colour mode is a ValueError."""
     with pytest.raises(ValueError, match="mode must be"):

@@ -79,22 +79,19 @@ def conformal_figures(rows, calibration=None, *, seconds=None) -> dict:
         n_calibration_tasks = int(np.unique(calibration.task_id).shape[0])
         score_name = calibration.score_name
 
-    def at(alpha):
-        called = pvalues <= alpha
-        return (_per_task_share(task, called, known, n_tasks),
-                _per_task_share(task, called, first, n_tasks))
-
     levels = {}
-    for alpha in ALPHAS:
-        fnr, power = at(alpha)
-        (fnr, fnr_se), (power, power_se) = _mean_se(fnr), _mean_se(power)
-        levels[str(alpha)] = {"false_novel_rate": fnr, "false_novel_rate_se": fnr_se,
-                              "power": power, "power_se": power_se}
     curve = {"alpha": list(ALPHA_GRID), "false_novel_rate": [], "power": []}
-    for alpha in ALPHA_GRID:
-        fnr, power = at(alpha)
-        curve["false_novel_rate"].append(_mean_se(fnr)[0])
-        curve["power"].append(_mean_se(power)[0])
+    for alpha in ALPHA_GRID:  # ALPHAS are points of the grid
+        called = pvalues <= alpha
+        (fnr, fnr_se), (power, power_se) = (
+            _mean_se(_per_task_share(task, called, among, n_tasks))
+            for among in (known, first))
+        curve["false_novel_rate"].append(fnr)
+        curve["power"].append(power)
+        if alpha in ALPHAS:
+            levels[str(alpha)] = {"false_novel_rate": fnr,
+                                  "false_novel_rate_se": fnr_se,
+                                  "power": power, "power_se": power_se}
     bh_levels = {str(q): _bh_figures(pvalues, first, task, n_tasks, q)
                  for q in BH_QS}
     return {"calibration": "tasks" if calibration is None else "training",

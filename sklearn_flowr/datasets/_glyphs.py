@@ -269,9 +269,9 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     >>> sorted(set(glyphs.class_split)) <= ["test", "train", "val"]
     True
     """
-    check_arguments(split, image_size=(image_size, 8), n_augment=(n_augment, 0),
-                    min_fonts=(min_fonts, 1))
-    check_arguments(split, ("max_fonts",), max_fonts=(max_fonts, min_fonts))
+    check_arguments(split, ("max_fonts",), image_size=(image_size, 8),
+                    n_augment=(n_augment, 0), min_fonts=(min_fonts, 1),
+                    max_fonts=(max_fonts, min_fonts))
     candidates = _characters(_default_characters() if characters is None
                              else characters)
     fonts = glyph_fonts(font_dirs, include_default=include_default_fonts)

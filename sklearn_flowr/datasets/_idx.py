@@ -217,9 +217,8 @@ def load_idx_dataset(
             f"idx data folder not found: {path!r}; expected a folder with the "
             "MNIST-family files train-images-idx3-ubyte[.gz] etc."
         )
-    parts = [_read_idx_pair(path, prefix) for prefix in _SUBSETS[subset]]
-    images = np.concatenate([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
-    labels = np.concatenate([p[1] for p in parts]) if len(parts) > 1 else parts[0][1]
+    images, labels = (np.concatenate(arrays) for arrays in zip(
+        *(_read_idx_pair(path, prefix) for prefix in _SUBSETS[subset]), strict=True))
     if kind is None:
         values, target = np.unique(labels, return_inverse=True)
         target_names = values.astype(str)

@@ -91,15 +91,13 @@ def _as_pil_mode(image, mode):
     """Convert to ``mode``; None keeps gray images gray and makes others RGB."""
     if mode is None:
         mode = "L" if image.mode in _GRAY_MODES else "RGB"
-    if image.mode == mode:
-        return image
     if mode == "RGB" and (image.mode in ("RGBA", "LA", "PA", "P")
                           or "transparency" in image.info):
         # Composite on white, so transparent pixels do not turn black.
         rgba = image.convert("RGBA")
         background = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
         return Image.alpha_composite(background, rgba).convert("RGB")
-    return image.convert(mode)
+    return image if image.mode == mode else image.convert(mode)
 
 
 def resize_images(images, image_size):

@@ -183,16 +183,6 @@ def _resolved(obj, done):
 def load_pickle(path, expected):
     """Unpickle a data file that may hold only NumPy arrays and plain containers
     (a ValueError names anything else); ``expected`` words the errors.
-
-    Examples
-    --------
-    >>> import os, pickle, tempfile
-    >>> import numpy as np
-    >>> path = os.path.join(tempfile.mkdtemp(), "cache.pkl")
-    >>> with open(path, "wb") as f:
-    ...     pickle.dump({"image_data": np.zeros((1, 2), np.uint8)}, f)
-    >>> load_pickle(path, "a dict")["image_data"].shape
-    (1, 2)
     """
     try:
         with open(path, "rb") as f:
