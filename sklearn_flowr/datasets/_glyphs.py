@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
+from sklearn.preprocessing import normalize
 from sklearn.utils import Bunch, check_random_state
 
 from ._cache import (
@@ -127,10 +128,9 @@ def _shrink(image: np.ndarray, size: int) -> np.ndarray:
 
 
 def _unit_rows(images: np.ndarray) -> np.ndarray:
+    """Each image centred and scaled to unit norm: dot products are correlations."""
     flat = images.reshape(images.shape[0], -1).astype(np.float64)
-    flat -= flat.mean(axis=1, keepdims=True)
-    norms = np.linalg.norm(flat, axis=1, keepdims=True)
-    return flat / np.where(norms > 0, norms, 1.0)
+    return normalize(flat - flat.mean(axis=1, keepdims=True))
 
 
 def _draws_placeholders(font, charmap, canvas) -> bool:
