@@ -54,12 +54,8 @@ def _bh_figures(pvalues, first, task, n_tasks, q):
 
 
 def conformal_figures(rows, calibration=None, *, seconds=None) -> dict:
-    """The conformal figures (a JSON dict) of one (method, pre-training, setting)
-    row: ``rows`` of the test run, ``calibration`` None (each task calibrated on
-    the other tasks) or a calibration run taking ``seconds``. Per level of
-    :data:`ALPHAS` the false-novel rate and power (``*_se`` over tasks),
-    Benjamini-Hochberg at :data:`BH_QS` and the :data:`ALPHA_GRID` curve.
-    """
+    """The conformal figures (a JSON dict) of a row's test ``rows``,
+    calibrated on the other tasks (``calibration`` None) or a calibration run."""
     score_name = "novelty_score" if "novelty_score" in rows else "p_novel"
     scores = np.asarray(rows[score_name], dtype=np.float64)
     first = np.asarray(rows["is_novel"], dtype=bool)

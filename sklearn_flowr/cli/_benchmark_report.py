@@ -240,11 +240,8 @@ def _plot_label(row):
 
 
 def plot_figures(results, path) -> None:
-    """Per setting (a column), per pre-training the ROC curves of every method,
-    the reliability diagram of P(novel) of the methods with a probability, and
-    per pre-training the conformal false-novel rate against its level alpha
-    beside the diagonal it promises not to exceed: a PNG written to ``path``
-    (a file name or a binary file object)."""
+    """roc.png into ``path`` (a name or binary file): per setting, the ROC
+    curves, reliability diagrams and conformal false-novel rates."""
     plt = _pyplot()
     pretrains = list(dict.fromkeys(row["pretrain"]
                                    for result in results["settings"].values()

@@ -51,14 +51,7 @@ def _default_characters() -> list[str]:
 def glyph_fonts(font_dirs: FontDirs = None, *,
                 include_default: bool = True) -> list[Path]:
     """The ``.ttf``/``.otf`` files of matplotlib (``include_default``) and of
-    ``font_dirs`` (searched recursively), sorted by file name, one per name.
-
-    Examples
-    --------
-    >>> fonts = glyph_fonts()
-    >>> any(f.name == "DejaVuSans.ttf" for f in fonts)
-    True
-    """
+    ``font_dirs`` (searched recursively), sorted by file name, one per name."""
     if isinstance(font_dirs, str | bytes | os.PathLike):
         # One folder, not an iterable of one-character folder names.
         font_dirs = [font_dirs]

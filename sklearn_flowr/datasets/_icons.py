@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
@@ -149,8 +150,7 @@ def _theme_icons(root: str, style: str) -> dict[str, str]:
 
 
 def _digest(path: str) -> str:
-    with open(path, "rb") as file:
-        return hashlib.sha256(file.read()).hexdigest()
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:

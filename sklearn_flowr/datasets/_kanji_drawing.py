@@ -92,12 +92,9 @@ def _strokes_of_file(path: str) -> tuple[np.ndarray, ...]:
     return tuple(strokes)
 
 
-def _cubic_basis(n_points: int) -> np.ndarray:
-    t = np.linspace(0.0, 1.0, n_points)[:, None]
-    return np.hstack([(1 - t) ** 3, 3 * t * (1 - t) ** 2, 3 * t**2 * (1 - t), t**3])
-
-
-_BASIS = _cubic_basis(_POINTS_PER_CURVE)
+# Cubic Bernstein basis at _POINTS_PER_CURVE values of t: (n_points, 4).
+_T = np.linspace(0.0, 1.0, _POINTS_PER_CURVE)[:, None]
+_BASIS = np.hstack([(1 - _T) ** 3, 3 * _T * (1 - _T) ** 2, 3 * _T**2 * (1 - _T), _T**3])
 
 
 def _bezier_points(nodes: np.ndarray) -> np.ndarray:
