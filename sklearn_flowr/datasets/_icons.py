@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -158,10 +159,7 @@ def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:
     files; a file whose bytes another name of its style also uses (a copy,
     not a link) counts for neither, one equal to an earlier style's counts once.
     """
-    count: dict[str, int] = {}
-    for icons in index.values():
-        for name in icons:
-            count[name] = count.get(name, 0) + 1
+    count = Counter(name for icons in index.values() for name in icons)
     candidates = sorted(name for name, n in count.items() if n >= min_themes)
     digests = {style: {name: _digest(icons[name]) for name in candidates
                        if name in icons} for style, icons in index.items()}
@@ -176,13 +174,10 @@ def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:
             renderings[style] = icons[name]
         classes[name] = renderings
     for style, by_name in digests.items():
-        names_of: dict[str, list[str]] = {}
+        uses = Counter(by_name.values())
         for name, digest in by_name.items():
-            names_of.setdefault(digest, []).append(name)
-        for names in names_of.values():
-            if len(names) > 1:
-                for name in names:
-                    classes[name].pop(style, None)
+            if uses[digest] > 1:
+                classes[name].pop(style, None)
     return {name: r for name, r in classes.items() if len(r) >= min_themes}
 
 
