@@ -31,7 +31,7 @@ def split_of(name: str) -> str:
     return _SPLIT_OF_BUCKET[zlib.crc32(name.encode("utf-8")) % 10]
 
 
-def check_arguments(split, optional=(), **minimum):
+def check_arguments(split, *, optional=(), **minimum):
     """Check ``split`` and the integers ``name=(value, lowest)``; those named in
     ``optional`` may be None."""
     if split not in (*SPLITS, "all"):

@@ -262,7 +262,8 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     >>> sorted(set(glyphs.class_split)) <= ["test", "train", "val"]
     True
     """
-    check_arguments(split, ("max_fonts",), image_size=(image_size, 8),
+    check_arguments(split, optional=("max_fonts",),
+                    image_size=(image_size, 8),
                     n_augment=(n_augment, 0), min_fonts=(min_fonts, 1),
                     max_fonts=(max_fonts, min_fonts))
     candidates = _characters(_default_characters() if characters is None

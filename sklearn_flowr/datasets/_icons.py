@@ -314,7 +314,7 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
     >>> icons.data.shape, icons.target_names.tolist(), icons.themes.tolist()
     ((4, 16, 16, 3), ['cat'], ['a', 'b', 'c', 'd'])
     """
-    check_arguments(split, ("max_themes", "max_classes", "n_jobs"),
+    check_arguments(split, optional=("max_themes", "max_classes", "n_jobs"),
                     image_size=(image_size, 8), min_themes=(min_themes, 1),
                     max_themes=(max_themes, min_themes),
                     max_classes=(max_classes, 1), n_jobs=(n_jobs, 1))

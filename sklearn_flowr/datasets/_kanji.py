@@ -214,7 +214,8 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     >>> kanji.data.shape, [str(c) for c in kanji.target_names]
     ((15, 28, 28), ['一', '三', '二', '水', '火'])
     """
-    check_arguments(split, ("max_classes",), image_size=(image_size, 8),
+    check_arguments(split, optional=("max_classes",),
+                    image_size=(image_size, 8),
                     n_instances=(n_instances, 1), max_classes=(max_classes, 1))
     for name, value in (("jitter", jitter), ("stroke_width", stroke_width)):
         if not np.isfinite(value) or value < 0 or (name == "stroke_width"
