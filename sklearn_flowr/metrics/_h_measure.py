@@ -149,10 +149,9 @@ def h_measure(
     """Compute Hand's H-measure of a binary scoring classifier.
 
     One minus the expected minimum misclassification loss over a cost
-    distribution ``u(c)`` fixed by the user (the same for every classifier,
-    unlike the AUC), relative to that of the best trivial classifier [1]_.
-    The minimum lies on the ROC's upper convex hull, so the integral is
-    exact, segment by segment, with the regularised incomplete beta function.
+    distribution ``u(c)`` fixed by the user, relative to that of the best
+    trivial classifier [1]_; computed exactly on the ROC's upper convex hull.
+    It equals the R ``hmeasure`` package where the AUC is at least 0.5.
 
     Parameters
     ----------
@@ -160,33 +159,26 @@ def h_measure(
         True binary labels. If they are not {0, 1} or {-1, 1}, ``pos_label``
         must be given.
     y_score : array-like of shape (n_samples,) or (n_samples, n_classes + 1)
-        Real-valued scores, higher meaning more likely positive; ties are
-        allowed. Or an open-world classifier's ``predict_proba`` (or
-        ``predict_log_proba``) output, unchanged: the score is then P(novel)
-        and the positives the rows of classes it did not know, so
-        ``make_scorer(h_measure, response_method="predict_proba")`` scores
-        novelty in ``GridSearchCV`` with
-        :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
+        Real-valued scores, higher meaning more likely positive. Or an
+        open-world ``predict_proba`` (or ``predict_log_proba``) output as
+        returned: the score is then P(novel) and the positives the rows of
+        classes it did not know, so ``make_scorer(h_measure,
+        response_method="predict_proba")`` scores novelty in a grid search.
     cost_beta : tuple of (float, float), default=(2.0, 2.0)
-        Shapes ``(alpha, beta)`` of the Beta cost density ``u(c)``; Beta(2, 2)
-        is Hand's proposal and the FLOWR paper's choice.
+        Shapes ``(alpha, beta)`` > 0 of the Beta cost density; Beta(2, 2) is
+        Hand's proposal and the paper's.
     severity_ratio : float > 0, "auto" or None, default=None
-        If given, overrides ``cost_beta`` with the R ``hmeasure`` package's
-        Beta(2, 1 + 1/SR) [2]_; ``"auto"``: its default ``SR = pi1 / pi0``.
+        If given, the R package's Beta(2, 1 + 1/SR) [2]_ instead of
+        ``cost_beta``; "auto": its default ``SR = pi1 / pi0``.
     pos_label : int, float, bool or str, default=None
-        The positive class's label; None with an open-world ``y_score``.
+        The positive class's label; None for {0, 1}, {-1, 1} or an open-world
+        ``y_score``.
 
     Returns
     -------
     h : float
         The H-measure, in [0, 1]; 1 for a perfect ranking, 0 when no threshold
         beats the trivial classifiers.
-
-    Notes
-    -----
-    Equal to the R ``hmeasure`` package with the same severity ratio when the
-    AUC is at least 0.5; below, R reverses the scores, here they are taken as
-    given.
 
     References
     ----------
@@ -205,8 +197,6 @@ def h_measure(
     0.4524
     >>> round(h_measure(y_true, y_score, severity_ratio="auto"), 4)
     0.4431
-    >>> h_measure(y_true, [0.1, 0.2, 0.3, 0.7, 0.8])
-    1.0
 
     On an open-world classifier's ``predict_proba``, novel rows are those of
     classes it did not train on (here class 2):

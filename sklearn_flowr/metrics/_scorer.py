@@ -16,15 +16,10 @@ def novelty_scorer(estimator, X, y) -> float:
     Parameters
     ----------
     estimator : fitted classifier
-        Has ``classes_`` and a ``predict_proba`` of shape
-        ``(n_samples, len(classes_) + 1)`` whose columns follow ``classes_``
-        and whose last column is the novel class, such as
-        :class:`~sklearn_flowr.CRPGaussianClassifier` or a
-        :class:`~sklearn.pipeline.Pipeline` ending in one.
-
+        Has ``classes_`` and a ``predict_proba`` whose last column is the
+        novel class, such as :class:`~sklearn_flowr.CRPGaussianClassifier`.
     X : array-like of shape (n_samples, n_features)
         Test rows.
-
     y : array-like of shape (n_samples,)
         Their true labels; some must be in ``classes_`` and some not.
 
