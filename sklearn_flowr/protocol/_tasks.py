@@ -50,22 +50,10 @@ class Task:
 
     Examples
     --------
-    Samplers such as :class:`SmallContextTasks` return tasks; index the
-    caller's arrays with them:
-
     >>> import numpy as np
-    >>> from sklearn_flowr.protocol import SmallContextTasks, Task
-    >>> y = np.repeat(np.arange(6), 8)
-    >>> task = SmallContextTasks(y, n_support_classes=3, shots=(1, 2),
-    ...                          n_novel_classes=1, n_query=4, n_tasks=2,
-    ...                          random_state=0)[1]
-    >>> task  # doctest: +ELLIPSIS
-    Task(task_id=1, n_support=..., n_query=16)
-    >>> np.unique(y[task.query]).shape[0]  # 3 support + 1 novel class
-    4
-    >>> task == Task(support=task.support.copy(), query=task.query.copy(),
-    ...              task_id=1)
-    True
+    >>> from sklearn_flowr.protocol import Task
+    >>> Task(support=np.array([0, 1]), query=np.array([2, 3, 4]), task_id=7)
+    Task(task_id=7, n_support=2, n_query=3)
     """
 
     support: np.ndarray
@@ -121,21 +109,22 @@ class SmallContextTasks(_TaskSampler):
 
     Each task draws ``n_support_classes + n_novel_classes`` classes; a
     support class gets ``U{shots}`` support rows and ``n_query`` query rows,
-    a novel class ``n_query`` query rows, all queries in random order.
+    a novel class ``n_query`` query rows, all queries in random order. Task
+    ``i`` depends only on ``(seed, i)``.
 
     Parameters
     ----------
     y : array-like of shape (n_samples,)
         Labels of the rows tasks are drawn from (e.g. the test split).
-    n_support_classes : int, default=10
-        Support (known-before-the-stream) classes per task.
+    n_support_classes : int >= 1, default=10
+        Classes known before the stream, per task.
     shots : tuple of (int, int), default=(1, 10)
         Inclusive range of the uniform number of support rows per class.
-    n_novel_classes : int, default=5
+    n_novel_classes : int >= 0, default=5
         Classes that appear only in the stream.
-    n_query : int, default=10
-        Query rows per class (support and novel classes alike).
-    n_tasks : int, default=1000
+    n_query : int >= 1, default=10
+        Query rows per class.
+    n_tasks : int >= 1, default=1000
         Number of tasks.
     random_state : int, Generator, RandomState or None, default=None
         Seed; ``None`` draws one once, at construction (stored in ``seed``).
@@ -160,8 +149,6 @@ class SmallContextTasks(_TaskSampler):
     >>> task = tasks[0]
     >>> task.query.shape, len(np.unique(y[task.query])), len(np.unique(y[task.support]))
     ((150,), 15, 10)
-    >>> bool(np.isin(task.support, task.query).any())
-    False
     """
 
     def __init__(self, y, *, n_support_classes: int = 10,
@@ -215,20 +202,18 @@ class LargeContextTasks(_TaskSampler):
     Parameters
     ----------
     y : array-like of shape (n_samples,)
-        Labels of the rows queries are drawn from: the held-out rows of the
-        training (known) classes together with the rows of the test classes.
+        Labels of the rows queries are drawn from: held-out rows of the known
+        classes and the rows of the test classes.
     known_classes : array-like of shape (n_known,)
-        Labels the estimator knows before the stream; each must have rows in
-        ``y``.
-    n_novel_classes : int, default=5
+        Labels the estimator knows before the stream; each needs rows in ``y``.
+    n_novel_classes : int >= 0, default=5
         Novel classes per task.
-    n_query : int, default=10
+    n_query : int >= 1, default=10
         Query rows per class.
-    n_tasks : int, default=1000
+    n_tasks : int >= 1, default=1000
         Number of tasks.
-    n_known_query_classes : int or None, default=None
-        Known classes queried per task, drawn at random; ``None`` queries all
-        of them, as in the paper.
+    n_known_query_classes : int >= 0 or None, default=None
+        Known classes queried per task; None: all of them, as in the paper.
     random_state : int, Generator, RandomState or None, default=None
         Seed.
 
