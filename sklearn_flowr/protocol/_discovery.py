@@ -98,11 +98,11 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     _check_estimator(estimator, setting)
     y = column_or_1d(y)
     X = X if hasattr(X, "shape") else np.asarray(X)
-    sampler, task_list = _check_tasks(tasks, y, setting)
-    n_tasks = len(sampler) if sampler is not None else len(task_list)
+    tasks = _check_tasks(tasks, y, setting)
+    n_tasks = len(tasks)
     seed = resolve_seed(random_state)
     jobs = (delayed(_discovery_task)(
-        estimator, X, y, sampler[i] if sampler is not None else task_list[i],
+        estimator, X, y, tasks[i],
         setting, float(label_fraction), int(label_delay), (seed, i))
         for i in range(n_tasks))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)

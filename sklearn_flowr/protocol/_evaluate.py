@@ -117,21 +117,16 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     if not hasattr(X, "shape") or not hasattr(X, "__getitem__"):
         X = np.asarray(X)
     y = check_rows(X, y)
-    sampler, task_list = _check_tasks(tasks, y, setting)
+    tasks = _check_tasks(tasks, y, setting)
     _check_estimator(estimator, setting)
-    n_tasks = len(sampler) if sampler is not None else len(task_list)
+    n_tasks = len(tasks)
 
     n_workers = max(1, effective_n_jobs(n_jobs))
     n_batches = min(n_tasks, max(_MIN_BATCHES, _BATCHES_PER_WORKER * n_workers))
     batches = np.array_split(np.arange(n_tasks), n_batches)
-    jobs = (
-        delayed(_evaluate_batch)(
-            estimator, X, y, sampler,
-            batch if sampler is not None else [task_list[i] for i in batch],
-            setting,
-        )
-        for batch in batches
-    )
+    # Tasks are drawn (or picked) in the workers.
+    jobs = (delayed(_evaluate_batch)(estimator, X, y, tasks, batch, setting)
+            for batch in batches)
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
     parts = list(tqdm(results, total=n_batches, disable=verbose <= 0,
                       desc=f"{setting}-context tasks", unit="batch"))
@@ -182,7 +177,7 @@ def _check_estimator(estimator, setting):
 
 
 def _check_tasks(tasks, y, setting):
-    """Return ``(sampler, None)`` for a sampler, else ``(None, list_of_tasks)``."""
+    """The sampler, or the checked tasks as a list."""
     if isinstance(tasks, _TaskSampler):
         if not tasks._matches(y):
             raise ValueError(
@@ -195,7 +190,7 @@ def _check_tasks(tasks, y, setting):
                 f"setting='large' runs query-only tasks; {type(tasks).__name__} "
                 "has support sets. Use setting='small' or LargeContextTasks."
             )
-        return tasks, None
+        return tasks
     if isinstance(tasks, (str, bytes)) or not hasattr(tasks, "__iter__"):
         raise TypeError(
             "tasks must be SmallContextTasks, LargeContextTasks or an iterable of "
@@ -208,7 +203,7 @@ def _check_tasks(tasks, y, setting):
     if len(set(ids)) != len(ids):
         raise ValueError("task_id values must be distinct: the report groups rows "
                          "by task.")
-    return None, task_list
+    return task_list
 
 
 def _check_task(task, n_samples, setting):
@@ -245,14 +240,13 @@ def _check_task(task, n_samples, setting):
 
 
 # -------------------------------------------------------------------- running
-def _evaluate_batch(estimator, X, y, sampler, batch, setting):
-    """Per-row arrays of a batch of tasks (indices into ``sampler``, or the
-    tasks themselves), concatenated."""
-    tasks = (sampler[int(i)] for i in batch) if sampler is not None else batch
+def _evaluate_batch(estimator, X, y, tasks, batch, setting):
+    """Per-row arrays of the tasks ``batch`` (indices into ``tasks``), concatenated."""
     # A task's products are a few hundred rows wide: extra BLAS threads only
     # add synchronisation. Parallelism is over tasks.
     with threadpool_limits(limits=1, user_api="blas"):
-        parts = [_evaluate_task(estimator, X, y, task, setting) for task in tasks]
+        parts = [_evaluate_task(estimator, X, y, tasks[int(i)], setting)
+                 for i in batch]
     return {name: np.concatenate([part[name] for part in parts])
             for name in parts[0]}
 

@@ -77,6 +77,18 @@ class Task:
 class _TaskSampler(Sequence):
     """Indexable, reproducible sequence of tasks drawn from the labels ``y``."""
 
+    def _start(self, y, n_novel_classes, n_query, n_tasks, random_state):
+        """Check and store the settings both samplers share; index ``y``."""
+        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
+        self.n_query = check_count("n_query", n_query, 1)
+        self.n_tasks = check_count("n_tasks", n_tasks, 1)
+        self.random_state = random_state
+        self.seed = resolve_seed(random_state)
+        y = check_labels(y)
+        self.n_samples = y.shape[0]
+        self._labels, self._class_rows = rows_by_class(y)
+        self.classes = self._labels
+
     def __len__(self) -> int:
         return self.n_tasks
 
@@ -157,15 +169,7 @@ class SmallContextTasks(_TaskSampler):
         self.n_support_classes = check_count("n_support_classes",
                                              n_support_classes, 1)
         self.shots = check_shots(shots)
-        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = check_count("n_query", n_query, 1)
-        self.n_tasks = check_count("n_tasks", n_tasks, 1)
-        self.random_state = random_state
-        self.seed = resolve_seed(random_state)
-        y = check_labels(y)
-        self.n_samples = y.shape[0]
-        self._labels, self._class_rows = rows_by_class(y)
-        self.classes = self._labels
+        self._start(y, n_novel_classes, n_query, n_tasks, random_state)
         needed = self.n_support_classes + self.n_novel_classes
         check_n_classes(
             self._labels.shape[0], needed,
@@ -245,20 +249,13 @@ class LargeContextTasks(_TaskSampler):
     def __init__(self, y, known_classes, *, n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000,
                  n_known_query_classes: int | None = None, random_state=None):
-        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = check_count("n_query", n_query, 1)
-        self.n_tasks = check_count("n_tasks", n_tasks, 1)
-        self.random_state = random_state
-        self.seed = resolve_seed(random_state)
-        y = check_labels(y)
+        self._start(y, n_novel_classes, n_query, n_tasks, random_state)
         known = np.asarray(list(known_classes) if not hasattr(known_classes, "shape")
                            else known_classes)
         if known.ndim != 1 or known.shape[0] == 0:
             raise ValueError("known_classes must be a non-empty 1-d array of labels.")
         if np.unique(known).shape[0] != known.shape[0]:
             raise ValueError("known_classes contains repeated labels.")
-        self.n_samples = y.shape[0]
-        self._labels, self._class_rows = rows_by_class(y)
         is_known = np.isin(self._labels, known)
         missing = known[~np.isin(known, self._labels)]
         if missing.size:
@@ -298,7 +295,6 @@ class LargeContextTasks(_TaskSampler):
             f"n_query={self.n_query} queries",
             " Lower n_query or drop those classes from y.",
         )
-        self.classes = self._labels
 
     def _draw(self, rng, task_id):
         _, _, query, order = draw_large_context(
