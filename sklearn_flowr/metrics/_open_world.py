@@ -84,13 +84,12 @@ def _mean_and_half_width(values, confidence):
     return mean, float(t_quantile * np.std(values, ddof=1) / np.sqrt(n))
 
 
-def _per_task_accuracy(correct, rows, task_index, n_tasks):
-    """Accuracy of each task over the selected rows; nan for a task with none."""
+def _task_accuracy(correct, rows, task_index, n_tasks, confidence):
+    """Accuracy of each task over ``rows`` (NaN without any), its mean and CI."""
     hits = np.bincount(task_index[rows], weights=correct[rows], minlength=n_tasks)
     counts = np.bincount(task_index[rows], minlength=n_tasks)
-    accuracy = np.full(n_tasks, np.nan)
-    np.divide(hits, counts, out=accuracy, where=counts > 0)
-    return accuracy
+    per_task = np.divide(hits, counts, out=np.full(n_tasks, np.nan), where=counts > 0)
+    return (per_task, *_mean_and_half_width(per_task, confidence))
 
 
 @validate_params(
@@ -252,45 +251,30 @@ def open_world_report(
     incremental_rows = novel_pairs[pair_key]
     support_rows = ~incremental_rows if support_mask is None else support_mask
 
-    correct = correct.astype(np.float64)
-    all_rows = np.ones_like(is_novel)
-    task_accuracy = _per_task_accuracy(correct, all_rows, task_index, n_tasks)
-    task_support = _per_task_accuracy(correct, support_rows, task_index, n_tasks)
-    task_incremental = _per_task_accuracy(
-        correct, incremental_rows, task_index, n_tasks
-    )
-
     report = Bunch(
         threshold=threshold,
         novel_tpr=float(np.mean(declared_novel[is_novel])),
         h_measure=h_measure(is_novel.astype(np.int8), ranking),
         auroc=float(roc_auc_score(is_novel, ranking)),
         n_tasks=n_tasks,
-        task_accuracy=task_accuracy,
-        task_support_accuracy=task_support,
-        task_incremental_accuracy=task_incremental,
+        argmax_novel_tpr=None,
     )
-    for name, per_task in [
-        ("accuracy", task_accuracy),
-        ("support_accuracy", task_support),
-        ("incremental_accuracy", task_incremental),
-    ]:
-        report[name], report[f"{name}_ci"] = _mean_and_half_width(per_task, confidence)
     report.update(_calibration(p_novel, is_novel, probability, n_bins))
-    argmax = dict.fromkeys(["argmax_accuracy", "argmax_accuracy_ci",
-                            "argmax_novel_tpr", "task_argmax_accuracy"])
+    argmax_correct = None
     if probability and y_pred is not None:
         pred_novel = same_labels(y_pred, np.full(y_pred.shape[0], novel_label,
                                                   dtype=object))
         argmax_correct = np.where(pred_novel, is_novel,
                                   ~is_novel & same_labels(y_pred, y_true))
-        per_task = _per_task_accuracy(argmax_correct.astype(np.float64), all_rows,
-                                      task_index, n_tasks)
-        mean, half_width = _mean_and_half_width(per_task, confidence)
-        argmax.update(argmax_accuracy=mean, argmax_accuracy_ci=half_width,
-                      argmax_novel_tpr=float(np.mean(pred_novel[is_novel])),
-                      task_argmax_accuracy=per_task)
-    report.update(argmax)
+        report.argmax_novel_tpr = float(np.mean(pred_novel[is_novel]))
+    all_rows = np.ones_like(is_novel)
+    for name, hits, rows in [("accuracy", correct, all_rows),
+                             ("support_accuracy", correct, support_rows),
+                             ("incremental_accuracy", correct, incremental_rows),
+                             ("argmax_accuracy", argmax_correct, all_rows)]:
+        report[f"task_{name}"], report[name], report[f"{name}_ci"] = (
+            (None,) * 3 if hits is None else _task_accuracy(
+                hits.astype(np.float64), rows, task_index, n_tasks, confidence))
     return report
 
 

@@ -36,28 +36,23 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     """Run an estimator through open-world tasks whose labels come late or
     never, and score how it discovers new classes.
 
-    Scored per task on the rows that came without their label, by
-    :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels,
-    then as mean and standard error over tasks.
+    Each task's rows that came without their label are scored by
+    :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels.
 
     Parameters
     ----------
     estimator : estimator
         As :func:`evaluate_online` takes it, with ``open_world_step(X)``
-        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``
-        when it may decline a row); ``correct`` is used where it exists.
-        Copied per task; not modified.
+        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``);
+        ``correct`` is used where it exists. Not modified.
     X : array-like of shape (n_samples, ...)
     y : array-like of shape (n_samples,)
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
     setting : {"small", "large"}, default="small"
     label_fraction : float in [0, 1], default=0.0
-        Share of queries whose label arrives (each drawn independently,
-        seeded by ``random_state``). 0: a stream without labels; 1: every
-        label arrives.
+        Share of queries whose label arrives (drawn per query).
     label_delay : int >= 0, default=0
-        Rows after its query that a label arrives; 0: right after the
-        prediction (a labelled step).
+        Rows after its query that a label arrives; 0: a labelled step.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
@@ -68,11 +63,9 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``per_task``: a dict of arrays over tasks, one per figure of
-        :func:`~sklearn_flowr.metrics.discovery_report` (NaN where a task has
-        no such rows); ``mean`` and ``se``: their mean and standard error
-        over tasks (NaN ignored); ``n_tasks``, ``label_fraction``,
-        ``label_delay``, and ``n_unlabelled`` (rows scored).
+        ``per_task``: each figure of ``discovery_report`` per task (NaN where
+        a task has no such rows); ``mean`` and ``se`` over tasks;
+        ``n_tasks``, ``label_fraction``, ``label_delay``, ``n_unlabelled``.
 
     Examples
     --------

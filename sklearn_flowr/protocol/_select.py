@@ -84,9 +84,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     small-context tasks of validation classes.
 
     Each candidate head is built as ``FLOWRClassifier`` builds its
-    small-context head (prior and noise by empirical Bayes on ``X_train``,
-    without a calibration map) and run by :func:`evaluate_online` through the
-    same :class:`SmallContextTasks` of the validation classes.
+    small-context head (empirical Bayes on ``X_train``, no calibration map)
+    and run by :func:`evaluate_online` through the same tasks.
 
     Parameters
     ----------
@@ -101,16 +100,16 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     param_grid : dict or list of dicts
         Candidates, as :class:`~sklearn.model_selection.GridSearchCV` takes
         them, e.g. ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
-    prior_scale : float, default=1.0
+    prior_scale : float > 0, default=1.0
         ``FLOWRClassifier``'s ``prior_scale`` of the model to tune.
-    n_tasks : int, default=200
+    n_tasks : int >= 1, default=200
     shots : (int, int), default=(1, 10)
-        Range of shots per support class (:class:`SmallContextTasks`).
-    n_query : int, default=10
-        Query rows per class; every validation class needs ``shots[1] +
+        Range of shots per support class.
+    n_query : int >= 1, default=10
+        Query rows per class; each validation class needs ``shots[1] +
         n_query`` rows.
     n_jobs : int, default=None
-        Parallel workers of :func:`evaluate_online`.
+        joblib workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the tasks.
 
@@ -173,9 +172,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
 
 
 def discovery_score(mean, scoring: str = "balanced") -> float:
-    """The criterion of :func:`select_discovery_params`: ``"balanced"``, the mean
-    of ``accuracy_new`` and ``known_accuracy``, or one figure of
-    ``discovery_report`` by name; NaN where the figures are.
+    """The criterion of :func:`select_discovery_params`: ``"balanced"``, the
+    mean of ``accuracy_new`` and ``known_accuracy``, or one figure by name.
 
     Examples
     --------
@@ -191,8 +189,7 @@ def discovery_score(mean, scoring: str = "balanced") -> float:
 
 
 def _validation_tasks(estimator, y_val, setting, n_tasks, random_state):
-    """Default validation tasks: small-context sizes, or every known class
-    with up to 5 new ones."""
+    """Default validation tasks: small context, or all known and <= 5 new classes."""
     if setting == "small":
         return _small_context_tasks(y_val, n_tasks, random_state)
     known = getattr(estimator, "classes_", None)
@@ -219,36 +216,30 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     Parameters
     ----------
     estimator : estimator
-        The template, as :func:`evaluate_discovery` takes it (unfitted for
-        the small context, fitted on the known classes for the large one);
-        not modified.
+        The template, as :func:`evaluate_discovery` takes it; not modified.
     X_val, y_val : array-like of shape (n_val, ...), (n_val,)
-        Rows and labels of the validation tasks; their new classes must be
-        disjoint from the evaluation's (large context: ``y_val`` also holds
-        held-out rows of the known classes).
+        Rows and labels of the validation tasks, whose new classes must not be
+        those the chosen method is evaluated on.
     param_grid : dict or list of dicts
         Candidates, as :class:`~sklearn.model_selection.ParameterGrid` takes
-        them, e.g. ``{"unlabelled_threshold": [0.5, 0.9, 0.99]}`` for the
-        heads or ``{"threshold_scale": [0.5, 1.0, 2.0]}`` for
-        :class:`~sklearn_flowr.baselines.DPMeansClassifier`; ``{}`` is one
-        candidate, the estimator as it is.
+        them, e.g. ``{"threshold_scale": [0.5, 1.0, 2.0]}``; ``{}``: the
+        estimator as it is.
     setting : {"small", "large"}, default="small"
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
-        Validation tasks over ``y_val``. None draws ``n_tasks``: small
-        context, 10 support + 5 novel classes (in proportion below 15);
-        large context, every known class and ``min(5, n)`` new ones.
-    n_tasks : int, default=200
-        Tasks drawn when ``tasks`` is None; ignored otherwise.
+        Validation tasks over ``y_val``; None draws ``n_tasks`` (small
+        context: 10 support + 5 novel classes, fewer below 15 classes; large:
+        every known class and up to 5 new ones).
+    n_tasks : int >= 1, default=200
+        Tasks drawn when ``tasks`` is None.
     label_fraction : float in [0, 1], default=0.0
     label_delay : int >= 0, default=0
         The label budget of :func:`evaluate_discovery`.
     scoring : str, default="balanced"
-        The criterion, maximised: ``"balanced"`` (the mean of ``accuracy_new``
-        and ``known_accuracy``) or a figure of ``discovery_report``.
+        The criterion maximised (:func:`discovery_score`).
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
-        Seeds the tasks drawn and the labels that arrive (the same for every
+        Seeds the tasks and the labels that arrive (the same for every
         candidate).
     verbose : int, default=0
         Above 0, a progress bar over each candidate's tasks.
@@ -257,7 +248,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     -------
     result : :class:`~sklearn.utils.Bunch`
         ``best_params`` (the first best score in grid order; the first
-        candidate, with a warning, where every score is NaN),
+        candidate, with a warning, if every score is NaN),
         ``best_index``, ``best_score``, ``best_estimator``, ``scoring`` and
         ``results`` (per candidate: ``params``, ``score``, ``report``).
 
