@@ -103,25 +103,18 @@ def _roc_upper_hull(y_bool, y_score):
     return counts[:, 0], counts[:, 1]
 
 
-def _cost_weighted_masses(cost, alpha, beta):
-    """``(int_0^c t u(t) dt, int_0^c (1 - t) u(t) dt)`` for ``u = Beta(alpha,
-    beta)``: regularised incomplete beta functions, so the integral is exact."""
-    mass_c = alpha / (alpha + beta) * betainc(alpha + 1.0, beta, cost)
-    mass_one_minus_c = beta / (alpha + beta) * betainc(alpha, beta + 1.0, cost)
-    return mass_c, mass_one_minus_c
-
-
 def _expected_minimum_loss(fpr, tpr, lower, upper, pi0, pi1, alpha, beta):
-    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc`` with vertex losses
-    ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``."""
-    c_hi, one_minus_c_hi = _cost_weighted_masses(upper, alpha, beta)
-    c_lo, one_minus_c_lo = _cost_weighted_masses(lower, alpha, beta)
-    return float(
-        np.sum(
-            pi0 * fpr * (c_hi - c_lo)
-            + pi1 * (1.0 - tpr) * (one_minus_c_hi - one_minus_c_lo)
-        )
-    )
+    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc``, ``u = Beta(alpha, beta)``,
+    for the vertex losses ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``."""
+    # int_0^c t u(t) dt and int_0^c (1 - t) u(t) dt are incomplete beta
+    # functions, so the integral is exact.
+    def masses(cost):
+        return (alpha / (alpha + beta) * betainc(alpha + 1.0, beta, cost),
+                beta / (alpha + beta) * betainc(alpha, beta + 1.0, cost))
+
+    (c_hi, one_minus_c_hi), (c_lo, one_minus_c_lo) = masses(upper), masses(lower)
+    return float(np.sum(pi0 * fpr * (c_hi - c_lo)
+                        + pi1 * (1.0 - tpr) * (one_minus_c_hi - one_minus_c_lo)))
 
 
 @validate_params(
@@ -247,15 +240,8 @@ def h_measure(
     )
     # The trivial classifiers are the vertices (1, 1) and (0, 0) of the chance
     # diagonal; their break-point is c = pi1 (min(c pi0, (1 - c) pi1)).
-    maximum_loss = _expected_minimum_loss(
-        np.array([1.0, 0.0]),
-        np.array([1.0, 0.0]),
-        np.array([0.0, pi1]),
-        np.array([pi1, 1.0]),
-        pi0,
-        pi1,
-        alpha,
-        beta,
-    )
+    trivial = np.array([1.0, 0.0])
+    maximum_loss = _expected_minimum_loss(trivial, trivial, np.array([0.0, pi1]),
+                                          np.array([pi1, 1.0]), pi0, pi1, alpha, beta)
     # Rounding can push a chance-level result a few ulps outside [0, 1].
     return float(np.clip(1.0 - minimum_loss / maximum_loss, 0.0, 1.0))
