@@ -1,7 +1,5 @@
-"""Open-world evaluation: H-measure, log-loss, calibration, novelty detection
-scores, class discovery, a report, and a CV scorer (the AUROC of a novelty
-score is scikit-learn's ``roc_auc_score(is_novel, novelty_score)``).
-"""
+"""Open-world evaluation: H-measure, log-loss, calibration, novelty detection,
+class discovery, the protocol's report and a CV scorer."""
 
 from ._calibration import (
     DEFAULT_N_BINS,

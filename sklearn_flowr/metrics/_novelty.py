@@ -29,6 +29,13 @@ def _check_is_novel(is_novel, *others):
     return is_novel
 
 
+def _power(is_novel, declared):
+    """Share of the novel rows declared novel."""
+    if not is_novel.any():
+        raise ValueError("is_novel has no novel row; the power is undefined.")
+    return float(np.mean(declared[is_novel]))
+
+
 def _check_pvalues(pvalues):
     pvalues = check_scores(pvalues, "pvalues")
     if pvalues.min() < 0.0 or pvalues.max() > 1.0:
@@ -231,10 +238,7 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
     0.5
     """
     pvalues = _check_pvalues(pvalues)
-    is_novel = _check_is_novel(is_novel, pvalues)
-    if not is_novel.any():
-        raise ValueError("is_novel has no novel row; the power is undefined.")
-    return float(np.mean(pvalues[is_novel] <= alpha))
+    return _power(_check_is_novel(is_novel, pvalues), pvalues <= alpha)
 
 
 def _check_selected(is_novel, selected):
@@ -308,7 +312,4 @@ def selection_power(is_novel, selected) -> float:
     >>> selection_power(is_novel, [True, True, True, False, False])
     0.6666666666666666
     """
-    is_novel, selected = _check_selected(is_novel, selected)
-    if not is_novel.any():
-        raise ValueError("is_novel has no novel row; the power is undefined.")
-    return float(np.sum(selected & is_novel) / is_novel.sum())
+    return _power(*_check_selected(is_novel, selected))

@@ -1,8 +1,5 @@
-"""The few-shot open-world evaluation protocol (FLOWR, section 6): seeded tasks
-as index arrays into the caller's data, the online runs over them, and the
-choices made on validation tasks (calibration, head and discovery parameters,
-rows to label).
-"""
+"""The few-shot open-world evaluation protocol (FLOWR, section 6): seeded tasks,
+the online runs over them, and the choices made on validation tasks."""
 
 from ._calibrate import calibrate_novelty, calibration_scores, small_context_sizes
 from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan

@@ -1,10 +1,4 @@
-"""The open-world stream with a label budget: labels come for some rows, late.
-
-A query whose label arrives at once is a labelled step; any other is an
-unlabelled step (``open_world_step(x)``). A late label corrects a row the
-estimator learned from (``correct``, where it has one) and is learned
-(``partial_fit``) for one it did not.
-"""
+"""The open-world stream with a label budget: labels come for some rows, late."""
 
 from __future__ import annotations
 
@@ -152,6 +146,8 @@ def _discovery_task(estimator, X, y, task, setting, fraction, delay, seed):
     """One task's stream under the label budget; its discovery figures."""
     rng = np.random.default_rng(seed)
     with threadpool_limits(limits=1, user_api="blas"):
+        # A row whose label arrives at once is a labelled step, any other an
+        # unlabelled one; a late label goes to _deliver.
         est = start_task(estimator, X, y, task, setting)
         known = np.asarray(est.classes_)
         query = task.query
