@@ -192,8 +192,7 @@ class DPMeansClassifier(PrototypeBaseline):
                     # opened here lives in arrays the undo drops anyway).
                     undo.append(self._checkpoint(np.array([target])))
                     touched.add(target)
-                self._sums[target] += x
-                self._counts[target] += 1.0
+                self._learn_centred(x[None], np.array([target]))
                 assigned[row] = target
             novel = self._is_novel(known_index, score)
             y_known = self._labels_of(known_index)
