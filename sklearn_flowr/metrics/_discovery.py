@@ -40,21 +40,14 @@ def _codes(labels):
     return codes, len(index)
 
 
-def _matched_hits(true_codes, n_true, pred_codes, n_pred):
-    """Rows that agree under the best one-to-one map of predicted groups to
-    true classes (a group left without a class counts all its rows wrong)."""
-    contingency = np.bincount(pred_codes * n_true + true_codes,
-                              minlength=n_pred * n_true).reshape(n_pred, n_true)
-    rows, cols = linear_sum_assignment(contingency, maximize=True)
-    return int(contingency[rows, cols].sum())
-
-
 def _clustering_scores(y_true, y_pred):
     """Clustering accuracy, NMI and ARI of two non-empty label arrays."""
-    true_codes, n_true = _codes(y_true)
-    pred_codes, n_pred = _codes(y_pred)
-    hits = _matched_hits(true_codes, n_true, pred_codes, n_pred)
-    return (hits / y_true.shape[0],
+    (true_codes, n_true), (pred_codes, n_pred) = _codes(y_true), _codes(y_pred)
+    contingency = np.bincount(pred_codes * n_true + true_codes,
+                              minlength=n_pred * n_true).reshape(n_pred, n_true)
+    # The best one-to-one map of clusters to classes; unmatched rows are wrong.
+    rows, cols = linear_sum_assignment(contingency, maximize=True)
+    return (int(contingency[rows, cols].sum()) / y_true.shape[0],
             float(normalized_mutual_info_score(true_codes, pred_codes)),
             float(adjusted_rand_score(true_codes, pred_codes)))
 
@@ -104,9 +97,7 @@ def clustering_accuracy(y_true, y_pred) -> float:
     check_consistent_length(y_true, y_pred)
     if y_true.shape[0] == 0:
         raise ValueError("y_true and y_pred are empty.")
-    true_codes, n_true = _codes(y_true)
-    pred_codes, n_pred = _codes(y_pred)
-    return _matched_hits(true_codes, n_true, pred_codes, n_pred) / y_true.shape[0]
+    return _clustering_scores(y_true, y_pred)[0]
 
 
 @validate_params(
