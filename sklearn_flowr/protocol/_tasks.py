@@ -3,7 +3,7 @@ arrays into the caller's arrays; task ``i`` depends only on ``(seed, i)``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -102,9 +102,6 @@ class _TaskSampler(Sequence):
             raise IndexError(f"Task index {index} out of range for "
                              f"{self.n_tasks} tasks.")
         return self._draw(np.random.default_rng([self.seed, i]), i)
-
-    def __iter__(self) -> Iterator[Task]:
-        return (self[i] for i in range(self.n_tasks))
 
     def _matches(self, y):
         """Whether ``y`` holds the labels the tasks were drawn from."""
