@@ -235,7 +235,8 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     label_delay : int >= 0, default=0
         The label budget of :func:`evaluate_discovery`.
     scoring : str, default="balanced"
-        The criterion maximised (:func:`discovery_score`).
+        The criterion maximised: ``"balanced"`` (the mean of ``accuracy_new``
+        and ``known_accuracy``) or a figure of ``discovery_report``.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
