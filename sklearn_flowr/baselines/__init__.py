@@ -1,11 +1,5 @@
-"""Open-world few-shot baselines on feature vectors (embeddings).
-
-They share the online interface of :class:`~sklearn_flowr.CRPGaussianClassifier`
-(``fit``, ``partial_fit``, ``open_world_step``, ``predict``), so the evaluation
-protocol runs every method through the same loop; ``novelty_score(X)`` is
-each method's score (higher = more likely novel), ``open_world_step``'s
-``p_novel``.
-"""
+"""Open-world few-shot baselines on embeddings, with the online interface of
+:class:`~sklearn_flowr.CRPGaussianClassifier` and a ``novelty_score(X)``."""
 
 from ._dpmeans import DPMeansClassifier
 from ._evm import EVMClassifier

@@ -1,5 +1,4 @@
-"""What the baselines add to the online open-world classifier: a novelty score
-(``_score``) and a threshold rule (``_declares_novel``)."""
+"""The baselines' shared base: a novelty score (``_score``) and a threshold rule."""
 
 from numbers import Real
 
@@ -7,7 +6,6 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from ..base import OnlineOpenWorldClassifier
-from ._docstrings import fill_doc
 
 # The constraints of a ``threshold`` on a score >= 0 (None: never novel).
 THRESHOLD_CONSTRAINTS = {"threshold": [Interval(Real, 0, None, closed="left"), None],
@@ -15,33 +13,29 @@ THRESHOLD_CONSTRAINTS = {"threshold": [Interval(Real, 0, None, closed="left"), N
 
 
 class OpenWorldBaseline(OnlineOpenWorldClassifier):
-    """Base of the baselines: subclasses define ``_parameter_constraints``,
-    ``_empty_score`` (the score while no class exists) and the hooks."""
+    """Base of the baselines; ``_empty_score``: the score while no class exists."""
 
-    _empty_score = 1.0
+    _empty_score = np.inf
 
-    @fill_doc
     def novelty_score(self, X):
         """Novelty score of each row at the current state (higher = more novel).
 
         Parameters
         ----------
-        %(X)s
+        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
         score : ndarray of shape (n_samples,)
-            The method's novelty score (see the class docstring).
         """
         return self._score(self._validated_rows(X))[1]
 
-    @fill_doc
     def predict(self, X):
         """Best known class, or ``novel_label_`` when the threshold says novel.
 
         Parameters
         ----------
-        %(X)s
+        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -52,13 +46,12 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
         novel = self._is_novel(known_index, score)
         return self._labels_of(np.where(novel, -1, known_index))
 
-    @fill_doc
     def predict_known(self, X):
         """Best known class of each row, whatever its novelty score.
 
         Parameters
         ----------
-        %(X)s
+        X : array-like of shape (n_samples, n_features)
 
         Returns
         -------
@@ -94,10 +87,7 @@ class OpenWorldBaseline(OnlineOpenWorldClassifier):
 
 
 class StoredRowsBaseline(OpenWorldBaseline):
-    """Base of the baselines that keep every learned row (``_rows``, after
-    ``_stored``) and score by scanning them (kNN, SimpleShot)."""
-
-    _empty_score = np.inf
+    """Base of the baselines that keep every learned row (kNN, SimpleShot)."""
 
     def _start(self, X, y_index, labels, *, fitting):
         self._rows = np.zeros((0, X.shape[1]))

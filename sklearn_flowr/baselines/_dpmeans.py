@@ -52,54 +52,37 @@ class DPMeansClassifier(PrototypeBaseline):
     """DP-means: nearest class mean, with a distance beyond which a row opens
     a new class.
 
-    Each class is the mean of its rows (Euclidean), updated online; a row
-    within ``threshold`` of its nearest mean belongs to it, a row beyond is
-    novel. On labelled rows it is :class:`NCMClassifier` with that threshold.
-    ``open_world_step(X)`` without labels runs DP-means [1]_ in one pass: a
-    row beyond the threshold opens a provisional class (``"new-1"``, ... for
-    string labels, -2, -3, ... for numeric ones), which later rows can join.
+    On labelled rows it is :class:`NCMClassifier` with ``threshold``: a row
+    beyond it from every mean is novel. ``open_world_step(X)`` without labels
+    runs DP-means [1]_ in one pass: a row beyond the threshold opens a
+    provisional class (``"new-1"``, ... for string labels, -2, -3, ... for
+    numeric ones), which later rows can join.
 
     Parameters
     ----------
     threshold : "auto" or float >= 0, default="auto"
-        Distance to the nearest mean beyond which a row is novel and, without
-        a label, opens a class (DP-means' penalty ``lambda`` is its square).
-        "auto" learns, when the state starts, the 0.99 quantile of the
-        distance between two rows of one class (needs a class of two rows).
-        Raise it if one class is split into several, lower it if new classes
-        are merged with others.
+        Distance to the nearest mean beyond which a row is novel (DP-means'
+        ``lambda`` is its square). "auto" learns, when the state starts, the
+        0.99 quantile of the distance between two rows of one class (needs a
+        class of two rows). Raise it if classes split, lower it if they merge.
     threshold_scale : float > 0, default=1.0
-        Multiplies the threshold (a grid can search it, e.g. in
-        :func:`~sklearn_flowr.protocol.select_discovery_params`); read at
-        call time, so it may change after fitting.
+        Multiplies the threshold (for a grid search); read at call time.
     %(novel_label)s
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-        Known labels: sorted in ``fit``, new ones (given or provisional)
-        appended in order of arrival.
-    n_classes_ : int
-        Number of known classes, provisional ones included.
+    %(classes_)s
     %(class_means)s
     is_provisional_ : ndarray of shape (n_classes,) of bool
         Whether each class was opened by an unlabelled row.
     threshold_ : float
-        The threshold in use: ``threshold_scale`` times ``threshold``, or
-        times the one "auto" learned.
+        The threshold in use: ``threshold_scale`` times ``threshold`` or the
+        learned one.
     %(fitted_)s
 
     See Also
     --------
     NCMClassifier : the same means and score, without class discovery.
-
-    Notes
-    -----
-    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are the distance
-    ``min_n ||x - mu_n||`` (``inf`` while no class exists). A row at exactly
-    the threshold joins its class. Unlike Kulis and Jordan's batch
-    iterations, each row is assigned once, in stream order (user guide,
-    Baselines).
 
     References
     ----------
@@ -126,7 +109,6 @@ class DPMeansClassifier(PrototypeBaseline):
         "threshold_scale": [Interval(Real, 0, None, closed="neither")],
         "novel_label": "no_validation",
     }
-    _empty_score = np.inf
     _from_distances = NCMClassifier._from_distances
 
     def __init__(self, *, threshold="auto", threshold_scale=1.0,
@@ -137,34 +119,23 @@ class DPMeansClassifier(PrototypeBaseline):
 
     def open_world_step(self, X, y=None):
         """Predict each row with the state before it, then learn it: under its
-        label, or (without labels) in its nearest class when within
-        ``threshold_`` of its mean, else in a new provisional class.
+        label, or without labels in its nearest class when within
+        ``threshold_``, else in a new provisional class.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Embeddings, in stream order.
         y : array-like of shape (n_samples,) or None, default=None
-            Labels, revealed after each prediction; None: an unlabelled
-            stream.
+            Labels, revealed after each prediction; None: an unlabelled stream.
 
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            Arrays of shape (n_samples,): ``y_pred`` (``novel_label_`` for a
-            row beyond the threshold, else ``y_known``), ``y_known`` (nearest
-            class before the row, ``novel_label_`` while none exists),
-            ``p_novel`` (distance to it), ``is_novel`` (the row opened a
-            class: its label was unseen, or without labels it was beyond the
-            threshold), ``y_assigned`` (the class the row was learned
-            under: its label, the class it joined or the provisional class it
-            opened) and ``learned`` (all True: DP-means learns every row).
-
-        Raises
-        ------
-        ValueError
-            Bad input, or an unfitted estimator with ``threshold="auto"``.
-            Nothing is learned then, nor on any exception part-way.
+            Arrays of shape (n_samples,): ``y_pred``, ``y_known``, ``p_novel``
+            (distance to the nearest mean), ``is_novel`` (the row opened a
+            class), ``y_assigned`` (the class the row was learned under) and
+            ``learned`` (all True).
 
         Examples
         --------
@@ -221,8 +192,7 @@ class DPMeansClassifier(PrototypeBaseline):
                     # opened here lives in arrays the undo drops anyway).
                     undo.append(self._checkpoint(np.array([target])))
                     touched.add(target)
-                self._sums[target] += x
-                self._counts[target] += 1.0
+                self._learn_centred(x[None], np.array([target]))
                 assigned[row] = target
             novel = self._is_novel(known_index, score)
             y_known = self._labels_of(known_index)

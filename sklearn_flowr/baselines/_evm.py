@@ -27,28 +27,21 @@ _MAX_CHUNK_ROWS = 512
 class EVMClassifier(OpenWorldBaseline):
     """Extreme Value Machine: per-point Weibull models of the class margin.
 
-    Every stored point ``x_i`` of class ``n`` models how far its class
-    extends: a Weibull with location 0 is fitted by maximum likelihood to the
-    ``tail_size`` smallest margins ``m_ij = d(x_i, x_j) / 2`` to points ``x_j``
-    of the other classes, with ``d`` the cosine distance ``1 - cos(x_i, x_j)``.
-    The probability that ``x`` is included in ``x_i``'s class is
-
-    ``Psi_i(x) = exp(-(d(x_i, x) / lambda_i)^kappa_i)``,
-
-    a class's score is the largest ``Psi_i`` over its points, the prediction
-    is the class with the largest score, and the novelty score is
-    ``1 - max_n max_{i in n} Psi_i(x)``. Learning a row stores it as a point
-    and refits the Weibulls whose tails it changes.
+    Every stored point ``x_i`` fits a Weibull (location 0) to its
+    ``tail_size`` smallest margins ``d(x_i, x_j) / 2`` to points of other
+    classes, ``d`` the cosine distance. ``Psi_i(x) = exp(-(d(x_i, x) /
+    lambda_i)^kappa_i)`` is the probability that ``x`` is in ``x_i``'s class;
+    the prediction is the class of the largest ``Psi_i`` and the novelty
+    score ``1 - max_i Psi_i(x)`` (1 while no class exists). Learning a row
+    stores it and refits the Weibulls whose tails it changes.
 
     Parameters
     ----------
-    tail_size : int, default=10
-        Number of smallest margins each Weibull is fitted to (the paper's 10).
-        A point with fewer negatives uses all it has.
+    tail_size : int >= 1, default=10
+        Smallest margins each Weibull is fitted to (the paper's 10).
     threshold : float in [0, 1], default=0.5
-        Novelty score at or above which :meth:`predict` and
-        ``open_world_step``'s ``y_pred`` declare a row novel, i.e. every
-        inclusion probability is at most ``1 - threshold``.
+        Novelty score at or above which ``predict`` and ``open_world_step``
+        declare a row novel.
     %(novel_label)s
 
     Attributes
@@ -63,12 +56,6 @@ class EVMClassifier(OpenWorldBaseline):
     weibull_scale_ : ndarray of shape (n_points,)
         ``lambda_i``; ``inf`` while the point has no negative.
     %(fitted_)s
-
-    Notes
-    -----
-    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    ``1 - max Psi_i(x)`` (1 while no class exists). Edge cases and the
-    deviations from Rudd et al. are in the user guide (Baselines).
 
     References
     ----------
@@ -93,6 +80,7 @@ class EVMClassifier(OpenWorldBaseline):
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "novel_label": "no_validation",
     }
+    _empty_score = 1.0
 
     def __init__(self, *, tail_size=10, threshold=0.5, novel_label="auto"):
         self.tail_size = tail_size

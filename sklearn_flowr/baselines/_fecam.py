@@ -23,12 +23,12 @@ class FeCAMClassifier(PrototypeBaseline):
     covariance, on Tukey-transformed, L2-normalised features (FeCAM).
 
     Rows become ``sign(x) |x|^power`` scaled to unit length. Class ``n`` has
-    the mean ``mu_n`` and sample covariance ``S_n`` of its rows, shrunk as in
-    the paper, ``S_n + shrinkage (v_1 I + v_2 (1 - I))`` (``v_1``: mean
-    variance, ``v_2``: mean non-zero covariance, raised to 0 to stay positive
-    definite), then made a correlation matrix ``C_n``. A row gets the class of
-    the smallest ``D_n(u) = (u - mu_n)^T C_n^+ (u - mu_n)``; novelty score:
-    ``min_n D_n(u)`` (``inf`` while no class exists).
+    the mean ``mu_n`` and covariance ``S_n`` of its rows, shrunk as in the
+    paper and made a correlation matrix ``C_n``. A row gets the class of the
+    smallest ``D_n(u) = (u - mu_n)^T C_n^+ (u - mu_n)``; novelty score:
+    ``min_n D_n(u)`` (``inf`` while no class exists). It keeps n_classes x
+    n_features^2 floats and refuses a class beyond 2 GiB of them (the 161st
+    at d = 1280): reduce the dimension or use Mahalanobis++.
 
     Parameters
     ----------
@@ -36,19 +36,11 @@ class FeCAMClassifier(PrototypeBaseline):
         Tukey's exponent (the paper's 0.5; 1 keeps the rows).
     shrinkage : float >= 0, default=1.0
         The paper's ``gamma_1 = gamma_2``.
-    %(threshold)s
-    %(novel_label)s
+    %(params)s
 
     Attributes
     ----------
     %(prototype_attrs)s
-
-    Notes
-    -----
-    %(anchor_notes)s It keeps n_classes x n_features^2 floats and refuses
-    (ValueError) a class that takes them beyond 2 GiB, e.g. the 161st class
-    at d = 1280: reduce the dimension (PCA) or use
-    :class:`MahalanobisPlusPlusClassifier`.
 
     References
     ----------
@@ -71,7 +63,6 @@ class FeCAMClassifier(PrototypeBaseline):
         "power": [Interval(Real, 0, None, closed="neither")],
         "shrinkage": [Interval(Real, 0, None, closed="left")],
     }
-    _empty_score = np.inf
     _stream = OpenWorldBaseline._stream  # a class's C_n changes with its rows
     _from_distances = MahalanobisPlusPlusClassifier._from_distances
 

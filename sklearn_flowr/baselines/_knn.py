@@ -14,29 +14,22 @@ __all__ = ["KNNClassifier"]
 
 @fill_doc
 class KNNClassifier(StoredRowsBaseline):
-    """Nearest learned row on L2-normalised features; the novelty score is the
-    distance to the k-th nearest (deep kNN).
+    """Nearest learned row on L2-normalised features, scored by the distance
+    to the k-th nearest (deep kNN).
 
-    Rows are scaled to unit length (their distances rank as cosine
-    similarities do). A row gets the class of its nearest learned row; its
-    novelty score is the distance to its ``n_neighbors``-th nearest learned
-    row of any class (``inf`` while no class exists).
+    Rows are scaled to unit length. A row gets the class of its nearest
+    learned row; its novelty score is the distance to its ``n_neighbors``-th
+    nearest learned row of any class (``inf`` while no class exists).
 
     Parameters
     ----------
     n_neighbors : int >= 1, default=1
-        ``k`` of the score (``min(k, n_rows)`` once fewer rows are learned).
-    %(threshold)s
-    %(novel_label)s
+        ``k`` of the score (``min(k, n_rows)`` while fewer rows are learned).
+    %(params)s
 
     Attributes
     ----------
-    %(classes_)s
-    %(fitted_)s
-
-    Notes
-    -----
-    %(anchor_notes)s
+    %(attrs)s
 
     References
     ----------

@@ -29,18 +29,13 @@ class MahalanobisPlusPlusClassifier(PrototypeBaseline):
 
     Parameters
     ----------
-    %(threshold)s
-    %(novel_label)s
+    %(params)s
 
     Attributes
     ----------
     %(prototype_attrs)s
     covariance_ : ndarray of shape (n_features, n_features)
         The shrunk shared covariance ``S`` (of the normalised rows).
-
-    Notes
-    -----
-    %(anchor_notes)s
 
     References
     ----------
@@ -58,7 +53,6 @@ class MahalanobisPlusPlusClassifier(PrototypeBaseline):
     """
 
     _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
-    _empty_score = np.inf
     # S changes with every row: the stream predicts and learns row by row.
     _stream = OpenWorldBaseline._stream
 

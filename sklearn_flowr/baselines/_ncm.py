@@ -13,14 +13,13 @@ __all__ = ["NCMClassifier"]
 class NCMClassifier(PrototypeBaseline):
     """Nearest class mean classifier with a distance novelty score.
 
-    Each class is the mean of its rows (Euclidean), updated online; a row gets
-    the class of the nearest mean. The novelty score is the Euclidean distance
-    to that nearest mean: far from every mean, more likely novel.
+    Each class is the mean of its rows, updated online; a row gets the class
+    of the nearest mean, and its novelty score is the Euclidean distance to
+    that mean (``inf`` while no class exists).
 
     Parameters
     ----------
-    %(threshold)s
-    %(novel_label)s
+    %(params)s
 
     Attributes
     ----------
@@ -28,14 +27,7 @@ class NCMClassifier(PrototypeBaseline):
 
     See Also
     --------
-    ProtoNetClassifier : softmax over the same distances, thresholded.
     sklearn.neighbors.NearestCentroid : the closed-world batch version.
-
-    Notes
-    -----
-    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are the distance
-    ``min_n ||x - mu_n||`` (``inf`` while no class exists): a score, not a
-    probability.
 
     References
     ----------
@@ -59,7 +51,6 @@ class NCMClassifier(PrototypeBaseline):
     """
 
     _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
-    _empty_score = np.inf
 
     def __init__(self, *, threshold=None, novel_label="auto"):
         self.threshold = threshold

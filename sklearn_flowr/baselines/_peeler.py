@@ -17,34 +17,25 @@ __all__ = ["PEELERClassifier"]
 class PEELERClassifier(PrototypeBaseline):
     """Open-set classifier on Gaussian class embeddings (PEELER's metric).
 
-    Each class is a Gaussian with mean ``mu_n`` (the mean of its rows,
-    updated online) and a diagonal precision ``prec`` shared by all classes.
-    A row is compared to every class by the normalised Mahalanobis distance
-
-    ``d_n(z) = sum_j prec_j (z_j - mu_nj)^2 / d``,
-
-    gets the class of the smallest one, and its novelty score is
-    ``min_n d_n(z)``.
-
-    :meth:`fit` learns ``prec`` as the inverse pooled within-class variance
-    per feature (its maximum-likelihood value); later calls update the means
-    only.
+    Each class has the mean ``mu_n`` of its rows, updated online, and all
+    share a diagonal precision ``prec``. A row gets the class of the
+    smallest ``d_n(z) = sum_j prec_j (z_j - mu_nj)^2 / d``, and its novelty
+    score is ``min_n d_n(z)`` (``inf`` while no class exists). ``fit`` learns
+    ``prec``; later calls update the means only.
 
     Parameters
     ----------
     precision : float, array-like of shape (n_features,) or None, default=None
-        Fixed diagonal precision ``prec`` (e.g. the inverse of Sup-E's class
-        variances). ``None`` learns it in :meth:`fit`, or uses the identity
-        when the estimator starts with ``partial_fit`` or ``open_world_step``.
-    threshold : float or "auto", default="auto"
-        Score at or above which :meth:`predict` and ``open_world_step``'s
-        ``y_pred`` declare a row novel. ``"auto"`` is the 95%% quantile of the
-        score of a row of its own class under the model: ``d * d_n(z)`` is
-        chi-square with ``d`` degrees of freedom, so ``chi2.ppf(0.95, d) / d``.
-    var_smoothing : float, default=1e-9
-        Fraction of the largest feature variance added to the pooled
-        variances for numerical stability (as in
-        :class:`~sklearn.naive_bayes.GaussianNB`).
+        Fixed diagonal precision ``prec``, e.g. learned on the training
+        classes for a small-context task. None: the inverse pooled
+        within-class variance in ``fit``; the identity when the estimator
+        starts with ``partial_fit`` or ``open_world_step``.
+    threshold : float >= 0 or "auto", default="auto"
+        Score at or above which a row is novel. "auto": the 95%% quantile of
+        the score of a row of its own class, ``chi2.ppf(0.95, d) / d``.
+    var_smoothing : float >= 0, default=1e-9
+        Fraction of the largest feature variance added to the variances, as
+        in :class:`~sklearn.naive_bayes.GaussianNB`.
     %(novel_label)s
 
     Attributes
@@ -53,19 +44,11 @@ class PEELERClassifier(PrototypeBaseline):
     precision_ : ndarray of shape (n_features,)
         Diagonal precision ``prec`` in use.
     threshold_ : float
-        Novelty threshold in use (follows ``threshold``, also when it is
-        changed after fitting).
+        Novelty threshold in use (follows ``threshold``).
 
     See Also
     --------
     NCMClassifier : the same class means with the Euclidean distance.
-
-    Notes
-    -----
-    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    ``min_n d_n(z)`` (``inf`` while no class exists): a score, not a
-    probability. For a small-context task, learn the precision on the
-    training classes and pass it on (user guide, Baselines).
 
     References
     ----------
@@ -94,7 +77,6 @@ class PEELERClassifier(PrototypeBaseline):
         "var_smoothing": [Interval(Real, 0, None, closed="left")],
         "novel_label": "no_validation",
     }
-    _empty_score = np.inf
 
     def __init__(self, *, precision=None, threshold="auto", var_smoothing=1e-9,
                  novel_label="auto"):

@@ -15,18 +15,16 @@ __all__ = ["ProtoNetClassifier"]
 class ProtoNetClassifier(PrototypeBaseline):
     """Prototypical-network classifier with a thresholded novelty probability.
 
-    Each class has a prototype, the mean of its rows, updated online. A row's
-    class probabilities are the softmax of the negative squared Euclidean
-    distances to the prototypes, ``p(n | x) ∝ exp(-||x - mu_n||^2)``; the
-    novelty score is ``1 - max_n p(n | x)``, and a row is declared novel when
-    it reaches ``threshold``.
+    Each class has a prototype, the mean of its rows, updated online. Class
+    probabilities are ``p(n | x) ∝ exp(-||x - mu_n||^2)``; the novelty score
+    is ``1 - max_n p(n | x)`` (1 while no class exists). It only compares
+    known classes (with one class nothing is novel): a weak novelty detector.
 
     Parameters
     ----------
     threshold : float in [0, 1], default=0.5
-        Novelty score at or above which :meth:`predict` and
-        ``open_world_step``'s ``y_pred`` declare a row novel (i.e. the most
-        probable class has probability at most ``1 - threshold``).
+        Novelty score at or above which ``predict`` and ``open_world_step``
+        declare a row novel.
     %(novel_label)s
 
     Attributes
@@ -36,12 +34,6 @@ class ProtoNetClassifier(PrototypeBaseline):
     See Also
     --------
     NCMClassifier : the same prototypes with a distance score.
-
-    Notes
-    -----
-    ``novelty_score`` and ``open_world_step``'s ``p_novel`` are
-    ``1 - max_n p(n | x)`` (1 while no class exists). The score only compares
-    known classes (with one class nothing is novel): a weak novelty detector.
 
     References
     ----------
@@ -65,6 +57,7 @@ class ProtoNetClassifier(PrototypeBaseline):
         "threshold": [Interval(Real, 0, 1, closed="both")],
         "novel_label": "no_validation",
     }
+    _empty_score = 1.0
 
     def __init__(self, *, threshold=0.5, novel_label="auto"):
         self.threshold = threshold

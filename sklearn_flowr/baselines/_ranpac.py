@@ -24,23 +24,21 @@ class RanPACClassifier(OpenWorldBaseline):
     Rows become ``h = max(x W, 0)``, ``W`` of shape (n_features, M) drawn from
     N(0, 1) once. The ridge weights of one-hot targets,
     ``B = (G + alpha trace(G) / M I)^-1 Q``, need only ``G = sum h h^T`` and
-    the class sums ``Q[:, n] = sum_{i in n} h_i``. A row gets the class of the
-    largest output ``f_n = h^T B[:, n]``; novelty score: ``1 - max_n f_n`` (1
-    while no class exists).
+    the class sums ``Q``. A row gets the class of the largest output
+    ``f_n = h^T B[:, n]``; novelty score: ``1 - max_n f_n`` (1 while no class
+    exists).
 
     Parameters
     ----------
     n_components : int >= 1, default=1024
         ``M`` (the paper's 10000); a prediction after learning costs O(M^3).
     alpha : "auto" or float > 0, default="auto"
-        Ridge strength, relative to ``trace(G) / M``. "auto" takes the one of
-        ``10^-8 ... 10^8`` whose ridge on the other rows has the least squared
-        error on the held-out rows (each class's 2nd, 7th, 12th, ... row; 1.0
-        while there are none).
+        Ridge strength, relative to ``trace(G) / M``. "auto" picks from
+        ``10^-8 ... 10^8`` by the error on held-out rows (each class's 2nd,
+        7th, 12th, ... row; 1.0 while there are none).
     random_state : int, RandomState instance or None, default=None
         Seeds ``W``, drawn when the state starts.
-    %(threshold)s
-    %(novel_label)s
+    %(params)s
 
     Attributes
     ----------
@@ -50,12 +48,7 @@ class RanPACClassifier(OpenWorldBaseline):
         The relative ridge strength in use.
     coef_ : ndarray of shape (n_components, n_classes)
         ``B``.
-    %(classes_)s
-    %(fitted_)s
-
-    Notes
-    -----
-    %(anchor_notes)s
+    %(attrs)s
 
     References
     ----------

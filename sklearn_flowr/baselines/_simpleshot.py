@@ -21,19 +21,13 @@ class SimpleShotClassifier(StoredRowsBaseline):
 
     Parameters
     ----------
-    %(threshold)s
-    %(novel_label)s
+    %(params)s
 
     Attributes
     ----------
     centre_ : ndarray of shape (n_features,)
         The mean ``m`` of the learned rows.
-    %(classes_)s
-    %(fitted_)s
-
-    Notes
-    -----
-    %(anchor_notes)s
+    %(attrs)s
 
     References
     ----------

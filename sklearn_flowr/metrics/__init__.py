@@ -1,7 +1,5 @@
-"""Open-world evaluation: H-measure, log-loss, calibration, novelty detection
-scores, class discovery, a report, and a CV scorer (the AUROC of a novelty
-score is scikit-learn's ``roc_auc_score(is_novel, novelty_score)``).
-"""
+"""Open-world evaluation: H-measure, log-loss, calibration, novelty detection,
+class discovery, the protocol's report and a CV scorer."""
 
 from ._calibration import (
     DEFAULT_N_BINS,
@@ -10,7 +8,7 @@ from ._calibration import (
     expected_calibration_error,
 )
 from ._discovery import clustering_accuracy, discovery_report
-from ._h_measure import h_measure
+from ._h_measure import h_measure, novelty_scorer
 from ._log_loss import open_world_log_loss
 from ._novelty import (
     false_discovery_proportion,
@@ -21,7 +19,6 @@ from ._novelty import (
     selection_power,
 )
 from ._open_world import novelty_threshold_at_tpr, open_world_report
-from ._scorer import novelty_scorer
 
 __all__ = [
     "DEFAULT_N_BINS",

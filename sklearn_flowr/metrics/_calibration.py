@@ -1,6 +1,5 @@
-"""Calibration of a probability: expected calibration error, its class-wise
-form, the Brier score's decomposition, and reliability bins, on the bins of
-:func:`sklearn.calibration.calibration_curve`."""
+"""Calibration of a probability (ECE, class-wise ECE, Brier decomposition,
+reliability bins) on the bins of :func:`sklearn.calibration.calibration_curve`."""
 
 from numbers import Integral
 
@@ -11,7 +10,7 @@ from sklearn.utils import Bunch, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ..validation import novel_rows
-from ._checks import check_binary, check_proba
+from ._checks import check_binary, check_proba, fill_doc
 
 __all__ = [
     "brier_decomposition",
@@ -27,24 +26,6 @@ _BINNING = {
     "strategy": [StrOptions({"uniform", "quantile"})],
 }
 _BINARY = {"y_true": ["array-like"], "y_prob": ["array-like"], **_BINNING}
-
-# Numpydoc text the functions share (``%(name)s``).
-_DOCS = {
-    "binary": """y_true : array-like of shape (n_samples,)
-        Outcomes: booleans, or 0 and 1 (1 = positive).
-    y_prob : array-like of shape (n_samples,)
-        Predicted probability of the positive class, in [0, 1].""",
-    "binning": """n_bins : int >= 1, default=15
-        Number of bins.
-    strategy : {"uniform", "quantile"}, default="uniform"
-        Equal-width bins of [0, 1] or equal-mass bins at the quantiles of the
-        predictions (the adaptive ECE), as in ``calibration_curve``.""",
-}
-
-
-def _doc(func):
-    func.__doc__ %= _DOCS
-    return func
 
 
 def _check_binary_and_proba(y_true, y_prob):
@@ -62,8 +43,7 @@ def _check_binary_and_proba(y_true, y_prob):
 
 
 def _bin_index(y_prob, n_bins, strategy="uniform"):
-    """Bin of each probability, by the rule of ``calibration_curve``
-    (right-closed bins, the first one also holding its lower edge)."""
+    """Bin of each probability, as ``calibration_curve`` bins it."""
     if strategy == "quantile":
         edges = np.percentile(y_prob, np.linspace(0.0, 1.0, n_bins + 1) * 100)
     else:
@@ -72,17 +52,12 @@ def _bin_index(y_prob, n_bins, strategy="uniform"):
 
 
 @validate_params(_BINARY, prefer_skip_nested_validation=True)
-@_doc
+@fill_doc
 def expected_calibration_error(y_true, y_prob, *,
                                n_bins: int = DEFAULT_N_BINS,
                                strategy: str = "uniform") -> float:
-    """Expected calibration error of a binary probability, on the bins of
-    :func:`sklearn.calibration.calibration_curve`:
-
-    .. math::
-
-       \\mathrm{ECE} = \\sum_k \\frac{n_k}{n}
-       \\left| \\bar p_k - \\bar y_k \\right| .
+    """Expected calibration error of a binary probability:
+    :math:`\\sum_k \\frac{n_k}{n} |\\bar p_k - \\bar y_k|` over the bins ``k``.
 
     Parameters
     ----------
@@ -96,12 +71,8 @@ def expected_calibration_error(y_true, y_prob, *,
 
     References
     ----------
-    .. [1] M. P. Naeini, G. F. Cooper and M. Hauskrecht, "Obtaining well
-       calibrated probabilities using Bayesian binning", AAAI, 2015.
-    .. [2] C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On calibration of
+    .. [1] C. Guo, G. Pleiss, Y. Sun and K. Q. Weinberger, "On calibration of
        modern neural networks", ICML, 2017.
-    .. [3] J. Nixon, M. W. Dusenberry, L. Zhang, G. Jerfel and D. Tran,
-       "Measuring calibration in deep learning", CVPR Workshops, 2019.
 
     Examples
     --------
@@ -110,13 +81,7 @@ def expected_calibration_error(y_true, y_prob, *,
     0.5
     >>> expected_calibration_error([0, 0, 0, 1], [0.25, 0.25, 0.25, 0.25])
     0.0
-
-    One equal-width bin holds all four (gap 0.25); two equal-mass bins give
-    gaps 0.15 and 0.65:
-
     >>> y_true, y_prob = [0, 0, 1, 1], [0.1, 0.2, 0.3, 0.4]
-    >>> round(expected_calibration_error(y_true, y_prob, n_bins=2), 4)
-    0.25
     >>> round(expected_calibration_error(y_true, y_prob, n_bins=2,
     ...                                  strategy="quantile"), 4)
     0.4
@@ -194,19 +159,12 @@ def _one_vs_rest_targets(y_true, y_proba, classes):
 @validate_params({"y_true": ["array-like"], "y_proba": ["array-like"],
                   "classes": ["array-like", None], **_BINNING},
                  prefer_skip_nested_validation=True)
-@_doc
+@fill_doc
 def classwise_calibration_error(y_true, y_proba, classes=None, *,
                                 n_bins: int = DEFAULT_N_BINS,
                                 strategy: str = "uniform") -> float:
-    """Class-wise expected calibration error: the mean over the columns of the
-    one-vs-rest :func:`expected_calibration_error`:
-
-    .. math::
-
-       \\mathrm{cwECE} = \\frac{1}{C} \\sum_{c=1}^{C} \\sum_k
-       \\frac{n_{c,k}}{n} \\left| \\bar p_{c,k} - \\bar y_{c,k} \\right| .
-
-    In an open-world output the last column is the novel class.
+    """Class-wise expected calibration error: the mean over the columns of
+    the one-vs-rest :func:`expected_calibration_error`.
 
     Parameters
     ----------
@@ -214,13 +172,11 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
         True labels; with an open-world output they may include labels the
         classifier never saw.
     y_proba : array-like of shape (n_samples, n_columns)
-        Probabilities in [0, 1], one column per class. The array an
-        open-world classifier's ``predict_proba`` (or ``predict_log_proba``)
-        returned, unchanged, carries its known classes.
+        Probabilities, one column per class; an open-world ``predict_proba``
+        output as returned (it carries its known classes; last column novel).
     classes : array-like of shape (n_columns,) or (n_columns - 1,), default=None
-        Labels of the columns, in order; ``n_columns - 1`` labels: the last
-        column is novel. None: the ``known_classes`` an open-world output
-        carries (an error for a plain array).
+        Labels of the columns (one fewer: the last column is novel). None:
+        the classes ``y_proba`` carries.
     %(binning)s
 
     Returns
@@ -245,17 +201,6 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
     >>> err = classwise_calibration_error(y_true, y_proba, ["a", "b"], n_bins=1)
     >>> round(err, 4)  # (0.1 + 0.025 + 0.075) / 3
     0.0667
-
-    The output of an open-world classifier carries its classes:
-
-    >>> import numpy as np
-    >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
-    >>> y = np.array([0, 0, 1, 1, 2, 2])
-    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
-    >>> err = classwise_calibration_error(y, head.predict_proba(X))
-    >>> 0.0 <= err <= 1.0
-    True
     """
     values, targets = _one_vs_rest_targets(y_true, y_proba, classes)
     return float(np.mean([
@@ -265,19 +210,11 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
 
 
 @validate_params(_BINARY, prefer_skip_nested_validation=True)
-@_doc
+@fill_doc
 def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                         strategy: str = "uniform") -> Bunch:
     """The Brier score and Murphy's decomposition [1]_ over the bins of
-    :func:`expected_calibration_error`:
-
-    .. math::
-
-       \\mathrm{REL} = \\sum_k \\frac{n_k}{n} (\\bar p_k - \\bar y_k)^2, \\quad
-       \\mathrm{RES} = \\sum_k \\frac{n_k}{n} (\\bar y_k - \\bar y)^2, \\quad
-       \\mathrm{UNC} = \\bar y (1 - \\bar y),
-
-    and the within-bin term [2]_, 0 when predictions are constant per bin.
+    :func:`expected_calibration_error`, with the within-bin term [2]_.
 
     Parameters
     ----------
@@ -287,9 +224,9 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     Returns
     -------
     decomposition : :class:`~sklearn.utils.Bunch`
-        Floats ``brier`` (:func:`sklearn.metrics.brier_score_loss`),
-        ``reliability``, ``resolution``, ``uncertainty`` and ``within_bin``,
-        with ``brier == reliability - resolution + uncertainty + within_bin``.
+        Floats ``brier``, ``reliability``, ``resolution``, ``uncertainty`` and
+        ``within_bin``; ``brier = reliability - resolution + uncertainty +
+        within_bin``.
 
     References
     ----------
@@ -314,13 +251,10 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     n = outcome.shape[0]
     bins = _bin_index(y_prob, n_bins, strategy)
     count = np.bincount(bins, minlength=n_bins)
-    filled = count > 0
-    mean_pred = np.zeros(n_bins)
-    mean_true = np.zeros(n_bins)
-    mean_pred[filled] = (np.bincount(bins, weights=y_prob, minlength=n_bins)[filled]
-                         / count[filled])
-    mean_true[filled] = (np.bincount(bins, weights=outcome, minlength=n_bins)[filled]
-                         / count[filled])
+    mean_pred, mean_true = (
+        np.divide(np.bincount(bins, weights=values, minlength=n_bins), count,
+                  out=np.zeros(n_bins), where=count > 0)
+        for values in (y_prob, outcome))
     weight = count / n
     base_rate = outcome.mean()
     pred_dev = y_prob - mean_pred[bins]
@@ -334,7 +268,7 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     )
 
 
-@_doc
+@fill_doc
 def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                      strategy: str = "uniform") -> Bunch:
     """Reliability-diagram data: the non-empty bins of ``calibration_curve``.
@@ -347,9 +281,7 @@ def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     Returns
     -------
     bins : :class:`~sklearn.utils.Bunch`
-        Arrays of shape (n_nonempty_bins,): ``prob_pred`` (mean prediction),
-        ``prob_true`` (frequency of the positive class) and ``count`` (rows),
-        plus ``n_bins``.
+        Per non-empty bin: ``prob_pred``, ``prob_true``, ``count``; and ``n_bins``.
 
     Examples
     --------

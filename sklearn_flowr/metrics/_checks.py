@@ -1,4 +1,4 @@
-"""Input checks the metrics share."""
+"""Input checks and numpydoc text the metrics share."""
 
 import numpy as np
 from sklearn.utils import check_array, column_or_1d
@@ -53,3 +53,34 @@ def check_proba(y_proba, dtype=np.float64):
     if np.isnan(values).any():
         raise ValueError("y_proba contains NaN.")
     return values, getattr(y_proba, "known_classes", None), is_log_proba
+
+
+# Numpydoc text the metrics share, filled into ``%(name)s`` fields.
+_DOCS = {
+    "is_novel": """is_novel : array-like of bool of shape (n_samples,)
+        Whether each row is novel.""",
+    "pvalues": """pvalues : array-like of shape (n_samples,)
+        Novelty p-values in [0, 1]; small means novel.
+    alpha : float in [0, 1]
+        The level: declared novel iff ``pvalues <= alpha``.""",
+    "selected": """selected : array-like of bool of shape (n_samples,)
+        Whether each row was declared novel (a boolean mask, not indices).""",
+    "score": """Any finite score, higher meaning more likely novel.""",
+    "binary": """y_true : array-like of shape (n_samples,)
+        Outcomes: booleans, or 0 and 1 (1 = positive).
+    y_prob : array-like of shape (n_samples,)
+        Predicted probability of the positive class, in [0, 1].""",
+    "binning": """n_bins : int >= 1, default=15
+        Number of bins.
+    strategy : {"uniform", "quantile"}, default="uniform"
+        Equal-width bins of [0, 1], or equal-mass bins (the adaptive ECE).""",
+    "flowr": """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
+       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
+       IEEE TPAMI, section 6.""",
+}
+
+
+def fill_doc(func):
+    """Fill the ``%(name)s`` fields of ``func``'s docstring from ``_DOCS``."""
+    func.__doc__ %= _DOCS
+    return func

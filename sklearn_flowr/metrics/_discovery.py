@@ -40,21 +40,14 @@ def _codes(labels):
     return codes, len(index)
 
 
-def _matched_hits(true_codes, n_true, pred_codes, n_pred):
-    """Rows that agree under the best one-to-one map of predicted groups to
-    true classes (a group left without a class counts all its rows wrong)."""
-    contingency = np.bincount(pred_codes * n_true + true_codes,
-                              minlength=n_pred * n_true).reshape(n_pred, n_true)
-    rows, cols = linear_sum_assignment(contingency, maximize=True)
-    return int(contingency[rows, cols].sum())
-
-
 def _clustering_scores(y_true, y_pred):
     """Clustering accuracy, NMI and ARI of two non-empty label arrays."""
-    true_codes, n_true = _codes(y_true)
-    pred_codes, n_pred = _codes(y_pred)
-    hits = _matched_hits(true_codes, n_true, pred_codes, n_pred)
-    return (hits / y_true.shape[0],
+    (true_codes, n_true), (pred_codes, n_pred) = _codes(y_true), _codes(y_pred)
+    contingency = np.bincount(pred_codes * n_true + true_codes,
+                              minlength=n_pred * n_true).reshape(n_pred, n_true)
+    # The best one-to-one map of clusters to classes; unmatched rows are wrong.
+    rows, cols = linear_sum_assignment(contingency, maximize=True)
+    return (int(contingency[rows, cols].sum()) / y_true.shape[0],
             float(normalized_mutual_info_score(true_codes, pred_codes)),
             float(adjusted_rand_score(true_codes, pred_codes)))
 
@@ -72,21 +65,16 @@ def _is_in(labels, reference):
     prefer_skip_nested_validation=True,
 )
 def clustering_accuracy(y_true, y_pred) -> float:
-    """Accuracy of a clustering under the best matching of clusters to classes.
-
-    The one-to-one map of clusters to classes that agrees with the most rows
-    is found with the Hungarian algorithm
-    (:func:`scipy.optimize.linear_sum_assignment`) [1]_ [2]_; rows of
-    unmatched clusters count as errors. Renaming clusters or classes leaves
-    the score unchanged.
+    """Accuracy of a clustering under the best one-to-one matching of clusters
+    to classes (Hungarian algorithm) [1]_; rows of unmatched clusters count
+    as errors.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True class of each row; any hashable labels.
     y_pred : array-like of shape (n_samples,)
-        Predicted cluster of each row; any hashable labels, e.g. known class
-        labels mixed with provisional labels such as ``"new-1"``.
+        Predicted cluster of each row; any hashable labels.
 
     Returns
     -------
@@ -97,16 +85,11 @@ def clustering_accuracy(y_true, y_pred) -> float:
     ----------
     .. [1] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
        Visual Categories via Deep Transfer Clustering", ICCV, 2019.
-    .. [2] K. Cao, M. Brbic and J. Leskovec, "Open-World Semi-Supervised
-       Learning", ICLR, 2022.
 
     Examples
     --------
-    The clusters "a" and "b" are the classes 1 and 0; "c" splits class 1 and
-    gets no class of its own.
-
     >>> from sklearn_flowr.metrics import clustering_accuracy
-    >>> clustering_accuracy([0, 0, 1, 1, 1], ["b", "b", "a", "a", "c"])
+    >>> clustering_accuracy([0, 0, 1, 1, 1], ["b", "b", "a", "a", "c"])  # "c" unmatched
     0.8
     """
     y_true = _check_labels(y_true, "y_true")
@@ -114,9 +97,7 @@ def clustering_accuracy(y_true, y_pred) -> float:
     check_consistent_length(y_true, y_pred)
     if y_true.shape[0] == 0:
         raise ValueError("y_true and y_pred are empty.")
-    true_codes, n_true = _codes(y_true)
-    pred_codes, n_pred = _codes(y_pred)
-    return _matched_hits(true_codes, n_true, pred_codes, n_pred) / y_true.shape[0]
+    return _clustering_scores(y_true, y_pred)[0]
 
 
 @validate_params(
@@ -131,26 +112,21 @@ def clustering_accuracy(y_true, y_pred) -> float:
 def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunch:
     """Score the classes a model discovered in a stream, and its known classes.
 
-    A row is *known* when its true class is in ``known_classes``, *new*
-    otherwise. As in open-world semi-supervised learning [1]_, known rows are
-    scored by plain accuracy, new rows and all rows by
-    :func:`clustering_accuracy` (each subset matched on its own, over every
-    predicted label), NMI and ARI.
+    Known rows (true class in ``known_classes``) are scored by accuracy; new
+    rows and all rows by :func:`clustering_accuracy`, NMI and ARI [1]_.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True class of each row; any hashable labels.
     y_pred : array-like of shape (n_samples,)
-        Label the model gave each row: a known class, a label it made up for
-        a class it opened (e.g. ``"new-1"``), or ``novel_label``.
+        Label the model gave each row: a known class, one it opened (e.g.
+        ``"new-1"``) or ``novel_label``.
     known_classes : array-like of shape (n_known,)
-        Labels of the classes the model knew (was given labels for); may be
-        empty, making every row new.
+        Labels of the classes the model was given labels for; may be empty.
     novel_label : object, default=None
-        Label meaning "novel, no class given", if the model has one. It is
-        not a discovered class in ``n_discovered``; in the clustering scores
-        its rows form one cluster like any other label. None: no such label.
+        Label meaning "novel, no class given", not counted in
+        ``n_discovered``; None: the model has none.
 
     Returns
     -------
@@ -166,16 +142,9 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
     ----------
     .. [1] K. Cao, M. Brbic and J. Leskovec, "Open-World Semi-Supervised
        Learning", ICLR, 2022.
-    .. [2] K. Han, A. Vedaldi and A. Zisserman, "Learning to Discover Novel
-       Visual Categories via Deep Transfer Clustering", ICCV, 2019.
-    .. [3] S. Vaze, K. Han, A. Vedaldi and A. Zisserman, "Generalized Category
-       Discovery", CVPR, 2022.
 
     Examples
     --------
-    Classes 0 and 1 are known; 7 and 8 are new and were found as "new-1" and
-    "new-2", except one row of 8 taken for class 1.
-
     >>> from sklearn_flowr.metrics import discovery_report
     >>> y_true = [0, 0, 1, 7, 7, 8, 8, 8]
     >>> y_pred = [0, 0, 1, "new-1", "new-1", "new-2", "new-2", 1]

@@ -1,4 +1,5 @@
-"""Hand's H-measure of binary classification performance, computed exactly."""
+"""Hand's H-measure of binary classification performance, computed exactly, and
+the open-world cross-validation scorer built on it."""
 
 from numbers import Real
 
@@ -103,25 +104,18 @@ def _roc_upper_hull(y_bool, y_score):
     return counts[:, 0], counts[:, 1]
 
 
-def _cost_weighted_masses(cost, alpha, beta):
-    """``(int_0^c t u(t) dt, int_0^c (1 - t) u(t) dt)`` for ``u = Beta(alpha,
-    beta)``: regularised incomplete beta functions, so the integral is exact."""
-    mass_c = alpha / (alpha + beta) * betainc(alpha + 1.0, beta, cost)
-    mass_one_minus_c = beta / (alpha + beta) * betainc(alpha, beta + 1.0, cost)
-    return mass_c, mass_one_minus_c
-
-
 def _expected_minimum_loss(fpr, tpr, lower, upper, pi0, pi1, alpha, beta):
-    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc`` with vertex losses
-    ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``."""
-    c_hi, one_minus_c_hi = _cost_weighted_masses(upper, alpha, beta)
-    c_lo, one_minus_c_lo = _cost_weighted_masses(lower, alpha, beta)
-    return float(
-        np.sum(
-            pi0 * fpr * (c_hi - c_lo)
-            + pi1 * (1.0 - tpr) * (one_minus_c_hi - one_minus_c_lo)
-        )
-    )
+    """``sum_k int_{lower_k}^{upper_k} L_k(c) u(c) dc``, ``u = Beta(alpha, beta)``,
+    for the vertex losses ``L_k(c) = c pi0 FPR_k + (1 - c) pi1 (1 - TPR_k)``."""
+    # int_0^c t u(t) dt and int_0^c (1 - t) u(t) dt are incomplete beta
+    # functions, so the integral is exact.
+    def masses(cost):
+        return (alpha / (alpha + beta) * betainc(alpha + 1.0, beta, cost),
+                beta / (alpha + beta) * betainc(alpha, beta + 1.0, cost))
+
+    (c_hi, one_minus_c_hi), (c_lo, one_minus_c_lo) = masses(upper), masses(lower)
+    return float(np.sum(pi0 * fpr * (c_hi - c_lo)
+                        + pi1 * (1.0 - tpr) * (one_minus_c_hi - one_minus_c_lo)))
 
 
 @validate_params(
@@ -149,10 +143,9 @@ def h_measure(
     """Compute Hand's H-measure of a binary scoring classifier.
 
     One minus the expected minimum misclassification loss over a cost
-    distribution ``u(c)`` fixed by the user (the same for every classifier,
-    unlike the AUC), relative to that of the best trivial classifier [1]_.
-    The minimum lies on the ROC's upper convex hull, so the integral is
-    exact, segment by segment, with the regularised incomplete beta function.
+    distribution ``u(c)`` fixed by the user, relative to that of the best
+    trivial classifier [1]_; computed exactly on the ROC's upper convex hull.
+    It equals the R ``hmeasure`` package where the AUC is at least 0.5.
 
     Parameters
     ----------
@@ -160,33 +153,26 @@ def h_measure(
         True binary labels. If they are not {0, 1} or {-1, 1}, ``pos_label``
         must be given.
     y_score : array-like of shape (n_samples,) or (n_samples, n_classes + 1)
-        Real-valued scores, higher meaning more likely positive; ties are
-        allowed. Or an open-world classifier's ``predict_proba`` (or
-        ``predict_log_proba``) output, unchanged: the score is then P(novel)
-        and the positives the rows of classes it did not know, so
-        ``make_scorer(h_measure, response_method="predict_proba")`` scores
-        novelty in ``GridSearchCV`` with
-        :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
+        Real-valued scores, higher meaning more likely positive. Or an
+        open-world ``predict_proba`` (or ``predict_log_proba``) output as
+        returned: the score is then P(novel) and the positives the rows of
+        classes it did not know, so ``make_scorer(h_measure,
+        response_method="predict_proba")`` scores novelty in a grid search.
     cost_beta : tuple of (float, float), default=(2.0, 2.0)
-        Shapes ``(alpha, beta)`` of the Beta cost density ``u(c)``; Beta(2, 2)
-        is Hand's proposal and the FLOWR paper's choice.
+        Shapes ``(alpha, beta)`` > 0 of the Beta cost density; Beta(2, 2) is
+        Hand's proposal and the paper's.
     severity_ratio : float > 0, "auto" or None, default=None
-        If given, overrides ``cost_beta`` with the R ``hmeasure`` package's
-        Beta(2, 1 + 1/SR) [2]_; ``"auto"``: its default ``SR = pi1 / pi0``.
+        If given, the R package's Beta(2, 1 + 1/SR) [2]_ instead of
+        ``cost_beta``; "auto": its default ``SR = pi1 / pi0``.
     pos_label : int, float, bool or str, default=None
-        The positive class's label; None with an open-world ``y_score``.
+        The positive class's label; None for {0, 1}, {-1, 1} or an open-world
+        ``y_score``.
 
     Returns
     -------
     h : float
         The H-measure, in [0, 1]; 1 for a perfect ranking, 0 when no threshold
         beats the trivial classifiers.
-
-    Notes
-    -----
-    Equal to the R ``hmeasure`` package with the same severity ratio when the
-    AUC is at least 0.5; below, R reverses the scores, here they are taken as
-    given.
 
     References
     ----------
@@ -205,8 +191,6 @@ def h_measure(
     0.4524
     >>> round(h_measure(y_true, y_score, severity_ratio="auto"), 4)
     0.4431
-    >>> h_measure(y_true, [0.1, 0.2, 0.3, 0.7, 0.8])
-    1.0
 
     On an open-world classifier's ``predict_proba``, novel rows are those of
     classes it did not train on (here class 2):
@@ -257,15 +241,61 @@ def h_measure(
     )
     # The trivial classifiers are the vertices (1, 1) and (0, 0) of the chance
     # diagonal; their break-point is c = pi1 (min(c pi0, (1 - c) pi1)).
-    maximum_loss = _expected_minimum_loss(
-        np.array([1.0, 0.0]),
-        np.array([1.0, 0.0]),
-        np.array([0.0, pi1]),
-        np.array([pi1, 1.0]),
-        pi0,
-        pi1,
-        alpha,
-        beta,
-    )
+    trivial = np.array([1.0, 0.0])
+    maximum_loss = _expected_minimum_loss(trivial, trivial, np.array([0.0, pi1]),
+                                          np.array([pi1, 1.0]), pi0, pi1, alpha, beta)
     # Rounding can push a chance-level result a few ulps outside [0, 1].
     return float(np.clip(1.0 - minimum_loss / maximum_loss, 0.0, 1.0))
+
+
+def novelty_scorer(estimator, X, y) -> float:
+    """H-measure of an open-world classifier's novelty probability on ``(X, y)``.
+
+    A row is novel when its label is not in ``estimator.classes_`` (held out
+    by :class:`~sklearn_flowr.model_selection.OpenWorldSplit`); pass it as
+    ``scoring=novelty_scorer`` to ``GridSearchCV`` or ``cross_val_score``.
+
+    Parameters
+    ----------
+    estimator : fitted classifier
+        Has ``classes_`` and a ``predict_proba`` whose last column is the
+        novel class, such as :class:`~sklearn_flowr.CRPGaussianClassifier`.
+    X : array-like of shape (n_samples, n_features)
+        Test rows.
+    y : array-like of shape (n_samples,)
+        Their true labels; some must be in ``classes_`` and some not.
+
+    Returns
+    -------
+    score : float
+        The H-measure with the default Beta(2, 2) cost distribution.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.metrics import novelty_scorer
+    >>> rng = np.random.default_rng(0)
+    >>> centres = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    >>> y = np.repeat([0, 1, 2], 30)
+    >>> X = centres[y] + rng.normal(size=(90, 2))
+    >>> head = CRPGaussianClassifier().fit(X[y < 2], y[y < 2])
+    >>> 0.0 <= novelty_scorer(head, X, y) <= 1.0
+    True
+    """
+    classes = getattr(estimator, "classes_", None)
+    if classes is None:
+        raise ValueError(
+            f"{type(estimator).__name__} has no classes_; novelty_scorer needs a "
+            "fitted classifier to tell known labels from novel ones."
+        )
+    is_novel = novel_rows(y, classes)
+    proba = np.asarray(estimator.predict_proba(X))
+    n_columns = len(classes) + 1
+    if proba.ndim != 2 or proba.shape[1] != n_columns:
+        raise ValueError(
+            f"predict_proba returned shape {proba.shape}; novelty_scorer expects "
+            f"{n_columns} columns (len(classes_) known classes, then the novel "
+            "class last)."
+        )
+    return h_measure(is_novel.astype(np.int8), proba[:, -1])

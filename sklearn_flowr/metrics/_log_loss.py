@@ -19,10 +19,8 @@ from ._checks import check_proba
 def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
     """Log-loss of open-world probabilities: novel rows count on P(novel).
 
-    A row whose label is one of the classes the classifier knew is scored on
-    that class's column; a row of any other class (one the classifier never
-    trained on) is scored on the last column, the novel class. The loss is the
-    mean of ``-log p`` over the rows, lower being better, so
+    A row of a class the classifier knew is scored on that class's column,
+    any other row on the last column, the novel class; lower is better.
     ``make_scorer(open_world_log_loss, greater_is_better=False,
     response_method="predict_proba")`` is the open-world ``neg_log_loss``.
 
@@ -32,27 +30,16 @@ def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
         True labels; they may include labels the classifier never saw.
 
     y_proba : array of shape (n_samples, n_classes + 1)
-        The array that an open-world classifier's ``predict_proba`` or
-        ``predict_log_proba`` returned, unchanged: it carries the classes the
-        classifier knew (``known_classes``) and whether it holds
-        log-probabilities. Columns follow those classes; the last is novel.
-
+        An open-world classifier's ``predict_proba`` or ``predict_log_proba``
+        output, as returned (it carries the classes the classifier knew).
     sample_weight : array-like of shape (n_samples,), default=None
         Weights of the rows.
 
     Returns
     -------
     loss : float
-        The (weighted) mean negative log-likelihood. Probabilities are clipped
-        to ``[eps, 1 - eps]`` (``eps`` of their float type), as
-        :func:`sklearn.metrics.log_loss` does, so a wrong certainty costs a
-        large finite amount.
-
-    Notes
-    -----
-    scikit-learn's ``scoring="neg_log_loss"`` cannot score this output: it
-    matches the sorted labels of ``y_true`` to the columns by position, which
-    is wrong (or an error) once a class is held out.
+        The (weighted) mean negative log-likelihood, probabilities clipped to
+        ``[eps, 1 - eps]`` as in :func:`sklearn.metrics.log_loss`.
 
     Examples
     --------

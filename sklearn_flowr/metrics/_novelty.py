@@ -1,6 +1,5 @@
 """Novelty detection scores: FPR at a TPR, OpenAUC, and the error rates of a
-novelty decision taken from p-values or a selection. The positive class is
-*novel*; a higher novelty score means "more likely novel"."""
+decision from p-values or a selection (positive class: novel)."""
 
 from numbers import Real
 
@@ -8,7 +7,7 @@ import numpy as np
 from sklearn.utils import check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._checks import check_binary, check_boolean, check_scores, same_labels
+from ._checks import check_binary, check_boolean, check_scores, fill_doc, same_labels
 from ._open_world import novelty_threshold_at_tpr
 
 __all__ = [
@@ -20,25 +19,6 @@ __all__ = [
     "selection_power",
 ]
 
-# Numpydoc text the functions share (``%(name)s``).
-_DOCS = {
-    "is_novel": """is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel.""",
-    "pvalues": """pvalues : array-like of shape (n_samples,)
-        Novelty p-values in [0, 1]; small means novel.
-    alpha : float in [0, 1]
-        The level: declared novel iff ``pvalues <= alpha``.""",
-    "selected": """selected : array-like of bool of shape (n_samples,)
-        Whether each row was declared novel (a boolean mask, not indices).""",
-    "score": """Any finite score, higher meaning more likely novel (P(novel), a
-        distance to the nearest class).""",
-}
-
-
-def _doc(func):
-    func.__doc__ %= _DOCS
-    return func
-
 
 def _check_is_novel(is_novel, *others):
     """A non-empty boolean ``is_novel``, as long as each of ``others``."""
@@ -47,6 +27,13 @@ def _check_is_novel(is_novel, *others):
         raise ValueError("is_novel is empty.")
     check_consistent_length(is_novel, *others)
     return is_novel
+
+
+def _power(is_novel, declared):
+    """Share of the novel rows declared novel."""
+    if not is_novel.any():
+        raise ValueError("is_novel has no novel row; the power is undefined.")
+    return float(np.mean(declared[is_novel]))
 
 
 def _check_pvalues(pvalues):
@@ -64,7 +51,7 @@ def _check_pvalues(pvalues):
     },
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     """False-positive rate at the threshold whose true-positive rate reaches ``tpr``.
 
@@ -120,27 +107,17 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     },
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     """OpenAUC: the chance that a known row is classified correctly *and*
-    ranked below a novel row by its novelty score.
-
-    The mean over pairs of a known row ``i`` and a novel row ``j`` [1]_ of
-
-    .. math::
-
-       \\mathbb{1}[\\hat y_i = y_i] \\left( \\mathbb{1}[s_i < s_j]
-       + \\tfrac{1}{2} \\mathbb{1}[s_i = s_j] \\right),
-
-    with :math:`\\hat y_i` the best known class and :math:`s` the novelty score.
+    ranked below a novel row by its novelty score (ties count one half) [1]_.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
         True class of each row.
     y_known : array-like of shape (n_samples,)
-        The closed-set prediction, the most probable *known* class of each
-        row (ignored on novel rows).
+        Most probable known class of each row (ignored on novel rows).
     novelty_score : array-like of shape (n_samples,)
         %(score)s
     %(is_novel)s At least one row must be novel and one known.
@@ -157,9 +134,8 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
 
     Examples
     --------
-    Three known rows, the second misclassified, and two novel rows. The first
-    known row is below both novel rows (2 successes), the third below one and
-    tied with the other (1.5), the second fails: 3.5 of 6 pairs.
+    Known row 1 is below both novel rows, row 3 below one and tied with the
+    other, row 2 is misclassified: 3.5 of 6 pairs.
 
     >>> from sklearn_flowr.metrics import open_auc
     >>> y_true = [0, 1, 1, 7, 8]
@@ -182,8 +158,6 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     correct = same_labels(y_known[known], y_true[known])
     novel_scores = np.sort(score[is_novel])
     known_scores = score[known][correct]
-    # For each correctly classified known row: the novel rows strictly above
-    # it, and those tied with it.
     below_or_tied = np.searchsorted(novel_scores, known_scores, side="right")
     strictly_below = np.searchsorted(novel_scores, known_scores, side="left")
     n_novel = novel_scores.shape[0]
@@ -200,10 +174,10 @@ _ALPHA = [Interval(Real, 0.0, 1.0, closed="both")]
     {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     """Share of the known rows whose novelty p-value is at most ``alpha``
-    (the type I error rate; at most ``alpha`` for a valid conformal p-value).
+    (at most ``alpha`` for a valid conformal p-value).
 
     Parameters
     ----------
@@ -241,7 +215,7 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def novelty_power(is_novel, pvalues, alpha: float) -> float:
     """Share of the novel rows whose novelty p-value is at most ``alpha`` (power).
 
@@ -264,10 +238,7 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
     0.5
     """
     pvalues = _check_pvalues(pvalues)
-    is_novel = _check_is_novel(is_novel, pvalues)
-    if not is_novel.any():
-        raise ValueError("is_novel has no novel row; the power is undefined.")
-    return float(np.mean(pvalues[is_novel] <= alpha))
+    return _power(_check_is_novel(is_novel, pvalues), pvalues <= alpha)
 
 
 def _check_selected(is_novel, selected):
@@ -280,10 +251,9 @@ def _check_selected(is_novel, selected):
     {"is_novel": ["array-like"], "selected": ["array-like"]},
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def false_discovery_proportion(is_novel, selected) -> float:
-    """Share of the selected rows that are not novel; 0 when none is selected
-    (its mean over repetitions is the false discovery rate [1]_).
+    """Share of the selected rows that are not novel; 0 when none is selected.
 
     Parameters
     ----------
@@ -321,7 +291,7 @@ def false_discovery_proportion(is_novel, selected) -> float:
     {"is_novel": ["array-like"], "selected": ["array-like"]},
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def selection_power(is_novel, selected) -> float:
     """Share of the novel rows that the selection holds (its power).
 
@@ -342,7 +312,4 @@ def selection_power(is_novel, selected) -> float:
     >>> selection_power(is_novel, [True, True, True, False, False])
     0.6666666666666666
     """
-    is_novel, selected = _check_selected(is_novel, selected)
-    if not is_novel.any():
-        raise ValueError("is_novel has no novel row; the power is undefined.")
-    return float(np.sum(selected & is_novel) / is_novel.sum())
+    return _power(*_check_selected(is_novel, selected))

@@ -8,22 +8,9 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.utils import Bunch, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._calibration import (
-    DEFAULT_N_BINS,
-    expected_calibration_error,
-    reliability_bins,
-)
-from ._checks import check_boolean, check_scores, same_labels
+from ._calibration import DEFAULT_N_BINS, expected_calibration_error, reliability_bins
+from ._checks import check_boolean, check_scores, fill_doc, same_labels
 from ._h_measure import h_measure
-
-_FLOWR = """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6."""
-
-
-def _doc(func):
-    func.__doc__ %= {"flowr": _FLOWR}
-    return func
 
 
 @validate_params(
@@ -34,22 +21,21 @@ def _doc(func):
     },
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     """Largest threshold whose novelty true-positive rate reaches ``tpr``: the
     ``k``-th largest ``p_novel`` of the novel rows, ``k`` the smallest count
-    with ``k / n_novel >= tpr`` (rows tied at ``tau`` are all novel).
+    with ``k / n_novel >= tpr``.
 
     Parameters
     ----------
     p_novel : array-like of shape (n_samples,)
         P(novel), or any finite novelty score (higher = more likely novel).
     is_novel : array-like of bool of shape (n_samples,)
-        Whether each row's class was unseen when it was predicted; only these
-        rows set the threshold.
+        Whether each row's class was unseen when it was predicted.
     tpr : float in (0, 1]
-        Target true-positive rate on the novel rows: the paper's 0.15 (small
-        context) or 0.6 (large context).
+        Target true-positive rate: the paper's 0.15 (small context) or 0.6
+        (large context).
 
     Returns
     -------
@@ -75,9 +61,8 @@ def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     n_novel = novel_scores.shape[0]
     if n_novel == 0:
         raise ValueError("is_novel has no True row; no novelty TPR can be set.")
-    # Smallest k with k / n_novel >= tpr, decided by the same floating-point
-    # comparison the docstring states (ceil(tpr * n) alone is off by one when
-    # the product rounds up, e.g. 0.15 * 20).
+    # The docstring's floating-point comparison: ceil(tpr * n) alone is off by
+    # one when the product rounds up (0.15 * 20).
     k = max(1, int(np.ceil(tpr * n_novel)))
     while k > 1 and (k - 1) / n_novel >= tpr:
         k -= 1
@@ -99,13 +84,12 @@ def _mean_and_half_width(values, confidence):
     return mean, float(t_quantile * np.std(values, ddof=1) / np.sqrt(n))
 
 
-def _per_task_accuracy(correct, rows, task_index, n_tasks):
-    """Accuracy of each task over the selected rows; nan for a task with none."""
+def _task_accuracy(correct, rows, task_index, n_tasks, confidence):
+    """Accuracy of each task over ``rows`` (NaN without any), its mean and CI."""
     hits = np.bincount(task_index[rows], weights=correct[rows], minlength=n_tasks)
     counts = np.bincount(task_index[rows], minlength=n_tasks)
-    accuracy = np.full(n_tasks, np.nan)
-    np.divide(hits, counts, out=accuracy, where=counts > 0)
-    return accuracy
+    per_task = np.divide(hits, counts, out=np.full(n_tasks, np.nan), where=counts > 0)
+    return (per_task, *_mean_and_half_width(per_task, confidence))
 
 
 @validate_params(
@@ -125,7 +109,7 @@ def _per_task_accuracy(correct, rows, task_index, n_tasks):
     },
     prefer_skip_nested_validation=True,
 )
-@_doc
+@fill_doc
 def open_world_report(
     y_true,
     y_known,
@@ -144,11 +128,10 @@ def open_world_report(
 ) -> Bunch:
     """Score an open-world run the way the FLOWR paper reports it.
 
-    A query is declared novel iff ``p_novel >= tau``, ``tau`` set on the pooled
-    rows at novelty TPR ``tpr``, else it gets ``y_known``; it is correct when
-    declared novel and ``is_novel``, or not novel and ``y_known == y_true``.
-    Accuracies are means over tasks with Student-t half-widths; H-measure,
-    AUROC and the calibration of a probability are pooled.
+    A query is declared novel iff ``p_novel >= tau`` (``tau`` at novelty TPR
+    ``tpr`` on the pooled rows), else it gets ``y_known``. Accuracies are
+    means over tasks with Student-t half-widths; H-measure, AUROC and the
+    calibration of a probability are pooled (user guide, Evaluation protocol).
 
     Parameters
     ----------
@@ -161,8 +144,7 @@ def open_world_report(
     is_novel : array-like of bool of shape (n_samples,)
         Whether the query's class had not been seen at that moment.
     tpr : float in (0, 1], default=0.15
-        Novelty true-positive rate of the operating point: 0.15 in the small
-        context, 0.6 in the large one.
+        Novelty TPR of the operating point: 0.15 (small context), 0.6 (large).
     task_ids : array-like of shape (n_samples,), default=None
         Task of each row; None: one task (half-widths are then NaN).
     confidence : float in (0, 1), default=0.95
@@ -171,34 +153,28 @@ def open_world_report(
         Rows whose class was known before the stream; None: rows of classes
         without an ``is_novel`` row in their task.
     y_pred : array-like of shape (n_samples,), default=None
-        The model's threshold-free decision (argmax over its N + 1 columns),
-        a known class or ``novel_label``.
+        The model's own decision, a known class or ``novel_label``.
     novel_label : object, default=None
         The label ``y_pred`` uses for "novel"; required with ``y_pred``.
     probability : bool or "auto", default="auto"
         Whether ``p_novel`` is a probability (then calibration and argmax
-        figures are reported); ``"auto"``: when every value is in [0, 1].
-        Pass False for a score that lies there by chance (a cosine distance).
-    n_bins : int, default=15
+        figures are reported); "auto": when every value is in [0, 1].
+    n_bins : int >= 1, default=15
         Equal-width bins of the calibration error and reliability diagram.
     novelty_score : array-like of shape (n_samples,), default=None
-        A score in the order of ``p_novel`` without its float rounding (the
-        log-odds of P(novel)): ties at P(novel) = 1 would move the operating
-        point. When given, the threshold, H-measure and AUROC use it.
+        A score in the order of ``p_novel`` without its rounding (the
+        log-odds); when given, the threshold, H-measure and AUROC use it.
 
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
         ``accuracy``, ``support_accuracy``, ``incremental_accuracy`` (means
-        over tasks; incremental rows are those of classes with an
-        ``is_novel`` row in the task) and their ``*_ci`` half-widths;
-        ``h_measure``, ``auroc``, ``threshold``, ``novel_tpr`` (attained),
-        ``n_tasks``; per-task ``task_accuracy``, ``task_support_accuracy``,
-        ``task_incremental_accuracy``. Calibration: ``probability``, ``ece``,
-        ``brier`` and ``reliability`` (:func:`reliability_bins`). Argmax
-        decision: ``argmax_accuracy``, ``argmax_accuracy_ci``,
-        ``argmax_novel_tpr``, ``task_argmax_accuracy``. None where
-        ``p_novel`` is not a probability (argmax ones also without ``y_pred``).
+        over tasks) and their ``*_ci`` half-widths; ``h_measure``, ``auroc``,
+        ``threshold``, ``novel_tpr``, ``n_tasks``; per-task ``task_accuracy``,
+        ``task_support_accuracy``, ``task_incremental_accuracy``; for a
+        probability ``probability``, ``ece``, ``brier``, ``reliability``
+        and, with ``y_pred``, ``argmax_accuracy``, ``argmax_accuracy_ci``,
+        ``argmax_novel_tpr``, ``task_argmax_accuracy`` (else None).
 
     References
     ----------
@@ -214,23 +190,12 @@ def open_world_report(
     >>> report = open_world_report(y_true, y_known, p_novel, is_novel, tpr=1.0)
     >>> report.threshold, round(report.accuracy, 3), report.support_accuracy
     (0.9, 0.833, 0.75)
-    >>> round(report.brier, 4), round(report.ece, 4)  # P(novel) vs first sightings
+    >>> round(report.brier, 4), round(report.ece, 4)
     (0.0583, 0.2167)
-
-    The model's own argmax decision, here novel only for the third row:
-
-    >>> y_pred = [0, 1, -1, 2, 0, 0]
     >>> report = open_world_report(y_true, y_known, p_novel, is_novel, tpr=1.0,
-    ...                            y_pred=y_pred, novel_label=-1)
+    ...                            y_pred=[0, 1, -1, 2, 0, 0], novel_label=-1)
     >>> round(report.argmax_accuracy, 3), report.argmax_novel_tpr
     (0.833, 1.0)
-
-    A distance is not a probability: no calibration figure.
-
-    >>> report = open_world_report(y_true, y_known, [3.0, 1.0, 9.0, 2.0, 1.5, 4.0],
-    ...                            is_novel, tpr=1.0)
-    >>> report.probability, report.ece
-    (False, None)
     """
     y_true = column_or_1d(y_true)
     y_known = column_or_1d(y_known)
@@ -286,45 +251,30 @@ def open_world_report(
     incremental_rows = novel_pairs[pair_key]
     support_rows = ~incremental_rows if support_mask is None else support_mask
 
-    correct = correct.astype(np.float64)
-    all_rows = np.ones_like(is_novel)
-    task_accuracy = _per_task_accuracy(correct, all_rows, task_index, n_tasks)
-    task_support = _per_task_accuracy(correct, support_rows, task_index, n_tasks)
-    task_incremental = _per_task_accuracy(
-        correct, incremental_rows, task_index, n_tasks
-    )
-
     report = Bunch(
         threshold=threshold,
         novel_tpr=float(np.mean(declared_novel[is_novel])),
         h_measure=h_measure(is_novel.astype(np.int8), ranking),
         auroc=float(roc_auc_score(is_novel, ranking)),
         n_tasks=n_tasks,
-        task_accuracy=task_accuracy,
-        task_support_accuracy=task_support,
-        task_incremental_accuracy=task_incremental,
+        argmax_novel_tpr=None,
     )
-    for name, per_task in [
-        ("accuracy", task_accuracy),
-        ("support_accuracy", task_support),
-        ("incremental_accuracy", task_incremental),
-    ]:
-        report[name], report[f"{name}_ci"] = _mean_and_half_width(per_task, confidence)
     report.update(_calibration(p_novel, is_novel, probability, n_bins))
-    argmax = dict.fromkeys(["argmax_accuracy", "argmax_accuracy_ci",
-                            "argmax_novel_tpr", "task_argmax_accuracy"])
+    argmax_correct = None
     if probability and y_pred is not None:
         pred_novel = same_labels(y_pred, np.full(y_pred.shape[0], novel_label,
                                                   dtype=object))
         argmax_correct = np.where(pred_novel, is_novel,
                                   ~is_novel & same_labels(y_pred, y_true))
-        per_task = _per_task_accuracy(argmax_correct.astype(np.float64), all_rows,
-                                      task_index, n_tasks)
-        mean, half_width = _mean_and_half_width(per_task, confidence)
-        argmax.update(argmax_accuracy=mean, argmax_accuracy_ci=half_width,
-                      argmax_novel_tpr=float(np.mean(pred_novel[is_novel])),
-                      task_argmax_accuracy=per_task)
-    report.update(argmax)
+        report.argmax_novel_tpr = float(np.mean(pred_novel[is_novel]))
+    all_rows = np.ones_like(is_novel)
+    for name, hits, rows in [("accuracy", correct, all_rows),
+                             ("support_accuracy", correct, support_rows),
+                             ("incremental_accuracy", correct, incremental_rows),
+                             ("argmax_accuracy", argmax_correct, all_rows)]:
+        report[f"task_{name}"], report[name], report[f"{name}_ci"] = (
+            (None,) * 3 if hits is None else _task_accuracy(
+                hits.astype(np.float64), rows, task_index, n_tasks, confidence))
     return report
 
 

@@ -13,26 +13,24 @@ __all__ = ["OpenWorldSplit", "class_disjoint_folds"]
 class OpenWorldSplit(BaseCrossValidator):
     """Open-world cross-validator: some classes are novel at test time.
 
-    Each split holds ``n_novel_classes`` classes wholly out of training (they
-    go to the test fold as novel classes) and puts a share ``test_size`` of
-    every other class's rows in the test fold too. Held-out classes are taken
-    in turn from a shuffled class order, like
-    :class:`~sklearn.model_selection.GroupKFold` with classes as groups (a
-    fresh order starts when the classes run out). Use it with
-    :func:`~sklearn_flowr.metrics.novelty_scorer` in ``GridSearchCV``.
+    Each split holds ``n_novel_classes`` classes wholly out of training and
+    puts a share ``test_size`` of every other class's rows in the test fold.
+    Held-out classes are taken in turn from a shuffled class order, like
+    :class:`~sklearn.model_selection.GroupKFold` with classes as groups. Use
+    it with :func:`~sklearn_flowr.metrics.novelty_scorer` in ``GridSearchCV``.
 
     Parameters
     ----------
-    n_splits : int, default=5
-        Number of splits, at least 1.
-    n_novel_classes : int, float or None, default=0.2
-        Classes held out per split: an int is a count, a float in (0, 1) a
-        fraction of the classes (rounded up); None: ``n_classes // n_splits``.
+    n_splits : int >= 1, default=5
+        Number of splits.
+    n_novel_classes : int >= 1, float in (0, 1) or None, default=0.2
+        Classes held out per split: a count, or a fraction of the classes
+        (rounded up); None: ``n_classes // n_splits``.
     test_size : float in [0, 1), default=0.2
-        Fraction of each kept class's rows in the test fold (rounded); at
-        least one row of every kept class stays in training.
+        Fraction of each kept class's rows in the test fold (rounded); one
+        row of every kept class stays in training.
     random_state : int, RandomState instance or None, default=None
-        Controls the class order and the row shares; pass an int for the same
+        Controls the class order and the row shares; an int gives the same
         splits on every call of ``split``.
 
     Examples
@@ -46,29 +44,29 @@ class OpenWorldSplit(BaseCrossValidator):
     ...     print(np.setdiff1d(y[test], y[train]), len(train), len(test))
     [2] 12 8
     [0] 12 8
+
+    With ``n_novel_classes=None`` the held-out classes partition the classes:
+
+    >>> cv = OpenWorldSplit(n_splits=5, n_novel_classes=None, random_state=0)
+    >>> sorted(np.setdiff1d(y[test], y[train]).item()
+    ...        for train, test in cv.split(np.zeros((20, 1)), y))
+    [0, 1, 2, 3, 4]
     """
 
     def __init__(
         self, n_splits=5, *, n_novel_classes=0.2, test_size=0.2, random_state=None
     ):
-        # Checked here, as scikit-learn's splitters do, so a bad CV object
-        # fails where it is built rather than deep inside a search.
+        # Checked where it is built, as scikit-learn's splitters do.
         if not isinstance(n_splits, Integral) or n_splits < 1:
             raise ValueError(f"n_splits must be an integer >= 1; got {n_splits!r}.")
-        if n_novel_classes is not None:
-            if isinstance(n_novel_classes, Integral):
-                if isinstance(n_novel_classes, bool) or n_novel_classes < 1:
-                    raise ValueError(
-                        "n_novel_classes must be an int >= 1, a float in (0, 1) "
-                        f"or None; got {n_novel_classes!r}."
-                    )
-            elif not isinstance(n_novel_classes, Real) or not (
-                0.0 < n_novel_classes < 1.0
-            ):
-                raise ValueError(
-                    "n_novel_classes must be an int >= 1, a float in (0, 1) or "
-                    f"None; got {n_novel_classes!r}."
-                )
+        if not (n_novel_classes is None
+                or (isinstance(n_novel_classes, Integral) and n_novel_classes >= 1
+                    and not isinstance(n_novel_classes, bool))
+                or (isinstance(n_novel_classes, Real)
+                    and not isinstance(n_novel_classes, Integral)
+                    and 0.0 < n_novel_classes < 1.0)):
+            raise ValueError("n_novel_classes must be an int >= 1, a float in (0, 1) "
+                             f"or None; got {n_novel_classes!r}.")
         if not isinstance(test_size, Real) or not (0.0 <= test_size < 1.0):
             raise ValueError(f"test_size must be a float in [0, 1); got {test_size!r}.")
         self.n_splits = n_splits
@@ -96,46 +94,6 @@ class OpenWorldSplit(BaseCrossValidator):
         3
         """
         return self.n_splits
-
-    def split(self, X, y=None, groups=None):
-        """Generate train and test indices, holding whole classes out of train.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Data; only its number of rows is used.
-        y : array-like of shape (n_samples,)
-            Class labels; required.
-        groups : None
-            Ignored.
-
-        Yields
-        ------
-        train : ndarray of shape (n_train,)
-            Rows of the kept classes not in the test fold.
-        test : ndarray of shape (n_test,)
-            All rows of the held-out classes and the test share of the others.
-
-        Examples
-        --------
-        With ``n_novel_classes=None`` the held-out classes partition the
-        classes, and no held-out class has a training row:
-
-        >>> import numpy as np
-        >>> from sklearn_flowr.model_selection import OpenWorldSplit
-        >>> y = np.repeat([0, 1, 2, 3, 4], 4)
-        >>> cv = OpenWorldSplit(n_splits=5, n_novel_classes=None, random_state=0)
-        >>> held_out = [np.setdiff1d(y[test], y[train]).item()
-        ...             for train, test in cv.split(np.zeros((20, 1)), y)]
-        >>> sorted(held_out)
-        [0, 1, 2, 3, 4]
-        >>> train, test = next(cv.split(np.zeros((20, 1)), y))
-        >>> len(train) + len(test), np.intersect1d(train, test).size
-        (20, 0)
-        """
-        if y is None:
-            raise ValueError("OpenWorldSplit needs y: it splits by class.")
-        return super().split(X, y, groups)
 
     def _n_held_out(self, n_classes):
         if self.n_novel_classes is None:
@@ -167,6 +125,8 @@ class OpenWorldSplit(BaseCrossValidator):
             order = order[n_held:]
 
     def _iter_test_masks(self, X, y, groups=None):
+        if y is None:
+            raise ValueError("OpenWorldSplit needs y: it splits by class.")
         y = column_or_1d(y)
         _, class_index = np.unique(y, return_inverse=True)
         n_classes = int(class_index.max()) + 1 if y.size else 0
@@ -218,10 +178,9 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        An int ``k``: :class:`~sklearn.model_selection.GroupKFold` over the
-        labels; a splitter is called as ``split(X, y, groups=y)`` (a group
-        splitter keeps classes whole); an iterable yields ``(train, held)``
-        integer index arrays.
+        An int: :class:`~sklearn.model_selection.GroupKFold` over the labels;
+        a splitter, called as ``split(X, y, groups=y)``; or an iterable of
+        ``(train, held)`` integer index arrays.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     min_held_classes : int, default=1

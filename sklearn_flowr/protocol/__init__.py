@@ -1,16 +1,12 @@
-"""The few-shot open-world evaluation protocol (FLOWR, section 6): seeded tasks
-as index arrays into the caller's data, the online runs over them, and the
-choices made on validation tasks (calibration, head and discovery parameters,
-rows to label).
-"""
+"""The few-shot open-world evaluation protocol (FLOWR, section 6): seeded tasks,
+the online runs over them, and the choices made on validation tasks."""
 
 from ._calibrate import calibrate_novelty, calibration_scores, small_context_sizes
 from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
 from ._discovery import DISCOVERY_FIGURES, evaluate_discovery, summarise_tasks
-from ._discovery_select import select_discovery_params
 from ._evaluate import evaluate_online
 from ._label_queries import choose_rows_to_label
-from ._select import select_head_params
+from ._select import select_discovery_params, select_head_params
 from ._tasks import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["DISCOVERY_FIGURES", "LargeContextTasks", "SmallContextTasks", "Task",

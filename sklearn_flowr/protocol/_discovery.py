@@ -1,10 +1,4 @@
-"""The open-world stream with a label budget: labels come for some rows, late.
-
-A query whose label arrives at once is a labelled step; any other is an
-unlabelled step (``open_world_step(x)``). A late label corrects a row the
-estimator learned from (``correct``, where it has one) and is learned
-(``partial_fit``) for one it did not.
-"""
+"""The open-world stream with a label budget: labels come for some rows, late."""
 
 from __future__ import annotations
 
@@ -36,28 +30,23 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     """Run an estimator through open-world tasks whose labels come late or
     never, and score how it discovers new classes.
 
-    Scored per task on the rows that came without their label, by
-    :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels,
-    then as mean and standard error over tasks.
+    Each task's rows that came without their label are scored by
+    :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels.
 
     Parameters
     ----------
     estimator : estimator
         As :func:`evaluate_online` takes it, with ``open_world_step(X)``
-        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``
-        when it may decline a row); ``correct`` is used where it exists.
-        Copied per task; not modified.
+        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``);
+        ``correct`` is used where it exists. Not modified.
     X : array-like of shape (n_samples, ...)
     y : array-like of shape (n_samples,)
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
     setting : {"small", "large"}, default="small"
     label_fraction : float in [0, 1], default=0.0
-        Share of queries whose label arrives (each drawn independently,
-        seeded by ``random_state``). 0: a stream without labels; 1: every
-        label arrives.
+        Share of queries whose label arrives (drawn per query).
     label_delay : int >= 0, default=0
-        Rows after its query that a label arrives; 0: right after the
-        prediction (a labelled step).
+        Rows after its query that a label arrives; 0: a labelled step.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
@@ -68,11 +57,9 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``per_task``: a dict of arrays over tasks, one per figure of
-        :func:`~sklearn_flowr.metrics.discovery_report` (NaN where a task has
-        no such rows); ``mean`` and ``se``: their mean and standard error
-        over tasks (NaN ignored); ``n_tasks``, ``label_fraction``,
-        ``label_delay``, and ``n_unlabelled`` (rows scored).
+        ``per_task``: each figure of ``discovery_report`` per task (NaN where
+        a task has no such rows); ``mean`` and ``se`` over tasks;
+        ``n_tasks``, ``label_fraction``, ``label_delay``, ``n_unlabelled``.
 
     Examples
     --------
@@ -98,11 +85,11 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     _check_estimator(estimator, setting)
     y = column_or_1d(y)
     X = X if hasattr(X, "shape") else np.asarray(X)
-    sampler, task_list = _check_tasks(tasks, y, setting)
-    n_tasks = len(sampler) if sampler is not None else len(task_list)
+    tasks = _check_tasks(tasks, y, setting)
+    n_tasks = len(tasks)
     seed = resolve_seed(random_state)
     jobs = (delayed(_discovery_task)(
-        estimator, X, y, sampler[i] if sampler is not None else task_list[i],
+        estimator, X, y, tasks[i],
         setting, float(label_fraction), int(label_delay), (seed, i))
         for i in range(n_tasks))
     results = Parallel(n_jobs=n_jobs, return_as="generator")(jobs)
@@ -159,6 +146,8 @@ def _discovery_task(estimator, X, y, task, setting, fraction, delay, seed):
     """One task's stream under the label budget; its discovery figures."""
     rng = np.random.default_rng(seed)
     with threadpool_limits(limits=1, user_api="blas"):
+        # A row whose label arrives at once is a labelled step, any other an
+        # unlabelled one; a late label goes to _deliver.
         est = start_task(estimator, X, y, task, setting)
         known = np.asarray(est.classes_)
         query = task.query

@@ -99,29 +99,23 @@ def choose_rows_to_label(result, budget, *, strategy="uncertain",
     Parameters
     ----------
     result : :class:`~sklearn.utils.Bunch` or mapping
-        The result of ``open_world_step(X)`` without labels: arrays of one
-        entry per row: ``novelty_score`` (``"uncertain"``); ``y_assigned``,
-        ``is_novel``, ``learned``, ``p_novel`` (``"largest-provisional"``).
-    budget : int
-        How many labels may be asked for, >= 0.
+        What ``open_world_step(X)`` returned for the batch, without labels.
+    budget : int >= 0
+        How many labels may be asked for.
     strategy : {"uncertain", "largest-provisional", "random"}, \
 default="uncertain"
-        ``"uncertain"``: the rows closest to a toss-up between an existing
-        and a new class, by smallest ``|novelty_score|``.
-        ``"largest-provisional"``: one row from each provisional class the
-        batch opened, largest first, then a second from each, and so on;
-        within a class its learned rows by increasing ``p_novel`` (a typical
-        member, so ``correct`` renames the whole class); possibly fewer than
-        ``budget`` rows. ``"random"``: uniform, without replacement; the
-        baseline to beat.
+        ``"uncertain"``: smallest ``|novelty_score|`` first (closest to a
+        toss-up between a known and a new class). ``"largest-provisional"``:
+        one row of each provisional class, largest first, in rounds, each
+        class's rows by increasing ``p_novel``; may give fewer than
+        ``budget``. ``"random"``: uniform, the baseline to beat.
     random_state : int, RandomState instance or None, default=None
         Seeds ``"random"``.
 
     Returns
     -------
     rows : ndarray of shape (n_chosen,), dtype intp
-        Distinct indices into the batch, ``n_chosen <= budget``, most wanted
-        first.
+        Distinct indices into the batch, most wanted first.
 
     Examples
     --------

@@ -1,8 +1,11 @@
-"""Choose head hyper-parameters on classes the encoder has not seen
-(docs/user_guide.rst, "The noise covariance of new classes")."""
+"""Choose parameters on validation classes the encoder has not seen: the head's
+(docs/user_guide.rst, "The noise covariance of new classes") and those of
+class discovery."""
 
 from __future__ import annotations
 
+import copy
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -11,10 +14,16 @@ from sklearn.utils import Bunch, column_or_1d
 
 from ..head import empirical_bayes_head
 from ._calibrate import small_context_sizes
+from ._discovery import evaluate_discovery
 from ._evaluate import evaluate_online
-from ._tasks import SmallContextTasks
+from ._tasks import LargeContextTasks, SmallContextTasks
+from .sampling import check_count, check_setting, resolve_seed
 
-__all__ = ["select_head_params"]
+__all__ = ["discovery_score", "select_discovery_params", "select_head_params"]
+
+# Figures of discovery_report a selection may maximise (higher is better).
+SCORINGS = ("balanced", "accuracy_all", "accuracy_new", "nmi_new", "ari_new",
+            "nmi_all", "ari_all", "known_accuracy")
 
 
 def _labelled(X, y, name):
@@ -24,6 +33,18 @@ def _labelled(X, y, name):
         raise ValueError(f"{name}: X must be 2-d with one row per label; got "
                          f"shapes {X.shape} and {y.shape}.")
     return X, y
+
+
+def _small_context_tasks(y_val, n_tasks, random_state, **kwargs):
+    """Small-context tasks of the validation classes, sized by their number."""
+    n_classes = np.unique(y_val).shape[0]
+    if n_classes < 2:
+        raise ValueError("Small-context tasks need at least 2 validation "
+                         f"classes; got {n_classes}.")
+    n_support, n_novel = small_context_sizes(n_classes)
+    return SmallContextTasks(y_val, n_support_classes=n_support,
+                             n_novel_classes=n_novel, n_tasks=n_tasks,
+                             random_state=random_state, **kwargs)
 
 
 def grid_candidates(estimator, param_grid) -> list:
@@ -63,9 +84,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     small-context tasks of validation classes.
 
     Each candidate head is built as ``FLOWRClassifier`` builds its
-    small-context head (prior and noise by empirical Bayes on ``X_train``,
-    without a calibration map) and run by :func:`evaluate_online` through the
-    same :class:`SmallContextTasks` of the validation classes.
+    small-context head (empirical Bayes on ``X_train``, no calibration map)
+    and run by :func:`evaluate_online` through the same tasks.
 
     Parameters
     ----------
@@ -80,16 +100,16 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     param_grid : dict or list of dicts
         Candidates, as :class:`~sklearn.model_selection.GridSearchCV` takes
         them, e.g. ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
-    prior_scale : float, default=1.0
+    prior_scale : float > 0, default=1.0
         ``FLOWRClassifier``'s ``prior_scale`` of the model to tune.
-    n_tasks : int, default=200
+    n_tasks : int >= 1, default=200
     shots : (int, int), default=(1, 10)
-        Range of shots per support class (:class:`SmallContextTasks`).
-    n_query : int, default=10
-        Query rows per class; every validation class needs ``shots[1] +
+        Range of shots per support class.
+    n_query : int >= 1, default=10
+        Query rows per class; each validation class needs ``shots[1] +
         n_query`` rows.
     n_jobs : int, default=None
-        Parallel workers of :func:`evaluate_online`.
+        joblib workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the tasks.
 
@@ -125,10 +145,6 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
         raise ValueError("The validation classes must be new to the encoder; "
                          f"{shared.size} are training classes too, e.g. "
                          f"{shared.tolist()[0]!r}.")
-    n_classes = np.unique(y_val).shape[0]
-    if n_classes < 2:
-        raise ValueError("Small-context tasks need at least 2 validation "
-                         f"classes; got {n_classes}.")
     if (isinstance(prior_scale, bool) or not isinstance(prior_scale, Real)
             or not np.isfinite(prior_scale) or prior_scale <= 0):
         raise ValueError(f"prior_scale must be a finite number > 0; got "
@@ -136,10 +152,8 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     candidates = grid_candidates(head, param_grid)
     for params in candidates:
         _check_shrinkage_acts(head, params)
-    n_support, n_novel = small_context_sizes(n_classes)
-    tasks = SmallContextTasks(y_val, n_support_classes=n_support, shots=shots,
-                              n_novel_classes=n_novel, n_query=n_query,
-                              n_tasks=n_tasks, random_state=random_state)
+    tasks = _small_context_tasks(y_val, n_tasks, random_state, shots=shots,
+                                 n_query=n_query)
     results, heads = [], []
     for params in candidates:
         built = empirical_bayes_head(head, X_train, y_train, setting="small",
@@ -155,3 +169,140 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     best = int(np.argmax([r["h_measure"] for r in results]))
     return Bunch(best_params=candidates[best], best_head=heads[best],
                  results=results)
+
+
+def discovery_score(mean, scoring: str = "balanced") -> float:
+    """The criterion of :func:`select_discovery_params`: ``"balanced"``, the
+    mean of ``accuracy_new`` and ``known_accuracy``, or one figure by name.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.protocol._select import discovery_score
+    >>> discovery_score({"accuracy_new": 0.6, "known_accuracy": 0.9})
+    0.75
+    """
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+    if scoring == "balanced":
+        return float((mean["accuracy_new"] + mean["known_accuracy"]) / 2.0)
+    return float(mean[scoring])
+
+
+def _validation_tasks(estimator, y_val, setting, n_tasks, random_state):
+    """Default validation tasks: small context, or all known and <= 5 new classes."""
+    if setting == "small":
+        return _small_context_tasks(y_val, n_tasks, random_state)
+    known = getattr(estimator, "classes_", None)
+    if known is None:
+        raise ValueError("setting='large' needs a fitted estimator: its classes "
+                         "are the known classes of the validation tasks.")
+    n_new = np.setdiff1d(np.unique(y_val), known).shape[0]
+    if n_new < 1:
+        raise ValueError("setting='large' needs validation classes outside the "
+                         "estimator's known classes in y_val; got none.")
+    return LargeContextTasks(y_val, known, n_novel_classes=min(5, n_new),
+                             n_tasks=n_tasks, random_state=random_state)
+
+
+def select_discovery_params(estimator, X_val, y_val, param_grid, *,
+                            setting: str = "small", tasks=None,
+                            n_tasks: int = 200, label_fraction: float = 0.0,
+                            label_delay: int = 0, scoring: str = "balanced",
+                            n_jobs: int | None = None, random_state=None,
+                            verbose: int = 0) -> Bunch:
+    """Pick the parameters of class discovery with the best score on tasks of
+    validation classes, every candidate run through the same tasks and labels.
+
+    Parameters
+    ----------
+    estimator : estimator
+        The template, as :func:`evaluate_discovery` takes it; not modified.
+    X_val, y_val : array-like of shape (n_val, ...), (n_val,)
+        Rows and labels of the validation tasks, whose new classes must not be
+        those the chosen method is evaluated on.
+    param_grid : dict or list of dicts
+        Candidates, as :class:`~sklearn.model_selection.ParameterGrid` takes
+        them, e.g. ``{"threshold_scale": [0.5, 1.0, 2.0]}``; ``{}``: the
+        estimator as it is.
+    setting : {"small", "large"}, default="small"
+    tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
+        Validation tasks over ``y_val``; None draws ``n_tasks`` (small
+        context: 10 support + 5 novel classes, fewer below 15 classes; large:
+        every known class and up to 5 new ones).
+    n_tasks : int >= 1, default=200
+        Tasks drawn when ``tasks`` is None.
+    label_fraction : float in [0, 1], default=0.0
+    label_delay : int >= 0, default=0
+        The label budget of :func:`evaluate_discovery`.
+    scoring : str, default="balanced"
+        The criterion maximised: ``"balanced"`` (the mean of ``accuracy_new``
+        and ``known_accuracy``) or a figure of ``discovery_report``.
+    n_jobs : int or None, default=None
+        joblib workers over tasks.
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the tasks and the labels that arrive (the same for every
+        candidate).
+    verbose : int, default=0
+        Above 0, a progress bar over each candidate's tasks.
+
+    Returns
+    -------
+    result : :class:`~sklearn.utils.Bunch`
+        ``best_params`` (the first best score in grid order; the first
+        candidate, with a warning, if every score is NaN),
+        ``best_index``, ``best_score``, ``best_estimator``, ``scoring`` and
+        ``results`` (per candidate: ``params``, ``score``, ``report``).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr.baselines import DPMeansClassifier
+    >>> from sklearn_flowr.protocol import select_discovery_params
+    >>> rng = np.random.default_rng(0)
+    >>> y = np.repeat(np.arange(12), 20)
+    >>> X = rng.normal(scale=8.0, size=(12, 3))[y] + rng.normal(size=(240, 3))
+    >>> found = select_discovery_params(
+    ...     DPMeansClassifier(), X, y, {"threshold_scale": [0.25, 1.0]},
+    ...     n_tasks=5, random_state=0)
+    >>> found.best_params, len(found.results)
+    ({'threshold_scale': 1.0}, 2)
+    """
+    check_setting(setting)
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+    if tasks is None:
+        check_count("n_tasks", n_tasks, 1)
+    candidates = grid_candidates(estimator, param_grid)
+    built = [copy.deepcopy(estimator).set_params(**params)
+             for params in candidates]
+    for candidate in built:
+        if callable(getattr(candidate, "_validate_params", None)):
+            candidate._validate_params()
+    y_val = column_or_1d(y_val)
+    seed = resolve_seed(random_state)
+    if tasks is None:
+        tasks = _validation_tasks(estimator, y_val, setting, n_tasks, seed)
+    results = []
+    for params, candidate in zip(candidates, built, strict=True):
+        report = evaluate_discovery(candidate, X_val, y_val, tasks,
+                                    setting=setting,
+                                    label_fraction=label_fraction,
+                                    label_delay=label_delay, n_jobs=n_jobs,
+                                    random_state=seed, verbose=verbose)
+        results.append({"params": params,
+                        "score": discovery_score(report.mean, scoring),
+                        "report": report})
+    scores = np.array([result["score"] for result in results])
+    if np.isnan(scores).all():
+        best = 0
+        if len(candidates) > 1:
+            warnings.warn(
+                f"No candidate has a {scoring!r} score (no unlabelled row of "
+                "the kind it scores in the validation tasks, e.g. "
+                "label_fraction=1 with label_delay=0): the first candidate "
+                "is returned.", UserWarning, stacklevel=2)
+    else:
+        best = int(np.nanargmax(scores))
+    return Bunch(best_params=candidates[best], best_index=best,
+                 best_score=float(scores[best]), best_estimator=built[best],
+                 scoring=scoring, results=results)

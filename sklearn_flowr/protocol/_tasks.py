@@ -3,7 +3,7 @@ arrays into the caller's arrays; task ``i`` depends only on ``(seed, i)``."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from numbers import Integral
 
@@ -50,22 +50,10 @@ class Task:
 
     Examples
     --------
-    Samplers such as :class:`SmallContextTasks` return tasks; index the
-    caller's arrays with them:
-
     >>> import numpy as np
-    >>> from sklearn_flowr.protocol import SmallContextTasks, Task
-    >>> y = np.repeat(np.arange(6), 8)
-    >>> task = SmallContextTasks(y, n_support_classes=3, shots=(1, 2),
-    ...                          n_novel_classes=1, n_query=4, n_tasks=2,
-    ...                          random_state=0)[1]
-    >>> task  # doctest: +ELLIPSIS
-    Task(task_id=1, n_support=..., n_query=16)
-    >>> np.unique(y[task.query]).shape[0]  # 3 support + 1 novel class
-    4
-    >>> task == Task(support=task.support.copy(), query=task.query.copy(),
-    ...              task_id=1)
-    True
+    >>> from sklearn_flowr.protocol import Task
+    >>> Task(support=np.array([0, 1]), query=np.array([2, 3, 4]), task_id=7)
+    Task(task_id=7, n_support=2, n_query=3)
     """
 
     support: np.ndarray
@@ -89,6 +77,18 @@ class Task:
 class _TaskSampler(Sequence):
     """Indexable, reproducible sequence of tasks drawn from the labels ``y``."""
 
+    def _start(self, y, n_novel_classes, n_query, n_tasks, random_state):
+        """Check and store the settings both samplers share; index ``y``."""
+        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
+        self.n_query = check_count("n_query", n_query, 1)
+        self.n_tasks = check_count("n_tasks", n_tasks, 1)
+        self.random_state = random_state
+        self.seed = resolve_seed(random_state)
+        y = check_labels(y)
+        self.n_samples = y.shape[0]
+        self._labels, self._class_rows = rows_by_class(y)
+        self.classes = self._labels
+
     def __len__(self) -> int:
         return self.n_tasks
 
@@ -102,9 +102,6 @@ class _TaskSampler(Sequence):
             raise IndexError(f"Task index {index} out of range for "
                              f"{self.n_tasks} tasks.")
         return self._draw(np.random.default_rng([self.seed, i]), i)
-
-    def __iter__(self) -> Iterator[Task]:
-        return (self[i] for i in range(self.n_tasks))
 
     def _matches(self, y):
         """Whether ``y`` holds the labels the tasks were drawn from."""
@@ -121,21 +118,22 @@ class SmallContextTasks(_TaskSampler):
 
     Each task draws ``n_support_classes + n_novel_classes`` classes; a
     support class gets ``U{shots}`` support rows and ``n_query`` query rows,
-    a novel class ``n_query`` query rows, all queries in random order.
+    a novel class ``n_query`` query rows, all queries in random order. Task
+    ``i`` depends only on ``(seed, i)``.
 
     Parameters
     ----------
     y : array-like of shape (n_samples,)
         Labels of the rows tasks are drawn from (e.g. the test split).
-    n_support_classes : int, default=10
-        Support (known-before-the-stream) classes per task.
+    n_support_classes : int >= 1, default=10
+        Classes known before the stream, per task.
     shots : tuple of (int, int), default=(1, 10)
         Inclusive range of the uniform number of support rows per class.
-    n_novel_classes : int, default=5
+    n_novel_classes : int >= 0, default=5
         Classes that appear only in the stream.
-    n_query : int, default=10
-        Query rows per class (support and novel classes alike).
-    n_tasks : int, default=1000
+    n_query : int >= 1, default=10
+        Query rows per class.
+    n_tasks : int >= 1, default=1000
         Number of tasks.
     random_state : int, Generator, RandomState or None, default=None
         Seed; ``None`` draws one once, at construction (stored in ``seed``).
@@ -160,8 +158,6 @@ class SmallContextTasks(_TaskSampler):
     >>> task = tasks[0]
     >>> task.query.shape, len(np.unique(y[task.query])), len(np.unique(y[task.support]))
     ((150,), 15, 10)
-    >>> bool(np.isin(task.support, task.query).any())
-    False
     """
 
     def __init__(self, y, *, n_support_classes: int = 10,
@@ -170,15 +166,7 @@ class SmallContextTasks(_TaskSampler):
         self.n_support_classes = check_count("n_support_classes",
                                              n_support_classes, 1)
         self.shots = check_shots(shots)
-        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = check_count("n_query", n_query, 1)
-        self.n_tasks = check_count("n_tasks", n_tasks, 1)
-        self.random_state = random_state
-        self.seed = resolve_seed(random_state)
-        y = check_labels(y)
-        self.n_samples = y.shape[0]
-        self._labels, self._class_rows = rows_by_class(y)
-        self.classes = self._labels
+        self._start(y, n_novel_classes, n_query, n_tasks, random_state)
         needed = self.n_support_classes + self.n_novel_classes
         check_n_classes(
             self._labels.shape[0], needed,
@@ -215,20 +203,18 @@ class LargeContextTasks(_TaskSampler):
     Parameters
     ----------
     y : array-like of shape (n_samples,)
-        Labels of the rows queries are drawn from: the held-out rows of the
-        training (known) classes together with the rows of the test classes.
+        Labels of the rows queries are drawn from: held-out rows of the known
+        classes and the rows of the test classes.
     known_classes : array-like of shape (n_known,)
-        Labels the estimator knows before the stream; each must have rows in
-        ``y``.
-    n_novel_classes : int, default=5
+        Labels the estimator knows before the stream; each needs rows in ``y``.
+    n_novel_classes : int >= 0, default=5
         Novel classes per task.
-    n_query : int, default=10
+    n_query : int >= 1, default=10
         Query rows per class.
-    n_tasks : int, default=1000
+    n_tasks : int >= 1, default=1000
         Number of tasks.
-    n_known_query_classes : int or None, default=None
-        Known classes queried per task, drawn at random; ``None`` queries all
-        of them, as in the paper.
+    n_known_query_classes : int >= 0 or None, default=None
+        Known classes queried per task; None: all of them, as in the paper.
     random_state : int, Generator, RandomState or None, default=None
         Seed.
 
@@ -260,20 +246,13 @@ class LargeContextTasks(_TaskSampler):
     def __init__(self, y, known_classes, *, n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000,
                  n_known_query_classes: int | None = None, random_state=None):
-        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = check_count("n_query", n_query, 1)
-        self.n_tasks = check_count("n_tasks", n_tasks, 1)
-        self.random_state = random_state
-        self.seed = resolve_seed(random_state)
-        y = check_labels(y)
+        self._start(y, n_novel_classes, n_query, n_tasks, random_state)
         known = np.asarray(list(known_classes) if not hasattr(known_classes, "shape")
                            else known_classes)
         if known.ndim != 1 or known.shape[0] == 0:
             raise ValueError("known_classes must be a non-empty 1-d array of labels.")
         if np.unique(known).shape[0] != known.shape[0]:
             raise ValueError("known_classes contains repeated labels.")
-        self.n_samples = y.shape[0]
-        self._labels, self._class_rows = rows_by_class(y)
         is_known = np.isin(self._labels, known)
         missing = known[~np.isin(known, self._labels)]
         if missing.size:
@@ -313,7 +292,6 @@ class LargeContextTasks(_TaskSampler):
             f"n_query={self.n_query} queries",
             " Lower n_query or drop those classes from y.",
         )
-        self.classes = self._labels
 
     def _draw(self, rng, task_id):
         _, _, query, order = draw_large_context(
