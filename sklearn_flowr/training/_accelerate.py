@@ -11,7 +11,7 @@ import torch
 from skorch.hf import AccelerateMixin
 
 from ._loaders import _accelerate_batch_loader, _episode_loader
-from ._nets import EpisodicMetaNet, SupENet, SupFCNet
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet, epoch_source
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
@@ -46,13 +46,6 @@ def _forget(accelerator, registry: str, keep) -> None:
     objects = getattr(accelerator, registry, None)
     if isinstance(objects, list):
         objects[:] = [obj for obj in objects if keep(obj)]
-
-
-def _epoch_source(dataset):
-    """The dataset (or one it wraps) that has ``set_epoch``, or None."""
-    while dataset is not None and not hasattr(dataset, "set_epoch"):
-        dataset = getattr(dataset, "dataset", None)
-    return dataset
 
 
 # -------------------------------------------------------------------- mixins
@@ -166,7 +159,7 @@ class _AcceleratedEpisodes(_AcceleratedNet):
         (accelerate would set its pass count).
         """
         if iterator is not None and hasattr(iterator, "set_epoch"):
-            source = _epoch_source(getattr(iterator, "dataset", None))
+            source = epoch_source(getattr(iterator, "dataset", None))
             epoch = getattr(source, "epoch", None)
             if epoch is not None:
                 iterator.set_epoch(int(epoch))

@@ -1,12 +1,5 @@
-"""Checkpoints of a FLOWR fit: which run they belong to, and how far it got.
-
-A ``checkpoint_dir`` holds a fingerprint of the data and of every training
-setting, and a sub-folder of skorch checkpoints per stage with the stage's own
-fingerprint (its skorch net's settings and seed). Epoch counts are checked
-against the saved histories instead: a longer schedule resumes a shorter one,
-a shorter one is refused. Files are replaced whole (written under a temporary
-name, synced, renamed); a killed writer's temporaries are removed at next use.
-"""
+"""Checkpoints of a FLOWR fit: which run they belong to, and how far it got
+(the fingerprints and the files written whole: see docs/design.rst)."""
 
 from __future__ import annotations
 
@@ -20,6 +13,7 @@ import joblib
 import numpy as np
 import torch
 from skorch.callbacks import Checkpoint
+from skorch.history import History
 
 from ..saving import temporary_name, write_atomically
 
@@ -77,18 +71,7 @@ def _remove_quietly(paths) -> None:
 
 
 def remove_stale_temporaries(directory) -> list:
-    """Remove the temporary files a killed writer left in ``directory``; the paths.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> open(os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32)), "w").close()
-    >>> [os.path.basename(path) for path in remove_stale_temporaries(folder)]
-    ['.params.pt.99.00000000000000000000000000000000.tmp']
-    >>> os.listdir(folder)
-    []
-    """
+    """Remove the temporary files a killed writer left in ``directory``; the paths."""
     directory = os.fspath(directory)
     try:
         names = os.listdir(directory)
@@ -115,19 +98,30 @@ def _checkpoint_files(directory: str) -> list:
     return found
 
 
-def _read_fingerprint(path: str, fields: set) -> dict:
-    """The fingerprint stored at ``path``; ValueError when it is not one."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            old = json.load(file)
-    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
+def _check_fields(old, fields: set) -> None:
     if not isinstance(old, dict) or set(old) != fields:
         raise ValueError(f"expected an object with the fields {sorted(fields)}")
     if not all(isinstance(old[key], dict) and all(isinstance(value, str)
                                                   for value in old[key].values())
                or isinstance(old[key], str) for key in fields):
         raise ValueError("each field must be a string or an object of strings")
+
+
+def _read_fingerprint(path: str, directory: str, fields: set) -> dict:
+    """The fingerprint stored at ``path``; a ValueError advising to start over
+    when it is not one."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            old = json.load(file)
+        _check_fields(old, fields)
+    except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
+        detail = (str(exc) if type(exc) is ValueError
+                  else f"{type(exc).__name__}: {exc}")
+        raise ValueError(
+            f"Cannot read the checkpoint fingerprint {path} ({detail}), so the "
+            f"checkpoints in {directory} cannot be matched to this fit. Delete "
+            f"{directory}, or give another checkpoint_dir, to start over."
+        ) from exc
     return old
 
 
@@ -144,13 +138,6 @@ def _another_fit(directory, differences) -> ValueError:
         "this one to start over.")
 
 
-def _unreadable_fingerprint(path, directory, exc) -> ValueError:
-    return ValueError(
-        f"Cannot read the checkpoint fingerprint {path} ({exc}), so the "
-        f"checkpoints in {directory} cannot be matched to this fit. Delete "
-        f"{directory}, or give another checkpoint_dir, to start over.")
-
-
 def _write_fingerprint(path: str, fingerprint: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -163,23 +150,8 @@ def _write_fingerprint(path: str, fingerprint: dict) -> None:
 
 
 def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
-    """Record this fit's fingerprint in ``directory``, or fail on another fit's.
-
-    ``params`` are the training settings; every one but the epoch counts
-    (checked against what each stage saved) must match. A folder holding
-    checkpoints without a readable fingerprint is refused; ``restart`` deletes
-    what this package wrote there first.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> check_fingerprint(folder, [[0.0], [1.0]], [0, 1], {"a": 0.5})
-    >>> check_fingerprint(folder, [[0.0], [1.0]], [0, 1], {"a": 0.7})
-    Traceback (most recent call last):
-    ...
-    ValueError: checkpoint_dir ... of another fit (a: 0.5 -> 0.7)...
-    """
+    """Record this fit's fingerprint (data, ``params`` but the epoch counts) in
+    ``directory``, or fail on another fit's; ``restart`` deletes ours first."""
     new = _fingerprint(X, y, params)
     directory = os.fspath(directory)
     path = os.path.join(directory, FINGERPRINT_FILE)
@@ -188,10 +160,7 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
         _remove_quietly([os.path.join(directory, name)
                          for name in [*_checkpoint_files(directory), FINGERPRINT_FILE]])
     if os.path.lexists(path):
-        try:
-            old = _read_fingerprint(path, {"data", "params"})
-        except ValueError as exc:
-            raise _unreadable_fingerprint(path, directory, exc) from exc
+        old = _read_fingerprint(path, directory, {"data", "params"})
         differences = _differences({name: value for name, value
                                     in old["params"].items()
                                     if not name.endswith("epochs")}, new["params"])
@@ -223,10 +192,7 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
     if not os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
         _write_fingerprint(path, new)
         return
-    try:
-        old = _read_fingerprint(path, {"net", "seed"})
-    except ValueError as exc:
-        raise _unreadable_fingerprint(path, checkpoint.dirname, exc) from exc
+    old = _read_fingerprint(path, checkpoint.dirname, {"net", "seed"})
     differences = _differences({"seed": old["seed"], **old["net"]},
                                {"seed": new["seed"], **new["net"]})
     if seed is None:  # random_state=None: a resumed fit draws another seed
@@ -254,23 +220,8 @@ def remove_checkpoint(checkpoint) -> None:
 
 
 def checkpointed_epochs(checkpoint) -> int:
-    """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved
-    file reads as weights only and holds finite weights, not all zero.
-
-    Raises
-    ------
-    ValueError
-        Naming the file and advising to delete the folder.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from skorch.callbacks import Checkpoint
-    >>> checkpointed_epochs(Checkpoint(dirname=tempfile.mkdtemp()))
-    0
-    """
-    from skorch.history import History
-
+    """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved file
+    reads as weights only, finite and not all zero (else a ValueError)."""
     remove_stale_temporaries(checkpoint.dirname)
     path = os.path.join(checkpoint.dirname, checkpoint.f_history)
     if not os.path.exists(path):
@@ -325,35 +276,16 @@ def _unreadable(path, checkpoint, exc) -> ValueError:
 
 
 class AtomicCheckpoint(Checkpoint):
-    """A skorch ``Checkpoint`` whose epoch is saved whole, or not at all.
-
-    Every file is written under a temporary name and synced, then all are
-    renamed into place, the history last. A failed write warns and keeps the
-    previous epoch. ``f_pickle`` is refused (a pickle runs code when loaded).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> import numpy as np, torch
-    >>> from skorch import NeuralNetClassifier
-    >>> folder = tempfile.mkdtemp()
-    >>> net = NeuralNetClassifier(
-    ...     torch.nn.Linear(2, 2), max_epochs=1, train_split=None, verbose=0,
-    ...     callbacks=[AtomicCheckpoint(monitor=None, dirname=folder)])
-    >>> net = net.fit(np.zeros((4, 2), "f4"), np.array([0, 1, 0, 1]))
-    >>> sorted(os.listdir(folder))
-    ['criterion.pt', 'history.json', 'optimizer.pt', 'params.pt']
-    """
+    """A skorch ``Checkpoint`` whose epoch is saved whole (all files written and
+    synced, then renamed, the history last), or not at all, with a warning."""
 
     def initialize(self):
-        """Refuse ``f_pickle`` and set up as skorch's ``Checkpoint``."""
         if self.f_pickle:
             raise ValueError("AtomicCheckpoint does not pickle the net "
                              "(f_pickle): a pickle runs code when loaded.")
         return super().initialize()
 
     def save_model(self, net):
-        """Save the net's state files: all written, then all renamed into place."""
         files = self.get_formatted_files(net)
         targets = [(key, files[key]) for key in sorted(files)
                    if key not in ("f_history", "f_pickle") and files[key] is not None]

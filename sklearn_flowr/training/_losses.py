@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from .._core import (
@@ -19,7 +20,7 @@ from .._core import (
 )
 from ._device import to_device
 
-__all__ = ["flowr_episode_logits", "meta_training_loss"]
+__all__ = ["FLOWRMetaLoss", "flowr_episode_logits", "meta_training_loss"]
 
 
 def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
@@ -297,3 +298,39 @@ def _adaptation_nll(z_query, y_host, scores: _EpisodeScores, *, a, sigma,
     ], dim=1)
     target = torch.full_like(rows, n_classes)
     return F.cross_entropy(logits, target)
+
+
+class FLOWRMetaLoss(nn.Module):
+    """Meta-training criterion: :func:`meta_training_loss` with a fixed lambda.
+
+    Parameters
+    ----------
+    lambda_adapt : float, default=0.1
+        Weight of the adaptation loss.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> from sklearn_flowr.training import FLOWRMetaModule
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
+    >>> z = module(torch.randn(7, 8))  # 2 support rows, then 5 query rows
+    >>> y_support = torch.tensor([0, 1])
+    >>> y_query = torch.tensor([0, 1, 2, 2, 0])  # 2: an unknown-unknown class
+    >>> loss = FLOWRMetaLoss(lambda_adapt=0.1)(z[:2], y_support, z[2:], y_query,
+    ...                                        2, **module.episode_params())
+    >>> loss.shape
+    torch.Size([])
+    >>> loss.backward()  # gradients reach the learned head parameters
+    >>> module.beta_raw.grad is not None
+    True
+    """
+
+    def __init__(self, lambda_adapt: float = 0.1):
+        super().__init__()
+        self.lambda_adapt = lambda_adapt
+
+    def forward(self, z_support, y_support, z_query, y_query, n_way, **head):
+        """Loss of one episode; ``head`` from ``FLOWRMetaModule.episode_params``."""
+        return meta_training_loss(z_support, y_support, z_query, y_query, n_way,
+                                  lambda_adapt=self.lambda_adapt, **head)

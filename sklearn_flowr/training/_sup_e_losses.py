@@ -5,11 +5,12 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from .._core import log_density_coef, log_density_features
 
-__all__ = ["sup_e_logits", "sup_e_loss", "sup_e_objective", "sup_e_penalty"]
+__all__ = ["SupELoss", "sup_e_logits", "sup_e_loss", "sup_e_penalty"]
 
 
 def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
@@ -77,24 +78,38 @@ def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
     ...                  beta=0.0, l2=0.0)) < 0.1
     True
     """
-    return sup_e_objective(sup_e_logits(z, class_means, class_log_var), y,
-                           class_means, class_log_var, beta=beta, l2=l2)
+    return SupELoss(beta=beta, l2=l2)(sup_e_logits(z, class_means, class_log_var),
+                                      y, class_means, class_log_var)
 
 
-def sup_e_objective(logits: torch.Tensor, y: torch.Tensor,
-                    class_means: torch.Tensor, class_log_var: torch.Tensor, *,
-                    beta: float = 0.1, l2: float = 1e-4) -> torch.Tensor:
-    """:func:`sup_e_loss` from its logits (what a skorch criterion receives).
+class SupELoss(nn.Module):
+    """Sup-E criterion: cross-entropy plus :func:`sup_e_penalty`.
+
+    Parameters
+    ----------
+    beta : float, default=0.1
+        Weight of ``sum_n tr(Sigma_n^-1)``.
+    l2 : float, default=1e-4
+        Weight of the Gaussian prior ``sum_n ||mu_n||^2`` on the class means.
 
     Examples
     --------
+    The criterion of :class:`SupENet`, on the logits of :func:`sup_e_logits`:
+
     >>> import torch
     >>> z, y = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.tensor([0, 1])
     >>> means, log_var = z.clone(), torch.zeros(2)
-    >>> loss = sup_e_objective(sup_e_logits(z, means, log_var), y, means, log_var)
-    >>> bool(loss == sup_e_loss(z, y, means, log_var))
-    True
+    >>> loss = SupELoss(beta=0.1)(sup_e_logits(z, means, log_var), y, means, log_var)
+    >>> loss.shape
+    torch.Size([])
     """
-    return F.cross_entropy(logits, y.long()) + sup_e_penalty(
-        class_means, class_log_var, beta=beta, l2=l2
-    )
+
+    def __init__(self, beta: float = 0.1, l2: float = 1e-4):
+        super().__init__()
+        self.beta = beta
+        self.l2 = l2
+
+    def forward(self, logits, y, class_means, class_log_var):
+        """Loss of Sup-E ``logits`` (n, n_classes) for class indices ``y``."""
+        return F.cross_entropy(logits, y.long()) + sup_e_penalty(
+            class_means, class_log_var, beta=self.beta, l2=self.l2)
