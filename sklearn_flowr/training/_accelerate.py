@@ -10,7 +10,7 @@ from contextlib import contextmanager
 import torch
 from skorch.hf import AccelerateMixin
 
-from ._loaders import _accelerate_batch_loader, _episode_loader
+from ._loaders import _episode_loader
 from ._nets import EpisodicMetaNet, SupENet, SupFCNet, epoch_source
 
 __all__ = [
@@ -167,16 +167,7 @@ class _AcceleratedEpisodes(_AcceleratedNet):
                                         **fit_params)
 
 
-class _AcceleratedBatches(_AcceleratedNet):
-    """Mini-batch nets: accelerate's shardable one-index batch loader."""
-
-    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
-                 iterator_valid=_accelerate_batch_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
-
-
-class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
+class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
     """Sup-E pre-training through accelerate (``accelerator``, device placement
     left to it); each process trains on its shard of every epoch's mini-batches.
 
@@ -197,7 +188,7 @@ class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
     """
 
 
-class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
+class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
     """Sup-FC pre-training through accelerate, as :class:`AcceleratedSupENet`.
 
     Examples
