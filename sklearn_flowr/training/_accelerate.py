@@ -1,11 +1,7 @@
 """Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate:
-skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`,
-plus loaders accelerate can shard and losses read off the bare module.
-"""
+skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`."""
 
 from __future__ import annotations
-
-from contextlib import contextmanager
 
 import torch
 from skorch.hf import AccelerateMixin
@@ -40,20 +36,17 @@ def _discard(text):
 
 
 def _forget(accelerator, registry: str, keep) -> None:
-    """Drop from an accelerator registry (kept for ``save_state``) the objects
-    ``keep`` rejects, so a fit's modules and data are not pinned in memory.
-    """
+    """Drop from an accelerator registry the objects ``keep`` rejects (a fit's
+    modules and data are not pinned in memory for ``save_state``)."""
     objects = getattr(accelerator, registry, None)
     if isinstance(objects, list):
         objects[:] = [obj for obj in objects if keep(obj)]
 
 
-# -------------------------------------------------------------------- mixins
 class _AcceleratedNet:
     """What the FLOWR nets add to ``AccelerateMixin`` (before it in the bases)."""
 
     def initialize(self):
-        """Initialise, with a clear error when no accelerator is given."""
         if self.accelerator is None:
             _import_accelerate()
             raise ValueError(
@@ -122,42 +115,9 @@ class _AcceleratedNet:
         if torch.device(self.device) == target:
             self.device = None
 
-    @contextmanager
-    def _bare_module(self):
-        """``module_`` without DDP's wrapper for the block (the losses read
-        parameters off it; gradients through them are still synchronised).
-        """
-        wrapped = self.module_
-        bare = self.accelerator.unwrap_model(wrapped)
-        if bare is wrapped:
-            yield
-            return
-        self.module_ = bare
-        try:
-            yield
-        finally:
-            self.module_ = wrapped
-
-    def get_loss(self, y_pred, y_true, X=None, training=False):
-        """The net's own loss, computed on the bare module."""
-        with self._bare_module():
-            return super().get_loss(y_pred, y_true, X=X, training=training)
-
-    def train_step_single(self, batch, **fit_params):
-        """AccelerateMixin's step, under the net's own ``autocast`` if it has one."""
-        dtype = getattr(self, "autocast", None)
-        with torch.autocast(self.accelerator.device.type, dtype=dtype,
-                            enabled=dtype is not None):
-            return super().train_step_single(batch, **fit_params)
-
-
-class _AcceleratedEpisodes(_AcceleratedNet):
-    """Keep accelerate's per-pass ``set_epoch`` on the dataset's own epoch."""
-
     def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
-        """Run one pass, the prepared loader set to the episodes' own epoch first
-        (accelerate would set its pass count).
-        """
+        # The prepared loader gets the episodes' own epoch (accelerate would
+        # set its pass count).
         if iterator is not None and hasattr(iterator, "set_epoch"):
             source = epoch_source(getattr(iterator, "dataset", None))
             epoch = getattr(source, "epoch", None)
@@ -165,6 +125,23 @@ class _AcceleratedEpisodes(_AcceleratedNet):
                 iterator.set_epoch(int(epoch))
         return super().run_single_epoch(iterator, training, prefix, step_fn,
                                         **fit_params)
+
+    def get_loss(self, y_pred, y_true, X=None, training=False):
+        """The net's own loss, on the module without DDP's wrapper (the losses
+        read parameters off it; their gradients are still synchronised)."""
+        wrapped = self.module_
+        self.module_ = self.accelerator.unwrap_model(wrapped)
+        try:
+            return super().get_loss(y_pred, y_true, X=X, training=training)
+        finally:
+            self.module_ = wrapped
+
+    def train_step_single(self, batch, **fit_params):
+        """AccelerateMixin's step, under the net's own ``autocast`` if it has one."""
+        dtype = getattr(self, "autocast", None)
+        with torch.autocast(self.accelerator.device.type, dtype=dtype,
+                            enabled=dtype is not None):
+            return super().train_step_single(batch, **fit_params)
 
 
 class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
@@ -208,8 +185,7 @@ class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
     """
 
 
-class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
-                                 EpisodicMetaNet):
+class AcceleratedEpisodicMetaNet(_AcceleratedNet, AccelerateMixin, EpisodicMetaNet):
     """Meta-training through accelerate: process ``p`` of ``P`` trains on
     episodes ``p, p + P, ...`` of the epoch's draw, the same episodes as one process.
 
