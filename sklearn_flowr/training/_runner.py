@@ -26,16 +26,7 @@ __all__ = ["StageRunner", "frozen_last_layer"]
 def frozen_last_layer(encoder: torch.nn.Module):
     """The last linear layer of an encoder that trains only that layer (every
     other parameter frozen, every other layer in evaluation mode in training),
-    else None.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder, MLPEncoder
-    >>> frozen_last_layer(MLPEncoder(8, embedding_dim=4)) is None
-    True
-    >>> frozen_last_layer(EfficientNetLite0Encoder(pretrained=False))
-    Linear(in_features=1280, out_features=64, bias=True)
-    """
+    else None."""
     try:
         layer = last_linear_layer(encoder)
     except (TypeError, ValueError):
@@ -61,21 +52,7 @@ class StageRunner:
     shares (``seeded``: from the user's ``random_state``), the optional
     ``accelerator`` and ``checkpoint_dir`` (a sub-folder per stage),
     ``verbose``, ``n_jobs`` (torch's CPU threads, :func:`torch_threads`) and
-    the skorch ``history`` of each stage.
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> from sklearn_flowr.training import SupENet
-    >>> runner = StageRunner(torch.device("cpu"), seed=0)
-    >>> net = runner.net(SupENet, module__encoder=MLPEncoder(8, embedding_dim=4),
-    ...                  module__n_classes=2, verbose=0)
-    >>> X = np.random.default_rng(0).normal(size=(20, 8)).astype("f4")
-    >>> net = runner.fit(net, "pretrain", 2, X, np.arange(20) % 2)
-    >>> len(runner.history["pretrain"])
-    2
-    """
+    the skorch ``history`` of each stage."""
 
     device: torch.device
     seed: int
