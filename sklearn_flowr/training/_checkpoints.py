@@ -51,17 +51,13 @@ def _sync(path: str) -> None:
     # Sync a file before its rename, or a folder after it (not on Windows).
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if os.path.isdir(path):
-            return
-        raise
-    try:
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError:
         if not os.path.isdir(path):
             raise
-    finally:
-        os.close(fd)
 
 
 def _remove_quietly(paths) -> None:
@@ -70,21 +66,11 @@ def _remove_quietly(paths) -> None:
             os.unlink(path)
 
 
-def remove_stale_temporaries(directory) -> list:
-    """Remove the temporary files a killed writer left in ``directory``; the paths."""
-    directory = os.fspath(directory)
-    try:
-        names = os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    removed = []
-    for name in sorted(names):
-        path = os.path.join(directory, name)
-        if _TEMPORARY.match(name) and os.path.isfile(path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                removed.append(path)
-    return removed
+def remove_stale_temporaries(directory) -> None:
+    """Remove the temporary files a killed writer left in ``directory``."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        _remove_quietly([os.path.join(directory, name)
+                         for name in os.listdir(directory) if _TEMPORARY.match(name)])
 
 
 def _checkpoint_files(directory: str) -> list:
@@ -292,32 +278,22 @@ class AtomicCheckpoint(Checkpoint):
         if self.f_history is not None:
             targets.append(("f_history", self.f_history_))
         written = []
-        try:
+        try:  # a renamed temporary file is gone: removing it does nothing
             for key, path in targets:
-                tmp = temporary_name(path)
-                written.append(tmp)
-                net.save_params(**{key: tmp, "use_safetensors": self.use_safetensors})
-                _sync(tmp)
-        except Exception as exc:  # torch and json raise many types
+                written.append(temporary_name(path))
+                net.save_params(**{key: written[-1],
+                                   "use_safetensors": self.use_safetensors})
+                _sync(written[-1])
+            for tmp, (_, path) in zip(written, targets, strict=True):
+                os.replace(tmp, path)
+        except Exception as exc:  # torch, json and the disk raise many types
             _remove_quietly(written)
             warnings.warn(
                 f"Cannot write the checkpoint file {path} ({type(exc).__name__}"
-                f": {exc}); the checkpoint keeps the previous epoch and "
-                "training goes on.", UserWarning, stacklevel=2)
+                f": {exc}); the checkpoint's history keeps the previous epoch "
+                "and training goes on.", UserWarning, stacklevel=2)
             return
         except BaseException:  # KeyboardInterrupt: leave no temporary file
             _remove_quietly(written)
             raise
-        done = 0
-        try:
-            for tmp, (_, path) in zip(written, targets, strict=True):
-                os.replace(tmp, path)
-                done += 1
-        except OSError as exc:
-            _remove_quietly(written[done:])
-            warnings.warn(
-                f"Cannot replace the checkpoint file {path} ({exc}); the "
-                "checkpoint's history keeps the previous epoch and training "
-                "goes on.", UserWarning, stacklevel=2)
-            return
         _sync(self.dirname)
