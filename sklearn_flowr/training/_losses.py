@@ -1,6 +1,5 @@
 """Meta-training (episode) losses of FLOWR in torch, on the ``_core`` maths the
-NumPy head runs. Columns: known-known classes, support classes, novel last.
-"""
+NumPy head runs. Columns: known-known classes, support classes, novel last."""
 
 from __future__ import annotations
 
@@ -25,8 +24,6 @@ __all__ = ["FLOWRMetaLoss", "flowr_episode_logits", "meta_training_loss"]
 
 def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
     """A tensor on ``like``'s device and dtype (tensors keep their graph)."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device=like.device, dtype=like.dtype)
     return torch.as_tensor(value, device=like.device, dtype=like.dtype)
 
 

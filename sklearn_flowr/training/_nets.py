@@ -164,12 +164,11 @@ class SupFCNet(_PretrainingNet):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
-    >>> y = np.repeat(np.arange(4), 10)
-    >>> net = SupFCNet(module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-    ...                module__n_classes=4, max_epochs=1, verbose=0).fit(X, y)
+    >>> X, y = np.eye(8, dtype="float32"), np.arange(8) % 2
+    >>> net = SupFCNet(module__encoder=MLPEncoder(8, embedding_dim=4),
+    ...                module__n_classes=2, max_epochs=1, verbose=0).fit(X, y)
     >>> net.predict(X).shape
-    (40,)
+    (8,)
     """
 
     _stage = ("Sup-FC pre-training", "pretrain__lr")
@@ -223,14 +222,11 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
         >>> import numpy as np, torch
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> from sklearn_flowr.training import EpisodeDataset
-        >>> y = np.repeat(np.arange(5), 12)
-        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
-        >>> net = EpisodicMetaNet(
-        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...     autocast=torch.bfloat16, verbose=0, random_state=0).initialize()
-        >>> step = net.train_step_single(
-        ...     EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0])
-        >>> step["loss"].dtype  # the loss stays float32
+        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
+        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4),
+        ...                       autocast=torch.bfloat16).initialize()
+        >>> episode = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
+        >>> net.train_step_single(episode)["loss"].dtype  # the loss stays float32
         torch.float32
         """
         # skorch's device=None leaves the module where it is: the CPU here.
@@ -247,13 +243,10 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
         >>> import numpy as np
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> from sklearn_flowr.training import EpisodeDataset
-        >>> y = np.repeat(np.arange(5), 12)
-        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
-        >>> net = EpisodicMetaNet(
-        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...     verbose=0).initialize()
-        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1,
-        ...                                 n_query=2)[0]
+        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
+        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4)
+        ...                       ).initialize()
+        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
         >>> net.infer(episode).shape == (len(labels), 4)  # one embedding a row
         True
         """
