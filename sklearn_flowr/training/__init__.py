@@ -52,11 +52,18 @@ from ._accelerate import (
 from ._device import torch_threads
 from ._episodes import EpisodeDataset
 from ._fine_tune import embed, fine_tune_last_layer
-from ._losses import FLOWRMetaLoss, flowr_episode_logits, meta_training_loss
+from ._losses import (
+    FLOWRMetaLoss,
+    SupELoss,
+    flowr_episode_logits,
+    meta_training_loss,
+    sup_e_logits,
+    sup_e_loss,
+    sup_e_penalty,
+)
 from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
 from ._nets import EpisodicMetaNet, SupENet, SupFCNet
 from ._stages import MetaTraining, SupE, SupFC
-from ._sup_e_losses import SupELoss, sup_e_logits, sup_e_loss, sup_e_penalty
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",

@@ -16,9 +16,8 @@ from skorch.utils import to_tensor
 
 from ._device import to_device
 from ._loaders import _batch_index_loader
-from ._losses import FLOWRMetaLoss
+from ._losses import FLOWRMetaLoss, SupELoss
 from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
-from ._sup_e_losses import SupELoss
 
 __all__ = ["EpisodicMetaNet", "StopOnNonFiniteLoss", "SupENet", "SupFCNet"]
 
