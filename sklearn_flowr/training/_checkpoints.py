@@ -17,8 +17,9 @@ from skorch.history import History
 
 from ..saving import temporary_name, write_atomically
 
-__all__ = ["AtomicCheckpoint", "check_fingerprint", "check_stage_fingerprint",
-           "checkpointed_epochs", "remove_stale_temporaries", "wrong_weights"]
+__all__ = ["AtomicCheckpoint", "attach_checkpoint", "check_fingerprint",
+           "check_stage_fingerprint", "checkpointed_epochs", "remove_stale_temporaries",
+           "wrong_weights"]
 
 FINGERPRINT_FILE = "fingerprint.json"
 # skorch Checkpoint's default names; one of them in a sub-folder marks it.
@@ -187,8 +188,18 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
         raise _another_fit(checkpoint.dirname, differences)
 
 
-def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
-    """:func:`checkpointed_epochs`, refused when more than ``epochs``."""
+def attach_checkpoint(net, directory, stage: str, epochs: int, seed, *,
+                      start_over: bool = False):
+    """Give ``net`` an :class:`AtomicCheckpoint` in ``directory/stage`` and the
+    resumption from it; the checkpoint and the epochs it holds (refused when
+    more than ``epochs``; ``start_over``: its files deleted first)."""
+    from skorch.callbacks import LoadInitState
+
+    checkpoint = AtomicCheckpoint(monitor=None,
+                                  dirname=os.path.join(os.fspath(directory), stage))
+    if start_over:
+        _remove_quietly([os.path.join(checkpoint.dirname, name)
+                         for name in CHECKPOINT_FILES])
     done = checkpointed_epochs(checkpoint)
     if done > epochs:
         raise ValueError(
@@ -196,13 +207,13 @@ def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
             f"and this fit asks for {epochs} ({stage}__epochs): its result "
             "would be the longer run's. Give another checkpoint_dir, or delete "
             "this one to start over.")
-    return done
-
-
-def remove_checkpoint(checkpoint) -> None:
-    """Delete a stage's checkpoint files (an earlier stage trained further)."""
-    _remove_quietly([os.path.join(checkpoint.dirname, name)
-                     for name in CHECKPOINT_FILES])
+    check_stage_fingerprint(checkpoint, net, seed)
+    # Loaded as weights only: no checkpoint file can run code.
+    net.set_params(
+        callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
+                   ("resume", LoadInitState(checkpoint))],
+        torch_load_kwargs={**(net.torch_load_kwargs or {}), "weights_only": True})
+    return checkpoint, done
 
 
 def checkpointed_epochs(checkpoint) -> int:

@@ -44,18 +44,13 @@ def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
             f"The smallest class has {sizes.min()} rows: episodes need at least "
             f"n_query + 1 = {meta.n_query + 1} rows per class."
         )
+    common = dict(n_query=meta.n_query, n_unknown=meta.n_unknown,
+                  n_episodes=meta.episodes_per_epoch, random_state=seed)
     if setting == "small":
         n_way = min(meta.n_way, len(sizes) - meta.n_unknown)
-        return EpisodeDataset(X, y_index, setting="small", n_way=n_way,
-                              shots=(1, max_shots), n_query=meta.n_query,
-                              n_unknown=meta.n_unknown,
-                              n_episodes=meta.episodes_per_epoch,
-                              random_state=seed)
-    return EpisodeDataset(X, y_index, setting="large",
-                          n_way=min(meta.n_way, len(known)),
-                          n_query=meta.n_query, n_unknown=meta.n_unknown,
-                          known_classes=known,
-                          n_episodes=meta.episodes_per_epoch, random_state=seed)
+        return EpisodeDataset(X, y_index, n_way=n_way, shots=(1, max_shots), **common)
+    return EpisodeDataset(X, y_index, setting="large", known_classes=known,
+                          n_way=min(meta.n_way, len(known)), **common)
 
 
 def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,

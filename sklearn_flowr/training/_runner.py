@@ -10,13 +10,7 @@ from sklearn.utils.validation import check_random_state
 
 from ..encoders import last_linear_layer
 from ._accelerate import accelerated
-from ._checkpoints import (
-    AtomicCheckpoint,
-    check_saved_epochs,
-    check_stage_fingerprint,
-    remove_checkpoint,
-    wrong_weights,
-)
+from ._checkpoints import attach_checkpoint, wrong_weights
 from ._device import resolve_device, torch_threads
 from ._fine_tune import layer_inputs
 
@@ -128,21 +122,10 @@ class StageRunner:
     def _fit(self, net, stage, epochs, X, y):
         done = 0
         if self.checkpoint_dir is not None:
-            from skorch.callbacks import LoadInitState
-
-            # Files replaced whole (a kill mid-write leaves the last epoch's),
-            # and loaded as weights only: no checkpoint file can run code.
-            checkpoint = AtomicCheckpoint(monitor=None, dirname=os.path.join(
-                os.fspath(self.checkpoint_dir), stage))
-            if self.trained:  # started from an earlier stage's older weights
-                remove_checkpoint(checkpoint)
-            done = check_saved_epochs(checkpoint, epochs, stage)
-            check_stage_fingerprint(checkpoint, net, self.seed if self.seeded else None)
-            net.set_params(
-                callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
-                           ("resume", LoadInitState(checkpoint))],
-                torch_load_kwargs={**(net.torch_load_kwargs or {}),
-                                   "weights_only": True})
+            # An earlier stage that trained on makes this one's files stale.
+            checkpoint, done = attach_checkpoint(
+                net, self.checkpoint_dir, stage, epochs,
+                self.seed if self.seeded else None, start_over=self.trained)
             epochs = max(epochs - done, 0)
         try:
             if epochs == 0:
