@@ -29,9 +29,9 @@ def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(value, device=like.device, dtype=like.dtype)
 
 
-def _on_host(labels: torch.Tensor) -> torch.Tensor:
-    """Labels as a CPU int64 tensor (a copy from the GPU synchronises once)."""
-    return labels.detach().to("cpu").long()
+def on_host(labels, dtype=torch.long) -> torch.Tensor:
+    """Episode labels or masks as a CPU tensor (a GPU copy synchronises once)."""
+    return torch.as_tensor(labels).detach().to("cpu", dtype)
 
 
 def _episode_coefficients(
@@ -53,7 +53,7 @@ def _episode_coefficients(
     # A support class without a row has count 0 < a: no prior mass, NaN logs.
     # Checked on the host copy of the labels (no GPU synchronisation when the
     # labels come from the host, as the episode sampler gives them).
-    columns_host = _on_host(y_support) - n_known
+    columns_host = on_host(y_support) - n_known
     host_counts = torch.bincount(
         columns_host[(columns_host >= 0) & (columns_host < n_way)], minlength=n_way)
     if n_way and bool((host_counts == 0).any()):
@@ -242,7 +242,7 @@ def meta_training_loss(
         class_prior=class_prior, known_nat_mean=known_nat_mean,
         known_precision=known_precision, known_counts=known_counts,
     )
-    y_host = _on_host(y_query)
+    y_host = on_host(y_query)
     # Every unknown-unknown query row is labelled novel, the last column.
     target = y_host.clamp(max=scores.counts.shape[0])
     loss = F.cross_entropy(scores.logits,

@@ -16,15 +16,10 @@ from skorch.utils import to_tensor
 
 from ._device import to_device
 from ._loaders import _batch_index_loader
-from ._losses import FLOWRMetaLoss, SupELoss
+from ._losses import FLOWRMetaLoss, SupELoss, on_host
 from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
 
 __all__ = ["EpisodicMetaNet", "StopOnNonFiniteLoss", "SupENet", "SupFCNet"]
-
-
-def _host_tensor(value) -> torch.Tensor:
-    """A CPU tensor of episode labels or masks (a GPU copy synchronises once)."""
-    return value.detach().cpu() if torch.is_tensor(value) else torch.as_tensor(value)
 
 
 def epoch_source(dataset):
@@ -257,8 +252,8 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
         """The FLOWR loss of an episode: its embeddings (support first) split by
         ``X["is_query"]``; labels stay on the host, the loss runs in float32.
         """
-        y_true = _host_tensor(y_true).long()
-        is_query = _host_tensor(X["is_query"]).bool()
+        y_true = on_host(y_true)
+        is_query = on_host(X["is_query"], torch.bool)
         module = self.module_
         n_known = module.n_known
         y_support = y_true[~is_query]
