@@ -1,12 +1,9 @@
 """Training FLOWR encoders: Sup-E / Sup-FC pre-training, meta-training, fine-tuning.
 
-The stages :class:`~sklearn_flowr.FLOWRClassifier` is composed of
-(:class:`SupE`, :class:`SupFC`, :class:`MetaTraining`); the torch losses, on
-the same ``_core`` maths as the NumPy head; the modules and skorch nets that
-train them (also through Hugging Face accelerate, :func:`accelerated`); the
-episodes (:class:`EpisodeDataset`); and the test-time helpers (:func:`embed`,
-:func:`fine_tune_last_layer`). :mod:`sklearn_flowr.training.pipeline` chains
-the stages for ``FLOWRClassifier``.
+The stages of :class:`~sklearn_flowr.FLOWRClassifier` (:class:`SupE`,
+:class:`SupFC`, :class:`MetaTraining`), the torch losses, modules, episodes and
+skorch nets that train them, and the test-time helpers (:func:`embed`,
+:func:`fine_tune_last_layer`); :mod:`sklearn_flowr.training.pipeline` chains them.
 
 References
 ----------

@@ -41,13 +41,6 @@ def _describe(value, weights: bool = True) -> str:
     return repr(value)
 
 
-def _fingerprint(X, y, params) -> dict:
-    # Epochs are checked against the saved histories (check_saved_epochs).
-    shaping = {name: _describe(value) for name, value in sorted(params.items())
-               if not name.endswith("epochs")}
-    return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
-
-
 def _sync(path: str) -> None:
     # Sync a file before its rename, or a folder after it (not on Windows).
     try:
@@ -85,22 +78,18 @@ def _checkpoint_files(directory: str) -> list:
     return found
 
 
-def _check_fields(old, fields: set) -> None:
-    if not isinstance(old, dict) or set(old) != fields:
-        raise ValueError(f"expected an object with the fields {sorted(fields)}")
-    if not all(isinstance(old[key], dict) and all(isinstance(value, str)
-                                                  for value in old[key].values())
-               or isinstance(old[key], str) for key in fields):
-        raise ValueError("each field must be a string or an object of strings")
-
-
 def _read_fingerprint(path: str, directory: str, fields: set) -> dict:
     """The fingerprint stored at ``path``; a ValueError advising to start over
     when it is not one."""
     try:
         with open(path, encoding="utf-8") as file:
             old = json.load(file)
-        _check_fields(old, fields)
+        if not isinstance(old, dict) or set(old) != fields or not all(
+                isinstance(value, str) or isinstance(value, dict) and all(
+                    isinstance(text, str) for text in value.values())
+                for value in old.values()):
+            raise ValueError(f"expected an object with the fields {sorted(fields)}, "
+                             "each a string or an object of strings")
     except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
         detail = (str(exc) if type(exc) is ValueError
                   else f"{type(exc).__name__}: {exc}")
@@ -139,7 +128,10 @@ def _write_fingerprint(path: str, fingerprint: dict) -> None:
 def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
     """Record this fit's fingerprint (data, ``params`` but the epoch counts) in
     ``directory``, or fail on another fit's; ``restart`` deletes ours first."""
-    new = _fingerprint(X, y, params)
+    # Epochs are checked against the saved histories (attach_checkpoint).
+    new = {"data": joblib.hash((np.asarray(X), np.asarray(y))),
+           "params": {name: _describe(value) for name, value in sorted(params.items())
+                      if not name.endswith("epochs")}}
     directory = os.fspath(directory)
     path = os.path.join(directory, FINGERPRINT_FILE)
     remove_stale_temporaries(directory)

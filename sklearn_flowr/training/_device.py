@@ -1,7 +1,5 @@
-"""Where modules and tensors live, torch's CPU threads, and CUDA's numerics
-for a block (TF32 off, deterministic cuDNN); each context restores the
-previous global setting on exit.
-"""
+"""Where modules and tensors live, torch's CPU threads, and CUDA's numerics for a
+block (TF32 off, deterministic cuDNN), each context restoring the previous setting."""
 
 from __future__ import annotations
 
