@@ -36,7 +36,7 @@ def on_host(labels, dtype=torch.long) -> torch.Tensor:
 
 def _episode_coefficients(
     z_support, y_support, n_way, *, prior_mean, prior_log_var, sigma,
-    known_nat_mean, known_precision, known_counts,
+    known_nat_mean=None, known_precision=None, known_counts=None,
 ):
     """Density coefficients of every column (novel last), the classes' CRP
     counts, and the prior's ``q0``, ``lam0``.
@@ -200,24 +200,16 @@ def meta_training_loss(
     y_query: torch.Tensor,
     n_way: int,
     *,
-    prior_mean,
-    prior_log_var,
-    beta_raw,
-    a: float,
-    sigma: float,
-    class_prior: str,
     lambda_adapt: float = 0.1,
-    known_nat_mean: torch.Tensor | None = None,
-    known_precision: torch.Tensor | None = None,
-    known_counts: torch.Tensor | None = None,
+    **head,
 ) -> torch.Tensor:
     """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``.
 
     NLL of the ``(n_known + n_way + 1)``-way query predictions (``y_query``
     columns ``>= n_known + n_way`` are unknown-unknown classes, labelled
     novel), and ``L_adapt`` the NLL of recognising each unknown-unknown class
-    from its first query row (0 when none has two rows). Other parameters as
-    :func:`flowr_episode_logits`.
+    from its first query row (0 when none has two rows). ``head``: the
+    keyword arguments of :func:`flowr_episode_logits`.
 
     References
     ----------
@@ -236,12 +228,7 @@ def meta_training_loss(
     >>> loss.ndim, bool(loss > 0)
     (0, True)
     """
-    scores = _score_episode(
-        z_support, y_support, z_query, n_way, prior_mean=prior_mean,
-        prior_log_var=prior_log_var, beta_raw=beta_raw, a=a, sigma=sigma,
-        class_prior=class_prior, known_nat_mean=known_nat_mean,
-        known_precision=known_precision, known_counts=known_counts,
-    )
+    scores = _score_episode(z_support, y_support, z_query, n_way, **head)
     y_host = on_host(y_query)
     # Every unknown-unknown query row is labelled novel, the last column.
     target = y_host.clamp(max=scores.counts.shape[0])
@@ -249,8 +236,8 @@ def meta_training_loss(
                            to_device(target, z_query.device))
     if lambda_adapt == 0:
         return loss
-    adapt = _adaptation_nll(z_query, y_host, scores, sigma=sigma,
-                            class_prior=class_prior, a=a)
+    adapt = _adaptation_nll(z_query, y_host, scores, sigma=head["sigma"],
+                            class_prior=head["class_prior"], a=head["a"])
     return loss + lambda_adapt * adapt
 
 
