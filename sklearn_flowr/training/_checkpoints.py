@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -33,11 +34,14 @@ _NET_RUN_SETTINGS = {"callbacks", "verbose", "device", "max_epochs",
 
 
 def _describe(value, weights: bool = True) -> str:
-    """A setting as text; a module also by the hash of its weights."""
+    """A setting as text another process writes alike; a module also by the hash
+    of its weights."""
     if isinstance(value, torch.nn.Module) and weights:
         state = {name: tensor.detach().cpu().numpy()
                  for name, tensor in value.state_dict().items()}
         return f"{value!r} weights {joblib.hash(state)}"
+    if inspect.isroutine(value):  # its repr holds its memory address
+        return f"<function {value.__module__}.{value.__qualname__}>"
     return repr(value)
 
 
@@ -165,7 +169,8 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
     or fail on another run's."""
     params = {name: _describe(value, weights=seed is not None) for name, value
               in sorted(net.get_params(deep=False).items())
-              if name not in _NET_RUN_SETTINGS and not name.startswith("callbacks__")}
+              if name not in _NET_RUN_SETTINGS  # skorch's own "_" records too
+              and not name.startswith(("callbacks__", "_"))}
     new = {"net": params, "seed": repr(seed)}
     path = os.path.join(checkpoint.dirname, FINGERPRINT_FILE)
     if not os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
