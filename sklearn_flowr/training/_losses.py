@@ -24,6 +24,10 @@ __all__ = ["FLOWRMetaLoss", "SupELoss", "flowr_episode_logits", "meta_training_l
            "sup_e_logits", "sup_e_loss", "sup_e_penalty"]
 
 
+# The paper's weights, the defaults of every entry point that takes them.
+SUP_E_BETA, SUP_E_L2, LAMBDA_ADAPT = 0.1, 1e-4, 0.1
+
+
 def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
     """A tensor on ``like``'s device and dtype (tensors keep their graph)."""
     return torch.as_tensor(value, device=like.device, dtype=like.dtype)
@@ -200,7 +204,7 @@ def meta_training_loss(
     y_query: torch.Tensor,
     n_way: int,
     *,
-    lambda_adapt: float = 0.1,
+    lambda_adapt: float = LAMBDA_ADAPT,
     **head,
 ) -> torch.Tensor:
     """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``.
@@ -312,7 +316,7 @@ class FLOWRMetaLoss(nn.Module):
     True
     """
 
-    def __init__(self, lambda_adapt: float = 0.1):
+    def __init__(self, lambda_adapt: float = LAMBDA_ADAPT):
         super().__init__()
         self.lambda_adapt = lambda_adapt
 
@@ -346,7 +350,7 @@ def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
 
 
 def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
-                  beta: float = 0.1, l2: float = 1e-4) -> torch.Tensor:
+                  beta: float = SUP_E_BETA, l2: float = SUP_E_L2) -> torch.Tensor:
     """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``
     (``tr(Sigma_n^-1) = d / s_n`` keeps the variances from collapsing; ``l2`` is
     a weak Gaussian prior on the means).
@@ -368,8 +372,8 @@ def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
 
 
 def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
-               class_log_var: torch.Tensor, *, beta: float = 0.1,
-               l2: float = 1e-4) -> torch.Tensor:
+               class_log_var: torch.Tensor, *, beta: float = SUP_E_BETA,
+               l2: float = SUP_E_L2) -> torch.Tensor:
     """Sup-E pre-training loss: mean cross-entropy of the Gaussian logits of ``z``
     for class indices ``y``, plus :func:`sup_e_penalty` (not averaged).
 
@@ -396,10 +400,8 @@ class SupELoss(nn.Module):
 
     Parameters
     ----------
-    beta : float, default=0.1
-        Weight of ``sum_n tr(Sigma_n^-1)``.
-    l2 : float, default=1e-4
-        Weight of the Gaussian prior ``sum_n ||mu_n||^2`` on the class means.
+    beta, l2 : float, default=0.1, 1e-4
+        The weights of :func:`sup_e_penalty`, >= 0.
 
     Examples
     --------
@@ -413,7 +415,7 @@ class SupELoss(nn.Module):
     torch.Size([])
     """
 
-    def __init__(self, beta: float = 0.1, l2: float = 1e-4):
+    def __init__(self, beta: float = SUP_E_BETA, l2: float = SUP_E_L2):
         super().__init__()
         self.beta = beta
         self.l2 = l2

@@ -8,6 +8,8 @@ from numbers import Integral, Real
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
+from ._losses import LAMBDA_ADAPT, SUP_E_BETA
+
 __all__ = ["MetaTraining", "SupE", "SupFC", "check_stages", "meta_encoder_lr",
            "pretraining_lr"]
 
@@ -71,7 +73,7 @@ class SupE(_Pretraining):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE, beta=0.1):
+    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE, beta=SUP_E_BETA):
         super().__init__(epochs=epochs, lr=lr, batch_size=batch_size)
         self.beta = beta
 
@@ -170,7 +172,7 @@ class MetaTraining(_Stage):
                  n_unknown=2, encoder_lr=None, prior_lr=1e-2, episode_discount=0.5,
                  episode_noise=0.5, learn_episode_noise=False,
                  episode_class_prior="crp", episode_known_count=1.0,
-                 lambda_adapt=0.1, class_stats="empirical",
+                 lambda_adapt=LAMBDA_ADAPT, class_stats="empirical",
                  match_episode_noise=True, known_table="refit", autocast=None):
         self.epochs = epochs
         self.episodes_per_epoch = episodes_per_epoch
