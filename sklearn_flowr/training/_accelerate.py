@@ -6,8 +6,7 @@ from __future__ import annotations
 import torch
 from skorch.hf import AccelerateMixin
 
-from ._loaders import _episode_loader
-from ._nets import EpisodicMetaNet, SupENet, SupFCNet, epoch_source
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet, _episode_loader, epoch_source
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
