@@ -43,8 +43,7 @@ def _episode_coefficients(
     known_nat_mean=None, known_precision=None, known_counts=None,
 ):
     """Density coefficients of every column (novel last), the classes' CRP
-    counts, and the prior's ``q0``, ``lam0``.
-    """
+    counts, and the prior's ``q0``, ``lam0``."""
     dtype_like = z_support
     # A scalar mean stands for the same value in every dimension.
     prior_mean = torch.broadcast_to(_as_tensor(prior_mean, dtype_like),

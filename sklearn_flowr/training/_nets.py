@@ -122,8 +122,7 @@ class _PlainPrintLog(PrintLog):
 
 class StopOnNonFiniteLoss(Callback):
     """Stop at the first step whose loss is not finite, naming the ``stage`` and
-    the FLOWRClassifier parameter ``lr_param`` of the rate to lower.
-    """
+    the FLOWRClassifier parameter ``lr_param`` of the rate to lower."""
 
     def __init__(self, stage="training", lr_param=None):
         self.stage = stage

@@ -14,8 +14,7 @@ __all__ = ["TensorState", "modules_from_state", "modules_to_state",
 
 class TensorState:
     """A tensor as a CPU NumPy array, and whether it was a parameter, needed
-    gradients, was bfloat16 or channels-last.
-    """
+    gradients, was bfloat16 or channels-last."""
 
     # Whether the tensor was 4-d and channels-last (NHWC strides): the
     # layout, not stored by the array, which a module may compute faster in
@@ -69,8 +68,7 @@ def _convert_value(value, convert, kind):
 
 def modules_to_state(modules: tuple) -> tuple:
     """Copies of ``modules`` (``None`` allowed) holding :class:`TensorState`
-    objects for tensors; one deep copy, so shared modules stay shared.
-    """
+    objects for tensors; one deep copy, so shared modules stay shared."""
     # Deep-copying CUDA tensors would allocate on the GPU: copy structure only,
     # with the tensors swapped for their states on the way.
     # The tensor stores (_parameters, _buffers) are dicts among the module's

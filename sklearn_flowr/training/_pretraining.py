@@ -38,11 +38,9 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None,
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
              lr: float = 1e-3, learned_stats: bool = False,
              return_embedding: bool = False):
-    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None, at the
-    resolved rate ``lr``) and read the class table that starts meta-training:
-    ``(encoder, means (n_classes, d), variances (n_classes,))``, from Sup-E's
-    learned class parameters with ``learned_stats``, plus the embedding it was read
-    from (or None) with ``return_embedding``. The history goes under "pretrain"."""
+    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None) and read the
+    class table ``(encoder, means, variances)`` that starts meta-training (Sup-E's
+    own with ``learned_stats``), plus its embedding with ``return_embedding``."""
     batch_size = getattr(stage, "batch_size", BATCH_SIZE)
     trainee, X = runner.trainable(encoder.to(runner.device), X, batch_size)
     if stage is None:
@@ -92,11 +90,9 @@ def _scale_last_layer(encoder, factor: float) -> None:
 def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
                       batch_size: int, verbose: int = 0, embedding=None,
                       n_jobs=None):
-    """Scale the last linear layer so the mean within-class variance of the
-    embedding equals ``noise`` (not in the paper); the class table rescaled
-    alike, and the factor. An encoder whose output is not linear in that layer
-    is left alone, with a warning (factor 1.0). ``embedding``: the rows'
-    :func:`embed_rows` when already computed."""
+    """Scale the last linear layer so the mean within-class variance is ``noise``;
+    the class table rescaled alike and the factor (1.0, with a warning, for an
+    encoder not linear in that layer; ``embedding``: the rows' when computed)."""
     Z = embedding
     if Z is None:
         Z = embed_rows(encoder, X, batch_size, n_jobs=n_jobs,

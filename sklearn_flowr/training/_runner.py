@@ -41,12 +41,8 @@ def frozen_last_layer(encoder: torch.nn.Module):
 
 @dataclasses.dataclass
 class StageRunner:
-    """The shared context of FLOWR's training stages: the ``device`` (the
-    accelerator's when one is given), the ``seed`` every stage and process
-    shares (``seeded``: from the user's ``random_state``), the optional
-    ``accelerator`` and ``checkpoint_dir`` (a sub-folder per stage),
-    ``verbose``, ``n_jobs`` (torch's CPU threads, :func:`torch_threads`) and
-    the skorch ``history`` of each stage."""
+    """What FLOWR's training stages share: device, seed (``seeded``: from the
+    user's ``random_state``), accelerator, checkpoints, threads and histories."""
 
     device: torch.device
     seed: int
@@ -65,9 +61,8 @@ class StageRunner:
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
                 checkpoint_dir=None, verbose=0, n_jobs=None) -> StageRunner:
-        """The runner of one ``fit``: the device resolved (the accelerator's when given)
-        and the seed drawn from ``random_state`` (the main process's, shared).
-        """
+        """The runner of one ``fit``: the device resolved (the accelerator's when
+        given), the seed drawn from ``random_state`` (the main process's, shared)."""
         seed = int(check_random_state(random_state).randint(2**31 - 1))
         settings = dict(checkpoint_dir=checkpoint_dir, verbose=verbose,
                         seeded=random_state is not None, n_jobs=n_jobs)
@@ -97,10 +92,8 @@ class StageRunner:
         return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
 
     def trainable(self, encoder, X, batch_size: int):
-        """``(encoder, X)`` as a stage trains them: for an encoder that trains
-        only its last linear layer (a frozen pretrained backbone), that layer
-        and its inputs, computed once per row of ``X`` and kept for the fit.
-        """
+        """``(encoder, X)`` as a stage trains them: for a frozen backbone, its last
+        linear layer and that layer's inputs (computed once, kept for the fit)."""
         layer = frozen_last_layer(encoder)
         if layer is None:
             return encoder, X
@@ -113,9 +106,7 @@ class StageRunner:
 
     def fit(self, net, stage: str, epochs: int, X, y=None):
         """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
-        KeyboardInterrupt when training stopped early (skorch ends quietly on
-        Ctrl-C).
-        """
+        KeyboardInterrupt when training stopped early (skorch ends quietly)."""
         with torch_threads(self.n_jobs):
             return self._fit(net, stage, epochs, X, y)
 
