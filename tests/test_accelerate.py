@@ -35,7 +35,7 @@ from sklearn_flowr.training import (
     SupFCNet,
     accelerated,
 )
-from sklearn_flowr.training._loaders import (
+from sklearn_flowr.training._nets import (
     _accelerate_batch_loader,
     _batch_index_loader,
 )

@@ -342,3 +342,25 @@ def test_damaged_weights_are_refused_naming_the_folder(features, tmp_path, damag
     with pytest.raises(ValueError, match=r"params.pt .*(zero|non-finite|class_means)"
                        r".*Delete .*pretrain"):
         cheapest(tmp_path, pretrain_epochs=2).fit(X, y)
+
+
+def test_stage_fingerprint_matches_in_a_new_process(tmp_path):
+    """Check a stage fingerprint written by one process matches the same net in
+    another: functions among the net's settings (its loaders, Sup-E's softmax)
+    are named, not described by their memory address, so a killed fit resumes."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from skorch.callbacks import Checkpoint\n"
+        "from sklearn_flowr.training import SupENet\n"
+        "from sklearn_flowr.training._checkpoints import check_stage_fingerprint\n"
+        "checkpoint = Checkpoint(dirname=sys.argv[1])\n"
+        "check_stage_fingerprint(checkpoint, SupENet(module__n_classes=3), None)\n"
+    )
+    for _ in range(2):
+        run = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+        (tmp_path / "history.json").write_text("[]")

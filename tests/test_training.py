@@ -25,7 +25,7 @@ from sklearn_flowr.training import (
     sup_e_loss,
 )
 from sklearn_flowr.training._fine_tune import _split_support
-from sklearn_flowr.training._loaders import _batch_index_loader
+from sklearn_flowr.training._nets import _batch_index_loader
 
 A, SIGMA = 0.5, 0.5
 

@@ -1,5 +1,5 @@
 """Tests of the training losses (``sklearn_flowr.training._losses`` and
-``_sup_e_losses``): against the head, textbook densities and hand
+its Sup-E part): against the head, textbook densities and hand
 computations, and where their gradients go."""
 
 

@@ -1,12 +1,9 @@
 """Training FLOWR encoders: Sup-E / Sup-FC pre-training, meta-training, fine-tuning.
 
-The stages :class:`~sklearn_flowr.FLOWRClassifier` is composed of
-(:class:`SupE`, :class:`SupFC`, :class:`MetaTraining`); the torch losses, on
-the same ``_core`` maths as the NumPy head; the modules and skorch nets that
-train them (also through Hugging Face accelerate, :func:`accelerated`); the
-episodes (:class:`EpisodeDataset`); and the test-time helpers (:func:`embed`,
-:func:`fine_tune_last_layer`). :mod:`sklearn_flowr.training.pipeline` chains
-the stages for ``FLOWRClassifier``.
+The stages of :class:`~sklearn_flowr.FLOWRClassifier` (:class:`SupE`,
+:class:`SupFC`, :class:`MetaTraining`), the torch losses, modules, episodes and
+skorch nets that train them, and the test-time helpers (:func:`embed`,
+:func:`fine_tune_last_layer`); :mod:`sklearn_flowr.training.pipeline` chains them.
 
 References
 ----------
@@ -52,11 +49,18 @@ from ._accelerate import (
 from ._device import torch_threads
 from ._episodes import EpisodeDataset
 from ._fine_tune import embed, fine_tune_last_layer
-from ._losses import flowr_episode_logits, meta_training_loss
+from ._losses import (
+    FLOWRMetaLoss,
+    SupELoss,
+    flowr_episode_logits,
+    meta_training_loss,
+    sup_e_logits,
+    sup_e_loss,
+    sup_e_penalty,
+)
 from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
-from ._nets import EpisodicMetaNet, FLOWRMetaLoss, SupELoss, SupENet, SupFCNet
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet
 from ._stages import MetaTraining, SupE, SupFC
-from ._sup_e_losses import sup_e_logits, sup_e_loss, sup_e_penalty
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",

@@ -1,17 +1,12 @@
 """Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate:
-skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`,
-plus loaders accelerate can shard and losses read off the bare module.
-"""
+skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`."""
 
 from __future__ import annotations
-
-from contextlib import contextmanager
 
 import torch
 from skorch.hf import AccelerateMixin
 
-from ._loaders import _accelerate_batch_loader, _episode_loader
-from ._nets import EpisodicMetaNet, SupENet, SupFCNet
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet, _episode_loader, epoch_source
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
@@ -40,27 +35,17 @@ def _discard(text):
 
 
 def _forget(accelerator, registry: str, keep) -> None:
-    """Drop from an accelerator registry (kept for ``save_state``) the objects
-    ``keep`` rejects, so a fit's modules and data are not pinned in memory.
-    """
+    """Drop from an accelerator registry the objects ``keep`` rejects (a fit's
+    modules and data are not pinned in memory for ``save_state``)."""
     objects = getattr(accelerator, registry, None)
     if isinstance(objects, list):
         objects[:] = [obj for obj in objects if keep(obj)]
 
 
-def _epoch_source(dataset):
-    """The dataset (or one it wraps) that has ``set_epoch``, or None."""
-    while dataset is not None and not hasattr(dataset, "set_epoch"):
-        dataset = getattr(dataset, "dataset", None)
-    return dataset
-
-
-# -------------------------------------------------------------------- mixins
 class _AcceleratedNet:
     """What the FLOWR nets add to ``AccelerateMixin`` (before it in the bases)."""
 
     def initialize(self):
-        """Initialise, with a clear error when no accelerator is given."""
         if self.accelerator is None:
             _import_accelerate()
             raise ValueError(
@@ -129,26 +114,26 @@ class _AcceleratedNet:
         if torch.device(self.device) == target:
             self.device = None
 
-    @contextmanager
-    def _bare_module(self):
-        """``module_`` without DDP's wrapper for the block (the losses read
-        parameters off it; gradients through them are still synchronised).
-        """
-        wrapped = self.module_
-        bare = self.accelerator.unwrap_model(wrapped)
-        if bare is wrapped:
-            yield
-            return
-        self.module_ = bare
-        try:
-            yield
-        finally:
-            self.module_ = wrapped
+    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
+        # The prepared loader gets the episodes' own epoch (accelerate would
+        # set its pass count).
+        if iterator is not None and hasattr(iterator, "set_epoch"):
+            source = epoch_source(getattr(iterator, "dataset", None))
+            epoch = getattr(source, "epoch", None)
+            if epoch is not None:
+                iterator.set_epoch(int(epoch))
+        return super().run_single_epoch(iterator, training, prefix, step_fn,
+                                        **fit_params)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
-        """The net's own loss, computed on the bare module."""
-        with self._bare_module():
+        """The net's own loss, on the module without DDP's wrapper (the losses
+        read parameters off it; their gradients are still synchronised)."""
+        wrapped = self.module_
+        self.module_ = self.accelerator.unwrap_model(wrapped)
+        try:
             return super().get_loss(y_pred, y_true, X=X, training=training)
+        finally:
+            self.module_ = wrapped
 
     def train_step_single(self, batch, **fit_params):
         """AccelerateMixin's step, under the net's own ``autocast`` if it has one."""
@@ -158,39 +143,13 @@ class _AcceleratedNet:
             return super().train_step_single(batch, **fit_params)
 
 
-class _AcceleratedEpisodes(_AcceleratedNet):
-    """Keep accelerate's per-pass ``set_epoch`` on the dataset's own epoch."""
-
-    def run_single_epoch(self, iterator, training, prefix, step_fn, **fit_params):
-        """Run one pass, the prepared loader set to the episodes' own epoch first
-        (accelerate would set its pass count).
-        """
-        if iterator is not None and hasattr(iterator, "set_epoch"):
-            source = _epoch_source(getattr(iterator, "dataset", None))
-            epoch = getattr(source, "epoch", None)
-            if epoch is not None:
-                iterator.set_epoch(int(epoch))
-        return super().run_single_epoch(iterator, training, prefix, step_fn,
-                                        **fit_params)
-
-
-class _AcceleratedBatches(_AcceleratedNet):
-    """Mini-batch nets: accelerate's shardable one-index batch loader."""
-
-    def __init__(self, *args, iterator_train=_accelerate_batch_loader,
-                 iterator_valid=_accelerate_batch_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
-
-
-class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
+class AcceleratedSupENet(_AcceleratedNet, AccelerateMixin, SupENet):
     """Sup-E pre-training through accelerate (``accelerator``, device placement
     left to it); each process trains on its shard of every epoch's mini-batches.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import pytest
+    >>> import numpy as np, pytest
     >>> Accelerator = pytest.importorskip("accelerate").Accelerator
     >>> from sklearn_flowr.encoders import MLPEncoder
     >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
@@ -204,35 +163,26 @@ class AcceleratedSupENet(_AcceleratedBatches, AccelerateMixin, SupENet):
     """
 
 
-class AcceleratedSupFCNet(_AcceleratedBatches, AccelerateMixin, SupFCNet):
+class AcceleratedSupFCNet(_AcceleratedNet, AccelerateMixin, SupFCNet):
     """Sup-FC pre-training through accelerate, as :class:`AcceleratedSupENet`.
 
     Examples
     --------
-    >>> import numpy as np
     >>> import pytest
-    >>> Accelerator = pytest.importorskip("accelerate").Accelerator
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
-    >>> y = np.repeat(np.arange(4), 10)
-    >>> net = AcceleratedSupFCNet(
-    ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-    ...     module__n_classes=4, max_epochs=1, verbose=0,
-    ...     accelerator=Accelerator(cpu=True)).fit(X, y)
-    >>> net.predict(X).shape
-    (40,)
+    >>> _ = pytest.importorskip("accelerate")
+    >>> from sklearn_flowr.training import SupFCNet, accelerated
+    >>> accelerated(SupFCNet) is AcceleratedSupFCNet
+    True
     """
 
 
-class AcceleratedEpisodicMetaNet(_AcceleratedEpisodes, AccelerateMixin,
-                                 EpisodicMetaNet):
+class AcceleratedEpisodicMetaNet(_AcceleratedNet, AccelerateMixin, EpisodicMetaNet):
     """Meta-training through accelerate: process ``p`` of ``P`` trains on
     episodes ``p, p + P, ...`` of the epoch's draw, the same episodes as one process.
 
     Examples
     --------
-    >>> import numpy as np
-    >>> import pytest
+    >>> import numpy as np, pytest
     >>> Accelerator = pytest.importorskip("accelerate").Accelerator
     >>> from sklearn_flowr.encoders import MLPEncoder
     >>> from sklearn_flowr.training import EpisodeDataset
@@ -270,11 +220,9 @@ def accelerated(net_class):
     --------
     >>> import pytest
     >>> _ = pytest.importorskip("accelerate")
-    >>> from sklearn_flowr.training import EpisodicMetaNet, SupENet
+    >>> from sklearn_flowr.training import SupENet
     >>> accelerated(SupENet).__name__
     'AcceleratedSupENet'
-    >>> accelerated(EpisodicMetaNet) is accelerated(EpisodicMetaNet)
-    True
     >>> accelerated(dict)
     Traceback (most recent call last):
     ...

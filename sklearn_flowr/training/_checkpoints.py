@@ -1,16 +1,10 @@
-"""Checkpoints of a FLOWR fit: which run they belong to, and how far it got.
-
-A ``checkpoint_dir`` holds a fingerprint of the data and of every training
-setting, and a sub-folder of skorch checkpoints per stage with the stage's own
-fingerprint (its skorch net's settings and seed). Epoch counts are checked
-against the saved histories instead: a longer schedule resumes a shorter one,
-a shorter one is refused. Files are replaced whole (written under a temporary
-name, synced, renamed); a killed writer's temporaries are removed at next use.
-"""
+"""Checkpoints of a FLOWR fit: which run they belong to, and how far it got
+(the fingerprints and the files written whole: see docs/design.rst)."""
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import os
 import re
@@ -20,11 +14,13 @@ import joblib
 import numpy as np
 import torch
 from skorch.callbacks import Checkpoint
+from skorch.history import History
 
 from ..saving import temporary_name, write_atomically
 
-__all__ = ["AtomicCheckpoint", "check_fingerprint", "check_stage_fingerprint",
-           "checkpointed_epochs", "remove_stale_temporaries", "wrong_weights"]
+__all__ = ["AtomicCheckpoint", "attach_checkpoint", "check_fingerprint",
+           "check_stage_fingerprint", "checkpointed_epochs", "remove_stale_temporaries",
+           "wrong_weights"]
 
 FINGERPRINT_FILE = "fingerprint.json"
 # skorch Checkpoint's default names; one of them in a sub-folder marks it.
@@ -38,36 +34,28 @@ _NET_RUN_SETTINGS = {"callbacks", "verbose", "device", "max_epochs",
 
 
 def _describe(value, weights: bool = True) -> str:
-    """A setting as text; a module also by the hash of its weights."""
+    """A setting as text another process writes alike; a module also by the hash
+    of its weights."""
     if isinstance(value, torch.nn.Module) and weights:
         state = {name: tensor.detach().cpu().numpy()
                  for name, tensor in value.state_dict().items()}
         return f"{value!r} weights {joblib.hash(state)}"
+    if inspect.isroutine(value):  # its repr holds its memory address
+        return f"<function {value.__module__}.{value.__qualname__}>"
     return repr(value)
-
-
-def _fingerprint(X, y, params) -> dict:
-    # Epochs are checked against the saved histories (check_saved_epochs).
-    shaping = {name: _describe(value) for name, value in sorted(params.items())
-               if not name.endswith("epochs")}
-    return {"data": joblib.hash((np.asarray(X), np.asarray(y))), "params": shaping}
 
 
 def _sync(path: str) -> None:
     # Sync a file before its rename, or a folder after it (not on Windows).
     try:
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if os.path.isdir(path):
-            return
-        raise
-    try:
-        os.fsync(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError:
         if not os.path.isdir(path):
             raise
-    finally:
-        os.close(fd)
 
 
 def _remove_quietly(paths) -> None:
@@ -76,32 +64,11 @@ def _remove_quietly(paths) -> None:
             os.unlink(path)
 
 
-def remove_stale_temporaries(directory) -> list:
-    """Remove the temporary files a killed writer left in ``directory``; the paths.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> open(os.path.join(folder, ".params.pt.99.%s.tmp" % ("0" * 32)), "w").close()
-    >>> [os.path.basename(path) for path in remove_stale_temporaries(folder)]
-    ['.params.pt.99.00000000000000000000000000000000.tmp']
-    >>> os.listdir(folder)
-    []
-    """
-    directory = os.fspath(directory)
-    try:
-        names = os.listdir(directory)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    removed = []
-    for name in sorted(names):
-        path = os.path.join(directory, name)
-        if _TEMPORARY.match(name) and os.path.isfile(path):
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-                removed.append(path)
-    return removed
+def remove_stale_temporaries(directory) -> None:
+    """Remove the temporary files a killed writer left in ``directory``."""
+    with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+        _remove_quietly([os.path.join(directory, name)
+                         for name in os.listdir(directory) if _TEMPORARY.match(name)])
 
 
 def _checkpoint_files(directory: str) -> list:
@@ -115,19 +82,26 @@ def _checkpoint_files(directory: str) -> list:
     return found
 
 
-def _read_fingerprint(path: str, fields: set) -> dict:
-    """The fingerprint stored at ``path``; ValueError when it is not one."""
+def _read_fingerprint(path: str, directory: str, fields: set) -> dict:
+    """The fingerprint stored at ``path``; a ValueError advising to start over
+    when it is not one."""
     try:
         with open(path, encoding="utf-8") as file:
             old = json.load(file)
+        if not isinstance(old, dict) or set(old) != fields or not all(
+                isinstance(value, str) or isinstance(value, dict) and all(
+                    isinstance(text, str) for text in value.values())
+                for value in old.values()):
+            raise ValueError(f"expected an object with the fields {sorted(fields)}, "
+                             "each a string or an object of strings")
     except (OSError, ValueError) as exc:  # JSONDecodeError, UnicodeDecodeError
-        raise ValueError(f"{type(exc).__name__}: {exc}") from exc
-    if not isinstance(old, dict) or set(old) != fields:
-        raise ValueError(f"expected an object with the fields {sorted(fields)}")
-    if not all(isinstance(old[key], dict) and all(isinstance(value, str)
-                                                  for value in old[key].values())
-               or isinstance(old[key], str) for key in fields):
-        raise ValueError("each field must be a string or an object of strings")
+        detail = (str(exc) if type(exc) is ValueError
+                  else f"{type(exc).__name__}: {exc}")
+        raise ValueError(
+            f"Cannot read the checkpoint fingerprint {path} ({detail}), so the "
+            f"checkpoints in {directory} cannot be matched to this fit. Delete "
+            f"{directory}, or give another checkpoint_dir, to start over."
+        ) from exc
     return old
 
 
@@ -144,13 +118,6 @@ def _another_fit(directory, differences) -> ValueError:
         "this one to start over.")
 
 
-def _unreadable_fingerprint(path, directory, exc) -> ValueError:
-    return ValueError(
-        f"Cannot read the checkpoint fingerprint {path} ({exc}), so the "
-        f"checkpoints in {directory} cannot be matched to this fit. Delete "
-        f"{directory}, or give another checkpoint_dir, to start over.")
-
-
 def _write_fingerprint(path: str, fingerprint: dict) -> None:
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -163,24 +130,12 @@ def _write_fingerprint(path: str, fingerprint: dict) -> None:
 
 
 def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
-    """Record this fit's fingerprint in ``directory``, or fail on another fit's.
-
-    ``params`` are the training settings; every one but the epoch counts
-    (checked against what each stage saved) must match. A folder holding
-    checkpoints without a readable fingerprint is refused; ``restart`` deletes
-    what this package wrote there first.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> check_fingerprint(folder, [[0.0], [1.0]], [0, 1], {"a": 0.5})
-    >>> check_fingerprint(folder, [[0.0], [1.0]], [0, 1], {"a": 0.7})
-    Traceback (most recent call last):
-    ...
-    ValueError: checkpoint_dir ... of another fit (a: 0.5 -> 0.7)...
-    """
-    new = _fingerprint(X, y, params)
+    """Record this fit's fingerprint (data, ``params`` but the epoch counts) in
+    ``directory``, or fail on another fit's; ``restart`` deletes ours first."""
+    # Epochs are checked against the saved histories (attach_checkpoint).
+    new = {"data": joblib.hash((np.asarray(X), np.asarray(y))),
+           "params": {name: _describe(value) for name, value in sorted(params.items())
+                      if not name.endswith("epochs")}}
     directory = os.fspath(directory)
     path = os.path.join(directory, FINGERPRINT_FILE)
     remove_stale_temporaries(directory)
@@ -188,10 +143,7 @@ def check_fingerprint(directory, X, y, params, *, restart=False) -> None:
         _remove_quietly([os.path.join(directory, name)
                          for name in [*_checkpoint_files(directory), FINGERPRINT_FILE]])
     if os.path.lexists(path):
-        try:
-            old = _read_fingerprint(path, {"data", "params"})
-        except ValueError as exc:
-            raise _unreadable_fingerprint(path, directory, exc) from exc
+        old = _read_fingerprint(path, directory, {"data", "params"})
         differences = _differences({name: value for name, value
                                     in old["params"].items()
                                     if not name.endswith("epochs")}, new["params"])
@@ -217,16 +169,14 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
     or fail on another run's."""
     params = {name: _describe(value, weights=seed is not None) for name, value
               in sorted(net.get_params(deep=False).items())
-              if name not in _NET_RUN_SETTINGS and not name.startswith("callbacks__")}
+              if name not in _NET_RUN_SETTINGS  # skorch's own "_" records too
+              and not name.startswith(("callbacks__", "_"))}
     new = {"net": params, "seed": repr(seed)}
     path = os.path.join(checkpoint.dirname, FINGERPRINT_FILE)
     if not os.path.exists(os.path.join(checkpoint.dirname, checkpoint.f_history)):
         _write_fingerprint(path, new)
         return
-    try:
-        old = _read_fingerprint(path, {"net", "seed"})
-    except ValueError as exc:
-        raise _unreadable_fingerprint(path, checkpoint.dirname, exc) from exc
+    old = _read_fingerprint(path, checkpoint.dirname, {"net", "seed"})
     differences = _differences({"seed": old["seed"], **old["net"]},
                                {"seed": new["seed"], **new["net"]})
     if seed is None:  # random_state=None: a resumed fit draws another seed
@@ -235,8 +185,18 @@ def check_stage_fingerprint(checkpoint, net, seed) -> None:
         raise _another_fit(checkpoint.dirname, differences)
 
 
-def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
-    """:func:`checkpointed_epochs`, refused when more than ``epochs``."""
+def attach_checkpoint(net, directory, stage: str, epochs: int, seed, *,
+                      start_over: bool = False):
+    """Give ``net`` an :class:`AtomicCheckpoint` in ``directory/stage`` and the
+    resumption from it; the checkpoint and the epochs it holds (refused when
+    more than ``epochs``; ``start_over``: its files deleted first)."""
+    from skorch.callbacks import LoadInitState
+
+    checkpoint = AtomicCheckpoint(monitor=None,
+                                  dirname=os.path.join(os.fspath(directory), stage))
+    if start_over:
+        _remove_quietly([os.path.join(checkpoint.dirname, name)
+                         for name in CHECKPOINT_FILES])
     done = checkpointed_epochs(checkpoint)
     if done > epochs:
         raise ValueError(
@@ -244,33 +204,18 @@ def check_saved_epochs(checkpoint, epochs: int, stage: str) -> int:
             f"and this fit asks for {epochs} ({stage}__epochs): its result "
             "would be the longer run's. Give another checkpoint_dir, or delete "
             "this one to start over.")
-    return done
-
-
-def remove_checkpoint(checkpoint) -> None:
-    """Delete a stage's checkpoint files (an earlier stage trained further)."""
-    _remove_quietly([os.path.join(checkpoint.dirname, name)
-                     for name in CHECKPOINT_FILES])
+    check_stage_fingerprint(checkpoint, net, seed)
+    # Loaded as weights only: no checkpoint file can run code.
+    net.set_params(
+        callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
+                   ("resume", LoadInitState(checkpoint))],
+        torch_load_kwargs={**(net.torch_load_kwargs or {}), "weights_only": True})
+    return checkpoint, done
 
 
 def checkpointed_epochs(checkpoint) -> int:
-    """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved
-    file reads as weights only and holds finite weights, not all zero.
-
-    Raises
-    ------
-    ValueError
-        Naming the file and advising to delete the folder.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from skorch.callbacks import Checkpoint
-    >>> checkpointed_epochs(Checkpoint(dirname=tempfile.mkdtemp()))
-    0
-    """
-    from skorch.history import History
-
+    """Epochs a skorch ``Checkpoint`` saved (0 when none), once every saved file
+    reads as weights only, finite and not all zero (else a ValueError)."""
     remove_stale_temporaries(checkpoint.dirname)
     path = os.path.join(checkpoint.dirname, checkpoint.f_history)
     if not os.path.exists(path):
@@ -325,67 +270,38 @@ def _unreadable(path, checkpoint, exc) -> ValueError:
 
 
 class AtomicCheckpoint(Checkpoint):
-    """A skorch ``Checkpoint`` whose epoch is saved whole, or not at all.
-
-    Every file is written under a temporary name and synced, then all are
-    renamed into place, the history last. A failed write warns and keeps the
-    previous epoch. ``f_pickle`` is refused (a pickle runs code when loaded).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> import numpy as np, torch
-    >>> from skorch import NeuralNetClassifier
-    >>> folder = tempfile.mkdtemp()
-    >>> net = NeuralNetClassifier(
-    ...     torch.nn.Linear(2, 2), max_epochs=1, train_split=None, verbose=0,
-    ...     callbacks=[AtomicCheckpoint(monitor=None, dirname=folder)])
-    >>> net = net.fit(np.zeros((4, 2), "f4"), np.array([0, 1, 0, 1]))
-    >>> sorted(os.listdir(folder))
-    ['criterion.pt', 'history.json', 'optimizer.pt', 'params.pt']
-    """
+    """A skorch ``Checkpoint`` whose epoch is saved whole (all files written and
+    synced, then renamed, the history last), or not at all, with a warning."""
 
     def initialize(self):
-        """Refuse ``f_pickle`` and set up as skorch's ``Checkpoint``."""
         if self.f_pickle:
             raise ValueError("AtomicCheckpoint does not pickle the net "
                              "(f_pickle): a pickle runs code when loaded.")
         return super().initialize()
 
     def save_model(self, net):
-        """Save the net's state files: all written, then all renamed into place."""
         files = self.get_formatted_files(net)
         targets = [(key, files[key]) for key in sorted(files)
                    if key not in ("f_history", "f_pickle") and files[key] is not None]
         if self.f_history is not None:
             targets.append(("f_history", self.f_history_))
         written = []
-        try:
+        try:  # a renamed temporary file is gone: removing it does nothing
             for key, path in targets:
-                tmp = temporary_name(path)
-                written.append(tmp)
-                net.save_params(**{key: tmp, "use_safetensors": self.use_safetensors})
-                _sync(tmp)
-        except Exception as exc:  # torch and json raise many types
+                written.append(temporary_name(path))
+                net.save_params(**{key: written[-1],
+                                   "use_safetensors": self.use_safetensors})
+                _sync(written[-1])
+            for tmp, (_, path) in zip(written, targets, strict=True):
+                os.replace(tmp, path)
+        except Exception as exc:  # torch, json and the disk raise many types
             _remove_quietly(written)
             warnings.warn(
                 f"Cannot write the checkpoint file {path} ({type(exc).__name__}"
-                f": {exc}); the checkpoint keeps the previous epoch and "
-                "training goes on.", UserWarning, stacklevel=2)
+                f": {exc}); the checkpoint's history keeps the previous epoch "
+                "and training goes on.", UserWarning, stacklevel=2)
             return
         except BaseException:  # KeyboardInterrupt: leave no temporary file
             _remove_quietly(written)
             raise
-        done = 0
-        try:
-            for tmp, (_, path) in zip(written, targets, strict=True):
-                os.replace(tmp, path)
-                done += 1
-        except OSError as exc:
-            _remove_quietly(written[done:])
-            warnings.warn(
-                f"Cannot replace the checkpoint file {path} ({exc}); the "
-                "checkpoint's history keeps the previous epoch and training "
-                "goes on.", UserWarning, stacklevel=2)
-            return
         _sync(self.dirname)

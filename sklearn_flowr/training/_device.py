@@ -1,7 +1,5 @@
-"""Where modules and tensors live, torch's CPU threads, and CUDA's numerics
-for a block (TF32 off, deterministic cuDNN); each context restores the
-previous global setting on exit.
-"""
+"""Where modules and tensors live, torch's CPU threads, and CUDA's numerics for a
+block (TF32 off, deterministic cuDNN), each context restoring the previous setting."""
 
 from __future__ import annotations
 
@@ -13,21 +11,13 @@ import torch
 from skorch.utils import to_device as skorch_to_device
 from torch import nn
 
-__all__ = ["deterministic_cuda", "exact_float32", "module_device", "torch_threads",
-           "place_modules", "resolve_device", "to_device", "to_device_if_fits"]
+__all__ = ["deterministic_cuda", "exact_float32", "module_device", "place_modules",
+           "resolve_device", "to_device", "to_device_if_fits", "torch_threads"]
 
 
 def resolve_device(device) -> torch.device:
     """The torch device a ``device`` parameter names (``"auto"``: CUDA when
-    available); a ValueError naming the fix when CUDA is named but missing.
-
-    Examples
-    --------
-    >>> resolve_device("cpu")
-    device(type='cpu')
-    >>> resolve_device("auto").type in ("cpu", "cuda")
-    True
-    """
+    available); a ValueError naming the fix when CUDA is named but missing."""
     if str(device) == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     try:
@@ -44,29 +34,14 @@ def resolve_device(device) -> torch.device:
 
 
 def module_device(module: nn.Module) -> torch.device:
-    """Device of a module's first parameter or buffer (CPU when it has none).
-
-    Examples
-    --------
-    >>> module_device(nn.Linear(2, 2))
-    device(type='cpu')
-    """
+    """Device of a module's first parameter or buffer (CPU when it has none)."""
     for tensor in (*module.parameters(), *module.buffers()):
         return tensor.device
     return torch.device("cpu")
 
 
 def place_modules(device: torch.device, *modules: nn.Module | None) -> None:
-    """Move each module (``None`` skipped) to ``device`` with skorch's
-    ``to_device``.
-
-    Examples
-    --------
-    >>> layer = nn.Linear(2, 2)
-    >>> place_modules(torch.device("cpu"), layer, None)
-    >>> module_device(layer)
-    device(type='cpu')
-    """
+    """Move each module (``None`` skipped) to ``device`` with skorch's ``to_device``."""
     for module in modules:
         if module is not None:
             skorch_to_device(module, device)
@@ -74,14 +49,7 @@ def place_modules(device: torch.device, *modules: nn.Module | None) -> None:
 
 @contextlib.contextmanager
 def exact_float32():
-    """Run a block with TF32 off (full float32 matrix products and convolutions).
-
-    Examples
-    --------
-    >>> with exact_float32():
-    ...     torch.backends.cuda.matmul.allow_tf32
-    False
-    """
+    """Run a block with TF32 off (full float32 matrix products and convolutions)."""
     saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -93,14 +61,7 @@ def exact_float32():
 
 @contextlib.contextmanager
 def deterministic_cuda(enabled: bool = True):
-    """Run a block with cuDNN's deterministic algorithms and no autotuning.
-
-    Examples
-    --------
-    >>> with deterministic_cuda():
-    ...     torch.backends.cudnn.deterministic
-    True
-    """
+    """Run a block with cuDNN's deterministic algorithms and no autotuning."""
     if not enabled:
         yield
         return
@@ -115,14 +76,7 @@ def deterministic_cuda(enabled: bool = True):
 def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
                       max_share: float = 0.25):
     """``X`` as a tensor on a CUDA ``device`` when it takes at most
-    ``max_share`` of its free memory, else ``X`` as it is.
-
-    Examples
-    --------
-    >>> X = np.zeros((4, 3), dtype=np.float32)
-    >>> to_device_if_fits(X, torch.device("cpu")) is X
-    True
-    """
+    ``max_share`` of its free memory, else ``X`` as it is."""
     if device.type != "cuda":
         return X
     n_bytes = int(np.prod(X.shape)) * torch.empty((), dtype=dtype).element_size()
@@ -134,13 +88,7 @@ def to_device_if_fits(X, device: torch.device, *, dtype=torch.float32,
 
 def to_device(value, device) -> torch.Tensor:
     """``value`` as a tensor on ``device``; a host tensor goes to a GPU through
-    pinned memory, without waiting for the queued kernels (skorch's would).
-
-    Examples
-    --------
-    >>> to_device(np.arange(3), "cpu")
-    tensor([0, 1, 2])
-    """
+    pinned memory, without waiting for the queued kernels (skorch's would)."""
     device = torch.device(device)
     tensor = torch.as_tensor(value)
     if device.type != "cuda" or tensor.device.type != "cpu":
@@ -150,10 +98,9 @@ def to_device(value, device) -> torch.Tensor:
 
 @contextlib.contextmanager
 def torch_threads(n_jobs=None):
-    """Run a block with torch using ``n_jobs`` CPU threads, as scikit-learn reads
-    ``n_jobs`` (:func:`joblib.effective_n_jobs`: None is 1 unless in a
-    ``joblib.parallel_config`` block, -1 all CPUs, -2 all but one); torch's
-    setting is restored on exit. 0 is refused, as scikit-learn refuses it.
+    """Run a block with torch using ``n_jobs`` CPU threads, read as scikit-learn
+    reads ``n_jobs`` (None: 1, or the ``joblib.parallel_config`` block's; -1: all
+    CPUs; 0 refused); torch's setting is restored on exit.
 
     Examples
     --------

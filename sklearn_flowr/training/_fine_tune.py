@@ -29,10 +29,10 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
           n_jobs=None) -> np.ndarray:
     """Embeddings ``phi(X)``, shape (n_samples, embedding_dim), as a NumPy array.
 
-    In evaluation mode, in batches of ``batch_size`` cast to ``dtype``, on the
-    encoder's device (moved to ``device`` first when given), TF32 off and cuDNN
-    deterministic so CPU and CUDA agree within float32 rounding; ``desc`` names a
-    progress bar, ``n_jobs`` sets torch's CPU threads (:func:`torch_threads`).
+    In evaluation mode, in batches of ``batch_size`` cast to ``dtype``, on
+    ``device`` (None: the encoder's), TF32 off and cuDNN deterministic (CPU and
+    CUDA agree to float32 rounding); ``desc`` names a progress bar, ``n_jobs``
+    sets torch's CPU threads (:func:`torch_threads`).
 
     Examples
     --------
@@ -64,8 +64,7 @@ def embed(encoder: nn.Module, X, *, batch_size: int = 256, device=None,
 
 def _split_support(y_index: np.ndarray, n_classes: int, rng: np.random.Generator):
     """One pseudo-episode cut from a support set: a class with 2+ rows split
-    at random into support and query; a single-row class is a novel query.
-    """
+    at random into support and query; a single-row class is a novel query."""
     support_rows, support_labels, query_rows, query_labels = [], [], [], []
     n_way = 0
     singletons = []
@@ -98,11 +97,11 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
                          device=None, verbose: int = 0, n_jobs=None) -> nn.Module:
     """A copy of ``encoder`` whose last linear layer is fine-tuned on a support set.
 
-    Each of ``steps`` Adam steps (rate ``lr``) descends the meta-training loss
-    without the adaptation loss on a pseudo-episode cut from the support set
-    (seeded by ``random_state``), the prior of ``meta_module`` held fixed; the
-    copy runs in evaluation mode on ``device`` (None: the encoder's). ``verbose``
-    shows a progress bar, ``n_jobs`` sets torch's CPU threads.
+    ``steps`` Adam steps (rate ``lr``) on the meta-training loss without the
+    adaptation loss, each on a pseudo-episode cut from the support set (seeded
+    by ``random_state``), the prior of ``meta_module`` fixed; the copy runs in
+    evaluation mode on ``device`` (None: the encoder's). ``verbose`` shows a
+    progress bar, ``n_jobs`` sets torch's CPU threads.
 
     References
     ----------

@@ -1,12 +1,13 @@
-"""Meta-training (episode) losses of FLOWR in torch, on the ``_core`` maths the
-NumPy head runs. Columns: known-known classes, support classes, novel last.
-"""
+"""FLOWR's losses in torch, on the ``_core`` maths the NumPy head runs: Sup-E's
+(each training class a Gaussian ``N(mu_n, s_n I)`` in the embedding) and
+meta-training's (columns: known-known classes, support classes, novel last)."""
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
 import torch
+from torch import nn
 from torch.nn import functional as F
 
 from .._core import (
@@ -19,28 +20,30 @@ from .._core import (
 )
 from ._device import to_device
 
-__all__ = ["flowr_episode_logits", "meta_training_loss"]
+__all__ = ["FLOWRMetaLoss", "SupELoss", "flowr_episode_logits", "meta_training_loss",
+           "sup_e_logits", "sup_e_loss", "sup_e_penalty"]
+
+
+# The paper's weights, the defaults of every entry point that takes them.
+SUP_E_BETA, SUP_E_L2, LAMBDA_ADAPT = 0.1, 1e-4, 0.1
 
 
 def _as_tensor(value, like: torch.Tensor) -> torch.Tensor:
     """A tensor on ``like``'s device and dtype (tensors keep their graph)."""
-    if isinstance(value, torch.Tensor):
-        return value.to(device=like.device, dtype=like.dtype)
     return torch.as_tensor(value, device=like.device, dtype=like.dtype)
 
 
-def _on_host(labels: torch.Tensor) -> torch.Tensor:
-    """Labels as a CPU int64 tensor (a copy from the GPU synchronises once)."""
-    return labels.detach().to("cpu").long()
+def on_host(labels, dtype=torch.long) -> torch.Tensor:
+    """Episode labels or masks as a CPU tensor (a GPU copy synchronises once)."""
+    return torch.as_tensor(labels).detach().to("cpu", dtype)
 
 
 def _episode_coefficients(
     z_support, y_support, n_way, *, prior_mean, prior_log_var, sigma,
-    known_nat_mean, known_precision, known_counts,
+    known_nat_mean=None, known_precision=None, known_counts=None,
 ):
     """Density coefficients of every column (novel last), the classes' CRP
-    counts, and the prior's ``q0``, ``lam0``.
-    """
+    counts, and the prior's ``q0``, ``lam0``."""
     dtype_like = z_support
     # A scalar mean stands for the same value in every dimension.
     prior_mean = torch.broadcast_to(_as_tensor(prior_mean, dtype_like),
@@ -53,7 +56,7 @@ def _episode_coefficients(
     # A support class without a row has count 0 < a: no prior mass, NaN logs.
     # Checked on the host copy of the labels (no GPU synchronisation when the
     # labels come from the host, as the episode sampler gives them).
-    columns_host = _on_host(y_support) - n_known
+    columns_host = on_host(y_support) - n_known
     host_counts = torch.bincount(
         columns_host[(columns_host >= 0) & (columns_host < n_way)], minlength=n_way)
     if n_way and bool((host_counts == 0).any()):
@@ -200,24 +203,16 @@ def meta_training_loss(
     y_query: torch.Tensor,
     n_way: int,
     *,
-    prior_mean,
-    prior_log_var,
-    beta_raw,
-    a: float,
-    sigma: float,
-    class_prior: str,
-    lambda_adapt: float = 0.1,
-    known_nat_mean: torch.Tensor | None = None,
-    known_precision: torch.Tensor | None = None,
-    known_counts: torch.Tensor | None = None,
+    lambda_adapt: float = LAMBDA_ADAPT,
+    **head,
 ) -> torch.Tensor:
     """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``.
 
     NLL of the ``(n_known + n_way + 1)``-way query predictions (``y_query``
     columns ``>= n_known + n_way`` are unknown-unknown classes, labelled
     novel), and ``L_adapt`` the NLL of recognising each unknown-unknown class
-    from its first query row (0 when none has two rows). Other parameters as
-    :func:`flowr_episode_logits`.
+    from its first query row (0 when none has two rows). ``head``: the
+    keyword arguments of :func:`flowr_episode_logits`.
 
     References
     ----------
@@ -236,21 +231,16 @@ def meta_training_loss(
     >>> loss.ndim, bool(loss > 0)
     (0, True)
     """
-    scores = _score_episode(
-        z_support, y_support, z_query, n_way, prior_mean=prior_mean,
-        prior_log_var=prior_log_var, beta_raw=beta_raw, a=a, sigma=sigma,
-        class_prior=class_prior, known_nat_mean=known_nat_mean,
-        known_precision=known_precision, known_counts=known_counts,
-    )
-    y_host = _on_host(y_query)
+    scores = _score_episode(z_support, y_support, z_query, n_way, **head)
+    y_host = on_host(y_query)
     # Every unknown-unknown query row is labelled novel, the last column.
     target = y_host.clamp(max=scores.counts.shape[0])
     loss = F.cross_entropy(scores.logits,
                            to_device(target, z_query.device))
     if lambda_adapt == 0:
         return loss
-    adapt = _adaptation_nll(z_query, y_host, scores, sigma=sigma,
-                            class_prior=class_prior, a=a)
+    adapt = _adaptation_nll(z_query, y_host, scores, sigma=head["sigma"],
+                            class_prior=head["class_prior"], a=head["a"])
     return loss + lambda_adapt * adapt
 
 
@@ -297,3 +287,139 @@ def _adaptation_nll(z_query, y_host, scores: _EpisodeScores, *, a, sigma,
     ], dim=1)
     target = torch.full_like(rows, n_classes)
     return F.cross_entropy(logits, target)
+
+
+class FLOWRMetaLoss(nn.Module):
+    """Meta-training criterion: :func:`meta_training_loss` with a fixed lambda.
+
+    Parameters
+    ----------
+    lambda_adapt : float, default=0.1
+        Weight of the adaptation loss.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from sklearn_flowr.encoders import MLPEncoder
+    >>> from sklearn_flowr.training import FLOWRMetaModule
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
+    >>> z = module(torch.randn(7, 8))  # 2 support rows, then 5 query rows
+    >>> y_support = torch.tensor([0, 1])
+    >>> y_query = torch.tensor([0, 1, 2, 2, 0])  # 2: an unknown-unknown class
+    >>> loss = FLOWRMetaLoss(lambda_adapt=0.1)(z[:2], y_support, z[2:], y_query,
+    ...                                        2, **module.episode_params())
+    >>> loss.shape
+    torch.Size([])
+    >>> loss.backward()  # gradients reach the learned head parameters
+    >>> module.beta_raw.grad is not None
+    True
+    """
+
+    def __init__(self, lambda_adapt: float = LAMBDA_ADAPT):
+        super().__init__()
+        self.lambda_adapt = lambda_adapt
+
+    def forward(self, z_support, y_support, z_query, y_query, n_way, **head):
+        """Loss of one episode; ``head`` from ``FLOWRMetaModule.episode_params``."""
+        return meta_training_loss(z_support, y_support, z_query, y_query, n_way,
+                                  lambda_adapt=self.lambda_adapt, **head)
+
+
+def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
+                 class_log_var: torch.Tensor) -> torch.Tensor:
+    """Sup-E logits ``log N(z; mu_n, s_n I)``, shape (n_samples, n_classes), of
+    ``z`` (n_samples, d) under class means (n_classes, d) and log-variances
+    (n_classes,).
+
+    Examples
+    --------
+    With unit variances in two dimensions the logits are
+    ``-log(2 pi) - ||z - mu_n||^2 / 2``:
+
+    >>> import torch
+    >>> means = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> sup_e_logits(torch.tensor([[0.0, 0.0]]), means, torch.zeros(2))
+    tensor([[-1.8379, -5.8379]])
+    """
+    # A Gaussian with natural parameters (mu/s, 1/s) and no extra noise
+    # (sigma = 0) has predictive N(mu, s I): the same density code as the head.
+    precision = torch.exp(-class_log_var)[:, None]
+    coef = log_density_coef(class_means * precision, precision, 0.0)
+    return log_density_features(z, isotropic=True) @ coef.T
+
+
+def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
+                  beta: float = SUP_E_BETA, l2: float = SUP_E_L2) -> torch.Tensor:
+    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``
+    (``tr(Sigma_n^-1) = d / s_n`` keeps the variances from collapsing; ``l2`` is
+    a weak Gaussian prior on the means).
+
+    Examples
+    --------
+    >>> import torch
+    >>> means, log_var = torch.tensor([[1.0, 0.0], [0.0, 2.0]]), torch.zeros(2)
+    >>> # beta * sum_n d / s_n = 0.1 * (2 / 1 + 2 / 1)
+    >>> round(float(sup_e_penalty(means, log_var, beta=0.1, l2=0.0)), 6)
+    0.4
+    >>> # l2 * sum_n ||mu_n||^2 = 1 + 4
+    >>> float(sup_e_penalty(means, log_var, beta=0.0, l2=1.0))
+    5.0
+    """
+    d = class_means.shape[-1]
+    trace = d * torch.exp(-class_log_var).sum()
+    return beta * trace + l2 * (class_means * class_means).sum()
+
+
+def sup_e_loss(z: torch.Tensor, y: torch.Tensor, class_means: torch.Tensor,
+               class_log_var: torch.Tensor, *, beta: float = SUP_E_BETA,
+               l2: float = SUP_E_L2) -> torch.Tensor:
+    """Sup-E pre-training loss: mean cross-entropy of the Gaussian logits of ``z``
+    for class indices ``y``, plus :func:`sup_e_penalty` (not averaged).
+
+    References
+    ----------
+    .. [1] J. Willes et al., "Bayesian Embeddings for Few-Shot Open World
+       Recognition", IEEE TPAMI, 2022, sec. 4.
+
+    Examples
+    --------
+    >>> import torch
+    >>> z = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> means = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
+    >>> float(sup_e_loss(z, torch.tensor([0, 1]), means, torch.zeros(2),
+    ...                  beta=0.0, l2=0.0)) < 0.1
+    True
+    """
+    return SupELoss(beta=beta, l2=l2)(sup_e_logits(z, class_means, class_log_var),
+                                      y, class_means, class_log_var)
+
+
+class SupELoss(nn.Module):
+    """Sup-E criterion: cross-entropy plus :func:`sup_e_penalty`.
+
+    Parameters
+    ----------
+    beta, l2 : float, default=0.1, 1e-4
+        The weights of :func:`sup_e_penalty`, >= 0.
+
+    Examples
+    --------
+    The criterion of :class:`SupENet`, on the logits of :func:`sup_e_logits`:
+
+    >>> import torch
+    >>> z, y = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.tensor([0, 1])
+    >>> means, log_var = z.clone(), torch.zeros(2)
+    >>> loss = SupELoss(beta=0.1)(sup_e_logits(z, means, log_var), y, means, log_var)
+    >>> loss.shape
+    torch.Size([])
+    """
+
+    def __init__(self, beta: float = SUP_E_BETA, l2: float = SUP_E_L2):
+        super().__init__()
+        self.beta = beta
+        self.l2 = l2
+
+    def forward(self, logits, y, class_means, class_log_var):
+        """Loss of Sup-E ``logits`` (n, n_classes) for class indices ``y``."""
+        return F.cross_entropy(logits, y.long()) + sup_e_penalty(
+            class_means, class_log_var, beta=self.beta, l2=self.l2)

@@ -1,12 +1,9 @@
-"""Trained encoders kept in this process, keyed by a hash of everything training
-reads (data, settings, seed, device), so a refit of the head retrains nothing.
-In memory only: nothing is unpickled from disk.
-"""
+"""Trained encoders kept in this process (in memory only), keyed by a hash of
+everything training reads, so a refit of the head retrains nothing."""
 
 from __future__ import annotations
 
 import copy
-import dataclasses
 import threading
 from collections import OrderedDict
 from numbers import Integral
@@ -18,25 +15,8 @@ __all__ = ["ENCODER_MEMO", "EncoderMemo"]
 
 
 class EncoderMemo:
-    """A small in-process LRU store of training results.
-
-    Parameters
-    ----------
-    max_entries : int, default=6
-        Results kept; the least recently used is dropped first. A 3-fold grid
-        with its refit needs 4.
-
-    Examples
-    --------
-    >>> memo = EncoderMemo(max_entries=1)
-    >>> key = memo.key(np.zeros((2, 1)), np.array([0, 1]), {"epochs": 1},
-    ...                random_state=0, device="cpu")
-    >>> memo.get(key) is None
-    True
-    >>> memo.put(key, {"z": np.ones(2)})
-    >>> memo.get(key)["z"]
-    array([1., 1.])
-    """
+    """A small in-process LRU store of training results, ``max_entries`` of them
+    (a 3-fold grid with its refit needs 4)."""
 
     def __init__(self, max_entries: int = 6):
         self.max_entries = max_entries
@@ -45,16 +25,13 @@ class EncoderMemo:
 
     @staticmethod
     def key(X, y, config, *, random_state, device) -> str | None:
-        """The hash of a training run, or ``None`` for a ``RandomState`` seed (a
-        stream of draws, never reused). ``config``: the settings training reads.
-        """
+        """The hash of a training run (``config``: the settings it reads), or
+        ``None`` for a ``RandomState`` seed (a stream of draws, never reused)."""
         if random_state is not None and not isinstance(random_state, Integral):
             return None
-        fields = (dataclasses.asdict(config) if dataclasses.is_dataclass(config)
-                  else dict(config))
         return joblib.hash((np.asarray(X), np.asarray(y), sorted(
             (name, repr(value) if isinstance(value, str | int | float | bool)
-             or value is None else value) for name, value in fields.items()),
+             or value is None else value) for name, value in config.items()),
             random_state, str(device)))
 
     def get(self, key):

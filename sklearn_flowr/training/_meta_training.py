@@ -24,15 +24,7 @@ def known_classes(setting: str, meta: MetaTraining, n_classes: int,
                   seed: int) -> np.ndarray:
     """Training classes meta-training treats as known: all in the small context;
     in the large one all but ``max(n_unknown, ceil(0.2 * n_classes))`` drawn by
-    ``seed`` (sorted).
-
-    Examples
-    --------
-    >>> known_classes("small", MetaTraining(), 4, seed=0)
-    array([0, 1, 2, 3])
-    >>> known_classes("large", MetaTraining(n_unknown=2), 10, seed=0).shape
-    (8,)
-    """
+    ``seed`` (sorted)."""
     if setting == "small":
         return np.arange(n_classes)
     held_out = max(meta.n_unknown,
@@ -44,18 +36,7 @@ def known_classes(setting: str, meta: MetaTraining, n_classes: int,
 def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
                     seed: int):
     """The :class:`EpisodeDataset` of meta-training over the classes ``known``;
-    a ValueError when a class has fewer than ``n_query + 1`` rows.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> y = np.repeat(np.arange(5), 8)
-    >>> meta = MetaTraining(n_way=3, n_unknown=1, episodes_per_epoch=2)
-    >>> episodes = episode_dataset("small", meta, np.zeros((40, 2), "f4"), y,
-    ...                            np.arange(5), seed=0)
-    >>> len(episodes)
-    2
-    """
+    a ValueError when a class has fewer than ``n_query + 1`` rows."""
     sizes = np.bincount(y_index)
     max_shots = int(min(10, sizes.min() - meta.n_query))
     if max_shots < 1:
@@ -63,34 +44,19 @@ def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
             f"The smallest class has {sizes.min()} rows: episodes need at least "
             f"n_query + 1 = {meta.n_query + 1} rows per class."
         )
+    common = dict(n_query=meta.n_query, n_unknown=meta.n_unknown,
+                  n_episodes=meta.episodes_per_epoch, random_state=seed)
     if setting == "small":
         n_way = min(meta.n_way, len(sizes) - meta.n_unknown)
-        return EpisodeDataset(X, y_index, setting="small", n_way=n_way,
-                              shots=(1, max_shots), n_query=meta.n_query,
-                              n_unknown=meta.n_unknown,
-                              n_episodes=meta.episodes_per_epoch,
-                              random_state=seed)
-    return EpisodeDataset(X, y_index, setting="large",
-                          n_way=min(meta.n_way, len(known)),
-                          n_query=meta.n_query, n_unknown=meta.n_unknown,
-                          known_classes=known,
-                          n_episodes=meta.episodes_per_epoch, random_state=seed)
+        return EpisodeDataset(X, y_index, n_way=n_way, shots=(1, max_shots), **common)
+    return EpisodeDataset(X, y_index, setting="large", known_classes=known,
+                          n_way=min(meta.n_way, len(known)), **common)
 
 
 def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,
                              n_classes: int, seed: int) -> None:
     """Fail on what meta-training would reject, from the labels alone (``meta``
-    None: nothing to check).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> y = np.repeat(np.arange(3), 8)
-    >>> check_meta_training_plan("small", MetaTraining(n_unknown=3), y, 3, seed=0)
-    Traceback (most recent call last):
-    ...
-    ValueError: n_unknown=3 leaves no support class among the 3 training ...
-    """
+    None: nothing to check)."""
     if meta is None:
         return
     known = known_classes(setting, meta, n_classes, seed)
@@ -108,32 +74,8 @@ def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,
 def meta_train(encoder, X, y_index, means, variances, *, setting: str,
                meta: MetaTraining | None, encoder_lr: float,
                runner: StageRunner) -> FLOWRMetaModule:
-    """Build the FLOWR meta-module from the class table and meta-train it.
-
-    The prior starts at :func:`initial_prior` of ``means``; in the large context
-    the known classes' rows start the known-known table. ``meta=None`` builds it
-    with :class:`MetaTraining`'s defaults and trains nothing. The encoder (trained
-    in place) runs at ``encoder_lr``; the history goes under ``"meta"``.
-
-    Returns
-    -------
-    FLOWRMetaModule
-        With ``known_classes_``, the classes of its known-known table.
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> y = np.repeat(np.arange(5), 8)
-    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
-    >>> stage = MetaTraining(n_way=3, n_unknown=1, n_query=2, epochs=1,
-    ...                      episodes_per_epoch=2)
-    >>> meta = meta_train(MLPEncoder(8, embedding_dim=4), X, y, np.eye(5, 4),
-    ...                   np.ones(5), setting="small", meta=stage, encoder_lr=1e-4,
-    ...                   runner=StageRunner(torch.device("cpu"), 0))
-    >>> meta.n_known, meta.known_classes_
-    (0, array([0, 1, 2, 3, 4]))
-    """
+    """The FLOWR meta-module (``known_classes_``: its known-known table's), its
+    prior from ``means``, meta-trained in place (``meta=None``: built only)."""
     n_classes = means.shape[0]
     prior_mean, prior_var = initial_prior(means)
     stage = MetaTraining() if meta is None else meta

@@ -14,8 +14,8 @@ from torch import nn
 from .._core import concentration_from_raw, raw_from_concentration
 from ..encoders import last_linear_layer
 from ._class_stats import initial_prior
+from ._losses import sup_e_logits
 from ._stages import MetaTraining
-from ._sup_e_losses import sup_e_logits
 
 __all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
 

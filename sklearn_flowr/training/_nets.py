@@ -1,9 +1,7 @@
-"""skorch nets for Sup-E / Sup-FC pre-training and FLOWR meta-training.
-
-They change skorch only through its hooks (constructor defaults,
-``initialize_module``, ``on_epoch_begin``, ``get_loss``); the fit loop, epoch
-table, callbacks and ``device`` are skorch's own.
-"""
+"""skorch nets for Sup-E / Sup-FC pre-training and FLOWR meta-training, changed
+only through skorch's hooks (constructor defaults, ``initialize_module``,
+``on_epoch_begin``, ``get_loss``), and their data loaders: mini-batches of arrays
+read with one index, one episode per step (both shardable by accelerate)."""
 
 from __future__ import annotations
 
@@ -15,105 +13,98 @@ import numpy as np
 import torch
 from skorch import NeuralNet, NeuralNetClassifier
 from skorch.callbacks import Callback, PrintLog
+from skorch.dataset import Dataset
 from skorch.utils import to_tensor
-from torch import nn
+from torch.utils.data import DataLoader, Subset
 
 from ._device import to_device
-from ._loaders import _batch_index_loader
-from ._losses import meta_training_loss
+from ._losses import FLOWRMetaLoss, SupELoss, on_host
 from ._modules import FLOWRMetaModule, SupEModule, SupFCModule
-from ._sup_e_losses import sup_e_objective
 
-__all__ = ["EpisodicMetaNet", "FLOWRMetaLoss", "StopOnNonFiniteLoss", "SupELoss",
-           "SupENet", "SupFCNet"]
+__all__ = ["EpisodicMetaNet", "StopOnNonFiniteLoss", "SupENet", "SupFCNet"]
 
 
-def _host_tensor(value) -> torch.Tensor:
-    """A CPU tensor of episode labels or masks (a GPU copy synchronises once)."""
-    return value.detach().cpu() if torch.is_tensor(value) else torch.as_tensor(value)
+class _ArrayRows(torch.utils.data.Dataset):
+    """Rows of a skorch ``Dataset`` over arrays, a batch read with one index
+    (torch's batched ``__getitems__``); ``index`` maps positions to rows."""
+
+    def __init__(self, X, y, index: np.ndarray):
+        self.X, self.y, self.index = X, y, index
+
+    def __len__(self) -> int:
+        return self.index.shape[0]
+
+    def __getitems__(self, positions):
+        rows = self.index[positions]
+        return tuple(
+            a[to_device(rows, a.device)] if torch.is_tensor(a)
+            else torch.as_tensor(a[rows]) for a in (self.X, self.y)
+        )
 
 
-def _device_type(device) -> str:
-    """``"cuda"`` / ``"cpu"`` of a skorch ``device`` setting (None: the CPU)."""
-    return "cpu" if device is None else torch.device(device).type
+def _as_is(batch):
+    """``collate_fn`` of :class:`_ArrayRows`: the batch is already stacked."""
+    return batch
+
+
+def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
+                        drop_last: bool = False, generator=None,
+                        **kwargs) -> DataLoader:
+    """``DataLoader(dataset, batch_size, shuffle=shuffle)``'s batches (same order
+    for the same torch seed), for skorch's ``Dataset`` over arrays read without a
+    Python call per row."""
+    subsets, rows = [], dataset
+    while isinstance(rows, Subset):  # skorch's internal validation split
+        subsets.append(rows)
+        rows = rows.dataset
+    arrays = (np.ndarray, torch.Tensor)
+    if (
+        type(rows) is not Dataset  # a subclass may transform row by row
+        or not isinstance(rows.X, arrays)
+        or not isinstance(rows.y, arrays)
+        or batch_size is None
+        or {"sampler", "batch_sampler", "collate_fn"} & kwargs.keys()
+    ):
+        return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle,
+                          drop_last=drop_last, generator=generator, **kwargs)
+    index = np.arange(len(dataset))
+    for subset in subsets:
+        index = np.asarray(subset.indices)[index]
+    return DataLoader(_ArrayRows(rows.X, rows.y, index), batch_size=batch_size,
+                      shuffle=shuffle, drop_last=drop_last, generator=generator,
+                      collate_fn=_as_is, **kwargs)
+
+
+# The loader accelerate shards is the same one.
+_accelerate_batch_loader = _batch_index_loader
+
+
+def _single_episode(batch):
+    """``collate_fn`` of a batch of one episode: that episode, not stacked."""
+    (episode,) = batch
+    return episode
+
+
+def _episode_loader(dataset, batch_size=None, **kwargs) -> DataLoader:
+    """One whole episode per step, as a batch of one that accelerate can shard
+    (process ``p`` of ``P`` takes episodes ``p, p + P, ...``)."""
+    if batch_size is None and not {"sampler", "batch_sampler",
+                                    "collate_fn"} & kwargs.keys():
+        return DataLoader(dataset, batch_size=1, collate_fn=_single_episode,
+                          **kwargs)
+    return DataLoader(dataset, batch_size=batch_size, **kwargs)
+
+
+def epoch_source(dataset):
+    """The dataset (or one it wraps) that has ``set_epoch``, or None."""
+    while dataset is not None and not hasattr(dataset, "set_epoch"):
+        dataset = getattr(dataset, "dataset", None)
+    return dataset
 
 
 def _softmax(logits: torch.Tensor) -> torch.Tensor:
     """Closed-world class probabilities from Sup-E logits (``predict_proba``)."""
     return torch.softmax(logits, dim=-1)
-
-
-class SupELoss(nn.Module):
-    """Sup-E criterion: cross-entropy plus :func:`sup_e_penalty`.
-
-    Parameters
-    ----------
-    beta : float, default=0.1
-        Weight of ``sum_n tr(Sigma_n^-1)``.
-    l2 : float, default=1e-4
-        Weight of the Gaussian prior ``sum_n ||mu_n||^2`` on the class means.
-
-    Examples
-    --------
-    The criterion of :class:`SupENet` equals :func:`sup_e_loss` on the
-    embeddings:
-
-    >>> import torch
-    >>> from sklearn_flowr.training import sup_e_logits, sup_e_loss
-    >>> z = torch.tensor([[0.0, 0.0], [2.0, 2.0], [0.3, 0.1]])
-    >>> y = torch.tensor([0, 1, 0])
-    >>> means, log_var = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.zeros(2)
-    >>> criterion = SupELoss(beta=0.1)
-    >>> loss = criterion(sup_e_logits(z, means, log_var), y, means, log_var)
-    >>> bool(torch.isclose(loss, sup_e_loss(z, y, means, log_var, beta=0.1)))
-    True
-    """
-
-    def __init__(self, beta: float = 0.1, l2: float = 1e-4):
-        super().__init__()
-        self.beta = beta
-        self.l2 = l2
-
-    def forward(self, logits, y, class_means, class_log_var):
-        """Loss of Sup-E ``logits`` (n, n_classes) for class indices ``y``."""
-        return sup_e_objective(logits, y, class_means, class_log_var,
-                               beta=self.beta, l2=self.l2)
-
-
-class FLOWRMetaLoss(nn.Module):
-    """Meta-training criterion: :func:`meta_training_loss` with a fixed lambda.
-
-    Parameters
-    ----------
-    lambda_adapt : float, default=0.1
-        Weight of the adaptation loss.
-
-    Examples
-    --------
-    >>> import torch
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> from sklearn_flowr.training import FLOWRMetaModule
-    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
-    >>> z = module(torch.randn(7, 8))  # 2 support rows, then 5 query rows
-    >>> y_support = torch.tensor([0, 1])
-    >>> y_query = torch.tensor([0, 1, 2, 2, 0])  # 2: an unknown-unknown class
-    >>> loss = FLOWRMetaLoss(lambda_adapt=0.1)(z[:2], y_support, z[2:], y_query,
-    ...                                        2, **module.episode_params())
-    >>> loss.shape
-    torch.Size([])
-    >>> loss.backward()  # gradients reach the learned head parameters
-    >>> module.beta_raw.grad is not None
-    True
-    """
-
-    def __init__(self, lambda_adapt: float = 0.1):
-        super().__init__()
-        self.lambda_adapt = lambda_adapt
-
-    def forward(self, z_support, y_support, z_query, y_query, n_way, **head):
-        """Loss of one episode; ``head`` from ``FLOWRMetaModule.episode_params``."""
-        return meta_training_loss(z_support, y_support, z_query, y_query, n_way,
-                                  lambda_adapt=self.lambda_adapt, **head)
 
 
 _ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
@@ -131,8 +122,7 @@ class _PlainPrintLog(PrintLog):
 
 class StopOnNonFiniteLoss(Callback):
     """Stop at the first step whose loss is not finite, naming the ``stage`` and
-    the FLOWRClassifier parameter ``lr_param`` of the rate to lower.
-    """
+    the FLOWRClassifier parameter ``lr_param`` of the rate to lower."""
 
     def __init__(self, stage="training", lr_param=None):
         self.stage = stage
@@ -151,23 +141,21 @@ class StopOnNonFiniteLoss(Callback):
             f"{where}, or rescale the inputs.")
 
 
-class _DefaultCallbacksMixin:
-    """skorch's default callbacks, with :class:`_PlainPrintLog` and
-    :class:`StopOnNonFiniteLoss`.
-    """
+class _FLOWRNet:
+    """What the FLOWR nets add to skorch's: :class:`_PlainPrintLog`,
+    :class:`StopOnNonFiniteLoss`, and torch seeded from ``random_state`` before
+    the module is built and at each epoch (a resumed fit trains alike)."""
 
     _stage = ("training", None)
+
+    def __init__(self, *args, random_state: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.random_state = random_state
 
     def get_default_callbacks(self):
         callbacks = [(name, _PlainPrintLog() if name == "print_log" else callback)
                      for name, callback in super().get_default_callbacks()]
         return [("finite_loss", StopOnNonFiniteLoss(*self._stage)), *callbacks]
-
-
-class _SeededInitMixin:
-    """Seed torch before the module is built and at each epoch from
-    ``(random_state, epoch)``, so a resumed fit trains as an uninterrupted one.
-    """
 
     def initialize_module(self):
         if self.random_state is not None:
@@ -184,7 +172,21 @@ class _SeededInitMixin:
             torch.manual_seed(int(seed.generate_state(1)[0]))
 
 
-class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
+class _PretrainingNet(_FLOWRNet, NeuralNetClassifier):
+    """The constructor defaults :class:`SupENet` and :class:`SupFCNet` share."""
+
+    def __init__(self, module, *args, criterion, optimizer=torch.optim.Adam,
+                 lr: float = 1e-3, train_split=None,
+                 iterator_train=_batch_index_loader,
+                 iterator_valid=_batch_index_loader, **kwargs):
+        kwargs.setdefault("iterator_train__shuffle", True)
+        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
+                         lr=lr, train_split=train_split,
+                         iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
+
+
+class SupENet(_PretrainingNet):
     """Sup-E pre-training of an encoder on ``(X, y)`` mini-batches.
 
     A :class:`skorch.NeuralNetClassifier` whose module (default
@@ -209,18 +211,9 @@ class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     _stage = ("Sup-E pre-training", "pretrain__lr")
 
     def __init__(self, module=SupEModule, *args, criterion=SupELoss,
-                 optimizer=torch.optim.Adam, lr: float = 1e-3, train_split=None,
-                 iterator_train=_batch_index_loader,
-                 iterator_valid=_batch_index_loader,
-                 predict_nonlinearity=_softmax, random_state: int | None = None,
-                 **kwargs):
-        kwargs.setdefault("iterator_train__shuffle", True)
-        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
-                         lr=lr, train_split=train_split,
-                         iterator_train=iterator_train,
-                         iterator_valid=iterator_valid,
+                 predict_nonlinearity=_softmax, **kwargs):
+        super().__init__(module, *args, criterion=criterion,
                          predict_nonlinearity=predict_nonlinearity, **kwargs)
-        self.random_state = random_state
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
         """Sup-E loss: the penalty needs the module's class parameters."""
@@ -229,7 +222,7 @@ class SupENet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
                                self.module_.class_log_var)
 
 
-class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
+class SupFCNet(_PretrainingNet):
     """Sup-FC pre-training (encoder + linear layer, cross-entropy); as
     :class:`SupENet` with :class:`SupFCModule` and ``torch.nn.CrossEntropyLoss``.
 
@@ -237,31 +230,21 @@ class SupFCNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNetClassifier):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("float32")
-    >>> y = np.repeat(np.arange(4), 10)
-    >>> net = SupFCNet(module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-    ...                module__n_classes=4, max_epochs=1, verbose=0).fit(X, y)
+    >>> X, y = np.eye(8, dtype="float32"), np.arange(8) % 2
+    >>> net = SupFCNet(module__encoder=MLPEncoder(8, embedding_dim=4),
+    ...                module__n_classes=2, max_epochs=1, verbose=0).fit(X, y)
     >>> net.predict(X).shape
-    (40,)
+    (8,)
     """
 
     _stage = ("Sup-FC pre-training", "pretrain__lr")
 
     def __init__(self, module=SupFCModule, *args,
-                 criterion=torch.nn.CrossEntropyLoss, optimizer=torch.optim.Adam,
-                 lr: float = 1e-3, train_split=None,
-                 iterator_train=_batch_index_loader,
-                 iterator_valid=_batch_index_loader,
-                 random_state: int | None = None, **kwargs):
-        kwargs.setdefault("iterator_train__shuffle", True)
-        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
-                         lr=lr, train_split=train_split,
-                         iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
-        self.random_state = random_state
+                 criterion=torch.nn.CrossEntropyLoss, **kwargs):
+        super().__init__(module, *args, criterion=criterion, **kwargs)
 
 
-class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
+class EpisodicMetaNet(_FLOWRNet, NeuralNet):
     """FLOWR meta-training over episodes, small or large context.
 
     A :class:`skorch.NeuralNet` whose ``fit`` takes an :class:`EpisodeDataset`
@@ -292,11 +275,9 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
-                 train_split=None, random_state: int | None = None,
-                 autocast: torch.dtype | None = None, **kwargs):
+                 train_split=None, autocast: torch.dtype | None = None, **kwargs):
         super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
                          batch_size=batch_size, train_split=train_split, **kwargs)
-        self.random_state = random_state
         self.autocast = autocast
 
     def train_step_single(self, batch, **fit_params):
@@ -307,17 +288,16 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         >>> import numpy as np, torch
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> from sklearn_flowr.training import EpisodeDataset
-        >>> y = np.repeat(np.arange(5), 12)
-        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
-        >>> net = EpisodicMetaNet(
-        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...     autocast=torch.bfloat16, verbose=0, random_state=0).initialize()
-        >>> step = net.train_step_single(
-        ...     EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0])
-        >>> step["loss"].dtype  # the loss stays float32
+        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
+        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4),
+        ...                       autocast=torch.bfloat16).initialize()
+        >>> episode = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
+        >>> net.train_step_single(episode)["loss"].dtype  # the loss stays float32
         torch.float32
         """
-        with torch.autocast(_device_type(self.device), dtype=self.autocast,
+        # skorch's device=None leaves the module where it is: the CPU here.
+        with torch.autocast(torch.device(self.device or "cpu").type,
+                            dtype=self.autocast,
                             enabled=self.autocast is not None):
             return super().train_step_single(batch, **fit_params)
 
@@ -329,13 +309,10 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         >>> import numpy as np
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> from sklearn_flowr.training import EpisodeDataset
-        >>> y = np.repeat(np.arange(5), 12)
-        >>> X = np.random.default_rng(0).normal(size=(60, 8)).astype("f4")
-        >>> net = EpisodicMetaNet(
-        ...     module__encoder=MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...     verbose=0).initialize()
-        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1,
-        ...                                 n_query=2)[0]
+        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
+        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4)
+        ...                       ).initialize()
+        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
         >>> net.infer(episode).shape == (len(labels), 4)  # one embedding a row
         True
         """
@@ -347,8 +324,8 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         """The FLOWR loss of an episode: its embeddings (support first) split by
         ``X["is_query"]``; labels stay on the host, the loss runs in float32.
         """
-        y_true = _host_tensor(y_true).long()
-        is_query = _host_tensor(X["is_query"]).bool()
+        y_true = on_host(y_true)
+        is_query = on_host(X["is_query"], torch.bool)
         module = self.module_
         n_known = module.n_known
         y_support = y_true[~is_query]
@@ -370,8 +347,6 @@ class EpisodicMetaNet(_DefaultCallbacksMixin, _SeededInitMixin, NeuralNet):
         # Keyed on the history length, so a run resumed from a checkpoint
         # (LoadInitState restores the history) draws the episodes it would
         # have drawn without the interruption.
-        dataset = dataset_train
-        while dataset is not None and not hasattr(dataset, "set_epoch"):
-            dataset = getattr(dataset, "dataset", None)
+        dataset = epoch_source(dataset_train)
         if dataset is not None:
             dataset.set_epoch(len(self.history) - 1)

@@ -1,10 +1,5 @@
-"""Torch modules in a form pickle and skops.io both store safely.
-
-Every tensor of a module tree becomes a :class:`TensorState` (a NumPy array
-and how to rebuild it): pickles then carry no device, and skops.io, which
-refuses tensors, stores the rest of each module as objects. The live modules
-are never moved or changed; shared modules stay shared.
-"""
+"""Torch modules in a form pickle and skops.io both store safely: each tensor a
+:class:`TensorState` (see docs/design.rst, "Persistence and devices")."""
 
 from __future__ import annotations
 
@@ -16,14 +11,10 @@ import torch
 __all__ = ["TensorState", "modules_from_state", "modules_to_state",
            "restore_modules", "store_modules"]
 
-# Where nn.Module keeps its tensors.
-_TENSOR_STORES = ("_parameters", "_buffers")
-
 
 class TensorState:
     """A tensor as a CPU NumPy array, and whether it was a parameter, needed
-    gradients, was bfloat16 or channels-last.
-    """
+    gradients, was bfloat16 or channels-last."""
 
     # Whether the tensor was 4-d and channels-last (NHWC strides): the
     # layout, not stored by the array, which a module may compute faster in
@@ -34,9 +25,9 @@ class TensorState:
         self.parameter = isinstance(tensor, torch.nn.Parameter)
         self.requires_grad = bool(tensor.requires_grad)
         tensor = tensor.detach()
+        row_major = torch.empty(tensor.shape, device="meta").stride()
         self.channels_last = (tensor.dim() == 4 and tensor.stride()
-                              == _channels_last_strides(tensor.shape)
-                              != _row_major_strides(tensor.shape))
+                              == _channels_last_strides(tensor.shape) != row_major)
         # NumPy has no bfloat16: stored as float32, which holds it exactly.
         self.dtype = "bfloat16" if tensor.dtype == torch.bfloat16 else None
         if self.dtype is not None:
@@ -58,41 +49,10 @@ class TensorState:
         return tensor.requires_grad_(self.requires_grad)
 
 
-def _row_major_strides(shape):
-    strides, step = [], 1
-    for side in reversed(shape):
-        strides.append(step)
-        step *= side
-    return tuple(reversed(strides))
-
-
 def _channels_last_strides(shape):
     """Strides of an (N, C, H, W) tensor stored as (N, H, W, C)."""
     n, c, h, w = shape
     return (h * w * c, 1, w * c, c)
-
-
-def _swap_tensors(modules, convert, kind):
-    """Replace, in place, every value of kind ``kind`` held by the modules'
-    tensor stores and plain attributes (lists, tuples and dicts one level
-    deep included)."""
-    seen = set()
-    for root in modules:
-        if root is None:
-            continue
-        for module in root.modules():
-            if id(module) in seen:
-                continue
-            seen.add(id(module))
-            for store in _TENSOR_STORES:
-                values = module.__dict__[store]
-                for name, value in list(values.items()):
-                    if isinstance(value, kind):
-                        values[name] = convert(value)
-            for name, value in list(module.__dict__.items()):
-                if name in _TENSOR_STORES:
-                    continue
-                module.__dict__[name] = _convert_value(value, convert, kind)
 
 
 def _convert_value(value, convert, kind):
@@ -108,8 +68,7 @@ def _convert_value(value, convert, kind):
 
 def modules_to_state(modules: tuple) -> tuple:
     """Copies of ``modules`` (``None`` allowed) holding :class:`TensorState`
-    objects for tensors; one deep copy, so shared modules stay shared.
-    """
+    objects for tensors; one deep copy, so shared modules stay shared."""
     # Deep-copying CUDA tensors would allocate on the GPU: copy structure only,
     # with the tensors swapped for their states on the way.
     # The tensor stores (_parameters, _buffers) are dicts among the module's
@@ -147,7 +106,11 @@ def modules_from_state(modules: tuple) -> tuple:
             rebuilt[id(state)] = state.to_tensor()
         return rebuilt[id(state)]
 
-    _swap_tensors(modules, to_tensor, TensorState)
+    for root in modules:
+        for module in () if root is None else root.modules():
+            # _parameters and _buffers are dicts among these attributes.
+            for name, value in list(module.__dict__.items()):
+                module.__dict__[name] = _convert_value(value, to_tensor, TensorState)
     return modules
 
 
@@ -171,20 +134,7 @@ def _module_slots(state):
 
 def store_modules(state: dict) -> dict:
     """An estimator's pickled ``state`` (not changed) with its modules -- fitted
-    attributes, and a module ``backbone`` in ``_fitted_params`` -- as stored
-    copies.
-
-    Examples
-    --------
-    >>> from torch import nn
-    >>> layer = nn.Linear(2, 2)
-    >>> stored = store_modules({"encoder_": layer, "pretrained_encoder_": layer})
-    >>> stored["encoder_"] is stored["pretrained_encoder_"] is not layer
-    True
-    >>> restored = restore_modules(stored)
-    >>> type(restored["encoder_"].weight).__name__
-    'Parameter'
-    """
+    attributes, and a module ``backbone`` in ``_fitted_params`` -- as stored copies."""
     state = dict(state)
     if isinstance(state.get("_fitted_params"), dict):
         state["_fitted_params"] = dict(state["_fitted_params"])

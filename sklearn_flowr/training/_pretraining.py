@@ -18,15 +18,7 @@ __all__ = ["build_encoder", "embed_rows", "match_noise_scale", "pretrain_encoder
 
 
 def build_encoder(backbone, embedding_dim: int, X) -> torch.nn.Module:
-    """The untrained encoder ``backbone`` names, sized for ``X``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> encoder = build_encoder("mlp", 4, np.zeros((2, 8), np.float32))
-    >>> last_linear_layer(encoder).out_features
-    4
-    """
+    """The untrained encoder ``backbone`` names, sized for ``X``."""
     return make_backbone(
         backbone, in_channels=X.shape[1] if X.ndim == 4 else 1,
         input_size=X.shape[2:] if X.ndim == 4 else None,
@@ -46,23 +38,9 @@ def embed_rows(encoder, X, batch_size: int, desc: str | None = None,
 def pretrain_encoder(encoder, X, y_index, n_classes: int, stage, runner: StageRunner, *,
              lr: float = 1e-3, learned_stats: bool = False,
              return_embedding: bool = False):
-    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None, at the
-    resolved rate ``lr``) and read the class table that starts meta-training:
-    ``(encoder, means (n_classes, d), variances (n_classes,))``, from Sup-E's
-    learned class parameters with ``learned_stats``, plus the embedding it was read
-    from (or None) with ``return_embedding``. The history goes under "pretrain".
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> X = np.random.default_rng(0).normal(size=(40, 8)).astype("f4")
-    >>> encoder = build_encoder("mlp", 4, X)
-    >>> runner = StageRunner(torch.device("cpu"), seed=0)
-    >>> encoder, means, variances = pretrain_encoder(encoder, X, np.arange(40) % 4, 4,
-    ...                                      SupE(epochs=1), runner)
-    >>> means.shape, variances.shape, len(runner.history["pretrain"])
-    ((4, 4), (4,), 1)
-    """
+    """Pre-train ``encoder`` in place (``stage``: SupE, SupFC or None) and read the
+    class table ``(encoder, means, variances)`` that starts meta-training (Sup-E's
+    own with ``learned_stats``), plus its embedding with ``return_embedding``."""
     batch_size = getattr(stage, "batch_size", BATCH_SIZE)
     trainee, X = runner.trainable(encoder.to(runner.device), X, batch_size)
     if stage is None:
@@ -101,42 +79,20 @@ def _class_table(encoder, trainee, X, y_index, n_classes, batch_size, runner,
     return (*table, Z) if return_embedding else table
 
 
-def _scale_last_layer(encoder, factor: float, *, undo: bool = False) -> None:
+def _scale_last_layer(encoder, factor: float) -> None:
     layer = last_linear_layer(encoder)
     with torch.no_grad():
         for tensor in (layer.weight, layer.bias):
-            if tensor is None:
-                continue
-            if undo:
-                tensor.div_(factor)
-            else:
+            if tensor is not None:
                 tensor.mul_(factor)
 
 
 def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
                       batch_size: int, verbose: int = 0, embedding=None,
                       n_jobs=None):
-    """Scale the last linear layer so the mean within-class variance of the
-    embedding equals ``noise`` (not in the paper); the class table rescaled
-    alike, and the factor. An encoder whose output is not linear in that layer
-    is left alone, with a warning (factor 1.0). ``embedding``: the rows'
-    :func:`embed_rows` when already computed.
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> rng = np.random.default_rng(0)
-    >>> y = np.arange(60) % 3
-    >>> X = (rng.normal(size=(3, 8))[y] + rng.normal(size=(60, 8))).astype("f4")
-    >>> torch.manual_seed(0) and None
-    >>> encoder = MLPEncoder(8, hidden=(16,), embedding_dim=4)
-    >>> means, variances = class_statistics(embed_rows(encoder, X, 64), y, 3)
-    >>> means, variances, factor = match_noise_scale(
-    ...     encoder, X, y, means, variances, noise=0.5, batch_size=64)
-    >>> round(float(class_statistics(embed_rows(encoder, X, 64), y, 3)[1].mean()), 4)
-    0.5
-    """
+    """Scale the last linear layer so the mean within-class variance is ``noise``;
+    the class table rescaled alike and the factor (1.0, with a warning, for an
+    encoder not linear in that layer; ``embedding``: the rows' when computed)."""
     Z = embedding
     if Z is None:
         Z = embed_rows(encoder, X, batch_size, n_jobs=n_jobs,
@@ -154,7 +110,7 @@ def match_noise_scale(encoder, X, y_index, means, variances, *, noise: float,
     if np.linalg.norm(probe - expected) > 1e-4 * np.linalg.norm(expected):
         # A user module whose last linear layer is not the output (a norm
         # or activation follows): undo and keep the scale it has.
-        _scale_last_layer(encoder, factor, undo=True)
+        _scale_last_layer(encoder, 1 / factor)
         warnings.warn(
             "match_episode_noise: the encoder's output is not linear in its "
             "last linear layer; the embedding was not rescaled (its "

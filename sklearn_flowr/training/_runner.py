@@ -10,13 +10,7 @@ from sklearn.utils.validation import check_random_state
 
 from ..encoders import last_linear_layer
 from ._accelerate import accelerated
-from ._checkpoints import (
-    AtomicCheckpoint,
-    check_saved_epochs,
-    check_stage_fingerprint,
-    remove_checkpoint,
-    wrong_weights,
-)
+from ._checkpoints import attach_checkpoint, wrong_weights
 from ._device import resolve_device, torch_threads
 from ._fine_tune import layer_inputs
 
@@ -26,16 +20,7 @@ __all__ = ["StageRunner", "frozen_last_layer"]
 def frozen_last_layer(encoder: torch.nn.Module):
     """The last linear layer of an encoder that trains only that layer (every
     other parameter frozen, every other layer in evaluation mode in training),
-    else None.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder, MLPEncoder
-    >>> frozen_last_layer(MLPEncoder(8, embedding_dim=4)) is None
-    True
-    >>> frozen_last_layer(EfficientNetLite0Encoder(pretrained=False))
-    Linear(in_features=1280, out_features=64, bias=True)
-    """
+    else None."""
     try:
         layer = last_linear_layer(encoder)
     except (TypeError, ValueError):
@@ -56,26 +41,8 @@ def frozen_last_layer(encoder: torch.nn.Module):
 
 @dataclasses.dataclass
 class StageRunner:
-    """The shared context of FLOWR's training stages: the ``device`` (the
-    accelerator's when one is given), the ``seed`` every stage and process
-    shares (``seeded``: from the user's ``random_state``), the optional
-    ``accelerator`` and ``checkpoint_dir`` (a sub-folder per stage),
-    ``verbose``, ``n_jobs`` (torch's CPU threads, :func:`torch_threads`) and
-    the skorch ``history`` of each stage.
-
-    Examples
-    --------
-    >>> import numpy as np, torch
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> from sklearn_flowr.training import SupENet
-    >>> runner = StageRunner(torch.device("cpu"), seed=0)
-    >>> net = runner.net(SupENet, module__encoder=MLPEncoder(8, embedding_dim=4),
-    ...                  module__n_classes=2, verbose=0)
-    >>> X = np.random.default_rng(0).normal(size=(20, 8)).astype("f4")
-    >>> net = runner.fit(net, "pretrain", 2, X, np.arange(20) % 2)
-    >>> len(runner.history["pretrain"])
-    2
-    """
+    """What FLOWR's training stages share: device, seed (``seeded``: from the
+    user's ``random_state``), accelerator, checkpoints, threads and histories."""
 
     device: torch.device
     seed: int
@@ -94,9 +61,8 @@ class StageRunner:
     @classmethod
     def for_fit(cls, *, device, random_state, accelerator=None,
                 checkpoint_dir=None, verbose=0, n_jobs=None) -> StageRunner:
-        """The runner of one ``fit``: the device resolved (the accelerator's when given)
-        and the seed drawn from ``random_state`` (the main process's, shared).
-        """
+        """The runner of one ``fit``: the device resolved (the accelerator's when
+        given), the seed drawn from ``random_state`` (the main process's, shared)."""
         seed = int(check_random_state(random_state).randint(2**31 - 1))
         settings = dict(checkpoint_dir=checkpoint_dir, verbose=verbose,
                         seeded=random_state is not None, n_jobs=n_jobs)
@@ -126,10 +92,8 @@ class StageRunner:
         return [("progress", ProgressBar(batches_per_epoch=batches_per_epoch))]
 
     def trainable(self, encoder, X, batch_size: int):
-        """``(encoder, X)`` as a stage trains them: for an encoder that trains
-        only its last linear layer (a frozen pretrained backbone), that layer
-        and its inputs, computed once per row of ``X`` and kept for the fit.
-        """
+        """``(encoder, X)`` as a stage trains them: for a frozen backbone, its last
+        linear layer and that layer's inputs (computed once, kept for the fit)."""
         layer = frozen_last_layer(encoder)
         if layer is None:
             return encoder, X
@@ -142,30 +106,17 @@ class StageRunner:
 
     def fit(self, net, stage: str, epochs: int, X, y=None):
         """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
-        KeyboardInterrupt when training stopped early (skorch ends quietly on
-        Ctrl-C).
-        """
+        KeyboardInterrupt when training stopped early (skorch ends quietly)."""
         with torch_threads(self.n_jobs):
             return self._fit(net, stage, epochs, X, y)
 
     def _fit(self, net, stage, epochs, X, y):
         done = 0
         if self.checkpoint_dir is not None:
-            from skorch.callbacks import LoadInitState
-
-            # Files replaced whole (a kill mid-write leaves the last epoch's),
-            # and loaded as weights only: no checkpoint file can run code.
-            checkpoint = AtomicCheckpoint(monitor=None, dirname=os.path.join(
-                os.fspath(self.checkpoint_dir), stage))
-            if self.trained:  # started from an earlier stage's older weights
-                remove_checkpoint(checkpoint)
-            done = check_saved_epochs(checkpoint, epochs, stage)
-            check_stage_fingerprint(checkpoint, net, self.seed if self.seeded else None)
-            net.set_params(
-                callbacks=[*(net.callbacks or []), ("checkpoint", checkpoint),
-                           ("resume", LoadInitState(checkpoint))],
-                torch_load_kwargs={**(net.torch_load_kwargs or {}),
-                                   "weights_only": True})
+            # An earlier stage that trained on makes this one's files stale.
+            checkpoint, done = attach_checkpoint(
+                net, self.checkpoint_dir, stage, epochs,
+                self.seed if self.seeded else None, start_over=self.trained)
             epochs = max(epochs - done, 0)
         try:
             if epochs == 0:

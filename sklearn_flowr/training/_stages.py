@@ -1,7 +1,5 @@
-"""The training stages FLOWRClassifier is composed of, as parameter objects: each
-says *what* to train (settings reached as ``pretrain__epochs``); the
-:mod:`._pretraining` and :mod:`._meta_training` functions train it.
-"""
+"""The training stages FLOWRClassifier is composed of, as parameter objects (each
+says *what* to train; :mod:`._pretraining` and :mod:`._meta_training` train it)."""
 
 from __future__ import annotations
 
@@ -9,6 +7,8 @@ from numbers import Integral, Real
 
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
+
+from ._losses import LAMBDA_ADAPT, SUP_E_BETA
 
 __all__ = ["MetaTraining", "SupE", "SupFC", "check_stages", "meta_encoder_lr",
            "pretraining_lr"]
@@ -36,6 +36,11 @@ class _Pretraining(_Stage):
         "lr": _rate,
         "batch_size": [_count],
     }
+
+    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE):
+        self.epochs = epochs
+        self.lr = lr
+        self.batch_size = batch_size
 
 
 class SupE(_Pretraining):
@@ -68,18 +73,14 @@ class SupE(_Pretraining):
         "beta": [Interval(Real, 0, None, closed="left")],
     }
 
-    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE, beta=0.1):
-        self.epochs = epochs
-        self.lr = lr
-        self.batch_size = batch_size
+    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE, beta=SUP_E_BETA):
+        super().__init__(epochs=epochs, lr=lr, batch_size=batch_size)
         self.beta = beta
 
 
 class SupFC(_Pretraining):
-    """Pre-training with the usual linear classification head (Sup-FC).
-
-    The paper's baseline encoder; its settings are :class:`SupE`'s but
-    ``beta``.
+    """Pre-training with the usual linear classification head (Sup-FC), the
+    paper's baseline encoder; its settings are :class:`SupE`'s but ``beta``.
 
     Examples
     --------
@@ -88,22 +89,13 @@ class SupFC(_Pretraining):
     SupFC(epochs=5)
     """
 
-    def __init__(self, *, epochs=20, lr=None, batch_size=BATCH_SIZE):
-        self.epochs = epochs
-        self.lr = lr
-        self.batch_size = batch_size
-
 
 class MetaTraining(_Stage):
     """FLOWR's episodic meta-training (small or large context).
 
-    Episodes of ``n_way`` classes and ``n_unknown`` unknown-unknown classes
-    train the encoder together with the prior ``(mu0, s0)`` and ``b`` of the
-    CRP-Gaussian model the episodes score with (and, in the large context, the
-    known-known class table). That model's fixed settings are the
-    ``episode_*`` ones here; the online head built after training takes its
-    own from ``FLOWRClassifier(head=...)``, so a grid over ``head__*`` never
-    retrains the encoder.
+    Episodes train the encoder with the prior ``(mu0, s0)`` and ``b`` of the
+    CRP-Gaussian model they score with; that model's fixed settings are the
+    ``episode_*`` ones (the online head takes its own from ``head``).
 
     Parameters
     ----------
@@ -112,19 +104,18 @@ class MetaTraining(_Stage):
     episodes_per_epoch : int, default=100
         Episodes per epoch, >= 1.
     n_way : int, default=10
-        Support classes of a small-context episode / known classes queried per
-        large-context episode, >= 1. 10 matches the evaluation's tasks.
+        Support classes (small context) or known classes queried (large) per
+        episode, >= 1; 10 matches the evaluation's tasks.
     n_query : int, default=5
         Query rows per class in an episode, >= 1.
     n_unknown : int, default=2
         Unknown-unknown classes per episode, >= 0.
     encoder_lr : float or None, default=None
         Adam learning rate of the encoder, > 0. ``None``: a tenth of the
-        pre-training rate (a pre-trained encoder is refined, not re-learned).
+        pre-training rate.
     prior_lr : float or None, default=1e-2
-        Adam learning rate of the learned model parameters (prior, ``b``,
-        noise, known-class table), > 0. ``None``: ``encoder_lr``, as in the
-        paper; at that rate the prior barely moves.
+        Adam learning rate of the prior, ``b``, noise and known-class table,
+        > 0. ``None``: ``encoder_lr`` (the paper's; the prior then barely moves).
     episode_discount : float, default=0.5
         CRP discount ``a`` of the episodes, in [0, 1) (the paper's 0.5).
     episode_noise : float, default=0.5
@@ -139,17 +130,14 @@ class MetaTraining(_Stage):
     lambda_adapt : float, default=0.1
         Weight of the adaptation loss, >= 0 (the paper's 0.1).
     class_stats : {"empirical", "learned"}, default="empirical"
-        Class statistics that start meta-training: mean and variance of each
-        class's pre-trained embeddings, or Sup-E's learned class parameters
-        (the paper's reading; needs ``SupE`` pre-training).
+        Class statistics that start meta-training: of the pre-trained
+        embeddings, or Sup-E's learned ones (the paper's; needs ``SupE``).
     match_episode_noise : bool, default=True
-        Before meta-training, rescale the encoder's last linear layer so the
-        training classes' mean within-class variance equals
-        ``episode_noise``. Not in the paper.
+        Rescale the encoder's last linear layer so the mean within-class
+        variance equals ``episode_noise`` first (not in the paper).
     known_table : {"refit", "learned"}, default="refit"
-        Large context with an isotropic head: build the known classes by
-        conditioning the prior on their final embeddings, or keep the
-        meta-learned table (the paper's reading).
+        Large context, isotropic head: condition the prior on the known
+        classes' final embeddings, or keep the meta-learned table (the paper's).
     autocast : {"bf16"} or None, default=None
         Run the encoder under bfloat16 autocast (a GPU speed option).
 
@@ -184,7 +172,7 @@ class MetaTraining(_Stage):
                  n_unknown=2, encoder_lr=None, prior_lr=1e-2, episode_discount=0.5,
                  episode_noise=0.5, learn_episode_noise=False,
                  episode_class_prior="crp", episode_known_count=1.0,
-                 lambda_adapt=0.1, class_stats="empirical",
+                 lambda_adapt=LAMBDA_ADAPT, class_stats="empirical",
                  match_episode_noise=True, known_table="refit", autocast=None):
         self.epochs = epochs
         self.episodes_per_epoch = episodes_per_epoch
@@ -237,15 +225,7 @@ class MetaTraining(_Stage):
 
 
 def check_stages(pretrain, meta) -> None:
-    """Validate each stage (``None`` allowed) and the two together.
-
-    Examples
-    --------
-    >>> check_stages(SupFC(), MetaTraining(class_stats="learned"))
-    Traceback (most recent call last):
-    ...
-    ValueError: meta__class_stats='learned' takes Sup-E's learned class ...
-    """
+    """Validate each stage (``None`` allowed) and the two together."""
     for stage in (pretrain, meta):
         if stage is not None:
             stage.validate()
@@ -257,13 +237,7 @@ def check_stages(pretrain, meta) -> None:
 
 
 def pretraining_lr(pretrain, backbone) -> float:
-    """``pretrain.lr``, or the paper's rate: 1e-4 for ResNets, else 1e-3.
-
-    Examples
-    --------
-    >>> pretraining_lr(SupE(), "resnet12"), pretraining_lr(None, "conv4")
-    (0.0001, 0.001)
-    """
+    """``pretrain.lr``, or the paper's rate: 1e-4 for ResNets, else 1e-3."""
     lr = getattr(pretrain, "lr", None)
     if lr is not None:
         return lr
@@ -271,12 +245,6 @@ def pretraining_lr(pretrain, backbone) -> float:
 
 
 def meta_encoder_lr(meta, pretrain, backbone) -> float:
-    """``meta.encoder_lr``, or a tenth of :func:`pretraining_lr`.
-
-    Examples
-    --------
-    >>> meta_encoder_lr(MetaTraining(), SupE(lr=2e-3), "mlp")
-    0.0002
-    """
+    """``meta.encoder_lr``, or a tenth of :func:`pretraining_lr`."""
     rate = getattr(meta, "encoder_lr", None)
     return pretraining_lr(pretrain, backbone) / 10 if rate is None else rate
