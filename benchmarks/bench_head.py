@@ -4,8 +4,9 @@ Run with ``python benchmarks/bench_head.py`` (``--quick``: fewer repeats and a
 smaller memory probe, under two minutes on two cores; river is needed for the
 river row: ``pip install -e ".[benchmark]"``). Machines are shared and noisy,
 so every speed figure is a ratio of two timings taken back to back, each the
-fastest of several interleaved rounds, with BLAS on one thread for both
-(``--blas-threads``); no absolute time is asserted anywhere.
+fastest of several interleaved rounds of this process's CPU time (time
+slices other processes take count for neither), with BLAS on one thread for
+both (``--blas-threads``); no absolute time is asserted anywhere.
 
 Rows, each printed with its goal:
 
@@ -39,10 +40,12 @@ from sklearn_flowr import CRPGaussianClassifier
 
 
 def mean_time(fn, number):
-    start = time.perf_counter()
+    """CPU seconds per call: on one BLAS thread, the wall time of a quiet
+    machine."""
+    start = time.process_time()
     for _ in range(number):
         fn()
-    return (time.perf_counter() - start) / number
+    return (time.process_time() - start) / number
 
 
 def paired_times(ours, reference, *, repeat=9, number=1):
