@@ -19,16 +19,16 @@ from sklearn_flowr._core import (
     estimate_prior,
     estimate_prior_covariance,
 )
-from sklearn_flowr._core._empirical_bayes import feature_scale
-from sklearn_flowr.head._moments import (
+from sklearn_flowr._core._empirical_bayes import (
     _ledoit_wolf_shrinkage,
-    combine_moments,
+    feature_scale,
     feature_scale_of,
     moments_of_rows,
     noise_covariance_of,
     noise_var_of,
     prior_of,
 )
+from sklearn_flowr.head._moments import combine_moments
 
 FITTED = ("classes_", "class_count_", "crp_count_", "frozen_classes_",
           "class_mean_", "class_var_", "prior_mean_", "prior_var_", "sigma_", "b_",

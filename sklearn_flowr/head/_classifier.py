@@ -7,6 +7,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._core import needs_fourth_moments
 from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
 from ._decision import NO_SCORES, ConformalDecision
@@ -17,7 +18,6 @@ from ._discovery import (
     unlabelled_steps,
 )
 from ._merge import MergeableHead, dask_moments, is_dask_collection, kept_moments
-from ._moments import needs_fourth_moments
 from ._proba import ProbabilisticOpenWorldClassifier
 from ._state import check_class_embeddings, check_novelty_map, state_for_params
 

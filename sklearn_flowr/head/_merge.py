@@ -10,7 +10,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from .._core import novel_log_odds
+from .._core import moments_of_rows, needs_fourth_moments, novel_log_odds
 from ..base import all_or_nothing
 from ..validation import (
     check_magnitude,
@@ -21,14 +21,8 @@ from ..validation import (
 )
 from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
 from ._discovery import merged_discoveries
-from ._moments import (
-    combine_moments,
-    moments_of_rows,
-    needs_fourth_moments,
-    needs_scatter,
-    resolve_hyper_parameters,
-)
-from ._state import new_state
+from ._moments import combine_moments, needs_scatter
+from ._state import state_for_params
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
 MAX_KEPT_VALUES = 2**23
@@ -147,12 +141,9 @@ def state_of_moments(moments, params, n_features, *, frozen=None):
     head's ``get_params()``), its resolved covariances and ``b``."""
     count = moments["count"]
     n_classes = count.shape[0]
-    state, hyper, b = new_state(
-        np.empty((0, n_features)), np.empty(0, dtype=np.intp), n_classes,
-        a=float(params["a"]), covariance=params["covariance"],
-        class_prior=params["class_prior"], known_count=params["known_count"],
-        noise_shrinkage=float(params["noise_shrinkage"]),
-        **resolve_hyper_parameters(moments, params))
+    state, hyper, b = state_for_params(
+        np.empty((0, n_features)), np.empty(0, dtype=np.intp), n_classes, params,
+        moments=moments)
     state.add_classes(n_classes)
     # The conjugate update with each class's sum, as ``fit`` makes it.
     state.add_sums(np.arange(n_classes),
