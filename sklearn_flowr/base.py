@@ -1,9 +1,5 @@
-"""The online open-world interface that the head and the baselines share:
-``fit``, ``partial_fit``, ``open_world_step``, validation before any change,
-the novel label and the known labels (:class:`LabelRegistry`). A method
-supplies the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
-optionally ``_end_fit`` and ``_check_stream_start``.
-"""
+"""The online open-world interface that the head and the baselines share, and
+the known labels (:class:`LabelRegistry`)."""
 
 import copy
 
@@ -31,7 +27,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
 
     Subclasses define ``_parameter_constraints``, a ``novel_label`` parameter
-    and the hooks listed in the module docstring.
+    and the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
+    optionally ``_end_fit`` and ``_check_stream_start``.
     """
 
     # Parameters the fitted state was built from (``snapshot_params``); None:
@@ -177,8 +174,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self._validate_input(X)[0]
 
     def _check_labels(self, y, registry=None, *, arrival_order=False):
-        """Checked distinct labels (sorted, or in ``arrival_order``) and each
-        row's position among them."""
+        """Checked distinct labels (sorted, or in ``arrival_order``) and each row's
+        position among them."""
         y = np.asarray(y)
         if y.dtype.kind == "f":
             assert_all_finite(y, input_name="y")
@@ -248,10 +245,8 @@ def _nothing_to_undo():
 
 
 class all_or_nothing:
-    """Leave ``estimator`` as it was if the ``with`` block fails: the block
-    appends, before each change in place, a callable that undoes it; they run
-    last-first, then ``__dict__`` comes back in one step (a KeyboardInterrupt
-    during that rollback restarts it)."""
+    """Leave ``estimator`` as it was if the ``with`` block fails: the undo callables
+    the block appends run last-first, then ``__dict__`` comes back."""
 
     __slots__ = ("estimator", "saved", "undo")
 
@@ -282,10 +277,8 @@ class all_or_nothing:
 
 
 def on_a_copy(estimator, change, mutable):
-    """``change(work)`` on a copy of ``estimator`` whose attributes ``mutable``
-    (those changed in place) are deep copies; the copy's attributes then
-    become the estimator's in one step, so a failure or an interrupt at any
-    point leaves it as it was. Returns what ``change`` returns."""
+    """``change(work)`` on a copy of ``estimator`` (attributes ``mutable`` deep
+    copied) that then replaces its ``__dict__`` in one step; returns its result."""
     work = object.__new__(type(estimator))
     work.__dict__.update(estimator.__dict__)
     for name in mutable:  # (a class attribute's default is copied too)
@@ -297,9 +290,8 @@ def on_a_copy(estimator, change, mutable):
 
 
 class LabelRegistry:
-    """The known labels of an online classifier, in order of arrival (class
-    ``i`` is ``labels[i]``), in a buffer of ``dtype`` that doubles and widens
-    exactly as new labels need (strings are stored as objects)."""
+    """The known labels in order of arrival (class ``i`` is ``labels[i]``), in a
+    buffer that doubles and widens its dtype as new labels need."""
 
     def __init__(self, dtype):
         self._labels = np.empty(4, dtype=dtype)
@@ -339,19 +331,7 @@ class LabelRegistry:
         self.n_labels = stop
 
     def checkpoint(self):
-        """A callable that takes the registry back to its present labels.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> registry = LabelRegistry(np.int64)
-        >>> registry.add(np.array([3, 1]))
-        >>> undo = registry.checkpoint()
-        >>> registry.add(np.array([7, 8, 9]))
-        >>> undo()
-        >>> registry.labels, 7 in registry
-        (array([3, 1]), False)
-        """
+        """A callable that takes the registry back to its present labels."""
         labels, n_labels = self._labels, self.n_labels
 
         def undo():
@@ -362,15 +342,14 @@ class LabelRegistry:
         return undo
 
     def register(self, labels):
-        """Index of each of the distinct ``labels``; unknown ones are added in
-        the order of ``labels``."""
+        """Index of each of the distinct ``labels``, unknown ones added in order."""
         keys = labels.tolist()
         self.add(labels[[key not in self._index for key in keys]])
         return np.array([self._index[key] for key in keys], dtype=np.intp)
 
     def register_stream(self, labels, y_index):
-        """Class index of each row of a stream (``labels[y_index]``) and whether
-        it opens a class, new ones in order of first appearance."""
+        """Class index of each row of a stream (``labels[y_index]``) and whether it
+        opens a class, new ones in order of first appearance."""
         if y_index.shape[0] == 1:  # the online loop's case, without sorting
             known = self._index.get(labels.tolist()[0])
             if known is None:

@@ -21,6 +21,7 @@ from sklearn_flowr._core import (
 )
 from sklearn_flowr._core._empirical_bayes import (
     _ledoit_wolf_shrinkage,
+    combine_moments,
     feature_scale,
     feature_scale_of,
     moments_of_rows,
@@ -28,7 +29,6 @@ from sklearn_flowr._core._empirical_bayes import (
     noise_var_of,
     prior_of,
 )
-from sklearn_flowr.head._moments import combine_moments
 
 FITTED = ("classes_", "class_count_", "crp_count_", "frozen_classes_",
           "class_mean_", "class_var_", "prior_mean_", "prior_var_", "sigma_", "b_",

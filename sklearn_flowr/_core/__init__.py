@@ -13,6 +13,7 @@ from ._crp import (
 )
 from ._empirical_bayes import (
     class_means,
+    combine_moments,
     estimate_concentration,
     estimate_noise_covariance,
     estimate_noise_var,
@@ -21,6 +22,7 @@ from ._empirical_bayes import (
     moments_of_rows,
     needs_fourth_moments,
     needs_moments,
+    needs_scatter,
     noise_var_floor,
     pitman_yor_log_likelihood,
     resolve_hyper_parameters,
@@ -42,6 +44,7 @@ __all__ = [
     "add_observations",
     "chunk_slices",
     "class_means",
+    "combine_moments",
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",
@@ -61,6 +64,7 @@ __all__ = [
     "moments_of_rows",
     "needs_fourth_moments",
     "needs_moments",
+    "needs_scatter",
     "novel_log_odds",
     "noise_var_floor",
     "pitman_yor_log_likelihood",

@@ -2,8 +2,9 @@
 statistics of its labelled rows (user guide, "Empirical Bayes for a standalone
 head"). A record of statistics is a dict of arrays: ``count``, ``mean`` and
 ``scatter_trace`` per class and, for a full noise, ``scatter``, ``cube``,
-``quartic`` and ``unit`` (the power of two the last two are measured in); the
-estimates read only their sums over the classes.
+``quartic`` and ``unit`` (the power of two the last two are measured in),
+and ``labels`` where records are combined (``merge``, Dask); the estimates
+read only their sums over the classes.
 """
 
 import numpy as np
@@ -29,16 +30,8 @@ def class_means(X, y_index, n_classes):
 
 def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
     """The statistics of rows ``X`` of the classes ``y_index`` (each of
-    ``range(n_classes)`` occurs); ``fourth``: the full-noise entries, per
-    class or, when ``pooled``, summed (without ``cube``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> m = moments_of_rows(np.array([[0.0], [2.0], [5.0]]), np.array([0, 0, 1]), 2)
-    >>> m["count"], m["mean"].ravel(), m["scatter_trace"]
-    (array([2., 1.]), array([1., 5.]), array([2., 0.]))
-    """
+    ``range(n_classes)`` occurs); ``fourth``: the full-noise entries, per class or,
+    when ``pooled``, summed (without ``cube``)."""
     d = X.shape[1]
     if n_classes == 0:  # an empty chunk
         empty = {"count": np.zeros(0), "mean": np.zeros((0, d)),
@@ -76,6 +69,85 @@ def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
     np.add.at(cube, y_index, scaled_squares[:, None] * (residual / unit))
     return {"scatter": scatter, "cube": cube, "unit": unit,
             "quartic": np.bincount(y_index, scaled_squares**2, n_classes)}
+
+
+_FOURTH = ("scatter", "cube", "quartic")
+
+
+def needs_scatter(sigma, prior_mean, prior_var):
+    """Whether estimating the head's prior or noise needs more than class
+    sizes and means: any of them "auto" (the floors need the spread of the
+    rows; ``b="auto"`` needs the sizes only)."""
+    return any(isinstance(value, str) for value in (sigma, prior_mean, prior_var))
+
+
+def combine_moments(first, second):
+    """The record of the union of two records' rows (a class in both is
+    pooled), its labels sorted; the entries both have."""
+    labels, inverse = np.unique(
+        np.concatenate([first["labels"], second["labels"]]), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    split = first["labels"].shape[0]
+    keys = [key for key in ("count", "mean", "scatter_trace", *_FOURTH)
+            if key in first and key in second]
+    one = _spread(first, inverse[:split], labels.shape[0], keys)
+    two = _spread(second, inverse[split:], labels.shape[0], keys)
+    # A class in one part only has count 0 in the other: every correction
+    # below then vanishes exactly and its moments are copied.
+    n_one, n_two = one["count"], two["count"]
+    total = n_one + n_two
+    delta = two["mean"] - one["mean"]
+    union = {"labels": labels, "count": total,
+             "mean": one["mean"] + delta * (n_two / total)[:, None]}
+    between = n_one * n_two / total  # Chan et al.'s n_a n_b / n
+    if "scatter_trace" in keys:
+        union["scatter_trace"] = (one["scatter_trace"] + two["scatter_trace"]
+                                  + between * np.einsum("ij,ij->i", delta, delta))
+    if "scatter" in keys:
+        union.update(_combine_fourth(one, two, delta, n_one / total,
+                                     n_two / total, between))
+    return union
+
+
+def _spread(moments, index, n_classes, keys):
+    """The entries ``keys`` of ``moments`` on the rows ``index`` of zeros."""
+    out = {}
+    for key in keys:
+        value = moments[key]
+        out[key] = np.zeros((n_classes, *value.shape[1:]))
+        out[key][index] = value
+    if "unit" in moments:
+        out["unit"] = moments["unit"]
+    return out
+
+
+def _combine_fourth(one, two, delta, w_one, w_two, between):
+    """Scatter matrices, third and fourth moments about the pooled mean."""
+    unit = max(one["unit"], two["unit"])
+    moved = []
+    # Each part's residuals about the pooled mean are r - d, d = pooled - own.
+    for part, shift in ((one, delta * w_two[:, None]), (two, -delta * w_one[:, None])):
+        ratio = part["unit"] / unit  # a power of two: exact rescaling
+        cube, quartic = part["cube"] * ratio**3, part["quartic"] * ratio**4
+        d = shift / unit
+        s = part["scatter"] / unit**2
+        ss = part["scatter_trace"] / unit**2
+        n = part["count"]
+        sd = np.einsum("nij,nj->ni", s, d)
+        dd = np.einsum("ij,ij->i", d, d)
+        # sum ||r - d||^2 (r - d) and sum ||r - d||^4, using sum r = 0.
+        moved.append((
+            cube - 2.0 * sd - (ss + n * dd)[:, None] * d,
+            quartic + 4.0 * np.einsum("ij,ij->i", d, sd) + n * dd**2
+            - 4.0 * np.einsum("ij,ij->i", cube, d) + 2.0 * ss * dd,
+        ))
+    return {
+        "scatter": one["scatter"] + two["scatter"]
+        + between[:, None, None] * delta[:, :, None] * delta[:, None, :],
+        "cube": moved[0][0] + moved[1][0],
+        "quartic": moved[0][1] + moved[1][1],
+        "unit": unit,
+    }
 
 
 def feature_scale_of(moments):
@@ -264,9 +336,8 @@ def estimate_prior_covariance(X, y_index, n_classes):
 
 
 def pitman_yor_log_likelihood(counts, a, b):
-    """Log probability of a partition with block sizes ``counts`` (each
-    ``> a``) under the Pitman-Yor CRP (Pitman 1995): ``sum_{i<K} log(b + i a)
-    - log (b+1)_{n-1} + sum_k log (1-a)_{c_k - 1}``, real counts allowed."""
+    """Log probability of a partition with block sizes ``counts`` (each ``> a``)
+    under the Pitman-Yor CRP (Pitman 1995), real counts allowed."""
     counts = np.asarray(counts, dtype=np.float64)
     n_blocks = counts.shape[0]
     total = counts.sum()

@@ -1,5 +1,5 @@
-"""Heads from per-class statistics (``_moments``): ``merge``, and ``fit`` on
-a Dask array chunk by chunk (Dask is imported only for a Dask collection)."""
+"""Heads from per-class statistics (``_core.moments_of_rows``): ``merge``,
+and ``fit`` on a Dask array chunk by chunk (Dask imported only for one)."""
 
 import functools
 import sys
@@ -10,7 +10,13 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from .._core import moments_of_rows, needs_fourth_moments, novel_log_odds
+from .._core import (
+    combine_moments,
+    moments_of_rows,
+    needs_fourth_moments,
+    needs_scatter,
+    novel_log_odds,
+)
 from ..base import all_or_nothing
 from ..validation import (
     check_magnitude,
@@ -21,7 +27,6 @@ from ..validation import (
 )
 from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
 from ._discovery import merged_discoveries
-from ._moments import combine_moments, needs_scatter
 from ._state import state_for_params
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
