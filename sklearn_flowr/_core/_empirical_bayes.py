@@ -74,11 +74,11 @@ def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
 _FOURTH = ("scatter", "cube", "quartic")
 
 
-def needs_scatter(sigma, prior_mean, prior_var):
-    """Whether estimating the head's prior or noise needs more than class
-    sizes and means: any of them "auto" (the floors need the spread of the
-    rows; ``b="auto"`` needs the sizes only)."""
-    return any(isinstance(value, str) for value in (sigma, prior_mean, prior_var))
+def needs_scatter(params):
+    """Whether the head's ``params`` estimate its prior or noise from the rows'
+    spread (``b="auto"`` needs the class sizes only)."""
+    return any(isinstance(params[name], str)
+               for name in ("sigma", "prior_mean", "prior_var"))
 
 
 def combine_moments(first, second):

@@ -86,6 +86,18 @@ def state_for_params(X, y_index, n_classes, params, *, moments=None):
         prior_scale=float(params["prior_scale"]))
 
 
+def state_of_embeddings(means, variances, y_index, params, frozen):
+    """:func:`state_for_params` holding classes given as ``N(mean, variance)``,
+    in the sorted order of their labels' ``y_index``."""
+    n_classes = y_index.shape[0]
+    state, hyper, b = state_for_params(means, y_index, n_classes, params)
+    order = np.argsort(y_index)
+    state.add_classes(n_classes, nat_mean=means[order] / variances[order],
+                      precision=1.0 / variances[order],
+                      crp_count=float(params["known_count"]), frozen=frozen)
+    return state, hyper, b
+
+
 def check_class_embeddings(classes, means, variances, *, covariance, **given):
     """Classes and (n_classes, 1) variances for ``fit_class_embeddings``,
     checked, and hyper-parameters ``given`` that need no samples."""
