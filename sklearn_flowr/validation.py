@@ -131,32 +131,8 @@ def next_provisional_label(k, numeric, is_taken):
 
 
 def provisional_label(k: int, existing_labels) -> str | int:
-    """The label of the ``k``-th class a model opens by itself: ``"new-k"``,
-    or ``-(k + 1)`` when every existing label is a number (the next of the
-    sequence when that one is taken).
-
-    Parameters
-    ----------
-    k : int
-        Number of the provisional class, from 1.
-    existing_labels : iterable
-        Every label to avoid (the novel label included).
-
-    Returns
-    -------
-    label : str or int
-        A label equal to none of ``existing_labels``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.validation import provisional_label
-    >>> provisional_label(1, ["cat", "dog", "novel"])
-    'new-1'
-    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
-    'new-3'
-    >>> provisional_label(1, [0, 1, 2, -1])
-    -2
-    """
+    """The label of the ``k``-th class a model opens by itself: ``"new-k"``, or
+    ``-(k + 1)`` when every existing label is a number (the next one not taken)."""
     existing = list(existing_labels)
     numeric = bool(existing) and all(
         isinstance(label, Number) and not isinstance(label, str)
