@@ -54,7 +54,7 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
 
 def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
     """Scatter matrices, ``sum ||r||^2 r`` and ``sum ||r||^4`` of residuals."""
-    peak = float(np.max(np.abs(residual)))
+    peak = float(max(residual.max(), -residual.min()))  # no temporary
     # The smallest power of two above every |r|: r / unit is exact.
     unit = float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
     scaled_squares = squares / unit**2
