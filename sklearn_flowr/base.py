@@ -5,15 +5,14 @@ import copy
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils import Bunch, assert_all_finite
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .validation import (
     check_magnitude,
     check_new_labels,
-    check_one_kind,
     check_params_unchanged,
+    check_targets,
     fill_new_params,
     label_result_dtype,
     resolve_novel_label,
@@ -176,12 +175,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     def _check_labels(self, y, registry=None, *, arrival_order=False):
         """Checked distinct labels (sorted, or in ``arrival_order``) and each row's
         position among them."""
-        y = np.asarray(y)
-        if y.dtype.kind == "f":
-            assert_all_finite(y, input_name="y")
-        if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
-            check_one_kind(y)
-            check_classification_targets(y)
+        y = check_targets(np.asarray(y))
         if y.shape[0] == 1:
             labels, y_index = y, np.zeros(1, dtype=np.intp)
         elif arrival_order:
@@ -357,17 +351,12 @@ class LabelRegistry:
             return (np.array([self.n_labels - 1 if known is None else known]),
                     np.array([known is None]))
         first_row = np.unique(y_index, return_index=True)[1]
-        exists = np.array([key in self._index for key in labels.tolist()],
-                          dtype=bool)
-        new_first_rows = np.sort(first_row[~exists])
+        order = np.argsort(first_row)  # the labels in order of first appearance
+        n_known = self.n_labels
         index_of_label = np.empty(labels.shape[0], dtype=np.intp)
-        index_of_label[exists] = [self._index[key]
-                                  for key in labels[exists].tolist()]
-        index_of_label[y_index[new_first_rows]] = self.n_labels + np.arange(
-            new_first_rows.shape[0])
-        self.add(labels[y_index[new_first_rows]])
+        index_of_label[order] = self.register(labels[order])
         is_new = np.zeros(y_index.shape[0], dtype=bool)
-        is_new[new_first_rows] = True
+        is_new[first_row[index_of_label >= n_known]] = True
         return index_of_label[y_index], is_new
 
     def labels_of(self, index, novel):

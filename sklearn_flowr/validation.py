@@ -12,10 +12,10 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
-    "check_new_labels", "check_params_unchanged", "fill_new_params",
-    "label_result_dtype", "next_provisional_label", "novel_rows", "params_equal",
-    "provisional_label", "resolve_novel_label", "same_label", "scale_by_dtype",
-    "snapshot_params", "validate_rows",
+    "check_new_labels", "check_params_unchanged", "check_targets",
+    "fill_new_params", "label_result_dtype", "next_provisional_label",
+    "novel_rows", "params_equal", "provisional_label", "resolve_novel_label",
+    "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
 ]
 
 # Largest |x| the estimators score: squared distances of float64 rows stay
@@ -422,11 +422,17 @@ def check_one_kind(y):
 def check_labels(y, n_samples):
     """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
     y = column_or_1d(y, warn=True)
-    if y.dtype.kind == "f":
-        assert_all_finite(y, input_name="y")
     if y.shape[0] != n_samples:
         raise ValueError("Found input variables with inconsistent numbers of "
                          f"samples: [{n_samples}, {y.shape[0]}]")
-    check_one_kind(y)
-    check_classification_targets(y)
+    return check_targets(y)
+
+
+def check_targets(y):
+    """``y``, refused unless finite classification targets of one kind."""
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
+        check_one_kind(y)
+        check_classification_targets(y)
     return y
