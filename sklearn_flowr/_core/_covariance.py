@@ -5,8 +5,7 @@ whitening basis (the two-covariance PLDA model; user guide, "Full covariances").
 import numpy as np
 from sklearn.utils import Bunch
 
-# The estimators' input range, which a given prior mean must respect too.
-_MAX_ABS_MEAN = 1e100
+from ..validation import MAX_ABS_INPUT
 
 
 def check_covariance(matrix, n_features, name):
@@ -55,10 +54,10 @@ def prior_array(value, n_features, name, *, matrix=False):
         )
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite.")
-    if name == "prior_mean" and np.abs(array).max() > _MAX_ABS_MEAN:
+    if name == "prior_mean" and np.abs(array).max() > MAX_ABS_INPUT:
         raise ValueError(
             f"prior_mean holds values up to {np.abs(array).max():.3g} in "
-            f"magnitude; the head scores values up to {_MAX_ABS_MEAN:g} "
+            f"magnitude; the head scores values up to {MAX_ABS_INPUT:g} "
             "(squared distances overflow float64 beyond)."
         )
     if name == "prior_mean" and array.shape[0] == 1 and n_features != 1:
