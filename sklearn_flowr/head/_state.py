@@ -4,7 +4,6 @@
 import math
 
 import numpy as np
-from sklearn.utils import gen_batches
 
 from .._core import (
     MAX_LOG_ODDS,
@@ -485,4 +484,6 @@ def _decide_row(scores):
 
 def _chunks(n_rows, width):
     """Slices of ``range(n_rows)`` of ``_CHUNK_ELEMENTS / width`` rows (>= 1)."""
-    return list(gen_batches(n_rows, max(1, _CHUNK_ELEMENTS // max(1, width))))
+    step = max(1, _CHUNK_ELEMENTS // max(1, width))
+    return [slice(start, min(n_rows, start + step))
+            for start in range(0, n_rows, step)]
