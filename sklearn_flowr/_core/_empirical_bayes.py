@@ -169,17 +169,19 @@ def _floor(relative, moments):
     return max(relative * feature_scale_of(moments), _SMALLEST_NORMAL)
 
 
-def _degrees_of_freedom(moments, what):
-    """``n_samples - n_classes``, or the error of one row per class."""
-    n_classes = moments["count"].shape[0]
-    n_samples = int(round(float(moments["count"].sum())))
+def noise_degrees_of_freedom(count, covariance):
+    """``n_samples - n_classes`` of classes of sizes ``count``, or the error
+    of one row per class (the noise cannot be estimated)."""
+    n_classes = count.shape[0]
+    n_samples = int(round(float(count.sum())))
     if n_samples - n_classes < 1:
+        what = "covariance='full'" if covariance == "full" else "sigma='auto'"
         raise ValueError(
             f"{what} estimates the class noise from the within-class "
             "variance, which needs a class with at least 2 samples; got "
             f"{n_samples} sample(s) in {n_classes} class(es). Give sigma as a "
             "float (the paper uses sigma=0.5 on meta-learned embeddings).")
-    return float(moments["count"].sum()) - n_classes
+    return float(count.sum()) - n_classes
 
 
 def noise_var_of(moments):
@@ -187,14 +189,14 @@ def noise_var_of(moments):
     floored at ``1e-6`` times the feature scale."""
     d = moments["mean"].shape[1]
     pooled = float(moments["scatter_trace"].sum()) / (
-        _degrees_of_freedom(moments, "sigma='auto'") * d)
+        noise_degrees_of_freedom(moments["count"], "isotropic") * d)
     return max(pooled, _floor(_NOISE_VAR_FLOOR, moments))
 
 
 def noise_covariance_of(moments, *, extra_shrinkage=0.0):
     """The full ``Sigma_eps``: the pooled within-class covariance, Ledoit-Wolf
     shrunk, then by ``extra_shrinkage`` towards ``mean(eig) * I``, floored."""
-    dof = _degrees_of_freedom(moments, "covariance='full'")
+    dof = noise_degrees_of_freedom(moments["count"], "full")
     scatter, unit = moments["scatter"].sum(axis=0), moments["unit"]
     shrinkage = _ledoit_wolf_shrinkage(float(moments["count"].sum()),
                                        scatter / unit**2,

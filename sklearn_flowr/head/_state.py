@@ -19,6 +19,7 @@ from .._core import (
     moments_of_rows,
     needs_fourth_moments,
     needs_moments,
+    noise_degrees_of_freedom,
     novel_log_odds,
     prefix_states,
     recalibrate_novel_column,
@@ -47,6 +48,9 @@ def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
               "prior_var": prior_var, "covariance": covariance,
               "noise_shrinkage": noise_shrinkage, "prior_scale": prior_scale}
     if moments is None and needs_moments(params):
+        if isinstance(sigma, str):  # one row per class fails before the statistics
+            noise_degrees_of_freedom(np.bincount(y_index, minlength=n_classes),
+                                     covariance)
         moments = moments_of_rows(
             X, y_index, n_classes, pooled=True,
             fourth=needs_fourth_moments(covariance, sigma))
