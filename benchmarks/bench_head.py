@@ -4,8 +4,9 @@ Run with ``python benchmarks/bench_head.py`` (``--quick``: fewer repeats and a
 smaller memory probe, under two minutes on two cores; river is needed for the
 river row: ``pip install -e ".[benchmark]"``). Machines are shared and noisy,
 so every speed figure is a ratio of two timings taken back to back, each the
-fastest of several interleaved rounds, with BLAS on one thread for both
-(``--blas-threads``); no absolute time is asserted anywhere.
+fastest of several interleaved rounds of this process's CPU time (time
+slices other processes take count for neither), with BLAS on one thread for
+both (``--blas-threads``); no absolute time is asserted anywhere.
 
 Rows, each printed with its goal:
 
@@ -39,10 +40,12 @@ from sklearn_flowr import CRPGaussianClassifier
 
 
 def mean_time(fn, number):
-    start = time.perf_counter()
+    """CPU seconds per call: on one BLAS thread, the wall time of a quiet
+    machine."""
+    start = time.process_time()
     for _ in range(number):
         fn()
-    return (time.perf_counter() - start) / number
+    return (time.process_time() - start) / number
 
 
 def paired_times(ours, reference, *, repeat=9, number=1):
@@ -119,16 +122,17 @@ def bench_growth(rng, n_classes=5_000, d=128, n_steps=5_500):
     Every step of the stream is a new class. ``fit`` sizes the buffers to its
     5,000 classes exactly, so they grow on the first new class (to 10,000)
     and again when the stream passes 10,000 classes: the doubling at the
-    issue's size.
+    issue's size. Each step's CPU time (user and system: page faults count,
+    another process's time slice does not).
     """
     clf, _ = fitted_head(rng, n_classes, d)
     rows = rng.normal(scale=3.0, size=(n_steps, d))
     labels = np.arange(n_classes, n_classes + n_steps)
     times = np.empty(n_steps)
     for t in range(n_steps):
-        start = time.perf_counter()
+        start = time.process_time()
         clf.open_world_step(rows[t : t + 1], labels[t : t + 1])
-        times[t] = time.perf_counter() - start
+        times[t] = time.process_time() - start
     at_doubling = times[n_classes]  # the step that adds the 10,001st class
     return float(times.max()), float(np.median(times)), float(at_doubling)
 

@@ -1,23 +1,18 @@
-"""The online open-world interface that the head and the baselines share:
-``fit``, ``partial_fit``, ``open_world_step``, validation before any change,
-the novel label and the known labels (:class:`LabelRegistry`). A method
-supplies the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
-optionally ``_end_fit`` and ``_check_stream_start``.
-"""
+"""The online open-world interface that the head and the baselines share, and
+the known labels (:class:`LabelRegistry`)."""
 
 import copy
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
-from sklearn.utils import Bunch, assert_all_finite
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils import Bunch
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .validation import (
     check_magnitude,
     check_new_labels,
-    check_one_kind,
     check_params_unchanged,
+    check_targets,
     fill_new_params,
     label_result_dtype,
     resolve_novel_label,
@@ -31,7 +26,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
 
     Subclasses define ``_parameter_constraints``, a ``novel_label`` parameter
-    and the hooks listed in the module docstring.
+    and the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
+    optionally ``_end_fit`` and ``_check_stream_start``.
     """
 
     # Parameters the fitted state was built from (``snapshot_params``); None:
@@ -177,14 +173,9 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self._validate_input(X)[0]
 
     def _check_labels(self, y, registry=None, *, arrival_order=False):
-        """Checked distinct labels (sorted, or in ``arrival_order``) and each
-        row's position among them."""
-        y = np.asarray(y)
-        if y.dtype.kind == "f":
-            assert_all_finite(y, input_name="y")
-        if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
-            check_one_kind(y)
-            check_classification_targets(y)
+        """Checked distinct labels (sorted, or in ``arrival_order``) and each row's
+        position among them."""
+        y = check_targets(np.asarray(y))
         if y.shape[0] == 1:
             labels, y_index = y, np.zeros(1, dtype=np.intp)
         elif arrival_order:
@@ -248,10 +239,8 @@ def _nothing_to_undo():
 
 
 class all_or_nothing:
-    """Leave ``estimator`` as it was if the ``with`` block fails: the block
-    appends, before each change in place, a callable that undoes it; they run
-    last-first, then ``__dict__`` comes back in one step (a KeyboardInterrupt
-    during that rollback restarts it)."""
+    """Leave ``estimator`` as it was if the ``with`` block fails: the undo callables
+    the block appends run last-first, then ``__dict__`` comes back."""
 
     __slots__ = ("estimator", "saved", "undo")
 
@@ -282,10 +271,8 @@ class all_or_nothing:
 
 
 def on_a_copy(estimator, change, mutable):
-    """``change(work)`` on a copy of ``estimator`` whose attributes ``mutable``
-    (those changed in place) are deep copies; the copy's attributes then
-    become the estimator's in one step, so a failure or an interrupt at any
-    point leaves it as it was. Returns what ``change`` returns."""
+    """``change(work)`` on a copy of ``estimator`` (attributes ``mutable`` deep
+    copied) that then replaces its ``__dict__`` in one step; returns its result."""
     work = object.__new__(type(estimator))
     work.__dict__.update(estimator.__dict__)
     for name in mutable:  # (a class attribute's default is copied too)
@@ -297,9 +284,8 @@ def on_a_copy(estimator, change, mutable):
 
 
 class LabelRegistry:
-    """The known labels of an online classifier, in order of arrival (class
-    ``i`` is ``labels[i]``), in a buffer of ``dtype`` that doubles and widens
-    exactly as new labels need (strings are stored as objects)."""
+    """The known labels in order of arrival (class ``i`` is ``labels[i]``), in a
+    buffer that doubles and widens its dtype as new labels need."""
 
     def __init__(self, dtype):
         self._labels = np.empty(4, dtype=dtype)
@@ -339,19 +325,7 @@ class LabelRegistry:
         self.n_labels = stop
 
     def checkpoint(self):
-        """A callable that takes the registry back to its present labels.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> registry = LabelRegistry(np.int64)
-        >>> registry.add(np.array([3, 1]))
-        >>> undo = registry.checkpoint()
-        >>> registry.add(np.array([7, 8, 9]))
-        >>> undo()
-        >>> registry.labels, 7 in registry
-        (array([3, 1]), False)
-        """
+        """A callable that takes the registry back to its present labels."""
         labels, n_labels = self._labels, self.n_labels
 
         def undo():
@@ -362,15 +336,14 @@ class LabelRegistry:
         return undo
 
     def register(self, labels):
-        """Index of each of the distinct ``labels``; unknown ones are added in
-        the order of ``labels``."""
+        """Index of each of the distinct ``labels``, unknown ones added in order."""
         keys = labels.tolist()
         self.add(labels[[key not in self._index for key in keys]])
         return np.array([self._index[key] for key in keys], dtype=np.intp)
 
     def register_stream(self, labels, y_index):
-        """Class index of each row of a stream (``labels[y_index]``) and whether
-        it opens a class, new ones in order of first appearance."""
+        """Class index of each row of a stream (``labels[y_index]``) and whether it
+        opens a class, new ones in order of first appearance."""
         if y_index.shape[0] == 1:  # the online loop's case, without sorting
             known = self._index.get(labels.tolist()[0])
             if known is None:
@@ -378,17 +351,12 @@ class LabelRegistry:
             return (np.array([self.n_labels - 1 if known is None else known]),
                     np.array([known is None]))
         first_row = np.unique(y_index, return_index=True)[1]
-        exists = np.array([key in self._index for key in labels.tolist()],
-                          dtype=bool)
-        new_first_rows = np.sort(first_row[~exists])
+        order = np.argsort(first_row)  # the labels in order of first appearance
+        n_known = self.n_labels
         index_of_label = np.empty(labels.shape[0], dtype=np.intp)
-        index_of_label[exists] = [self._index[key]
-                                  for key in labels[exists].tolist()]
-        index_of_label[y_index[new_first_rows]] = self.n_labels + np.arange(
-            new_first_rows.shape[0])
-        self.add(labels[y_index[new_first_rows]])
+        index_of_label[order] = self.register(labels[order])
         is_new = np.zeros(y_index.shape[0], dtype=bool)
-        is_new[new_first_rows] = True
+        is_new[first_row[index_of_label >= n_known]] = True
         return index_of_label[y_index], is_new
 
     def labels_of(self, index, novel):

@@ -1,14 +1,4 @@
-"""Checks of what users pass: inputs, labels and parameters changed after fit.
-
-What ``FLOWRClassifier`` accepts (:func:`as_model_input`): images as arrays of
-shape (n, H, W), (n, H, W, C) or (n, C, H, W), or feature vectors (n,
-n_features), leaving as float32 in torch's layout. The dtype says how values
-are scaled: ``uint8`` is divided by 255 and ``uint16`` by 65535 into [0, 1];
-other integer images are refused (``np.array`` of a list of pixels gives
-``int64``: convert it, e.g. ``X.astype(np.uint8)``), integer feature vectors
-are used as they are; floats are used as given, with a ``UserWarning`` for
-float images in [0, 255] that look like unscaled 8-bit pixels.
-"""
+"""Checks of what users pass: inputs, labels and parameters changed after fit."""
 
 import inspect
 import sys
@@ -22,10 +12,10 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
-    "check_new_labels", "check_params_unchanged", "fill_new_params",
-    "label_result_dtype", "next_provisional_label", "novel_rows", "params_equal",
-    "provisional_label", "resolve_novel_label", "same_label", "scale_by_dtype",
-    "snapshot_params", "validate_rows",
+    "check_new_labels", "check_params_unchanged", "check_targets",
+    "fill_new_params", "label_result_dtype", "next_provisional_label",
+    "novel_rows", "params_equal", "provisional_label", "resolve_novel_label",
+    "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
 ]
 
 # Largest |x| the estimators score: squared distances of float64 rows stay
@@ -44,10 +34,8 @@ def check_magnitude(X):
 
 
 def validate_rows(estimator, X, y=None):
-    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check;
-    float64 ndarrays without feature names take the same checks directly, with
-    scikit-learn's messages (``validate_data`` costs a one-row step ten times
-    its arithmetic)."""
+    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check,
+    done directly (same messages) for float64 ndarrays without feature names."""
     lean = (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
             and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
             and not hasattr(estimator, "feature_names_in_"))
@@ -85,11 +73,8 @@ def validate_rows(estimator, X, y=None):
 
 
 def resolve_novel_label(novel_label, labels):
-    """The label that means "novel": ``novel_label`` unless it is "auto".
-
-    "auto" gives "novel" for string labels and, for numeric ones, -1 unless
-    the labels themselves go that low (e.g. {-1, 1}), then one below them.
-    """
+    """The label that means "novel": ``novel_label``, or for "auto" "novel" (string
+    labels) or -1 (numeric ones; one below the smallest label if that is lower)."""
     if not (isinstance(novel_label, str) and novel_label == "auto"):
         return novel_label
     if labels.dtype.kind not in "biuf":
@@ -117,8 +102,8 @@ def check_new_labels(labels, novel, known_labels=None):
 
 
 def label_result_dtype(labels, novel):
-    """Dtype of an array holding ``labels`` and ``novel`` exactly: object
-    where NumPy would round integers (uint64 with int64) or mix kinds."""
+    """Dtype that holds ``labels`` and ``novel`` exactly (object where NumPy would
+    round integers or mix kinds)."""
     first, second = np.asarray(labels).dtype, np.asarray(novel).dtype
     try:
         dtype = np.result_type(first, second)
@@ -146,32 +131,8 @@ def next_provisional_label(k, numeric, is_taken):
 
 
 def provisional_label(k: int, existing_labels) -> str | int:
-    """The label of the ``k``-th class a model opens by itself: ``"new-k"``,
-    or ``-(k + 1)`` when every existing label is a number (the next of the
-    sequence when that one is taken).
-
-    Parameters
-    ----------
-    k : int
-        Number of the provisional class, from 1.
-    existing_labels : iterable
-        Every label to avoid (the novel label included).
-
-    Returns
-    -------
-    label : str or int
-        A label equal to none of ``existing_labels``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.validation import provisional_label
-    >>> provisional_label(1, ["cat", "dog", "novel"])
-    'new-1'
-    >>> provisional_label(2, ["cat", "new-1", "new-2", "novel"])
-    'new-3'
-    >>> provisional_label(1, [0, 1, 2, -1])
-    -2
-    """
+    """The label of the ``k``-th class a model opens by itself: ``"new-k"``, or
+    ``-(k + 1)`` when every existing label is a number (the next one not taken)."""
     existing = list(existing_labels)
     numeric = bool(existing) and all(
         isinstance(label, Number) and not isinstance(label, str)
@@ -225,8 +186,7 @@ def novel_rows(y_true, known_classes, *, require_both=True):
 
 
 def fill_new_params(estimator) -> None:
-    """Give parameters added since ``estimator`` was pickled their defaults
-    (which reproduce the old behaviour); called from ``__setstate__``."""
+    """Give parameters added since ``estimator`` was pickled their defaults."""
     signature = inspect.signature(type(estimator).__init__)
     for name, parameter in signature.parameters.items():
         if (name != "self" and parameter.default is not parameter.empty
@@ -235,8 +195,7 @@ def fill_new_params(estimator) -> None:
 
 
 def snapshot_params(estimator, *, deep: bool = False) -> dict:
-    """The estimator's parameters as its fitted state uses them; ``deep``
-    takes its parts' settings (``head__sigma``, ...) instead of the parts."""
+    """The parameters the fitted state uses; ``deep`` takes the parts' settings."""
     params = estimator.get_params(deep=deep)
     return {name: value for name, value in params.items()
             if not (deep and hasattr(value, "get_params"))}
@@ -260,12 +219,8 @@ def params_equal(old, new) -> bool:
 
 def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
                            deep: bool = False):
-    """Fail if a parameter of ``estimator`` changed since :func:`snapshot_params`
-    gave ``snapshot`` (None: no check): scikit-learn validates parameters in
-    ``fit`` only, a fitted open-world model keeps learning. An invalid value
-    raises scikit-learn's error, a valid one not in ``runtime`` ValueError;
-    ``deep`` compares the parts' settings too.
-    """
+    """Fail if a parameter changed since ``snapshot`` (None: no check): an invalid
+    value raises scikit-learn's error, a valid one not in ``runtime`` ValueError."""
     try:  # the common case: every value the very object or equal (one C call)
         if snapshot is None or (not deep and snapshot.items()
                                 <= estimator.__dict__.items()):
@@ -308,6 +263,12 @@ _FLOAT32_MAX = float(np.finfo(np.float32).max)
 def as_model_input(X, *, allow_features, expected_shape=None):
     """Validate ``X`` and return float32 ``(n, C, H, W)`` or ``(n, n_features)``.
 
+    Images come as (n, H, W), (n, H, W, C) or (n, C, H, W). The dtype sets the
+    scale: ``uint8`` is divided by 255 and ``uint16`` by 65535; other integer
+    images are refused (convert them, e.g. ``X.astype(np.uint8)``); integer
+    features and floats are used as given, with a ``UserWarning`` for float
+    images in [0, 255] that look like unscaled 8-bit pixels.
+
     Parameters
     ----------
     X : array-like or torch.Tensor
@@ -320,8 +281,6 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     Returns
     -------
     X : ndarray of dtype float32
-        ``uint8`` input divided by 255 and ``uint16`` input by 65535; other
-        integer images rejected; floats as given (see the module docstring).
 
     Examples
     --------
@@ -392,8 +351,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
 
 
 def _check_same_shapes(X):
-    """A ValueError naming two sizes when a list holds images of different
-    shapes (NumPy would only say "inhomogeneous shape")."""
+    """A ValueError naming two sizes when a list holds images of different shapes."""
     if isinstance(X, list | tuple) and len(X) > 1:
         try:
             shapes = [np.shape(x) for x in X]
@@ -409,15 +367,13 @@ def _check_same_shapes(X):
 
 
 def _is_tensor(X):
-    """``torch.is_tensor(X)`` without importing torch: a tensor cannot exist
-    before torch is imported (the CLI scales user data through this module
-    and the head never needs torch)."""
+    """``torch.is_tensor(X)`` without importing torch."""
     torch = sys.modules.get("torch")
     return torch is not None and torch.is_tensor(X)
 
 
 def scale_by_dtype(X, *, is_image):
-    """``X`` as float32 under the dtype contract of the module docstring."""
+    """``X`` as float32 under :func:`as_model_input`'s dtype contract."""
     pixel_max = _PIXEL_MAX.get(X.dtype)
     if pixel_max is not None:
         return X.astype(np.float32) / pixel_max
@@ -450,8 +406,7 @@ def scale_by_dtype(X, *, is_image):
 
 
 def check_one_kind(y):
-    """Refuse an object array of labels mixing kinds that cannot be sorted
-    together (strings and numbers), naming the kinds."""
+    """Refuse an object array of labels mixing kinds that cannot be sorted together."""
     if y.dtype.kind == "O":
         try:
             np.unique(y)
@@ -467,11 +422,17 @@ def check_one_kind(y):
 def check_labels(y, n_samples):
     """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
     y = column_or_1d(y, warn=True)
-    if y.dtype.kind == "f":
-        assert_all_finite(y, input_name="y")
     if y.shape[0] != n_samples:
         raise ValueError("Found input variables with inconsistent numbers of "
                          f"samples: [{n_samples}, {y.shape[0]}]")
-    check_one_kind(y)
-    check_classification_targets(y)
+    return check_targets(y)
+
+
+def check_targets(y):
+    """``y``, refused unless finite classification targets of one kind."""
+    if y.dtype.kind == "f":
+        assert_all_finite(y, input_name="y")
+    if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
+        check_one_kind(y)
+        check_classification_targets(y)
     return y

@@ -9,6 +9,7 @@ from scipy.special import logsumexp as scipy_logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.covariance import shrunk_covariance
 
+from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import (
     add_observations,
     concentration_from_raw,
@@ -21,8 +22,10 @@ from sklearn_flowr._core import (
     log_density_features,
     log_softmax,
     logsumexp,
+    moments_of_rows,
     pitman_yor_log_likelihood,
     raw_from_concentration,
+    resolve_hyper_parameters,
     softmax_rows_inplace,
 )
 
@@ -288,3 +291,18 @@ def test_shrunk_covariance_is_the_mix_towards_mean_eigenvalue(rng, d, amount):
     out = shrunk_covariance(C, amount)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=0)
     assert np.trace(out) == pytest.approx(np.trace(C), rel=1e-12)
+
+
+@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+def test_fit_estimates_what_the_statistics_of_its_rows_give(rng, covariance):
+    """Check that fit's "auto" sigma, prior and b are, bit for bit, the
+    estimates of its rows' statistics: one implementation of each estimate
+    serves fit, merge and Dask."""
+    y = np.repeat(np.arange(6), 5)
+    X = rng.normal(scale=3.0, size=(6, 4))[y] + rng.normal(size=(30, 4))
+    head = CRPGaussianClassifier(covariance=covariance, prior_scale=2.0).fit(X, y)
+    moments = moments_of_rows(X, y, 6, fourth=covariance == "full", pooled=True)
+    resolved = resolve_hyper_parameters(moments, head.get_params())
+    for name in ("sigma", "prior_mean", "prior_var", "b"):
+        np.testing.assert_array_equal(getattr(head, name + "_"), resolved[name],
+                                      err_msg=name)

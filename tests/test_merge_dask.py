@@ -19,10 +19,10 @@ from sklearn_flowr._core import (
     estimate_prior,
     estimate_prior_covariance,
 )
-from sklearn_flowr._core._empirical_bayes import feature_scale
-from sklearn_flowr.head._moments import (
+from sklearn_flowr._core._empirical_bayes import (
     _ledoit_wolf_shrinkage,
     combine_moments,
+    feature_scale,
     feature_scale_of,
     moments_of_rows,
     noise_covariance_of,

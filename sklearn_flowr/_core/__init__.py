@@ -2,13 +2,7 @@
 the head, torch (autograd, GPU) for training (docs/design.rst, section 1).
 """
 
-from ._covariance import (
-    estimate_noise_covariance,
-    estimate_prior_covariance,
-    resolve_covariances,
-    scale_prior_var,
-    whitening_basis,
-)
+from ._covariance import resolve_covariances, whitening_basis
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
@@ -19,11 +13,20 @@ from ._crp import (
 )
 from ._empirical_bayes import (
     class_means,
+    combine_moments,
     estimate_concentration,
+    estimate_noise_covariance,
     estimate_noise_var,
     estimate_prior,
+    estimate_prior_covariance,
+    moments_of_rows,
+    needs_fourth_moments,
+    needs_moments,
+    needs_scatter,
+    noise_degrees_of_freedom,
     noise_var_floor,
     pitman_yor_log_likelihood,
+    resolve_hyper_parameters,
 )
 from ._gaussian import (
     add_observations,
@@ -42,6 +45,7 @@ __all__ = [
     "add_observations",
     "chunk_slices",
     "class_means",
+    "combine_moments",
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",
@@ -57,8 +61,13 @@ __all__ = [
     "log_density_coef",
     "log_density_features",
     "log_softmax",
-    "novel_log_odds",
     "logsumexp",
+    "moments_of_rows",
+    "needs_fourth_moments",
+    "needs_moments",
+    "needs_scatter",
+    "noise_degrees_of_freedom",
+    "novel_log_odds",
     "noise_var_floor",
     "pitman_yor_log_likelihood",
     "predictive_moments",
@@ -66,7 +75,7 @@ __all__ = [
     "raw_from_concentration",
     "recalibrate_novel_column",
     "resolve_covariances",
-    "scale_prior_var",
+    "resolve_hyper_parameters",
     "softmax_rows_inplace",
     "whitening_basis",
 ]

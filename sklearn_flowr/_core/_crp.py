@@ -16,8 +16,7 @@ from ._namespace import get_namespace
 
 
 def _like(value, like, xp):
-    """``value`` as an array of ``like``'s dtype, filled on its device (no
-    host-to-GPU copy)."""
+    """``value`` as an array of ``like``'s dtype on its device."""
     device = getattr(like, "device", None)
     if isinstance(value, Real):
         return xp.full((), value, dtype=like.dtype, device=device)
@@ -25,10 +24,8 @@ def _like(value, like, xp):
 
 
 def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
-    """``log(c_n - a)`` (..., n_classes) and ``log(b + a N)`` (...,) for counts
-    (..., n_classes) and ``N``; zeros for ``class_prior="uniform"``. The
-    denominator is :func:`crp_log_normaliser`'s, so cached numerators stay
-    valid while ``k`` grows; a tensor ``b`` keeps its gradient."""
+    """``log(c_n - a)`` (..., n_classes) and ``log(b + a N)`` (...,); zeros for
+    ``class_prior="uniform"`` (a tensor ``b`` keeps its gradient)."""
     xp = get_namespace(counts)
     n_classes = _like(n_classes, counts, xp)
     if class_prior == "uniform":
@@ -42,15 +39,7 @@ def crp_log_numerators(counts, n_classes, *, a, b, class_prior="crp"):
 
 
 def crp_log_numerator(count, *, a, class_prior="crp"):
-    """:func:`crp_log_numerators` of one float count (the online step);
-    ``-inf`` for a count not above ``a``.
-
-    Examples
-    --------
-    >>> import math
-    >>> crp_log_numerator(2.0, a=0.5) == math.log(1.5)
-    True
-    """
+    """:func:`crp_log_numerators` of one float count; ``-inf`` for a count <= ``a``."""
     if not count > a:
         return -math.inf
     return 0.0 if class_prior == "uniform" else math.log(count - a)

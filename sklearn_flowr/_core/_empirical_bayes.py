@@ -1,84 +1,23 @@
-"""Empirical-Bayes ``sigma``, ``mu0``, ``s0`` and ``b`` of a head fitted on plain
-features (user guide, "Empirical Bayes for a standalone head"). NumPy/SciPy
-only: runs once per ``fit``.
+"""Empirical-Bayes ``sigma``, ``mu0``, ``s0`` and ``b`` of a head, from the
+statistics of its labelled rows (user guide, "Empirical Bayes for a standalone
+head"). A record of statistics is a dict of arrays: ``count``, ``mean`` and
+``scatter_trace`` per class and, for a full noise, ``scatter``, ``cube``,
+``quartic`` and ``unit`` (the power of two the last two are measured in),
+and ``labels`` where records are combined (``merge``, Dask); the estimates
+read only their sums over the classes.
 """
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
+from sklearn.covariance import ledoit_wolf_shrinkage, shrunk_covariance
 
-# Floors relative to feature_scale(X): identical class means would give
+# Floors relative to the feature scale: identical class means would give
 # s0 = 0, repeated rows sigma = 0. Well separated classes legitimately have a
 # within-class variance far below the total, hence the lower noise floor.
 _PRIOR_VAR_FLOOR = 1e-3
 _NOISE_VAR_FLOOR = 1e-6
 _SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
-
-
-def feature_scale(X):
-    """The unit of every variance floor: the mean feature variance of ``X``
-    (else its mean square, else 1), at least the smallest normal float64.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> feature_scale(np.array([[0.0], [0.5]]))
-    0.0625
-    >>> feature_scale(np.array([[3.0], [3.0]]))  # constant: its mean square
-    9.0
-    """
-    X = np.asarray(X, dtype=np.float64)
-    for statistic in (_mean_feature_variance, _mean_square):
-        scale = float(statistic(X))
-        if np.isfinite(scale) and scale > 0:
-            return max(scale, _SMALLEST_NORMAL)
-    return 1.0
-
-
-# Elements of the temporaries of feature_scale (~8 MB).
-_CHUNK_ELEMENTS = 1 << 20
-
-
-def _row_chunks(X):
-    step = max(1, _CHUNK_ELEMENTS // max(1, X.shape[1]))
-    return [X[start : start + step] for start in range(0, X.shape[0], step)]
-
-
-def _mean_feature_variance(X):
-    """``np.mean(X.var(axis=0))``, chunk by chunk for a large ``X``."""
-    if X.size <= _CHUNK_ELEMENTS:
-        return np.mean(X.var(axis=0))
-    mean = X.mean(axis=0)
-    squares = np.zeros(X.shape[1])
-    for chunk in _row_chunks(X):
-        deviation = chunk - mean
-        squares += np.einsum("ij,ij->j", deviation, deviation)
-    return np.mean(squares / X.shape[0])
-
-
-def _mean_square(X):
-    """``np.mean(X * X)``, chunk by chunk for a large ``X``."""
-    if X.size <= _CHUNK_ELEMENTS:
-        return np.mean(X * X)
-    return sum(np.einsum("ij,ij->", chunk, chunk) for chunk in _row_chunks(X)) / X.size
-
-
-def _relative_floor(relative, X):
-    """``relative`` times :func:`feature_scale` of ``X``, kept normal."""
-    return max(relative * feature_scale(X), _SMALLEST_NORMAL)
-
-
-def noise_var_floor(X):
-    """Smallest within-class variance allowed for data ``X`` (``sigma``,
-    ``Sigma_eps``, Sup-E's ``s_n``): ``1e-6`` times :func:`feature_scale`.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> noise_var_floor(np.array([[0.0], [2.0]]))
-    1e-06
-    """
-    return _relative_floor(_NOISE_VAR_FLOOR, X)
 
 
 def class_means(X, y_index, n_classes):
@@ -89,54 +28,318 @@ def class_means(X, y_index, n_classes):
     return sums / sizes[:, None], sizes
 
 
-def within_class_residuals(X, y_index, n_classes, what, fix=""):
-    """Rows minus their class mean (one temporary of the size of ``X``) and the
-    degrees of freedom; ``what`` and ``fix`` frame the error of one row per class."""
-    dof = X.shape[0] - n_classes
-    if dof < 1:
-        raise ValueError(
-            f"{what}, which needs a class with at least 2 samples; got "
-            f"{X.shape[0]} sample(s) in {n_classes} class(es).{fix}")
-    means, _ = class_means(X, y_index, n_classes)
+def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
+    """The statistics of rows ``X`` of the classes ``y_index`` (each of
+    ``range(n_classes)`` occurs); ``fourth``: the full-noise entries, per class or,
+    when ``pooled``, summed (without ``cube``)."""
+    d = X.shape[1]
+    if n_classes == 0:  # an empty chunk
+        empty = {"count": np.zeros(0), "mean": np.zeros((0, d)),
+                 "scatter_trace": np.zeros(0)}
+        if fourth:
+            empty.update(scatter=np.zeros((0, d, d)), cube=np.zeros((0, d)),
+                         quartic=np.zeros(0), unit=1.0)
+        return empty
+    means, sizes = class_means(X, y_index, n_classes)
     residual = means[y_index]
-    del means
-    return np.subtract(X, residual, out=residual), dof
+    np.subtract(X, residual, out=residual)  # one temporary of the size of X
+    squares = np.einsum("ij,ij->i", residual, residual)
+    moments = {"count": sizes.astype(np.float64), "mean": means,
+               "scatter_trace": np.bincount(y_index, squares, n_classes)}
+    if fourth:
+        moments.update(_fourth_moments(residual, squares, y_index, n_classes,
+                                       pooled=pooled))
+    return moments
 
 
-def estimate_prior(X, y_index, n_classes):
-    """``mu0`` (n_features,), the mean of the class means, and ``s0`` (float),
-    their variance averaged over features, floored at ``1e-3`` times
-    :func:`feature_scale`; ``y_index`` holds class indices."""
-    means, _ = class_means(X, y_index, n_classes)
+def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
+    """Scatter matrices, ``sum ||r||^2 r`` and ``sum ||r||^4`` of residuals."""
+    peak = float(max(residual.max(), -residual.min()))  # no temporary
+    # The smallest power of two above every |r|: r / unit is exact.
+    unit = float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
+    scaled_squares = squares / unit**2
+    if pooled:
+        return {"scatter": (residual.T @ residual)[None], "unit": unit,
+                "quartic": np.array([scaled_squares @ scaled_squares])}
+    order = np.argsort(y_index, kind="stable")
+    bounds = np.searchsorted(y_index[order], np.arange(n_classes + 1))
+    scatter = np.stack([residual[order[lo:hi]].T @ residual[order[lo:hi]]
+                        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)])
+    cube = np.zeros((n_classes, residual.shape[1]))
+    np.add.at(cube, y_index, scaled_squares[:, None] * (residual / unit))
+    return {"scatter": scatter, "cube": cube, "unit": unit,
+            "quartic": np.bincount(y_index, scaled_squares**2, n_classes)}
+
+
+_FOURTH = ("scatter", "cube", "quartic")
+
+
+def needs_scatter(params):
+    """Whether the head's ``params`` estimate its prior or noise from the rows'
+    spread (``b="auto"`` needs the class sizes only)."""
+    return any(isinstance(params[name], str)
+               for name in ("sigma", "prior_mean", "prior_var"))
+
+
+def combine_moments(first, second):
+    """The record of the union of two records' rows (a class in both is
+    pooled), its labels sorted; the entries both have."""
+    labels, inverse = np.unique(
+        np.concatenate([first["labels"], second["labels"]]), return_inverse=True)
+    inverse = inverse.reshape(-1)
+    split = first["labels"].shape[0]
+    keys = [key for key in ("count", "mean", "scatter_trace", *_FOURTH)
+            if key in first and key in second]
+    one = _spread(first, inverse[:split], labels.shape[0], keys)
+    two = _spread(second, inverse[split:], labels.shape[0], keys)
+    # A class in one part only has count 0 in the other: every correction
+    # below then vanishes exactly and its moments are copied.
+    n_one, n_two = one["count"], two["count"]
+    total = n_one + n_two
+    delta = two["mean"] - one["mean"]
+    union = {"labels": labels, "count": total,
+             "mean": one["mean"] + delta * (n_two / total)[:, None]}
+    between = n_one * n_two / total  # Chan et al.'s n_a n_b / n
+    if "scatter_trace" in keys:
+        union["scatter_trace"] = (one["scatter_trace"] + two["scatter_trace"]
+                                  + between * np.einsum("ij,ij->i", delta, delta))
+    if "scatter" in keys:
+        union.update(_combine_fourth(one, two, delta, n_one / total,
+                                     n_two / total, between))
+    return union
+
+
+def _spread(moments, index, n_classes, keys):
+    """The entries ``keys`` of ``moments`` on the rows ``index`` of zeros."""
+    out = {}
+    for key in keys:
+        value = moments[key]
+        out[key] = np.zeros((n_classes, *value.shape[1:]))
+        out[key][index] = value
+    if "unit" in moments:
+        out["unit"] = moments["unit"]
+    return out
+
+
+def _combine_fourth(one, two, delta, w_one, w_two, between):
+    """Scatter matrices, third and fourth moments about the pooled mean."""
+    unit = max(one["unit"], two["unit"])
+    moved = []
+    # Each part's residuals about the pooled mean are r - d, d = pooled - own.
+    for part, shift in ((one, delta * w_two[:, None]), (two, -delta * w_one[:, None])):
+        ratio = part["unit"] / unit  # a power of two: exact rescaling
+        cube, quartic = part["cube"] * ratio**3, part["quartic"] * ratio**4
+        d = shift / unit
+        s = part["scatter"] / unit**2
+        ss = part["scatter_trace"] / unit**2
+        n = part["count"]
+        sd = np.einsum("nij,nj->ni", s, d)
+        dd = np.einsum("ij,ij->i", d, d)
+        # sum ||r - d||^2 (r - d) and sum ||r - d||^4, using sum r = 0.
+        moved.append((
+            cube - 2.0 * sd - (ss + n * dd)[:, None] * d,
+            quartic + 4.0 * np.einsum("ij,ij->i", d, sd) + n * dd**2
+            - 4.0 * np.einsum("ij,ij->i", cube, d) + 2.0 * ss * dd,
+        ))
+    return {
+        "scatter": one["scatter"] + two["scatter"]
+        + between[:, None, None] * delta[:, :, None] * delta[:, None, :],
+        "cube": moved[0][0] + moved[1][0],
+        "quartic": moved[0][1] + moved[1][1],
+        "unit": unit,
+    }
+
+
+def feature_scale_of(moments):
+    """The unit of every variance floor: the mean feature variance of the
+    rows, else their mean square, else 1 (at least the smallest normal)."""
+    count, mean = moments["count"], moments["mean"]
+    n, d = float(count.sum()), mean.shape[1]
+    grand = count @ mean / n
+    centred = mean - grand
+    total = float(moments["scatter_trace"].sum()
+                  + count @ np.einsum("ij,ij->i", centred, centred))
+    for scale in (total / (n * d), (total + n * float(grand @ grand)) / (n * d)):
+        if np.isfinite(scale) and scale > 0:
+            return max(scale, _SMALLEST_NORMAL)
+    return 1.0
+
+
+def _floor(relative, moments):
+    return max(relative * feature_scale_of(moments), _SMALLEST_NORMAL)
+
+
+def noise_degrees_of_freedom(count, covariance):
+    """``n_samples - n_classes`` of classes of sizes ``count``, or the error
+    of one row per class (the noise cannot be estimated)."""
+    n_classes = count.shape[0]
+    n_samples = int(round(float(count.sum())))
+    if n_samples - n_classes < 1:
+        what = "covariance='full'" if covariance == "full" else "sigma='auto'"
+        raise ValueError(
+            f"{what} estimates the class noise from the within-class "
+            "variance, which needs a class with at least 2 samples; got "
+            f"{n_samples} sample(s) in {n_classes} class(es). Give sigma as a "
+            "float (the paper uses sigma=0.5 on meta-learned embeddings).")
+    return float(count.sum()) - n_classes
+
+
+def noise_var_of(moments):
+    """The empirical-Bayes ``sigma``: the pooled within-class variance,
+    floored at ``1e-6`` times the feature scale."""
+    d = moments["mean"].shape[1]
+    pooled = float(moments["scatter_trace"].sum()) / (
+        noise_degrees_of_freedom(moments["count"], "isotropic") * d)
+    return max(pooled, _floor(_NOISE_VAR_FLOOR, moments))
+
+
+def noise_covariance_of(moments, *, extra_shrinkage=0.0):
+    """The full ``Sigma_eps``: the pooled within-class covariance, Ledoit-Wolf
+    shrunk, then by ``extra_shrinkage`` towards ``mean(eig) * I``, floored."""
+    dof = noise_degrees_of_freedom(moments["count"], "full")
+    scatter, unit = moments["scatter"].sum(axis=0), moments["unit"]
+    shrinkage = _ledoit_wolf_shrinkage(float(moments["count"].sum()),
+                                       scatter / unit**2,
+                                       float(moments["quartic"].sum()))
+    covariance = shrunk_covariance(scatter / dof, shrinkage)
+    if extra_shrinkage:
+        covariance = shrunk_covariance(covariance, extra_shrinkage)
+    return _floored(covariance, _floor(_NOISE_VAR_FLOOR, moments))
+
+
+def _ledoit_wolf_shrinkage(n_samples, scatter, quartic):
+    """``sklearn.covariance.ledoit_wolf_shrinkage`` of centred rows ``R`` from
+    ``scatter = R.T @ R`` and ``quartic = sum_i ||r_i||^4``."""
+    n_features = scatter.shape[0]
+    if n_features == 1:
+        return 0.0
+    trace = float(np.trace(scatter)) / n_samples
+    mu = trace / n_features
+    delta_ = float(np.sum(scatter**2)) / n_samples**2
+    beta = (quartic / n_samples - delta_) / (n_features * n_samples)
+    delta = (delta_ - 2.0 * mu * trace + n_features * mu**2) / n_features
+    beta = min(beta, delta)
+    return 0.0 if beta == 0 else beta / delta
+
+
+def _shrunk(centred, covariance):
+    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``,
+    estimated on ``centred`` rescaled to unit peak (no overflow)."""
+    peak = float(max(centred.max(), -centred.min())) if centred.size else 0.0
+    unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
+    return shrunk_covariance(covariance,
+                             ledoit_wolf_shrinkage(unit, assume_centered=True))
+
+
+def _floored(covariance, floor):
+    """Symmetrise and raise eigenvalues below ``floor`` to it."""
+    values, vectors = np.linalg.eigh((covariance + covariance.T) / 2.0)
+    return (vectors * np.maximum(values, floor)) @ vectors.T
+
+
+def prior_of(moments, *, full, spread=True, one_class=False):
+    """``mu0``, the mean of the class means, and ``s0``, their variance (1,)
+    or, when ``full``, shrunk covariance, floored at ``1e-3`` times the
+    feature scale (``None`` without ``spread``); one class needs ``one_class``."""
+    means = moments["mean"]
+    n_classes = means.shape[0]
+    if n_classes < 2 and not one_class:
+        raise ValueError(
+            "Estimating the prior ('auto') needs at least 2 classes in "
+            f"the first batch; got {n_classes} class. Give prior_mean, "
+            "prior_var and b.")
     prior_mean = means.mean(axis=0)
-    spread = float(np.mean(means.var(axis=0)))
-    return prior_mean, max(spread, _relative_floor(_PRIOR_VAR_FLOOR, X))
+    if not spread:
+        return prior_mean, None
+    floor = _floor(_PRIOR_VAR_FLOOR, moments)
+    if full:
+        centred = means - prior_mean
+        covariance = _shrunk(centred, centred.T @ centred / n_classes)
+        return prior_mean, _floored(covariance, floor)
+    return prior_mean, np.array([max(float(np.mean(means.var(axis=0))), floor)])
+
+
+def needs_fourth_moments(covariance, sigma):
+    """Whether the Ledoit-Wolf shrinkage of an estimated full noise is needed."""
+    return covariance == "full" and isinstance(sigma, str)
+
+
+def needs_moments(params):
+    """Whether the head's ``params`` leave an estimate to the rows."""
+    return any(isinstance(params[name], str)
+               for name in ("sigma", "prior_mean", "prior_var", "b"))
+
+
+def resolve_hyper_parameters(moments, params):
+    """``b``, ``sigma``, ``prior_mean`` and ``prior_var`` of the head's
+    ``params`` (its ``get_params()``), the "auto" ones estimated from the
+    rows' ``moments`` and ``prior_scale`` applied."""
+    full = params["covariance"] == "full"
+    prior_var, scale = params["prior_var"], float(params["prior_scale"])
+    if scale != 1.0 and not isinstance(prior_var, str):
+        raise ValueError(
+            f"prior_scale={scale} scales the estimated prior variance "
+            "(prior_var='auto'), but prior_var is given: scale the given "
+            "prior_var instead and leave prior_scale=1.0.")
+    resolved = {name: params[name]
+                for name in ("sigma", "prior_mean", "prior_var", "b")}
+    if isinstance(params["sigma"], str):
+        resolved["sigma"] = (
+            noise_covariance_of(moments,
+                                extra_shrinkage=float(params["noise_shrinkage"]))
+            if full else noise_var_of(moments))
+    if any(isinstance(resolved[k], str) for k in ("prior_mean", "prior_var", "b")):
+        mean_hat, var_hat = prior_of(moments, full=full,
+                                     spread=isinstance(prior_var, str))
+        if isinstance(resolved["prior_mean"], str):
+            resolved["prior_mean"] = mean_hat
+        if isinstance(prior_var, str):
+            resolved["prior_var"] = scale * var_hat if scale != 1.0 else var_hat
+    if isinstance(resolved["b"], str):
+        resolved["b"] = estimate_concentration(moments["count"], float(params["a"]))
+    return resolved
+
+
+# Estimates from rows (training's class statistics, and the tests' references).
+def feature_scale(X):
+    """:func:`feature_scale_of` the rows ``X``."""
+    return feature_scale_of(moments_of_rows(X, np.zeros(X.shape[0], np.intp), 1))
+
+
+def noise_var_floor(X):
+    """Smallest within-class variance allowed for rows ``X``: ``1e-6`` times
+    their feature scale."""
+    return max(_NOISE_VAR_FLOOR * feature_scale(X), _SMALLEST_NORMAL)
 
 
 def estimate_noise_var(X, y_index, n_classes):
-    """The empirical-Bayes ``sigma``: the pooled within-class variance
-    ``sum ||x_i - xbar_n||^2 / ((n_samples - n_classes) d)``, floored at
-    :func:`noise_var_floor`.
+    """:func:`noise_var_of` the rows ``X`` of the classes ``y_index``."""
+    return noise_var_of(moments_of_rows(X, y_index, n_classes))
 
-    Examples
-    --------
-    >>> import numpy as np
-    >>> X = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
-    >>> round(estimate_noise_var(X, np.array([0, 0, 1, 1]), 2), 6)
-    0.025
-    """
-    residual, dof = within_class_residuals(
-        X, y_index, n_classes, "sigma='auto' estimates the class noise from the "
-        "within-class variance", fix=" Give sigma as a float (the paper uses "
-        "sigma=0.5 on meta-learned embeddings).")
-    pooled = float(np.einsum("ij,ij->", residual, residual)) / (dof * X.shape[1])
-    return max(pooled, noise_var_floor(X))
+
+def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
+    """:func:`noise_covariance_of` the rows ``X`` of the classes ``y_index``."""
+    return noise_covariance_of(moments_of_rows(X, y_index, n_classes, fourth=True,
+                                               pooled=True),
+                               extra_shrinkage=extra_shrinkage)
+
+
+def estimate_prior(X, y_index, n_classes):
+    """:func:`prior_of` the rows ``X`` of the classes ``y_index``: ``mu0``
+    (n_features,) and ``s0`` (float)."""
+    prior_mean, prior_var = prior_of(moments_of_rows(X, y_index, n_classes),
+                                     full=False, one_class=True)
+    return prior_mean, float(prior_var[0])
+
+
+def estimate_prior_covariance(X, y_index, n_classes):
+    """:func:`prior_of` the rows ``X`` of the classes ``y_index``, full."""
+    return prior_of(moments_of_rows(X, y_index, n_classes), full=True)
 
 
 def pitman_yor_log_likelihood(counts, a, b):
-    """Log probability of a partition with block sizes ``counts`` (each
-    ``> a``) under the Pitman-Yor CRP (Pitman 1995): ``sum_{i<K} log(b + i a)
-    - log (b+1)_{n-1} + sum_k log (1-a)_{c_k - 1}``, real counts allowed."""
+    """Log probability of a partition with block sizes ``counts`` (each ``> a``)
+    under the Pitman-Yor CRP (Pitman 1995), real counts allowed."""
     counts = np.asarray(counts, dtype=np.float64)
     n_blocks = counts.shape[0]
     total = counts.sum()
@@ -148,14 +351,12 @@ def pitman_yor_log_likelihood(counts, a, b):
 
 def estimate_concentration(counts, a, *, bounds=(1e-6, 1e6)):
     """Maximum-likelihood concentration ``b > -a`` of the Pitman-Yor CRP for
-    class sizes ``counts``; ``b + a`` searched in ``bounds`` (finite even for
-    one class or all singletons)."""
+    class sizes ``counts``; ``b + a`` searched in ``bounds``."""
     counts = np.asarray(counts, dtype=np.float64)
 
     def negative(log_shift):
         return -pitman_yor_log_likelihood(counts, a, np.exp(log_shift) - a)
 
-    lo, hi = np.log(bounds[0]), np.log(bounds[1])
-    result = minimize_scalar(negative, bounds=(lo, hi), method="bounded",
-                             options={"xatol": 1e-10})
+    result = minimize_scalar(negative, bounds=(np.log(bounds[0]), np.log(bounds[1])),
+                             method="bounded", options={"xatol": 1e-10})
     return float(np.exp(result.x) - a)

@@ -18,10 +18,8 @@ _LOG_2PI = math.log(2.0 * math.pi)
 
 
 def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
-    """``(q, lam)`` of shapes (n_classes, d), (n_classes, p) conditioned on
-    embeddings ``Z`` (n_samples, d) with class weights ``onehot`` (n_samples,
-    n_classes), from ``q`` (d,) or (n_classes, d) and ``lam`` (p,) or
-    (n_classes, p), p in {1, d}."""
+    """``(q, lam)`` (n_classes, d), (n_classes, p) conditioned on rows ``Z``
+    (n_samples, d) with class weights ``onehot`` (n_samples, n_classes)."""
     xp = get_namespace(Z, onehot)
     onehot_t = xp.matrix_transpose(onehot)
     counts = xp.sum(onehot_t, axis=-1, keepdims=True)
@@ -30,9 +28,8 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
 
 
 def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
-    """The conjugate update, written once: ``(q + sums / sigma, lam + counts /
-    sigma)`` for ``q`` (..., d), ``lam`` (..., p), the rows' ``sums`` (..., d)
-    and ``counts``; NumPy ``out=(q_out, lam_out)`` writes in place."""
+    """The conjugate update ``(q + sums / sigma, lam + counts / sigma)``; NumPy
+    ``out=(q_out, lam_out)`` writes in place."""
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
     if out is not None:
         if precision.shape == (1,) and isinstance(counts, float):
@@ -51,10 +48,8 @@ def predictive_moments(nat_mean, precision, sigma):
 
 
 def log_density_coef(nat_mean, precision, sigma, *, out=None):
-    """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 /
-    v) / 2]`` of shape (..., n_classes, d + p + 1), so that ``log N(z; m_n,
-    diag(v_n)) = log_density_features(z) . coef[n]``; NumPy ``out`` is filled
-    in place (no concatenation)."""
+    """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]``
+    (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`."""
     if out is not None:
         return _log_density_coef_into(out, nat_mean, precision, sigma)
     xp = get_namespace(nat_mean, precision)
@@ -69,8 +64,7 @@ def log_density_coef(nat_mean, precision, sigma, *, out=None):
 
 
 def _log_density_coef_into(out, nat_mean, precision, sigma):
-    """:func:`log_density_coef` written into ``out`` in NumPy, equal to
-    rounding."""
+    """:func:`log_density_coef` written into ``out`` (NumPy)."""
     if nat_mean.ndim == 1 and precision.shape[0] == 1:
         # One isotropic class (the online step): v is a float, and the
         # d-vector work is one ufunc and a dot product: m / v = q / (lam v),
@@ -98,9 +92,8 @@ def _log_density_coef_into(out, nat_mean, precision, sigma):
 
 
 def log_density_features(Z, *, isotropic, out=None):
-    """Features ``[z, z**2 (||z||**2 when isotropic), 1]`` (..., d + p + 1) of
-    rows ``Z`` (..., d); NumPy ``out`` is filled in place (a one-row ``Z``
-    may be ``out[:d]`` itself)."""
+    """Features ``[z, z**2 (||z||**2 when isotropic), 1]`` (..., d + p + 1) of rows
+    ``Z``; NumPy ``out`` is filled in place (a one-row ``Z`` may be ``out[:d]``)."""
     if out is not None:
         d = Z.shape[-1]
         if Z.ndim == 1:  # one row: plain slices, a dot product

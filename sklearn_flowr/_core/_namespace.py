@@ -11,12 +11,7 @@ _NUMPY = np if int(np.__version__.split(".", 1)[0]) >= 2 else numpy_namespace
 
 
 def get_namespace(*arrays):
-    """The array-API namespace of ``arrays``.
-
-    The head calls the core maths once per online step on tiny arrays, where
-    ``array_namespace``'s generic checks cost as much as the maths; plain
-    ``ndarray`` inputs skip them (and, on NumPy 2, get NumPy itself).
-    """
+    """The array-API namespace of ``arrays`` (NumPy itself for plain ndarrays)."""
     if all(type(array) is np.ndarray for array in arrays):
         return _NUMPY
     return array_namespace(*arrays)

@@ -24,17 +24,7 @@ def _known_log_mass(scores, xp):
 
 def novel_log_odds(scores):
     """``log P(novel) - log P(known)`` (n_rows,) of joint log-weights (n_rows,
-    n_classes + 1), clipped to ``MAX_LOG_ODDS``: they keep the order of the
-    most novel rows, whose P(novel) rounds to 1.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> novel_log_odds(np.log([[0.6, 0.2, 0.2]])).round(4)  # 0.2 / 0.8
-    array([-1.3863])
-    >>> novel_log_odds(np.array([[-50.0, -60.0, 0.0]])) > 49  # P(novel) == 1.0
-    array([ True])
-    """
+    n_classes + 1), clipped to ``MAX_LOG_ODDS`` (keeps the most novel rows' order)."""
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return xp.full(scores.shape[:-1], MAX_LOG_ODDS, dtype=scores.dtype)
@@ -45,19 +35,8 @@ def novel_log_odds(scores):
 
 
 def recalibrate_novel_column(scores, slope, intercept):
-    """Joint log-weights (..., n_classes + 1) whose novel log-odds are mapped
-    by ``slope * logit + intercept`` (``slope > 0``); rows without a known
-    class stay as they were.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> scores = np.log([[0.6, 0.2, 0.2]])  # P(novel) = 0.2, odds 1/4
-    >>> out = recalibrate_novel_column(scores, 0.5, 0.0)  # odds 1/2
-    >>> p = np.exp(out) / np.exp(out).sum()
-    >>> p.round(4)  # known classes keep their 3:1 ratio
-    array([[0.5   , 0.1667, 0.3333]])
-    """
+    """Joint log-weights whose novel log-odds are mapped by ``slope * logit +
+    intercept`` (``slope > 0``); rows without a known class stay as they were."""
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return scores
@@ -67,17 +46,8 @@ def recalibrate_novel_column(scores, slope, intercept):
 
 
 def with_novel_log_odds(scores, log_odds):
-    """``scores`` (..., n_classes + 1) with the novel column set to the
-    log-sum-exp of the known ones plus ``log_odds`` (...); rows without a
-    known class stay as they were.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> out = with_novel_log_odds(np.log([[0.6, 0.2, 0.2]]), np.array([0.0]))
-    >>> (np.exp(out) / np.exp(out).sum()).round(4)  # P(novel) = 1/2
-    array([[0.375, 0.125, 0.5  ]])
-    """
+    """``scores`` with the novel column set to the known classes' log-sum-exp plus
+    ``log_odds``; rows without a known class stay as they were."""
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return scores

@@ -12,8 +12,8 @@ _MAX_CHUNK_ROWS = 512
 
 
 def group_sums(Z, index):
-    """The distinct sorted classes of ``index``, the sums ``(n_groups, d)`` and
-    counts (float64) of their rows ``Z``: one sort and ``np.add.reduceat``."""
+    """The sorted distinct classes of ``index``, their rows' sums (n_groups, d) and
+    counts (float64)."""
     order = np.argsort(index, kind="stable")
     sorted_index = index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
@@ -22,8 +22,7 @@ def group_sums(Z, index):
 
 
 class PrefixStates(NamedTuple):
-    """The states the classes of a chunk go through, one row of the chunk at a
-    time (see :func:`prefix_states`)."""
+    """The states the classes of a chunk go through (:func:`prefix_states`)."""
 
     touched: np.ndarray  # (n_touched,) classes with rows in the chunk, sorted
     owner: np.ndarray  # (n_states,) class of each state
@@ -34,10 +33,8 @@ class PrefixStates(NamedTuple):
 
 
 def prefix_states(Z, index, live=None):
-    """Every state the classes of rows ``Z`` (class ``index``) pass through in
-    a chunk, as prefix sums: class ``j``'s block of ``n_j + 1`` entries holds
-    the sum and count of its first 0, 1, ..., ``n_j`` rows, and row ``t`` sees
-    entry ``pick[t, j]``; rows not ``live`` (frozen classes) are left out."""
+    """Every state the classes of rows ``Z`` (class ``index``) pass through in a
+    chunk, as prefix sums; rows not ``live`` (frozen classes) are left out."""
     touched, row_class = np.unique(index, return_inverse=True)
     row_class = row_class.reshape(-1)
     n_touched = touched.shape[0]
@@ -66,8 +63,7 @@ def prefix_states(Z, index, live=None):
 
 
 def chunk_slices(index, *, n_classes, width):
-    """Consecutive slices of the stream of class indices ``index`` whose scores
-    against ``n_classes + 1`` columns and :func:`prefix_states`, each ``width``
+    """Slices of the stream ``index`` whose scores and prefix states, ``width``
     wide, stay within ``_CHUNK_ELEMENTS`` (one row at least)."""
     n_rows = index.shape[0]
     start = 0

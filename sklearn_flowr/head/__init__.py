@@ -1,6 +1,6 @@
 """The CRP-Gaussian head: :class:`CRPGaussianClassifier` (``_classifier``),
-its per-class state (``_state`` on ``_buffers``), pooled statistics
-(``_moments``, ``_merge``), the unlabelled stream (``_discovery``) and the
+its per-class state (``_state`` on ``_buffers``), merge and Dask
+(``_merge``), the unlabelled stream (``_discovery``) and the
 open-world probabilities (``_proba``)."""
 
 from ._classifier import CRPGaussianClassifier

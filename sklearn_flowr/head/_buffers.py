@@ -116,14 +116,15 @@ class ClassBuffers:
 
     def _checkpoint_class(self, i):
         """:meth:`checkpoint` of one row of the known class ``i``."""
-        buffers = [getattr(self, name) for name in self._BUFFERS[:4]]
-        buffers.append(self.joint_coef)
-        saved = [buffer[i].copy() for buffer in buffers]
+        arrays = (self.nat_mean, self.precision, self.n_obs, self.crp_count,
+                  self.joint_coef)
+        rows = (arrays[0][i].copy(), arrays[1][i].copy(), arrays[2][i],
+                arrays[3][i], arrays[4][i].copy())
         crp_total = self.crp_total
 
         def undo():
-            for buffer, values in zip(buffers, saved, strict=True):
-                buffer[i] = values
+            for array, row in zip(arrays, rows, strict=True):
+                array[i] = row
             self.crp_total = crp_total
             self._drop_growth()
 

@@ -3,10 +3,12 @@
 from numbers import Real
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._core import needs_fourth_moments, needs_moments, needs_scatter
 from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
 from ._decision import NO_SCORES, ConformalDecision
@@ -16,16 +18,26 @@ from ._discovery import (
     nothing_discovered,
     unlabelled_steps,
 )
-from ._merge import MergeableHead, dask_moments, is_dask_collection, kept_moments
-from ._moments import needs_fourth_moments
+from ._merge import (
+    dask_cross_fit_scores,
+    dask_moments,
+    is_dask_collection,
+    kept_moments,
+    merged_parts,
+    state_of_moments,
+)
 from ._proba import ProbabilisticOpenWorldClassifier
-from ._state import check_class_embeddings, check_novelty_map, state_for_params
+from ._state import (
+    check_class_embeddings,
+    check_novelty_map,
+    state_for_params,
+    state_of_embeddings,
+)
 
 __all__ = ["CRPGaussianClassifier"]
 
 
-class CRPGaussianClassifier(ConformalDecision, MergeableHead,
-                            ProbabilisticOpenWorldClassifier):
+class CRPGaussianClassifier(ConformalDecision, ProbabilisticOpenWorldClassifier):
     """Open-world Bayesian classifier: Gaussian class embeddings + CRP prior.
 
     Class means have a shared prior ``N(mu0, diag(s0))``, observations are
@@ -44,8 +56,7 @@ class CRPGaussianClassifier(ConformalDecision, MergeableHead,
 default="auto"
         Class-noise variance ``Sigma_eps = sigma * I``, ``> 0`` (a matrix with
         ``covariance="full"``); ``"auto"``: the pooled within-class variance of
-        ``fit``. The paper's 0.5 suits embeddings meta-learned to it; search it
-        on classes the encoder did not see.
+        ``fit``. Search it on classes the encoder did not see.
     prior_mean : float, array-like of shape (n_features,) or "auto", \
 default="auto"
         ``mu0``; ``"auto"``: the mean of the class means in ``fit``.
@@ -81,9 +92,8 @@ default="auto"
         :func:`~sklearn_flowr.protocol.select_discovery_params`.
     novelty_alpha : float in (0, 1) or None, default=0.05
         :meth:`predict` says novel where the conformal p-value of P(novel) is
-        at most this: at most this share of known-class rows called novel
-        (``None``: the argmax over the classes and the novel class). Smaller
-        is safer and finds fewer new classes.
+        at most this, the share of known-class rows called novel (``None``:
+        the argmax over the classes and the novel class).
 
     Attributes
     ----------
@@ -92,9 +102,8 @@ default="auto"
     class_count_ : ndarray of shape (n_classes,)
         Number of samples each class was conditioned on.
     conformal_scores_ : ndarray of shape (n_calibration,)
-        Sorted novel log-odds of held-out known-class rows: ``fit``'s rows
-        left out one at a time, then labelled rows of known classes scored
-        before they are learned (8 bytes each).
+        Sorted novel log-odds of held-out known-class rows (``fit``'s, cross
+        fitted, then labelled rows of known classes before they are learned).
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
     frozen_classes_ : ndarray of bool of shape (n_classes,)
@@ -196,16 +205,14 @@ default="auto"
         self.unlabelled_threshold = unlabelled_threshold
         self.novelty_alpha = novelty_alpha
 
-    # ------------------------------------------------------------------ fitting
     def fit(self, X, y):
-        """Learn the prior and sigma (when "auto") and the class statistics,
-        forgetting any earlier state.
+        """Learn the prior and sigma (when "auto") and the classes, forgetting
+        any earlier state.
 
         Parameters
         ----------
         X : array-like or dask.array.Array of shape (n_samples, n_features)
-            Training embeddings. A Dask array is summarised chunk by chunk on
-            Dask's active scheduler and merged as :meth:`merge` does.
+            Training embeddings; a Dask array is summarised chunk by chunk.
         y : array-like or dask.array.Array of shape (n_samples,)
             Class labels (none equal to ``novel_label``).
 
@@ -230,8 +237,8 @@ default="auto"
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
         """Start from known classes given as Gaussian embeddings ``N(mu_n,
-        s_n)``, forgetting earlier state; needs float ``b`` and ``sigma``, a
-        numeric ``known_count`` and ``covariance="isotropic"``.
+        s_n)``, forgetting earlier state (isotropic heads with numeric ``b``,
+        ``sigma`` and ``known_count``).
 
         Parameters
         ----------
@@ -267,27 +274,19 @@ default="auto"
                 known_count=self.known_count, b=self.b, sigma=self.sigma)
             labels, y_index = self._check_labels(classes, None)
             self._start_labels(labels)
-            self._take_state(*state_for_params(  # the prior as in fit
-                means, y_index, labels.shape[0], self.get_params(deep=False)))
+            self._take_state(*state_of_embeddings(
+                means, variances, y_index, self.get_params(deep=False), frozen))
             self._registry.add(labels)
-            order = np.argsort(y_index)  # classes_ follow ``classes``' sorted order
-            self._state.add_classes(
-                labels.shape[0], nat_mean=means[order] / variances[order],
-                precision=1.0 / variances[order], crp_count=float(self.known_count),
-                frozen=frozen)
         return self
 
-    # ---------------------------------------------------------------- streams
     def open_world_step(self, X, y=None, *, labelled=None):
         """Predict each row with the state before it, then learn from it.
 
-        With labels: the paper's online loop, equal to ``predict_proba`` then
-        ``partial_fit`` row by row (an unfitted head needs the prior and
-        ``sigma`` given). Without: each row is assigned to its MAP class -- a
-        known one or a new provisional class labelled ``-2, -3, ...`` (or
-        ``"new-1", ...``) -- and learned when that posterior is at least
-        ``unlabelled_threshold``; late labels go to :meth:`correct`. All or
-        nothing.
+        With labels: ``predict`` then ``partial_fit`` row by row (an unfitted
+        head needs the prior and ``sigma`` given). Without: each row goes to
+        its MAP class, known or a new provisional one (``-2, -3, ...`` or
+        ``"new-1", ...``), learned when that posterior is at least
+        ``unlabelled_threshold``; late labels go to :meth:`correct`.
 
         Parameters
         ----------
@@ -301,11 +300,10 @@ default="auto"
         Returns
         -------
         result : :class:`~sklearn.utils.Bunch`
-            Arrays of shape (n_samples,): ``y_pred`` (:meth:`predict`'s
-            decision; the MAP class for unlabelled rows),
-            ``y_known`` (best known class), ``p_novel``, ``is_novel`` (unseen
-            label, or the new class won), ``novelty_score`` (P(novel)'s
-            log-odds), ``y_assigned`` (the class learned under) and ``learned``.
+            Arrays of shape (n_samples,): ``y_pred`` (:meth:`predict`; the MAP
+            class for unlabelled rows), ``y_known``, ``p_novel``, ``is_novel``
+            (unseen label, or the new class won), ``novelty_score`` (P(novel)'s
+            log-odds), ``y_assigned`` (the class learned under), ``learned``.
 
         Examples
         --------
@@ -335,10 +333,9 @@ default="auto"
             novelty_map=novelty_map), self._mutable)
 
     def correct(self, X, y_assigned, y_true):
-        """Move rows learned without labels from their assigned class to their
-        true one: a provisional class takes its first true label (unless that
-        is a class already), one left without rows disappears. Then the head
-        equals the one that learned the rows with their labels.
+        """Move rows learned without labels to their true class, as if they
+        had been learned with their labels (a provisional class takes its
+        first true label or, left empty, disappears).
 
         Parameters
         ----------
@@ -370,10 +367,59 @@ default="auto"
                   self._mutable)
         return self
 
-    # ------------------------------------------------------------------ hooks
+    def merge(self, other):
+        """The head ``fit`` on both heads' rows gives (neither changes); heads
+        with "auto" ``sigma`` or priors merge straight after ``fit``.
+
+        Parameters
+        ----------
+        other : CRPGaussianClassifier
+            A fitted head with the same parameters and features.
+
+        Returns
+        -------
+        merged : CRPGaussianClassifier
+            A new fitted head; ``classes_`` are the sorted union.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> rng = np.random.default_rng(0)
+        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
+        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
+        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
+        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
+        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
+        ...                  rtol=1e-10, atol=1e-12))
+        True
+        """
+        return clone(self)._install(**merged_parts(self, other))
+
+    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
+                 discovered=None, conformal=NO_SCORES, rows=None):
+        """Become the head ``fit`` gives on rows with these ``moments`` (Dask
+        ``rows``: their cross-fitted scores; else ``conformal``)."""
+        labels = moments["labels"]
+        with all_or_nothing(self):
+            self._take_state(*state_of_moments(
+                moments, self.get_params(deep=False), n_features, frozen=frozen))
+            self._discovered = discovered or self._discovered
+            self.n_features_in_ = n_features
+            self.__dict__.pop("feature_names_in_", None)
+            if feature_names is not None:
+                self.feature_names_in_ = feature_names
+            self._start_labels(labels)
+            self._registry.add(labels)
+            kept = {key: value for key, value in moments.items() if key != "labels"}
+            self._fit_moments = kept if needs_scatter(self.get_params()) else None
+            self._conformal = conformal if rows is None else dask_cross_fit_scores(
+                *rows, labels, self.get_params(deep=False),
+                fourth=needs_fourth_moments(self.covariance, self.sigma))
+        return self
+
     def _check_stream_start(self):
-        if any(isinstance(value, str) and value == "auto" for value
-               in (self.prior_mean, self.prior_var, self.b, self.sigma)):
+        if needs_moments(self.get_params(deep=False)):
             raise NotFittedError(
                 "open_world_step on an unfitted CRPGaussianClassifier needs the "
                 "prior: call fit/partial_fit first or give prior_mean, prior_var, "
@@ -411,7 +457,6 @@ default="auto"
         self.b_, self.sigma_ = b, hyper.sigma
         self._fitted_params = snapshot_params(self)
 
-    # --------------------------------------------------------------- prediction
     def _joint_log_numerators(self, X):
         X = self._validated_rows(X)
         return self._state.joint_log_numerators(
@@ -421,8 +466,8 @@ default="auto"
         return self._state.log_normaliser()
 
     def freeze_classes(self, frozen=True):
-        """Keep the classes known so far fixed online (they still predict; the
-        paper's large context), or release them.
+        """Keep the classes known so far fixed online (they still predict), or
+        release them.
 
         Parameters
         ----------

@@ -12,8 +12,7 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
     Parameters
     ----------
     template : CRPGaussianClassifier
-        Supplies every other hyper-parameter (``a``, ``b``, the class prior,
-        ``known_count``, ``novel_label``, ``covariance``); it is not changed.
+        Supplies every other hyper-parameter; it is not changed.
     Z : ndarray of shape (n_samples, n_features)
         Embeddings of the training classes.
     y : ndarray of shape (n_samples,)
@@ -21,16 +20,12 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
     setting : {"small", "large"}
         ``"small"``: an unfitted head carrying the estimated prior, which
         learns every task's classes from it. ``"large"``: the head fitted on
-        ``Z, y`` (every training class conditioned from the estimated prior),
-        its classes kept fixed online when ``frozen``.
+        ``Z, y``.
     frozen : bool, default=True
-        Large context: keep the training classes fixed online (the paper's
-        known-known classes); ignored in the small context.
+        Large context: keep the training classes fixed online.
     prior_scale : float or None, default=None
-        Overrides the template's ``prior_scale``, the head's factor on the
-        estimated prior covariance ``s0`` (``mu0``, the class noise and ``b``
-        keep their estimates); ``None`` keeps the template's. Same as passing
-        it in ``params``.
+        Overrides the template's ``prior_scale`` (the factor on the estimated
+        ``s0``); ``None`` keeps the template's.
     **params
         Overrides of the template's parameters, e.g. ``b="auto"`` to estimate
         the concentration too, or ``covariance="full"``.
@@ -38,9 +33,8 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
     Returns
     -------
     head : CRPGaussianClassifier
-        Large context: fitted, with ``prior_mean``, ``prior_var`` and
-        ``sigma`` "auto". Small context: unfitted, with the estimates as its
-        parameters (``prior_var`` already scaled, so ``prior_scale=1.0``).
+        Large context: fitted ("auto" prior and noise). Small context:
+        unfitted, the estimates its parameters (``prior_scale=1.0``).
 
     Examples
     --------

@@ -1,17 +1,21 @@
-"""Heads from per-class statistics (``_moments``): ``merge``, and ``fit`` on
-a Dask array chunk by chunk (Dask is imported only for a Dask collection)."""
+"""Heads from per-class statistics (``_core.moments_of_rows``): ``merge``,
+and ``fit`` on a Dask array chunk by chunk (Dask imported only for one)."""
 
 import functools
 import sys
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
-from .._core import novel_log_odds
-from ..base import all_or_nothing
+from .._core import (
+    combine_moments,
+    moments_of_rows,
+    needs_fourth_moments,
+    needs_scatter,
+    novel_log_odds,
+)
 from ..validation import (
     check_magnitude,
     check_new_labels,
@@ -21,14 +25,7 @@ from ..validation import (
 )
 from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
 from ._discovery import merged_discoveries
-from ._moments import (
-    combine_moments,
-    moments_of_rows,
-    needs_fourth_moments,
-    needs_scatter,
-    resolve_hyper_parameters,
-)
-from ._state import new_state
+from ._state import state_for_params
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
 MAX_KEPT_VALUES = 2**23
@@ -38,7 +35,7 @@ def kept_moments(params, X, y_index, n_classes):
     """What a head keeps of its first rows for ``merge``: their moments when
     an estimate needs more than class sizes and means, else None (the natural
     parameters hold those). ``params``: the head's ``get_params()``."""
-    if not needs_scatter(params["sigma"], params["prior_mean"], params["prior_var"]):
+    if not needs_scatter(params):
         return None
     fourth = needs_fourth_moments(params["covariance"], params["sigma"])
     if fourth and n_classes * X.shape[1] ** 2 > MAX_KEPT_VALUES:
@@ -88,9 +85,10 @@ def check_mergeable(head, other):
     return names[0]
 
 
-def merged_moments(head, other):
-    """The moments of both heads' rows, their feature names and which merged
-    classes stay frozen (frozen in either head)."""
+def merged_parts(head, other):
+    """What the merged head installs: the moments of both heads' rows, their
+    feature names, which classes stay frozen (frozen in either head), the
+    pooled discoveries and calibration scores."""
     names = check_mergeable(head, other)
     moments = combine_moments(moments_of_head(head, "self"),
                               moments_of_head(other, "other"))
@@ -99,8 +97,11 @@ def merged_moments(head, other):
     check_new_labels(labels, resolve_novel_label(head.novel_label, labels))
     frozen = np.concatenate([head.classes_[head.frozen_classes_],
                              other.classes_[other.frozen_classes_]])
-    return (moments, None if names is None else names.copy(),
-            np.isin(labels, frozen))
+    return {"moments": moments, "n_features": head.n_features_in_,
+            "feature_names": None if names is None else names.copy(),
+            "frozen": np.isin(labels, frozen),
+            "discovered": merged_discoveries(head._discovered, other._discovered),
+            "conformal": with_scores(head._conformal, other._conformal)}
 
 
 def moments_of_head(head, name):
@@ -112,7 +113,7 @@ def moments_of_head(head, name):
             f"merge combines the rows heads learned from; {name} has classes "
             f"{head.classes_[count == 0].tolist()} given as embeddings "
             "(fit_class_embeddings), which carry no rows.")
-    if needs_scatter(head.sigma, head.prior_mean, head.prior_var):
+    if needs_scatter(head.get_params(deep=False)):
         kept = getattr(head, "_fit_moments", None)
         fix = ("give sigma, prior_mean and prior_var as numbers (e.g. the "
                "fitted sigma_, prior_mean_ and prior_var_): then merge adds "
@@ -147,12 +148,9 @@ def state_of_moments(moments, params, n_features, *, frozen=None):
     head's ``get_params()``), its resolved covariances and ``b``."""
     count = moments["count"]
     n_classes = count.shape[0]
-    state, hyper, b = new_state(
-        np.empty((0, n_features)), np.empty(0, dtype=np.intp), n_classes,
-        a=float(params["a"]), covariance=params["covariance"],
-        class_prior=params["class_prior"], known_count=params["known_count"],
-        noise_shrinkage=float(params["noise_shrinkage"]),
-        **resolve_hyper_parameters(moments, params))
+    state, hyper, b = state_for_params(
+        np.empty((0, n_features)), np.empty(0, dtype=np.intp), n_classes, params,
+        moments=moments)
     state.add_classes(n_classes)
     # The conjugate update with each class's sum, as ``fit`` makes it.
     state.add_sums(np.arange(n_classes),
@@ -270,71 +268,3 @@ def _block_moments(x_block, y_block, *, fourth):
     return {"labels": labels,
             **moments_of_rows(X, y_index.reshape(-1), labels.shape[0],
                               fourth=fourth)}
-
-
-class MergeableHead:
-    """``merge`` and the install of a state from moments (``fit`` on a Dask
-    array), a mixin of :class:`~sklearn_flowr.CRPGaussianClassifier`."""
-
-    def merge(self, other):
-        """The head that ``fit`` on the rows of both heads gives (neither
-        changes): class sizes, means and scatter combine exactly. "auto"
-        ``sigma`` and priors are estimated again from what ``fit`` kept (such
-        heads merge straight after ``fit``); provisional classes are refused.
-        The calibration scores of :meth:`predict` are pooled.
-
-        Parameters
-        ----------
-        other : CRPGaussianClassifier
-            A fitted head with the same parameters and features.
-
-        Returns
-        -------
-        merged : CRPGaussianClassifier
-            A new fitted head; ``classes_`` are the sorted union.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> rng = np.random.default_rng(0)
-        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
-        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
-        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
-        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
-        >>> merged.classes_, merged.class_count_
-        (array([0, 1, 2, 3]), array([10., 10., 10., 10.]))
-        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
-        ...                  rtol=1e-10, atol=1e-12))
-        True
-        """
-        moments, names, frozen = merged_moments(self, other)
-        discovered = merged_discoveries(self._discovered, other._discovered)
-        return clone(self)._install(
-            moments, self.n_features_in_, feature_names=names, frozen=frozen,
-            discovered=discovered,
-            conformal=with_scores(self._conformal, other._conformal))
-
-    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
-                 discovered=None, conformal=NO_SCORES, rows=None):
-        """Become the head ``fit`` gives on rows with these ``moments`` (Dask
-        ``rows``: their leave-one-out scores; else ``conformal``'s)."""
-        self._validate_params()
-        labels = moments["labels"]
-        with all_or_nothing(self):
-            self._take_state(*state_of_moments(
-                moments, self.get_params(deep=False), n_features, frozen=frozen))
-            self._discovered = discovered or self._discovered
-            self.n_features_in_ = n_features
-            self.__dict__.pop("feature_names_in_", None)
-            if feature_names is not None:
-                self.feature_names_in_ = feature_names
-            self._start_labels(labels)
-            self._registry.add(labels)
-            kept = {key: value for key, value in moments.items() if key != "labels"}
-            self._fit_moments = kept if needs_scatter(
-                self.sigma, self.prior_mean, self.prior_var) else None
-            self._conformal = conformal if rows is None else dask_cross_fit_scores(
-                *rows, labels, self.get_params(deep=False),
-                fourth=needs_fourth_moments(self.covariance, self.sigma))
-        return self

@@ -10,11 +10,8 @@ __all__ = ["OpenWorldProba", "ProbabilisticOpenWorldClassifier"]
 
 
 class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
-    """An online open-world classifier whose predictions all derive from the
-    joint log-likelihoods of the known and novel classes, as scikit-learn's
-    naive Bayes do: subclasses define ``_joint_log_numerators(X)`` (up to a
-    row constant, novel last) and ``_log_normaliser()`` (not for direct use).
-    """
+    """An online open-world classifier whose predictions all derive from
+    ``_joint_log_numerators(X)`` (novel last) and ``_log_normaliser()``."""
 
     def predict_joint_log_proba(self, X):
         """Joint log-probabilities ``log p(x, n)`` of the known and novel classes.
@@ -124,13 +121,10 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 class OpenWorldProba(np.ndarray):
     """An ndarray of shape ``(n_samples, n_classes + 1)`` that knows its classes.
 
-    What the open-world classifiers' ``predict_proba`` and
-    ``predict_log_proba`` return: an ordinary ndarray whose columns follow
-    ``known_classes`` (the estimator's ``classes_`` at prediction time) and
-    whose last column is the novel class, so that scorers given only
-    ``(y_true, proba)`` can tell novel rows. Row selections, copies and views
-    of the whole array keep the attributes; a column selection, a ufunc's or
-    a NumPy function's result is a plain ndarray.
+    What ``predict_proba`` and ``predict_log_proba`` return, so that scorers
+    given only ``(y_true, proba)`` can tell novel rows. Row selections and
+    views of the whole array keep the attributes; a column selection, a
+    ufunc's or a NumPy function's result is a plain ndarray.
 
     Parameters
     ----------

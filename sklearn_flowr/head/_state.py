@@ -12,17 +12,20 @@ from .._core import (
     crp_log_normaliser,
     crp_log_numerator,
     crp_log_numerators,
-    estimate_concentration,
     group_sums,
     log_density_coef,
     log_density_features,
     log_softmax,
+    moments_of_rows,
+    needs_fourth_moments,
+    needs_moments,
+    noise_degrees_of_freedom,
     novel_log_odds,
     prefix_states,
     recalibrate_novel_column,
     resolve_covariances,
+    resolve_hyper_parameters,
 )
-from .._core._covariance import scale_prior_var
 from ..validation import MAX_ABS_INPUT
 from ._buffers import ClassBuffers
 
@@ -31,20 +34,30 @@ _CHUNK_ELEMENTS = 1 << 18
 
 
 def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
-              covariance, class_prior, known_count, noise_shrinkage=0.0):
-    """A state without classes ("auto" hyper-parameters estimated from ``X``),
-    the resolved covariances and ``b``."""
+              covariance, class_prior, known_count, noise_shrinkage=0.0,
+              prior_scale=1.0, moments=None):
+    """A state without classes ("auto" hyper-parameters estimated from rows
+    ``X`` of the classes ``y_index``, or their ``moments``), the resolved
+    covariances and ``b``."""
     if b != "auto" and not (b > -a and np.isfinite(b)):
         raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
     if known_count != "observed" and not known_count > a:
         raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
                          "needs c_n > a to have prior mass.")
-    hyper = resolve_covariances(
-        X, y_index, n_classes, covariance=covariance, sigma=sigma,
-        prior_mean=prior_mean, prior_var=prior_var, need_classes=b == "auto",
-        noise_shrinkage=noise_shrinkage)
+    params = {"a": a, "b": b, "sigma": sigma, "prior_mean": prior_mean,
+              "prior_var": prior_var, "covariance": covariance,
+              "noise_shrinkage": noise_shrinkage, "prior_scale": prior_scale}
+    if moments is None and needs_moments(params):
+        if isinstance(sigma, str):  # one row per class fails before the statistics
+            noise_degrees_of_freedom(np.bincount(y_index, minlength=n_classes),
+                                     covariance)
+        moments = moments_of_rows(
+            X, y_index, n_classes, pooled=True,
+            fourth=needs_fourth_moments(covariance, sigma))
+    resolved = resolve_hyper_parameters(moments, params)
+    b = float(resolved.pop("b"))
+    hyper = resolve_covariances(X.shape[1], covariance=covariance, **resolved)
     _check_variance_range(hyper)
-    b = estimate_concentration(np.bincount(y_index), a) if b == "auto" else float(b)
     state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
                        class_prior=class_prior, basis=hyper.basis)
     return state, hyper, b
@@ -67,18 +80,26 @@ def _check_variance_range(hyper):
                 "e.g. with StandardScaler.")
 
 
-def state_for_params(X, y_index, n_classes, params):
-    """:func:`new_state` from the head's ``get_params()``, ``prior_scale``
-    applied."""
-    prior_var = scale_prior_var(
-        X, y_index, n_classes, covariance=params["covariance"],
-        prior_var=params["prior_var"], prior_scale=float(params["prior_scale"]))
-    return new_state(
-        X, y_index, n_classes, a=float(params["a"]), b=params["b"],
-        sigma=params["sigma"], prior_mean=params["prior_mean"], prior_var=prior_var,
-        covariance=params["covariance"], class_prior=params["class_prior"],
-        known_count=params["known_count"],
-        noise_shrinkage=float(params["noise_shrinkage"]))
+def state_for_params(X, y_index, n_classes, params, *, moments=None):
+    """:func:`new_state` from the head's ``get_params()``."""
+    return new_state(X, y_index, n_classes, moments=moments, **{
+        name: params[name] for name in (
+            "b", "sigma", "prior_mean", "prior_var", "covariance", "class_prior",
+            "known_count")},
+        a=float(params["a"]), noise_shrinkage=float(params["noise_shrinkage"]),
+        prior_scale=float(params["prior_scale"]))
+
+
+def state_of_embeddings(means, variances, y_index, params, frozen):
+    """:func:`state_for_params` holding classes given as ``N(mean, variance)``,
+    in the sorted order of their labels' ``y_index``."""
+    n_classes = y_index.shape[0]
+    state, hyper, b = state_for_params(means, y_index, n_classes, params)
+    order = np.argsort(y_index)
+    state.add_classes(n_classes, nat_mean=means[order] / variances[order],
+                      precision=1.0 / variances[order],
+                      crp_count=float(params["known_count"]), frozen=frozen)
+    return state, hyper, b
 
 
 def check_class_embeddings(classes, means, variances, *, covariance, **given):
