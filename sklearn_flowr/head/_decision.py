@@ -169,6 +169,41 @@ class ConformalDecision:
         return (1.0 + n_at_least(self._conformal, scores)) / (
             self._conformal.shape[0] + 1.0)
 
+    def set_conformal_scores(self, scores):
+        """Calibrate :meth:`predict`'s decision on scores computed elsewhere.
+
+        ``conformal_scores_`` becomes ``scores``: the novel log-odds (before
+        ``novelty_calibration``'s map) of rows of the known classes that
+        neither this head nor the features' encoder learned from, as
+        :class:`~sklearn_flowr.FLOWRClassifier` computes them in ``fit``.
+        Rows learned online still add their scores.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_calibration,)
+            Finite novel log-odds; higher means more novel.
+
+        Returns
+        -------
+        self : CRPGaussianClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> clf.set_conformal_scores(np.linspace(-9, -1, 39)).conformal_scores_.shape
+        (39,)
+        """
+        self._fitted_scores()
+        scores = np.asarray(scores, dtype=np.float64).ravel()
+        if not np.isfinite(scores).all():
+            raise ValueError("set_conformal_scores needs finite scores; got "
+                             f"{int((~np.isfinite(scores)).sum())} that are not.")
+        self._conformal = np.sort(scores)
+        return self
+
     def predict(self, X):
         """The most probable known class, or ``novel_label_`` where the
         conformal p-value is at most ``novelty_alpha``.

@@ -5,7 +5,9 @@ calls around it; nothing here sets an attribute of the estimator."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import os
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,6 +15,8 @@ import torch
 from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from .._core import novel_log_odds
+from ..calibration import split_known_queries
 from ..encoders import BACKBONE_NAMES
 from ..model_selection import class_disjoint_folds
 from ..protocol import (
@@ -86,6 +90,9 @@ PARAMETER_CONSTRAINTS: dict = {
     "checkpoint_dir": [str, os.PathLike, None],
 }
 
+# Share of each class's rows a second model of fit trains without, to give
+# predict's conformal decision scores of rows no encoder learned from.
+CONFORMAL_SHARE = 0.2
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
 
@@ -305,6 +312,7 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
                            known_table=getattr(estimator.meta, "known_table",
                                                "refit"))
 
+    held_out = conformal_split(estimator, y_index, labels.shape[0], runner)
     prior_head, head = heads(estimator.head)
     fitted_map = learn_novelty_map(
         estimator, X, y, folds, prior_head if estimator.setting == "small"
@@ -314,11 +322,61 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
         novelty_map = (fitted_map.slope, fitted_map.intercept)
         prior_head, head = heads(clone(estimator.head).set_params(
             novelty_calibration=novelty_map))
+    if held_out is not None:
+        head.set_conformal_scores(held_out_scores(estimator, X, y, y_index, labels,
+                                                  held_out, runner))
     return dict(trained, head_=head, prior_head_=prior_head,
                 encoder_=trained["meta_module_"].encoder, train_classes_=labels,
                 input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
                 novelty_calibration_=novelty_map,
                 calibration_results_=None if folds is None else fitted_map), embeddings
+
+
+def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
+    """``(fit_rows, held_rows, seed)`` of the model that calibrates ``predict``'s
+    novel decision (``CONFORMAL_SHARE`` of each class held out), or None: a
+    head without ``novelty_alpha``, or too few rows to train without them."""
+    template = estimator.head
+    if (getattr(template, "novelty_alpha", None) is None
+            or not callable(getattr(template, "set_conformal_scores", None))):
+        return None
+    rng = np.random.default_rng([runner.seed, 3])
+    fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
+                                         CONFORMAL_SHARE, rng, single="fit")
+    seed = int(rng.integers(2**31 - 1))
+    try:
+        check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
+                            n_classes, seed)
+    except ValueError as exc:
+        warnings.warn("predict's novel decision is calibrated on the head's own "
+                      "training rows, which the encoder learned (false-novel rate "
+                      "above head__novelty_alpha): without "
+                      f"{CONFORMAL_SHARE:.0%} of each class's rows, {exc}",
+                      UserWarning, stacklevel=4)
+        return None
+    return np.sort(fit_rows), np.sort(held), seed
+
+
+def held_out_scores(estimator, X, y, y_index, labels, split, runner: StageRunner):
+    """Novel log-odds of the held-out rows of ``split`` under an encoder and head
+    trained as ``fit`` trains them, on the other rows."""
+    fit_rows, held, seed = split
+    if estimator.verbose:
+        print(f"Calibrating predict's novel decision: a second encoder trained "
+              f"without {held.shape[0]} held-out rows ...", flush=True)
+    fold_runner = dataclasses.replace(runner, seed=seed, checkpoint_dir=None,
+                                      history={}, trained=False)
+    trained = fit_encoder(
+        X[fit_rows], y[fit_rows], y_index[fit_rows], labels.shape[0],
+        reuse=estimator.reuse_encoder, random_state=estimator.random_state,
+        runner=fold_runner, **{name: getattr(estimator, name) for name in _PARTS})
+    module = trained["meta_module_"]
+    head = build_heads(clone(estimator.head).set_params(novelty_calibration=None),
+                       module, trained["embeddings"], y_index[fit_rows], labels,
+                       known_table=getattr(estimator.meta, "known_table", "refit"))[1]
+    batch_size = getattr(estimator.pretrain, "batch_size", BATCH_SIZE)
+    Z = embed_finite(module.encoder, X[held], 4 * batch_size, estimator.n_jobs)
+    return novel_log_odds(np.asarray(head.predict_log_proba(Z)))
 
 
 def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
