@@ -25,7 +25,6 @@ from ._novelty_wrapper import (
     fill_doc,
     has_log_proba,
     known_of_log_proba,
-    labels_of_columns,
     novelty_scores,
 )
 from ._novelty_wrapper import check_rows as check_rows  # for the protocol
@@ -272,8 +271,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         return OpenWorldProba(np.exp(self._calibrated_log_proba(X)), self.classes_)
 
     def predict(self, X):
-        """Argmax of the calibrated probabilities, or for a baseline its best
-        known class unless the calibrated P(novel) is at least 0.5.
+        """``novel_label_`` where the calibrated P(novel) is at least 0.5 (novel
+        is then at least as likely as known), else the best known class.
 
         %(X)s
         Returns
@@ -281,9 +280,6 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         y_pred : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if has_log_proba(self.estimator_):
-            return labels_of_columns(self._calibrated_log_proba(X).argmax(axis=1),
-                                     self.classes_, self.novel_label_)
         return self._with_novel(best_known(self.estimator_, X),
                                 self.predict_novelty_proba(X) >= 0.5)
 
@@ -302,11 +298,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
 
     def _decide_one(self, x):
         log_proba = self._calibrated_log_proba(x)
-        return {"y_pred": labels_of_columns(log_proba.argmax(axis=1), self.classes_,
-                                            self.novel_label_),
-                "y_known": known_of_log_proba(log_proba, self.classes_,
-                                              self.novel_label_),
-                "p_novel": np.exp(log_proba[:, -1]),
+        y_known = known_of_log_proba(log_proba, self.classes_, self.novel_label_)
+        p_novel = np.exp(log_proba[:, -1])
+        return {"y_pred": self._with_novel(y_known, p_novel >= 0.5),
+                "y_known": y_known, "p_novel": p_novel,
                 "novelty_score": novel_log_odds(log_proba)}
 
     @property
