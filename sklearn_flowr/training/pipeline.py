@@ -92,7 +92,7 @@ PARAMETER_CONSTRAINTS: dict = {
 
 # Share of each class's rows a second model of fit trains without, to give
 # predict's conformal decision scores of rows no encoder learned from.
-CONFORMAL_SHARE = 0.2
+CONFORMAL_SHARE = 0.1
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
 
@@ -181,6 +181,12 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
     ((720, 4), ['meta', 'pretrain'])
     """
     torch.manual_seed(runner.seed)
+    if runner.verbose and getattr(runner.accelerator, "is_main_process", True):
+        # torch's first optimiser loads torch._dynamo first: seconds of silence.
+        stages = [type(part).__name__ for part in (pretrain, meta) if part is not None]
+        print(f"Training the {backbone if isinstance(backbone, str) else 'given'} "
+              f"encoder on {X.shape[0]} rows of {n_classes} classes "
+              f"({', '.join(stages) or 'no training stage'}) ...", flush=True)
     stage = MetaTraining() if meta is None else meta
     batch_size = getattr(pretrain, "batch_size", BATCH_SIZE)
     lr = pretraining_lr(pretrain, backbone)
@@ -343,7 +349,7 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     rng = np.random.default_rng([runner.seed, 3])
     fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
                                          CONFORMAL_SHARE, rng, single="fit")
-    seed = int(rng.integers(2**31 - 1))
+    seed = runner.seed  # the same start as fit's encoder: scores alike
     try:
         check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
                             n_classes, seed)
