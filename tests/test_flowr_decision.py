@@ -39,8 +39,8 @@ def fitted(split):
 
 
 def test_decision_is_calibrated_on_held_out_rows(split, fitted):
-    """Check the head's calibration scores are those of a share of each class's
-    rows a second encoder did not train on (not the training rows' own), and
+    """Check the head's calibration scores are those of the share of each
+    class's rows the encoder did not train on (not the training rows' own), and
     the false-novel rate on known-class rows meets alpha within 2 SE."""
     X, y, train, test, unseen = split
     scores = fitted.head_.conformal_scores_
@@ -72,12 +72,14 @@ def test_held_out_scores_survive_copies_adapt_and_saving(split, fitted, tmp_path
 
 def test_refit_of_head_params_keeps_held_out_scores(split):
     """Check a refit after a head__* change calibrates on held-out rows again
-    (the memoised encoders serve it), and novelty_alpha=None trains no second
-    encoder: the head keeps its own scores of every training row."""
+    (the memoised encoder serves it), and novelty_alpha=None trains the
+    encoder on every row: the head keeps its own scores of each of them."""
     X, y, train, _, _ = split
     clf = FLOWRClassifier(**BUDGET).fit(X[train], y[train])
+    Z = clf.transform(X[train[:5]])
     clf.set_params(head__a=0.2).fit(X[train], y[train])
     assert clf.head_.conformal_scores_.shape == (_n_held_out(y[train]),)
+    np.testing.assert_array_equal(clf.transform(X[train[:5]]), Z)
     plain = FLOWRClassifier(**BUDGET, head=CRPGaussianClassifier(
         covariance="full", novelty_alpha=None)).fit(X[train], y[train])
     assert plain.head_.conformal_scores_.shape == (train.shape[0],)

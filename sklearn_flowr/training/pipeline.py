@@ -5,7 +5,6 @@ calls around it; nothing here sets an attribute of the estimator."""
 from __future__ import annotations
 
 import copy
-import dataclasses
 import os
 import warnings
 from numbers import Integral, Real
@@ -90,8 +89,9 @@ PARAMETER_CONSTRAINTS: dict = {
     "checkpoint_dir": [str, os.PathLike, None],
 }
 
-# Share of each class's rows a second model of fit trains without, to give
-# predict's conformal decision scores of rows no encoder learned from.
+# Share of each class's rows fit keeps out of the encoder's training: their
+# scores calibrate predict's conformal decision (as MLPClassifier's
+# validation_fraction keeps rows out for early stopping).
 CONFORMAL_SHARE = 0.1
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
@@ -305,21 +305,34 @@ def plan_fit(estimator, X, y, y_index, n_classes: int):
 
 def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     """Train (or reuse) the encoder, fit the novelty map and build the heads
-    with it: the fitted attributes, and the training rows' final embeddings."""
+    with it: the fitted attributes, and the training rows' final embeddings.
+    With the head's ``novelty_alpha``, ``CONFORMAL_SHARE`` of each class's rows
+    stay out of the encoder's training and calibrate ``predict``'s decision."""
+    split = conformal_split(estimator, y_index, labels.shape[0], runner)
+    rows = slice(None) if split is None else split[0]
     trained = fit_encoder(
-        X, y, y_index, labels.shape[0], reuse=estimator.reuse_encoder,
-        random_state=estimator.random_state, runner=runner,
-        **{name: getattr(estimator, name) for name in _PARTS})
+        X[rows], y[rows], y_index[rows], labels.shape[0],
+        reuse=estimator.reuse_encoder, random_state=estimator.random_state,
+        runner=runner, **{name: getattr(estimator, name) for name in _PARTS})
     embeddings = trained.pop("embeddings")
+    known_table = getattr(estimator.meta, "known_table", "refit")
 
-    def heads(template):
-        return build_heads(template, trained["meta_module_"], embeddings, y_index,
-                           labels, update_known=estimator.update_known,
-                           known_table=getattr(estimator.meta, "known_table",
-                                               "refit"))
+    def heads(template, Z, index):
+        return build_heads(template, trained["meta_module_"], Z, index, labels,
+                           update_known=estimator.update_known,
+                           known_table=known_table)
 
-    held_out = conformal_split(estimator, y_index, labels.shape[0], runner)
-    prior_head, head = heads(estimator.head)
+    if split is not None:
+        held = split[1]
+        Z_held = _embed_rows(estimator, trained["meta_module_"].encoder, X[held])
+        # Scored before any head learns them: split conformal's held-out rows.
+        scores = novel_log_odds(np.asarray(heads(
+            clone(estimator.head).set_params(novelty_calibration=None),
+            embeddings, y_index[rows])[1].predict_log_proba(Z_held)))
+        Z = np.empty((X.shape[0], embeddings.shape[1]), dtype=embeddings.dtype)
+        Z[rows], Z[held] = embeddings, Z_held
+        embeddings = Z
+    prior_head, head = heads(estimator.head, embeddings, y_index)
     fitted_map = learn_novelty_map(
         estimator, X, y, folds, prior_head if estimator.setting == "small"
         else head, embeddings, seed=runner.seed)
@@ -327,10 +340,9 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     if fitted_map is not None:  # the heads are built with their map
         novelty_map = (fitted_map.slope, fitted_map.intercept)
         prior_head, head = heads(clone(estimator.head).set_params(
-            novelty_calibration=novelty_map))
-    if held_out is not None:
-        head.set_conformal_scores(held_out_scores(estimator, X, y, y_index, labels,
-                                                  held_out, runner))
+            novelty_calibration=novelty_map), embeddings, y_index)
+    if split is not None:
+        head.set_conformal_scores(scores)
     return dict(trained, head_=head, prior_head_=prior_head,
                 encoder_=trained["meta_module_"].encoder, train_classes_=labels,
                 input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
@@ -339,9 +351,9 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
 
 
 def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
-    """``(fit_rows, held_rows, seed)`` of the model that calibrates ``predict``'s
-    novel decision (``CONFORMAL_SHARE`` of each class held out), or None: a
-    head without ``novelty_alpha``, or too few rows to train without them."""
+    """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
+    out of the encoder's training; None for a head without ``novelty_alpha``
+    or too few rows to train without them."""
     template = estimator.head
     if (getattr(template, "novelty_alpha", None) is None
             or not callable(getattr(template, "set_conformal_scores", None))):
@@ -349,40 +361,21 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     rng = np.random.default_rng([runner.seed, 3])
     fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
                                          CONFORMAL_SHARE, rng, single="fit")
-    seed = runner.seed  # the same start as fit's encoder: scores alike
     try:
         check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
-                            n_classes, seed)
+                            n_classes, runner.seed)
     except ValueError as exc:
-        warnings.warn("predict's novel decision is calibrated on the head's own "
-                      "training rows, which the encoder learned (false-novel rate "
-                      "above head__novelty_alpha): without "
-                      f"{CONFORMAL_SHARE:.0%} of each class's rows, {exc}",
-                      UserWarning, stacklevel=4)
+        warnings.warn("predict's novel decision is calibrated on rows the encoder "
+                      "trained on (its false-novel rate may exceed "
+                      f"head__novelty_alpha): without {CONFORMAL_SHARE:.0%} of "
+                      f"each class's rows, {exc}", UserWarning, stacklevel=4)
         return None
-    return np.sort(fit_rows), np.sort(held), seed
+    return np.sort(fit_rows), np.sort(held)
 
 
-def held_out_scores(estimator, X, y, y_index, labels, split, runner: StageRunner):
-    """Novel log-odds of the held-out rows of ``split`` under an encoder and head
-    trained as ``fit`` trains them, on the other rows."""
-    fit_rows, held, seed = split
-    if estimator.verbose:
-        print(f"Calibrating predict's novel decision: a second encoder trained "
-              f"without {held.shape[0]} held-out rows ...", flush=True)
-    fold_runner = dataclasses.replace(runner, seed=seed, checkpoint_dir=None,
-                                      history={}, trained=False)
-    trained = fit_encoder(
-        X[fit_rows], y[fit_rows], y_index[fit_rows], labels.shape[0],
-        reuse=estimator.reuse_encoder, random_state=estimator.random_state,
-        runner=fold_runner, **{name: getattr(estimator, name) for name in _PARTS})
-    module = trained["meta_module_"]
-    head = build_heads(clone(estimator.head).set_params(novelty_calibration=None),
-                       module, trained["embeddings"], y_index[fit_rows], labels,
-                       known_table=getattr(estimator.meta, "known_table", "refit"))[1]
+def _embed_rows(estimator, encoder, X):
     batch_size = getattr(estimator.pretrain, "batch_size", BATCH_SIZE)
-    Z = embed_finite(module.encoder, X[held], 4 * batch_size, estimator.n_jobs)
-    return novel_log_odds(np.asarray(head.predict_log_proba(Z)))
+    return embed_finite(encoder, X, 4 * batch_size, estimator.n_jobs)
 
 
 def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
