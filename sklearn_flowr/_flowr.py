@@ -41,16 +41,18 @@ or torch.nn.Module, default="conv4"
         table in the episodes); either way the fitted model knows them.
     head : CRPGaussianClassifier, default=CRPGaussianClassifier(covariance="full")
         Template of the online head (``head__a``, ``head__sigma``, ...); its
-        ``"auto"`` values come from training.
+        ``"auto"`` values come from training. With its ``novelty_alpha`` (the
+        default), 10% of each class's rows stay out of the encoder's training
+        and calibrate :meth:`predict`'s novel label.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()
         Meta-training stage (``None``: the prior comes from the class means).
     calibration : "train", int, cross-validation generator, iterable or None, \
 default="train"
-        Platt map of P(novel) (not in the paper): ``"train"`` fits it on tasks
-        of the training classes (2+ rows each); ``k`` or a group splitter
-        cross-fits it on class-disjoint folds (one model each); ``None``: none.
+        Platt map of P(novel): ``"train"`` fits it on tasks of the training
+        classes; ``k`` or a group splitter cross-fits it on class-disjoint
+        folds (one model each); ``None``: none.
     embedding_dim : int, default=64
         Dimension of the embedding, in [1, 65536] (the paper's 64).
     fine_tune_steps : int, default=0
@@ -438,7 +440,8 @@ default="train"
         return self._head_for_prediction().predict_log_proba(self.transform(X))
 
     def predict(self, X):
-        """Most probable known class, or the novel label, per row.
+        """Most probable known class, or the novel label where the conformal
+        p-value is at most ``head__novelty_alpha`` (the head's :meth:`predict`).
 
         Examples
         --------

@@ -11,11 +11,13 @@ from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 # Every fit here trains afresh (reuse_encoder=False): the tests compare
 # trainings, which the in-process encoder memo would otherwise short-cut.
-# No novelty map but where the test is about it (calibration="train").
+# No novelty map but where the test is about it (calibration="train"), and
+# the encoder trained on every row (no rows held out for predict's decision).
 TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
             meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
-            verbose=0, random_state=0, reuse_encoder=False, calibration=None)
-ISOTROPIC = CRPGaussianClassifier(covariance="isotropic")
+            verbose=0, random_state=0, reuse_encoder=False, calibration=None,
+            head=CRPGaussianClassifier(covariance="full", novelty_alpha=None))
+ISOTROPIC = CRPGaussianClassifier(covariance="isotropic", novelty_alpha=None)
 
 
 def tiny(**params):
