@@ -1,10 +1,7 @@
-"""The head's novelty decision at a stated false-novel rate: conformal
-p-values of P(novel)'s log-odds against held-out scores of known-class rows
-(user guide, "What predict's novel label means").
-
-The calibration scores are the log-odds *before* ``novelty_calibration``'s
-map, which is increasing: p-values do not change with the map.
-"""
+"""The head's novelty decision at a stated false-novel rate: conformal p-values
+of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
+held-out scores of known-class rows (user guide, "What predict's novel label
+means")."""
 
 import numpy as np
 
@@ -170,13 +167,9 @@ class ConformalDecision:
             self._conformal.shape[0] + 1.0)
 
     def set_conformal_scores(self, scores):
-        """Calibrate :meth:`predict`'s decision on scores computed elsewhere.
-
-        ``conformal_scores_`` becomes ``scores``: the novel log-odds (before
-        ``novelty_calibration``'s map) of rows of the known classes that
-        neither this head nor the features' encoder learned from, as
-        :class:`~sklearn_flowr.FLOWRClassifier` computes them in ``fit``.
-        Rows learned online still add their scores.
+        """Set ``conformal_scores_``: novel log-odds (before the map) of rows of
+        known classes that neither the head nor the features' encoder learned
+        from, as :class:`~sklearn_flowr.FLOWRClassifier`'s ``fit`` scores them.
 
         Parameters
         ----------

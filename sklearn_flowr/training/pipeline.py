@@ -1,6 +1,6 @@
-"""FLOWR's training as one pipeline of stages (``pre-train -> match the noise
-scale -> meta-train -> embed``), and what :class:`~sklearn_flowr.FLOWRClassifier`
-calls around it; nothing here sets an attribute of the estimator."""
+"""FLOWR's training as one pipeline of stages (pre-train, match the noise scale,
+meta-train, embed) and what :class:`~sklearn_flowr.FLOWRClassifier` calls around
+it; nothing here sets an attribute of the estimator."""
 
 from __future__ import annotations
 
@@ -160,10 +160,9 @@ def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
 def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                   embedding_dim: int, pretrain, meta,
                   runner: StageRunner) -> dict:
-    """Pre-train, match the scale, meta-train and embed the training data (the
-    parts as :class:`~sklearn_flowr.FLOWRClassifier`'s): ``history_``,
-    ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_`` and
-    ``embeddings`` (the training rows under the final encoder).
+    """Pre-train, match the scale, meta-train and embed the training data:
+    ``history_``, ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_``
+    and ``embeddings``.
 
     Examples
     --------
@@ -226,10 +225,7 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
 
 def fit_encoder(X, y, y_index, n_classes: int, *, reuse: bool,
                 random_state, runner: StageRunner, **parts) -> dict:
-    """:func:`train_encoder` (``parts`` its settings), or with ``reuse`` a copy of
-    an identical earlier run's result; a ``checkpoint_dir``'s fingerprint must
-    match.
-    """
+    """:func:`train_encoder`, or with ``reuse`` an identical earlier run's copy."""
     params = training_params(**parts)
     if runner.checkpoint_dir is not None:
         check_fingerprint(runner.checkpoint_dir, X, y, params)
@@ -379,9 +375,7 @@ def _embed_rows(estimator, encoder, X):
 
 
 def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
-    """FLOWRClassifier's map of P(novel) as ``calibration`` says: fitted on
-    tasks of the training classes run through ``head`` on their embeddings
-    ``Z``, or cross-fitted on ``folds``; None for ``calibration=None``."""
+    """FLOWRClassifier's map of P(novel) as ``calibration`` says (None: none)."""
     if estimator.calibration is None:
         return None
     if folds is None:
@@ -413,8 +407,7 @@ def embed_finite(encoder, X, batch_size: int, n_jobs=None) -> np.ndarray:
 
 
 def task_encoder(estimator, X_support, y_support, fine_tune):
-    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the fitted
-    one, or a copy whose last layer is fine-tuned on the support set."""
+    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with."""
     if fine_tune is None:
         steps = estimator.fine_tune_steps
     elif isinstance(fine_tune, (bool, np.bool_)):
@@ -437,8 +430,7 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
 
 
 def place_fitted_modules(estimator) -> torch.device:
-    """Put a fitted FLOWRClassifier's modules where its ``device`` says (the one
-    place they move: after ``set_params(device=...)``, unpickling, copies)."""
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says."""
     device = resolve_device(estimator.device)
     place_modules(device, estimator.meta_module_, estimator.encoder_,
                   estimator.pretrained_encoder_)
