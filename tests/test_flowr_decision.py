@@ -11,7 +11,8 @@ from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training.pipeline import CONFORMAL_SHARE
 
-BUDGET = dict(pretrain=SupE(epochs=2), meta=MetaTraining(epochs=1, episodes_per_epoch=5),
+BUDGET = dict(pretrain=SupE(epochs=2),
+              meta=MetaTraining(epochs=1, episodes_per_epoch=5),
               verbose=0, random_state=0)
 
 
