@@ -99,3 +99,14 @@ def test_set_conformal_scores_checks_its_input():
 
     with pytest.raises(NotFittedError):
         CRPGaussianClassifier().set_conformal_scores([0.0])
+
+
+def test_unseeded_fits_hold_out_the_same_rows(split, tmp_path):
+    """Check fits without a random_state hold out the same rows, so a second
+    fit with the same checkpoint_dir matches its fingerprint (and resumes)."""
+    X, y, train, _, _ = split
+    params = dict(BUDGET, random_state=None, checkpoint_dir=str(tmp_path),
+                  reuse_encoder=False)
+    first = FLOWRClassifier(**params).fit(X[train], y[train])
+    second = FLOWRClassifier(**params).fit(X[train], y[train])
+    assert first.head_.conformal_scores_.shape == second.head_.conformal_scores_.shape
