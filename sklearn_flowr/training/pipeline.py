@@ -354,8 +354,9 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     if (getattr(template, "novelty_alpha", None) is None
             or not callable(getattr(template, "set_conformal_scores", None))):
         return None
-    # Unseeded fits hold out the same rows, so a checkpoint_dir resumes them.
-    rng = np.random.default_rng([runner.seed if runner.seeded else 0, 3])
+    # The same rows whatever the seed: a checkpoint_dir resumes unseeded fits
+    # and names a changed seed, not changed training rows.
+    rng = np.random.default_rng(0)
     fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
                                          CONFORMAL_SHARE, rng, single="fit")
     try:
