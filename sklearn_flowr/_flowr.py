@@ -37,26 +37,27 @@ or torch.nn.Module, default="conv4"
         Encoder; a module must end in a linear layer to the embedding.
         ``"mlp"`` and modules read feature vectors, the others images.
     setting : {"small", "large"}, default="small"
-        Meta-training's context (``"large"`` keeps the training classes'
-        table in the episodes); either way the fitted model knows them.
+        Meta-training's context (``"large"``: the training classes' table in
+        the episodes); the fitted model knows them either way.
     head : CRPGaussianClassifier, default=CRPGaussianClassifier(covariance="full")
-        Template of the online head (``head__a``, ``head__sigma``, ...); its
-        ``"auto"`` values come from training.
+        Template of the online head (``head__a``, ...; ``"auto"`` values come
+        from training). With its ``novelty_alpha``, 10% of each class's rows
+        stay out of the encoder's training to calibrate :meth:`predict`.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()
         Meta-training stage (``None``: the prior comes from the class means).
     calibration : "train", int, cross-validation generator, iterable or None, \
 default="train"
-        Platt map of P(novel) (not in the paper): ``"train"`` fits it on tasks
-        of the training classes (2+ rows each); ``k`` or a group splitter
-        cross-fits it on class-disjoint folds (one model each); ``None``: none.
+        Platt map of P(novel): ``"train"`` fits it on tasks of the training
+        classes; ``k`` or a group splitter cross-fits it on class-disjoint
+        folds (one model each); ``None``: none.
     embedding_dim : int, default=64
         Dimension of the embedding, in [1, 65536] (the paper's 64).
     fine_tune_steps : int, default=0
         Last-layer fine-tuning steps of :meth:`adapt`, >= 0.
     fine_tune_lr : float or None, default=None
-        Adam rate of that fine-tuning, > 0; ``None``: the pre-training rate.
+        Its Adam rate, > 0; ``None``: the pre-training rate.
     update_known : bool, default=False
         Let online labels update the classes learned in ``fit``.
     reuse_encoder : bool, default=True
@@ -65,9 +66,8 @@ default="train"
     device : {"auto", "cpu", "cuda"} or str, default="auto"
         Where the model runs (``"auto"``: CUDA when available).
     n_jobs : int or None, default=None
-        torch's CPU threads while training, embedding and predicting, read as
-        scikit-learn reads ``n_jobs``: ``None`` is 1 (or the ``n_jobs`` of a
-        ``joblib.parallel_config`` block), -1 every CPU. One thread suits a
+        torch's CPU threads, read as scikit-learn reads ``n_jobs`` (``None``: 1
+        or a ``joblib.parallel_config`` block's, -1: every CPU). One suits a
         shared machine; more speed up a large network on a quiet one.
     accelerator : accelerate.Accelerator or None, default=None
         Train through Hugging Face accelerate; see :doc:`/multi_gpu`.
@@ -201,7 +201,7 @@ default="train"
         self._check_fit(X, y)
 
     def _check_fit(self, X, y):
-        """:meth:`check_fit`'s work: ``pipeline.fit_parts``'s arguments."""
+        # check_fit's work; returns pipeline.fit_parts's arguments.
         self._validate_params()
         pipeline.check_parts(self)
         if X is None:
@@ -305,8 +305,7 @@ default="train"
         return self
 
     def reset(self):
-        """Return to the state right after ``fit`` (encoder and head).
-        Returns ``self``.
+        """Return to the state right after ``fit``. Returns ``self``.
 
         Examples
         --------
@@ -438,7 +437,8 @@ default="train"
         return self._head_for_prediction().predict_log_proba(self.transform(X))
 
     def predict(self, X):
-        """Most probable known class, or the novel label, per row.
+        """Most probable known class, or the novel label where the conformal
+        p-value is at most ``head__novelty_alpha`` (the head's :meth:`predict`).
 
         Examples
         --------

@@ -1,5 +1,4 @@
-"""Calibrate an open-world classifier's P(novel) on classes it never trained on,
-and the Platt fit."""
+"""Calibrate an open-world classifier's P(novel) on classes it never trained on."""
 
 from __future__ import annotations
 
@@ -25,7 +24,6 @@ from ._novelty_wrapper import (
     fill_doc,
     has_log_proba,
     known_of_log_proba,
-    labels_of_columns,
     novelty_scores,
 )
 from ._novelty_wrapper import check_rows as check_rows  # for the protocol
@@ -39,8 +37,8 @@ _MIN_SLOPE = 1e-3
 
 
 def platt_fit(log_odds, first, targets="platt"):
-    """``(slope, intercept)`` of the logistic regression of ``first`` on
-    ``log_odds``; Platt's soft targets ``t`` as rows weighted ``t`` and ``1 - t``."""
+    """``(slope, intercept)`` of the logistic regression of ``first`` on ``log_odds``
+    (Platt's soft targets ``t`` as rows weighted ``t`` and ``1 - t``)."""
     fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000)  # ~unpenalised, tight
     if targets == "hard":
         fit.fit(log_odds[:, None], first)
@@ -54,9 +52,8 @@ def platt_fit(log_odds, first, targets="platt"):
 
 
 def split_known_queries(y, rows, share, rng, *, single="error"):
-    """``rows`` split per class into rows to fit and ``share`` of them (at least
-    one, at most half) to query as a known class; a class of one row is only
-    fitted (``single="fit"``) or refused."""
+    """``rows`` split per class into fit rows and ``share`` (1 to half) to query;
+    a class of one row is only fitted (``single="fit"``) or refused."""
     fit, query = [], []
     for label in np.unique(y[rows]):
         mine = rng.permutation(rows[y[rows] == label])
@@ -79,11 +76,10 @@ def _estimator_has_proba(self):
 class NoveltyCalibratedClassifier(NoveltyWrapper):
     """Open-world classifier with a P(novel) calibrated on held-out classes.
 
-    ``fit`` streams rows of known and of unseen classes through copies of
-    ``estimator`` and fits a map from their novelty score to "this row is the
-    first sighting of a new class". The map keeps the order of the scores
-    (rank-based figures are the estimator's own); it moves P(novel) and the
-    decision.
+    ``fit`` streams rows of known and unseen classes through copies of
+    ``estimator`` and maps their novelty score to "first sighting of a new
+    class", keeping the scores' order. :meth:`predict` says novel where the
+    calibrated P(novel) is at least 0.5.
 
     Parameters
     ----------
@@ -91,20 +87,14 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         its own novelty map (``FLOWRClassifier(calibration=None)``) unless the
         maps should stack.
     method : {"sigmoid", "isotonic"}, default="sigmoid"
-        ``"sigmoid"``: Platt's map of the score (the log-odds of P(novel) for
-        a probabilistic estimator), with Platt's smoothed targets.
-        ``"isotonic"``: a non-decreasing step function; it needs more
-        calibration rows (hundreds of new-class first sightings).
+        Platt's map of the score (with smoothed targets), or a non-decreasing
+        step function (needs hundreds of first sightings).
     cv : int, cross-validation generator, iterable or "prefit", default=3
-        Class-disjoint folds, as
-        :func:`~sklearn_flowr.model_selection.class_disjoint_folds` takes them:
-        each fold fits a clone on its training classes and streams the
-        held-out ones as new; ``estimator_`` is then fitted on all rows.
-        ``"prefit"``: ``estimator`` is fitted already and ``fit`` only
-        streams the rows it is given (not rows it trained on).
+        Folds over whole classes (``class_disjoint_folds``), each streaming
+        its held-out classes as new;
+        ``"prefit"``: stream the given rows through the fitted ``estimator``.
     known_query_share : float in (0, 0.5], default=0.25
-        With folds: the share of each training class's rows kept out of the
-        fold's fit and streamed as known-class rows.
+        With folds: share of each training class's rows streamed as known.
     random_state : int, RandomState instance or None, default=None
         Seeds the rows kept as known queries and the stream's order.
 
@@ -272,8 +262,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         return OpenWorldProba(np.exp(self._calibrated_log_proba(X)), self.classes_)
 
     def predict(self, X):
-        """Argmax of the calibrated probabilities, or for a baseline its best
-        known class unless the calibrated P(novel) is at least 0.5.
+        """``novel_label_`` where the calibrated P(novel) is at least 0.5 (novel
+        is then at least as likely as known), else the best known class.
 
         %(X)s
         Returns
@@ -281,9 +271,6 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         y_pred : ndarray of shape (n_samples,)
         """
         check_is_fitted(self)
-        if has_log_proba(self.estimator_):
-            return labels_of_columns(self._calibrated_log_proba(X).argmax(axis=1),
-                                     self.classes_, self.novel_label_)
         return self._with_novel(best_known(self.estimator_, X),
                                 self.predict_novelty_proba(X) >= 0.5)
 
@@ -302,11 +289,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
 
     def _decide_one(self, x):
         log_proba = self._calibrated_log_proba(x)
-        return {"y_pred": labels_of_columns(log_proba.argmax(axis=1), self.classes_,
-                                            self.novel_label_),
-                "y_known": known_of_log_proba(log_proba, self.classes_,
-                                              self.novel_label_),
-                "p_novel": np.exp(log_proba[:, -1]),
+        y_known = known_of_log_proba(log_proba, self.classes_, self.novel_label_)
+        p_novel = np.exp(log_proba[:, -1])
+        return {"y_pred": self._with_novel(y_known, p_novel >= 0.5),
+                "y_known": y_known, "p_novel": p_novel,
                 "novelty_score": novel_log_odds(log_proba)}
 
     @property

@@ -1,9 +1,5 @@
-"""A novelty decision with a guarantee: conformal p-values and Benjamini-Hochberg.
-
-Where the calibration rows and a new row of a known class are exchangeable,
-``P(p <= alpha) <= alpha``; Benjamini-Hochberg on a batch's p-values bounds the
-false discovery rate (Bates et al., 2023).
-"""
+"""A novelty decision with a guarantee: conformal p-values and Benjamini-Hochberg
+(Bates et al., 2023)."""
 
 from __future__ import annotations
 
@@ -31,8 +27,7 @@ __all__ = ["ConformalNoveltyClassifier", "conformal_pvalues",
 
 
 class _Calibrator:
-    """One model and the labelled rows it never learned from; their scores are
-    recomputed whenever the model has learned since."""
+    """One model and labelled rows it never learned from, scored lazily."""
 
     def __init__(self, model, X, y):
         self.model, self.X, self.y = model, X, y
@@ -51,12 +46,9 @@ class _Calibrator:
 class ConformalNoveltyClassifier(NoveltyWrapper):
     """Open-world classifier whose novelty decision has a stated error rate.
 
-    For a row ``x`` with novelty score ``s(x)`` (the log-odds of P(novel) for
-    the head and ``FLOWRClassifier``; the distance or score of a baseline)
-    and ``n`` calibration rows of known classes with scores ``s_i``, the
-    conformal p-value is ``(1 + #{i : s_i >= s(x)}) / (n + 1)``. A row is
-    predicted novel when its p-value is at most ``alpha``; otherwise it gets
-    the estimator's best known class.
+    A row is novel when its conformal p-value ``(1 + #{i : s_i >= s(x)}) /
+    (n + 1)`` against the novelty scores ``s_i`` of ``n`` calibration rows of
+    known classes is at most ``alpha``; otherwise it gets the best known class.
 
     Parameters
     ----------
@@ -65,14 +57,12 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         Largest share of known-class rows :meth:`predict` may call novel.
         Smaller is safer and finds fewer new classes.
     cv : "prefit" or int, default="prefit"
-        ``"prefit"``: ``estimator`` is fitted and ``fit(X, y)`` takes the
-        calibration rows, of known classes it did not train on (exact
-        validity). An int ``k >= 2``: cross-conformal over ``k`` stratified
-        folds (valid up to about ``2 alpha``; ``k`` times the cost).
+        ``"prefit"``: ``fit(X, y)`` takes calibration rows of known classes
+        the fitted ``estimator`` did not train on (exact validity). ``k >= 2``:
+        cross-conformal over ``k`` stratified folds (valid to about ``2 alpha``).
     mondrian : bool, default=False
-        Class-conditional p-values (the largest over the known classes, each
-        against its own calibration rows): the false-novel rate is at most
-        ``alpha`` within every class. Needs calibration rows in every class.
+        Class-conditional p-values: at most ``alpha`` within every class
+        (needs calibration rows of every class).
     random_state : int, RandomState instance or None, default=None
         Seeds the folds of an int ``cv``.
 
@@ -87,10 +77,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
 
     Notes
     -----
-    On a stream every model learns the labelled rows and the calibration rows
-    are re-scored, so the guarantee holds for rows of the classes the
-    calibration rows come from; give a class learned online its own rows with
-    :meth:`add_calibration`.
+    The guarantee covers the classes of the calibration rows; give a class
+    learned online its own with :meth:`add_calibration`.
 
     References
     ----------
@@ -266,10 +254,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
                 "y_known": y_known, "p_novel": pvalue}
 
     def add_calibration(self, X, y):
-        """Add labelled rows of known classes the models never learned from.
-
-        Use it for a class learned online: hold some of its labelled rows
-        back from learning and add them here, so its rows are covered too.
+        """Add labelled rows of known classes the models never learned from
+        (rows of a class learned online, held back from learning).
 
         Parameters
         ----------
@@ -316,8 +302,7 @@ def conformal_pvalues(calibration_scores, scores):
     Parameters
     ----------
     calibration_scores : array-like of shape (n_calibration,)
-        Novelty scores (higher = more novel) of rows known to belong to known
-        classes, never learned from.
+        Novelty scores (higher = more novel) of known-class rows never learned.
     scores : array-like of shape (n_samples,)
         Novelty scores of the rows to test.
 
@@ -342,23 +327,17 @@ def conformal_pvalues(calibration_scores, scores):
 
 def leave_group_out_pvalues(scores, is_calibration, groups):
     """Conformal p-values of every row against the calibration rows of the
-    other groups.
-
-    Row ``i`` of group ``g`` gets ``(1 + #{j : c_j, g_j != g, s_j >= s_i}) /
-    (1 + #{j : c_j, g_j != g})``. With groups drawn independently from one
-    pool (the tasks of an evaluation), ``P(p <= alpha) <= alpha`` holds for a
-    random group's known-class rows (cross-conformal over groups).
+    other groups (cross-conformal over groups drawn from one pool, such as
+    an evaluation's tasks).
 
     Parameters
     ----------
     scores : array-like of shape (n_samples,)
         Novelty scores, higher = more novel.
     is_calibration : array-like of bool, shape (n_samples,)
-        Rows that may calibrate other groups (rows known to belong to known
-        classes).
+        Rows of known classes, which calibrate the other groups.
     groups : array-like of shape (n_samples,)
-        The group of each row; at least two groups must hold calibration
-        rows.
+        The group of each row; 2+ groups must hold calibration rows.
 
     Returns
     -------
@@ -399,7 +378,7 @@ def leave_group_out_pvalues(scores, is_calibration, groups):
 
 
 def _concat(X, X_new):
-    """Rows ``X_new`` after ``X``, in ``X``'s kind (a DataFrame's columns)."""
+    """Rows ``X_new`` after ``X``, in ``X``'s kind."""
     if not hasattr(X, "iloc"):
         return np.concatenate([np.asarray(X), np.asarray(X_new)])
     import pandas as pd

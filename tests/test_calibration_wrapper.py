@@ -12,6 +12,8 @@ from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr._core import novel_log_odds
+from sklearn_flowr._novelty_wrapper import clip_log_odds
 from sklearn_flowr.baselines import EVMClassifier, NCMClassifier
 from sklearn_flowr.calibration import NoveltyCalibratedClassifier
 from sklearn_flowr.metrics import expected_calibration_error, h_measure
@@ -225,3 +227,27 @@ def test_a_baseline_distance_is_mapped_as_it_is_at_any_scale(heavy_tails):
     assert np.unique(p).size > 0.9 * np.unique(score).size
     np.testing.assert_array_equal(np.argsort(p, kind="stable"),
                                   np.argsort(score, kind="stable"))
+
+
+def test_predict_says_novel_where_calibrated_p_novel_reaches_one_half(heavy_tails):
+    """Check predict (and open_world_step's y_pred) gives the novel label
+    exactly where the calibrated P(novel) >= 0.5, else the best known class,
+    also where the argmax over the N+1 probabilities would say otherwise."""
+    X, y, X_new, y_new = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    # A row midway between two classes, its calibrated P(novel) set to 0.4:
+    # more than either known class's 0.3 (the argmax says novel), below 0.5.
+    means = [X[y == k].mean(axis=0) for k in (0, 1)]
+    row = ((means[0] + means[1]) / 2)[None]
+    score = clip_log_odds(novel_log_odds(clf.estimator_.predict_log_proba(row)))
+    clf.slope_, clf.intercept_ = 1.0, float(np.log(0.4 / 0.6) - score[0])
+    proba = clf.predict_proba(row)
+    assert proba.argmax() == proba.shape[1] - 1 and proba[0, -1] < 0.5
+    assert clf.predict(row)[0] in clf.classes_
+    rows = np.r_[row, X_new[:40]]
+    p_novel = clf.predict_novelty_proba(rows)
+    best = clf.predict_proba(rows)[:, :-1].argmax(axis=1)
+    expected = np.where(p_novel >= 0.5, clf.novel_label_, clf.classes_[best])
+    np.testing.assert_array_equal(clf.predict(rows), expected)
+    out = copy.deepcopy(clf).open_world_step(rows[:1], [0])
+    np.testing.assert_array_equal(out.y_pred, expected[:1])

@@ -21,8 +21,10 @@ from sklearn_flowr.training import MetaTraining, SupE, SupFC
 
 BATCH = 16
 # No novelty map (it reads the final embedding, never the encoder): shorter.
+# No rows held out for predict's decision: the encoder trains on every row.
 TINY = dict(embedding_dim=8, verbose=0, random_state=0, reuse_encoder=False,
             calibration=None, pretrain=SupE(epochs=1, batch_size=BATCH),
+            head=CRPGaussianClassifier(covariance="full", novelty_alpha=None),
             meta=MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3,
                               n_unknown=1))
 
@@ -109,8 +111,8 @@ def test_fit_builds_the_head_class_table_once(digits, monkeypatch):
             return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(CRPGaussianClassifier, name, counted)
-    for head in (CRPGaussianClassifier(covariance="full"),
-                 CRPGaussianClassifier(covariance="isotropic")):
+    for head in (CRPGaussianClassifier(covariance="full", novelty_alpha=None),
+                 CRPGaussianClassifier(covariance="isotropic", novelty_alpha=None)):
         calls.clear()
         model, _, _, _ = _fit(digits, head=head, setting="large")
         assert sum(calls.values()) == 1, calls

@@ -16,6 +16,10 @@ TINY = dict(embedding_dim=8, pretrain=SupE(epochs=2),
             meta=MetaTraining(epochs=1, episodes_per_epoch=4, n_way=3, n_unknown=2),
             verbose=0, random_state=0, reuse_encoder=False, calibration=None)
 ISOTROPIC = CRPGaussianClassifier(covariance="isotropic")
+# Heads whose fit trains the encoder on every row (none held out for predict's
+# decision), for the tests that count or read the training rows.
+EVERY_ROW = CRPGaussianClassifier(covariance="full", novelty_alpha=None)
+ISOTROPIC_EVERY_ROW = CRPGaussianClassifier(covariance="isotropic", novelty_alpha=None)
 
 
 def tiny(**params):
@@ -70,7 +74,7 @@ def test_class_stats_seed_the_prior(digits, monkeypatch, class_stats):
     X, y = digits
     # The paper's isotropic head carries the prior (the full head re-estimates
     # it); meta-training at a negligible rate leaves the prior where it starts.
-    model = tiny(head=ISOTROPIC).set_params(
+    model = tiny(head=ISOTROPIC_EVERY_ROW).set_params(
         meta__class_stats=class_stats, meta__encoder_lr=1e-12,
         meta__prior_lr=1e-12).fit(X[y < 4], y[y < 4])
     assert len(nets) == 1 and len(model.history_["pretrain"]) == 2
@@ -104,7 +108,7 @@ def test_last_batch_of_one_row_is_dropped(digits, n_rows, batches):
     batch), and only then."""
     X, y = digits
     rows = np.flatnonzero(y < 3)[:n_rows]
-    model = tiny(meta=None).set_params(
+    model = tiny(meta=None, head=EVERY_ROW).set_params(
         pretrain__batch_size=16).fit(X[rows], y[rows])
     history = model.history_["pretrain"]
     assert len(history) == 2

@@ -1,10 +1,7 @@
-"""The head's novelty decision at a stated false-novel rate: conformal
-p-values of P(novel)'s log-odds against held-out scores of known-class rows
-(user guide, "What predict's novel label means").
-
-The calibration scores are the log-odds *before* ``novelty_calibration``'s
-map, which is increasing: p-values do not change with the map.
-"""
+"""The head's novelty decision at a stated false-novel rate: conformal p-values
+of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
+held-out scores of known-class rows (user guide, "What predict's novel label
+means")."""
 
 import numpy as np
 
@@ -168,6 +165,37 @@ class ConformalDecision:
         scores = novel_log_odds(self._joint_log_numerators_unmapped(X))
         return (1.0 + n_at_least(self._conformal, scores)) / (
             self._conformal.shape[0] + 1.0)
+
+    def set_conformal_scores(self, scores):
+        """Set ``conformal_scores_``: novel log-odds (before the map) of rows of
+        known classes that neither the head nor the features' encoder learned
+        from, as :class:`~sklearn_flowr.FLOWRClassifier`'s ``fit`` scores them.
+
+        Parameters
+        ----------
+        scores : array-like of shape (n_calibration,)
+            Finite novel log-odds; higher means more novel.
+
+        Returns
+        -------
+        self : CRPGaussianClassifier
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import CRPGaussianClassifier
+        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
+        ...                                   [0, 0, 1, 1])
+        >>> clf.set_conformal_scores(np.linspace(-9, -1, 39)).conformal_scores_.shape
+        (39,)
+        """
+        self._fitted_scores()
+        scores = np.asarray(scores, dtype=np.float64).ravel()
+        if not np.isfinite(scores).all():
+            raise ValueError("set_conformal_scores needs finite scores; got "
+                             f"{int((~np.isfinite(scores)).sum())} that are not.")
+        self._conformal = np.sort(scores)
+        return self
 
     def predict(self, X):
         """The most probable known class, or ``novel_label_`` where the

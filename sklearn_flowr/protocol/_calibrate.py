@@ -37,8 +37,7 @@ def small_context_sizes(n_classes):
 
 
 def _uncalibrated(estimator, y):
-    """A copy of ``estimator`` predicting its own P(novel), its novel label
-    fixed from all of ``y`` (held-out classes must not take it)."""
+    """A copy of ``estimator`` without its map, its novel label fixed from ``y``."""
     out = copy.deepcopy(estimator)
     params = out.get_params(deep=False)
     if "novelty_calibration" in params:
@@ -52,8 +51,8 @@ def _uncalibrated(estimator, y):
 
 def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
                             n_tasks, seed):
-    """Hold ``n_novel`` training classes out, refit a clone on half the rows of
-    the others, and query the other half plus the held-out classes."""
+    """A clone refitted on half the rows of all but ``n_novel`` classes, and
+    the tasks querying the rest."""
     rng = np.random.default_rng([seed, 2])
     labels = np.unique(y)
     novel = rng.choice(labels, n_novel, replace=False)
@@ -89,9 +88,7 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
 
 def calibration_tasks(setting, y, n_novel, n_query, n_tasks, seed, *, known=None,
                       n_known_query=None):
-    """The open-world tasks a novelty map is fitted on, sized to the rows:
-    small context, up to 10 support + ``n_novel`` classes of ``y``; large
-    context, the ``known`` classes and ``n_novel`` novel ones."""
+    """The open-world tasks a novelty map is fitted on, sized to the rows."""
     counts = np.unique(y, return_counts=True)[1]
     if setting == "small":
         smallest = int(counts.min())
@@ -118,25 +115,20 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_query: int = 10, n_known_query_classes: int | None = None,
                       n_jobs: int | None = None, random_state=None,
                       targets: str = "platt", verbose: int = 0) -> Bunch:
-    """Fit the Platt map of P(novel) on open-world tasks of labelled data.
+    """Fit the Platt map of P(novel) on open-world tasks of training classes.
 
-    The tasks are drawn from training classes (never the classes the map is
-    judged on): small context, the paper's 10 support + 5 novel classes (in
-    proportion below 15 classes) through copies of ``estimator``; large
-    context, ``n_novel_classes`` classes held out and a clone of the fitted
-    ``estimator`` refitted on half the rows of the others. The first
-    sightings are regressed on ``logit P(novel)``. Build a head with the map
-    as ``novelty_calibration=(out.slope, out.intercept)``.
+    Small context: the paper's 10 support + 5 novel classes (in proportion
+    below 15 classes) through copies of ``estimator``; large context:
+    ``n_novel_classes`` held out and a clone refitted on half the rows of the
+    others. First sightings are regressed on ``logit P(novel)``.
 
     Parameters
     ----------
     estimator : CRPGaussianClassifier or compatible
-        As :func:`evaluate_online` takes it in ``setting`` (its own
-        ``novelty_calibration`` is ignored while calibrating); not modified.
+        As :func:`evaluate_online` takes it (its own map ignored); not modified.
     X : array-like of shape (n_samples, n_features)
-        Features (embeddings) of the labelled training classes.
+        Embeddings of the labelled training classes.
     y : array-like of shape (n_samples,)
-        Their labels.
     setting : {"small", "large"}, default="small"
     n_tasks : int, default=200
         Calibration tasks.
@@ -159,9 +151,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``slope`` (> 0) and ``intercept`` of the map; ``n_rows``,
-        ``n_first_sightings``; ``ece_before`` and ``ece_after``, the in-sample
-        ECE of P(novel) on the calibration rows.
+        ``slope`` (> 0), ``intercept``, ``n_rows``, ``n_first_sightings`` and
+        the in-sample ECE ``ece_before`` and ``ece_after``.
 
     Examples
     --------
@@ -205,27 +196,16 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
                        n_novel_classes=None, n_query=10,
                        n_known_query_classes=None, n_jobs=None, seed=0,
                        probability="auto", verbose=0) -> Bunch:
-    """Novelty scores of open-world tasks drawn from labelled training classes.
-
-    The calibration run of :func:`calibrate_novelty`, for any estimator
-    :func:`evaluate_online` takes, as it is given. The scores of rows that
-    are not first sightings are a calibration set for conformal p-values
-    (:func:`~sklearn_flowr.conformal.conformal_pvalues`) of other tasks run
-    the same way.
+    """Novelty scores of open-world tasks drawn from labelled training classes:
+    :func:`calibrate_novelty`'s run, for any estimator :func:`evaluate_online`
+    takes, as it is given (not modified). The scores of rows that are not first
+    sightings calibrate conformal p-values of other tasks run the same way.
 
     Parameters
     ----------
-    estimator : estimator
-        As :func:`evaluate_online` takes it in ``setting``; not modified.
-    X : array-like of shape (n_samples, ...)
-        Features (or images) of the labelled training classes.
-    y : array-like of shape (n_samples,)
-        Their labels.
-    setting : {"small", "large"}
-    n_tasks : int
-        Calibration tasks.
-    n_novel_classes, n_query, n_known_query_classes, n_jobs, verbose
-        As :func:`calibrate_novelty` takes them.
+    estimator, X, y, setting, n_tasks
+        As :func:`calibrate_novelty` takes them; ``n_novel_classes``,
+        ``n_query``, ``n_known_query_classes``, ``n_jobs`` and ``verbose`` too.
     seed : int, default=0
         Seeds the tasks and the large context's class split.
     probability : bool or "auto", default="auto"
@@ -234,9 +214,9 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     Returns
     -------
     rows : :class:`~sklearn.utils.Bunch`
-        The per-row arrays of :func:`evaluate_online` (``return_rows=True``)
-        plus ``score`` (the ``novelty_score`` column when there is one, else
-        ``p_novel``), ``score_name`` and ``is_first_sighting``.
+        :func:`evaluate_online`'s per-row arrays, plus ``score`` (the
+        ``novelty_score`` column if any, else ``p_novel``), ``score_name`` and
+        ``is_first_sighting``.
 
     Examples
     --------
@@ -304,9 +284,8 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration=k, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
-    """The Platt map (:func:`calibrate_novelty`'s result) of the uncalibrated
-    ``p_novel`` to first sightings; ``remedy`` is what the warning on perfectly
-    separated rows advises."""
+    """:func:`calibrate_novelty`'s result from ``p_novel`` and first sightings;
+    ``remedy``: the warning's advice on perfectly separated rows."""
     check_targets(targets)
     p_novel = np.asarray(p_novel, dtype=np.float64)
     first = np.asarray(is_first_sighting, dtype=bool)

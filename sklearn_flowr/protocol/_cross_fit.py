@@ -33,8 +33,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        As :func:`class_disjoint_folds` takes it; small context: every fold
-        holds out 2 or more classes (its tasks are made of them).
+        As :func:`class_disjoint_folds` takes it.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     setting : {"small", "large"}
@@ -46,8 +45,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     Returns
     -------
     plan : list of :class:`~sklearn.utils.Bunch`
-        One per fold: ``fit_rows``, ``query_rows``, ``n_held_classes`` and
-        ``seed``. The same ``random_state`` gives the same plan.
+        Per fold: ``fit_rows``, ``query_rows``, ``n_held_classes``, ``seed``.
 
     Examples
     --------
@@ -94,15 +92,9 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                                   targets: str = "platt") -> Bunch:
     """Fit the Platt map of P(novel) on folds of classes held out of training.
 
-    For each class-disjoint fold of ``cv``, a clone of ``estimator`` (without
-    its own map) trains on the fold's training classes, and open-world tasks
-    of the held-out classes, embedded by the clone, run through its head (in
-    the large context the fold's training classes are the known ones,
-    queried on ``known_query_share`` of their rows). The first sightings of
-    all folds fit one map (:func:`calibrate_novelty`'s). It costs one
-    training per fold. With ``noise_shrinkages``, each candidate's head runs
-    the same tasks and the best H-measure among candidates within
-    ``accuracy_tolerance`` of the best accuracy is chosen.
+    Each class-disjoint fold trains a clone of ``estimator`` (without its map)
+    and runs open-world tasks of its held-out classes through the clone's
+    head; the first sightings of all folds fit one map. One training per fold.
 
     Parameters
     ----------
@@ -112,17 +104,13 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
         Training inputs, as ``estimator.fit`` takes them.
     y : array-like of shape (n_samples,)
     cv : int, cross-validation generator or iterable, default=2
-        Folds over whole classes, as
-        :func:`~sklearn_flowr.model_selection.class_disjoint_folds` takes
-        them; all checked before the first one trains. Small context: each
-        fold must hold out at least 2 classes.
+        Folds over whole classes, as :func:`cross_fit_plan` takes them.
     noise_shrinkages : list of float in [0, 1] or None, default=None
-        Candidates of the full head's ``noise_shrinkage``; ``None``: the
-        estimator's own value, nothing chosen. Needs ``covariance="full"``.
+        Candidates of the full head's ``noise_shrinkage``, each run on the same
+        tasks; ``None``: the estimator's own.
     accuracy_tolerance : float in [0, 1] or None, default=0.01
-        With ``noise_shrinkages``: the accuracy a candidate may lose against
-        the most accurate one and still be chosen; ``None``: the best
-        H-measure whatever its accuracy.
+        The best H-measure is chosen among candidates within this of the best
+        accuracy (``None``: among all).
     n_tasks : int, default=200
         Tasks per fold.
     n_query : int, default=10
@@ -130,23 +118,19 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     n_known_query_classes : int or None, default=None
         Large context: known classes queried per task (``None``: all).
     known_query_share : float in (0, 0.5], default=0.25
-        Large context: share of each training class's rows kept out of the
-        fold's training to be queried as a known class.
+        As :func:`cross_fit_plan` takes it.
     n_jobs : int or None, default=None
         Parallel workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the folds' models, known-query rows and tasks.
     targets : {"platt", "hard"}, default="platt"
-        Platt's smoothed targets or plain 0/1 ones
-        (:func:`~sklearn_flowr.protocol.calibrate_novelty`).
+        As :func:`~sklearn_flowr.protocol.calibrate_novelty` takes it.
 
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        As :func:`calibrate_novelty` returns it (in-sample over the pooled
-        folds), plus ``n_folds``, ``noise_shrinkage`` (chosen, or the
-        estimator's) and per candidate ``h_measures`` and ``accuracies``
-        (folds' means; ``None`` without ``noise_shrinkages``).
+        :func:`calibrate_novelty`'s, plus ``n_folds``, ``noise_shrinkage`` and
+        per candidate ``h_measures`` and ``accuracies`` (folds' means).
 
     Examples
     --------
@@ -243,8 +227,7 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
 
 
 def _fold_template(estimator, y):
-    """The estimator every fold clones: no map, folds or checkpoints of its own,
-    and the novel label of all of ``y``."""
+    """The estimator each fold clones: no map or checkpoints, ``y``'s novel label."""
     params = estimator.get_params(deep=False)
     fold_params = {"calibration": None, "checkpoint_dir": None}
     # Built from the parameters, not cloned: a consumed generator of folds
@@ -259,8 +242,7 @@ def _fold_template(estimator, y):
 
 
 def _warn_one_support_class(plan):
-    """Warn where small-context folds make tasks of one support class: they
-    cannot show the accuracy a wider noise costs."""
+    """Warn where small-context folds make tasks of one support class."""
     n_support = min(small_context_sizes(fold.n_held_classes)[0] for fold in plan)
     if n_support < 2:
         warnings.warn(
@@ -274,9 +256,8 @@ def _warn_one_support_class(plan):
 
 
 def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
-    """The candidate with the best H-measure among those within
-    ``accuracy_tolerance`` of the best accuracy (all when ``None``); ties go
-    to the smaller shrinkage.
+    """The best H-measure within ``accuracy_tolerance`` of the best accuracy;
+    ties go to the smaller shrinkage.
 
     Examples
     --------

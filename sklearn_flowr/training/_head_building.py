@@ -14,10 +14,9 @@ __all__ = ["build_heads", "check_head_template", "known_class_table"]
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
                       noise: float, known_table: str = "refit"):
-    """Means ``q_n / lam_n`` and variances ``1 / lam_n`` of every training class for
-    the large context: each conditioned from the learned prior on its embeddings
-    ``Z`` with class noise ``noise``, or (``known_table="learned"``) the
-    meta-trained table's values for the classes it holds.
+    """Means ``q_n / lam_n`` and variances ``1 / lam_n`` of every training class,
+    conditioned from the learned prior on ``Z`` (``known_table="learned"``: the
+    meta-trained table's values where it has them).
 
     Examples
     --------
@@ -45,9 +44,7 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
 
 def check_head_template(template, meta) -> None:
     """Fail before training on a head template :func:`build_heads` could not fill
-    from the stage ``meta``: the isotropic head (meta-learned prior and noise)
-    with ``prior_scale`` or ``noise_shrinkage``, or ``meta.known_table="learned"``
-    with a head that re-estimates the table.
+    from the stage ``meta``.
 
     Examples
     --------
@@ -80,12 +77,9 @@ def check_head_template(template, meta) -> None:
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 update_known: bool = False, known_table: str = "refit"):
-    """The online heads after training on embeddings ``Z``: the prior alone
-    (unfitted) and the head fitted on the training classes, both clones of
-    ``template`` whose ``"auto"`` values come from training (``b`` meta-learned;
-    the prior and ``sigma`` meta-learned when isotropic, empirical Bayes on
-    ``Z`` when full). ``update_known`` lets online labels update the training
-    classes; ``known_table`` as :func:`known_class_table` takes it.
+    """The prior head (unfitted) and the head fitted on embeddings ``Z``, clones
+    of ``template`` whose ``"auto"`` values come from training (meta-learned;
+    the full head's prior and noise by empirical Bayes on ``Z``).
 
     Examples
     --------

@@ -1,11 +1,12 @@
-"""FLOWR's training as one pipeline of stages (``pre-train -> match the noise
-scale -> meta-train -> embed``), and what :class:`~sklearn_flowr.FLOWRClassifier`
-calls around it; nothing here sets an attribute of the estimator."""
+"""FLOWR's training as one pipeline of stages (pre-train, match the noise scale,
+meta-train, embed) and what :class:`~sklearn_flowr.FLOWRClassifier` calls around
+it; nothing here sets an attribute of the estimator."""
 
 from __future__ import annotations
 
 import copy
 import os
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -13,6 +14,8 @@ import torch
 from sklearn.base import clone
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 
+from .._core import novel_log_odds
+from ..calibration import split_known_queries
 from ..encoders import BACKBONE_NAMES
 from ..model_selection import class_disjoint_folds
 from ..protocol import (
@@ -86,6 +89,10 @@ PARAMETER_CONSTRAINTS: dict = {
     "checkpoint_dir": [str, os.PathLike, None],
 }
 
+# Share of each class's rows fit keeps out of the encoder's training: their
+# scores calibrate predict's conformal decision (as MLPClassifier's
+# validation_fraction keeps rows out for early stopping).
+CONFORMAL_SHARE = 0.1
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
 
@@ -153,10 +160,9 @@ def check_calibration_plan(cv, X, y, *, setting: str, meta, seed: int):
 def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
                   embedding_dim: int, pretrain, meta,
                   runner: StageRunner) -> dict:
-    """Pre-train, match the scale, meta-train and embed the training data (the
-    parts as :class:`~sklearn_flowr.FLOWRClassifier`'s): ``history_``,
-    ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_`` and
-    ``embeddings`` (the training rows under the final encoder).
+    """Pre-train, match the scale, meta-train and embed the training data:
+    ``history_``, ``pretrained_encoder_``, ``meta_module_``, ``noise_scale_``
+    and ``embeddings``.
 
     Examples
     --------
@@ -174,6 +180,12 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
     ((720, 4), ['meta', 'pretrain'])
     """
     torch.manual_seed(runner.seed)
+    if runner.verbose and getattr(runner.accelerator, "is_main_process", True):
+        # torch's first optimiser loads torch._dynamo first: seconds of silence.
+        stages = [type(part).__name__ for part in (pretrain, meta) if part is not None]
+        print(f"Training the {backbone if isinstance(backbone, str) else 'given'} "
+              f"encoder on {X.shape[0]} rows of {n_classes} classes "
+              f"({', '.join(stages) or 'no training stage'}) ...", flush=True)
     stage = MetaTraining() if meta is None else meta
     batch_size = getattr(pretrain, "batch_size", BATCH_SIZE)
     lr = pretraining_lr(pretrain, backbone)
@@ -213,10 +225,7 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
 
 def fit_encoder(X, y, y_index, n_classes: int, *, reuse: bool,
                 random_state, runner: StageRunner, **parts) -> dict:
-    """:func:`train_encoder` (``parts`` its settings), or with ``reuse`` a copy of
-    an identical earlier run's result; a ``checkpoint_dir``'s fingerprint must
-    match.
-    """
+    """:func:`train_encoder`, or with ``reuse`` an identical earlier run's copy."""
     params = training_params(**parts)
     if runner.checkpoint_dir is not None:
         check_fingerprint(runner.checkpoint_dir, X, y, params)
@@ -292,20 +301,34 @@ def plan_fit(estimator, X, y, y_index, n_classes: int):
 
 def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     """Train (or reuse) the encoder, fit the novelty map and build the heads
-    with it: the fitted attributes, and the training rows' final embeddings."""
+    with it: the fitted attributes, and the training rows' final embeddings.
+    With the head's ``novelty_alpha``, ``CONFORMAL_SHARE`` of each class's rows
+    stay out of the encoder's training and calibrate ``predict``'s decision."""
+    split = conformal_split(estimator, y_index, labels.shape[0], runner)
+    rows = slice(None) if split is None else split[0]
     trained = fit_encoder(
-        X, y, y_index, labels.shape[0], reuse=estimator.reuse_encoder,
-        random_state=estimator.random_state, runner=runner,
-        **{name: getattr(estimator, name) for name in _PARTS})
+        X[rows], y[rows], y_index[rows], labels.shape[0],
+        reuse=estimator.reuse_encoder, random_state=estimator.random_state,
+        runner=runner, **{name: getattr(estimator, name) for name in _PARTS})
     embeddings = trained.pop("embeddings")
+    known_table = getattr(estimator.meta, "known_table", "refit")
 
-    def heads(template):
-        return build_heads(template, trained["meta_module_"], embeddings, y_index,
-                           labels, update_known=estimator.update_known,
-                           known_table=getattr(estimator.meta, "known_table",
-                                               "refit"))
+    def heads(template, Z, index):
+        return build_heads(template, trained["meta_module_"], Z, index, labels,
+                           update_known=estimator.update_known,
+                           known_table=known_table)
 
-    prior_head, head = heads(estimator.head)
+    if split is not None:
+        held = split[1]
+        Z_held = _embed_rows(estimator, trained["meta_module_"].encoder, X[held])
+        # Scored before any head learns them: split conformal's held-out rows.
+        scores = novel_log_odds(np.asarray(heads(
+            clone(estimator.head).set_params(novelty_calibration=None),
+            embeddings, y_index[rows])[1].predict_log_proba(Z_held)))
+        Z = np.empty((X.shape[0], embeddings.shape[1]), dtype=embeddings.dtype)
+        Z[rows], Z[held] = embeddings, Z_held
+        embeddings = Z
+    prior_head, head = heads(estimator.head, embeddings, y_index)
     fitted_map = learn_novelty_map(
         estimator, X, y, folds, prior_head if estimator.setting == "small"
         else head, embeddings, seed=runner.seed)
@@ -313,7 +336,9 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     if fitted_map is not None:  # the heads are built with their map
         novelty_map = (fitted_map.slope, fitted_map.intercept)
         prior_head, head = heads(clone(estimator.head).set_params(
-            novelty_calibration=novelty_map))
+            novelty_calibration=novelty_map), embeddings, y_index)
+    if split is not None:
+        head.set_conformal_scores(scores)
     return dict(trained, head_=head, prior_head_=prior_head,
                 encoder_=trained["meta_module_"].encoder, train_classes_=labels,
                 input_shape_=X.shape[1:], n_features_in_=int(np.prod(X.shape[1:])),
@@ -321,10 +346,38 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
                 calibration_results_=None if folds is None else fitted_map), embeddings
 
 
+def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
+    """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
+    out of the encoder's training; None for a head without ``novelty_alpha``
+    or too few rows to train without them."""
+    template = estimator.head
+    if (getattr(template, "novelty_alpha", None) is None
+            or not callable(getattr(template, "set_conformal_scores", None))):
+        return None
+    # The same rows whatever the seed: a checkpoint_dir resumes unseeded fits
+    # and names a changed seed, not changed training rows.
+    rng = np.random.default_rng(0)
+    fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
+                                         CONFORMAL_SHARE, rng, single="fit")
+    try:
+        check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
+                            n_classes, runner.seed)
+    except ValueError as exc:
+        warnings.warn("predict's novel decision is calibrated on rows the encoder "
+                      "trained on (its false-novel rate may exceed "
+                      f"head__novelty_alpha): without {CONFORMAL_SHARE:.0%} of "
+                      f"each class's rows, {exc}", UserWarning, stacklevel=4)
+        return None
+    return np.sort(fit_rows), np.sort(held)
+
+
+def _embed_rows(estimator, encoder, X):
+    batch_size = getattr(estimator.pretrain, "batch_size", BATCH_SIZE)
+    return embed_finite(encoder, X, 4 * batch_size, estimator.n_jobs)
+
+
 def learn_novelty_map(estimator, X, y, folds, head, Z, *, seed: int):
-    """FLOWRClassifier's map of P(novel) as ``calibration`` says: fitted on
-    tasks of the training classes run through ``head`` on their embeddings
-    ``Z``, or cross-fitted on ``folds``; None for ``calibration=None``."""
+    """FLOWRClassifier's map of P(novel) as ``calibration`` says (None: none)."""
     if estimator.calibration is None:
         return None
     if folds is None:
@@ -356,8 +409,7 @@ def embed_finite(encoder, X, batch_size: int, n_jobs=None) -> np.ndarray:
 
 
 def task_encoder(estimator, X_support, y_support, fine_tune):
-    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with: the fitted
-    one, or a copy whose last layer is fine-tuned on the support set."""
+    """The encoder :meth:`FLOWRClassifier.adapt` starts a task with."""
     if fine_tune is None:
         steps = estimator.fine_tune_steps
     elif isinstance(fine_tune, (bool, np.bool_)):
@@ -380,8 +432,7 @@ def task_encoder(estimator, X_support, y_support, fine_tune):
 
 
 def place_fitted_modules(estimator) -> torch.device:
-    """Put a fitted FLOWRClassifier's modules where its ``device`` says (the one
-    place they move: after ``set_params(device=...)``, unpickling, copies)."""
+    """Put a fitted FLOWRClassifier's modules where its ``device`` says."""
     device = resolve_device(estimator.device)
     place_modules(device, estimator.meta_module_, estimator.encoder_,
                   estimator.pretrained_encoder_)
