@@ -78,8 +78,6 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     See Also
     --------
     sklearn_flowr.head.WhitenedCRPClassifier : this transform and the head.
-    sklearn.discriminant_analysis.LinearDiscriminantAnalysis : the
-        closed-world relative.
 
     References
     ----------
@@ -94,13 +92,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.head import TwoCovarianceWhitener
-    >>> rng = np.random.default_rng(0)
-    >>> means = rng.normal(size=(4, 6))
-    >>> X = np.repeat(means, 3, axis=0) + 0.1 * rng.normal(size=(12, 6))
     >>> y = np.repeat([0, 1, 2, 3], 3)
+    >>> X = np.eye(4, 6)[y] + 0.1 * np.random.default_rng(0).normal(size=(12, 6))
     >>> whitener = TwoCovarianceWhitener().fit(X, y)
-    >>> whitener.transform(X).shape, whitener.prior_var_.shape
-    ((12, 6), (6,))
     >>> bool(np.allclose(whitener.transform(1000.0 * X), whitener.transform(X)))
     True
     """
@@ -284,10 +278,8 @@ def _eigen_rotation(whitened, dof_between):
 
 
 def _gram_rotation(whitened, dof_between):
-    """``U`` and ``t`` of ``T`` from the ``K x K`` Gram matrix ``M^T M``: the
-    ``r <= K - 1`` directions the means span (``U``'s first columns, up to
-    sign: the head's diagonal model does not see signs), then an orthonormal
-    basis of the rest, where ``t = 0``; ``U`` as Householder reflectors."""
+    """``U`` (as Householder reflectors: first the ``r <= K - 1`` directions
+    the means span, up to sign, then the rest) and ``t`` from ``M^T M``."""
     gram, vectors = np.linalg.eigh(whitened.T @ whitened / dof_between)
     keep = gram > 1e-10 * gram.max()
     spanned = whitened @ (vectors[:, keep] / np.sqrt(gram[keep] * dof_between))

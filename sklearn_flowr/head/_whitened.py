@@ -3,7 +3,6 @@ once, the head updated online in its coordinates."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
-from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
@@ -37,15 +36,13 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     """FLOWR's head on frozen features: the two-covariance model, exactly
     updatable online.
 
-    ``fit`` fits ``whitener`` (by default :class:`TwoCovarianceWhitener`: L2
-    rows, shrunk noise, moment prior) on the labelled rows, then ``head`` on
-    the whitened rows ``u`` with ``sigma=1``, ``prior_mean=0`` and
-    ``prior_var=whitener.prior_var_``: the two-covariance model of [1]_ [2]_,
-    each class an O(d) conjugate update. The whitener stays frozen after
-    ``fit`` (as ``sigma="auto"`` does in the head): ``partial_fit``,
-    ``open_world_step`` and the predictions transform rows (at most ``O(d^2)``
-    each) and call the head's method of the same name, so P(novel) is the
-    head's CRP P(novel) and the online path equals ``fit`` on the same rows.
+    ``fit`` fits ``whitener`` (:class:`TwoCovarianceWhitener` by default) on
+    the labelled rows, then ``head`` on the whitened rows with ``sigma=1``,
+    ``prior_mean=0`` and ``prior_var=whitener.prior_var_``: the two-covariance
+    model of [1]_ [2]_. The whitener stays frozen after ``fit``; every other
+    method whitens its rows (``O(d^2)`` each) and calls the head's method of
+    the same name, so P(novel) is the head's CRP P(novel) and the online path
+    equals ``fit`` on the same rows.
 
     Parameters
     ----------
@@ -54,12 +51,11 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         (n_features_out,). None: ``TwoCovarianceWhitener()``. Its parameters
         are reached as ``whitener__<name>``.
     head : CRPGaussianClassifier or None, default=None
-        The head, with ``sigma``, ``prior_mean`` and ``prior_var`` left
-        "auto" (the whitener sets them) and ``covariance="isotropic"``. None:
-        ``CRPGaussianClassifier(known_count="observed")``, whose CRP counts are
-        the class sizes, so that ``partial_fit`` after ``fit`` equals ``fit``
-        on all rows. Its parameters are reached as ``head__<name>`` (e.g.
-        ``head__novelty_calibration``).
+        The head, ``sigma``, ``prior_mean`` and ``prior_var`` left "auto" (the
+        whitener sets them), ``covariance="isotropic"``. None:
+        ``CRPGaussianClassifier(known_count="observed")``: CRP counts are class
+        sizes, so ``partial_fit`` after ``fit`` equals ``fit`` on all rows.
+        Its parameters are reached as ``head__<name>``.
 
     Attributes
     ----------
@@ -91,10 +87,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.head import WhitenedCRPClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> means = rng.normal(size=(5, 8))
-    >>> X = np.repeat(means, 4, axis=0) + 0.1 * rng.normal(size=(20, 8))
     >>> y = np.repeat([0, 1, 2, 3, 4], 4)
+    >>> X = np.random.default_rng(0).normal(size=(5, 8))[y]
+    >>> X += 0.1 * np.random.default_rng(1).normal(size=(20, 8))
     >>> clf = WhitenedCRPClassifier().fit(X[:16], y[:16])
     >>> clf.predict(X[[0, 16]])  # class 4 is novel
     array([ 0, -1])
@@ -114,18 +109,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     @_shared_doc
     def fit(self, X, y):
-        """Fit the whitener, then the head on the whitened rows.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-        y : array-like of shape (n_samples,)
-            Labels.
-
-        Returns
-        -------
-        self : WhitenedCRPClassifier
+        """Fit the whitener, then the head on the whitened rows. %(see)s
 
         %(example)s
         >>> clf.classes_, clf.whitener_.prior_var_.shape
@@ -167,7 +151,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         """
         if not self.__sklearn_is_fitted__():
             return self.fit(X, y)
-        self.head_.partial_fit(self._whiten(X), y, classes=classes)
+        self._call_head("partial_fit", X, y, classes=classes)
         return self
 
     @_shared_doc
@@ -179,8 +163,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.open_world_step(X[8:], y[8:]).is_novel
         array([ True, False, False, False])
         """
-        return self._head("open_world_step").open_world_step(
-            self._whiten(X), y, labelled=labelled)
+        return self._call_head("open_world_step", X, y, labelled=labelled)
 
     @_shared_doc
     def correct(self, X, y_assigned, y_true):
@@ -194,7 +177,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.correct(X[8:10], out.y_assigned, [2, 2]).classes_
         array([0, 1, 2])
         """
-        self._head("correct").correct(self._whiten(X), y_assigned, y_true)
+        self._call_head("correct", X, y_assigned, y_true)
         return self
 
     @_shared_doc
@@ -206,8 +189,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.predict_joint_log_proba(X[:2]).shape
         (2, 4)
         """
-        return self._head("predict_joint_log_proba").predict_joint_log_proba(
-            self._whiten(X))
+        return self._call_head("predict_joint_log_proba", X)
 
     @_shared_doc
     def predict_log_proba(self, X):
@@ -218,7 +200,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> bool(np.allclose(np.exp(clf.predict_log_proba(X)).sum(axis=1), 1.0))
         True
         """
-        return self._head("predict_log_proba").predict_log_proba(self._whiten(X))
+        return self._call_head("predict_log_proba", X)
 
     @_shared_doc
     def predict_proba(self, X):
@@ -229,7 +211,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.predict_proba(X[:1]).shape  # three known classes + novel
         (1, 4)
         """
-        return self._head("predict_proba").predict_proba(self._whiten(X))
+        return self._call_head("predict_proba", X)
 
     @_shared_doc
     def predict(self, X):
@@ -240,26 +222,20 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.predict(X[[0, 4, 8]])
         array([0, 1, 2])
         """
-        return self._head("predict").predict(self._whiten(X))
+        return self._call_head("predict", X)
 
-    def _whiten(self, X):
-        check_is_fitted(self)
-        return self.whitener_.transform(X)
+    def _call_head(self, method, X, *args, **kwargs):
+        """The head's ``method`` on the whitened rows."""
+        head = self._head(method)
+        return getattr(head, method)(self.whitener_.transform(X), *args, **kwargs)
 
     def _head(self, method):
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(
-                f"{method} needs a fitted WhitenedCRPClassifier: the whitener "
-                "is estimated by fit on labelled rows first.")
+        check_is_fitted(self, msg=f"{method} needs a fitted %(name)s: the "
+                        "whitener is estimated by fit on labelled rows first.")
         return self.head_
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_")
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
 
     @property
     def classes_(self):
