@@ -25,48 +25,32 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     """Map features to the coordinates where FLOWR's two-covariance model is
     diagonal: unit noise and a diagonal prior ``diag(beta)`` on class means.
 
-    Rows are scaled to unit length, ``z = x / ||x||`` (so the units of ``X``
-    do not matter), and modelled as ``z = mu_n + eps`` with ``eps ~ N(0, W)``
-    and class means ``mu_n ~ N(mu0, B)`` -- PLDA's two covariances [1]_ [2]_.
-    ``fit`` estimates them from class counts, class sums and ``sum z z^T``:
-
-    * ``W = (1 - alpha) S + alpha nu I``: ``S`` the pooled within-class
-      covariance (``n - K`` degrees of freedom), ``nu = trace(S) / d`` and
-      ``alpha = d / (d + n - K)`` by default, so that the noise stays
-      well-conditioned when rows per class are few and ``d`` is large;
-    * ``B`` by moments in the ``W``-whitened space (``W = L L^T``): the
-      covariance ``T = U diag(t) U^T`` of the whitened class means ``L^-1
-      (m_n - mu0)``, less the noise of a mean of ``k_h`` rows (``k_h`` the
-      harmonic mean of the class sizes): ``beta = max(t - 1/k_h, floor)``.
-
-    ``transform(X)`` returns ``u = A^T (z - mu0)`` with ``A = L^-T U``; there
-    ``z``'s class noise is ``I`` and its class means have prior ``N(0,
-    diag(beta))``: pass ``u`` to :class:`~sklearn_flowr.CRPGaussianClassifier`
-    with ``sigma=1``, ``prior_mean=0`` and ``prior_var=prior_var_``, as
-    :class:`~sklearn_flowr.head.WhitenedCRPClassifier` does.
+    Rows are scaled to unit length, ``z = x / ||x||`` [3]_, and modelled as
+    ``z = mu_n + eps``, ``eps ~ N(0, W)``, class means ``mu_n ~ N(mu0, B)``
+    (PLDA's two covariances [1]_ [2]_). ``fit`` estimates them from class
+    counts, class sums and ``sum z z^T``: ``W = (1 - alpha) S + alpha nu I``
+    (``S`` the pooled within-class covariance, ``nu = trace(S) / d``);
+    ``B`` by moments in the ``W``-whitened space (``W = L L^T``): the
+    covariance ``U diag(t) U^T`` of the whitened class means less the noise
+    of a mean of ``k_h`` rows (the harmonic mean of the class sizes),
+    ``beta = max(t - 1/k_h, floor)``. ``transform`` returns ``u = A^T (z -
+    mu0)``, ``A = L^-T U``: there the class noise is ``I`` and the class means'
+    prior ``N(0, diag(beta))``, the model of
+    :class:`~sklearn_flowr.head.WhitenedCRPClassifier`'s head.
 
     Parameters
     ----------
     noise_shrinkage : "dof" or float in [0, 1], default="dof"
-        ``alpha``, the weight of the isotropic part of the noise ``W``.
-        ``"dof"``: ``d / (d + n - K)`` -- near 1 when there are fewer
-        within-class degrees of freedom than features, small when there are
-        many. Ledoit-Wolf's estimate is far smaller and costs novelty
-        detection on few rows per class; a float fixes it (0.2-0.5 suits
-        1,000 classes of 3 rows at d = 1280).
+        ``alpha``. ``"dof"``: ``d / (d + n - K)``, near 1 when the
+        within-class degrees of freedom ``n - K`` are fewer than the features.
+        Ledoit-Wolf's far smaller estimate costs novelty detection.
     prior_floor : float in (0, 1], default=1e-3
-        Lower bound of ``beta`` relative to its largest entry (directions
-        where the class means vary no more than the noise of a mean).
-        Smaller lets those directions count less.
+        Lower bound of ``beta`` relative to its largest entry.
     solver : {"auto", "eigen", "gram", "span"}, default="auto"
-        How the model is fitted; all give the same model (``scalings_`` up to
-        rotations within equal ``prior_var_`` entries).
-        ``"eigen"``: the ``d x d`` eigen-decomposition of ``T``;
-        ``"gram"``: the ``K x K`` Gram matrix of the whitened means, the rest
-        of the whitened space one isotropic block (fast when ``K << d``);
-        ``"span"``: the span of the centred rows, its complement one isotropic
-        block (fast when ``n << d``; ``"eigen"`` when ``n >= d``);
-        ``"auto"``: the cheapest by shape.
+        All fit the same model. ``"eigen"``: the ``d x d`` eigen-decomposition
+        of the whitened means' covariance; ``"gram"``: their ``K x K`` Gram
+        matrix (fast when ``K << d``); ``"span"``: the span of the centred rows
+        (fast when ``n << d``); ``"auto"``: the cheapest by shape.
 
     Attributes
     ----------
@@ -83,8 +67,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     noise_var_ : float
         ``nu``, the mean within-class variance of the normalised rows.
     scalings_ : ndarray of shape (n_features, n_features)
-        ``A``: ``transform(X) = (z - mu0) @ A`` (formed on access; the "span"
-        solver keeps it factored).
+        ``A``: ``transform(X) = (z - mu0) @ A`` (formed on access).
     solver_ : str
         The solver used.
     n_features_in_ : int
@@ -95,8 +78,6 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     See Also
     --------
     sklearn_flowr.head.WhitenedCRPClassifier : this transform and the head.
-    sklearn.discriminant_analysis.LinearDiscriminantAnalysis : the
-        closed-world relative.
 
     References
     ----------
@@ -111,13 +92,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.head import TwoCovarianceWhitener
-    >>> rng = np.random.default_rng(0)
-    >>> means = rng.normal(size=(4, 6))
-    >>> X = np.repeat(means, 3, axis=0) + 0.1 * rng.normal(size=(12, 6))
     >>> y = np.repeat([0, 1, 2, 3], 3)
+    >>> X = np.eye(4, 6)[y] + 0.1 * np.random.default_rng(0).normal(size=(12, 6))
     >>> whitener = TwoCovarianceWhitener().fit(X, y)
-    >>> whitener.transform(X).shape, whitener.prior_var_.shape
-    ((12, 6), (6,))
     >>> bool(np.allclose(whitener.transform(1000.0 * X), whitener.transform(X)))
     True
     """
@@ -301,10 +278,8 @@ def _eigen_rotation(whitened, dof_between):
 
 
 def _gram_rotation(whitened, dof_between):
-    """``U`` and ``t`` of ``T`` from the ``K x K`` Gram matrix ``M^T M``: the
-    ``r <= K - 1`` directions the means span (``U``'s first columns, up to
-    sign: the head's diagonal model does not see signs), then an orthonormal
-    basis of the rest, where ``t = 0``; ``U`` as Householder reflectors."""
+    """``U`` (as Householder reflectors: first the ``r <= K - 1`` directions
+    the means span, up to sign, then the rest) and ``t`` from ``M^T M``."""
     gram, vectors = np.linalg.eigh(whitened.T @ whitened / dof_between)
     keep = gram > 1e-10 * gram.max()
     spanned = whitened @ (vectors[:, keep] / np.sqrt(gram[keep] * dof_between))

@@ -3,7 +3,6 @@ once, the head updated online in its coordinates."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
-from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import check_is_fitted
 
@@ -14,21 +13,36 @@ __all__ = ["WhitenedCRPClassifier"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
+# The start of every method's Examples (the head documents the rest).
+_EXAMPLE = """Examples
+        --------
+        >>> import numpy as np
+        >>> from sklearn_flowr import WhitenedCRPClassifier
+        >>> y = np.repeat([0, 1, 2], 4)
+        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        >>> clf = WhitenedCRPClassifier().fit(X, y)"""
+
+
+def _shared_doc(method):
+    """Fill ``%(example)s`` and ``%(see)s`` (parameters and returns as the
+    head's method of the same name, on the whitened rows)."""
+    see = (f"Parameters and returns as the head's :meth:`~sklearn_flowr."
+           f"CRPGaussianClassifier.{method.__name__}`, on the whitened rows.")
+    method.__doc__ = method.__doc__ % {"example": _EXAMPLE, "see": see}
+    return method
 
 
 class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     """FLOWR's head on frozen features: the two-covariance model, exactly
     updatable online.
 
-    ``fit`` fits ``whitener`` (by default :class:`TwoCovarianceWhitener`: L2
-    rows, shrunk noise, moment prior) on the labelled rows, then ``head`` on
-    the whitened rows ``u`` with ``sigma=1``, ``prior_mean=0`` and
-    ``prior_var=whitener.prior_var_``: the two-covariance model of [1]_ [2]_,
-    each class an O(d) conjugate update. The whitener stays frozen after
-    ``fit`` (as ``sigma="auto"`` does in the head): ``partial_fit``,
-    ``open_world_step`` and the predictions transform rows (at most ``O(d^2)``
-    each) and call the head's method of the same name, so P(novel) is the
-    head's CRP P(novel) and the online path equals ``fit`` on the same rows.
+    ``fit`` fits ``whitener`` (:class:`TwoCovarianceWhitener` by default) on
+    the labelled rows, then ``head`` on the whitened rows with ``sigma=1``,
+    ``prior_mean=0`` and ``prior_var=whitener.prior_var_``: the two-covariance
+    model of [1]_ [2]_. The whitener stays frozen after ``fit``; every other
+    method whitens its rows (``O(d^2)`` each) and calls the head's method of
+    the same name, so P(novel) is the head's CRP P(novel) and the online path
+    equals ``fit`` on the same rows.
 
     Parameters
     ----------
@@ -37,12 +51,11 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         (n_features_out,). None: ``TwoCovarianceWhitener()``. Its parameters
         are reached as ``whitener__<name>``.
     head : CRPGaussianClassifier or None, default=None
-        The head, with ``sigma``, ``prior_mean`` and ``prior_var`` left
-        "auto" (the whitener sets them) and ``covariance="isotropic"``. None:
-        ``CRPGaussianClassifier(known_count="observed")``, whose CRP counts are
-        the class sizes, so that ``partial_fit`` after ``fit`` equals ``fit``
-        on all rows. Its parameters are reached as ``head__<name>`` (e.g.
-        ``head__novelty_calibration``).
+        The head, ``sigma``, ``prior_mean`` and ``prior_var`` left "auto" (the
+        whitener sets them), ``covariance="isotropic"``. None:
+        ``CRPGaussianClassifier(known_count="observed")``: CRP counts are class
+        sizes, so ``partial_fit`` after ``fit`` equals ``fit`` on all rows.
+        Its parameters are reached as ``head__<name>``.
 
     Attributes
     ----------
@@ -74,10 +87,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.head import WhitenedCRPClassifier
-    >>> rng = np.random.default_rng(0)
-    >>> means = rng.normal(size=(5, 8))
-    >>> X = np.repeat(means, 4, axis=0) + 0.1 * rng.normal(size=(20, 8))
     >>> y = np.repeat([0, 1, 2, 3, 4], 4)
+    >>> X = np.random.default_rng(0).normal(size=(5, 8))[y]
+    >>> X += 0.1 * np.random.default_rng(1).normal(size=(20, 8))
     >>> clf = WhitenedCRPClassifier().fit(X[:16], y[:16])
     >>> clf.predict(X[[0, 16]])  # class 4 is novel
     array([ 0, -1])
@@ -95,27 +107,11 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.whitener = whitener
         self.head = head
 
+    @_shared_doc
     def fit(self, X, y):
-        """Fit the whitener, then the head on the whitened rows.
+        """Fit the whitener, then the head on the whitened rows. %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-        y : array-like of shape (n_samples,)
-            Labels.
-
-        Returns
-        -------
-        self : WhitenedCRPClassifier
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        %(example)s
         >>> clf.classes_, clf.whitener_.prior_var_.shape
         (array([0, 1, 2]), (4,))
         """
@@ -143,94 +139,37 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 setattr(self, name, getattr(whitener, name))
         return self
 
+    @_shared_doc
     def partial_fit(self, X, y, classes=None):
         """Condition the head on labelled rows (the whitener stays as fitted);
-        an unfitted classifier is ``fit``.
+        an unfitted classifier is ``fit``. %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-        y : array-like of shape (n_samples,)
-            Labels; unseen ones become classes.
-        classes : array-like of shape (n_classes,), default=None
-            Accepted for scikit-learn's incremental learners.
-
-        Returns
-        -------
-        self : WhitenedCRPClassifier
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        %(example)s
         >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8]).partial_fit(X[8:], y[8:])
         >>> clf.classes_, clf.head_.class_count_
         (array([0, 1, 2]), array([4., 4., 4.]))
         """
         if not self.__sklearn_is_fitted__():
             return self.fit(X, y)
-        self.head_.partial_fit(self._whiten(X), y, classes=classes)
+        self._call_head("partial_fit", X, y, classes=classes)
         return self
 
+    @_shared_doc
     def open_world_step(self, X, y=None, *, labelled=None):
-        """Predict each row with the state before it, then learn from it: the
-        head's :meth:`~sklearn_flowr.CRPGaussianClassifier.open_world_step` on
-        the whitened rows (labelled, unlabelled or mixed).
+        """Predict each row with the state before it, then learn from it. %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features, in stream order.
-        y : array-like of shape (n_samples,) or None, default=None
-            Labels revealed after each prediction; None: no labels.
-        labelled : array-like of bool, shape (n_samples,), or None, default=None
-            Rows learned under their ``y`` entry.
-
-        Returns
-        -------
-        result : :class:`~sklearn.utils.Bunch`
-            As the head's: ``y_pred``, ``y_known``, ``p_novel``,
-            ``is_novel``, ``novelty_score``, ``y_assigned``, ``learned``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        %(example)s
         >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
         >>> clf.open_world_step(X[8:], y[8:]).is_novel
         array([ True, False, False, False])
         """
-        return self._head("open_world_step").open_world_step(
-            self._whiten(X), y, labelled=labelled)
+        return self._call_head("open_world_step", X, y, labelled=labelled)
 
+    @_shared_doc
     def correct(self, X, y_assigned, y_true):
-        """Move rows learned without labels to their true classes (the head's
-        :meth:`~sklearn_flowr.CRPGaussianClassifier.correct`).
+        """Move rows learned without labels to their true classes. %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            The rows, as passed to ``open_world_step``.
-        y_assigned : array-like of shape (n_samples,)
-            Their ``y_assigned``.
-        y_true : array-like of shape (n_samples,)
-            Their true labels.
-
-        Returns
-        -------
-        self : WhitenedCRPClassifier
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
+        %(example)s
         >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
         >>> out = clf.open_world_step(X[8:10])  # no labels: learned as new
         >>> out.y_assigned, out.learned
@@ -238,129 +177,65 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         >>> clf.correct(X[8:10], out.y_assigned, [2, 2]).classes_
         array([0, 1, 2])
         """
-        self._head("correct").correct(self._whiten(X), y_assigned, y_true)
+        self._call_head("correct", X, y_assigned, y_true)
         return self
 
+    @_shared_doc
     def predict_joint_log_proba(self, X):
-        """Joint log-probabilities of the known classes and the novel class.
+        """Joint log-probabilities of the known classes and the novel class
+        (last column). %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-
-        Returns
-        -------
-        joint : ndarray of shape (n_samples, n_classes + 1)
-            Columns follow ``classes_``; the last is the novel class.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        %(example)s
         >>> clf.predict_joint_log_proba(X[:2]).shape
         (2, 4)
         """
-        return self._head("predict_joint_log_proba").predict_joint_log_proba(
-            self._whiten(X))
+        return self._call_head("predict_joint_log_proba", X)
 
+    @_shared_doc
     def predict_log_proba(self, X):
-        """Log posterior probabilities of the known classes and the novel class.
+        """Log posterior probabilities of the known classes and the novel class
+        (last column). %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-
-        Returns
-        -------
-        log_proba : OpenWorldProba of shape (n_samples, n_classes + 1)
-            Columns follow ``classes_``; the last is the novel class.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        %(example)s
         >>> bool(np.allclose(np.exp(clf.predict_log_proba(X)).sum(axis=1), 1.0))
         True
         """
-        return self._head("predict_log_proba").predict_log_proba(self._whiten(X))
+        return self._call_head("predict_log_proba", X)
 
+    @_shared_doc
     def predict_proba(self, X):
-        """Posterior probabilities of the known classes and the novel class.
+        """Posterior probabilities of the known classes and the novel class
+        (last column: P(novel) from the CRP prior). %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-
-        Returns
-        -------
-        proba : OpenWorldProba of shape (n_samples, n_classes + 1)
-            Columns follow ``classes_``; the last is the novel class (P(novel)
-            from the CRP prior).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        %(example)s
         >>> clf.predict_proba(X[:1]).shape  # three known classes + novel
         (1, 4)
         """
-        return self._head("predict_proba").predict_proba(self._whiten(X))
+        return self._call_head("predict_proba", X)
 
+    @_shared_doc
     def predict(self, X):
         """Most probable class, or ``novel_label_`` when the novel class wins.
+        %(see)s
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            Labels from ``classes_`` or ``novel_label_``.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)
+        %(example)s
         >>> clf.predict(X[[0, 4, 8]])
         array([0, 1, 2])
         """
-        return self._head("predict").predict(self._whiten(X))
+        return self._call_head("predict", X)
 
-    def _whiten(self, X):
-        check_is_fitted(self)
-        return self.whitener_.transform(X)
+    def _call_head(self, method, X, *args, **kwargs):
+        """The head's ``method`` on the whitened rows."""
+        head = self._head(method)
+        return getattr(head, method)(self.whitener_.transform(X), *args, **kwargs)
 
     def _head(self, method):
-        if not self.__sklearn_is_fitted__():
-            raise NotFittedError(
-                f"{method} needs a fitted WhitenedCRPClassifier: the whitener "
-                "is estimated by fit on labelled rows first.")
+        check_is_fitted(self, msg=f"{method} needs a fitted %(name)s: the "
+                        "whitener is estimated by fit on labelled rows first.")
         return self.head_
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_")
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.input_tags.allow_nan = False
-        return tags
 
     @property
     def classes_(self):

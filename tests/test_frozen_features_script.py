@@ -1,0 +1,48 @@
+"""benchmarks/frozen_features.py: end to end on tiny cached features, with
+several renderings per class and with one (episodes)."""
+
+import numpy as np
+import pytest
+
+
+@pytest.fixture(scope="module")
+def script(load_benchmark_script):
+    return load_benchmark_script("frozen_features.py")
+
+
+def _features(tmp_path, rng, n_renderings):
+    y = np.repeat(np.arange(20), 4)
+    g = np.tile(np.arange(4), 20) if n_renderings > 1 else np.zeros(80, int)
+    Z = 3.0 * rng.normal(size=(20, 12))[y] + rng.normal(size=(80, 12))
+    path = tmp_path / f"feats{n_renderings}.npz"
+    np.savez(path, Z=Z, y=y, g=g)
+    return str(path)
+
+
+@pytest.mark.parametrize("n_renderings", [4, 1])
+def test_table_and_ratios_print(script, tmp_path, capsys, rng, n_renderings):
+    """Check that every method asked for gets a row, the step ratios print for
+    warm and cold caches, and SimpleShot is the unit of time."""
+    path = _features(tmp_path, rng, n_renderings)
+    methods = ["whitened", "crp", "knn", "fecam"]  # RanPAC's eigh is slow
+    script.main([path, "--splits", "0,1", "--n-way", "3", "--shots", "2",
+                 "--queries", "1", "--methods", ",".join(methods)])
+    out = capsys.readouterr().out
+    for name in ["simpleshot", *methods]:
+        assert f"| native | {name} |" in out
+    assert "| native | simpleshot | " in out and " | 1.0 |" in out
+    for cache in ("warm", "cold"):
+        assert f"native, {cache} caches" in out
+
+
+def test_split_holds_out_one_rendering(script, rng):
+    """Check that a split fits on the other renderings of the known classes
+    and queries rendering s of every class."""
+    y = np.repeat(np.arange(10), 4)
+    g = np.tile(np.arange(4), 10)
+    args = script.argparse.Namespace(known_share=0.6)
+    features = np.arange(40, dtype=float)[:, None]
+    X_fit, y_fit, X_query, y_query, novel = script.split(features, y, g, 2, args)
+    assert not np.isin(X_fit[:, 0], np.flatnonzero(g == 2)).any()
+    assert np.array_equal(X_query[:, 0], np.flatnonzero(g == 2))
+    assert set(y_query[~novel]) == set(y_fit) and len(set(y_fit)) == 6
