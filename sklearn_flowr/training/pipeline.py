@@ -74,7 +74,7 @@ PARAMETER_CONSTRAINTS: dict = {
     "pretrain": [HasMethods(["validate"]), None],
     "meta": [HasMethods(["validate"]), None],
     "calibration": [StrOptions({"train"}), "cv_object", None],
-    "embedding_dim": [Interval(Integral, 1, 65536, closed="both")],
+    "embedding_dim": [Interval(Integral, 1, 65536, closed="both"), None],
     "fine_tune_steps": [Interval(Integral, 0, MAX_COUNT, closed="both")],
     "fine_tune_lr": [Interval(Real, 0, None, closed="neither"), None],
     "update_known": ["boolean"],

@@ -1,0 +1,85 @@
+"""Frozen EfficientNet-Lite0 features of kanji, icons or fashion-mnist, for
+``benchmarks/frozen_features.py``.
+
+The package's EfficientNet-Lite0 with its ImageNet weights (the
+``efficientnet`` extra's wheel), no projection: each image, upsampled to
+64 x 64 and scaled as the network was trained, gives its globally pooled
+1280-d feature vector. Nothing is downloaded; every data set comes from what
+Debian or PyPI packages installed (kanji: its fonts; icons: the icon themes
+:func:`~sklearn_flowr.datasets.load_icon_themes` names; fashion-mnist:
+``dataset-fashion-mnist``). Deterministic: the same files give the same
+features (one torch thread, fixed row choice).
+
+The output ``.npz`` holds ``Z`` (n_samples, 1280) float32, ``y`` the class of
+each row and ``g`` its rendering (kanji: the drawing; icons: the theme's place
+among the class's four; fashion-mnist: 0, one rendering).
+
+Run: ``OMP_NUM_THREADS=1 python tools/extract_features.py kanji --out
+feats/kanji.npz`` (also ``icons``, ``fashion``).
+"""
+
+import argparse
+import time
+
+import numpy as np
+import torch
+
+from sklearn_flowr.encoders import EfficientNetLite0Encoder
+
+
+def images(name: str, cache_dir=None):
+    """``(images, y, g)``: uint8 images (n, H, W) or (n, H, W, 3)."""
+    from sklearn_flowr import datasets
+
+    if name == "kanji":
+        data = datasets.load_kanji(split="all", n_instances=4, max_classes=2000,
+                                   image_size=32, cache_dir=cache_dir)
+        return data.data, data.target, data.instance
+    if name == "icons":
+        data = datasets.load_icon_themes(split="all", image_size=64, max_themes=4,
+                                         cache_dir=cache_dir)
+        # Each class's renderings numbered 0..3 in row order: split s of the
+        # benchmark holds out every class's s-th theme.
+        starts = np.searchsorted(data.target, data.target)
+        return data.data, data.target, np.arange(len(data.target)) - starts
+    if name == "fashion":
+        data = datasets.load_fashion_mnist(subset="test")
+        rng = np.random.default_rng(0)
+        rows = np.concatenate([rng.choice(np.flatnonzero(data.target == c), 300,
+                                          replace=False) for c in range(10)])
+        return data.data[rows], data.target[rows], np.zeros(len(rows), dtype=int)
+    raise ValueError(f"Unknown data set {name!r}: kanji, icons or fashion.")
+
+
+def features(pixels: np.ndarray, batch_size: int = 128) -> np.ndarray:
+    """Pooled 1280-d features of uint8 images, (n, 1280) float32."""
+    colour = pixels.ndim == 4
+    encoder = EfficientNetLite0Encoder(3 if colour else 1, embedding_dim=None).eval()
+    out = []
+    with torch.no_grad():
+        for start in range(0, len(pixels), batch_size):
+            x = torch.from_numpy(np.ascontiguousarray(
+                pixels[start:start + batch_size])).float() / 255.0
+            x = x.permute(0, 3, 1, 2) if colour else x[:, None]
+            out.append(encoder.features(x).numpy())
+    return np.concatenate(out).astype(np.float32)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=("kanji", "icons", "fashion"))
+    parser.add_argument("--out", required=True, help="the .npz to write")
+    parser.add_argument("--cache-dir", default=None,
+                        help="the loaders' cache of rendered images")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    X, y, g = images(args.name, args.cache_dir)
+    Z = features(X)
+    np.savez(args.out, Z=Z, y=y, g=g)
+    print(f"{args.name}: {Z.shape} features of {X.shape} images in "
+          f"{time.perf_counter() - start:.0f} s -> {args.out}")
+
+
+if __name__ == "__main__":
+    main()
