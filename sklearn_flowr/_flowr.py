@@ -52,8 +52,8 @@ default="train"
         Platt map of P(novel): ``"train"`` fits it on tasks of the training
         classes; ``k`` or a group splitter cross-fits it on class-disjoint
         folds (one model each); ``None``: none.
-    embedding_dim : int, default=64
-        Dimension of the embedding, in [1, 65536] (the paper's 64).
+    embedding_dim : int or None, default=64
+        Dimension in [1, 65536] (the paper's 64); None: a pretrained backbone's own.
     fine_tune_steps : int, default=0
         Last-layer fine-tuning steps of :meth:`adapt`, >= 0.
     fine_tune_lr : float or None, default=None

@@ -7,7 +7,6 @@ import inspect
 import sys
 from typing import Any
 
-import torch
 from torch import nn
 
 from ._conv4 import Conv4, _as_pair
@@ -126,11 +125,8 @@ def make_backbone(
 def _instantiate(cls: type[nn.Module], **candidates: Any) -> nn.Module:
     """Call ``cls`` with the candidate keyword arguments its signature names."""
     accepted = inspect.signature(cls).parameters
-    kwargs = {
-        key: value
-        for key, value in candidates.items()
-        if key in accepted and value is not None
-    }
+    kwargs = {key: value for key, value in candidates.items()
+              if key in accepted and value is not None}
     try:
         return cls(**kwargs)
     except TypeError as exc:
@@ -173,20 +169,10 @@ def _adapt_torchvision_resnet(
                 f"A torchvision ResNet with {first.in_channels} input channels can "
                 f"be adapted to in_channels=1 only; got in_channels={in_channels}."
             )
-        gray = nn.Conv2d(
-            1,
-            first.out_channels,
-            kernel_size=first.kernel_size,
-            stride=first.stride,
-            padding=first.padding,
-            bias=first.bias is not None,
-        ).to(device=first.weight.device, dtype=first.weight.dtype)
         # conv(w, [x, x, x]) == conv(w_r + w_g + w_b, x): same response as RGB.
-        with torch.no_grad():
-            gray.weight.copy_(first.weight.sum(dim=1, keepdim=True))
-            if first.bias is not None:
-                gray.bias.copy_(first.bias)
-        model.conv1 = gray
+        first.weight = nn.Parameter(first.weight.detach().sum(dim=1, keepdim=True),
+                                    requires_grad=first.weight.requires_grad)
+        first.in_channels = 1
     old_fc = model.fc
     if embedding_dim is None:  # the pooled features themselves
         model.fc = nn.Identity()
@@ -197,11 +183,8 @@ def _adapt_torchvision_resnet(
 
 
 def last_linear_layer(module: nn.Module) -> nn.Linear:
-    """Return the last ``nn.Linear`` of an encoder, the layer FLOWR's test-time
-    fine-tuning updates.
-
-    "Last" is in registration order (``module.modules()``), the order of the
-    forward pass for the package's encoders and most ``nn.Sequential`` models.
+    """The last ``nn.Linear`` of an encoder in registration order, the layer
+    FLOWR's test-time fine-tuning updates.
 
     Examples
     --------
@@ -211,16 +194,11 @@ def last_linear_layer(module: nn.Module) -> nn.Linear:
     Linear(in_features=32, out_features=8, bias=True)
     """
     if not isinstance(module, nn.Module):
-        raise TypeError(
-            f"module must be a torch.nn.Module; got {type(module).__name__}."
-        )
-    last = None
-    for layer in module.modules():
-        if isinstance(layer, nn.Linear):
-            last = layer
-    if last is None:
+        raise TypeError(f"module must be a torch.nn.Module; got "
+                        f"{type(module).__name__}.")
+    linears = [layer for layer in module.modules() if isinstance(layer, nn.Linear)]
+    if not linears:
         raise ValueError(
             f"{type(module).__name__} has no nn.Linear layer; last-layer "
-            "fine-tuning needs an encoder that ends in one."
-        )
-    return last
+            "fine-tuning needs an encoder that ends in one.")
+    return linears[-1]

@@ -9,13 +9,10 @@ __all__ = ["PretrainedEncoder", "output_width"]
 
 
 class PretrainedEncoder(nn.Module):
-    """A pretrained network (frozen or fine-tuned) and a last linear layer.
-
-    With ``embedding_dim=None`` the layer starts as the identity: the encoder
-    gives the network's own features, with no random projection, and
-    pre-training, meta-training or :meth:`~sklearn_flowr.FLOWRClassifier.adapt`
-    learn a projection from there. An int adds a learned projection to that
-    dimension.
+    """A pretrained network (frozen or fine-tuned) and the last linear layer
+    FLOWR trains: with ``embedding_dim=None`` it starts as the identity (the
+    network's own features, no random projection), so training learns a
+    projection from there.
 
     Parameters
     ----------
@@ -27,9 +24,8 @@ class PretrainedEncoder(nn.Module):
     embedding_dim : int or None, default=None
         Dimension of the embedding; None keeps ``n_features``.
     freeze : bool, default=True
-        Keep the network fixed (no gradient, its batch norm in evaluation mode):
-        only the last layer learns, on features computed once per row. False
-        fine-tunes the whole network.
+        Keep the network fixed (no gradient, batch norm in evaluation mode):
+        only the last layer learns. False fine-tunes the whole network.
 
     Examples
     --------

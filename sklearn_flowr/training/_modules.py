@@ -1,7 +1,4 @@
-"""Torch modules of the training stages: an encoder plus what its stage learns
-(Sup-E class Gaussians, Sup-FC's linear classifier, meta-training's prior,
-``b`` and, in the large context, the known-known table).
-"""
+"""Torch modules of the training stages: an encoder plus what its stage learns."""
 
 from __future__ import annotations
 
@@ -22,9 +19,7 @@ __all__ = ["FLOWRMetaModule", "SupEModule", "SupFCModule"]
 
 def _embedding_dim(encoder: nn.Module, embedding_dim: int | None) -> int:
     """The given dimension, or the width of the encoder's last linear layer."""
-    if embedding_dim is not None:
-        return int(embedding_dim)
-    return int(last_linear_layer(encoder).out_features)
+    return int(embedding_dim or last_linear_layer(encoder).out_features)
 
 
 def _check_settings(a, sigma, class_prior, known_count) -> None:
@@ -41,11 +36,8 @@ def _check_settings(a, sigma, class_prior, known_count) -> None:
 
 
 class SupEModule(nn.Module):
-    """Encoder plus Sup-E class embeddings ``N(mu_n, s_n I)``.
-
-    ``class_means`` (n_classes, d) start from ``N(0, I / d)``, ``class_log_var``
-    (n_classes,) at ``init_log_var``; ``embedding_dim`` None reads ``d`` from the
-    encoder's last ``nn.Linear``.
+    """Encoder plus Sup-E class embeddings ``N(mu_n, s_n I)``: ``class_means``
+    (n_classes, d) from ``N(0, I / d)``, ``class_log_var`` at ``init_log_var``.
 
     Examples
     --------
@@ -99,23 +91,18 @@ class FLOWRMetaModule(nn.Module):
     ----------
     encoder : torch.nn.Module
     embedding_dim : int or None, default=None
-        ``None`` reads it from the encoder's last ``nn.Linear``.
+        None: the width of the encoder's last ``nn.Linear``.
     a, sigma, learn_sigma, class_prior, known_count
-        The episodes' CRP-Gaussian settings (:meth:`MetaTraining.module_params`;
-        ``None``: its defaults); ``learn_sigma`` learns ``log_sigma``.
+        The episodes' settings (None: :meth:`MetaTraining.module_params`).
     prior_mean, prior_var : float or array-like of shape (embedding_dim,)
-        Initial ``mu0`` (default 0.0) and ``s0`` (default 1.0; a float: a
-        learned isotropic variance), learned as ``prior_mean``, ``prior_log_var``.
+        Initial ``mu0`` (0.0) and ``s0`` (1.0; a float: isotropic), learned.
     b : float, default=1.0
-        Initial CRP concentration, ``> -a``; learned as ``beta_raw``
-        (``b = -a + softplus(beta_raw)``).
+        Initial CRP concentration, ``> -a``; learned as ``beta_raw``.
     known_means, known_vars : array-like or None, default=None
-        Sup-E ``mu_n`` (n_known, d) and ``s_n`` (n_known,) of the known-known
-        classes (large context), learned as ``known_nat_mean``,
-        ``known_log_precision``.
+        ``mu_n`` (n_known, d) and ``s_n`` (n_known,) of the large context's
+        known-known classes, learned.
     freeze_batch_norm : bool, default=True
-        Keep the encoder's batch norm in evaluation mode while meta-training,
-        so the head learns the embedding that serves at test time.
+        Keep the encoder's batch norm in evaluation mode while meta-training.
 
     Examples
     --------
@@ -124,10 +111,6 @@ class FLOWRMetaModule(nn.Module):
     >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
     >>> module(torch.zeros(2, 8)).shape
     torch.Size([2, 4])
-    >>> sorted(module.episode_params())[:3]
-    ['a', 'beta_raw', 'class_prior']
-    >>> module.head_kwargs()["b"]  # doctest: +ELLIPSIS
-    1.0...
     """
 
     def __init__(self, encoder: nn.Module, embedding_dim: int | None = None, *,
@@ -184,8 +167,7 @@ class FLOWRMetaModule(nn.Module):
             "known_counts", torch.full((len(means),), float(known_count))
         )
 
-    #: Names of the learned model parameters (the rest belong to the encoder),
-    #: trained in an optimizer parameter group of their own (``prior_lr``).
+    #: The learned model parameters, in an optimizer group of their own.
     prior_parameter_names = ("prior_mean", "prior_log_var", "beta_raw", "log_sigma",
                             "known_nat_mean", "known_log_precision")
 
@@ -213,23 +195,14 @@ class FLOWRMetaModule(nn.Module):
 
         Examples
         --------
-        >>> import numpy as np
         >>> import torch
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> from sklearn_flowr.training import flowr_episode_logits
-        >>> encoder = MLPEncoder(8, hidden=(16,), embedding_dim=4)
-        >>> module = FLOWRMetaModule(encoder)
+        >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
         >>> z = module(torch.zeros(5, 8))
-        >>> logits = flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
-        ...                               **module.episode_params())
-        >>> logits.shape  # 2 support classes + novel
+        >>> flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
+        ...                      **module.episode_params()).shape  # 2 + novel
         torch.Size([3, 3])
-        >>> large = FLOWRMetaModule(encoder, known_means=np.zeros((3, 4)),
-        ...                         known_vars=np.ones(3))
-        >>> sorted(set(large.episode_params()) - set(module.episode_params()))
-        ['known_counts', 'known_nat_mean', 'known_precision']
-        >>> len(large.episode_params(include_known=False))
-        6
         """
         params = {
             "prior_mean": self.prior_mean,
@@ -254,17 +227,12 @@ class FLOWRMetaModule(nn.Module):
 
         Examples
         --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import CRPGaussianClassifier
         >>> from sklearn_flowr.encoders import MLPEncoder
         >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4),
         ...                          prior_var=2.0, b=1.5)
         >>> kwargs = module.head_kwargs()
         >>> round(kwargs["b"], 6), round(kwargs["prior_var"], 6)
         (1.5, 2.0)
-        >>> head = CRPGaussianClassifier(**kwargs).partial_fit(np.zeros((1, 4)), [7])
-        >>> head.predict_proba(np.zeros((1, 4))).shape  # class 7 + novel
-        (1, 2)
         """
         var = np.exp(self.prior_log_var.detach().cpu().double().numpy())
         b = concentration_from_raw(self.beta_raw.detach().cpu().double(), self.a)
@@ -281,12 +249,10 @@ class FLOWRMetaModule(nn.Module):
     @classmethod
     def from_sup_e(cls, sup_e: SupEModule, *, setting: str = "small",
                    copy_encoder: bool = True, **kwargs) -> FLOWRMetaModule:
-        """Start meta-training from a Sup-E pre-trained module: the prior at
+        """Start meta-training from a Sup-E module: the prior at
         :func:`~._class_stats.initial_prior` of its class means and, in the large
-        context, the known-known table at its ``(mu_n / s_n, 1 / s_n)``.
-
-        ``copy_encoder=False`` shares ``sup_e``'s encoder; ``kwargs`` are other
-        :class:`FLOWRMetaModule` parameters.
+        context, the known-known table at its classes. ``copy_encoder=False``
+        shares ``sup_e``'s encoder; ``kwargs``: other parameters.
 
         Examples
         --------
