@@ -104,7 +104,15 @@ class EfficientNetLite0(nn.Module):
         self._fc = nn.Linear(_HEAD, n_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Globally pooled features of normalised images, ``(n, 1280)``."""
+        """Globally pooled features of normalised images, ``(n, 1280)``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from sklearn_flowr.encoders import EfficientNetLite0
+        >>> EfficientNetLite0().eval().features(torch.zeros(1, 3, 32, 32)).shape
+        torch.Size([1, 1280])
+        """
         x = F.relu6(self._bn0(self._conv_stem(x)))
         for block in self._blocks:
             x = block(x)
@@ -190,7 +198,7 @@ class EfficientNetLite0Encoder(PretrainedEncoder):
         self.min_size = min_size
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Pooled features of ``(n, in_channels, H, W)`` images, ``(n, 1280)``."""
+        # (n, in_channels, H, W) images in [0, 1] to (n, 1280).
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Expected images of shape (n, {self.in_channels}, H, W); "
                              f"got {tuple(x.shape)}.")

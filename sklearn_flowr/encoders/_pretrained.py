@@ -67,7 +67,15 @@ class PretrainedEncoder(nn.Module):
         return self
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's features, ``(n, n_features)``."""
+        """The network's features, ``(n, n_features)``.
+
+        Examples
+        --------
+        >>> import torch
+        >>> from torch import nn
+        >>> PretrainedEncoder(nn.Identity(), 4).features(torch.ones(2, 4)).shape
+        torch.Size([2, 4])
+        """
         return self.network(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
