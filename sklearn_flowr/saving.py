@@ -59,6 +59,7 @@ TRUSTED_TYPES = (
     "sklearn_flowr.encoders._efficientnet._MBConv",
     "sklearn_flowr.encoders._efficientnet._SameConv2d",
     "sklearn_flowr.encoders._mlp.MLPEncoder",
+    "sklearn_flowr.encoders._pretrained.PretrainedEncoder",
     "sklearn_flowr.encoders._resnet.ResNet12",
     "sklearn_flowr.encoders._resnet.ResNet18",
     "sklearn_flowr.encoders._resnet._BasicBlock",

@@ -161,3 +161,20 @@ def test_efficientnet_own_features():
     with torch.no_grad():
         torch.testing.assert_close(encoder(x), encoder.features(x), rtol=0, atol=0)
     assert encoder.fc.out_features == 1280
+
+
+def test_save_and_load_a_model_on_own_features(digits, tmp_path):
+    """Check that a FLOWRClassifier on a PretrainedEncoder saves and loads,
+    trusting only the user's own layer type, with the same probabilities."""
+    from sklearn_flowr.saving import load, save
+
+    network = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.ReLU())
+    X, y = train_rows(digits)
+    model = FLOWRClassifier(backbone=network, embedding_dim=None, pretrain=None,
+                            meta=None, calibration=None, verbose=0,
+                            random_state=0).fit(X, y)
+    save(model, tmp_path / "model.skops")
+    loaded = load(tmp_path / "model.skops",
+                  trusted=["torch.nn.modules.flatten.Flatten"])
+    np.testing.assert_allclose(loaded.predict_proba(X[:5]),
+                               model.predict_proba(X[:5]), rtol=1e-10)

@@ -53,10 +53,8 @@ def _conv_block(in_channels: int, out_channels: int) -> nn.Sequential:
 
 
 class Conv4(nn.Module):
-    """Four convolutional blocks and a linear projection to the embedding.
-
-    Each block is a 3x3 convolution (padding 1), batch normalisation, ReLU and
-    a 2x2 max-pool; the flattened map goes through the final ``nn.Linear``.
+    """Four blocks (3x3 convolution, batch norm, ReLU, 2x2 max-pool) and a
+    linear projection to the embedding.
 
     Parameters
     ----------
@@ -67,9 +65,8 @@ class Conv4(nn.Module):
     hidden_channels : int, default=64
         Channels of every convolution.
     input_size : int or tuple of (int, int) or None, default=(28, 28)
-        ``(height, width)`` of the inputs, which sizes the final layer at
-        construction; ``None`` uses ``nn.LazyLinear``, sized by the first
-        batch. Any size works (a 1-pixel side is no longer pooled).
+        ``(height, width)`` of the inputs, sizing the final layer; None: sized
+        by the first batch (``nn.LazyLinear``).
 
     References
     ----------

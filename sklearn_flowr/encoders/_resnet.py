@@ -63,11 +63,9 @@ class _ResNet12Block(nn.Module):
 
 
 class ResNet12(nn.Module):
-    """The ResNet-12 of few-shot learning with a linear projection to the embedding.
-
-    Four residual blocks, each of three 3x3 convolutions with batch
-    normalisation and leaky ReLU, a 1x1 projected shortcut and a 2x2 max-pool;
-    then global average pooling and the final ``nn.Linear`` (no DropBlock).
+    """The ResNet-12 of few-shot learning (four blocks of three 3x3
+    convolutions, a projected shortcut and a 2x2 max-pool; no DropBlock), global
+    average pooling and a linear projection to the embedding.
 
     Parameters
     ----------
@@ -148,20 +146,14 @@ class _BasicBlock(nn.Module):
 class ResNet18(nn.Module):
     """ResNet-18 with a linear projection to the embedding.
 
-    A stem, four stages of two basic residual blocks (the later three halve the
-    resolution), global average pooling and the final ``nn.Linear``.
-
     Parameters
     ----------
     in_channels, embedding_dim : int, default=3 and 64
         As in :class:`ResNet12`.
     stem : {"auto", "small", "imagenet"}, default="auto"
-        ``"imagenet"``: 7x7 convolution with stride 2 and a 3x3 max-pool with
-        stride 2 (a quarter of the resolution before the first stage).
-        ``"small"``: one 3x3 convolution with stride 1 and no max-pool, which
-        keeps the resolution of small images. ``"auto"`` picks ``"small"`` when
-        ``input_size`` is given and its smaller side is under 64 pixels, else
-        ``"imagenet"``.
+        ``"imagenet"``: 7x7 convolution and 3x3 max-pool, both with stride 2;
+        ``"small"``: one 3x3 convolution, keeping small images' resolution;
+        ``"auto"``: ``"small"`` when ``input_size``'s smaller side is under 64.
     input_size : int or tuple of (int, int) or None, default=None
         ``(height, width)`` of the inputs; only used by ``stem="auto"``.
     channels : sequence of 4 int, default=(64, 128, 256, 512)
