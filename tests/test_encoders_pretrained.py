@@ -173,7 +173,8 @@ def test_save_and_load_a_model_on_own_features(digits, tmp_path):
     model = FLOWRClassifier(backbone=network, embedding_dim=None, pretrain=None,
                             meta=None, calibration=None, verbose=0,
                             random_state=0).fit(X, y)
-    save(model, tmp_path / "model.skops")
+    with pytest.warns(UserWarning, match="does not trust by itself"):
+        save(model, tmp_path / "model.skops")
     loaded = load(tmp_path / "model.skops",
                   trusted=["torch.nn.modules.flatten.Flatten"])
     np.testing.assert_allclose(loaded.predict_proba(X[:5]),
