@@ -131,3 +131,15 @@ def test_online_calls_interrupted_leave_the_model_as_it_was(fitted, monkeypatch,
         return
     monkeypatch.undo()
     _assert_same(before, _state(clf, X[:20]))
+
+
+def test_a_head_the_stages_cannot_fill_is_refused_before_training():
+    """Check that a head other than CRPGaussianClassifier (here the whitened
+    head) gets a TypeError naming it before any training, not a KeyError."""
+    from sklearn_flowr import FLOWRClassifier, WhitenedCRPClassifier
+
+    X = np.random.default_rng(0).normal(size=(12, 4))
+    clf = FLOWRClassifier(backbone="mlp", head=WhitenedCRPClassifier(), verbose=0)
+    with pytest.raises(TypeError, match="WhitenedCRPClassifier"):
+        clf.fit(X, [0, 1, 2] * 4)
+    assert not hasattr(clf, "encoder_")

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.base import clone
 
 from .._core import condition_on
+from ..head import CRPGaussianClassifier
 from ._modules import FLOWRMetaModule
 
 __all__ = ["build_heads", "check_head_template", "known_class_table"]
@@ -54,6 +55,11 @@ def check_head_template(template, meta) -> None:
     ...
     ValueError: head__prior_scale=2.0 scales an estimated prior variance; ...
     """
+    if not isinstance(template, CRPGaussianClassifier):
+        raise TypeError(
+            "head must be a CRPGaussianClassifier, whose prior and noise the "
+            f"training stages fill; got {type(template).__name__}. For another "
+            "head, fit it on the embeddings of FLOWRClassifier.transform(X).")
     own = template.get_params(deep=False)
     if own["covariance"] == "isotropic":
         if _is_auto(own["prior_var"]) and own["prior_scale"] != 1.0:
