@@ -129,7 +129,7 @@ class ConformalDecision:
     def _sorted(self):
         return vars(self).get("_conformal", NO_SCORES)
 
-    def __getstate__(self):
+    def __getstate__(self):  # without the buffer (``_recent`` is kept)
         state = dict(super().__getstate__())
         state.pop("_buffer", None)
         return state
@@ -258,7 +258,10 @@ class ConformalDecision:
         known = index < self._state.n_classes
         if known.any():
             scores = novel_log_odds(self._state.joint_log_numerators(X[known]))
-            self._conformal = with_scores(self._conformal, scores)
+            if scores.shape[0] == 1:  # held as one-row steps hold it
+                self._decide_row(scores[0], True, None, None)
+            else:
+                self._conformal = with_scores(self._conformal, scores)
 
     def _decide_stream(self, streamed, is_new, novelty_map):
         """The stream's four outputs with the decision at ``novelty_alpha``;
@@ -285,11 +288,14 @@ class ConformalDecision:
         k = recent.shape[0]
         n = calibration.shape[0] + k
         if alpha is not None and can_reject(n, alpha):
-            at_least = (calibration.shape[0] - int(calibration.searchsorted(score))
-                        + int(np.count_nonzero(recent >= score)))
-            fallback = np.array([1.0 + at_least <= alpha * (n + 1)])
+            bound = alpha * (n + 1)
+            at_least = calibration.shape[0] - int(calibration.searchsorted(score))
+            if 1.0 + at_least <= bound < 1.0 + at_least + k:  # the recent decide
+                at_least += int(np.count_nonzero(recent >= score))
+            fallback = np.array([1.0 + at_least <= bound])
         if held_out:
-            if recent.base is not buffer or k == buffer.shape[0]:  # or not ours
+            # Full, or none of this head's (after a merge, a copy, a load).
+            if recent.base is not buffer or k == buffer.shape[0]:
                 buffer, k = np.empty(_RECENT + 4 * isqrt(n)), 0
                 vars(self).update(_conformal=with_scores(calibration, recent),
                                   _recent=buffer[:0], _buffer=buffer)
