@@ -74,13 +74,14 @@ def test_one_row_stream_equals_a_batch_step_through_saving_and_copies(
     the calibration scores of one batch step (and of one-row partial_fits)
     when its buffer merges, the head is saved and loaded, deep copied and
     pickled on the way; that predict and novelty_pvalues equal those of the
-    merged scores; that the buffer is not saved; and that clone starts
-    afresh."""
+    merged scores; that merge pools them; that the buffer is not saved; and
+    that clone starts afresh."""
     monkeypatch.setattr(_decision, "_RECENT", 2)
     X, y = blobs
     order = rng.permutation(y.shape[0])
     fit_rows, rows = order[:20], order[20:]
-    head = CRPGaussianClassifier(novelty_alpha=0.2).fit(X[fit_rows], y[fit_rows])
+    head = CRPGaussianClassifier(novelty_alpha=0.2, sigma=0.7, prior_mean=0.0,
+                                 prior_var=16.0).fit(X[fit_rows], y[fit_rows])
     batch, by_fit = copy.deepcopy(head), copy.deepcopy(head)
     expected = batch.open_world_step(X[rows], y[rows]).y_pred
     queries = np.r_[X, rng.normal(scale=6.0, size=(20, 5))]
@@ -104,13 +105,19 @@ def test_one_row_stream_equals_a_batch_step_through_saving_and_copies(
                                           merged.predict(queries))
     np.testing.assert_array_equal(y_pred, expected)
     assert (expected == -1).any() and (expected != -1).any()
+    other = clone(head).fit(X[fit_rows] + 0.1, y[fit_rows])
+    assert head._recent.shape[0] > 0
+    np.testing.assert_array_equal(
+        head.merge(other).conformal_scores_,
+        np.sort(np.r_[head.conformal_scores_, other.conformal_scores_]))
     for other in (head, by_fit):
         np.testing.assert_allclose(other.conformal_scores_, batch.conformal_scores_,
                                    rtol=1e-10)
     fresh = clone(head).fit(X[fit_rows], y[fit_rows])
     np.testing.assert_array_equal(
         fresh.conformal_scores_,
-        CRPGaussianClassifier().fit(X[fit_rows], y[fit_rows]).conformal_scores_)
+        CRPGaussianClassifier(**head.get_params()).fit(X[fit_rows], y[fit_rows])
+        .conformal_scores_)
 
 
 def test_one_row_steps_do_not_copy_the_calibration_scores(blobs):
