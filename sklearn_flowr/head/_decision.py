@@ -3,6 +3,8 @@ of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
 held-out scores of known-class rows (user guide, "What predict's novel label
 means")."""
 
+from math import isqrt
+
 import numpy as np
 
 from .._core import MAX_LOG_ODDS, novel_log_odds
@@ -15,6 +17,9 @@ _BLOCK = 2048
 # leave-one-out pass flags 9% of held-out digits at alpha=0.05 with a full
 # noise covariance estimated from the same rows; 5 folds, 4.6%).
 N_FOLDS = 5
+# One-row steps keep held-out scores unsorted, up to this plus 4 sqrt(n) of
+# them, then merge them into the n sorted ones: a step costs O(sqrt(n)).
+_RECENT = 256
 NO_SCORES = np.zeros(0)
 
 
@@ -58,14 +63,6 @@ def cross_fit_scores(X, y_index, params):
     return np.sort(scores)
 
 
-def unmapped(log_odds, novelty_map):
-    """Log-odds before ``novelty_map`` (``slope * x + intercept``)."""
-    if novelty_map is None:
-        return log_odds
-    slope, intercept = novelty_map
-    return np.clip((log_odds - intercept) / slope, -MAX_LOG_ODDS, MAX_LOG_ODDS)
-
-
 def with_scores(calibration, scores):
     """A new sorted array: ``calibration`` (sorted) and ``scores``, in
     O(n + m log m) (no sort of the n held already)."""
@@ -85,27 +82,11 @@ def can_reject(n_calibration, alpha):
     return alpha * (n_calibration + 1) >= 1.0
 
 
-def conformal_novel(calibration, scores, alpha):
-    """Novel iff ``(1 + #{c >= s}) / (n + 1) <= alpha``."""
-    return 1.0 + n_at_least(calibration, scores) <= alpha * (calibration.shape[0] + 1)
-
-
 def stream_decisions(calibration, scores, held_out, fallback, alpha):
     """The decisions of a stream's rows and the calibration after it: row
     ``t`` is tested against ``calibration`` plus the held-out scores of the
     rows before it (``held_out``: rows of a class known then); with too few
     scores to reach ``alpha``, its ``fallback`` (the argmax rule) stands."""
-    if scores.shape[0] == 1:  # the online loop's case, without a block
-        n = calibration.shape[0]
-        novel = fallback
-        if can_reject(n, alpha):
-            at_least = n - int(calibration.searchsorted(scores[0], "left"))
-            novel = np.array([1.0 + at_least <= alpha * (n + 1)])
-        if held_out[0]:
-            where = int(calibration.searchsorted(scores[0]))
-            calibration = np.concatenate(
-                (calibration[:where], scores, calibration[where:]))
-        return novel, calibration
     novel = np.empty(scores.shape[0], dtype=bool)
     for start in range(0, scores.shape[0], _BLOCK):
         rows = slice(start, start + _BLOCK)
@@ -127,9 +108,31 @@ class ConformalDecision:
     and the calibration scores they read (a mixin of
     :class:`~sklearn_flowr.CRPGaussianClassifier`, not for direct use)."""
 
-    # Sorted held-out log-odds; heads saved before it existed have none (and
-    # keep the argmax rule until labelled rows of known classes arrive).
-    _conformal = NO_SCORES
+    # The calibration scores: sorted held-out log-odds (``_conformal``; none
+    # in heads saved before it existed) and, unsorted, those of the latest
+    # one-row steps (``_recent``: a view of ``_buffer``, which is not saved).
+    _recent = _buffer = NO_SCORES
+
+    @property
+    def _conformal(self):
+        """Every calibration score, sorted (the recent ones merged in)."""
+        if self._recent.shape[0]:
+            vars(self).update(_conformal=with_scores(self._sorted, self._recent),
+                              _recent=NO_SCORES)
+        return self._sorted
+
+    @_conformal.setter
+    def _conformal(self, scores):
+        vars(self).update(_conformal=scores, _recent=NO_SCORES)
+
+    @property
+    def _sorted(self):
+        return vars(self).get("_conformal", NO_SCORES)
+
+    def __getstate__(self):  # without the buffer (``_recent`` is kept)
+        state = dict(super().__getstate__())
+        state.pop("_buffer", None)
+        return state
 
     @property
     def conformal_scores_(self):
@@ -162,9 +165,9 @@ class ConformalDecision:
         >>> clf.novelty_pvalues([X[0], [40.0, -40.0]]).round(2)
         array([0.24, 0.01])
         """
-        scores = novel_log_odds(self._joint_log_numerators_unmapped(X))
-        return (1.0 + n_at_least(self._conformal, scores)) / (
-            self._conformal.shape[0] + 1.0)
+        at_least, n = self._n_at_least(
+            novel_log_odds(self._joint_log_numerators_unmapped(X)))
+        return (1.0 + at_least) / (n + 1.0)
 
     def set_conformal_scores(self, scores):
         """Set ``conformal_scores_``: novel log-odds (before the map) of rows of
@@ -189,7 +192,7 @@ class ConformalDecision:
         >>> clf.set_conformal_scores(np.linspace(-9, -1, 39)).conformal_scores_.shape
         (39,)
         """
-        self._fitted_scores()
+        self._n_scores()
         scores = np.asarray(scores, dtype=np.float64).ravel()
         if not np.isfinite(scores).all():
             raise ValueError("set_conformal_scores needs finite scores; got "
@@ -224,17 +227,24 @@ class ConformalDecision:
         array(['a', 'b', 'unknown'], dtype=object)
         """
         alpha = self.novelty_alpha
-        if alpha is None or not can_reject(self._fitted_scores().shape[0], alpha):
+        if alpha is None or not can_reject(self._n_scores(), alpha):
             return super().predict(X)
         scores = self._joint_log_numerators_unmapped(X)
         best = np.argmax(scores[:, :-1], axis=1)
-        novel = conformal_novel(self._conformal, novel_log_odds(scores), alpha)
+        at_least, n = self._n_at_least(novel_log_odds(scores))
+        novel = 1.0 + at_least <= alpha * (n + 1)
         return self._labels_of(np.where(novel, -1, best))
 
-    def _fitted_scores(self):
+    def _n_scores(self):
         if not self.__sklearn_is_fitted__():
             self._validated_rows(np.zeros((1, 1)))  # the NotFittedError
-        return self._conformal
+        return self._sorted.shape[0] + self._recent.shape[0]
+
+    def _n_at_least(self, scores):
+        """How many calibration scores are >= each score, and how many in all."""
+        recent = np.sort(self._recent)
+        return (n_at_least(self._sorted, scores) + n_at_least(recent, scores),
+                self._sorted.shape[0] + recent.shape[0])
 
     def _joint_log_numerators_unmapped(self, X):
         return self._state.joint_log_numerators(self._validated_rows(X))
@@ -248,16 +258,47 @@ class ConformalDecision:
         known = index < self._state.n_classes
         if known.any():
             scores = novel_log_odds(self._state.joint_log_numerators(X[known]))
-            self._conformal = with_scores(self._conformal, scores)
+            if scores.shape[0] == 1:  # held as one-row steps hold it
+                self._decide_row(scores[0], True, None, None)
+            else:
+                self._conformal = with_scores(self._conformal, scores)
 
     def _decide_stream(self, streamed, is_new, novelty_map):
         """The stream's four outputs with the decision at ``novelty_alpha``;
         rows of classes known then join the calibration scores."""
         known_index, p_novel, novel, log_odds = streamed
-        scores = unmapped(log_odds, novelty_map)
-        if self.novelty_alpha is None:
+        scores, alpha = log_odds, self.novelty_alpha
+        if novelty_map is not None:  # the log-odds before slope * x + intercept
+            slope, intercept = novelty_map
+            scores = np.clip((log_odds - intercept) / slope, -MAX_LOG_ODDS,
+                             MAX_LOG_ODDS)
+        if scores.shape[0] == 1:  # the online loop's case, without a block
+            novel = self._decide_row(scores[0], not is_new[0], novel, alpha)
+        elif alpha is None:
             self._conformal = with_scores(self._conformal, scores[~is_new])
         else:
             novel, self._conformal = stream_decisions(
-                self._conformal, scores, ~is_new, novel, self.novelty_alpha)
+                self._conformal, scores, ~is_new, novel, alpha)
         return known_index, p_novel, novel, log_odds
+
+    def _decide_row(self, score, held_out, fallback, alpha):
+        """``stream_decisions`` of one row, over the sorted scores and the
+        recent ones (unsorted in a buffer merged into them when full)."""
+        calibration, recent, buffer = self._sorted, self._recent, self._buffer
+        k = recent.shape[0]
+        n = calibration.shape[0] + k
+        if alpha is not None and can_reject(n, alpha):
+            bound = alpha * (n + 1)
+            at_least = calibration.shape[0] - int(calibration.searchsorted(score))
+            if 1.0 + at_least <= bound < 1.0 + at_least + k:  # the recent decide
+                at_least += int(np.count_nonzero(recent >= score))
+            fallback = np.array([1.0 + at_least <= bound])
+        if held_out:
+            # Full, or none of this head's (after a merge, a copy, a load).
+            if recent.base is not buffer or k == buffer.shape[0]:
+                buffer, k = np.empty(_RECENT + 4 * isqrt(n)), 0
+                vars(self).update(_conformal=with_scores(calibration, recent),
+                                  _recent=buffer[:0], _buffer=buffer)
+            buffer[k] = score
+            self._recent = buffer[:k + 1]
+        return fallback
