@@ -42,8 +42,8 @@ def episode_dataset(setting: str, meta: MetaTraining, X, y_index, known,
     if max_shots < 1:
         raise ValueError(
             f"The smallest class has {sizes.min()} rows: episodes need at least "
-            f"n_query + 1 = {meta.n_query + 1} rows per class."
-        )
+            f"n_query + 1 = {meta.n_query + 1} rows per class: give more rows or "
+            "lower MetaTraining's n_query (meta__n_query of FLOWRClassifier).")
     common = dict(n_query=meta.n_query, n_unknown=meta.n_unknown,
                   n_episodes=meta.episodes_per_epoch, random_state=seed)
     if setting == "small":
@@ -65,7 +65,8 @@ def check_meta_training_plan(setting: str, meta: MetaTraining | None, y_index,
         raise ValueError(
             f"n_unknown={meta.n_unknown} leaves no support class among the "
             f"{n_classes} training classes ({setting} context): lower "
-            "n_unknown or give more classes.")
+            "MetaTraining's n_unknown (meta__n_unknown of FLOWRClassifier) or "
+            "give more classes.")
     # The sampler's own checks need the labels only: no images.
     episode_dataset(setting, meta, np.empty((len(y_index), 0), np.float32),
                     y_index, known, seed)
