@@ -5,7 +5,8 @@ under the conformal rule (``novelty_alpha=0.05``, the default) and the argmax
 rule (``novelty_alpha=None``).
 
     OMP_NUM_THREADS=1 python benchmarks/novel_decision.py [--seeds 3]
-        [--budget readme|default] [--dataset digits|glyphs|fashion-mnist]
+        [--budget readme|default]
+        [--dataset digits|glyphs|debian-fonts|kanji|fashion-mnist]
         [--max-per-class N]
 
 The first 70% of the classes are known: FLOWRClassifier with the README's
@@ -15,15 +16,26 @@ pixels, same split. One fit per seed: both rules read the same head.
 """
 
 import argparse
+import functools
 import json
 
 import numpy as np
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
-from sklearn_flowr.datasets import load_digits_images, load_fashion_mnist, load_glyphs
+from sklearn_flowr.datasets import (
+    load_digits_images,
+    load_fashion_mnist,
+    load_glyphs,
+    load_kanji,
+)
 from sklearn_flowr.training import MetaTraining, SupE
 
 LOADERS = {"digits": load_digits_images, "glyphs": load_glyphs,
+           # flowr-benchmark's --font-dir /usr/share/fonts --max-fonts 40
+           "debian-fonts": functools.partial(load_glyphs, "/usr/share/fonts",
+                                             max_fonts=40),
+           # 40 drawings a character: half of them leave every class >= 6 rows
+           "kanji": functools.partial(load_kanji, n_instances=40),
            "fashion-mnist": load_fashion_mnist}
 
 
