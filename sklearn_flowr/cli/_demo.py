@@ -66,13 +66,14 @@ def main(argv=None):
       (... s)
     0
     """
-    parser = argparse.ArgumentParser(prog="flowr-demo", description=__doc__.split(
-        "\n")[0])
+    parser = argparse.ArgumentParser(prog="flowr-demo", description=(
+        "a short open-world run of the CRP-Gaussian head on digits (PCA-whitened "
+        "pixels, no encoder) through open_world_step"))
     parser.add_argument("--n-tasks", type=integer(1, cap=MAX_TASKS), default=200,
                         help=f"tasks to run, 1 to {MAX_TASKS}")
     parser.add_argument("--tpr", type=real(0.0, 1.0, closed=False), default=0.6,
                         help="novelty TPR that fixes the threshold, in (0, 1] "
-                        "(LC: 0.6)")
+                        "(default: 0.6, the paper's large-context value)")
     parser.add_argument("--random-state", type=integer(0, MAX_SEED), default=0,
                         help="seed, 0 to 2**32 - 1")
     args = parser.parse_args(argv)
