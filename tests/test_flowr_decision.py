@@ -95,6 +95,9 @@ def test_set_conformal_scores_checks_its_input():
     with pytest.raises(ValueError, match="finite"):
         head.set_conformal_scores([0.0, np.nan])
     np.testing.assert_array_equal(head.conformal_scores_, before)
+    with pytest.raises(ValueError, match="1-d"):
+        head.set_conformal_scores(np.zeros((3, 2)))
+    np.testing.assert_array_equal(head.conformal_scores_, before)
     from sklearn.exceptions import NotFittedError
 
     with pytest.raises(NotFittedError):

@@ -193,7 +193,10 @@ class ConformalDecision:
         (39,)
         """
         self._n_scores()
-        scores = np.asarray(scores, dtype=np.float64).ravel()
+        scores = np.asarray(scores, dtype=np.float64)
+        if scores.ndim != 1:
+            raise ValueError("set_conformal_scores needs a 1-d array of scores; "
+                             f"got shape {scores.shape}.")
         if not np.isfinite(scores).all():
             raise ValueError("set_conformal_scores needs finite scores; got "
                              f"{int((~np.isfinite(scores)).sum())} that are not.")
