@@ -262,6 +262,9 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
     model = FLOWRClassifier(**params).fit(X, y)
     Z = model.transform(X)
     np.testing.assert_allclose(Z, isotropic.transform(X), rtol=1e-6, atol=1e-6)
+    # fit's embedding and transform's agree to float32 rounding (on a GPU
+    # their batches differ), so the head's estimates agree to that too.
+    close = dict(rtol=1e-5, atol=1e-7)
     b = isotropic.prior_head_.b
     reference = CRPGaussianClassifier(covariance="full", a=model.head.a,
                                       b=b).fit(Z, y)
@@ -270,18 +273,18 @@ def test_full_covariance_head_is_empirical_bayes_on_the_final_embedding(
     if setting == "small":
         head = model.prior_head_
         assert not head.__sklearn_is_fitted__()
-        np.testing.assert_allclose(head.prior_var, reference.prior_var_)
-        np.testing.assert_allclose(head.sigma, reference.sigma_)
-        np.testing.assert_allclose(head.prior_mean, reference.prior_mean_)
+        np.testing.assert_allclose(head.prior_var, reference.prior_var_, **close)
+        np.testing.assert_allclose(head.sigma, reference.sigma_, **close)
+        np.testing.assert_allclose(head.prior_mean, reference.prior_mean_, **close)
         rows = np.flatnonzero(digits[1] >= 7)[:12]
         model.adapt(digits[0][rows], digits[1][rows])
         proba = model.predict_proba(digits[0][rows[:3]])
         assert proba.shape == (3, np.unique(digits[1][rows]).shape[0] + 1)
         np.testing.assert_allclose(proba.sum(axis=1), 1.0)
         return
-    np.testing.assert_allclose(head.prior_var_, reference.prior_var_)
+    np.testing.assert_allclose(head.prior_var_, reference.prior_var_, **close)
     np.testing.assert_allclose(model.predict_proba(X[:20]),
-                               reference.predict_proba(Z[:20]), atol=1e-10)
+                               reference.predict_proba(Z[:20]), **close)
     np.testing.assert_array_equal(head.crp_count_, np.ones(7))
     before = head.class_mean_.copy()
     model.partial_fit(X[:5], y[:5])
