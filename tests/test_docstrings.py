@@ -1,4 +1,6 @@
-"""Tests of the house rule: every public docstring has a runnable Examples section.
+"""Tests of the house rule: every public function and class has a runnable Examples
+section, and every public method is shown running, in its own Examples or in its
+class's (scikit-learn's convention: the class's Examples show the usual calls).
 
 pytest runs the examples themselves (``--doctest-modules``); this test checks
 that they exist, so that a new public name cannot slip in without one.
@@ -39,6 +41,12 @@ def _has_examples(obj):
     return EXAMPLES_HEADING in (inspect.getdoc(obj) or "")
 
 
+def _examples_call(cls, method_name):
+    """Whether ``cls``'s own Examples section calls ``.method_name(``."""
+    doc = inspect.getdoc(cls) or ""
+    return f".{method_name}(" in doc.partition(EXAMPLES_HEADING)[2]
+
+
 def _public_methods(cls):
     """Names and functions of the public methods defined on ``cls`` itself.
 
@@ -59,8 +67,9 @@ def _public_methods(cls):
 
 
 def test_public_docstrings_have_examples():
-    """Check that every public function, class and public method of a class in
-    the ``__all__`` of the public modules has a numpydoc Examples section."""
+    """Check that every public function and class in the ``__all__`` of the
+    public modules has a numpydoc Examples section, and that each public method
+    has one or is called in its class's Examples."""
     offenders = []
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
@@ -75,7 +84,8 @@ def test_public_docstrings_have_examples():
                 offenders.extend(
                     f"{qualified}.{method_name}"
                     for method_name, method in _public_methods(obj)
-                    if not _has_examples(method)
+                    if not (_has_examples(method)
+                            or _examples_call(obj, method_name))
                 )
     assert not offenders, (
         f"{len(offenders)} public docstrings lack an 'Examples' section:\n  "
