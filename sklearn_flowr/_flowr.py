@@ -131,11 +131,21 @@ default="train"
     ...                                         n_way=3, n_unknown=1),
     ...                       verbose=0, random_state=0)
     >>> clf = clf.fit(X[y < 5], y[y < 5])
-    >>> clf.predict_proba(X[:2]).shape  # 5 known classes + novel
+    >>> clf.predict_proba(X[:2]).shape  # 5 known classes + novel, last
     (2, 6)
+    >>> clf.predict_log_proba(X[:2]).shape
+    (2, 6)
+    >>> clf.predict(X[:2])  # a known label, or novel_label_ (-1) where novel
+    array([0, 1])
+    >>> clf.transform(X[:2]).shape  # the embeddings
+    (2, 4)
     >>> out = clf.open_world_step(X[y == 8][:3], y[y == 8][:3])
     >>> out.is_novel  # class 8 is new at its first sample only
     array([ True, False, False])
+    >>> clf.partial_fit(X[y == 9][:1], y[y == 9][:1]).classes_  # one shot
+    array([0, 1, 2, 3, 4, 8, 9])
+    >>> clf.reset().classes_  # back to the state right after fit
+    array([0, 1, 2, 3, 4])
     """
 
     _parameter_constraints: dict = pipeline.PARAMETER_CONSTRAINTS
@@ -225,14 +235,6 @@ default="train"
 (n_samples, C, H, W) or (n_samples, n_features)
             uint8 images are scaled to [0, 1].
         y : array-like of shape (n_samples,)
-
-        Examples
-        --------
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted as in the class example
-        >>> clf = clf.fit(X[y < 3], y[y < 3])  # a refit forgets digits 3, 4
-        >>> clf.classes_
-        array([0, 1, 2])
         """
         self._fit(X, y)
         return self
@@ -306,16 +308,6 @@ default="train"
 
     def reset(self):
         """Return to the state right after ``fit``. Returns ``self``.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
-        >>> clf = clf.partial_fit(X[y == 9][:2], y[y == 9][:2])
-        >>> clf.classes_
-        array([0, 1, 2, 3, 4, 9])
-        >>> clf.reset().classes_  # the class learned online is forgotten
-        array([0, 1, 2, 3, 4])
         """
         check_is_fitted(self)
         head = copy.deepcopy(self._fitted_head)  # all that can fail, first
@@ -326,16 +318,6 @@ default="train"
         """Embeddings of ``X``, shape (n_samples, embedding_dim), under the
         encoder in use (``encoder="current"``) or the one right after
         pre-training (``"pretrained"``).
-
-        Examples
-        --------
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # embedding_dim=4
-        >>> Z = clf.transform(X[:3])
-        >>> Z.shape, Z.dtype
-        ((3, 4), dtype('float64'))
-        >>> clf.transform(X[:3], encoder="pretrained").shape
-        (3, 4)
         """
         check_is_fitted(self)
         if encoder not in ("current", "pretrained"):
@@ -348,17 +330,13 @@ default="train"
     def partial_fit(self, X, y, classes=None):
         """Learn labelled samples online: the head's
         :meth:`CRPGaussianClassifier.partial_fit` on the embeddings of ``X``
-        (on an unfitted model, :meth:`fit`). Returns ``self``.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("small")  # fitted on digits 0-4
-        >>> clf = clf.partial_fit(X[y == 9][:1], y[y == 9][:1])  # one shot
-        >>> clf.classes_
-        array([0, 1, 2, 3, 4, 9])
+        (on an unfitted model it runs :meth:`fit`, which trains the encoder on
+        these rows, and says so when ``verbose``). Returns ``self``.
         """
         if not self.__sklearn_is_fitted__():
+            if self.verbose:
+                print("partial_fit on an unfitted FLOWRClassifier runs fit: the "
+                      "encoder trains on these rows.", flush=True)
             return self.fit(X, y)
         self.head_.partial_fit(self.transform(X), y, classes=classes)
         return self
@@ -367,18 +345,6 @@ default="train"
         """Predict each sample, then learn from it: the head's
         :meth:`CRPGaussianClassifier.open_world_step` on the embeddings of
         ``X`` (same parameters and result).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
-        >>> stream = np.r_[np.flatnonzero(y == 8)[:3], np.flatnonzero(y == 0)[:2]]
-        >>> out = clf.open_world_step(X[stream], y[stream])
-        >>> out.is_novel  # class 8 is new at its first sample only
-        array([ True, False, False, False, False])
-        >>> clf.classes_
-        array([0, 1, 2, 3, 4, 8])
         """
         check_is_fitted(self)
         return self.head_.open_world_step(self.transform(X), y, labelled=labelled)
@@ -408,47 +374,17 @@ default="train"
     def predict_proba(self, X):
         """Probabilities of the known classes and, last, of the novel class,
         ndarray of shape (n_samples, n_classes + 1).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
-        >>> proba = clf.predict_proba(X[:3])
-        >>> proba.shape  # 5 known classes, then the novel class
-        (3, 6)
-        >>> bool(np.allclose(proba.sum(axis=1), 1.0))
-        True
         """
         return self._head_for_prediction().predict_proba(self.transform(X))
 
     def predict_log_proba(self, X):
         """Log of :meth:`predict_proba`, shape (n_samples, n_classes + 1).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
-        >>> log_proba = clf.predict_log_proba(X[:3])
-        >>> bool(np.allclose(np.exp(log_proba), clf.predict_proba(X[:3])))
-        True
         """
         return self._head_for_prediction().predict_log_proba(self.transform(X))
 
     def predict(self, X):
         """Most probable known class, or the novel label where the conformal
         p-value is at most ``head__novelty_alpha`` (the head's :meth:`predict`).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.training._examples import flowr_example
-        >>> clf, X, y = flowr_example("large")  # fitted on digits 0-4
-        >>> y_pred = clf.predict(X[:5])
-        >>> labels = np.r_[clf.classes_, -1]  # -1: the "auto" novel label
-        >>> bool(np.array_equal(y_pred, labels[clf.predict_proba(X[:5]).argmax(1)]))
-        True
         """
         return self._head_for_prediction().predict(self.transform(X))
 

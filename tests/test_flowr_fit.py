@@ -556,3 +556,19 @@ def test_an_interrupted_refit_leaves_the_old_model_or_the_new_one(digits):
                model.reset().classes_.tolist()]
         assert got in ([old] * 3, [new] * 3), (k, got)
         model.fit(X[y < 4], y[y < 4])
+
+
+def test_partial_fit_on_an_unfitted_model_says_it_runs_fit(digits, capsys):
+    """Check partial_fit on an unfitted model runs fit (the same model) and,
+    when verbose, says that the encoder trains on those rows."""
+    X, y = digits
+    X, y = X[y < 5][:300], y[y < 5][:300]
+    quiet = tiny().partial_fit(X, y)
+    assert "runs fit" not in capsys.readouterr().out
+    model = tiny(verbose=1).partial_fit(X, y)
+    assert "partial_fit on an unfitted FLOWRClassifier runs fit" in (
+        capsys.readouterr().out)
+    np.testing.assert_allclose(model.predict_proba(X[:5]),
+                               quiet.predict_proba(X[:5]), rtol=1e-6)
+    np.testing.assert_allclose(model.predict_proba(X[:5]),
+                               tiny().fit(X, y).predict_proba(X[:5]), rtol=1e-6)
