@@ -9,7 +9,6 @@ import pytest
 
 from sklearn_flowr.datasets import (
     _kanji,
-    _kanji_drawing,
     kanji_characters,
     kanji_strokes,
     load_kanji,
@@ -114,8 +113,8 @@ def tiny_kanjivg(tmp_path):
 
 def test_parse_relative_equals_absolute():
     """Check that relative commands give the nodes of their absolute form."""
-    absolute = _kanji_drawing._parse_path("M10,20C15,25,20,30,30,30S50,40,60,60")
-    relative = _kanji_drawing._parse_path("m10,20c5,5,10,10,20,10s20,10,30,30")
+    absolute = _kanji._parse_path("M10,20C15,25,20,30,30,30S50,40,60,60")
+    relative = _kanji._parse_path("m10,20c5,5,10,10,20,10s20,10,30,30")
     assert len(absolute) == len(relative) == 1
     np.testing.assert_allclose(absolute[0], relative[0])
     # S mirrors the previous second control point (20, 30) about (30, 30).
@@ -125,7 +124,7 @@ def test_parse_relative_equals_absolute():
 def test_parse_repeated_arguments_and_lines():
     """Check that a command repeats over argument groups and lines become
     straight cubics."""
-    (nodes,) = _kanji_drawing._parse_path("M0,0c1,1,2,2,3,3,1,1,2,2,3,3L9,6")
+    (nodes,) = _kanji._parse_path("M0,0c1,1,2,2,3,3,1,1,2,2,3,3L9,6")
     assert nodes.shape == (10, 2)
     np.testing.assert_allclose(nodes[6], [6, 6])
     np.testing.assert_allclose(nodes[7:], [[7, 6], [8, 6], [9, 6]])
@@ -134,9 +133,9 @@ def test_parse_repeated_arguments_and_lines():
 def test_parse_rejects_bad_path():
     """Check that a path without a command or with missing numbers raises."""
     with pytest.raises(ValueError, match="does not start with a command"):
-        _kanji_drawing._parse_path("10,20")
+        _kanji._parse_path("10,20")
     with pytest.raises(ValueError, match="needs 6 numbers"):
-        _kanji_drawing._parse_path("M0,0C1,2")
+        _kanji._parse_path("M0,0C1,2")
 
 
 def test_stroke_counts_match_svg(kanjivg):

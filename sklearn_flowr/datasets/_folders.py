@@ -40,8 +40,8 @@ def _subfolders(path):
 
 
 class _Tree:
-    """The real paths read under one folder: a link leading outside it, or to
-    something read already (a loop, or a second link), raises a ValueError."""
+    """The real paths read under one folder: a link out of it or to a path read
+    already raises a ValueError."""
 
     def __init__(self, root):
         self.root = os.path.realpath(root)
@@ -78,16 +78,24 @@ def _image_files(folder, extensions, recursive, tree):
     return sorted(paths)
 
 
-def _bunch(paths, labels, split, mode, image_size):
+def _read_tree(folder, classes, extensions, recursive, split, mode, image_size):
+    """The images under ``folder/<class>`` for each ``(class, relative path)``."""
+    paths, labels, tree = [], [], _Tree(folder)
+    for name, relative in classes:
+        files = _image_files(os.path.join(folder, relative), extensions, recursive,
+                             tree)
+        if not files and recursive:
+            raise ValueError(
+                f"Class folder {os.path.join(folder, relative)!r} holds no file "
+                f"ending in {list(extensions)}.")
+        paths.extend(files)
+        labels.extend([name] * len(files))
+    if not paths:
+        return None
     data = load_image_files(paths, mode=mode, image_size=image_size)
     target, target_names = encode_labels(labels)
-    return Bunch(
-        data=data,
-        target=target,
-        target_names=target_names,
-        split=split,
-        filenames=np.asarray(paths),
-    )
+    return Bunch(data=data, target=target, target_names=target_names, split=split,
+                 filenames=np.asarray(paths))
 
 
 def load_image_folder(
@@ -100,11 +108,9 @@ def load_image_folder(
 ) -> Bunch:
     """Load an image-folder tree ``root/<class>/<image files>``.
 
-    The layout of torchvision's ``ImageFolder``: each folder under ``root`` is
-    a class, every file below it whose name ends in one of ``extensions`` an
-    image of it; hidden files and folders are skipped. Symbolic links are
-    followed inside the folder read only: one leading outside it, or to a
-    file or folder read already (a loop), raises a ValueError.
+    The layout of torchvision's ``ImageFolder``; hidden files and folders are
+    skipped, and symbolic links are followed only inside ``root`` (user guide,
+    "Input images and caches").
 
     Parameters
     ----------
@@ -170,17 +176,8 @@ def load_image_folder(
     classes = _subfolders(folder)
     if not classes:
         raise ValueError(f"{folder!r} has no class folder; expected {expected}.")
-    paths, labels, tree = [], [], _Tree(folder)
-    for name in classes:
-        files = _image_files(os.path.join(folder, name), extensions, True, tree)
-        if not files:
-            raise ValueError(
-                f"Class folder {os.path.join(folder, name)!r} holds no file ending "
-                f"in {list(extensions)}."
-            )
-        paths.extend(files)
-        labels.extend([name] * len(files))
-    return _bunch(paths, labels, split, mode, image_size)
+    return _read_tree(folder, [(name, name) for name in classes], extensions, True,
+                      split, mode, image_size)
 
 
 def load_omniglot(
@@ -234,14 +231,11 @@ def load_omniglot(
         if split is None
         else check_directory(os.path.join(root, f"images_{split}"), expected)
     )
-    paths, labels, tree = [], [], _Tree(folder)
-    for alphabet in _subfolders(folder):
-        for character in _subfolders(os.path.join(folder, alphabet)):
-            files = _image_files(
-                os.path.join(folder, alphabet, character), (".png",), False, tree
-            )
-            paths.extend(files)
-            labels.extend([f"{alphabet}/{character}"] * len(files))
-    if not paths:
+    characters = [(f"{alphabet}/{character}", os.path.join(alphabet, character))
+                  for alphabet in _subfolders(folder)
+                  for character in _subfolders(os.path.join(folder, alphabet))]
+    omniglot = _read_tree(folder, characters, (".png",), False, split, "L",
+                          image_size)
+    if omniglot is None:
         raise ValueError(f"{folder!r} holds no PNG file; expected {expected}.")
-    return _bunch(paths, labels, split, "L", image_size)
+    return omniglot

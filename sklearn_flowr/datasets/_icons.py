@@ -118,9 +118,8 @@ def _resolve(path: str, real_folders: dict) -> str | None:
 
 
 def _drawing(candidates: list, boundary: str, real_folders: dict) -> str | None:
-    """The real path of a name's preferred own file inside ``boundary``, or
-    None: a link leading out of it is never followed, and a link to another
-    name's file is an alias of that name, not a drawing of this one."""
+    """The real path of a name's preferred own file inside ``boundary`` (not an
+    alias: a link to another name's file), or None."""
     for _, path in sorted(candidates):
         real = _resolve(path, real_folders)
         if (real is not None and _inside(real, boundary) and os.path.isfile(real)
@@ -155,10 +154,8 @@ def _digest(path: str) -> str:
 
 
 def _distinct_renderings(index: dict, min_themes: int) -> dict[str, dict]:
-    """``{name: {style: path}}`` of the names with ``min_themes`` distinct
-    files; a file whose bytes another name of its style also uses (a copy,
-    not a link) counts for neither, one equal to an earlier style's counts once.
-    """
+    """``{name: {style: path}}`` of the names with ``min_themes`` distinct files
+    (copies within a style count for neither name, across styles once)."""
     count = Counter(name for icons in index.values() for name in icons)
     candidates = sorted(name for name, n in count.items() if n >= min_themes)
     digests = {style: {name: _digest(icons[name]) for name in candidates
@@ -250,11 +247,9 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
                      return_X_y: bool = False):
     """Load the ``icons`` data set: colour icons of installed icon themes.
 
-    A class is an icon name (``"edit-copy"``, ``"folder"``), an instance its
-    drawing in one theme: the theme is the style, so a protocol can hold one
-    theme out. Nothing is downloaded: the themes are Debian's packages, read
-    from ``root``; the user guide ("Input images and caches") says which and
-    which files are left out.
+    A class is an icon name (``"edit-copy"``), an instance its drawing in one
+    theme (the style); the user guide ("Input images and caches") says which
+    Debian packages to install and which files are left out.
 
     Parameters
     ----------
@@ -265,9 +260,8 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
         Side of the square RGB images.
     themes : sequence of str, default=None
         Theme folders under ``root``, in order; None reads the installed ones
-        of Adwaita, Faenza, Moka (with its base
-        set, the ``Faba`` folder), Papirus, Tango, breeze, elementary-xfce,
-        gnome, mate and oxygen.
+        of Adwaita, Faenza, Moka (with its base set ``Faba``), Papirus, Tango,
+        breeze, elementary-xfce, gnome, mate and oxygen.
     min_themes : int, default=4
         Fewest themes with a distinct drawing a name needs to be a class.
     max_themes : int or None, default=None
@@ -298,9 +292,6 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
 
     Examples
     --------
-    Four themes, each drawing "cat" in its own colour (``root`` defaults to
-    the installed themes):
-
     >>> import os, tempfile
     >>> from PIL import Image
     >>> from sklearn_flowr.datasets import load_icon_themes
