@@ -86,8 +86,7 @@ TRUSTED_TYPES = (
 
 
 class UntrustedTypesError(ValueError):
-    """A saved file names types that :func:`load` was not told to trust:
-    ``file`` (its path or ``"<file object>"``) and ``types`` (the sorted names).
+    """A saved file (``file``) names types (``types``) :func:`load` does not trust.
     """
 
     def __init__(self, file, types):
@@ -121,8 +120,7 @@ def save(estimator, file):
     Parameters
     ----------
     estimator : object
-        An estimator of this package (or any object ``skops.io`` can store);
-        it is not changed.
+        An estimator of this package, or any object ``skops.io`` can store.
     file : str, path-like or binary file object
         Where to write; a path is written with :func:`write_atomically`.
 
@@ -227,22 +225,19 @@ def _check_nodes(schema):
 def load(file, *, trusted=None, max_bytes=None):
     """Load an estimator saved by :func:`save`, trusting only named types.
 
-    Nothing is built before the file is audited: every type it names must be
-    trusted, its nodes may only set attributes and fill containers and arrays,
-    and it may unpack to at most ``max_bytes``.
+    The file is audited before anything is built (user guide, "Saving a
+    fitted model").
 
     Parameters
     ----------
     file : str, path-like or binary file object
-        A file written by :func:`save`; read once, so the bytes audited are
-        the bytes loaded.
+        A file written by :func:`save`.
     trusted : list of str or type, default=None
         Further types to trust (``"module.Class"`` or the type), e.g. those
         :func:`save`'s warning listed. Pass only names you have reviewed.
     max_bytes : int, default=None
-        The most bytes the file's entries may unpack to, each array's shape
-        checked against its entry; None: 8 times the file's size plus 64 MiB
-        (a file :func:`save` wrote unpacks to about its own size).
+        The most bytes the file's entries may unpack to; None: 8 times the
+        file's size plus 64 MiB.
 
     Returns
     -------
@@ -254,8 +249,7 @@ def load(file, *, trusted=None, max_bytes=None):
     UntrustedTypesError
         A ValueError naming the file and each untrusted type it names.
     ValueError
-        If the file cannot be read or rebuilt, or breaks the bounds above
-        (naming the file; the cause is chained).
+        If the file cannot be read or rebuilt, or breaks the bounds above.
 
     Examples
     --------
@@ -322,9 +316,8 @@ def temporary_name(path) -> str:
 
 
 def write_atomically(path, write, *, text=False, sync=True) -> None:
-    """Write ``path`` through ``write(file)``, all or nothing: a temporary file
-    beside it is renamed into place once complete (a killed process leaves the
-    previous file, never a truncated one).
+    """Write ``path`` through ``write(file)`` all or nothing: a complete
+    temporary file beside it is renamed into place.
 
     Parameters
     ----------

@@ -53,41 +53,36 @@ def integer(low: int, high: int | None = None, *, why: str = "",
             cap: int | None = None, cap_why: str = ""):
     """An argparse ``type=`` for an integer in ``[low, high]``, at most ``cap``
     (a size that would exhaust memory or time late in a run)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected an integer; got {text!r}") from None
-        if value < low or (high is not None and value > high):
-            allowed = f">= {low}" if high is None else f"in {low}..{high}"
-            raise argparse.ArgumentTypeError(
-                f"must be an integer {allowed}{why}; got {value}")
-        if cap is not None and value > cap:
-            raise argparse.ArgumentTypeError(
-                f"must be at most {cap}{cap_why}; got {value}")
-        return value
-
-    return parse
+    allowed = f">= {low}" if high is None else f"in {low}..{high}"
+    return _number(int, "an integer", f"an integer {allowed}{why}",
+                   lambda value: low <= value <= (math.inf if high is None else high),
+                   cap, cap_why)
 
 
 def real(low: float, high: float = math.inf, *, closed: bool = True):
     """An argparse ``type=`` for a finite number ``>= low`` (``> low`` when not
     ``closed``) and ``<= high``."""
+    allowed = (f"in {'[' if closed else '('}{low:g}, {high:g}]"
+               if math.isfinite(high) else f"{'>=' if closed else '>'} {low:g}")
+    return _number(float, "a number", f"a finite number {allowed}",
+                   lambda value: (math.isfinite(value) and value <= high
+                                  and (value >= low if closed else value > low)))
 
-    def parse(text: str) -> float:
+
+def _number(convert, kind: str, allowed: str, fits, cap=None, cap_why=""):
+    """The parser :func:`integer` and :func:`real` return."""
+
+    def parse(text: str):
         try:
-            value = float(text)
+            value = convert(text)
         except ValueError:
             raise argparse.ArgumentTypeError(
-                f"expected a number; got {text!r}") from None
-        above = value >= low if closed else value > low
-        if not (math.isfinite(value) and above and value <= high):
-            allowed = (f"in {'[' if closed else '('}{low:g}, {high:g}]"
-                       if math.isfinite(high) else f"{'>=' if closed else '>'} {low:g}")
+                f"expected {kind}; got {text!r}") from None
+        if not fits(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text}")
+        if cap is not None and value > cap:
             raise argparse.ArgumentTypeError(
-                f"must be a finite number {allowed}; got {text}")
+                f"must be at most {cap}{cap_why}; got {text}")
         return value
 
     return parse
