@@ -19,7 +19,6 @@ import numpy as np
 
 from ..protocol import calibration_scores, evaluate_online
 from ..saving import temporary_name, write_atomically
-from ._benchmark_conformal import MAX_CALIBRATION_TASKS, conformal_figures
 from ._benchmark_discovery import discovery_rows
 from ._benchmark_model import (
     META_TRAINED_METHODS,
@@ -33,7 +32,9 @@ from ._benchmark_model import (
 from ._benchmark_parser import build_parser, parse_args
 from ._benchmark_report import (
     CALIBRATION,
+    MAX_CALIBRATION_TASKS,
     ablation,
+    conformal_figures,
     format_table,
     plot_discovery,
     plot_figures,

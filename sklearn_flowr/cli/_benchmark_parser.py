@@ -28,7 +28,6 @@ from pathlib import Path
 
 from ..datasets import load_fashion_mnist, load_glyphs
 from ..encoders import BACKBONE_NAMES
-from ._benchmark_conformal import CALIBRATION_SETS
 from ._benchmark_model import (
     DEFAULT_META,
     DEFAULT_METHODS,
@@ -39,6 +38,7 @@ from ._benchmark_model import (
     build_model,
     check_model_options,
 )
+from ._benchmark_report import CALIBRATION_SETS
 from ._benchmark_setup import DATASETS, KANJI_CLASSES, KANJI_INSTANCES
 
 __all__ = ["build_parser", "parse_args"]

@@ -1,6 +1,6 @@
 """What the rendered data sets (glyphs, kanji, icons) share: argument checks,
-class-disjoint splits by a hash of the class, and cache files of plain arrays,
-read back (or rebuilt with a warning, never fatally) and written atomically."""
+class-disjoint splits by a hash of the class, and cache files of plain arrays
+(user guide, "Input images and caches")."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import warnings
 import zlib
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import numpy as np
 from sklearn.utils import Bunch
@@ -153,31 +153,28 @@ def _remove_stale_temporaries(path: Path, age: float = 600.0) -> None:
                 tmp.unlink()
 
 
-def write_cache(path: str | os.PathLike, write: Callable[[IO[bytes]], Any]) -> None:
-    """Write a cache file atomically with ``write(binary_file)``; an ``OSError``
-    only warns (the caller goes on without the cache)."""
-    path = Path(path)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, write, sync=False)
-    except OSError as exc:
-        warnings.warn(
-            f"Cannot write cache file {str(path)!r} ({exc}); going on without "
-            "caching it.",
-            UserWarning,
-            stacklevel=3,
-        )
-
-
-def cached_arrays(path: Path | None, read: Callable[[Path], Any],
-                  build: Callable[[], dict]) -> Any:
-    """``read(path)``, or ``build()`` written to ``path`` as ``.npz`` arrays (no
-    cache when ``path`` is None)."""
+def rendered_split(cache_dir, prefix: str, params, files: Iterable,
+                   read: Callable[[Path], Any], build: Callable[[], dict], split: str,
+                   return_X_y: bool, empty_hint: str):
+    """One split of a rendered data set read from its cache file (``read``, a
+    :func:`read_rendered`), or ``build()`` written there atomically (an
+    ``OSError`` only warns); no cache without ``cache_dir``."""
+    path = cache_file(cache_dir, prefix, params, files)
     if path is not None and path.parent.is_dir():
         _remove_stale_temporaries(path)
-    content = None if path is None else read_cache(path, read)
-    if content is None:
-        content = build()
-        if path is not None:
-            write_cache(path, lambda file: np.savez(file, **content))
-    return content
+    full = None if path is None else read_cache(path, read)
+    if full is None:
+        full = build()
+        try:
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomically(path, lambda file: np.savez(file, **full), sync=False)
+        except OSError as exc:
+            warnings.warn(
+                f"Cannot write cache file {str(path)!r} ({exc}); going on without "
+                "caching it.",
+                UserWarning,
+                stacklevel=3,
+            )
+    return select_split(full, split, return_X_y, read.keywords["row_fields"],
+                        empty_hint)

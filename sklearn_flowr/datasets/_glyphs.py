@@ -13,11 +13,9 @@ from sklearn.preprocessing import normalize
 from sklearn.utils import Bunch, check_random_state
 
 from ._cache import (
-    cache_file,
-    cached_arrays,
     check_arguments,
     read_rendered,
-    select_split,
+    rendered_split,
     split_of,
 )
 
@@ -274,14 +272,12 @@ def load_glyphs(font_dirs: FontDirs = None, *,
 
     params = (tuple(candidates), image_size, n_augment, min_fonts, max_fonts,
               min_similarity, homoglyph_share, random_state)
-    full = cached_arrays(
-        cache_file(cache_dir, "glyphs", params, fonts), _read_glyphs_cache,
+    return rendered_split(
+        cache_dir, "glyphs", params, fonts, _read_glyphs_cache,
         lambda: _build_glyphs(fonts, candidates, image_size, n_augment, min_fonts,
                               max_fonts, min_similarity, homoglyph_share,
-                              random_state))
-    return select_split(full, split, return_X_y, ("fonts",),
-                        "with these fonts and characters; give more characters "
-                        "or fonts")
+                              random_state), split, return_X_y,
+        "with these fonts and characters; give more characters or fonts")
 
 
 def _characters(characters):

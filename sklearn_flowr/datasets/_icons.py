@@ -18,12 +18,10 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._cache import (
-    cache_file,
-    cached_arrays,
     check_arguments,
     keep_by_hash,
     read_rendered,
-    select_split,
+    rendered_split,
     split_of,
 )
 from ._image_io import decode_image
@@ -335,11 +333,10 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
                                 f"apt-get install {_RENDERER_PACKAGE}.")
     params = (image_size, os.path.realpath(root),
               [(names[i], style) for i, style, _ in rows])
-    full = cached_arrays(
-        cache_file(cache_dir, "icons", params, [path for _, _, path in rows]),
-        _read_icons_cache, lambda: _build_icons(names, rows, image_size, n_jobs))
-    return select_split(full, split, return_X_y, ("themes", "filenames"),
-                        "among these icons; give more themes or classes")
+    return rendered_split(
+        cache_dir, "icons", params, [path for _, _, path in rows], _read_icons_cache,
+        lambda: _build_icons(names, rows, image_size, n_jobs), split, return_X_y,
+        "among these icons; give more themes or classes")
 
 
 def _build_icons(names, rows, image_size, n_jobs) -> Bunch:

@@ -1,6 +1,7 @@
 """MNIST-family idx files (MNIST, Fashion-MNIST, KMNIST) and scikit-learn's digits."""
 
 import gzip
+import itertools
 import math
 import os
 import zlib
@@ -50,9 +51,8 @@ _SUBSETS = {"train": ("train",), "test": ("t10k",), "all": ("train", "t10k")}
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read one idx file (LeCun et al.), plain or gzip-compressed, into a
-    native-endian array; a file that does not match its header (a truncated
-    download) raises a ValueError.
+    """Read one idx file (LeCun et al.), plain or gzipped, into a native-endian
+    array; a file that does not match its header raises a ValueError.
 
     Parameters
     ----------
@@ -83,8 +83,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         )
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
-    # Read through the stream: what is allocated is bounded by the header's
-    # declared size (itself bounded), never by what a compressed file expands to.
+    # Allocation is bounded by the header's declared size, not by what a
+    # compressed stream expands to.
     try:
         with (gzip.open if gzipped else open)(path, "rb") as f:
             raw = f.read(4)
@@ -126,15 +126,10 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def _find_idx_file(directory, prefix, content, idx):
-    """Path of ``<prefix>-<content>-<idx>-ubyte``, plain or ``.gz``, with ``-``
-    or (as some unpackers write) ``.`` before ``<idx>``."""
-    candidates = [
-        f"{prefix}-{content}{sep}{idx}-ubyte{gz}"
-        for sep in ("-", ".")
-        for gz in (".gz", "")
-    ]
-    for name in candidates:
-        path = os.path.join(directory, name)
+    """Path of ``<prefix>-<content>-<idx>-ubyte[.gz]``, with ``-`` or ``.``
+    before ``<idx>``."""
+    for sep, gz in itertools.product(("-", "."), (".gz", "")):
+        path = os.path.join(directory, f"{prefix}-{content}{sep}{idx}-ubyte{gz}")
         if os.path.isfile(path):
             return path
     raise FileNotFoundError(
@@ -243,8 +238,7 @@ def load_fashion_mnist(
     *,
     subset: str = "all",
 ) -> Bunch:
-    """Load Fashion-MNIST (Xiao et al., 2017): ``load_idx_dataset(path,
-    kind="fashion-mnist", subset=subset)``.
+    """Load Fashion-MNIST (Xiao et al., 2017) from its idx files.
 
     Parameters
     ----------

@@ -16,12 +16,10 @@ import numpy as np
 from sklearn.utils import Bunch
 
 from ._cache import (
-    cache_file,
-    cached_arrays,
     check_arguments,
     keep_by_hash,
     read_rendered,
-    select_split,
+    rendered_split,
     split_of,
 )
 from ._glyphs import _characters
@@ -385,12 +383,11 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     else:
         params += (os.fspath(folder.resolve()),)
         files = [folder / f"{ord(c):05x}.svg" for c in classes]
-    full = cached_arrays(
-        cache_file(cache_dir, "kanji", params, files), _read_kanji_cache,
+    return rendered_split(
+        cache_dir, "kanji", params, files, _read_kanji_cache,
         lambda: _build_kanji(folder, classes, image_size, n_instances, jitter,
-                             stroke_width, random_state))
-    return select_split(full, split, return_X_y, ("instance",),
-                        "among these characters; give more characters")
+                             stroke_width, random_state), split, return_X_y,
+        "among these characters; give more characters")
 
 
 def _build_kanji(folder, classes, image_size, n_instances, jitter, stroke_width,
