@@ -114,11 +114,9 @@ def load_mini_imagenet(
 ) -> Bunch:
     """Load one split of MiniImageNet (Vinyals et al., split of Ravi & Larochelle).
 
-    Reads Ravi-Larochelle's ``root/<split>.csv`` (header ``filename,label``,
-    images in ``root/images/``), else the pickle cache
-    ``root/mini-imagenet-cache-<split>.pkl`` (a dict of ``image_data``, uint8
-    (n, 84, 84, 3), and ``class_dict``, class name -> rows); a pickle holding
-    anything but arrays and plain containers raises a ValueError.
+    Reads ``root/<split>.csv`` (header ``filename,label``, images in
+    ``root/images/``), else the pickle ``root/mini-imagenet-cache-<split>.pkl``
+    (``image_data`` and ``class_dict``), which is read without running code.
 
     Parameters
     ----------
@@ -126,8 +124,7 @@ def load_mini_imagenet(
     split : {"train", "val", "test"}, default="train"
         64, 16 or 20 classes, disjoint across splits.
     image_size : int or (height, width), default=None
-        Resize every image (bilinear) to this size; without it, images of
-        different sizes raise a ValueError.
+        As in :func:`~sklearn_flowr.datasets.load_image_folder`.
 
     Returns
     -------
@@ -237,10 +234,9 @@ def load_tiered_imagenet(
 ) -> Bunch:
     """Load one split of TieredImageNet (Ren et al., 2018).
 
-    Reads ``root/<split>_labels.pkl`` and the images from
-    ``root/<split>_images.npz`` (key ``images``), else from the original
-    ``root/<split>_images_png.pkl`` (PNG byte strings: slow); pickles are read
-    as :func:`load_mini_imagenet` reads its cache.
+    Reads ``root/<split>_labels.pkl`` and ``root/<split>_images.npz`` (key
+    ``images``), else the slow ``root/<split>_images_png.pkl`` (PNG byte
+    strings); pickles are read as :func:`load_mini_imagenet` reads its cache.
 
     Parameters
     ----------
