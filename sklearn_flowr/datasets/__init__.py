@@ -1,12 +1,8 @@
 """Offline data-set loaders: nothing is downloaded at run time.
 
-Each loader reads files already on disk -- MNIST-family idx files,
-MiniImageNet, TieredImageNet, Omniglot, any image-folder tree, font files for
-the glyphs, installed icon themes -- or data shipped with a package
-(scikit-learn's digits, the KanjiVG strokes of the optional ``kanjivg``
-package), and
-returns a :class:`~sklearn.utils.Bunch` with ``data`` (uint8 images),
-``target`` (int64 class indices), ``target_names`` and ``split``.
+Each loader reads files already on disk or shipped with a package and returns
+a :class:`~sklearn.utils.Bunch` with ``data`` (uint8 images), ``target`` (int64
+class indices), ``target_names`` and ``split``.
 """
 
 from ._folders import IMAGE_EXTENSIONS, load_image_folder, load_omniglot

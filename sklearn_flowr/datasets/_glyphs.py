@@ -108,10 +108,11 @@ def _augment(image: np.ndarray, rng: np.random.Generator, size: int) -> np.ndarr
     warped = Image.fromarray(image).transform(
         (canvas, canvas), Image.Transform.AFFINE, coeffs,
         resample=Image.Resampling.BILINEAR)
-    return np.asarray(warped.resize((size, size), Image.Resampling.BOX))
+    return _shrink(np.asarray(warped), size)
 
 
 def _shrink(image: np.ndarray, size: int) -> np.ndarray:
+    """Box-filter a supersampled render down to ``size``."""
     from PIL import Image
 
     return np.asarray(Image.fromarray(image).resize((size, size),
@@ -206,10 +207,9 @@ def load_glyphs(font_dirs: FontDirs = None, *,
                 return_X_y: bool = False):
     """Load the ``glyphs`` few-shot dataset: characters rendered from fonts.
 
-    A class is a character, an instance a font's rendering of it (with
-    ``n_augment`` augmented copies); a character's split comes from its hash
-    (60% train, 20% val, 20% test). The user guide ("Input images and
-    caches") says how renders are chosen.
+    A class is a character, an instance a font's rendering of it; a character's
+    split comes from its hash (60% train, 20% val, 20% test). The user guide
+    ("Input images and caches") says how renders are chosen.
 
     Parameters
     ----------
@@ -239,8 +239,7 @@ def load_glyphs(font_dirs: FontDirs = None, *,
         Seed of the augmentation and of the ``max_fonts`` choice.
     cache_dir : path-like, default=None
         Folder caching the rendered arrays while fonts and parameters are
-        unchanged; a cache that is unreadable, or that another user could
-        have written, is rebuilt with a warning.
+        unchanged; a cache that is unreadable, or unsafe, is rebuilt.
     return_X_y : bool, default=False
         Return ``(data, target)`` instead of a Bunch.
 
