@@ -18,12 +18,9 @@ __all__ = [
     "write_atomically",
 ]
 
-# Every type a saved estimator of this package holds, beyond what skops trusts
-# by itself (builtins, NumPy arrays and scalars, scikit-learn's estimators).
-# Each is rebuilt from data only (``__dict__.update`` or a ``__setstate__``
-# that rebuilds arrays). Not listed, on purpose: the skorch nets
-# (``training._nets.*``), whose ``__setstate__`` unpickles bytes from the file,
-# and every function, ``functools.partial`` and system module.
+# Every type a saved estimator of this package holds beyond what skops trusts
+# by itself, each rebuilt from data only. Not listed, on purpose: the skorch nets
+# (their ``__setstate__`` unpickles bytes), functions and system modules.
 TRUSTED_TYPES = (
     # The estimators.
     "sklearn_flowr.head._classifier.CRPGaussianClassifier",
