@@ -236,7 +236,7 @@ def _run_setting(setting, split, tasks, protocol, args, log):
                 fit_embeddings[key] = fit_model(models[key], X_fit, y_fit, log=log)
                 out["models"][pretrain if meta else f"{pretrain}/no-meta"] = (
                     describe_model(models[key]))
-        features = Features(models, X_fit, X_eval, fit_embeddings, log=log)
+        features = _embedder(models, X_fit, X_eval, fit_embeddings, log=log)
         log(f"   models in {time.perf_counter() - tic:.1f} s")
         for method in args.methods:
             model = models.get(method, models["flowr"])
@@ -314,36 +314,31 @@ def _conformal(template, X_fit, y_fit, setting, rows, n_tasks, method, args,
     return figures
 
 
-class Features:
-    """Each encoder's embeddings of the fit and evaluation rows, computed once:
-    ``features(method)`` is ``(Z_fit, Z_eval)``."""
+def _embedder(models, X_fit, X_eval, fit_embeddings, *, log):
+    """``embed(method)``: ``(Z_fit, Z_eval)`` on the method's encoder, computed
+    once per encoder (``fit_embeddings``: the rows ``fit_transform`` returned)."""
+    cache = {}
 
-    def __init__(self, models, X_fit, X_eval, fit_embeddings, *, log):
-        self.models, self.X_fit, self.X_eval, self.log = models, X_fit, X_eval, log
-        # The fit rows' embeddings ``fit_transform`` returned, per key.
-        self._fit_embeddings = dict(fit_embeddings)
-        self._cache = {}
-
-    def __call__(self, method):
+    def embed(method):
         if method == "flowr-no-meta":
             key, encoder = method, "current"
         elif method in META_TRAINED_METHODS:
             key, encoder = "flowr", "current"
         else:
             key, encoder = "base", "pretrained"
-        model = self.models[key if key == "flowr-no-meta" else "flowr"]
-        if key not in self._cache:
-            Z_fit = self._fit_embeddings.get(key)
-            rows = self.X_eval.shape[0] + (0 if Z_fit is not None
-                                           else self.X_fit.shape[0])
+        if key not in cache:
+            model = models[key if key == "flowr-no-meta" else "flowr"]
+            Z_fit = fit_embeddings.get(key)
+            rows = X_eval.shape[0] + (0 if Z_fit is not None else X_fit.shape[0])
             name = {"base": "pre-trained", "flowr": "meta-trained"}.get(key, key)
-            with progress(self.log, f"   embedding {rows} rows with the {name} "
-                          "encoder"):
+            with progress(log, f"   embedding {rows} rows with the {name} encoder"):
                 if Z_fit is None:
-                    Z_fit = model.transform(self.X_fit, encoder=encoder)
-                self._cache[key] = Z_fit, model.transform(self.X_eval,
-                                                          encoder=encoder)
-        return self._cache[key]
+                    Z_fit = model.transform(X_fit, encoder=encoder)
+                cache[key] = Z_fit, model.transform(X_eval, encoder=encoder)
+        return cache[key]
+
+    return embed
+
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())
