@@ -13,9 +13,15 @@ THRESHOLD_CONSTRAINTS = {"threshold": [Interval(Real, 0, None, closed="left"), N
 
 
 class OpenWorldBaseline(OnlineOpenWorldClassifier):
-    """Base of the baselines; ``_empty_score``: the score while no class exists."""
+    """Base of the baselines; ``_empty_score``: the score while no class exists.
+    Its ``__init__`` and constraints serve the baselines with only a threshold."""
 
+    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
     _empty_score = np.inf
+
+    def __init__(self, *, threshold=None, novel_label="auto"):
+        self.threshold = threshold
+        self.novel_label = novel_label
 
     def novelty_score(self, X):
         """Novelty score of each row at the current state (higher = more novel).

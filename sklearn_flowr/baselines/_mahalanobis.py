@@ -4,7 +4,7 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from sklearn.covariance import shrunk_covariance
 
-from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, unit_rows
+from ._base import OpenWorldBaseline, unit_rows
 from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
@@ -52,13 +52,8 @@ class MahalanobisPlusPlusClassifier(PrototypeBaseline):
     array([0, 1])
     """
 
-    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
     # S changes with every row: the stream predicts and learns row by row.
     _stream = OpenWorldBaseline._stream
-
-    def __init__(self, *, threshold=None, novel_label="auto"):
-        self.threshold = threshold
-        self.novel_label = novel_label
 
     def _features(self, X):
         return unit_rows(X)

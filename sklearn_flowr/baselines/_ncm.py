@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from ._base import THRESHOLD_CONSTRAINTS
 from ._docstrings import fill_doc
 from ._prototypes import PrototypeBaseline
 
@@ -50,11 +49,6 @@ class NCMClassifier(PrototypeBaseline):
     array([-1,  2])
     """
 
-    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
-
-    def __init__(self, *, threshold=None, novel_label="auto"):
-        self.threshold = threshold
-        self.novel_label = novel_label
 
     def _from_distances(self, distances):
         # Distances are squared Euclidean.

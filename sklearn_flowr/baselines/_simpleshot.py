@@ -4,7 +4,7 @@ import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 
 from .._core import group_sums
-from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, unit_rows
+from ._base import StoredRowsBaseline, unit_rows
 from ._docstrings import fill_doc
 
 __all__ = ["SimpleShotClassifier"]
@@ -47,11 +47,6 @@ class SimpleShotClassifier(StoredRowsBaseline):
     array([0, 1])
     """
 
-    _parameter_constraints: dict = {**THRESHOLD_CONSTRAINTS}
-
-    def __init__(self, *, threshold=None, novel_label="auto"):
-        self.threshold = threshold
-        self.novel_label = novel_label
 
     def _score_rows(self, X):
         centre = self._rows.mean(axis=0)

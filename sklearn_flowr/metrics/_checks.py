@@ -58,7 +58,7 @@ def check_proba(y_proba, dtype=np.float64):
 # Numpydoc text the metrics share, filled into ``%(name)s`` fields.
 _DOCS = {
     "is_novel": """is_novel : array-like of bool of shape (n_samples,)
-        Whether each row is novel.""",
+        Whether each row is novel (its class unseen when it was predicted).""",
     "pvalues": """pvalues : array-like of shape (n_samples,)
         Novelty p-values in [0, 1]; small means novel.
     alpha : float in [0, 1]

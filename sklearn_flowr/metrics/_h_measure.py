@@ -140,27 +140,22 @@ def h_measure(
     severity_ratio: float | str | None = None,
     pos_label=None,
 ) -> float:
-    """Compute Hand's H-measure of a binary scoring classifier.
-
-    One minus the expected minimum misclassification loss over a cost
-    distribution ``u(c)`` fixed by the user, relative to that of the best
-    trivial classifier [1]_; computed exactly on the ROC's upper convex hull.
-    It equals the R ``hmeasure`` package where the AUC is at least 0.5.
+    """Hand's H-measure of a binary scoring classifier [1]_, computed exactly
+    on the ROC's upper convex hull (the R ``hmeasure`` package's value where
+    the AUC is at least 0.5).
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-        True binary labels. If they are not {0, 1} or {-1, 1}, ``pos_label``
-        must be given.
+        True binary labels; other than {0, 1} or {-1, 1}, give ``pos_label``.
     y_score : array-like of shape (n_samples,) or (n_samples, n_classes + 1)
-        Real-valued scores, higher meaning more likely positive. Or an
-        open-world ``predict_proba`` (or ``predict_log_proba``) output as
-        returned: the score is then P(novel) and the positives the rows of
-        classes it did not know, so ``make_scorer(h_measure,
-        response_method="predict_proba")`` scores novelty in a grid search.
+        Scores, higher meaning more likely positive; or an open-world
+        ``predict_proba`` (or ``predict_log_proba``) output as returned: the
+        score is then P(novel), the positives the rows of unknown classes
+        (``make_scorer(h_measure, response_method="predict_proba")``).
     cost_beta : tuple of (float, float), default=(2.0, 2.0)
-        Shapes ``(alpha, beta)`` > 0 of the Beta cost density; Beta(2, 2) is
-        Hand's proposal and the paper's.
+        Shapes ``(alpha, beta)`` > 0 of the Beta cost density (Hand's and the
+        paper's Beta(2, 2)).
     severity_ratio : float > 0, "auto" or None, default=None
         If given, the R package's Beta(2, 1 + 1/SR) [2]_ instead of
         ``cost_beta``; "auto": its default ``SR = pi1 / pi0``.
@@ -171,8 +166,8 @@ def h_measure(
     Returns
     -------
     h : float
-        The H-measure, in [0, 1]; 1 for a perfect ranking, 0 when no threshold
-        beats the trivial classifiers.
+        In [0, 1]; 1 for a perfect ranking, 0 when no threshold beats the
+        trivial classifiers.
 
     References
     ----------
@@ -249,17 +244,14 @@ def h_measure(
 
 
 def novelty_scorer(estimator, X, y) -> float:
-    """H-measure of an open-world classifier's novelty probability on ``(X, y)``.
-
-    A row is novel when its label is not in ``estimator.classes_`` (held out
-    by :class:`~sklearn_flowr.model_selection.OpenWorldSplit`); pass it as
-    ``scoring=novelty_scorer`` to ``GridSearchCV`` or ``cross_val_score``.
+    """H-measure of an open-world classifier's P(novel) on ``(X, y)``, a row
+    being novel when its label is not in ``estimator.classes_``; a ``scoring``
+    for ``GridSearchCV`` with :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
 
     Parameters
     ----------
     estimator : fitted classifier
-        Has ``classes_`` and a ``predict_proba`` whose last column is the
-        novel class, such as :class:`~sklearn_flowr.CRPGaussianClassifier`.
+        Has ``classes_`` and a ``predict_proba`` whose last column is novel.
     X : array-like of shape (n_samples, n_features)
         Test rows.
     y : array-like of shape (n_samples,)
@@ -268,7 +260,7 @@ def novelty_scorer(estimator, X, y) -> float:
     Returns
     -------
     score : float
-        The H-measure with the default Beta(2, 2) cost distribution.
+        The H-measure with the Beta(2, 2) cost distribution.
 
     Examples
     --------

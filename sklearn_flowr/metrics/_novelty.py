@@ -53,16 +53,13 @@ def _check_pvalues(pvalues):
 )
 @fill_doc
 def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
-    """False-positive rate at the threshold whose true-positive rate reaches ``tpr``.
-
-    The threshold is :func:`novelty_threshold_at_tpr`'s (no interpolation); at
-    ``tpr=0.95`` this is the FPR95 of out-of-distribution detection [1]_.
+    """False-positive rate at :func:`novelty_threshold_at_tpr`'s threshold for
+    ``tpr`` (no interpolation); ``tpr=0.95`` gives the FPR95 of [1]_.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-        Booleans, or 0 and 1: whether each row is positive (novel). Both
-        classes must be present.
+        Whether each row is novel: booleans, or 0 and 1; both must occur.
     score : array-like of shape (n_samples,)
         %(score)s
     tpr : float in (0, 1], default=0.95
@@ -71,7 +68,7 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     Returns
     -------
     fpr : float
-        The false-positive rate, in [0, 1].
+        In [0, 1].
 
     References
     ----------
@@ -93,7 +90,6 @@ def fpr_at_tpr(y_true, score, tpr: float = 0.95) -> float:
     check_consistent_length(positive, score)
     if positive.all():
         raise ValueError("y_true has no negative row; the FPR is undefined.")
-    # novelty_threshold_at_tpr refuses a y_true without positive rows.
     tau = novelty_threshold_at_tpr(score, positive, tpr)
     return float(np.mean(score[~positive] >= tau))
 
@@ -125,7 +121,7 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     Returns
     -------
     open_auc : float
-        OpenAUC, in [0, 1]; higher is better.
+        In [0, 1]; higher is better.
 
     References
     ----------
@@ -167,13 +163,12 @@ def open_auc(y_true, y_known, novelty_score, is_novel) -> float:
     return float(successes / (known.sum() * n_novel))
 
 
-_ALPHA = [Interval(Real, 0.0, 1.0, closed="both")]
+_PVALUES = {"is_novel": ["array-like"], "pvalues": ["array-like"],
+            "alpha": [Interval(Real, 0.0, 1.0, closed="both")]}
+_SELECTION = {"is_novel": ["array-like"], "selected": ["array-like"]}
 
 
-@validate_params(
-    {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_PVALUES, prefer_skip_nested_validation=True)
 @fill_doc
 def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     """Share of the known rows whose novelty p-value is at most ``alpha``
@@ -187,7 +182,7 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     Returns
     -------
     rate : float
-        The false-novel rate, in [0, 1].
+        In [0, 1].
 
     References
     ----------
@@ -211,10 +206,7 @@ def false_novel_rate(is_novel, pvalues, alpha: float) -> float:
     return float(np.mean(pvalues[~is_novel] <= alpha))
 
 
-@validate_params(
-    {"is_novel": ["array-like"], "pvalues": ["array-like"], "alpha": _ALPHA},
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_PVALUES, prefer_skip_nested_validation=True)
 @fill_doc
 def novelty_power(is_novel, pvalues, alpha: float) -> float:
     """Share of the novel rows whose novelty p-value is at most ``alpha`` (power).
@@ -227,7 +219,7 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
     Returns
     -------
     power : float
-        The power, in [0, 1].
+        In [0, 1].
 
     Examples
     --------
@@ -243,14 +235,10 @@ def novelty_power(is_novel, pvalues, alpha: float) -> float:
 
 def _check_selected(is_novel, selected):
     selected = check_boolean(selected, "selected")
-    is_novel = _check_is_novel(is_novel, selected)
-    return is_novel, selected
+    return _check_is_novel(is_novel, selected), selected
 
 
-@validate_params(
-    {"is_novel": ["array-like"], "selected": ["array-like"]},
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_SELECTION, prefer_skip_nested_validation=True)
 @fill_doc
 def false_discovery_proportion(is_novel, selected) -> float:
     """Share of the selected rows that are not novel; 0 when none is selected.
@@ -263,7 +251,7 @@ def false_discovery_proportion(is_novel, selected) -> float:
     Returns
     -------
     fdp : float
-        The false discovery proportion, in [0, 1].
+        In [0, 1].
 
     References
     ----------
@@ -287,10 +275,7 @@ def false_discovery_proportion(is_novel, selected) -> float:
     return float(np.sum(selected & ~is_novel) / n_selected)
 
 
-@validate_params(
-    {"is_novel": ["array-like"], "selected": ["array-like"]},
-    prefer_skip_nested_validation=True,
-)
+@validate_params(_SELECTION, prefer_skip_nested_validation=True)
 @fill_doc
 def selection_power(is_novel, selected) -> float:
     """Share of the novel rows that the selection holds (its power).
@@ -303,7 +288,7 @@ def selection_power(is_novel, selected) -> float:
     Returns
     -------
     power : float
-        The power, in [0, 1].
+        In [0, 1].
 
     Examples
     --------

@@ -24,23 +24,19 @@ from ._h_measure import h_measure
 @fill_doc
 def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     """Largest threshold whose novelty true-positive rate reaches ``tpr``: the
-    ``k``-th largest ``p_novel`` of the novel rows, ``k`` the smallest count
-    with ``k / n_novel >= tpr``.
+    ``k``-th largest novel ``p_novel``, ``k`` the least with ``k / n_novel >= tpr``.
 
     Parameters
     ----------
     p_novel : array-like of shape (n_samples,)
         P(novel), or any finite novelty score (higher = more likely novel).
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether each row's class was unseen when it was predicted.
+    %(is_novel)s
     tpr : float in (0, 1]
-        Target true-positive rate: the paper's 0.15 (small context) or 0.6
-        (large context).
+        Target true-positive rate: the paper's 0.15 (small context) or 0.6 (large).
 
     Returns
     -------
     tau : float
-        The threshold.
 
     References
     ----------
@@ -61,13 +57,9 @@ def novelty_threshold_at_tpr(p_novel, is_novel, tpr: float) -> float:
     n_novel = novel_scores.shape[0]
     if n_novel == 0:
         raise ValueError("is_novel has no True row; no novelty TPR can be set.")
-    # The docstring's floating-point comparison: ceil(tpr * n) alone is off by
-    # one when the product rounds up (0.15 * 20).
-    k = max(1, int(np.ceil(tpr * n_novel)))
-    while k > 1 and (k - 1) / n_novel >= tpr:
-        k -= 1
-    while k < n_novel and k / n_novel < tpr:
-        k += 1
+    # k / n_novel >= tpr compared in floats: ceil(tpr * n) is off by one when
+    # the product rounds up (0.15 * 20).
+    k = int(np.searchsorted(np.arange(1, n_novel + 1) / n_novel, tpr)) + 1
     return float(novel_scores[k - 1])
 
 
@@ -126,12 +118,11 @@ def open_world_report(
     n_bins: int = DEFAULT_N_BINS,
     novelty_score=None,
 ) -> Bunch:
-    """Score an open-world run the way the FLOWR paper reports it.
+    """Score an open-world run as the FLOWR paper reports it: a query is novel
+    iff ``p_novel >= tau`` (novelty TPR ``tpr``), else it gets ``y_known``.
 
-    A query is declared novel iff ``p_novel >= tau`` (``tau`` at novelty TPR
-    ``tpr`` on the pooled rows), else it gets ``y_known``. Accuracies are
-    means over tasks with Student-t half-widths; H-measure, AUROC and the
-    calibration of a probability are pooled (user guide, Evaluation protocol).
+    Accuracies are means over tasks with Student-t half-widths; H-measure,
+    AUROC and calibration are pooled (user guide, "Evaluation protocol").
 
     Parameters
     ----------
@@ -141,8 +132,7 @@ def open_world_report(
         Most probable known class of each query.
     p_novel : array-like of shape (n_samples,)
         P(novel), or any finite novelty score (higher = more likely novel).
-    is_novel : array-like of bool of shape (n_samples,)
-        Whether the query's class had not been seen at that moment.
+    %(is_novel)s
     tpr : float in (0, 1], default=0.15
         Novelty TPR of the operating point: 0.15 (small context), 0.6 (large).
     task_ids : array-like of shape (n_samples,), default=None
@@ -157,24 +147,23 @@ def open_world_report(
     novel_label : object, default=None
         The label ``y_pred`` uses for "novel"; required with ``y_pred``.
     probability : bool or "auto", default="auto"
-        Whether ``p_novel`` is a probability (then calibration and argmax
-        figures are reported); "auto": when every value is in [0, 1].
+        Whether ``p_novel`` is a probability (calibration and argmax figures
+        reported); "auto": when every value is in [0, 1].
     n_bins : int >= 1, default=15
         Equal-width bins of the calibration error and reliability diagram.
     novelty_score : array-like of shape (n_samples,), default=None
-        A score in the order of ``p_novel`` without its rounding (the
-        log-odds); when given, the threshold, H-measure and AUROC use it.
+        A score in ``p_novel``'s order without its rounding (the log-odds);
+        then the threshold, H-measure and AUROC use it.
 
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
         ``accuracy``, ``support_accuracy``, ``incremental_accuracy`` (means
-        over tasks) and their ``*_ci`` half-widths; ``h_measure``, ``auroc``,
-        ``threshold``, ``novel_tpr``, ``n_tasks``; per-task ``task_accuracy``,
-        ``task_support_accuracy``, ``task_incremental_accuracy``; for a
-        probability ``probability``, ``ece``, ``brier``, ``reliability``
-        and, with ``y_pred``, ``argmax_accuracy``, ``argmax_accuracy_ci``,
-        ``argmax_novel_tpr``, ``task_argmax_accuracy`` (else None).
+        over tasks), their ``*_ci`` half-widths and ``task_*`` values;
+        ``h_measure``, ``auroc``, ``threshold``, ``novel_tpr``, ``n_tasks``;
+        for a probability ``ece``, ``brier``, ``reliability`` and, with
+        ``y_pred``, ``argmax_accuracy`` (``_ci``, ``task_``) and
+        ``argmax_novel_tpr`` (else None).
 
     References
     ----------

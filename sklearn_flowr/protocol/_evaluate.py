@@ -22,12 +22,12 @@ from .sampling import check_setting
 __all__ = ["evaluate_online"]
 
 _DEFAULT_TPR = {"small": 0.15, "large": 0.6}
-# The label of a "novel" decision in the pooled rows: equal to no class, even
-# when tasks resolved their own novel labels differently.
+# A "novel" decision in the pooled rows: equal to no class whatever each
+# task's novel label.
 _NOVEL_DECISION = object()
 _STEP_FIELDS = ("y_known", "p_novel", "is_novel")
-# Enough batches to balance uneven tasks across workers and to move a progress
-# bar, few enough that dispatching them costs nothing next to their work.
+# Enough batches to balance workers and move a progress bar, few enough to
+# cost nothing to dispatch.
 _BATCHES_PER_WORKER = 4
 _MIN_BATCHES = 10
 
@@ -37,30 +37,24 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
                     tpr: float | None = None, n_jobs: int | None = None,
                     verbose: int = 0, return_rows: bool = False,
                     probability: bool | str = "auto") -> Bunch:
-    """Run an estimator through few-shot open-world tasks and score it.
-
-    For each task, a copy of ``estimator`` learns the support rows (small
-    context; ``adapt`` or ``partial_fit``), then streams the queries through
-    ``open_world_step(X_q, y_q)``. The pooled rows are scored by
-    :func:`~sklearn_flowr.metrics.open_world_report`.
+    """Run copies of an estimator through few-shot open-world tasks and score
+    the pooled rows with :func:`~sklearn_flowr.metrics.open_world_report`.
 
     Parameters
     ----------
     estimator : estimator
         Has ``open_world_step(X, y)`` returning ``y_known``, ``p_novel`` and
-        ``is_novel``. Small context: usually unfitted (an unfitted
-        :class:`~sklearn_flowr.CRPGaussianClassifier` needs its prior given);
-        large context: fitted on the known classes. Not modified.
+        ``is_novel``; small context: ``adapt`` or ``partial_fit`` learns each
+        support set; large context: fitted. Not modified.
     X : array-like of shape (n_samples, ...)
         Features or images, indexed by the tasks' rows.
     y : array-like of shape (n_samples,)
         Labels.
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
-        Any objects with integer arrays ``support`` and ``query`` and a
-        distinct ``task_id`` do.
+        Any objects with integer arrays ``support``, ``query`` and a distinct
+        ``task_id``.
     setting : {"small", "large"}, default="small"
-        Small context: a support set is learned before each stream; large:
-        query-only tasks on a fitted estimator.
+        Small: a support set is learned before each stream; large: query-only.
     tpr : float in (0, 1], default=None
         Novelty TPR of the operating point; None: 0.15 (small) or 0.6 (large).
     n_jobs : int, default=None
@@ -70,16 +64,15 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     return_rows : bool, default=False
         Also return the pooled per-row arrays under ``rows``.
     probability : bool or "auto", default="auto"
-        Whether ``p_novel`` is a probability (calibration and argmax figures
-        reported); ``"auto"``: when the estimator has ``predict_proba``.
+        Whether ``p_novel`` is a probability; "auto": when the estimator has
+        ``predict_proba``.
 
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
-        The keys of :func:`~sklearn_flowr.metrics.open_world_report`, plus
-        ``setting``, ``target_tpr``, the ROC curve (``fpr``, ``tpr_curve``,
-        ``roc_thresholds``) and with ``return_rows`` the pooled per-row
-        arrays ``rows`` (``index`` is the row of ``X``).
+        :func:`~sklearn_flowr.metrics.open_world_report`'s keys, ``setting``,
+        ``target_tpr``, the ROC curve (``fpr``, ``tpr_curve``,
+        ``roc_thresholds``) and with ``return_rows`` the per-row ``rows``.
 
     References
     ----------
@@ -242,8 +235,7 @@ def _check_task(task, n_samples, setting):
 # -------------------------------------------------------------------- running
 def _evaluate_batch(estimator, X, y, tasks, batch, setting):
     """Per-row arrays of the tasks ``batch`` (indices into ``tasks``), concatenated."""
-    # A task's products are a few hundred rows wide: extra BLAS threads only
-    # add synchronisation. Parallelism is over tasks.
+    # Parallelism is over tasks: BLAS threads on small products only add sync.
     with threadpool_limits(limits=1, user_api="blas"):
         parts = [_evaluate_task(estimator, X, y, tasks[int(i)], setting)
                  for i in batch]
