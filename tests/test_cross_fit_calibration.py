@@ -22,7 +22,8 @@ from sklearn_flowr.protocol import (
     evaluate_online,
 )
 from sklearn_flowr.protocol._calibrate import fit_novelty_map, small_context_sizes
-from sklearn_flowr.protocol._cross_fit import choose_shrinkage, cross_fit_plan
+from sklearn_flowr.protocol._cross_fit import _choose_shrinkage as choose_shrinkage
+from sklearn_flowr.protocol._cross_fit import cross_fit_plan
 from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.training._memo import ENCODER_MEMO
 
@@ -477,7 +478,7 @@ def test_noise_shrinkages_are_chosen_with_one_encoder_per_fold(digits, monkeypat
         return choose_shrinkage(h_measures, accuracies, accuracy_tolerance)
 
     monkeypatch.setattr(pipeline, "train_encoder", counting)
-    monkeypatch.setattr(_cross_fit, "choose_shrinkage", recording)
+    monkeypatch.setattr(_cross_fit, "_choose_shrinkage", recording)
     ENCODER_MEMO.clear()
     result = cross_fit_novelty_calibration(
         FLOWRClassifier(**TINY_MLP, setting="large", verbose=0),

@@ -29,7 +29,7 @@ from sklearn_flowr.protocol import (
     select_discovery_params,
 )
 from sklearn_flowr.protocol._discovery import DISCOVERY_FIGURES, summarise_tasks
-from sklearn_flowr.protocol._select import discovery_score
+from sklearn_flowr.protocol._select import _discovery_score as discovery_score
 
 
 def _blobs(n_classes=12, n_rows=25, spread=8.0, first=0, seed=0):

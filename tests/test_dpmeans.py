@@ -12,8 +12,9 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from sklearn_flowr.baselines import DPMeansClassifier, NCMClassifier
-from sklearn_flowr.baselines._dpmeans import _auto_threshold, provisional_label
+from sklearn_flowr.baselines._dpmeans import _auto_threshold
 from sklearn_flowr.metrics import clustering_accuracy, discovery_report
+from sklearn_flowr.validation import provisional_label
 
 
 @pytest.fixture

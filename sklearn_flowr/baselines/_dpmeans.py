@@ -16,18 +16,16 @@ from ..base import all_or_nothing
 from ..validation import (
     check_magnitude,
     next_provisional_label,
-    provisional_label,
     same_label,
 )
 from ._docstrings import fill_doc
 from ._ncm import NCMClassifier
 from ._prototypes import PrototypeBaseline
 
-__all__ = ["DPMeansClassifier", "provisional_label"]
+__all__ = ["DPMeansClassifier"]
 
-# Quantile of the within-class pair distances that threshold="auto" takes:
-# the second row of a new Gaussian class opens a class of its own with
-# probability 1 - AUTO_QUANTILE.
+# threshold="auto"'s quantile of the within-class pair distances: the second
+# row of a new Gaussian class opens a class of its own with probability 0.01.
 AUTO_QUANTILE = 0.99
 
 
@@ -98,8 +96,9 @@ class DPMeansClassifier(PrototypeBaseline):
     >>> dp.threshold_
     1.0
     >>> stream = np.array([[0.0, 0.5], [9.0, 9.0], [9.0, 9.5]])
-    >>> dp.open_world_step(stream).y_assigned
-    array(['a', 'new-1', 'new-1'], dtype=object)
+    >>> out = dp.open_world_step(stream)
+    >>> out.y_assigned, out.is_novel
+    (array(['a', 'new-1', 'new-1'], dtype=object), array([False,  True, False]))
     >>> dp.predict([[9.0, 9.2]])
     array(['new-1'], dtype=object)
     """
@@ -136,18 +135,6 @@ class DPMeansClassifier(PrototypeBaseline):
             (distance to the nearest mean), ``is_novel`` (the row opened a
             class), ``y_assigned`` (the class the row was learned under) and
             ``learned`` (all True).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.baselines import DPMeansClassifier
-        >>> dp = DPMeansClassifier(threshold=1.0)
-        >>> result = dp.open_world_step(np.array([[0.0], [0.5], [4.0], [0.2]]))
-        >>> result.y_assigned, result.is_novel
-        (array(['new-1', 'new-1', 'new-2', 'new-1'], dtype=object),
-         array([ True, False,  True, False]))
-        >>> dp.open_world_step(np.array([[4.1]]), ["b"]).y_pred
-        array(['new-2'], dtype=object)
         """
         if y is not None:
             result = super().open_world_step(X, y)

@@ -13,11 +13,10 @@ __all__ = ["EVMClassifier"]
 
 # Elements of the per-chunk distance matrices (~32 MB of float64).
 _CHUNK_ELEMENTS = 4_000_000
-# Margins below this are raised to it: a zero margin (the same direction in
-# two classes) has no logarithm, and the Weibull fit needs one.
+# Floor of the margins: the Weibull fit takes their logarithm.
 _MIN_MARGIN = 1e-12
-# ``(d / scale)^shape`` from which ``Psi = exp(-that)`` is 0 in float64
-# (``exp(-745.2)`` rounds to 0; 750 leaves room for the rounding of the power).
+# ``(d / scale)^shape`` from which ``exp(-that)`` is 0 in float64 (745.2, and
+# room for the rounding of the power).
 _PSI_ZERO = 750.0
 # Most rows in one chunk of a stream (see ``EVMClassifier._chunk_rows``).
 _MAX_CHUNK_ROWS = 512
@@ -25,15 +24,11 @@ _MAX_CHUNK_ROWS = 512
 
 @fill_doc
 class EVMClassifier(OpenWorldBaseline):
-    """Extreme Value Machine: per-point Weibull models of the class margin.
-
-    Every stored point ``x_i`` fits a Weibull (location 0) to its
-    ``tail_size`` smallest margins ``d(x_i, x_j) / 2`` to points of other
-    classes, ``d`` the cosine distance. ``Psi_i(x) = exp(-(d(x_i, x) /
-    lambda_i)^kappa_i)`` is the probability that ``x`` is in ``x_i``'s class;
-    the prediction is the class of the largest ``Psi_i`` and the novelty
-    score ``1 - max_i Psi_i(x)`` (1 while no class exists). Learning a row
-    stores it and refits the Weibulls whose tails it changes.
+    """Extreme Value Machine: every learned point ``x_i`` fits a Weibull to its
+    ``tail_size`` smallest half cosine distances to other classes' points;
+    ``Psi_i(x) = exp(-(d(x_i, x) / lambda_i)^kappa_i)``. A row gets the class
+    of the largest ``Psi_i``; novelty score ``1 - max_i Psi_i(x)`` (1 while no
+    class exists).
 
     Parameters
     ----------

@@ -22,13 +22,10 @@ class FeCAMClassifier(PrototypeBaseline):
     """Nearest class by the Mahalanobis distance of each class's own shrunk
     covariance, on Tukey-transformed, L2-normalised features (FeCAM).
 
-    Rows become ``sign(x) |x|^power`` scaled to unit length. Class ``n`` has
-    the mean ``mu_n`` and covariance ``S_n`` of its rows, shrunk as in the
-    paper and made a correlation matrix ``C_n``. A row gets the class of the
-    smallest ``D_n(u) = (u - mu_n)^T C_n^+ (u - mu_n)``; novelty score:
-    ``min_n D_n(u)`` (``inf`` while no class exists). It keeps n_classes x
-    n_features^2 floats and refuses a class beyond 2 GiB of them (the 161st
-    at d = 1280): reduce the dimension or use Mahalanobis++.
+    Rows become ``u``, ``sign(x) |x|^power`` scaled to unit length; class ``n``
+    has the mean ``mu_n`` and shrunk correlation matrix ``C_n`` of its rows. A
+    row gets the class of the smallest ``D_n(u) = (u - mu_n)^T C_n^+ (u -
+    mu_n)``; novelty score: ``min_n D_n(u)`` (``inf`` while no class exists).
 
     Parameters
     ----------

@@ -14,12 +14,8 @@ __all__ = ["KNNClassifier"]
 
 @fill_doc
 class KNNClassifier(StoredRowsBaseline):
-    """Nearest learned row on L2-normalised features, scored by the distance
-    to the k-th nearest (deep kNN).
-
-    Rows are scaled to unit length. A row gets the class of its nearest
-    learned row; its novelty score is the distance to its ``n_neighbors``-th
-    nearest learned row of any class (``inf`` while no class exists).
+    """Nearest learned row on L2-normalised features; novelty score: the
+    distance to the ``n_neighbors``-th nearest learned row (deep kNN).
 
     Parameters
     ----------

@@ -20,12 +20,10 @@ class MahalanobisPlusPlusClassifier(PrototypeBaseline):
     """Nearest class mean by the Mahalanobis distance of one shared covariance,
     on L2-normalised features (Mahalanobis++).
 
-    Rows are scaled to unit length, ``u = x / ||x||``. Class ``n`` has the
-    mean ``mu_n`` of its rows' ``u``; all share the pooled within-class
-    covariance ``S``, shrunk by the Oracle Approximating Shrinkage (as
-    :func:`sklearn.covariance.oas`). A row gets the class of the smallest
-    ``D_n(u) = (u - mu_n)^T S^-1 (u - mu_n)``; novelty score: ``min_n D_n(u)``
-    (``inf`` while no class exists).
+    Rows become ``u = x / ||x||``; class ``n`` has the mean ``mu_n`` of its
+    rows, all share the pooled within-class covariance ``S`` shrunk as
+    :func:`sklearn.covariance.oas` does. A row gets the class of the smallest
+    ``D_n(u) = (u - mu_n)^T S^-1 (u - mu_n)``; novelty score ``min_n D_n(u)``.
 
     Parameters
     ----------

@@ -17,19 +17,16 @@ __all__ = ["PEELERClassifier"]
 class PEELERClassifier(PrototypeBaseline):
     """Open-set classifier on Gaussian class embeddings (PEELER's metric).
 
-    Each class has the mean ``mu_n`` of its rows, updated online, and all
-    share a diagonal precision ``prec``. A row gets the class of the
-    smallest ``d_n(z) = sum_j prec_j (z_j - mu_nj)^2 / d``, and its novelty
-    score is ``min_n d_n(z)`` (``inf`` while no class exists). ``fit`` learns
-    ``prec``; later calls update the means only.
+    Class means ``mu_n`` are updated online and share a diagonal precision
+    ``prec`` learned in ``fit``. A row gets the class of the smallest ``d_n(z)
+    = sum_j prec_j (z_j - mu_nj)^2 / d``; novelty score ``min_n d_n(z)``.
 
     Parameters
     ----------
     precision : float, array-like of shape (n_features,) or None, default=None
-        Fixed diagonal precision ``prec``, e.g. learned on the training
-        classes for a small-context task. None: the inverse pooled
-        within-class variance in ``fit``; the identity when the estimator
-        starts with ``partial_fit`` or ``open_world_step``.
+        Fixed diagonal precision ``prec`` (e.g. learned on training classes).
+        None: the inverse pooled within-class variance in ``fit``; the
+        identity when the estimator starts with ``partial_fit``.
     threshold : float >= 0 or "auto", default="auto"
         Score at or above which a row is novel. "auto": the 95%% quantile of
         the score of a row of its own class, ``chi2.ppf(0.95, d) / d``.
@@ -125,10 +122,9 @@ class PEELERClassifier(PrototypeBaseline):
 
 
 def _pooled_variance(X, y_index, n_classes, var_smoothing):
-    """Maximum-likelihood within-class variance per feature, plus the smoothing
-    term (1 where ``X`` does not vary at all)."""
+    """Within-class variance per feature plus the smoothing (1 where ``X`` is
+    constant)."""
     means, _ = class_means(X, y_index, n_classes)
     variance = np.mean((X - means[y_index]) ** 2, axis=0)
-    epsilon = var_smoothing * float(np.max(np.var(X, axis=0)))
-    variance = variance + epsilon
+    variance += var_smoothing * float(np.max(np.var(X, axis=0)))
     return np.where(variance > 0, variance, 1.0)

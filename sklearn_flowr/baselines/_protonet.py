@@ -15,10 +15,9 @@ __all__ = ["ProtoNetClassifier"]
 class ProtoNetClassifier(PrototypeBaseline):
     """Prototypical-network classifier with a thresholded novelty probability.
 
-    Each class has a prototype, the mean of its rows, updated online. Class
-    probabilities are ``p(n | x) ∝ exp(-||x - mu_n||^2)``; the novelty score
-    is ``1 - max_n p(n | x)`` (1 while no class exists). It only compares
-    known classes (with one class nothing is novel): a weak novelty detector.
+    ``p(n | x) ∝ exp(-||x - mu_n||^2)`` over the online class means; novelty
+    score ``1 - max_n p(n | x)``: it only compares known classes (with one
+    class nothing is novel).
 
     Parameters
     ----------

@@ -21,12 +21,10 @@ HELD_OUT_EVERY = 5  # every 5th row of a class, from its second, is held out
 class RanPACClassifier(OpenWorldBaseline):
     """Ridge classifier on a frozen random ReLU projection (RanPAC).
 
-    Rows become ``h = max(x W, 0)``, ``W`` of shape (n_features, M) drawn from
-    N(0, 1) once. The ridge weights of one-hot targets,
-    ``B = (G + alpha trace(G) / M I)^-1 Q``, need only ``G = sum h h^T`` and
-    the class sums ``Q``. A row gets the class of the largest output
-    ``f_n = h^T B[:, n]``; novelty score: ``1 - max_n f_n`` (1 while no class
-    exists).
+    Rows become ``h = max(x W, 0)``, ``W`` (n_features, M) drawn from N(0, 1);
+    the ridge weights of one-hot targets are ``B = (G + alpha trace(G) / M
+    I)^-1 Q``, ``G = sum h h^T``, ``Q`` the class sums. A row gets the class of
+    the largest ``f_n = h^T B[:, n]``; novelty score ``1 - max_n f_n``.
 
     Parameters
     ----------
@@ -115,8 +113,7 @@ class RanPACClassifier(OpenWorldBaseline):
         return present[best], 1.0 - outputs[np.arange(X.shape[0]), best]
 
     def _scaled(self, present):
-        """G and Q of both folds (classes ``present``) over ``trace(G) / M``:
-        alpha is relative to it (scale-free, and no overflow on large rows)."""
+        """G and Q of both folds (classes ``present``) over ``trace(G) / M``."""
         scale = np.trace(self._gram.sum(axis=0)) / self._gram.shape[1]
         scale = scale if scale > 0 else 1.0
         return self._gram / scale, self._sums[:, present] / scale

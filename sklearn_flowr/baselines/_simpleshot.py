@@ -12,12 +12,9 @@ __all__ = ["SimpleShotClassifier"]
 
 @fill_doc
 class SimpleShotClassifier(StoredRowsBaseline):
-    """Nearest class mean on centred, L2-normalised features (SimpleShot).
-
-    Rows are centred by the mean ``m`` of all learned rows and scaled to unit
-    length, ``u = (x - m) / ||x - m||``; a row gets the class of the nearest
-    prototype ``p_n`` (the mean of the class's ``u``). Novelty score:
-    ``min_n ||u - p_n||`` (``inf`` while no class exists).
+    """Nearest class mean on centred, L2-normalised features (SimpleShot):
+    ``u = (x - m) / ||x - m||``, ``m`` the mean learned row; novelty score
+    ``min_n ||u - p_n||``, ``p_n`` the mean ``u`` of class ``n``.
 
     Parameters
     ----------

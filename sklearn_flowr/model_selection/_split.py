@@ -11,13 +11,10 @@ __all__ = ["OpenWorldSplit", "class_disjoint_folds"]
 
 
 class OpenWorldSplit(BaseCrossValidator):
-    """Open-world cross-validator: some classes are novel at test time.
-
-    Each split holds ``n_novel_classes`` classes wholly out of training and
-    puts a share ``test_size`` of every other class's rows in the test fold.
-    Held-out classes are taken in turn from a shuffled class order, like
-    :class:`~sklearn.model_selection.GroupKFold` with classes as groups. Use
-    it with :func:`~sklearn_flowr.metrics.novelty_scorer` in ``GridSearchCV``.
+    """Open-world cross-validator: each split holds ``n_novel_classes`` whole
+    classes out of training (in turn, from a shuffled class order) and a share
+    ``test_size`` of every other class's rows. Score it with
+    :func:`~sklearn_flowr.metrics.novelty_scorer` in ``GridSearchCV``.
 
     Parameters
     ----------
@@ -40,6 +37,8 @@ class OpenWorldSplit(BaseCrossValidator):
     >>> y = np.repeat([0, 1, 2, 3, 4], 4)
     >>> cv = OpenWorldSplit(n_splits=2, n_novel_classes=1, test_size=0.25,
     ...                     random_state=0)
+    >>> cv.get_n_splits()
+    2
     >>> for train, test in cv.split(np.zeros((20, 1)), y):
     ...     print(np.setdiff1d(y[test], y[train]), len(train), len(test))
     [2] 12 8
@@ -85,13 +84,6 @@ class OpenWorldSplit(BaseCrossValidator):
         Returns
         -------
         n_splits : int
-            The number of splits.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.model_selection import OpenWorldSplit
-        >>> OpenWorldSplit(n_splits=3).get_n_splits()
-        3
         """
         return self.n_splits
 
@@ -115,9 +107,8 @@ class OpenWorldSplit(BaseCrossValidator):
         order = list(rng.permutation(n_classes))
         for _ in range(self.n_splits):
             if len(order) < n_held:
-                # Start a new pass; classes still pending from the old pass go
-                # first and are moved to the end of the new one, so no split
-                # holds out one class twice.
+                # A new pass: the old pass's pending classes first and again at
+                # its end, so no split holds out one class twice.
                 pending = order
                 fresh = [c for c in rng.permutation(n_classes) if c not in pending]
                 order = pending + fresh + pending
@@ -141,8 +132,7 @@ class OpenWorldSplit(BaseCrossValidator):
             test_mask = np.isin(class_index, held)
             for c in np.setdiff1d(np.arange(n_classes), held):
                 rows = rows_of_class[c]
-                # Round half up, but keep one row for training so the class is
-                # known to the model it is scored on.
+                # Round half up; keep one row so the class is known in training.
                 n_test = min(
                     int(math.floor(self.test_size * rows.size + 0.5)), rows.size - 1
                 )
@@ -178,9 +168,8 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        An int: :class:`~sklearn.model_selection.GroupKFold` over the labels;
-        a splitter, called as ``split(X, y, groups=y)``; or an iterable of
-        ``(train, held)`` integer index arrays.
+        An int: ``GroupKFold`` over the labels; a splitter, called as
+        ``split(X, y, groups=y)``; or ``(train, held)`` index arrays.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     min_held_classes : int, default=1

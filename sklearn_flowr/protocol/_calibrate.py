@@ -72,8 +72,7 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
         raise ValueError("calibrate_novelty(setting='large') needs at least 2 rows "
                          "in every class (one to fit, one to query).")
     refit = clone(estimator)
-    # The deployed head's hyper-parameters, not new estimates from fewer
-    # classes (one class could not give a prior at all).
+    # The deployed head's hyper-parameters, not estimates from fewer classes.
     fixed = {name: getattr(estimator, name + "_") for name in
              ("prior_mean", "prior_var", "sigma", "b")
              if name in refit.get_params() and hasattr(estimator, name + "_")}
@@ -115,12 +114,12 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_query: int = 10, n_known_query_classes: int | None = None,
                       n_jobs: int | None = None, random_state=None,
                       targets: str = "platt", verbose: int = 0) -> Bunch:
-    """Fit the Platt map of P(novel) on open-world tasks of training classes.
+    """Fit the Platt map of P(novel) (first sightings regressed on
+    ``logit P(novel)``) on open-world tasks of training classes.
 
-    Small context: the paper's 10 support + 5 novel classes (in proportion
-    below 15 classes) through copies of ``estimator``; large context:
-    ``n_novel_classes`` held out and a clone refitted on half the rows of the
-    others. First sightings are regressed on ``logit P(novel)``.
+    Small context: 10 support + 5 novel classes (in proportion below 15)
+    through copies of ``estimator``; large: ``n_novel_classes`` held out and a
+    clone refitted on half the rows of the others.
 
     Parameters
     ----------
@@ -133,18 +132,17 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     n_tasks : int, default=200
         Calibration tasks.
     n_novel_classes : int or None, default=None
-        Novel classes per task; ``None``: the small context's proportion
-        (5 of 15), at most 5.
+        Novel classes per task; None: 5 of 15 classes, at most 5.
     n_query : int, default=10
         Query rows per class, at most half the smallest class.
     n_known_query_classes : int or None, default=None
-        Large context: known classes queried per task (``None``: all).
+        Large context: known classes queried per task (None: all).
     n_jobs : int, default=None
         Parallel workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
         Seeds the tasks and the large context's class split.
     targets : {"platt", "hard"}, default="platt"
-        Platt's smoothed targets or plain 0/1 ones (:func:`fit_novelty_map`).
+        Platt's smoothed targets or plain 0/1 ones.
     verbose : int, default=0
         Above 0, a progress bar over the calibration tasks.
 
@@ -196,10 +194,9 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
                        n_novel_classes=None, n_query=10,
                        n_known_query_classes=None, n_jobs=None, seed=0,
                        probability="auto", verbose=0) -> Bunch:
-    """Novelty scores of open-world tasks drawn from labelled training classes:
-    :func:`calibrate_novelty`'s run, for any estimator :func:`evaluate_online`
-    takes, as it is given (not modified). The scores of rows that are not first
-    sightings calibrate conformal p-values of other tasks run the same way.
+    """:func:`calibrate_novelty`'s run of tasks of training classes, for any
+    estimator :func:`evaluate_online` takes, as given (not modified); rows
+    that are not first sightings calibrate conformal p-values.
 
     Parameters
     ----------
@@ -214,9 +211,8 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     Returns
     -------
     rows : :class:`~sklearn.utils.Bunch`
-        :func:`evaluate_online`'s per-row arrays, plus ``score`` (the
-        ``novelty_score`` column if any, else ``p_novel``), ``score_name`` and
-        ``is_first_sighting``.
+        :func:`evaluate_online`'s per-row arrays, ``score`` (``novelty_score``
+        if given, else ``p_novel``), ``score_name`` and ``is_first_sighting``.
 
     Examples
     --------

@@ -28,18 +28,18 @@ __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
 
 def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                    random_state=None) -> list:
-    """The rows each fold trains on and queries, and its seed.
+    """The rows each class-disjoint fold trains on and queries, and its seed.
 
     Parameters
     ----------
     cv : int, cross-validation generator or iterable
-        As :func:`class_disjoint_folds` takes it.
+        As :func:`~sklearn_flowr.model_selection.class_disjoint_folds` takes it.
     X : array-like of shape (n_samples, ...)
     y : ndarray of shape (n_samples,)
     setting : {"small", "large"}
     known_query_share : float in (0, 0.5], default=0.25
-        Large context: share of each training class's rows the fold keeps out
-        of training and queries as a known class.
+        Large context: share of each training class's rows kept out of
+        training and queried as a known class.
     random_state : int, Generator, RandomState or None, default=None
 
     Returns
@@ -50,6 +50,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     Examples
     --------
     >>> import numpy as np
+    >>> from sklearn_flowr.protocol import cross_fit_plan
     >>> y = np.repeat([0, 1, 2, 3], 4)
     >>> plan = cross_fit_plan(2, np.zeros((16, 1)), y, setting="large",
     ...                       random_state=0)
@@ -90,33 +91,31 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                                   n_jobs: int | None = None,
                                   random_state=None,
                                   targets: str = "platt") -> Bunch:
-    """Fit the Platt map of P(novel) on folds of classes held out of training.
-
-    Each class-disjoint fold trains a clone of ``estimator`` (without its map)
-    and runs open-world tasks of its held-out classes through the clone's
-    head; the first sightings of all folds fit one map. One training per fold.
+    """Fit the Platt map of P(novel) on folds of classes held out of training:
+    each fold trains a clone of ``estimator`` (no map) once and runs tasks of
+    its held-out classes through its head; all first sightings fit one map.
 
     Parameters
     ----------
     estimator : FLOWRClassifier
-        Unfitted or fitted (only its parameters are used); not modified.
+        Only its parameters are used; not modified.
     X : array-like of shape (n_samples, ...)
         Training inputs, as ``estimator.fit`` takes them.
     y : array-like of shape (n_samples,)
     cv : int, cross-validation generator or iterable, default=2
         Folds over whole classes, as :func:`cross_fit_plan` takes them.
     noise_shrinkages : list of float in [0, 1] or None, default=None
-        Candidates of the full head's ``noise_shrinkage``, each run on the same
-        tasks; ``None``: the estimator's own.
+        Candidates of the full head's ``noise_shrinkage``, run on the same
+        tasks; None: the estimator's own.
     accuracy_tolerance : float in [0, 1] or None, default=0.01
         The best H-measure is chosen among candidates within this of the best
-        accuracy (``None``: among all).
+        accuracy (None: among all).
     n_tasks : int, default=200
         Tasks per fold.
     n_query : int, default=10
         Query rows per class.
     n_known_query_classes : int or None, default=None
-        Large context: known classes queried per task (``None``: all).
+        Large context: known classes queried per task (None: all).
     known_query_share : float in (0, 0.5], default=0.25
         As :func:`cross_fit_plan` takes it.
     n_jobs : int or None, default=None
@@ -124,13 +123,13 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     random_state : int, Generator, RandomState or None, default=None
         Seeds the folds' models, known-query rows and tasks.
     targets : {"platt", "hard"}, default="platt"
-        As :func:`~sklearn_flowr.protocol.calibrate_novelty` takes it.
+        As :func:`calibrate_novelty` takes it.
 
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        :func:`calibrate_novelty`'s, plus ``n_folds``, ``noise_shrinkage`` and
-        per candidate ``h_measures`` and ``accuracies`` (folds' means).
+        :func:`calibrate_novelty`'s, ``n_folds``, ``noise_shrinkage`` and per
+        candidate ``h_measures`` and ``accuracies`` (folds' means).
 
     Examples
     --------
@@ -182,42 +181,36 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     template = _fold_template(estimator, y)
     candidates = ([None] if noise_shrinkages is None
                   else [float(v) for v in np.ravel(noise_shrinkages)])
-    rows = {value: ([], []) for value in candidates}
-    h_measures = {value: [] for value in candidates}
-    accuracies = {value: [] for value in candidates}
+    reports = {value: [] for value in candidates}
     for fold in plan:
         base = clone(template).set_params(random_state=fold.seed)
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
-        X_fit = _safe_indexing(X, fold.fit_rows)
-        tasks = calibration_tasks(
-            setting, y_query, min(5, small_context_sizes(fold.n_held_classes)[1])
-            if setting == "small" else min(5, fold.n_held_classes),
-            n_query, n_tasks, fold.seed, known=np.unique(y_fit),
-            n_known_query=n_known_query_classes)
+        n_novel = (small_context_sizes(fold.n_held_classes)[1]
+                   if setting == "small" else fold.n_held_classes)
+        tasks = calibration_tasks(setting, y_query, min(5, n_novel), n_query,
+                                  n_tasks, fold.seed, known=np.unique(y_fit),
+                                  n_known_query=n_known_query_classes)
         Z = None
         for value in candidates:
-            # Each candidate is a fold model with another head; with
-            # reuse_encoder (the default) its encoder is trained once.
+            # Another head on the fold model; reuse_encoder trains it once.
             model = (base if value is None else
                      clone(base).set_params(head__noise_shrinkage=value))
-            model.fit(X_fit, y_fit)
+            model.fit(_safe_indexing(X, fold.fit_rows), y_fit)
             if Z is None:
                 Z = model.transform(_safe_indexing(X, fold.query_rows))
             head = model.prior_head_ if setting == "small" else model.head_
-            report = evaluate_online(head, Z, y_query, tasks, setting=setting,
-                                     n_jobs=n_jobs, return_rows=True,
-                                     probability=True)
-            rows[value][0].append(report.rows.p_novel)
-            rows[value][1].append(report.rows.is_novel)
-            h_measures[value].append(float(report.h_measure))
-            accuracies[value].append(float(report.accuracy))
-    means = {value: float(np.mean(h)) for value, h in h_measures.items()}
-    mean_accuracies = {value: float(np.mean(a)) for value, a in accuracies.items()}
-    best = choose_shrinkage(means, mean_accuracies, accuracy_tolerance)
-    result = fit_novelty_map(np.concatenate(rows[best][0]),
-                             np.concatenate(rows[best][1]),
-                             targets=targets,
-                             remedy="hold out more classes per fold")
+            reports[value].append(evaluate_online(
+                head, Z, y_query, tasks, setting=setting, n_jobs=n_jobs,
+                return_rows=True, probability=True))
+    means = {value: float(np.mean([r.h_measure for r in runs]))
+             for value, runs in reports.items()}
+    mean_accuracies = {value: float(np.mean([r.accuracy for r in runs]))
+                       for value, runs in reports.items()}
+    best = _choose_shrinkage(means, mean_accuracies, accuracy_tolerance)
+    result = fit_novelty_map(
+        np.concatenate([r.rows.p_novel for r in reports[best]]),
+        np.concatenate([r.rows.is_novel for r in reports[best]]),
+        targets=targets, remedy="hold out more classes per fold")
     result.n_folds = len(plan)
     result.noise_shrinkage = (params.get("head__noise_shrinkage")
                               if best is None else best)
@@ -243,8 +236,7 @@ def _fold_template(estimator, y):
 
 def _warn_one_support_class(plan):
     """Warn where small-context folds make tasks of one support class."""
-    n_support = min(small_context_sizes(fold.n_held_classes)[0] for fold in plan)
-    if n_support < 2:
+    if min(small_context_sizes(fold.n_held_classes)[0] for fold in plan) < 2:
         warnings.warn(
             "noise_shrinkage is chosen on small-context tasks of one support "
             "class (a fold holds out fewer than 3 classes): they cannot show "
@@ -255,17 +247,9 @@ def _warn_one_support_class(plan):
             stacklevel=3)
 
 
-def choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
+def _choose_shrinkage(h_measures, accuracies, accuracy_tolerance):
     """The best H-measure within ``accuracy_tolerance`` of the best accuracy;
-    ties go to the smaller shrinkage.
-
-    Examples
-    --------
-    >>> choose_shrinkage({0.0: 0.40, 0.3: 0.45}, {0.0: 0.90, 0.3: 0.85}, 0.01)
-    0.0
-    >>> choose_shrinkage({0.0: 0.40, 0.3: 0.45}, {0.0: 0.90, 0.3: 0.85}, None)
-    0.3
-    """
+    ties go to the smaller shrinkage."""
     eligible = list(h_measures)
     if accuracy_tolerance is not None:
         floor = max(accuracies.values()) - accuracy_tolerance

@@ -19,7 +19,7 @@ from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
 from .sampling import check_count, check_setting, resolve_seed
 
-__all__ = ["discovery_score", "select_discovery_params", "select_head_params"]
+__all__ = ["select_discovery_params", "select_head_params"]
 
 # Figures of discovery_report a selection may maximise (higher is better).
 SCORINGS = ("balanced", "accuracy_all", "accuracy_new", "nmi_new", "ari_new",
@@ -47,9 +47,9 @@ def _small_context_tasks(y_val, n_tasks, random_state, **kwargs):
                              random_state=random_state, **kwargs)
 
 
-def grid_candidates(estimator, param_grid) -> list:
-    """The candidates of ``param_grid`` (as :class:`ParameterGrid` gives
-    them), checked: at least one, and only parameters ``estimator`` has."""
+def _grid_candidates(estimator, param_grid):
+    """The candidates of ``param_grid``: at least one, of parameters
+    ``estimator`` has."""
     candidates = list(ParameterGrid(param_grid))
     if not candidates:
         raise ValueError("param_grid holds no candidate.")
@@ -81,33 +81,27 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
                        shots: tuple[int, int] = (1, 10), n_query: int = 10,
                        n_jobs: int | None = None, random_state=None) -> Bunch:
     """Pick the head's parameters with the best novelty H-measure on
-    small-context tasks of validation classes.
-
-    Each candidate head is built as ``FLOWRClassifier`` builds its
-    small-context head (empirical Bayes on ``X_train``, no calibration map)
-    and run by :func:`evaluate_online` through the same tasks.
+    small-context tasks of validation classes, each candidate head built as
+    ``FLOWRClassifier`` builds its small-context head (no calibration map).
 
     Parameters
     ----------
     head : CRPGaussianClassifier
-        The template, e.g. a fitted ``FLOWRClassifier``'s ``head_``; not
-        modified.
+        The template, e.g. a fitted ``FLOWRClassifier``'s ``head_``; not modified.
     X_train, y_train : array-like of shape (n_samples, n_features), (n_samples,)
         Embeddings and labels of the classes the encoder was trained on.
     X_val, y_val : array-like of shape (n_val, n_features), (n_val,)
-        Embeddings and labels of validation classes the encoder has not seen
-        (none may be a training class).
+        Embeddings and labels of validation classes new to the encoder.
     param_grid : dict or list of dicts
-        Candidates, as :class:`~sklearn.model_selection.GridSearchCV` takes
-        them, e.g. ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
+        Candidates, as ``GridSearchCV`` takes them, e.g.
+        ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
     prior_scale : float > 0, default=1.0
         ``FLOWRClassifier``'s ``prior_scale`` of the model to tune.
     n_tasks : int >= 1, default=200
     shots : (int, int), default=(1, 10)
         Range of shots per support class.
     n_query : int >= 1, default=10
-        Query rows per class; each validation class needs ``shots[1] +
-        n_query`` rows.
+        Query rows per class (a class needs ``shots[1] + n_query`` rows).
     n_jobs : int, default=None
         joblib workers of :func:`evaluate_online`.
     random_state : int, Generator, RandomState or None, default=None
@@ -116,9 +110,9 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``best_params`` (the first best H-measure in grid order),
-        ``best_head`` (unfitted, without a calibration map) and ``results``
-        (per candidate: ``params``, ``h_measure``, ``accuracy``, ``ece``).
+        ``best_params`` (the first best in grid order), ``best_head``
+        (unfitted) and ``results`` (per candidate: ``params``, ``h_measure``,
+        ``accuracy``, ``ece``).
 
     Examples
     --------
@@ -149,7 +143,7 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
             or not np.isfinite(prior_scale) or prior_scale <= 0):
         raise ValueError(f"prior_scale must be a finite number > 0; got "
                          f"{prior_scale!r}.")
-    candidates = grid_candidates(head, param_grid)
+    candidates = _grid_candidates(head, param_grid)
     for params in candidates:
         _check_shrinkage_acts(head, params)
     tasks = _small_context_tasks(y_val, n_tasks, random_state, shots=shots,
@@ -171,18 +165,15 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
                  results=results)
 
 
-def discovery_score(mean, scoring: str = "balanced") -> float:
-    """The criterion of :func:`select_discovery_params`: ``"balanced"``, the
-    mean of ``accuracy_new`` and ``known_accuracy``, or one figure by name.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.protocol._select import discovery_score
-    >>> discovery_score({"accuracy_new": 0.6, "known_accuracy": 0.9})
-    0.75
-    """
+def _check_scoring(scoring):
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+
+
+def _discovery_score(mean, scoring="balanced"):
+    """``"balanced"``: the mean of ``accuracy_new`` and ``known_accuracy``;
+    else one figure of ``mean`` by name."""
+    _check_scoring(scoring)
     if scoring == "balanced":
         return float((mean["accuracy_new"] + mean["known_accuracy"]) / 2.0)
     return float(mean[scoring])
@@ -218,40 +209,37 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     estimator : estimator
         The template, as :func:`evaluate_discovery` takes it; not modified.
     X_val, y_val : array-like of shape (n_val, ...), (n_val,)
-        Rows and labels of the validation tasks, whose new classes must not be
-        those the chosen method is evaluated on.
+        Rows and labels of validation classes (not those the method is
+        evaluated on).
     param_grid : dict or list of dicts
-        Candidates, as :class:`~sklearn.model_selection.ParameterGrid` takes
-        them, e.g. ``{"threshold_scale": [0.5, 1.0, 2.0]}``; ``{}``: the
-        estimator as it is.
+        Candidates, as ``ParameterGrid`` takes them, e.g.
+        ``{"threshold_scale": [0.5, 1.0, 2.0]}``; ``{}``: the estimator as is.
     setting : {"small", "large"}, default="small"
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
-        Validation tasks over ``y_val``; None draws ``n_tasks`` (small
-        context: 10 support + 5 novel classes, fewer below 15 classes; large:
-        every known class and up to 5 new ones).
+        Tasks over ``y_val``; None draws ``n_tasks`` (small: 10 support + 5
+        novel classes, fewer below 15; large: all known and up to 5 new).
     n_tasks : int >= 1, default=200
         Tasks drawn when ``tasks`` is None.
     label_fraction : float in [0, 1], default=0.0
     label_delay : int >= 0, default=0
         The label budget of :func:`evaluate_discovery`.
     scoring : str, default="balanced"
-        The criterion maximised: ``"balanced"`` (the mean of ``accuracy_new``
-        and ``known_accuracy``) or a figure of ``discovery_report``.
+        ``"balanced"`` (the mean of ``accuracy_new`` and ``known_accuracy``)
+        or a figure of ``discovery_report``.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
-        Seeds the tasks and the labels that arrive (the same for every
-        candidate).
+        Seeds the tasks and the labels that arrive.
     verbose : int, default=0
         Above 0, a progress bar over each candidate's tasks.
 
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``best_params`` (the first best score in grid order; the first
-        candidate, with a warning, if every score is NaN),
-        ``best_index``, ``best_score``, ``best_estimator``, ``scoring`` and
-        ``results`` (per candidate: ``params``, ``score``, ``report``).
+        ``best_params`` (the first best in grid order; if every score is NaN
+        the first, with a warning), ``best_index``, ``best_score``,
+        ``best_estimator``, ``scoring`` and ``results`` (per candidate:
+        ``params``, ``score``, ``report``).
 
     Examples
     --------
@@ -268,11 +256,10 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     ({'threshold_scale': 1.0}, 2)
     """
     check_setting(setting)
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
+    _check_scoring(scoring)
     if tasks is None:
         check_count("n_tasks", n_tasks, 1)
-    candidates = grid_candidates(estimator, param_grid)
+    candidates = _grid_candidates(estimator, param_grid)
     built = [copy.deepcopy(estimator).set_params(**params)
              for params in candidates]
     for candidate in built:
@@ -290,7 +277,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
                                     label_delay=label_delay, n_jobs=n_jobs,
                                     random_state=seed, verbose=verbose)
         results.append({"params": params,
-                        "score": discovery_score(report.mean, scoring),
+                        "score": _discovery_score(report.mean, scoring),
                         "report": report})
     scores = np.array([result["score"] for result in results])
     if np.isnan(scores).all():

@@ -114,12 +114,10 @@ class _TaskSampler(Sequence):
 
 @fill_reference
 class SmallContextTasks(_TaskSampler):
-    """Small-context (SC) few-shot open-world tasks, the paper's test protocol.
-
-    Each task draws ``n_support_classes + n_novel_classes`` classes; a
-    support class gets ``U{shots}`` support rows and ``n_query`` query rows,
-    a novel class ``n_query`` query rows, all queries in random order. Task
-    ``i`` depends only on ``(seed, i)``.
+    """Small-context (SC) few-shot open-world tasks, the paper's test protocol:
+    ``n_support_classes`` with ``U{shots}`` support rows and ``n_novel_classes``
+    more, ``n_query`` queries each in random order; task ``i`` depends only on
+    ``(seed, i)``.
 
     Parameters
     ----------
@@ -134,9 +132,8 @@ class SmallContextTasks(_TaskSampler):
     n_query : int >= 1, default=10
         Query rows per class.
     n_tasks : int >= 1, default=1000
-        Number of tasks.
     random_state : int, Generator, RandomState or None, default=None
-        Seed; ``None`` draws one once, at construction (stored in ``seed``).
+        Seed; None draws one at construction (stored in ``seed``).
 
     Attributes
     ----------
@@ -194,11 +191,9 @@ class SmallContextTasks(_TaskSampler):
 
 @fill_reference
 class LargeContextTasks(_TaskSampler):
-    """Large-context (LC) open-world tasks: query-only streams.
-
-    Each task queries ``n_query`` rows of each known class (or of
-    ``n_known_query_classes`` of them) and of ``n_novel_classes`` classes of
-    ``y`` outside ``known_classes``, in random order.
+    """Large-context (LC) open-world tasks: query-only streams of ``n_query``
+    rows of each known class (or ``n_known_query_classes`` of them) and of
+    ``n_novel_classes`` classes outside ``known_classes``, in random order.
 
     Parameters
     ----------
@@ -212,11 +207,9 @@ class LargeContextTasks(_TaskSampler):
     n_query : int >= 1, default=10
         Query rows per class.
     n_tasks : int >= 1, default=1000
-        Number of tasks.
     n_known_query_classes : int >= 0 or None, default=None
-        Known classes queried per task; None: all of them, as in the paper.
+        Known classes queried per task; None: all, as in the paper.
     random_state : int, Generator, RandomState or None, default=None
-        Seed.
 
     Attributes
     ----------
