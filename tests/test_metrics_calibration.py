@@ -9,7 +9,7 @@ from sklearn.metrics import brier_score_loss
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr.metrics import expected_calibration_error, open_world_report
-from sklearn_flowr.metrics._calibration import reliability_bins
+from sklearn_flowr.metrics._calibration import _reliability_bins as reliability_bins
 
 
 def _brute_force_ece(y, p, n_bins):

@@ -25,7 +25,7 @@ from sklearn_flowr.metrics import (
     open_auc,
     selection_power,
 )
-from sklearn_flowr.metrics._calibration import reliability_bins
+from sklearn_flowr.metrics._calibration import _reliability_bins as reliability_bins
 
 
 # ------------------------------------------------------------------ helpers

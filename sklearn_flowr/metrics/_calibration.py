@@ -16,7 +16,6 @@ __all__ = [
     "brier_decomposition",
     "classwise_calibration_error",
     "expected_calibration_error",
-    "reliability_bins",
 ]
 
 DEFAULT_N_BINS = 15
@@ -67,7 +66,7 @@ def expected_calibration_error(y_true, y_prob, *,
     Returns
     -------
     ece : float
-        In [0, 1]; 0 for a perfectly calibrated probability.
+        In [0, 1]; 0 when perfectly calibrated.
 
     References
     ----------
@@ -169,20 +168,19 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-        True labels; with an open-world output they may include labels the
-        classifier never saw.
+        True labels, unseen ones included for an open-world output.
     y_proba : array-like of shape (n_samples, n_columns)
-        Probabilities, one column per class; an open-world ``predict_proba``
-        output as returned (it carries its known classes; last column novel).
+        Probabilities, one column per class; or an open-world ``predict_proba``
+        output as returned (its known classes, then the novel column).
     classes : array-like of shape (n_columns,) or (n_columns - 1,), default=None
-        Labels of the columns (one fewer: the last column is novel). None:
-        the classes ``y_proba`` carries.
+        Labels of the columns (one fewer: the last is novel); None: those
+        ``y_proba`` carries.
     %(binning)s
 
     Returns
     -------
     cw_ece : float
-        The class-wise expected calibration error, in [0, 1].
+        In [0, 1].
 
     References
     ----------
@@ -213,7 +211,7 @@ def classwise_calibration_error(y_true, y_proba, classes=None, *,
 @fill_doc
 def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
                         strategy: str = "uniform") -> Bunch:
-    """The Brier score and Murphy's decomposition [1]_ over the bins of
+    """The Brier score and its decomposition [1]_ over the bins of
     :func:`expected_calibration_error`, with the within-bin term [2]_.
 
     Parameters
@@ -268,28 +266,9 @@ def brier_decomposition(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
     )
 
 
-@fill_doc
-def reliability_bins(y_true, y_prob, *, n_bins: int = DEFAULT_N_BINS,
-                     strategy: str = "uniform") -> Bunch:
-    """Reliability-diagram data: the non-empty bins of ``calibration_curve``.
-
-    Parameters
-    ----------
-    %(binary)s
-    %(binning)s
-
-    Returns
-    -------
-    bins : :class:`~sklearn.utils.Bunch`
-        Per non-empty bin: ``prob_pred``, ``prob_true``, ``count``; and ``n_bins``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr.metrics._calibration import reliability_bins
-    >>> bins = reliability_bins([0, 1, 1, 1], [0.1, 0.9, 0.9, 0.95], n_bins=2)
-    >>> bins.prob_true.tolist(), bins.count.tolist()
-    ([0.0, 1.0], [1, 3])
-    """
+def _reliability_bins(y_true, y_prob, *, n_bins=DEFAULT_N_BINS, strategy="uniform"):
+    """Reliability-diagram data: ``prob_pred``, ``prob_true`` and ``count`` of
+    the non-empty bins of ``calibration_curve``, and ``n_bins``."""
     y_true, y_prob = _check_binary_and_proba(y_true, y_prob)
     prob_true, prob_pred = calibration_curve(y_true, y_prob, n_bins=n_bins,
                                              strategy=strategy)

@@ -66,8 +66,7 @@ def _is_in(labels, reference):
 )
 def clustering_accuracy(y_true, y_pred) -> float:
     """Accuracy of a clustering under the best one-to-one matching of clusters
-    to classes (Hungarian algorithm) [1]_; rows of unmatched clusters count
-    as errors.
+    to classes (Hungarian algorithm) [1]_; unmatched clusters' rows are errors.
 
     Parameters
     ----------
@@ -79,7 +78,7 @@ def clustering_accuracy(y_true, y_pred) -> float:
     Returns
     -------
     accuracy : float
-        In [0, 1]; 1 when the clusters are exactly the classes.
+        In [0, 1].
 
     References
     ----------
@@ -110,10 +109,8 @@ def clustering_accuracy(y_true, y_pred) -> float:
     prefer_skip_nested_validation=True,
 )
 def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunch:
-    """Score the classes a model discovered in a stream, and its known classes.
-
-    Known rows (true class in ``known_classes``) are scored by accuracy; new
-    rows and all rows by :func:`clustering_accuracy`, NMI and ARI [1]_.
+    """Score the classes a model discovered in a stream [1]_: known rows by
+    accuracy, new and all rows by :func:`clustering_accuracy`, NMI and ARI.
 
     Parameters
     ----------
@@ -131,12 +128,10 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
     Returns
     -------
     report : :class:`~sklearn.utils.Bunch`
-        ``accuracy_new``, ``nmi_new``, ``ari_new`` (on the new rows; NaN
-        when none), ``accuracy_all``, ``nmi_all``, ``ari_all`` (all rows),
-        ``known_accuracy`` (plain accuracy on the known rows), ``n_discovered``
-        (distinct predicted labels outside ``known_classes`` and
-        ``novel_label``, false discoveries included), ``n_true_new``,
-        ``n_new`` and ``n_known``.
+        ``accuracy_new``, ``nmi_new``, ``ari_new`` (new rows; NaN without),
+        ``accuracy_all``, ``nmi_all``, ``ari_all``, ``known_accuracy``,
+        ``n_discovered`` (distinct predicted labels outside ``known_classes``
+        and ``novel_label``), ``n_true_new``, ``n_new`` and ``n_known``.
 
     References
     ----------

@@ -17,23 +17,20 @@ from ._checks import check_proba
     prefer_skip_nested_validation=True,
 )
 def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
-    """Log-loss of open-world probabilities: novel rows count on P(novel).
+    """Log-loss of open-world probabilities: a row of a known class is scored
+    on its column, any other on the last (novel) one; lower is better.
 
-    A row of a class the classifier knew is scored on that class's column,
-    any other row on the last column, the novel class; lower is better.
     ``make_scorer(open_world_log_loss, greater_is_better=False,
     response_method="predict_proba")`` is the open-world ``neg_log_loss``.
 
     Parameters
     ----------
     y_true : array-like of shape (n_samples,)
-        True labels; they may include labels the classifier never saw.
-
+        True labels, unseen ones included.
     y_proba : array of shape (n_samples, n_classes + 1)
-        An open-world classifier's ``predict_proba`` or ``predict_log_proba``
-        output, as returned (it carries the classes the classifier knew).
+        An open-world ``predict_proba`` or ``predict_log_proba`` output, as
+        returned (it carries the known classes).
     sample_weight : array-like of shape (n_samples,), default=None
-        Weights of the rows.
 
     Returns
     -------

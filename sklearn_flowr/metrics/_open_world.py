@@ -8,7 +8,11 @@ from sklearn.metrics import brier_score_loss, roc_auc_score
 from sklearn.utils import Bunch, check_consistent_length, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._calibration import DEFAULT_N_BINS, expected_calibration_error, reliability_bins
+from ._calibration import (
+    DEFAULT_N_BINS,
+    _reliability_bins,
+    expected_calibration_error,
+)
 from ._checks import check_boolean, check_scores, fill_doc, same_labels
 from ._h_measure import h_measure
 
@@ -275,5 +279,5 @@ def _calibration(p_novel, is_novel, probability, n_bins):
         probability=True,
         ece=expected_calibration_error(is_novel, p_novel, n_bins=n_bins),
         brier=float(brier_score_loss(is_novel, p_novel)),
-        reliability=reliability_bins(is_novel, p_novel, n_bins=n_bins),
+        reliability=_reliability_bins(is_novel, p_novel, n_bins=n_bins),
     )
