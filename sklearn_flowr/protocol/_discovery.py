@@ -28,17 +28,14 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
                        n_jobs: int | None = None, random_state=None,
                        verbose: int = 0) -> Bunch:
     """Run an estimator through open-world tasks whose labels come late or
-    never, and score how it discovers new classes.
-
-    Each task's rows that came without their label are scored by
+    never; the rows without their label are scored by
     :func:`~sklearn_flowr.metrics.discovery_report` of their assigned labels.
 
     Parameters
     ----------
     estimator : estimator
-        As :func:`evaluate_online` takes it, with ``open_world_step(X)``
-        accepting ``y=None`` and returning ``y_assigned`` (and ``learned``);
-        ``correct`` is used where it exists. Not modified.
+        As :func:`evaluate_online` takes it, and ``open_world_step(X)`` returns
+        ``y_assigned`` (and ``learned``); ``correct`` is used if it exists.
     X : array-like of shape (n_samples, ...)
     y : array-like of shape (n_samples,)
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
@@ -57,9 +54,9 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``per_task``: each figure of ``discovery_report`` per task (NaN where
-        a task has no such rows); ``mean`` and ``se`` over tasks;
-        ``n_tasks``, ``label_fraction``, ``label_delay``, ``n_unlabelled``.
+        ``per_task`` (each figure per task, NaN without such rows), ``mean``
+        and ``se`` over tasks, ``n_tasks``, ``label_fraction``,
+        ``label_delay``, ``n_unlabelled``.
 
     Examples
     --------
@@ -109,12 +106,12 @@ def summarise_tasks(per_task):
     Parameters
     ----------
     per_task : dict of str to ndarray of shape (n_tasks,)
-        A figure's value per task (NaN where a task has no such rows).
+        A figure's value per task (NaN where a task has none).
 
     Returns
     -------
     mean, se : dict of str to float
-        NaN where no task has the figure (``se`` where fewer than two do).
+        NaN where no task (``se``: fewer than two) has the figure.
 
     Examples
     --------

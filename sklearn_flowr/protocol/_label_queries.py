@@ -1,5 +1,4 @@
-"""Which rows of an unlabelled batch to ask a person to label, under a budget
-(``benchmarks/discovery_active.py`` measures each strategy's gain per label)."""
+"""Which rows of an unlabelled batch to ask a person to label, under a budget."""
 
 from __future__ import annotations
 
@@ -104,11 +103,10 @@ def choose_rows_to_label(result, budget, *, strategy="uncertain",
         How many labels may be asked for.
     strategy : {"uncertain", "largest-provisional", "random"}, \
 default="uncertain"
-        ``"uncertain"``: smallest ``|novelty_score|`` first (closest to a
-        toss-up between a known and a new class). ``"largest-provisional"``:
-        one row of each provisional class, largest first, in rounds, each
-        class's rows by increasing ``p_novel``; may give fewer than
-        ``budget``. ``"random"``: uniform, the baseline to beat.
+        ``"uncertain"``: smallest ``|novelty_score|`` first (a toss-up between
+        known and new). ``"largest-provisional"``: one row of each provisional
+        class, largest first, in rounds, by increasing ``p_novel`` (may give
+        fewer than ``budget``). ``"random"``: the baseline to beat.
     random_state : int, RandomState instance or None, default=None
         Seeds ``"random"``.
 
