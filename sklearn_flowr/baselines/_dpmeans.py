@@ -50,19 +50,18 @@ class DPMeansClassifier(PrototypeBaseline):
     """DP-means: nearest class mean, with a distance beyond which a row opens
     a new class.
 
-    On labelled rows it is :class:`NCMClassifier` with ``threshold``: a row
-    beyond it from every mean is novel. ``open_world_step(X)`` without labels
-    runs DP-means [1]_ in one pass: a row beyond the threshold opens a
-    provisional class (``"new-1"``, ... for string labels, -2, -3, ... for
-    numeric ones), which later rows can join.
+    On labelled rows it is :class:`NCMClassifier` with ``threshold``.
+    ``open_world_step(X)`` without labels runs DP-means [1]_ in one pass: a
+    row beyond the threshold opens a provisional class (``"new-1"``, ... or
+    -2, -3, ...), which later rows can join.
 
     Parameters
     ----------
     threshold : "auto" or float >= 0, default="auto"
         Distance to the nearest mean beyond which a row is novel (DP-means'
-        ``lambda`` is its square). "auto" learns, when the state starts, the
-        0.99 quantile of the distance between two rows of one class (needs a
-        class of two rows). Raise it if classes split, lower it if they merge.
+        ``lambda`` is its square); "auto": learned when the state starts (the
+        0.99 quantile of within-class pair distances). Raise it if classes
+        split, lower it if they merge.
     threshold_scale : float > 0, default=1.0
         Multiplies the threshold (for a grid search); read at call time.
     %(novel_label)s
@@ -74,8 +73,7 @@ class DPMeansClassifier(PrototypeBaseline):
     is_provisional_ : ndarray of shape (n_classes,) of bool
         Whether each class was opened by an unlabelled row.
     threshold_ : float
-        The threshold in use: ``threshold_scale`` times ``threshold`` or the
-        learned one.
+        ``threshold_scale`` times ``threshold`` or the learned one.
     %(fitted_)s
 
     See Also

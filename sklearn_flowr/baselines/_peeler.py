@@ -28,11 +28,11 @@ class PEELERClassifier(PrototypeBaseline):
         None: the inverse pooled within-class variance in ``fit``; the
         identity when the estimator starts with ``partial_fit``.
     threshold : float >= 0 or "auto", default="auto"
-        Score at or above which a row is novel. "auto": the 95%% quantile of
-        the score of a row of its own class, ``chi2.ppf(0.95, d) / d``.
+        Score at or above which a row is novel; "auto": the 95%% quantile of a
+        known row's score, ``chi2.ppf(0.95, d) / d``.
     var_smoothing : float >= 0, default=1e-9
-        Fraction of the largest feature variance added to the variances, as
-        in :class:`~sklearn.naive_bayes.GaussianNB`.
+        Share of the largest feature variance added to the variances (as
+        :class:`~sklearn.naive_bayes.GaussianNB`).
     %(novel_label)s
 
     Attributes

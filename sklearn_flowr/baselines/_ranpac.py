@@ -31,9 +31,8 @@ class RanPACClassifier(OpenWorldBaseline):
     n_components : int >= 1, default=1024
         ``M`` (the paper's 10000); a prediction after learning costs O(M^3).
     alpha : "auto" or float > 0, default="auto"
-        Ridge strength, relative to ``trace(G) / M``. "auto" picks from
-        ``10^-8 ... 10^8`` by the error on held-out rows (each class's 2nd,
-        7th, 12th, ... row; 1.0 while there are none).
+        Ridge strength relative to ``trace(G) / M``; "auto": from ``10^-8 ...
+        10^8`` by the error on each class's 2nd, 7th, ... row (else 1.0).
     random_state : int, RandomState instance or None, default=None
         Seeds ``W``, drawn when the state starts.
     %(params)s

@@ -24,11 +24,9 @@ class OpenWorldSplit(BaseCrossValidator):
         Classes held out per split: a count, or a fraction of the classes
         (rounded up); None: ``n_classes // n_splits``.
     test_size : float in [0, 1), default=0.2
-        Fraction of each kept class's rows in the test fold (rounded); one
-        row of every kept class stays in training.
+        Share of each kept class's rows in the test fold (one stays in training).
     random_state : int, RandomState instance or None, default=None
-        Controls the class order and the row shares; an int gives the same
-        splits on every call of ``split``.
+        Class order and row shares; an int gives the same splits every call.
 
     Examples
     --------

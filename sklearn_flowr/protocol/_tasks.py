@@ -201,7 +201,7 @@ class LargeContextTasks(_TaskSampler):
         Labels of the rows queries are drawn from: held-out rows of the known
         classes and the rows of the test classes.
     known_classes : array-like of shape (n_known,)
-        Labels the estimator knows before the stream; each needs rows in ``y``.
+        Labels known before the stream; each needs rows in ``y``.
     n_novel_classes : int >= 0, default=5
         Novel classes per task.
     n_query : int >= 1, default=10
