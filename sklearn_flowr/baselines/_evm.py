@@ -35,8 +35,7 @@ class EVMClassifier(OpenWorldBaseline):
     tail_size : int >= 1, default=10
         Smallest margins each Weibull is fitted to (the paper's 10).
     threshold : float in [0, 1], default=0.5
-        Novelty score at or above which ``predict`` and ``open_world_step``
-        declare a row novel.
+        Novelty score at or above which a row is declared novel.
     %(novel_label)s
 
     Attributes

@@ -22,8 +22,7 @@ class ProtoNetClassifier(PrototypeBaseline):
     Parameters
     ----------
     threshold : float in [0, 1], default=0.5
-        Novelty score at or above which ``predict`` and ``open_world_step``
-        declare a row novel.
+        Novelty score at or above which a row is declared novel.
     %(novel_label)s
 
     Attributes

@@ -117,13 +117,11 @@ def discovery_report(y_true, y_pred, known_classes, *, novel_label=None) -> Bunc
     y_true : array-like of shape (n_samples,)
         True class of each row; any hashable labels.
     y_pred : array-like of shape (n_samples,)
-        Label the model gave each row: a known class, one it opened (e.g.
-        ``"new-1"``) or ``novel_label``.
+        Label the model gave each row: known, opened (``"new-1"``) or novel.
     known_classes : array-like of shape (n_known,)
         Labels of the classes the model was given labels for; may be empty.
     novel_label : object, default=None
-        Label meaning "novel, no class given", not counted in
-        ``n_discovered``; None: the model has none.
+        Label meaning "novel, no class given" (None: the model has none).
 
     Returns
     -------

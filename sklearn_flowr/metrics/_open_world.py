@@ -144,8 +144,7 @@ def open_world_report(
     confidence : float in (0, 1), default=0.95
         Level of the confidence intervals.
     support_mask : array-like of bool of shape (n_samples,), default=None
-        Rows whose class was known before the stream; None: rows of classes
-        without an ``is_novel`` row in their task.
+        Rows of classes known before the stream; None: without ``is_novel`` rows.
     y_pred : array-like of shape (n_samples,), default=None
         The model's own decision, a known class or ``novel_label``.
     novel_label : object, default=None

@@ -38,8 +38,7 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     y : ndarray of shape (n_samples,)
     setting : {"small", "large"}
     known_query_share : float in (0, 0.5], default=0.25
-        Large context: share of each training class's rows kept out of
-        training and queried as a known class.
+        Large context: share of each training class's rows queried, not fitted.
     random_state : int, Generator, RandomState or None, default=None
 
     Returns

@@ -54,9 +54,8 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     Returns
     -------
     result : :class:`~sklearn.utils.Bunch`
-        ``per_task`` (each figure per task, NaN without such rows), ``mean``
-        and ``se`` over tasks, ``n_tasks``, ``label_fraction``,
-        ``label_delay``, ``n_unlabelled``.
+        ``per_task`` (NaN without such rows), ``mean`` and ``se`` over tasks,
+        ``n_tasks``, ``label_fraction``, ``label_delay``, ``n_unlabelled``.
 
     Examples
     --------

@@ -51,8 +51,7 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     y : array-like of shape (n_samples,)
         Labels.
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task
-        Any objects with integer arrays ``support``, ``query`` and a distinct
-        ``task_id``.
+        Or any objects with ``support``, ``query`` and a distinct ``task_id``.
     setting : {"small", "large"}, default="small"
         Small: a support set is learned before each stream; large: query-only.
     tpr : float in (0, 1], default=None

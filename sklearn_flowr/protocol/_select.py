@@ -93,8 +93,7 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
     X_val, y_val : array-like of shape (n_val, n_features), (n_val,)
         Embeddings and labels of validation classes new to the encoder.
     param_grid : dict or list of dicts
-        Candidates, as ``GridSearchCV`` takes them, e.g.
-        ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
+        Candidates, e.g. ``{"noise_shrinkage": [0.0, 0.05, 0.1, 0.2]}``.
     prior_scale : float > 0, default=1.0
         ``FLOWRClassifier``'s ``prior_scale`` of the model to tune.
     n_tasks : int >= 1, default=200
@@ -209,11 +208,9 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     estimator : estimator
         The template, as :func:`evaluate_discovery` takes it; not modified.
     X_val, y_val : array-like of shape (n_val, ...), (n_val,)
-        Rows and labels of validation classes (not those the method is
-        evaluated on).
+        Rows and labels of validation classes, not those evaluated on.
     param_grid : dict or list of dicts
-        Candidates, as ``ParameterGrid`` takes them, e.g.
-        ``{"threshold_scale": [0.5, 1.0, 2.0]}``; ``{}``: the estimator as is.
+        Candidates, e.g. ``{"threshold_scale": [0.5, 2.0]}``; ``{}``: as is.
     setting : {"small", "large"}, default="small"
     tasks : SmallContextTasks, LargeContextTasks or iterable of Task, default=None
         Tasks over ``y_val``; None draws ``n_tasks`` (small: 10 support + 5
@@ -224,8 +221,7 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     label_delay : int >= 0, default=0
         The label budget of :func:`evaluate_discovery`.
     scoring : str, default="balanced"
-        ``"balanced"`` (the mean of ``accuracy_new`` and ``known_accuracy``)
-        or a figure of ``discovery_report``.
+        "balanced" (mean ``accuracy_new`` and ``known_accuracy``) or a figure.
     n_jobs : int or None, default=None
         joblib workers over tasks.
     random_state : int, Generator, RandomState or None, default=None
