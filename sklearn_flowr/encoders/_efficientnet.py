@@ -104,15 +104,7 @@ class EfficientNetLite0(nn.Module):
         self._fc = nn.Linear(_HEAD, n_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Globally pooled features of normalised images, ``(n, 1280)``.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from sklearn_flowr.encoders import EfficientNetLite0
-        >>> EfficientNetLite0().eval().features(torch.zeros(1, 3, 32, 32)).shape
-        torch.Size([1, 1280])
-        """
+        """Globally pooled features of normalised images, ``(n, 1280)``."""
         x = F.relu6(self._bn0(self._conv_stem(x)))
         for block in self._blocks:
             x = block(x)
