@@ -15,19 +15,15 @@ __all__ = [
     "accelerated",
 ]
 
-_INSTALL_HINT = (
-    "Multi-GPU and multi-node training needs Hugging Face accelerate; install "
-    'it with: pip install "sklearn-flowr[accelerate]"'
-)
 
-
-def _import_accelerate():
-    """The ``accelerate`` module, or an ImportError that names the extra."""
+def _import_accelerate() -> None:
+    """Import ``accelerate``, or raise an ImportError that names the extra."""
     try:
-        import accelerate
+        import accelerate  # noqa: F401
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
-    return accelerate
+        raise ImportError(
+            "Multi-GPU and multi-node training needs Hugging Face accelerate; "
+            'install it with: pip install "sklearn-flowr[accelerate]"') from exc
 
 
 def _discard(text):
