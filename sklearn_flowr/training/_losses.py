@@ -170,26 +170,16 @@ def _score_episode(z_support, y_support, z_query, n_way, *, beta_raw, a,
     coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
         z_support, y_support, n_way, **head
     )
-    log_lik = _log_likelihood(z_query, coef)
-    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
-    logits = log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
-    return _EpisodeScores(logits, log_lik, counts, b, prior_nat_mean,
-                          prior_precision)
-
-
-def _log_likelihood(z_query, coef):
-    """``log N(z; m_n, v_n)`` for every row and column: one matrix product."""
-    # coef rows are [m/v (d), -1/(2v) (p), const (1)]: p == 1 is isotropic.
+    # log N(z; m_n, v_n) for every row and column, one matrix product: coef
+    # rows are [m/v (d), -1/(2v) (p), const (1)], p == 1 when isotropic.
     isotropic = coef.shape[-1] == z_query.shape[-1] + 2
-    features = log_density_features(z_query, isotropic=isotropic)
-    return features @ coef.T
-
-
-def _log_prior(counts, *, a, b, class_prior):
-    """Log prior masses of the instantiated classes and of the novel class."""
+    log_lik = log_density_features(z_query, isotropic=isotropic) @ coef.T
+    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
     log_known, log_novel = crp_log_prior(counts, counts.sum(), counts.shape[0],
                                          a=a, b=b, class_prior=class_prior)
-    return torch.cat([log_known, log_novel.reshape(1)])
+    logits = log_lik + torch.cat([log_known, log_novel.reshape(1)])
+    return _EpisodeScores(logits, log_lik, counts, b, prior_nat_mean,
+                          prior_precision)
 
 
 def meta_training_loss(
