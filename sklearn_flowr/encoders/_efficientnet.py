@@ -168,8 +168,9 @@ class EfficientNetLite0Encoder(PretrainedEncoder):
     >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder
     >>> encoder = EfficientNetLite0Encoder(pretrained=False, embedding_dim=16,
     ...                                    min_size=32)
-    >>> encoder(torch.zeros(2, 1, 28, 28)).shape
-    torch.Size([2, 16])
+    >>> x = torch.zeros(2, 1, 28, 28)
+    >>> encoder(x).shape, encoder.features(x).shape
+    (torch.Size([2, 16]), torch.Size([2, 1280]))
     """
 
     def __init__(self, in_channels: int = 1, embedding_dim: int | None = 64, *,
@@ -190,7 +191,8 @@ class EfficientNetLite0Encoder(PretrainedEncoder):
         self.min_size = min_size
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        # (n, in_channels, H, W) images in [0, 1] to (n, 1280).
+        """The pooled features ``(n, 1280)`` of images ``(n, in_channels, H, W)``
+        in [0, 1]."""
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Expected images of shape (n, {self.in_channels}, H, W); "
                              f"got {tuple(x.shape)}.")
