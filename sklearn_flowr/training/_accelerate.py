@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from skorch.hf import AccelerateMixin
 
-from ._nets import EpisodicMetaNet, SupENet, SupFCNet, _episode_loader, epoch_source
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet, epoch_source
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
@@ -193,11 +193,6 @@ class AcceleratedEpisodicMetaNet(_AcceleratedNet, AccelerateMixin, EpisodicMetaN
     >>> len(net.history), episodes.epoch  # the second epoch drew new episodes
     (2, 1)
     """
-
-    def __init__(self, *args, iterator_train=_episode_loader,
-                 iterator_valid=_episode_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
 
 
 _ACCELERATED = {

@@ -277,9 +277,13 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
-                 train_split=None, autocast: torch.dtype | None = None, **kwargs):
+                 train_split=None, iterator_train=_episode_loader,
+                 iterator_valid=_episode_loader,
+                 autocast: torch.dtype | None = None, **kwargs):
         super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
-                         batch_size=batch_size, train_split=train_split, **kwargs)
+                         batch_size=batch_size, train_split=train_split,
+                         iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
         self.autocast = autocast
 
     def train_step_single(self, batch, **fit_params):
