@@ -35,10 +35,7 @@ from sklearn_flowr.training import (
     SupFCNet,
     accelerated,
 )
-from sklearn_flowr.training._nets import (
-    _accelerate_batch_loader,
-    _batch_index_loader,
-)
+from sklearn_flowr.training._nets import _batch_index_loader
 
 accelerate = pytest.importorskip("accelerate")
 
@@ -103,8 +100,8 @@ def test_batch_loader_gives_the_batches_of_the_plain_loader(accelerator, shuffle
     torch.manual_seed(3)
     plain = [b for b in _batch_index_loader(Dataset(X, y), 6, shuffle=shuffle)]
     torch.manual_seed(3)
-    loader = accelerator.prepare(_accelerate_batch_loader(Dataset(X, y), 6,
-                                                          shuffle=shuffle))
+    loader = accelerator.prepare(_batch_index_loader(Dataset(X, y), 6,
+                                                     shuffle=shuffle))
     prepared = list(loader)
     assert len(prepared) == len(plain) == 4
     for (xa, ya), (xb, yb) in zip(prepared, plain, strict=True):

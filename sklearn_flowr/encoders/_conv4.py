@@ -28,11 +28,6 @@ def _as_pair(size: int | tuple[int, int], name: str = "input_size") -> tuple[int
     return int(pair[0]), int(pair[1])
 
 
-def _halved(side: int) -> int:
-    """Length of a side after one :class:`_HalvingMaxPool2d`."""
-    return side // 2 if side >= 2 else 1
-
-
 class _HalvingMaxPool2d(nn.Module):
     """2x2 max-pool that leaves a side of one pixel as it is (four plain ones
     would empty inputs under 16x16, such as the 8x8 digits)."""
@@ -111,8 +106,8 @@ class Conv4(nn.Module):
             self.fc: nn.Linear = nn.LazyLinear(embedding_dim)
         else:
             height, width = self.input_size
-            for _ in range(len(self.features)):
-                height, width = _halved(height), _halved(width)
+            for _ in range(len(self.features)):  # each block's pool
+                height, width = max(height // 2, 1), max(width // 2, 1)
             self.fc = nn.Linear(hidden_channels * height * width, embedding_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -104,15 +104,7 @@ class EfficientNetLite0(nn.Module):
         self._fc = nn.Linear(_HEAD, n_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """Globally pooled features of normalised images, ``(n, 1280)``.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from sklearn_flowr.encoders import EfficientNetLite0
-        >>> EfficientNetLite0().eval().features(torch.zeros(1, 3, 32, 32)).shape
-        torch.Size([1, 1280])
-        """
+        """Globally pooled features of normalised images, ``(n, 1280)``."""
         x = F.relu6(self._bn0(self._conv_stem(x)))
         for block in self._blocks:
             x = block(x)
@@ -176,8 +168,9 @@ class EfficientNetLite0Encoder(PretrainedEncoder):
     >>> from sklearn_flowr.encoders import EfficientNetLite0Encoder
     >>> encoder = EfficientNetLite0Encoder(pretrained=False, embedding_dim=16,
     ...                                    min_size=32)
-    >>> encoder(torch.zeros(2, 1, 28, 28)).shape
-    torch.Size([2, 16])
+    >>> x = torch.zeros(2, 1, 28, 28)
+    >>> encoder(x).shape, encoder.features(x).shape
+    (torch.Size([2, 16]), torch.Size([2, 1280]))
     """
 
     def __init__(self, in_channels: int = 1, embedding_dim: int | None = 64, *,
@@ -198,7 +191,8 @@ class EfficientNetLite0Encoder(PretrainedEncoder):
         self.min_size = min_size
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        # (n, in_channels, H, W) images in [0, 1] to (n, 1280).
+        """The pooled features ``(n, 1280)`` of images ``(n, in_channels, H, W)``
+        in [0, 1]."""
         if x.ndim != 4 or x.shape[1] != self.in_channels:
             raise ValueError(f"Expected images of shape (n, {self.in_channels}, H, W); "
                              f"got {tuple(x.shape)}.")

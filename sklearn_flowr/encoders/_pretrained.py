@@ -37,8 +37,9 @@ class PretrainedEncoder(nn.Module):
     >>> x = torch.ones(2, 6)
     >>> bool(torch.equal(encoder(x), network(x)))  # the network's own features
     True
-    >>> PretrainedEncoder(network, 5, embedding_dim=3)(x).shape
-    torch.Size([2, 3])
+    >>> encoder = PretrainedEncoder(network, 5, embedding_dim=3)
+    >>> encoder(x).shape, encoder.features(x).shape
+    (torch.Size([2, 3]), torch.Size([2, 5]))
     """
 
     def __init__(self, network: nn.Module, n_features: int,
@@ -67,15 +68,7 @@ class PretrainedEncoder(nn.Module):
         return self
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
-        """The network's features, ``(n, n_features)``.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from torch import nn
-        >>> PretrainedEncoder(nn.Identity(), 4).features(torch.ones(2, 4)).shape
-        torch.Size([2, 4])
-        """
+        """The network's features, ``(n, n_features)``."""
         return self.network(x)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -84,14 +77,7 @@ class PretrainedEncoder(nn.Module):
 
 def output_width(network: nn.Module, sample_shape: tuple) -> int:
     """Width of ``network``'s 2-d output for inputs of ``sample_shape`` (one
-    forward pass of zeros in evaluation mode; the mode is restored).
-
-    Examples
-    --------
-    >>> from torch import nn
-    >>> output_width(nn.Sequential(nn.Flatten(), nn.Linear(12, 7)), (3, 2, 2))
-    7
-    """
+    forward pass of zeros in evaluation mode; the mode is restored)."""
     parameter = next(network.parameters(), None)
     x = torch.zeros(2, *sample_shape, device=None if parameter is None
                     else parameter.device)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 from skorch.hf import AccelerateMixin
 
-from ._nets import EpisodicMetaNet, SupENet, SupFCNet, _episode_loader, epoch_source
+from ._nets import EpisodicMetaNet, SupENet, SupFCNet, epoch_source
 
 __all__ = [
     "AcceleratedEpisodicMetaNet",
@@ -15,19 +15,15 @@ __all__ = [
     "accelerated",
 ]
 
-_INSTALL_HINT = (
-    "Multi-GPU and multi-node training needs Hugging Face accelerate; install "
-    'it with: pip install "sklearn-flowr[accelerate]"'
-)
 
-
-def _import_accelerate():
-    """The ``accelerate`` module, or an ImportError that names the extra."""
+def _import_accelerate() -> None:
+    """Import ``accelerate``, or raise an ImportError that names the extra."""
     try:
-        import accelerate
+        import accelerate  # noqa: F401
     except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
-    return accelerate
+        raise ImportError(
+            "Multi-GPU and multi-node training needs Hugging Face accelerate; "
+            'install it with: pip install "sklearn-flowr[accelerate]"') from exc
 
 
 def _discard(text):
@@ -197,11 +193,6 @@ class AcceleratedEpisodicMetaNet(_AcceleratedNet, AccelerateMixin, EpisodicMetaN
     >>> len(net.history), episodes.epoch  # the second epoch drew new episodes
     (2, 1)
     """
-
-    def __init__(self, *args, iterator_train=_episode_loader,
-                 iterator_valid=_episode_loader, **kwargs):
-        super().__init__(*args, iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
 
 
 _ACCELERATED = {

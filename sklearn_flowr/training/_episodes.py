@@ -71,6 +71,10 @@ class EpisodeDataset(Dataset):
     True
     >>> int(y_ep[X_ep["is_query"]].max()) >= 3  # unknown-unknowns are novel
     True
+    >>> rows, labels, n_support = episodes.sample_indices(0)
+    >>> rows.shape[0] - n_support  # 5 query rows of each of 3 + 2 classes
+    25
+    >>> episodes.set_epoch(1)  # skorch's nets call it at each epoch
     """
 
     def __init__(self, X, y, *, setting: str = "small", n_way: int | None = 5,
@@ -133,37 +137,16 @@ class EpisodeDataset(Dataset):
             check_class_sizes(labels, class_rows, self.n_query,
                               f"{self.n_query} queries")
 
-    # --------------------------------------------------------------- sampling
     def __len__(self) -> int:
         return self.n_episodes
 
     def set_epoch(self, epoch: int) -> None:
-        """Draw the episodes of epoch ``epoch`` from now on.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> episodes = EpisodeDataset(np.zeros((100, 3)), np.arange(100) % 5,
-        ...                           n_way=3, n_unknown=2)
-        >>> episodes.set_epoch(1)
-        >>> episodes.epoch
-        1
-        """
+        """Draw the episodes of epoch ``epoch`` from now on."""
         self.epoch = int(epoch)
 
     def sample_indices(self, index: int):
         """Row indices into ``X`` (support first), column labels and the number
-        of support rows of episode ``index`` of the current epoch.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> episodes = EpisodeDataset(np.zeros((100, 3)), np.arange(100) % 5,
-        ...                           n_way=3, n_unknown=2, n_query=4)
-        >>> rows, labels, n_support = episodes.sample_indices(0)
-        >>> rows.shape[0] - n_support  # 4 query rows of each of 3 + 2 classes
-        20
-        """
+        of support rows of episode ``index`` of the current epoch."""
         rng = np.random.default_rng([self.random_state, self.epoch, int(index)])
         if self.setting == "small":
             _, support_rows, query_rows, order = draw_small_context(

@@ -27,13 +27,6 @@ def _fitted(setting):
 
 def flowr_example(setting="large"):
     """A copy of the class example's fitted model (an MLP on scikit-learn's
-    digits, fitted on digits 0-4), the digits' pixels in [0, 1] and labels.
-
-    Examples
-    --------
-    >>> clf, X, y = flowr_example("large")
-    >>> clf.classes_
-    array([0, 1, 2, 3, 4])
-    """
+    digits, fitted on digits 0-4), the digits' pixels in [0, 1] and labels."""
     clf, X, y = _fitted(setting)
     return copy.deepcopy(clf), X, y

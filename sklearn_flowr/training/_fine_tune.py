@@ -119,22 +119,13 @@ def fine_tune_last_layer(encoder: nn.Module, meta_module: FLOWRMetaModule,
     >>> bool(torch.equal(tuned.layers[0].weight, module.encoder.layers[0].weight))
     True
     """
-    with torch_threads(n_jobs):
-        return _fine_tune(encoder, meta_module, X_support, y_support, steps, lr,
-                          random_state, device, verbose)
-
-
-def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_state,
-               device, verbose):
     device = module_device(encoder) if device is None else torch.device(device)
     tuned = copy.deepcopy(encoder).to(device)
     tuned.eval()
     layer = last_linear_layer(tuned)
     flags = {name: p.requires_grad for name, p in tuned.named_parameters()}
-    for parameter in tuned.parameters():
-        parameter.requires_grad_(False)
-    for parameter in layer.parameters():
-        parameter.requires_grad_(True)
+    tuned.requires_grad_(False)
+    layer.requires_grad_(True)
     dtype = layer.weight.dtype
     X = torch.as_tensor(np.asarray(X_support) if not torch.is_tensor(X_support)
                         else X_support).to(device=device, dtype=dtype)
@@ -145,31 +136,32 @@ def _fine_tune(encoder, meta_module, X_support, y_support, steps, lr, random_sta
         if torch.is_tensor(value) else value
         for key, value in meta_module.episode_params(include_known=False).items()
     }
-    # The layer's input is fixed when the layer is the output: computed once.
-    inputs = layer_inputs(tuned, layer, X, max(len(X), 1))
-    run_layer = (lambda: tuned(X)) if inputs is None else (lambda: layer(inputs))
-    optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
-    rng = np.random.default_rng(random_state)
-    try:
-        for _ in tqdm(range(steps), desc="fine-tuning", unit="step",
-                      disable=not verbose, leave=False):
-            s_rows, s_labels, q_rows, q_labels, n_way = _split_support(
-                y_index, n_classes, rng)
-            if q_rows.size == 0:
-                break
-            z = run_layer()
-            to = {"device": device}
-            loss = meta_training_loss(
-                z[torch.as_tensor(s_rows, **to)], torch.as_tensor(s_labels, **to),
-                z[torch.as_tensor(q_rows, **to)], torch.as_tensor(q_labels, **to),
-                n_way, lambda_adapt=0.0, **head)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    finally:
-        for name, parameter in tuned.named_parameters():
-            parameter.requires_grad_(flags[name])
-    return tuned
+    with torch_threads(n_jobs):
+        # The layer's input is fixed when the layer is the output: computed once.
+        inputs = layer_inputs(tuned, layer, X, max(len(X), 1))
+        run_layer = (lambda: tuned(X)) if inputs is None else (lambda: layer(inputs))
+        optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
+        rng = np.random.default_rng(random_state)
+        try:
+            for _ in tqdm(range(steps), desc="fine-tuning", unit="step",
+                          disable=not verbose, leave=False):
+                s_rows, s_labels, q_rows, q_labels, n_way = _split_support(
+                    y_index, n_classes, rng)
+                if q_rows.size == 0:
+                    break
+                z = run_layer()
+                to = {"device": device}
+                loss = meta_training_loss(
+                    z[torch.as_tensor(s_rows, **to)], torch.as_tensor(s_labels, **to),
+                    z[torch.as_tensor(q_rows, **to)], torch.as_tensor(q_labels, **to),
+                    n_way, lambda_adapt=0.0, **head)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        finally:
+            for name, parameter in tuned.named_parameters():
+                parameter.requires_grad_(flags[name])
+        return tuned
 
 
 @torch.no_grad()

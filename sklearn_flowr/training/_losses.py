@@ -110,12 +110,8 @@ def flowr_episode_logits(
     known_precision: torch.Tensor | None = None,
     known_counts: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """Log-joint scores ``log p(z, n)`` of query embeddings in one episode.
-
-    The support set conditions ``n_way`` classes drawn from the prior
-    ``N(mu0, diag(s0))``; each query row is scored against the known-known
-    classes (if any), the support classes and the novel class by the posterior
-    predictive density plus the CRP log prior mass.
+    """Log-joint scores ``log p(z, n)`` of one episode's query embeddings: the
+    support set conditions ``n_way`` classes on the prior ``N(mu0, diag(s0))``.
 
     Parameters
     ----------
@@ -174,26 +170,16 @@ def _score_episode(z_support, y_support, z_query, n_way, *, beta_raw, a,
     coef, counts, prior_nat_mean, prior_precision = _episode_coefficients(
         z_support, y_support, n_way, **head
     )
-    log_lik = _log_likelihood(z_query, coef)
-    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
-    logits = log_lik + _log_prior(counts, a=a, b=b, class_prior=class_prior)
-    return _EpisodeScores(logits, log_lik, counts, b, prior_nat_mean,
-                          prior_precision)
-
-
-def _log_likelihood(z_query, coef):
-    """``log N(z; m_n, v_n)`` for every row and column: one matrix product."""
-    # coef rows are [m/v (d), -1/(2v) (p), const (1)]: p == 1 is isotropic.
+    # log N(z; m_n, v_n) for every row and column, one matrix product: coef
+    # rows are [m/v (d), -1/(2v) (p), const (1)], p == 1 when isotropic.
     isotropic = coef.shape[-1] == z_query.shape[-1] + 2
-    features = log_density_features(z_query, isotropic=isotropic)
-    return features @ coef.T
-
-
-def _log_prior(counts, *, a, b, class_prior):
-    """Log prior masses of the instantiated classes and of the novel class."""
+    log_lik = log_density_features(z_query, isotropic=isotropic) @ coef.T
+    b = concentration_from_raw(_as_tensor(beta_raw, z_query), a)
     log_known, log_novel = crp_log_prior(counts, counts.sum(), counts.shape[0],
                                          a=a, b=b, class_prior=class_prior)
-    return torch.cat([log_known, log_novel.reshape(1)])
+    logits = log_lik + torch.cat([log_known, log_novel.reshape(1)])
+    return _EpisodeScores(logits, log_lik, counts, b, prior_nat_mean,
+                          prior_precision)
 
 
 def meta_training_loss(
@@ -206,13 +192,11 @@ def meta_training_loss(
     lambda_adapt: float = LAMBDA_ADAPT,
     **head,
 ) -> torch.Tensor:
-    """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``.
-
-    NLL of the ``(n_known + n_way + 1)``-way query predictions (``y_query``
-    columns ``>= n_known + n_way`` are unknown-unknown classes, labelled
-    novel), and ``L_adapt`` the NLL of recognising each unknown-unknown class
-    from its first query row (0 when none has two rows). ``head``: the
-    keyword arguments of :func:`flowr_episode_logits`.
+    """FLOWR's meta-training loss ``NLL + lambda_adapt * L_adapt``: the NLL of
+    the ``(n_known + n_way + 1)``-way query predictions (``y_query`` columns
+    ``>= n_known + n_way``: unknown-unknown classes, labelled novel) and the NLL
+    of recognising each unknown-unknown class from its first query row.
+    ``head``: the keyword arguments of :func:`flowr_episode_logits`.
 
     References
     ----------
@@ -333,9 +317,6 @@ def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
 
     Examples
     --------
-    With unit variances in two dimensions the logits are
-    ``-log(2 pi) - ||z - mu_n||^2 / 2``:
-
     >>> import torch
     >>> means = torch.tensor([[0.0, 0.0], [2.0, 2.0]])
     >>> sup_e_logits(torch.tensor([[0.0, 0.0]]), means, torch.zeros(2))
@@ -350,9 +331,8 @@ def sup_e_logits(z: torch.Tensor, class_means: torch.Tensor,
 
 def sup_e_penalty(class_means: torch.Tensor, class_log_var: torch.Tensor, *,
                   beta: float = SUP_E_BETA, l2: float = SUP_E_L2) -> torch.Tensor:
-    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``
-    (``tr(Sigma_n^-1) = d / s_n`` keeps the variances from collapsing; ``l2`` is
-    a weak Gaussian prior on the means).
+    """Sup-E regulariser ``beta * sum_n tr(Sigma_n^-1) + l2 * sum_n ||mu_n||^2``,
+    with ``tr(Sigma_n^-1) = d / s_n``.
 
     Examples
     --------
@@ -404,8 +384,6 @@ class SupELoss(nn.Module):
 
     Examples
     --------
-    The criterion of :class:`SupENet`, on the logits of :func:`sup_e_logits`:
-
     >>> import torch
     >>> z, y = torch.tensor([[0.0, 0.0], [2.0, 2.0]]), torch.tensor([0, 1])
     >>> means, log_var = z.clone(), torch.zeros(2)

@@ -108,9 +108,19 @@ class FLOWRMetaModule(nn.Module):
     --------
     >>> import torch
     >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
-    >>> module(torch.zeros(2, 8)).shape
-    torch.Size([2, 4])
+    >>> from sklearn_flowr.training import SupEModule, flowr_episode_logits
+    >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4),
+    ...                          prior_var=2.0, b=1.5)
+    >>> z = module(torch.zeros(5, 8))
+    >>> flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
+    ...                      **module.episode_params()).shape  # 2 + novel
+    torch.Size([3, 3])
+    >>> kwargs = module.head_kwargs()  # for CRPGaussianClassifier
+    >>> round(kwargs["b"], 6), round(kwargs["prior_var"], 6)
+    (1.5, 2.0)
+    >>> sup_e = SupEModule(MLPEncoder(8, hidden=(16,), embedding_dim=4), 3)
+    >>> FLOWRMetaModule.from_sup_e(sup_e, setting="large").n_known  # Sup-E's classes
+    3
     """
 
     def __init__(self, encoder: nn.Module, embedding_dim: int | None = None, *,
@@ -191,19 +201,7 @@ class FLOWRMetaModule(nn.Module):
 
     def episode_params(self, *, include_known: bool = True) -> dict:
         """Keyword arguments of :func:`flowr_episode_logits` for this module (tensors
-        keep their graph); ``include_known=False`` leaves the known-known table out.
-
-        Examples
-        --------
-        >>> import torch
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> from sklearn_flowr.training import flowr_episode_logits
-        >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4))
-        >>> z = module(torch.zeros(5, 8))
-        >>> flowr_episode_logits(z[:2], torch.tensor([0, 1]), z[2:], 2,
-        ...                      **module.episode_params()).shape  # 2 + novel
-        torch.Size([3, 3])
-        """
+        keep their graph); ``include_known=False`` leaves the known-known table out."""
         params = {
             "prior_mean": self.prior_mean,
             "prior_log_var": self.prior_log_var,
@@ -223,17 +221,7 @@ class FLOWRMetaModule(nn.Module):
     def head_kwargs(self) -> dict:
         """The learned model as :class:`~sklearn_flowr.CRPGaussianClassifier` kwargs:
         ``a``, ``b``, ``sigma``, ``class_prior``, ``prior_mean``, ``prior_var``
-        (a float when isotropic), in float64.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> module = FLOWRMetaModule(MLPEncoder(8, hidden=(16,), embedding_dim=4),
-        ...                          prior_var=2.0, b=1.5)
-        >>> kwargs = module.head_kwargs()
-        >>> round(kwargs["b"], 6), round(kwargs["prior_var"], 6)
-        (1.5, 2.0)
-        """
+        (a float when isotropic), in float64."""
         var = np.exp(self.prior_log_var.detach().cpu().double().numpy())
         b = concentration_from_raw(self.beta_raw.detach().cpu().double(), self.a)
         return {
@@ -249,22 +237,10 @@ class FLOWRMetaModule(nn.Module):
     @classmethod
     def from_sup_e(cls, sup_e: SupEModule, *, setting: str = "small",
                    copy_encoder: bool = True, **kwargs) -> FLOWRMetaModule:
-        """Start meta-training from a Sup-E module: the prior at
-        :func:`~._class_stats.initial_prior` of its class means and, in the large
-        context, the known-known table at its classes. ``copy_encoder=False``
-        shares ``sup_e``'s encoder; ``kwargs``: other parameters.
-
-        Examples
-        --------
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> from sklearn_flowr.training import SupEModule
-        >>> sup_e = SupEModule(MLPEncoder(8, hidden=(16,), embedding_dim=4), 3)
-        >>> meta = FLOWRMetaModule.from_sup_e(sup_e, setting="large")
-        >>> meta.n_known  # the Sup-E classes form the known-known table
-        3
-        >>> meta.encoder is sup_e.encoder
-        False
-        """
+        """Start meta-training from a Sup-E module: the prior at the empirical
+        Bayes estimate of its class means and, in the large context, the
+        known-known table at its classes. ``copy_encoder=False`` shares
+        ``sup_e``'s encoder (default: a copy); ``kwargs``: other parameters."""
         if setting not in ("small", "large"):
             raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
         means = sup_e.class_means.detach().cpu().numpy()

@@ -50,9 +50,8 @@ def _as_is(batch):
 def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
                         drop_last: bool = False, generator=None,
                         **kwargs) -> DataLoader:
-    """``DataLoader(dataset, batch_size, shuffle=shuffle)``'s batches (same order
-    for the same torch seed), for skorch's ``Dataset`` over arrays read without a
-    Python call per row."""
+    """``DataLoader``'s batches (same order for the same seed), a skorch
+    ``Dataset`` over arrays read with one index per batch."""
     subsets, rows = [], dataset
     while isinstance(rows, Subset):  # skorch's internal validation split
         subsets.append(rows)
@@ -74,9 +73,6 @@ def _batch_index_loader(dataset, batch_size=128, *, shuffle: bool = False,
                       shuffle=shuffle, drop_last=drop_last, generator=generator,
                       collate_fn=_as_is, **kwargs)
 
-
-# The loader accelerate shards is the same one.
-_accelerate_batch_loader = _batch_index_loader
 
 
 def _single_episode(batch):
@@ -257,7 +253,7 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, torch
     >>> from sklearn_flowr.encoders import MLPEncoder
     >>> from sklearn_flowr.training import EpisodeDataset
     >>> rng = np.random.default_rng(0)
@@ -269,32 +265,29 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
     ...     max_epochs=2, verbose=0, random_state=0).fit(episodes)
     >>> len(net.history)
     2
+    >>> episode, labels = episodes[0]
+    >>> net.infer(episode).shape == (len(labels), 4)  # one embedding a row
+    True
+    >>> step = net.set_params(autocast=torch.bfloat16).train_step_single(episodes[0])
+    >>> step["loss"].dtype  # the loss stays float32
+    torch.float32
     """
 
     _stage = ("Meta-training", "meta__encoder_lr")
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
                  optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
-                 train_split=None, autocast: torch.dtype | None = None, **kwargs):
+                 train_split=None, iterator_train=_episode_loader,
+                 iterator_valid=_episode_loader,
+                 autocast: torch.dtype | None = None, **kwargs):
         super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
-                         batch_size=batch_size, train_split=train_split, **kwargs)
+                         batch_size=batch_size, train_split=train_split,
+                         iterator_train=iterator_train,
+                         iterator_valid=iterator_valid, **kwargs)
         self.autocast = autocast
 
     def train_step_single(self, batch, **fit_params):
-        """One episode; the encoder runs under ``autocast`` when it is set.
-
-        Examples
-        --------
-        >>> import numpy as np, torch
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> from sklearn_flowr.training import EpisodeDataset
-        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
-        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4),
-        ...                       autocast=torch.bfloat16).initialize()
-        >>> episode = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
-        >>> net.train_step_single(episode)["loss"].dtype  # the loss stays float32
-        torch.float32
-        """
+        """One episode; the encoder runs under ``autocast`` when it is set."""
         # skorch's device=None leaves the module where it is: the CPU here.
         with torch.autocast(torch.device(self.device or "cpu").type,
                             dtype=self.autocast,
@@ -302,28 +295,13 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
             return super().train_step_single(batch, **fit_params)
 
     def infer(self, x, **fit_params):
-        """Embed the episode's rows; its ``is_query`` mask stays on the host.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr.encoders import MLPEncoder
-        >>> from sklearn_flowr.training import EpisodeDataset
-        >>> X, y = np.zeros((60, 8), "f4"), np.repeat(np.arange(5), 12)
-        >>> net = EpisodicMetaNet(module__encoder=MLPEncoder(8, embedding_dim=4)
-        ...                       ).initialize()
-        >>> episode, labels = EpisodeDataset(X, y, n_way=2, n_unknown=1, n_query=2)[0]
-        >>> net.infer(episode).shape == (len(labels), 4)  # one embedding a row
-        True
-        """
+        """Embed the episode's rows; its ``is_query`` mask stays on the host."""
         if isinstance(x, Mapping):
             x = {"x": x["x"]}
         return super().infer(x, **fit_params)
 
     def get_loss(self, y_pred, y_true, X=None, training=False):
-        """The FLOWR loss of an episode: its embeddings (support first) split by
-        ``X["is_query"]``; labels stay on the host, the loss runs in float32.
-        """
+        """The episode's FLOWR loss, in float32; labels stay on the host."""
         y_true = on_host(y_true)
         is_query = on_host(X["is_query"], torch.bool)
         module = self.module_

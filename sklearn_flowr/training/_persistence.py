@@ -56,6 +56,8 @@ def _channels_last_strides(shape):
 
 
 def _convert_value(value, convert, kind):
+    """``value`` with each ``kind`` object in it (or in its list, tuple or dict)
+    replaced by ``convert(object)``."""
     if isinstance(value, kind):
         return convert(value)
     if isinstance(value, (list, tuple)) and any(isinstance(v, kind) for v in value):
@@ -74,25 +76,16 @@ def modules_to_state(modules: tuple) -> tuple:
     # The tensor stores (_parameters, _buffers) are dicts among the module's
     # attributes, so one pass over the attributes finds every tensor.
     memo = {}
+
+    def remember(tensor):
+        if id(tensor) not in memo:
+            memo[id(tensor)] = TensorState(tensor)
+
     for root in modules:
-        if root is None:
-            continue
-        for module in root.modules():
+        for module in () if root is None else root.modules():
             for value in module.__dict__.values():
-                for tensor in _tensors_in(value):
-                    if id(tensor) not in memo:
-                        memo[id(tensor)] = TensorState(tensor)
+                _convert_value(value, remember, torch.Tensor)
     return copy.deepcopy(modules, memo)
-
-
-def _tensors_in(value):
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [v for v in value if isinstance(v, torch.Tensor)]
-    if isinstance(value, dict):
-        return [v for v in value.values() if isinstance(v, torch.Tensor)]
-    return []
 
 
 def modules_from_state(modules: tuple) -> tuple:

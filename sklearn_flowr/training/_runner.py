@@ -107,10 +107,6 @@ class StageRunner:
     def fit(self, net, stage: str, epochs: int, X, y=None):
         """Fit ``net`` for ``epochs`` in all, resuming from ``checkpoint_dir``; a
         KeyboardInterrupt when training stopped early (skorch ends quietly)."""
-        with torch_threads(self.n_jobs):
-            return self._fit(net, stage, epochs, X, y)
-
-    def _fit(self, net, stage, epochs, X, y):
         done = 0
         if self.checkpoint_dir is not None:
             # An earlier stage that trained on makes this one's files stale.
@@ -118,20 +114,21 @@ class StageRunner:
                 net, self.checkpoint_dir, stage, epochs,
                 self.seed if self.seeded else None, start_over=self.trained)
             epochs = max(epochs - done, 0)
-        try:
-            if epochs == 0:
-                net.initialize()
-                if done:
-                    net.load_params(checkpoint=checkpoint)
-            else:
-                net.set_params(max_epochs=epochs)
-                net.fit(X, y)
-                self.trained = True
-        except RuntimeError as exc:  # weights of other shapes
-            error = done and wrong_weights(exc, checkpoint)
-            if error:
-                raise error from exc
-            raise
+        with torch_threads(self.n_jobs):
+            try:
+                if epochs == 0:
+                    net.initialize()
+                    if done:
+                        net.load_params(checkpoint=checkpoint)
+                else:
+                    net.set_params(max_epochs=epochs)
+                    net.fit(X, y)
+                    self.trained = True
+            except RuntimeError as exc:  # weights of other shapes
+                error = done and wrong_weights(exc, checkpoint)
+                if error:
+                    raise error from exc
+                raise
         # A half-trained stage must not pass for a finished one (the
         # checkpoint keeps the last epoch).
         finished = sum("train_loss" in row for row in net.history)

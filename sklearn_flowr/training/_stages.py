@@ -146,6 +146,12 @@ class MetaTraining(_Stage):
     >>> from sklearn_flowr.training import MetaTraining
     >>> MetaTraining(epochs=2, n_way=5)
     MetaTraining(epochs=2, n_way=5)
+    >>> MetaTraining(episode_noise=0.3).module_params()["sigma"]  # FLOWRMetaModule's
+    0.3
+    >>> MetaTraining(episode_discount=0.9, episode_known_count=0.5).validate()
+    Traceback (most recent call last):
+    ...
+    ValueError: episode_known_count=0.5 must exceed episode_discount=0.9: ...
     """
 
     _parameter_constraints: dict = {
@@ -193,15 +199,7 @@ class MetaTraining(_Stage):
         self.autocast = autocast
 
     def validate(self) -> MetaTraining:
-        """Check every setting, and ``episode_known_count > episode_discount``.
-
-        Examples
-        --------
-        >>> MetaTraining(episode_discount=0.9, episode_known_count=0.5).validate()
-        Traceback (most recent call last):
-        ...
-        ValueError: episode_known_count=0.5 must exceed episode_discount=0.9: ...
-        """
+        """Check every setting, and ``episode_known_count > episode_discount``."""
         super().validate()
         if not self.episode_known_count > self.episode_discount:
             raise ValueError(
@@ -211,13 +209,7 @@ class MetaTraining(_Stage):
         return self
 
     def module_params(self) -> dict:
-        """The episodes' model as :class:`FLOWRMetaModule` keyword arguments.
-
-        Examples
-        --------
-        >>> MetaTraining(episode_noise=0.3).module_params()["sigma"]
-        0.3
-        """
+        """The episodes' model as :class:`FLOWRMetaModule` keyword arguments."""
         return dict(a=self.episode_discount, sigma=self.episode_noise,
                     learn_sigma=self.learn_episode_noise,
                     class_prior=self.episode_class_prior,
