@@ -16,7 +16,6 @@ from sklearn_flowr._core import (
     condition_on,
     crp_log_prior,
     estimate_concentration,
-    estimate_noise_var,
     estimate_prior,
     log_density_coef,
     log_density_features,
@@ -28,6 +27,12 @@ from sklearn_flowr._core import (
     resolve_hyper_parameters,
     softmax_rows_inplace,
 )
+from sklearn_flowr._core._empirical_bayes import noise_var_of
+
+
+def estimate_noise_var(X, y_index, n_classes):
+    """The head's estimate of sigma from rows ``X`` of classes ``y_index``."""
+    return noise_var_of(moments_of_rows(X, y_index, n_classes))
 
 
 @pytest.mark.parametrize("a, b", [(0.0, 1.0), (0.5, 0.3), (0.9, -0.5), (0.2, 7.0)])

@@ -13,16 +13,10 @@ from sklearn.covariance import ledoit_wolf_shrinkage
 from sklearn.naive_bayes import GaussianNB
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._core import (
-    estimate_noise_covariance,
-    estimate_noise_var,
-    estimate_prior,
-    estimate_prior_covariance,
-)
+from sklearn_flowr._core import estimate_prior
 from sklearn_flowr._core._empirical_bayes import (
     _ledoit_wolf_shrinkage,
     combine_moments,
-    feature_scale,
     feature_scale_of,
     moments_of_rows,
     noise_covariance_of,
@@ -334,19 +328,22 @@ def test_estimates_from_moments_equal_those_from_rows(rng):
     equals fit's own from the rows."""
     X, y = make_rows(rng)
     moments = moments_of_rows(X, y, 7, fourth=True)
-    assert feature_scale_of(moments) == pytest.approx(feature_scale(X), rel=1e-12)
-    assert noise_var_of(moments) == pytest.approx(estimate_noise_var(X, y, 7),
-                                                  rel=1e-12)
+    one_class = moments_of_rows(X, np.zeros(X.shape[0], np.intp), 1)
+    assert feature_scale_of(moments) == pytest.approx(feature_scale_of(one_class),
+                                                      rel=1e-12)
+    assert noise_var_of(moments) == pytest.approx(
+        noise_var_of(moments_of_rows(X, y, 7)), rel=1e-12)
     mean, var = prior_of(moments, full=False)
     want_mean, want_var = estimate_prior(X, y, 7)
     np.testing.assert_allclose(mean, want_mean, rtol=1e-12)
     np.testing.assert_allclose(var, [want_var], rtol=1e-12)
     mean, cov = prior_of(moments, full=True)
-    want_mean, want_cov = estimate_prior_covariance(X, y, 7)
+    want_mean, want_cov = prior_of(moments_of_rows(X, y, 7), full=True)
     np.testing.assert_allclose(cov, want_cov, rtol=1e-12)
     np.testing.assert_allclose(
         noise_covariance_of(moments, extra_shrinkage=0.2),
-        estimate_noise_covariance(X, y, 7, extra_shrinkage=0.2), rtol=1e-12)
+        noise_covariance_of(moments_of_rows(X, y, 7, fourth=True, pooled=True),
+                            extra_shrinkage=0.2), rtol=1e-12)
     residual = X - moments["mean"][y]
     unit = moments["unit"]
     assert _ledoit_wolf_shrinkage(

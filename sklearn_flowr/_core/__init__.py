@@ -15,10 +15,7 @@ from ._empirical_bayes import (
     class_means,
     combine_moments,
     estimate_concentration,
-    estimate_noise_covariance,
-    estimate_noise_var,
     estimate_prior,
-    estimate_prior_covariance,
     moments_of_rows,
     needs_fourth_moments,
     needs_moments,
@@ -33,15 +30,13 @@ from ._gaussian import (
     condition_on,
     log_density_coef,
     log_density_features,
-    predictive_moments,
 )
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
-from ._streaming import PrefixStates, chunk_slices, group_sums, prefix_states
+from ._streaming import chunk_slices, group_sums, prefix_states
 
 __all__ = [
     "MAX_LOG_ODDS",
-    "PrefixStates",
     "add_observations",
     "chunk_slices",
     "class_means",
@@ -53,10 +48,7 @@ __all__ = [
     "crp_log_numerators",
     "crp_log_prior",
     "estimate_concentration",
-    "estimate_noise_covariance",
-    "estimate_noise_var",
     "estimate_prior",
-    "estimate_prior_covariance",
     "group_sums",
     "log_density_coef",
     "log_density_features",
@@ -70,7 +62,6 @@ __all__ = [
     "novel_log_odds",
     "noise_var_floor",
     "pitman_yor_log_likelihood",
-    "predictive_moments",
     "prefix_states",
     "raw_from_concentration",
     "recalibrate_novel_column",

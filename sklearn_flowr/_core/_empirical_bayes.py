@@ -1,16 +1,12 @@
-"""Empirical-Bayes ``sigma``, ``mu0``, ``s0`` and ``b`` of a head, from the
-statistics of its labelled rows (user guide, "Empirical Bayes for a standalone
-head"). A record of statistics is a dict of arrays: ``count``, ``mean`` and
-``scatter_trace`` per class and, for a full noise, ``scatter``, ``cube``,
-``quartic`` and ``unit`` (the power of two the last two are measured in),
-and ``labels`` where records are combined (``merge``, Dask); the estimates
-read only their sums over the classes.
-"""
+"""Empirical-Bayes ``sigma``, ``mu0``, ``s0`` and ``b`` of a head from the
+statistics ("moments") of its labelled rows: a dict of per-class ``count``,
+``mean``, ``scatter_trace`` and, for a full noise, ``scatter``, ``cube``,
+``quartic`` and ``unit`` (the power of two the last two are measured in)."""
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
-from sklearn.covariance import ledoit_wolf_shrinkage, shrunk_covariance
+from sklearn.covariance import shrunk_covariance
 
 # Floors relative to the feature scale: identical class means would give
 # s0 = 0, repeated rows sigma = 0. Well separated classes legitimately have a
@@ -209,7 +205,7 @@ def noise_covariance_of(moments, *, extra_shrinkage=0.0):
 
 def _ledoit_wolf_shrinkage(n_samples, scatter, quartic):
     """``sklearn.covariance.ledoit_wolf_shrinkage`` of centred rows ``R`` from
-    ``scatter = R.T @ R`` and ``quartic = sum_i ||r_i||^4``."""
+    ``scatter = R.T @ R`` and ``quartic = sum_i ||r_i||^4`` (no rows needed)."""
     n_features = scatter.shape[0]
     if n_features == 1:
         return 0.0
@@ -220,15 +216,6 @@ def _ledoit_wolf_shrinkage(n_samples, scatter, quartic):
     delta = (delta_ - 2.0 * mu * trace + n_features * mu**2) / n_features
     beta = min(beta, delta)
     return 0.0 if beta == 0 else beta / delta
-
-
-def _shrunk(centred, covariance):
-    """Ledoit-Wolf shrinkage of ``covariance`` towards ``mean(eig) * I``,
-    estimated on ``centred`` rescaled to unit peak (no overflow)."""
-    peak = float(max(centred.max(), -centred.min())) if centred.size else 0.0
-    unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
-    return shrunk_covariance(covariance,
-                             ledoit_wolf_shrinkage(unit, assume_centered=True))
 
 
 def _floored(covariance, floor):
@@ -254,7 +241,12 @@ def prior_of(moments, *, full, spread=True, one_class=False):
     floor = _floor(_PRIOR_VAR_FLOOR, moments)
     if full:
         centred = means - prior_mean
-        covariance = _shrunk(centred, centred.T @ centred / n_classes)
+        peak = float(np.abs(centred).max())
+        unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
+        squares = np.einsum("ij,ij->i", unit, unit)  # rescaled: no overflow
+        shrinkage = _ledoit_wolf_shrinkage(n_classes, unit.T @ unit,
+                                           float(squares @ squares))
+        covariance = shrunk_covariance(centred.T @ centred / n_classes, shrinkage)
         return prior_mean, _floored(covariance, floor)
     return prior_mean, np.array([max(float(np.mean(means.var(axis=0))), floor)])
 
@@ -300,28 +292,11 @@ def resolve_hyper_parameters(moments, params):
     return resolved
 
 
-# Estimates from rows (training's class statistics, and the tests' references).
-def feature_scale(X):
-    """:func:`feature_scale_of` the rows ``X``."""
-    return feature_scale_of(moments_of_rows(X, np.zeros(X.shape[0], np.intp), 1))
-
-
+# Estimates from rows, for training's class statistics.
 def noise_var_floor(X):
-    """Smallest within-class variance allowed for rows ``X``: ``1e-6`` times
-    their feature scale."""
-    return max(_NOISE_VAR_FLOOR * feature_scale(X), _SMALLEST_NORMAL)
-
-
-def estimate_noise_var(X, y_index, n_classes):
-    """:func:`noise_var_of` the rows ``X`` of the classes ``y_index``."""
-    return noise_var_of(moments_of_rows(X, y_index, n_classes))
-
-
-def estimate_noise_covariance(X, y_index, n_classes, *, extra_shrinkage=0.0):
-    """:func:`noise_covariance_of` the rows ``X`` of the classes ``y_index``."""
-    return noise_covariance_of(moments_of_rows(X, y_index, n_classes, fourth=True,
-                                               pooled=True),
-                               extra_shrinkage=extra_shrinkage)
+    """Smallest within-class variance allowed for rows ``X``."""
+    one_class = moments_of_rows(X, np.zeros(X.shape[0], np.intp), 1)
+    return _floor(_NOISE_VAR_FLOOR, one_class)
 
 
 def estimate_prior(X, y_index, n_classes):
@@ -330,11 +305,6 @@ def estimate_prior(X, y_index, n_classes):
     prior_mean, prior_var = prior_of(moments_of_rows(X, y_index, n_classes),
                                      full=False, one_class=True)
     return prior_mean, float(prior_var[0])
-
-
-def estimate_prior_covariance(X, y_index, n_classes):
-    """:func:`prior_of` the rows ``X`` of the classes ``y_index``, full."""
-    return prior_of(moments_of_rows(X, y_index, n_classes), full=True)
 
 
 def pitman_yor_log_likelihood(counts, a, b):

@@ -5,14 +5,13 @@ open-world probabilities (``_proba``)."""
 
 from ._classifier import CRPGaussianClassifier
 from ._empirical import empirical_bayes_head
-from ._proba import OpenWorldProba, ProbabilisticOpenWorldClassifier
+from ._proba import OpenWorldProba
 from ._two_covariance import TwoCovarianceWhitener
 from ._whitened import WhitenedCRPClassifier
 
 __all__ = [
     "CRPGaussianClassifier",
     "OpenWorldProba",
-    "ProbabilisticOpenWorldClassifier",
     "TwoCovarianceWhitener",
     "WhitenedCRPClassifier",
     "empirical_bayes_head",

@@ -26,7 +26,7 @@ from ._merge import (
     merged_parts,
     state_of_moments,
 )
-from ._proba import ProbabilisticOpenWorldClassifier
+from ._proba import _ProbabilisticOpenWorldClassifier
 from ._state import (
     check_class_embeddings,
     check_novelty_map,
@@ -37,7 +37,7 @@ from ._state import (
 __all__ = ["CRPGaussianClassifier"]
 
 
-class CRPGaussianClassifier(ConformalDecision, ProbabilisticOpenWorldClassifier):
+class CRPGaussianClassifier(ConformalDecision, _ProbabilisticOpenWorldClassifier):
     """Open-world Bayesian classifier: Gaussian class embeddings + CRP prior.
 
     Class means have a shared prior ``N(mu0, diag(s0))``, observations are
@@ -132,11 +132,6 @@ default="auto"
     --------
     sklearn.naive_bayes.GaussianNB : closed-world Gaussian classifier.
 
-    Notes
-    -----
-    The novel mass is the Pitman-Yor ``(b + a N) / (k + b)`` (the paper's
-    ``(a + b N)/(k + b)`` does not normalise).
-
     References
     ----------
     .. [1] J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone,
@@ -151,10 +146,40 @@ default="auto"
     >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
     >>> clf.predict([[0.1, 0.0], [-6.0, 7.0]])
     array([ 0, -1])
-    >>> clf.predict_proba([[0.1, 0.0]]).shape  # two known classes + novel
+    >>> clf.predict_proba([[0.1, 0.0]]).round(3)  # classes 0, 1, then novel
+    array([[0.997, 0.   , 0.003]])
+    >>> clf.predict_log_proba([[0.1, 0.0]]).shape  # log p(n|x); joint: log p(x, n)
     (1, 3)
-    >>> round(clf.sigma_, 6)  # "auto": pooled within-class variance
-    0.01
+    >>> clf.predict_joint_log_proba([[0.1, 0.0]]).shape
+    (1, 3)
+    >>> round(clf.sigma_, 6), clf.prior_mean_  # "auto": estimated in fit
+    (0.01, array([2.05, 2.05]))
+
+    A stream: each row is predicted, then learned; class 2 is novel at first
+    sight. Unlabelled rows open provisional classes, relabelled by ``correct``.
+
+    >>> clf.open_world_step([[-6.0, 7.0], [-6.1, 7.0], [0.1, 0.1]], [2, 2, 0]).y_pred
+    array([-1,  2,  0])
+    >>> out = clf.open_world_step([[9.0, -9.0], [9.1, -9.0]])
+    >>> out.y_assigned, out.learned
+    (array([-2, -2]), array([ True,  True]))
+    >>> clf.correct([[9.0, -9.0], [9.1, -9.0]], out.y_assigned, [7, 7]).classes_
+    array([0, 1, 2, 7])
+    >>> clf.freeze_classes().frozen_classes_
+    array([ True,  True,  True,  True])
+
+    Heads fitted on parts of the rows merge into the head fitted on all;
+    ``fit_class_embeddings`` starts from classes given as Gaussians.
+
+    >>> left = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+    >>> right = CRPGaussianClassifier().fit([[9.0, 0.0], [9.2, 0.0], [0.0, 9.0],
+    ...                                      [0.0, 9.2]], [5, 5, 6, 6])
+    >>> left.merge(right).classes_
+    array([0, 1, 5, 6])
+    >>> emb = CRPGaussianClassifier(b=1.0, sigma=0.5).fit_class_embeddings(
+    ...     ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
+    >>> emb.predict([[2.9, 3.1], [-5.0, 5.0]])
+    array(['b', 'novel'], dtype=object)
     """
 
     _positive = Interval(Real, 0, None, closed="neither")
@@ -219,14 +244,6 @@ default="auto"
         Returns
         -------
         self : CRPGaussianClassifier
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
-        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
-        >>> clf.prior_mean_  # "auto": the mean of the class means
-        array([2.05, 2.05])
         """
         if is_dask_collection(X) or is_dask_collection(y):
             self._validate_params()
@@ -254,16 +271,6 @@ default="auto"
         Returns
         -------
         self : CRPGaussianClassifier
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier(b=1.0, sigma=0.5).fit_class_embeddings(
-        ...     ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
-        >>> clf.class_mean_, clf.crp_count_
-        (array([[0., 0.], [3., 3.]]), array([1., 1.]))
-        >>> clf.predict([[2.9, 3.1], [0.0, 0.2], [-5.0, 5.0]])
-        array(['b', 'a', 'novel'], dtype=object)
         """
         self._validate_params()
         with all_or_nothing(self):
@@ -304,18 +311,6 @@ default="auto"
             class for unlabelled rows), ``y_known``, ``p_novel``, ``is_novel``
             (unseen label, or the new class won), ``novelty_score`` (P(novel)'s
             log-odds), ``y_assigned`` (the class learned under), ``learned``.
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
-        >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
-        >>> out = clf.open_world_step([[-6.0, 7.0], [-6.1, 7.0], [0.1, 0.1]],
-        ...                           [2, 2, 0])
-        >>> out.y_pred  # class 2 is novel at first sight, then recognised
-        array([-1,  2,  0])
-        >>> clf.open_world_step([[9.0, -9.0], [9.1, -9.0]]).y_assigned
-        array([-2, -2])
         """
         if labelled is None and y is not None:
             return super().open_world_step(X, y)
@@ -349,18 +344,6 @@ default="auto"
         Returns
         -------
         self : CRPGaussianClassifier
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> head = CRPGaussianClassifier().fit([[0.0], [0.3], [9.0], [9.2]],
-        ...                                    [0, 0, 1, 1])
-        >>> out = head.open_world_step([[30.0], [30.2]])
-        >>> out.y_assigned, out.learned
-        (array([-2, -2]), array([ True,  True]))
-        >>> head = head.correct([[30.0], [30.2]], out.y_assigned, [7, 7])
-        >>> head.classes_
-        array([0, 1, 7])
         """
         X = self._validated_rows(X)
         on_a_copy(self, lambda work: correct(work, X, y_assigned, y_true),
@@ -380,19 +363,6 @@ default="auto"
         -------
         merged : CRPGaussianClassifier
             A new fitted head; ``classes_`` are the sorted union.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> rng = np.random.default_rng(0)
-        >>> X, y = rng.normal(size=(40, 3)), np.repeat([0, 1, 2, 3], 10)
-        >>> left = CRPGaussianClassifier().fit(X[:25], y[:25])
-        >>> right = CRPGaussianClassifier().fit(X[25:], y[25:])
-        >>> merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
-        >>> bool(np.allclose(merged.predict_proba(X), whole.predict_proba(X),
-        ...                  rtol=1e-10, atol=1e-12))
-        True
         """
         return clone(self)._install(**merged_parts(self, other))
 
@@ -477,15 +447,6 @@ default="auto"
         Returns
         -------
         self : CRPGaussianClassifier
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier().fit([[0.0], [0.2], [4.0], [4.2]],
-        ...                                   [0, 0, 1, 1])
-        >>> clf = clf.freeze_classes().partial_fit([[0.1], [9.0]], [0, 2])
-        >>> clf.class_count_, clf.frozen_classes_
-        (array([2., 2., 1.]), array([ True,  True, False]))
         """
         self._fitted("freeze_classes")._state.freeze(bool(frozen))
         return self

@@ -1,17 +1,17 @@
 """Open-world probabilities: the output that knows its classes, and the
-classifier whose predictions all derive from one joint log-likelihood."""
+predictions derived from one joint log-likelihood."""
 
 import numpy as np
 
 from .._core import log_softmax, softmax_rows_inplace
 from ..base import OnlineOpenWorldClassifier
 
-__all__ = ["OpenWorldProba", "ProbabilisticOpenWorldClassifier"]
+__all__ = ["OpenWorldProba"]
 
 
-class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
-    """An online open-world classifier whose predictions all derive from
-    ``_joint_log_numerators(X)`` (novel last) and ``_log_normaliser()``."""
+class _ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
+    """Predictions derived from ``_joint_log_numerators(X)`` (novel last) and
+    ``_log_normaliser()``, as GaussianNB derives them from one joint."""
 
     def predict_joint_log_proba(self, X):
         """Joint log-probabilities ``log p(x, n)`` of the known and novel classes.
@@ -27,17 +27,6 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
             ``log N(x; m_n, v_n) + log p(n)``; columns follow ``classes_``, the
             last column is the novel class (mapped by ``novelty_calibration``
             when set).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from scipy.special import logsumexp
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-        ...                                   [0, 0, 1, 1])
-        >>> joint = clf.predict_joint_log_proba([[0.1, 0.0]])
-        >>> np.exp(joint - logsumexp(joint, axis=1, keepdims=True)).round(3)  # p(n|x)
-        array([[0.997, 0.   , 0.003]])
         """
         return self._joint_log_numerators(X) + self._log_normaliser()
 
@@ -51,17 +40,8 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 
         Returns
         -------
-        log_proba : ndarray of shape (n_samples, n_classes + 1)
+        log_proba : :class:`OpenWorldProba` of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last column is the novel class.
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-        ...                                   [0, 0, 1, 1])
-        >>> np.exp(clf.predict_log_proba([[0.1, 0.0]])).round(3)
-        array([[0.997, 0.   , 0.003]])
         """
         log_proba = log_softmax(self._joint_log_numerators(X))
         return OpenWorldProba(log_proba, self.classes_, is_log_proba=True)
@@ -76,45 +56,17 @@ class ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes + 1)
+        proba : :class:`OpenWorldProba` of shape (n_samples, n_classes + 1)
             Columns follow ``classes_``; the last column is the novel class.
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-        ...                                   [0, 0, 1, 1])
-        >>> clf.predict_proba([[0.1, 0.0], [-6.0, 7.0]]).round(3)  # 0, 1, novel
-        array([[0.997, 0.   , 0.003],
-               [0.   , 0.   , 1.   ]])
         """
         proba = softmax_rows_inplace(self._joint_log_numerators(X))
         return OpenWorldProba(proba, self.classes_)
 
     def predict(self, X):
-        """Most probable class, or ``novel_label_`` when the novel class wins.
-
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Embeddings.
-
-        Returns
-        -------
-        y_pred : ndarray of shape (n_samples,)
-            Labels from ``classes_`` or ``novel_label_``.
-
-        Examples
-        --------
-        >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier(novel_label="unknown").fit(
-        ...     [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], ["a", "a", "b", "b"])
-        >>> clf.predict([[0.1, 0.0], [3.9, 4.1], [-6.0, 7.0]])
-        array(['a', 'b', 'unknown'], dtype=object)
-        """
+        """The argmax over the known classes and the novel class (ties: known)."""
         scores = self._joint_log_numerators(X)
         best = np.argmax(scores, axis=1)
-        best[best == scores.shape[1] - 1] = -1  # ties go to the known class
+        best[best == scores.shape[1] - 1] = -1
         return self._labels_of(best)
 
 
