@@ -10,7 +10,7 @@ from scipy.stats import multivariate_normal
 from sklearn_flowr.head._state import (
     ClassState,
     check_class_embeddings,
-    new_state,
+    state_for_params,
 )
 
 A, B, SIGMA, MU0 = 0.3, 1.2, 0.6, 0.5
@@ -132,9 +132,10 @@ def test_new_state_checks_b_and_known_count_against_a(params, message):
     """Check b > -a and known_count > a are required."""
     X, y_index = np.eye(2), np.array([0, 1])
     kwargs = dict(a=0.3, b=1.0, sigma=1.0, prior_mean=0.0, prior_var=1.0,
-                  covariance="isotropic", class_prior="crp", known_count=1.0)
+                  covariance="isotropic", class_prior="crp", known_count=1.0,
+                  noise_shrinkage=0.0, prior_scale=1.0)
     with pytest.raises(ValueError, match=message):
-        new_state(X, y_index, 2, **{**kwargs, **params})
+        state_for_params(X, y_index, 2, {**kwargs, **params})
 
 
 @pytest.mark.parametrize(

@@ -49,9 +49,10 @@ def predictive_moments(nat_mean, precision, sigma):
 
 def log_density_coef(nat_mean, precision, sigma, *, out=None):
     """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]``
-    (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`."""
-    if out is not None:
-        return _log_density_coef_into(out, nat_mean, precision, sigma)
+    (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`;
+    NumPy ``out`` is filled in place."""
+    if out is not None and nat_mean.ndim == 1 and precision.shape == (1,):
+        return _one_isotropic_coef(out, nat_mean, float(precision[0]), sigma)
     xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
@@ -60,60 +61,44 @@ def log_density_coef(nat_mean, precision, sigma, *, out=None):
     # Isotropic: var has one entry that stands for all d features.
     log_det = xp.sum(xp.log(var), axis=-1) * (d / var.shape[-1])
     const = -0.5 * (d * _LOG_2PI + log_det + xp.sum(mean * weight, axis=-1))
-    return xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
+    coef = xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
+    if out is None:
+        return coef
+    out[...] = coef
+    return out
 
 
-def _log_density_coef_into(out, nat_mean, precision, sigma):
-    """:func:`log_density_coef` written into ``out`` (NumPy)."""
-    if nat_mean.ndim == 1 and precision.shape[0] == 1:
-        # One isotropic class (the online step): v is a float, and the
-        # d-vector work is one ufunc and a dot product: m / v = q / (lam v),
-        # sum m**2 / v = q . (m / v) / lam.
-        d = nat_mean.shape[0]
-        lam = float(precision[0])
-        var = 1.0 / lam + sigma  # v = 1 / lam + sigma
-        inv_var = 1.0 / var
-        weight = np.multiply(nat_mean, inv_var / lam, out=out[:d])
-        out[d] = -0.5 * inv_var
-        out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var)
-                             + nat_mean.dot(weight) / lam)
-        return out
-    d, p = nat_mean.shape[-1], precision.shape[-1]
-    weight = out[..., :d]
-    mean, var = predictive_moments(nat_mean, precision, sigma)
-    half_inv_var = out[..., d : d + p]
-    np.divide(1.0, var, out=half_inv_var)
-    np.multiply(mean, half_inv_var, out=weight)
-    log_det = np.log(var, out=var).sum(axis=-1) * (d / p)
-    quad = np.einsum("...i,...i->...", mean, weight)
-    out[..., -1] = -0.5 * (d * _LOG_2PI + log_det + quad)
-    half_inv_var *= -0.5
+def _one_isotropic_coef(out, nat_mean, lam, sigma):
+    """:func:`log_density_coef` of one isotropic class (the online step): ``v``
+    is a float, ``m / v = q / (lam v)``, ``sum m**2 / v = q . (m / v) / lam``."""
+    d = nat_mean.shape[0]
+    var = 1.0 / lam + sigma
+    inv_var = 1.0 / var
+    weight = np.multiply(nat_mean, inv_var / lam, out=out[:d])
+    out[d] = -0.5 * inv_var
+    out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + nat_mean.dot(weight) / lam)
     return out
 
 
 def log_density_features(Z, *, isotropic, out=None):
     """Features ``[z, z**2 (||z||**2 when isotropic), 1]`` (..., d + p + 1) of rows
     ``Z``; NumPy ``out`` is filled in place (a one-row ``Z`` may be ``out[:d]``)."""
-    if out is not None:
-        d = Z.shape[-1]
-        if Z.ndim == 1:  # one row: plain slices, a dot product
-            if Z.base is not out:  # else Z is out[:d], filled by the caller
-                out[:d] = Z
-            if isotropic:
-                out[d] = Z.dot(Z)
-            else:
-                np.multiply(Z, Z, out=out[d : 2 * d])
-            out[-1] = 1.0
-            return out
-        out[..., :d] = Z
+    if out is not None and Z.ndim == 1:  # one row: plain slices, a dot product
+        d = Z.shape[0]
+        if Z.base is not out:  # else Z is out[:d], filled by the caller
+            out[:d] = Z
         if isotropic:
-            out[..., d] = np.einsum("...i,...i->...", Z, Z)
+            out[d] = Z.dot(Z)
         else:
-            np.multiply(Z, Z, out=out[..., d : 2 * d])
-        out[..., -1] = 1.0
+            np.multiply(Z, Z, out=out[d : 2 * d])
+        out[-1] = 1.0
         return out
     xp = get_namespace(Z)
     square = Z * Z
     if isotropic:
         square = xp.sum(square, axis=-1, keepdims=True)
-    return xp.concat([Z, square, xp.ones_like(Z[..., :1])], axis=-1)
+    features = xp.concat([Z, square, xp.ones_like(Z[..., :1])], axis=-1)
+    if out is None:
+        return features
+    out[...] = features
+    return out

@@ -1,5 +1,5 @@
-"""Heads from per-class statistics (``_core.moments_of_rows``): ``merge``,
-and ``fit`` on a Dask array chunk by chunk (Dask imported only for one)."""
+"""Heads from per-class moments: ``merge``, and ``fit`` on a Dask array chunk
+by chunk (Dask imported only for one)."""
 
 import functools
 import sys
@@ -32,9 +32,8 @@ MAX_KEPT_VALUES = 2**23
 
 
 def kept_moments(params, X, y_index, n_classes):
-    """What a head keeps of its first rows for ``merge``: their moments when
-    an estimate needs more than class sizes and means, else None (the natural
-    parameters hold those). ``params``: the head's ``get_params()``."""
+    """The moments of ``fit``'s rows that ``merge`` re-estimates "auto" ``sigma``
+    and priors from (None when none is "auto": the state holds the sums)."""
     if not needs_scatter(params):
         return None
     fourth = needs_fourth_moments(params["covariance"], params["sigma"])
@@ -76,12 +75,7 @@ def check_mergeable(head, other):
             names[0] is not None and not np.array_equal(*names)):
         raise ValueError("merge needs heads fitted on the same feature names "
                          "(or both on arrays without names).")
-    if (head.classes_.dtype.kind in "biuf") != (other.classes_.dtype.kind
-                                                in "biuf"):
-        raise ValueError(
-            f"merge cannot pool labels of dtype {head.classes_.dtype} and "
-            f"{other.classes_.dtype}: numeric and string labels cannot be "
-            "mixed.")
+    check_new_labels(other.classes_, None, head.classes_)  # one kind of label
     return names[0]
 
 

@@ -33,20 +33,17 @@ from ._buffers import ClassBuffers
 _CHUNK_ELEMENTS = 1 << 18
 
 
-def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
-              covariance, class_prior, known_count, noise_shrinkage=0.0,
-              prior_scale=1.0, moments=None):
-    """A state without classes ("auto" hyper-parameters estimated from rows
-    ``X`` of the classes ``y_index``, or their ``moments``), the resolved
-    covariances and ``b``."""
+def state_for_params(X, y_index, n_classes, params, *, moments=None):
+    """A state without classes for the head's ``get_params()`` ("auto" ones
+    estimated from rows ``X`` of the classes ``y_index``, or their
+    ``moments``), the resolved covariances and ``b``."""
+    a, b, sigma = float(params["a"]), params["b"], params["sigma"]
+    known_count, covariance = params["known_count"], params["covariance"]
     if b != "auto" and not (b > -a and np.isfinite(b)):
         raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
     if known_count != "observed" and not known_count > a:
         raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
                          "needs c_n > a to have prior mass.")
-    params = {"a": a, "b": b, "sigma": sigma, "prior_mean": prior_mean,
-              "prior_var": prior_var, "covariance": covariance,
-              "noise_shrinkage": noise_shrinkage, "prior_scale": prior_scale}
     if moments is None and needs_moments(params):
         if isinstance(sigma, str):  # one row per class fails before the statistics
             noise_degrees_of_freedom(np.bincount(y_index, minlength=n_classes),
@@ -59,7 +56,7 @@ def new_state(X, y_index, n_classes, *, a, b, sigma, prior_mean, prior_var,
     hyper = resolve_covariances(X.shape[1], covariance=covariance, **resolved)
     _check_variance_range(hyper)
     state = ClassState(*hyper.state_prior, sigma=hyper.state_sigma, a=a, b=b,
-                       class_prior=class_prior, basis=hyper.basis)
+                       class_prior=params["class_prior"], basis=hyper.basis)
     return state, hyper, b
 
 
@@ -78,16 +75,6 @@ def _check_variance_range(hyper):
                 f"features' scale is too {'small' if small else 'large'} (their "
                 f"squares {'underflow' if small else 'overflow'}). Rescale them, "
                 "e.g. with StandardScaler.")
-
-
-def state_for_params(X, y_index, n_classes, params, *, moments=None):
-    """:func:`new_state` from the head's ``get_params()``."""
-    return new_state(X, y_index, n_classes, moments=moments, **{
-        name: params[name] for name in (
-            "b", "sigma", "prior_mean", "prior_var", "covariance", "class_prior",
-            "known_count")},
-        a=float(params["a"]), noise_shrinkage=float(params["noise_shrinkage"]),
-        prior_scale=float(params["prior_scale"]))
 
 
 def state_of_embeddings(means, variances, y_index, params, frozen):
@@ -222,18 +209,11 @@ class ClassState(ClassBuffers):
         width = self.joint_coef.shape[1]
         for chunk in _chunks(rows.shape[0], width):
             index = rows[chunk]
-            # A range is written in place (views); other classes through a copy.
-            contiguous = (index.shape[0] > 0
-                          and index[-1] - index[0] + 1 == index.shape[0])
-            if contiguous:
-                index = slice(int(index[0]), int(index[-1]) + 1)
-            coef = log_density_coef(
-                self.nat_mean[index], self.precision[index], self.sigma,
-                out=self.joint_coef[index] if contiguous else None)
+            coef = log_density_coef(self.nat_mean[index], self.precision[index],
+                                    self.sigma)
             coef[:, -1] += self._log_numerators(self.crp_count[index],
                                                 self.n_classes)[0]
-            if not contiguous:
-                self.joint_coef[index] = coef
+            self.joint_coef[index] = coef
 
     def _refresh_novel(self):
         row = self.prior_coef.copy()
