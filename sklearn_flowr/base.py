@@ -26,14 +26,22 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).
 
     Subclasses define ``_parameter_constraints``, a ``novel_label`` parameter
-    and the hooks ``_start``, ``_learn``, ``_stream``, ``_checkpoint`` and
-    optionally ``_end_fit`` and ``_check_stream_start``.
+    and the hooks ``_start``, ``_learn`` and ``_stream`` (optionally
+    ``_checkpoint``, ``_end_fit`` and ``_check_stream_start``).
+
+    Examples
+    --------
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.base import OnlineOpenWorldClassifier
+    >>> clf = CRPGaussianClassifier().partial_fit([[0.0], [0.2], [4.0], [4.2]],
+    ...                                           [0, 0, 1, 1])
+    >>> isinstance(clf, OnlineOpenWorldClassifier), clf.classes_
+    (True, array([0, 1]))
     """
 
-    # Parameters the fitted state was built from (``snapshot_params``); None:
-    # any parameter may change after fitting.
+    # Parameters the fitted state was built from (None: any may change), and
+    # those read at call time, which may change after fitting.
     _fitted_params = None
-    # Parameters read at call time, which may change after fitting.
     _runtime_params = ()
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -77,7 +85,6 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                                  fitting=False)
 
     def _partial_fit(self, X, y, classes=None, *, reset, fitting):
-        """Validate everything, then learn; ``reset`` starts a fresh state."""
         with all_or_nothing(self) as undo:
             X, y = self._validate_input(X, y, reset=reset)
             labels, y_index = self._check_labels(
@@ -134,8 +141,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             index, is_new = self._registry.register_stream(labels, y_index)
             undo.append(self._checkpoint(index))
             known_index, score, novel, *ranking = self._stream(X, index, is_new)
-            # Built inside the guard: a failure here must not leave the rows
-            # learned without their predictions.
+            # Inside the guard: no rows learned without their predictions.
             y_known = self._labels_of(known_index)
             y_pred = self._labels_of(np.where(novel, -1, known_index))
             result = Bunch(y_pred=y_pred, y_known=y_known, p_novel=score,
@@ -145,7 +151,6 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
                 result["novelty_score"] = ranking[0]
         return result
 
-    # ------------------------------------------------------------------ hooks
     def _check_stream_start(self):
         """Raise when a stream cannot start on the unfitted estimator."""
 
@@ -156,9 +161,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """The undo of what learning rows of classes ``index`` changes in place."""
         return _nothing_to_undo
 
-    # ------------------------------------------------------------- validation
     def _validate_input(self, X, y=None, *, reset=False):
-        """``validate_data`` and the magnitude check."""
         if reset:
             X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
             check_magnitude(X)
@@ -173,8 +176,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         return self._validate_input(X)[0]
 
     def _check_labels(self, y, registry=None, *, arrival_order=False):
-        """Checked distinct labels (sorted, or in ``arrival_order``) and each row's
-        position among them."""
+        """Checked distinct labels (sorted, or in ``arrival_order``) and each
+        row's position among them."""
         y = check_targets(np.asarray(y))
         if y.shape[0] == 1:
             labels, y_index = y, np.zeros(1, dtype=np.intp)
@@ -193,7 +196,6 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             check_new_labels(labels, self.novel_label_, registry.labels)
         return labels, y_index.reshape(-1)
 
-    # ------------------------------------------------------------------ labels
     def _start_labels(self, labels):
         """The novel label and an empty registry for a fresh state."""
         self.novel_label_ = resolve_novel_label(self.novel_label, labels)
@@ -203,13 +205,11 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """Map class indices to labels, ``-1`` to ``novel_label_``."""
         return self._registry.labels_of(index, self.novel_label_)
 
-    # -------------------------------------------------------------- attributes
     def __sklearn_is_fitted__(self):
         return hasattr(self, "_registry")
 
     def __setstate__(self, state):
-        # Fitted states of older versions kept their labels elsewhere; loading
-        # one as "unfitted" would let partial_fit start over without a word.
+        # An older fitted state loaded as "unfitted" would start over silently.
         if "_registry" not in state and ("_state" in state or "_labels" in state):
             raise ValueError(
                 f"This {type(self).__name__} was saved by an older version of "

@@ -1,6 +1,5 @@
 """Full class-noise and prior covariances, reduced to the diagonal head in the
-whitening basis (the two-covariance PLDA model; user guide, "Full covariances").
-"""
+whitening basis (the two-covariance PLDA model)."""
 
 import numpy as np
 from sklearn.utils import Bunch

@@ -1,13 +1,5 @@
-"""The two-parameter Chinese-restaurant-process (Pitman-Yor) class prior.
-
-With discount ``a`` in [0, 1), concentration ``b > -a``, per-class counts
-``c_n`` (each ``> a``), ``k = sum(c_n)`` and ``N`` instantiated classes::
-
-    p(n)     = (c_n - a) / (k + b)
-    p(novel) = (b + a N) / (k + b)
-
-The seed paper's ``(a + b N) / (k + b)`` for the novel mass does not normalise.
-"""
+"""The Pitman-Yor (two-parameter CRP) class prior: ``p(n) = (c_n - a) / (k + b)``,
+``p(novel) = (b + a N) / (k + b)`` for counts ``c_n > a``, ``k = sum(c_n)``."""
 
 import math
 from numbers import Real

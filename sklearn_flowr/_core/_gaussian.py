@@ -1,12 +1,6 @@
-"""Gaussian class embeddings in natural parameters, and their predictive density.
-
-A class keeps the natural mean ``q_n`` (d,) and precision ``lam_n`` ((1,)
-isotropic, (d,) diagonal); the prior is ``q0 = mu0 / s0``, ``lam0 = 1 / s0``.
-A row ``z`` of class ``n`` adds ``z / sigma`` to ``q_n`` and ``1 / sigma`` to
-``lam_n``. The predictive ``N(m_n, diag(v_n))``, ``m_n = q_n / lam_n``,
-``v_n = 1 / lam_n + sigma``, has a log density affine in the features
-``[z, z**2, 1]`` (``||z||**2`` when isotropic): scoring is one matrix product.
-"""
+"""Gaussian classes in natural parameters ``q_n = m_n lam_n`` (d,) and
+``lam_n`` ((1,) isotropic or (d,)), and their predictive ``N(m_n, 1 / lam_n +
+sigma)``, whose log density is affine in the features ``[z, z**2, 1]``."""
 
 import math
 

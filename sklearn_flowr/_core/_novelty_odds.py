@@ -1,9 +1,5 @@
-"""The novel class's log-odds of joint log-weights, and the Platt map on them.
-
-``logit p'(novel) = slope * logit p(novel) + intercept`` (Platt, 1999), with
-the known classes rescaled by a common factor: their order and the order of
-P(novel) over rows are unchanged (user guide, "Calibrating P(novel)").
-"""
+"""The novel class's log-odds of joint log-weights, and the Platt map
+``logit p'(novel) = slope * logit p(novel) + intercept`` on them."""
 
 from ._namespace import get_namespace
 from ._softmax import logsumexp

@@ -1,13 +1,11 @@
-"""Log-sum-exp and log-softmax for any array API, and the head's in-place
-NumPy softmax."""
+"""Log-sum-exp and log-softmax for any array API (scipy's takes NumPy only),
+and the head's in-place NumPy softmax."""
 
 import numpy as np
 
 from ._namespace import get_namespace
 
 
-# One array-API function for NumPy and torch (with autograd): scipy's
-# logsumexp takes NumPy only and costs 5x (one row) to 7x (a batch) as much.
 def logsumexp(x, *, axis=-1, keepdims=False):
     """``log(sum(exp(x)))`` along ``axis`` without overflow; ``-inf`` for a
     row of ``-inf``."""

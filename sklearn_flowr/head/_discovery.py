@@ -1,31 +1,27 @@
 """The head's unlabelled stream: assign by the CRP posterior (a known class or
-a new *provisional* one), learn above a threshold, and take late labels
-exactly (a class is a sum of its rows, so a row moves between classes).
-
-These functions change the head they are given in place: the head runs them
-on a copy that replaces it only once they succeed (``base.on_a_copy``).
-"""
+a new provisional one), learn above a threshold, move rows to late labels.
+These change the head in place: it runs them on a copy (``base.on_a_copy``)."""
 
 import hashlib
 
 import numpy as np
-from scipy.special import logsumexp
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils.validation import _num_samples
 
+from .._core import logsumexp
 from ..base import OnlineOpenWorldClassifier
 from ..validation import label_result_dtype, provisional_label
 
 
 def nothing_discovered():
-    """Provisional classes opened, their labels, the rows learned without a
-    label (per label: row digest -> count) and labels renamed (old -> new)."""
+    """Provisional classes opened, their labels, rows learned without a label
+    (label -> row digest -> count) and labels renamed (old -> new)."""
     return {"n_opened": 0, "provisional": [], "rows": {}, "aliases": {}}
 
 
 def row_digest(row):
-    """What identifies a row learned without a label (its float64 bytes)."""
+    """A row's identity: a digest of its float64 bytes."""
     return hashlib.blake2b(np.ascontiguousarray(row).tobytes(),
                            digest_size=16).hexdigest()
 

@@ -18,23 +18,19 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
     y : ndarray of shape (n_samples,)
         Their labels.
     setting : {"small", "large"}
-        ``"small"``: an unfitted head carrying the estimated prior, which
-        learns every task's classes from it. ``"large"``: the head fitted on
-        ``Z, y``.
+        ``"small"``: an unfitted head whose parameters are the estimates (it
+        learns every task's classes from them); ``"large"``: the head fitted
+        on ``Z, y``.
     frozen : bool, default=True
         Large context: keep the training classes fixed online.
     prior_scale : float or None, default=None
-        Overrides the template's ``prior_scale`` (the factor on the estimated
-        ``s0``); ``None`` keeps the template's.
+        Overrides the template's ``prior_scale``; ``None`` keeps it.
     **params
-        Overrides of the template's parameters, e.g. ``b="auto"`` to estimate
-        the concentration too, or ``covariance="full"``.
+        Overrides of the template's parameters, e.g. ``b="auto"``.
 
     Returns
     -------
     head : CRPGaussianClassifier
-        Large context: fitted ("auto" prior and noise). Small context:
-        unfitted, the estimates its parameters (``prior_scale=1.0``).
 
     Examples
     --------
