@@ -1,14 +1,11 @@
 """Per-class buffers of the head's state that grow without pausing a stream:
-capacity doubles; large buffers are copied into the next ones a chunk of rows
-per learning call, once three quarters full.
-"""
+capacity doubles, large buffers copied into the next a chunk per learning call."""
 
 import numpy as np
 
-# Buffers of fewer elements (rows x width, over all arrays) are copied at once
-# when they grow: at most a few milliseconds.
+# Buffers of fewer elements are copied at once (a few ms); else at least
+# this many rows per learning call.
 _INCREMENTAL_ELEMENTS = 1 << 21
-# Rows copied into the next buffers per learning call, at least.
 _ROWS_PER_CALL = 64
 
 
@@ -18,8 +15,8 @@ class ClassBuffers:
 
     _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
                 "joint_coef")
-    # The arrays being filled for the next capacity and how many rows they
-    # hold; None while no growth is under way.
+    # The buffers being filled for the next capacity (None: no growth under
+    # way) and how many rows they hold.
     _next = None
     _moved = 0
 
@@ -39,11 +36,6 @@ class ClassBuffers:
         for name, buffer in self._new_buffers(capacity).items():
             setattr(self, name, buffer)
 
-    @property
-    def capacity(self):
-        """Classes the buffers hold before they must grow."""
-        return self.n_obs.shape[0]
-
     def _copy_rows(self, target, start, stop):
         for name in self._BUFFERS:
             target[name][start:stop] = getattr(self, name)[start:stop]
@@ -51,7 +43,7 @@ class ClassBuffers:
     def _grow(self, needed):
         """Make room for ``needed`` classes: the next buffers take over (rows
         not copied yet are copied now), or larger ones are filled at once."""
-        capacity = self.capacity
+        capacity = self.n_obs.shape[0]
         if needed <= capacity:
             return
         target, start = self._next, self._moved
@@ -92,8 +84,7 @@ class ClassBuffers:
         self._next, self._moved = None, 0
 
     def checkpoint(self, index):
-        """The undo of learning rows of the classes ``index``: the buffers,
-        counters and a copy of the rows it rewrites."""
+        """The undo of learning rows of the classes ``index``."""
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
@@ -131,8 +122,7 @@ class ClassBuffers:
         return undo
 
     def __getstate__(self):
-        # The used rows, copied: pickling, saving and deepcopy leave the live
-        # buffers (and a growth under way) as they are.
+        # The used rows, copied (the live buffers and a growth stay as they are).
         state = self.__dict__.copy()
         for name in self._BUFFERS:
             state[name] = state[name][: self.n_classes + (name == "joint_coef")].copy()

@@ -4,6 +4,7 @@
 import math
 
 import numpy as np
+from scipy.special import expit
 
 from .._core import (
     MAX_LOG_ODDS,
@@ -192,7 +193,6 @@ class ClassState(ClassBuffers):
         self._refresh(np.arange(start, stop))
         self._refresh_novel()
 
-    # ---------------------------------------------------------------- caches
     def _log_numerators(self, counts, n_classes):
         """CRP numerators; a count not above ``a`` (a class not instantiated
         yet) has no mass."""
@@ -220,7 +220,6 @@ class ClassState(ClassBuffers):
         row[-1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
         self.joint_coef[self.n_classes] = row
 
-    # -------------------------------------------------------------- learning
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
         ``index`` with rows ``U`` (``sign=-1`` takes them out)."""
@@ -285,7 +284,6 @@ class ClassState(ClassBuffers):
         self._drop_growth()
         self.frozen[: self.n_classes] = frozen
 
-    # ---------------------------------------------------------- read-outs
     def to_basis(self, Z):
         """Rows in the state's basis."""
         centred = Z - self.basis_shift
@@ -315,7 +313,6 @@ class ClassState(ClassBuffers):
         # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
         return var @ (self.basis_inverse * self.basis_inverse)
 
-    # --------------------------------------------------------------- scoring
     def features(self, U):
         return log_density_features(U, isotropic=self.isotropic)
 
@@ -372,7 +369,6 @@ class ClassState(ClassBuffers):
         """:meth:`stream` of one row: one matrix-vector product, then
         :meth:`update`'s formulas in place; the four values as scalars."""
         features = np.empty(self.joint_coef.shape[1])
-        # (centred straight into the features: no temporary row)
         u = (np.subtract(z, self.basis_shift, out=features[: self.n_features])
              if self.basis is None else self.to_basis(z))
         log_density_features(u, isotropic=self.isotropic, out=features)
@@ -436,8 +432,7 @@ class ClassState(ClassBuffers):
 
 
 def _decide_row(scores):
-    """:meth:`ClassState._score_chunk`'s four values of one row's joint
-    scores, as Python scalars."""
+    """:meth:`ClassState._score_chunk`'s four values of one row, as scalars."""
     n = scores.shape[0] - 1
     if n == 0:
         return -1, 1.0, True, MAX_LOG_ODDS
@@ -448,22 +443,15 @@ def _decide_row(scores):
         batch = scores[None]
         return (best, float(np.exp(log_softmax(batch)[0, -1])), novel > top,
                 float(novel_log_odds(batch)[0]))
-    # log sum_n exp(known_n): relative to the best known class (a sum >= 1),
-    # or to 0 while that is within +-600 (no subtraction, no overflow).
-    # Exponents clamped at -700 spare exp its slow subnormal path and add at
-    # most N e^-100 to the sum.
+    # log sum_n exp(known_n), shifted only beyond +-600 (no overflow); exponents
+    # clamped at -700 spare exp its slow subnormal path.
     shift = 0.0 if -600.0 <= top <= 600.0 else top
     if shift:
         known -= shift
     np.maximum(known, -700.0, out=known)
     log_known = shift + math.log(np.add.reduce(np.exp(known, out=known)))
     log_odds = min(max(novel - log_known, -MAX_LOG_ODDS), MAX_LOG_ODDS)
-    if log_odds >= 0.0:  # P(novel) = sigmoid(log-odds), without overflow
-        p_novel = 1.0 / (1.0 + math.exp(-log_odds))
-    else:
-        odds = math.exp(log_odds)
-        p_novel = odds / (1.0 + odds)
-    return best, p_novel, novel > top, log_odds
+    return best, float(expit(log_odds)), novel > top, log_odds
 
 
 def _chunks(n_rows, width):
