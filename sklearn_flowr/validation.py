@@ -18,8 +18,7 @@ __all__ = [
     "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
 ]
 
-# Largest |x| the estimators score: squared distances of float64 rows stay
-# finite (d * (2 x)^2 / sigma far below 1.8e308 for any realistic d and sigma).
+# Largest |x| the estimators score: squared distances stay finite in float64.
 MAX_ABS_INPUT = 1e100
 
 
@@ -34,8 +33,9 @@ def check_magnitude(X):
 
 
 def validate_rows(estimator, X, y=None):
-    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check,
-    done directly (same messages) for float64 ndarrays without feature names."""
+    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check;
+    done directly for float64 ndarrays (same messages; validate_data costs
+    hundreds of microseconds)."""
     lean = (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
             and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
             and not hasattr(estimator, "feature_names_in_"))
@@ -53,13 +53,11 @@ def validate_rows(estimator, X, y=None):
         raise ValueError(
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
             f"expecting {estimator.n_features_in_} features as input.")
-    # NaN compares False, as does a value out of range; only then are the two
-    # told apart. (The squared norm: one BLAS call, enough for most rows.)
+    # NaN compares False, as does a value out of range: told apart only then.
     clean = bool(np.vdot(X, X) <= MAX_ABS_INPUT**2) or bool(
         np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
     if not clean and not np.isfinite(X).all():
-        # scikit-learn's message; under ``assume_finite`` the rows are refused
-        # all the same.
+        # scikit-learn's message, and refused under ``assume_finite`` too.
         assert_all_finite(X, estimator_name=type(estimator).__name__,
                           input_name="X")
         kind = "NaN" if np.isnan(X).any() else "infinity or a value too large"
@@ -73,8 +71,8 @@ def validate_rows(estimator, X, y=None):
 
 
 def resolve_novel_label(novel_label, labels):
-    """The label that means "novel": ``novel_label``, or for "auto" "novel" (string
-    labels) or -1 (numeric ones; one below the smallest label if that is lower)."""
+    """``novel_label``, or for "auto": "novel" (string labels), else -1 or one
+    below the smallest label."""
     if not (isinstance(novel_label, str) and novel_label == "auto"):
         return novel_label
     if labels.dtype.kind not in "biuf":
@@ -102,8 +100,7 @@ def check_new_labels(labels, novel, known_labels=None):
 
 
 def label_result_dtype(labels, novel):
-    """Dtype that holds ``labels`` and ``novel`` exactly (object where NumPy would
-    round integers or mix kinds)."""
+    """Dtype that holds ``labels`` and ``novel`` exactly (else object)."""
     first, second = np.asarray(labels).dtype, np.asarray(novel).dtype
     try:
         dtype = np.result_type(first, second)
@@ -131,8 +128,8 @@ def next_provisional_label(k, numeric, is_taken):
 
 
 def provisional_label(k: int, existing_labels) -> str | int:
-    """The label of the ``k``-th class a model opens by itself: ``"new-k"``, or
-    ``-(k + 1)`` when every existing label is a number (the next one not taken)."""
+    """Label of the ``k``-th class a model opens: ``"new-k"``, or ``-(k + 1)``
+    for numeric labels (the next one not taken)."""
     existing = list(existing_labels)
     numeric = bool(existing) and all(
         isinstance(label, Number) and not isinstance(label, str)
@@ -208,8 +205,7 @@ def params_equal(old, new) -> bool:
     if isinstance(old, str) or isinstance(new, str):
         return isinstance(old, str) and isinstance(new, str) and old == new
     if hasattr(old, "get_n_splits") and hasattr(new, "get_n_splits"):
-        # Cross-validation splitters: equal when their parameters (their
-        # repr) are, e.g. a copy restored by skops.
+        # Splitters: equal when their repr is (e.g. a copy restored by skops).
         return type(old) is type(new) and repr(old) == repr(new)
     try:
         return bool(np.array_equal(np.asarray(old), np.asarray(new)))
@@ -219,9 +215,8 @@ def params_equal(old, new) -> bool:
 
 def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
                            deep: bool = False):
-    """Fail if a parameter changed since ``snapshot`` (None: no check): an invalid
-    value raises scikit-learn's error, a valid one not in ``runtime`` ValueError."""
-    try:  # the common case: every value the very object or equal (one C call)
+    """Fail if a parameter not in ``runtime`` changed since ``snapshot``."""
+    try:  # the common case, in one C call
         if snapshot is None or (not deep and snapshot.items()
                                 <= estimator.__dict__.items()):
             return
@@ -249,13 +244,11 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
 
 
 _CHANNELS = (1, 3, 4)
-# Pixel dtypes and the divisor that maps their full range onto [0, 1]. A
-# float32 division is correctly rounded, so v (uint8) and 257 v (uint16) give
-# the very same float.
+# Pixel dtypes and the divisor that maps their range onto [0, 1] (v as uint8
+# and 257 v as uint16 give the very same float32).
 _PIXEL_MAX = {np.dtype(np.uint8): np.float32(255),
               np.dtype(np.uint16): np.float32(65535)}
-# Float images in [0, 255] whose maximum exceeds this look like 8-bit pixels
-# that were never scaled (resampling can push [0, 1] images a little above 1).
+# Float images in [0, 255] above this look like unscaled 8-bit pixels.
 _UNSCALED_FLOAT_MAX = 2.0
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
@@ -301,8 +294,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
     if _is_tensor(X):
         X = X.detach().cpu().numpy()
     _check_same_shapes(X)
-    # scikit-learn's checks (and messages) for sparse, complex, object, 1-d,
-    # empty and non-finite input; the dtype is kept, it sets the scale below.
+    # scikit-learn's checks and messages; the dtype is kept: it sets the scale.
     X = check_array(X, allow_nd=True, dtype="numeric", accept_sparse=False,
                     ensure_all_finite=True, input_name="X")
     if X.dtype.kind not in "uif":
@@ -406,7 +398,7 @@ def scale_by_dtype(X, *, is_image):
 
 
 def check_one_kind(y):
-    """Refuse an object array of labels mixing kinds that cannot be sorted together."""
+    """Refuse object labels of kinds that cannot be sorted together."""
     if y.dtype.kind == "O":
         try:
             np.unique(y)
