@@ -9,7 +9,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils.validation import _num_samples
 
-from .._core import logsumexp
+from .._core import log_softmax, novel_log_odds
 from ..base import OnlineOpenWorldClassifier
 from ..validation import label_result_dtype, provisional_label
 
@@ -36,20 +36,19 @@ def unlabelled_steps(head, X, *, threshold, novelty_map):
            "y_assigned": [], "learned": np.zeros(n, bool)}
     for t in range(n):
         x = X[t:t + 1]
-        joint = state.joint_log_numerators(x, novelty_map)[0]
-        n_known = joint.shape[0] - 1
-        log_known = logsumexp(joint[:n_known]) if n_known else -np.inf
-        total = np.logaddexp(log_known, joint[-1])
-        out["p_novel"][t] = np.exp(joint[-1] - total)
-        out["novelty_score"][t] = joint[-1] - log_known
-        best = int(np.argmax(joint))
+        joint = state.joint_log_numerators(x, novelty_map)
+        posterior = np.exp(log_softmax(joint)[0])
+        out["p_novel"][t] = posterior[-1]
+        out["novelty_score"][t] = novel_log_odds(joint)[0]
+        n_known = joint.shape[1] - 1
+        best = int(np.argmax(joint[0]))  # ties go to the known class
         labels = registry.labels.tolist()
         novel = best == n_known
-        out["y_known"].append(labels[int(np.argmax(joint[:n_known]))] if n_known
+        out["y_known"].append(labels[int(np.argmax(joint[0, :n_known]))] if n_known
                               else novel_label)
         out["y_pred"].append(novel_label if novel else labels[best])
         out["is_novel"][t] = novel
-        learned = (threshold is not None and np.exp(joint[best] - total) >= threshold
+        learned = (threshold is not None and posterior[best] >= threshold
                    and (novel or not state.frozen[best]))
         if novel and learned:
             discovered["n_opened"] += 1
