@@ -185,9 +185,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             labels, first, y_index = np.unique(y, return_index=True,
                                                return_inverse=True)
             order = np.argsort(first, kind="stable")
-            rank = np.empty_like(order)
-            rank[order] = np.arange(order.shape[0])
-            labels, y_index = labels[order], rank[y_index.reshape(-1)]
+            labels, y_index = labels[order], np.argsort(order)[y_index.reshape(-1)]
         else:
             labels, y_index = np.unique(y, return_inverse=True)
         if registry is None:

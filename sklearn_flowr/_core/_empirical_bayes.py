@@ -193,14 +193,19 @@ def noise_covariance_of(moments, *, extra_shrinkage=0.0):
     """The full ``Sigma_eps``: the pooled within-class covariance, Ledoit-Wolf
     shrunk, then by ``extra_shrinkage`` towards ``mean(eig) * I``, floored."""
     dof = noise_degrees_of_freedom(moments["count"], "full")
+    covariance = _ledoit_wolf(moments, dof)
+    if extra_shrinkage:
+        covariance = shrunk_covariance(covariance, extra_shrinkage)
+    return _floored(covariance, _floor(_NOISE_VAR_FLOOR, moments))
+
+
+def _ledoit_wolf(moments, dof):
+    """The pooled scatter of ``moments`` over ``dof``, Ledoit-Wolf shrunk."""
     scatter, unit = moments["scatter"].sum(axis=0), moments["unit"]
     shrinkage = _ledoit_wolf_shrinkage(float(moments["count"].sum()),
                                        scatter / unit**2,
                                        float(moments["quartic"].sum()))
-    covariance = shrunk_covariance(scatter / dof, shrinkage)
-    if extra_shrinkage:
-        covariance = shrunk_covariance(covariance, extra_shrinkage)
-    return _floored(covariance, _floor(_NOISE_VAR_FLOOR, moments))
+    return shrunk_covariance(scatter / dof, shrinkage)
 
 
 def _ledoit_wolf_shrinkage(n_samples, scatter, quartic):
@@ -240,14 +245,9 @@ def prior_of(moments, *, full, spread=True, one_class=False):
         return prior_mean, None
     floor = _floor(_PRIOR_VAR_FLOOR, moments)
     if full:
-        centred = means - prior_mean
-        peak = float(np.abs(centred).max())
-        unit = centred / peak if np.isfinite(peak) and peak > 0 else centred
-        squares = np.einsum("ij,ij->i", unit, unit)  # rescaled: no overflow
-        shrinkage = _ledoit_wolf_shrinkage(n_classes, unit.T @ unit,
-                                           float(squares @ squares))
-        covariance = shrunk_covariance(centred.T @ centred / n_classes, shrinkage)
-        return prior_mean, _floored(covariance, floor)
+        spread = moments_of_rows(means, np.zeros(n_classes, np.intp), 1,
+                                 fourth=True, pooled=True)
+        return prior_mean, _floored(_ledoit_wolf(spread, n_classes), floor)
     return prior_mean, np.array([max(float(np.mean(means.var(axis=0))), floor)])
 
 

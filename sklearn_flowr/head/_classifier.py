@@ -432,9 +432,6 @@ default="auto"
         return self._state.joint_log_numerators(
             X, check_novelty_map(self.novelty_calibration))
 
-    def _log_normaliser(self):
-        return self._state.log_normaliser()
-
     def freeze_classes(self, frozen=True):
         """Keep the classes known so far fixed online (they still predict), or
         release them.

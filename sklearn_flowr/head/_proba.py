@@ -10,8 +10,8 @@ __all__ = ["OpenWorldProba"]
 
 
 class _ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
-    """Predictions derived from ``_joint_log_numerators(X)`` (novel last) and
-    ``_log_normaliser()``, as GaussianNB derives them from one joint."""
+    """Predictions derived from ``_joint_log_numerators(X)`` (novel last, up to
+    ``_state.log_normaliser()``), as GaussianNB derives them from one joint."""
 
     def predict_joint_log_proba(self, X):
         """Joint log-probabilities ``log p(x, n)`` of the known and novel classes.
@@ -28,7 +28,7 @@ class _ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
             last column is the novel class (mapped by ``novelty_calibration``
             when set).
         """
-        return self._joint_log_numerators(X) + self._log_normaliser()
+        return self._joint_log_numerators(X) + self._state.log_normaliser()
 
     def predict_log_proba(self, X):
         """Log posterior probabilities of the known classes and the novel class.
