@@ -8,9 +8,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
 from sklearn.covariance import shrunk_covariance
 
-# Floors relative to the feature scale: identical class means would give
-# s0 = 0, repeated rows sigma = 0. Well separated classes legitimately have a
-# within-class variance far below the total, hence the lower noise floor.
+# Floors relative to the feature scale (identical class means would give
+# s0 = 0, repeated rows sigma = 0); separated classes have a small noise.
 _PRIOR_VAR_FLOOR = 1e-3
 _NOISE_VAR_FLOOR = 1e-6
 _SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)

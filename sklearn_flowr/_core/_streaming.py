@@ -1,12 +1,10 @@
-"""Per-class sums, prefix states and chunking: the numerics of online streams
-(predict each row with the state before it, then learn it), NumPy only."""
+"""Per-class sums, prefix states and chunking of online streams (NumPy)."""
 
 from typing import NamedTuple
 
 import numpy as np
 
-# Elements of the per-chunk temporaries of a stream: bounds memory whatever
-# the sequence length or number of classes (~32 MB of float64).
+# Elements of a stream chunk's temporaries (~32 MB of float64).
 _CHUNK_ELEMENTS = 4_000_000
 _MAX_CHUNK_ROWS = 512
 

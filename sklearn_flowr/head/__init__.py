@@ -1,7 +1,6 @@
-"""The CRP-Gaussian head: :class:`CRPGaussianClassifier` (``_classifier``),
-its per-class state (``_state`` on ``_buffers``), merge and Dask
-(``_merge``), the unlabelled stream (``_discovery``) and the
-open-world probabilities (``_proba``)."""
+"""The CRP-Gaussian head: the estimator (``_classifier``), its per-class state
+(``_state``, ``_buffers``), ``merge`` and Dask (``_merge``), the unlabelled
+stream (``_discovery``) and the open-world probabilities (``_proba``)."""
 
 from ._classifier import CRPGaussianClassifier
 from ._empirical import empirical_bayes_head
