@@ -2,6 +2,7 @@
 whitening basis (the two-covariance PLDA model)."""
 
 import numpy as np
+from scipy import linalg
 from sklearn.utils import Bunch
 
 from ..validation import MAX_ABS_INPUT
@@ -27,11 +28,9 @@ def check_covariance(matrix, n_features, name):
 
 def whitening_basis(noise_cov, prior_cov):
     """``(T, s0_u, T^-1)`` with ``T.T @ noise_cov @ T = I`` and
-    ``T.T @ prior_cov @ T = diag(s0_u)``; a row maps to ``(z - mu0) @ T``."""
-    noise_values, noise_vectors = np.linalg.eigh(noise_cov)
-    whiten = noise_vectors / np.sqrt(noise_values)
-    prior_values, rotation = np.linalg.eigh(whiten.T @ prior_cov @ whiten)
-    basis = whiten @ rotation
+    ``T.T @ prior_cov @ T = diag(s0_u)`` (a generalised eigenproblem); a row
+    maps to ``(z - mu0) @ T``."""
+    prior_values, basis = linalg.eigh(prior_cov, noise_cov)
     return basis, prior_values, basis.T @ noise_cov
 
 
