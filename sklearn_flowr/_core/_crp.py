@@ -62,11 +62,7 @@ def crp_log_prior(counts, total, n_classes, *, a, b, class_prior="crp"):
 def concentration_from_raw(beta_raw, a):
     """Map an unconstrained parameter to ``b = -a + softplus(beta_raw) > -a``."""
     xp = get_namespace(beta_raw)
-    # softplus(x) = log1p(exp(-|x|)) + max(x, 0), stable for large |x|.
-    softplus = xp.log1p(xp.exp(-xp.abs(beta_raw))) + xp.maximum(
-        beta_raw, xp.zeros_like(beta_raw)
-    )
-    return softplus - a
+    return xp.logaddexp(xp.zeros_like(beta_raw), beta_raw) - a  # softplus
 
 
 def raw_from_concentration(b, a):
