@@ -320,15 +320,9 @@ class ClassState(ClassBuffers):
         """``log N(z; m_n, v_n) + log numerator_n``, (n_samples, n_classes + 1),
         novel last, up to :meth:`log_normaliser`."""
         coef = self.joint_coef[: self.n_classes + 1]
-        chunks = _chunks(Z.shape[0], Z.shape[1])
-        if len(chunks) == 1:  # (one row: a matrix-vector product, faster in BLAS)
-            features = self.features(self.to_basis(Z))
-            scores = (coef.dot(features[0])[None] if Z.shape[0] == 1
-                      else features @ coef.T)
-        else:
-            scores = np.empty((Z.shape[0], coef.shape[0]))
-            for rows in chunks:
-                scores[rows] = self.features(self.to_basis(Z[rows])) @ coef.T
+        scores = np.empty((Z.shape[0], coef.shape[0]))
+        for rows in _chunks(Z.shape[0], Z.shape[1]):
+            scores[rows] = self.features(self.to_basis(Z[rows])) @ coef.T
         if novelty_map is None or self.n_classes == 0:
             return scores
         return recalibrate_novel_column(scores, *novelty_map)
