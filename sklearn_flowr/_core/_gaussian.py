@@ -27,8 +27,7 @@ def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
     if out is not None:
         if precision.shape == (1,) and isinstance(counts, float):
-            # One isotropic class (the online step): the same float64 sum
-            # in a Python float costs a tenth of a one-element ufunc.
+            # One isotropic class (the online step): a float is 10x faster.
             out[1][0] = float(precision[0]) + counts / sigma
         else:
             np.add(precision, counts / sigma, out=out[1])

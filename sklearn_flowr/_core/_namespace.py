@@ -4,9 +4,8 @@ import numpy as np
 from array_api_compat import array_namespace
 from array_api_compat import numpy as numpy_namespace
 
-# NumPy 2 is an array-API namespace itself; its functions skip the wrappers of
-# ``array_api_compat.numpy`` (a microsecond each, which the head's one-row
-# steps pay a dozen times). Older NumPy needs the wrappers.
+# NumPy 2 is an array-API namespace itself: it skips array_api_compat's
+# wrappers (a microsecond each); older NumPy needs them.
 _NUMPY = np if int(np.__version__.split(".", 1)[0]) >= 2 else numpy_namespace
 
 

@@ -118,8 +118,7 @@ def correct(head, X, y_assigned, y_true):
     if not X.shape[0] == len(y_assigned) == y_true.shape[0]:
         raise ValueError("X, y_assigned and y_true need one entry per row; got "
                          f"{X.shape[0]}, {len(y_assigned)} and {y_true.shape[0]}.")
-    # The checks partial_fit makes: no novel label, NaN, None or a number
-    # that is not a class label, and the kind (numbers or strings) of classes_.
+    # partial_fit's label checks (novel label, NaN, None, kind of classes_).
     head._check_labels(y_true, registry)
     y_true = y_true.tolist()
     aliases, record = discovered["aliases"], discovered["rows"]
