@@ -15,19 +15,21 @@ from sklearn_flowr._core import (
     concentration_from_raw,
     condition_on,
     crp_log_prior,
-    estimate_concentration,
     estimate_prior,
     log_density_coef,
     log_density_features,
     log_softmax,
     logsumexp,
     moments_of_rows,
-    pitman_yor_log_likelihood,
     raw_from_concentration,
     resolve_hyper_parameters,
     softmax_rows_inplace,
 )
-from sklearn_flowr._core._empirical_bayes import noise_var_of
+from sklearn_flowr._core._empirical_bayes import (
+    estimate_concentration,
+    noise_var_of,
+    pitman_yor_log_likelihood,
+)
 
 
 def estimate_noise_var(X, y_index, n_classes):

@@ -10,7 +10,7 @@ from scipy.stats import multivariate_normal
 from sklearn.covariance import ledoit_wolf_shrinkage
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr._core import whitening_basis
+from sklearn_flowr._core._covariance import whitening_basis
 
 
 @pytest.fixture

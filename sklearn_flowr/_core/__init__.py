@@ -2,7 +2,7 @@
 the head, torch (autograd, GPU) for training (docs/design.rst, section 1).
 """
 
-from ._covariance import resolve_covariances, whitening_basis
+from ._covariance import resolve_covariances
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
@@ -14,7 +14,6 @@ from ._crp import (
 from ._empirical_bayes import (
     class_means,
     combine_moments,
-    estimate_concentration,
     estimate_prior,
     moments_of_rows,
     needs_fourth_moments,
@@ -22,7 +21,6 @@ from ._empirical_bayes import (
     needs_scatter,
     noise_degrees_of_freedom,
     noise_var_floor,
-    pitman_yor_log_likelihood,
     resolve_hyper_parameters,
 )
 from ._gaussian import (
@@ -47,7 +45,6 @@ __all__ = [
     "crp_log_numerator",
     "crp_log_numerators",
     "crp_log_prior",
-    "estimate_concentration",
     "estimate_prior",
     "group_sums",
     "log_density_coef",
@@ -61,12 +58,10 @@ __all__ = [
     "noise_degrees_of_freedom",
     "novel_log_odds",
     "noise_var_floor",
-    "pitman_yor_log_likelihood",
     "prefix_states",
     "raw_from_concentration",
     "recalibrate_novel_column",
     "resolve_covariances",
     "resolve_hyper_parameters",
     "softmax_rows_inplace",
-    "whitening_basis",
 ]
