@@ -33,20 +33,18 @@ def novel_log_odds(scores):
 def recalibrate_novel_column(scores, slope, intercept):
     """Joint log-weights whose novel log-odds are mapped by ``slope * logit +
     intercept`` (``slope > 0``); rows without a known class stay as they were."""
-    xp = get_namespace(scores)
-    if scores.shape[-1] < 2:
-        return scores
-    known, _ = _known_log_mass(scores, xp)
-    return with_novel_log_odds(
-        scores, known + slope * (scores[..., -1] - known) + intercept - known)
+    return with_novel_log_odds(scores, lambda odds: slope * odds + intercept)
 
 
 def with_novel_log_odds(scores, log_odds):
     """``scores`` with the novel column set to the known classes' log-sum-exp plus
-    ``log_odds``; rows without a known class stay as they were."""
+    ``log_odds`` (or ``log_odds(present log-odds)``); rows without a known class
+    stay as they were."""
     xp = get_namespace(scores)
     if scores.shape[-1] < 2:
         return scores
     known, has_known = _known_log_mass(scores, xp)
+    if callable(log_odds):
+        log_odds = log_odds(scores[..., -1] - known)
     novel = xp.where(has_known, known + log_odds, scores[..., -1])
     return xp.concat([scores[..., :-1], novel[..., None]], axis=-1)
