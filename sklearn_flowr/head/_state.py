@@ -322,7 +322,7 @@ class ClassState(ClassBuffers):
         coef = self.joint_coef[: self.n_classes + 1]
         scores = np.empty((Z.shape[0], coef.shape[0]))
         for rows in _chunks(Z.shape[0], Z.shape[1]):
-            scores[rows] = self.features(self.to_basis(Z[rows])) @ coef.T
+            np.matmul(self.features(self.to_basis(Z[rows])), coef.T, out=scores[rows])
         if novelty_map is None or self.n_classes == 0:
             return scores
         return recalibrate_novel_column(scores, *novelty_map)
