@@ -40,8 +40,9 @@ class _ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 
         Returns
         -------
-        log_proba : :class:`OpenWorldProba` of shape (n_samples, n_classes + 1)
-            Columns follow ``classes_``; the last column is the novel class.
+        log_proba : ndarray of shape (n_samples, n_classes + 1)
+            An :class:`~sklearn_flowr.head.OpenWorldProba`; columns follow
+            ``classes_``, the last column is the novel class.
         """
         log_proba = log_softmax(self._joint_log_numerators(X))
         return OpenWorldProba(log_proba, self.classes_, is_log_proba=True)
@@ -56,8 +57,9 @@ class _ProbabilisticOpenWorldClassifier(OnlineOpenWorldClassifier):
 
         Returns
         -------
-        proba : :class:`OpenWorldProba` of shape (n_samples, n_classes + 1)
-            Columns follow ``classes_``; the last column is the novel class.
+        proba : ndarray of shape (n_samples, n_classes + 1)
+            An :class:`~sklearn_flowr.head.OpenWorldProba`; columns follow
+            ``classes_``, the last column is the novel class.
         """
         proba = softmax_rows_inplace(self._joint_log_numerators(X))
         return OpenWorldProba(proba, self.classes_)
