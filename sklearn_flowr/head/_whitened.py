@@ -97,6 +97,8 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     >>> clf = clf.freeze_classes().set_conformal_scores(np.arange(20.0))
     >>> clf.forget_classes().__sklearn_is_fitted__()  # the whitener stays
     False
+    >>> WhitenedCRPClassifier().set_params(head__a=0.0).get_params()["head__a"]
+    0.0
     """
 
     _parameter_constraints: dict = {
