@@ -6,9 +6,9 @@ Compares, on the same vectors in one run, :class:`WhitenedCRPClassifier`,
 FeCAM where its memory fits): known-class accuracy, novelty AUROC, H-measure
 and fit + predict CPU time (the fastest of a few tries; ``time.process_time``,
 all threads, so other load on the machine does not count) as a ratio to
-SimpleShot's on the same split, at the native dimension and after PCA fitted on the known
-fitting rows (``--dims``); then one online step of the whitened head as a
-ratio to the mat-vec floor of its shape. Nothing is downloaded.
+SimpleShot's on the same split, at the native dimension and after PCA fitted
+on the known fitting rows (``--dims``); then one online step of the whitened
+head as a ratio to the mat-vec floor of its shape (CPU time too). Nothing is downloaded.
 
 The input is an ``.npz`` with ``Z`` (or ``X``), features of shape
 (n_samples, n_features); ``y``, labels; ``g``, each row's rendering (style,

@@ -18,21 +18,8 @@ __all__ = ["build_heads", "check_head_template", "head_params", "known_class_tab
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
                       noise: float, known_table: str = "refit"):
-    """Means ``q_n / lam_n`` and variances ``1 / lam_n`` of every training class,
-    conditioned from the learned prior on ``Z`` (``known_table="learned"``: the
-    meta-trained table's values where it has them).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), prior_var=1.0)
-    >>> means, variances = known_class_table(
-    ...     meta, np.array([[2.0, 2.0], [4.0, 4.0]]), np.array([0, 0]), 1,
-    ...     noise=1.0)
-    >>> means, variances  # (0 + 6) / (1 + 2), 1 / (1 + 2)
-    (array([[2., 2.]]), array([0.33333333]))
-    """
+    """Means and variances of every training class conditioned from the learned
+    prior on ``Z`` (``known_table="learned"``: the meta-trained table's)."""
     head = meta.head_kwargs()
     prior_var = np.atleast_1d(head["prior_var"])[:1]
     onehot = np.eye(n_classes)[y_index]
@@ -48,16 +35,7 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
 
 def check_head_template(template, meta) -> None:
     """Fail before training on a head template :func:`build_heads` could not fill
-    from the stage ``meta``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> check_head_template(CRPGaussianClassifier(prior_scale=2.0), None)
-    Traceback (most recent call last):
-    ...
-    ValueError: head__prior_scale=2.0 scales an estimated prior variance; ...
-    """
+    from the stage ``meta``."""
     if isinstance(template, WhitenedCRPClassifier):
         return  # its whitener estimates the prior and noise on the embeddings
     if not isinstance(template, CRPGaussianClassifier):
@@ -88,24 +66,8 @@ def check_head_template(template, meta) -> None:
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 update_known: bool = False, known_table: str = "refit"):
-    """The prior head (unfitted) and the head fitted on embeddings ``Z``, clones
-    of ``template`` whose ``"auto"`` values come from training (meta-learned;
-    the full head's prior and noise by empirical Bayes on ``Z``; a
-    :class:`~sklearn_flowr.WhitenedCRPClassifier` fitted on ``Z``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), b=2.0)
-    >>> meta.known_classes_ = np.arange(0)
-    >>> Z = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
-    >>> prior, fitted = build_heads(CRPGaussianClassifier(), meta, Z,
-    ...                             np.array([0, 0, 1, 1]), np.array([3, 7]))
-    >>> fitted.classes_, round(fitted.b_, 6), prior.__sklearn_is_fitted__()
-    (array([3, 7]), 2.0, False)
-    """
+    """The prior head (no classes) and the head fitted on embeddings ``Z``: clones
+    of ``template``, its ``"auto"`` values from training (a whitened head: fit)."""
     if isinstance(template, WhitenedCRPClassifier):
         fitted = clone(template).fit(Z, labels[y_index])
         fitted.freeze_classes(not update_known)
@@ -133,13 +95,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
 
 def head_params(template) -> dict:
     """The CRP-Gaussian head's own parameters in ``template`` (a
-    WhitenedCRPClassifier's: its ``head__<name>`` ones, unprefixed).
-
-    Examples
-    --------
-    >>> head_params(WhitenedCRPClassifier())["known_count"]
-    'observed'
-    """
+    WhitenedCRPClassifier's: its ``head__<name>`` ones, unprefixed)."""
     if not isinstance(template, WhitenedCRPClassifier):
         return template.get_params(deep=False)
     return {key[6:]: value for key, value in template.get_params().items()
@@ -147,13 +103,7 @@ def head_params(template) -> dict:
 
 
 def set_head_params(template, **params):
-    """Set the CRP-Gaussian head's own parameters in ``template``; returns it.
-
-    Examples
-    --------
-    >>> set_head_params(WhitenedCRPClassifier(), novelty_alpha=0.1).head.novelty_alpha
-    0.1
-    """
+    """Set the CRP-Gaussian head's own parameters in ``template``; returns it."""
     if isinstance(template, WhitenedCRPClassifier):
         params = {f"head__{key}": value for key, value in params.items()}
     return template.set_params(**params)
