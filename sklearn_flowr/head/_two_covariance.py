@@ -199,13 +199,21 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             Rows with unit class noise and prior ``N(0, diag(prior_var_))``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        # A plain float64 array (the online step's row) skips scikit-learn's
+        # checks, which cost as much as the product at d = 1280.
+        if not (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2
+                and X.shape[1] == self.n_features_in_ and np.isfinite(X).all()
+                and not hasattr(self, "feature_names_in_")):
+            X = validate_data(self, X, dtype=np.float64, reset=False)
         return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
 
     @property
     def scalings_(self):
         check_is_fitted(self)
         return _apply(self._scalings, np.eye(self.n_features_in_))
+
+    def __sklearn_is_fitted__(self):
+        return hasattr(self, "_scalings")
 
     @property
     def _n_features_out(self):
