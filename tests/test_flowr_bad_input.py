@@ -134,12 +134,15 @@ def test_online_calls_interrupted_leave_the_model_as_it_was(fitted, monkeypatch,
 
 
 def test_a_head_the_stages_cannot_fill_is_refused_before_training():
-    """Check that a head other than CRPGaussianClassifier (here the whitened
-    head) gets a TypeError naming it before any training, not a KeyError."""
-    from sklearn_flowr import FLOWRClassifier, WhitenedCRPClassifier
+    """Check that a head other than CRPGaussianClassifier or the whitened head
+    (here a calibration wrapper) gets a TypeError naming it before any
+    training, not a KeyError."""
+    from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+    from sklearn_flowr.calibration import NoveltyCalibratedClassifier
 
     X = np.random.default_rng(0).normal(size=(12, 4))
-    clf = FLOWRClassifier(backbone="mlp", head=WhitenedCRPClassifier(), verbose=0)
-    with pytest.raises(TypeError, match="WhitenedCRPClassifier"):
+    clf = FLOWRClassifier(backbone="mlp", verbose=0, head=NoveltyCalibratedClassifier(
+        CRPGaussianClassifier()))
+    with pytest.raises(TypeError, match="NoveltyCalibratedClassifier"):
         clf.fit(X, [0, 1, 2] * 4)
     assert not hasattr(clf, "encoder_")

@@ -276,3 +276,18 @@ def test_novelty_calibration_wraps_it(rng):
     assert clf.slope_ > 0
     p_novel = clf.predict_novelty_proba(classes_of(rng, 2, 1, 8)[0] - 9.0)
     assert p_novel.shape == (2,) and np.all((p_novel >= 0) & (p_novel <= 1))
+
+
+def test_transform_fast_path_equals_the_checked_one(rng):
+    """Check that a float64 array (no scikit-learn checks) transforms exactly as
+    a list or float32 rows (checked), and that NaN or a wrong width still fail."""
+    X, y = classes_of(rng, 4, 3, 6)
+    whitener = TwoCovarianceWhitener().fit(X, y)
+    expected = whitener.transform(X.tolist())
+    np.testing.assert_array_equal(whitener.transform(X), expected)
+    np.testing.assert_array_equal(whitener.transform(X[:1]),
+                                  whitener.transform(X[:1].tolist()))
+    with pytest.raises(ValueError, match="NaN"):
+        whitener.transform(np.where(np.eye(12, 6) > 0, np.nan, X))
+    with pytest.raises(ValueError, match="features"):
+        whitener.transform(X[:, :5])

@@ -3,8 +3,8 @@ once, the head updated online in its coordinates."""
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
+from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import HasMethods
-from sklearn.utils.validation import check_is_fitted
 
 from ._classifier import CRPGaussianClassifier
 from ._two_covariance import TwoCovarianceWhitener
@@ -13,23 +13,10 @@ __all__ = ["WhitenedCRPClassifier"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
-# The start of every method's Examples (the head documents the rest).
-_EXAMPLE = """Examples
-        --------
-        >>> import numpy as np
-        >>> from sklearn_flowr import WhitenedCRPClassifier
-        >>> y = np.repeat([0, 1, 2], 4)
-        >>> X = 4 * np.eye(3, 4)[y] + 1 + np.random.default_rng(0).normal(size=(12, 4))
-        >>> clf = WhitenedCRPClassifier().fit(X, y)"""
 
 
-def _shared_doc(method):
-    """Fill ``%(example)s`` and ``%(see)s`` (parameters and returns as the
-    head's method of the same name, on the whitened rows)."""
-    see = (f"Parameters and returns as the head's :meth:`~sklearn_flowr."
-           f"CRPGaussianClassifier.{method.__name__}`, on the whitened rows.")
-    method.__doc__ = method.__doc__ % {"example": _EXAMPLE, "see": see}
-    return method
+def _default_head():
+    return CRPGaussianClassifier(known_count="observed")
 
 
 class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -41,8 +28,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     ``prior_mean=0`` and ``prior_var=whitener.prior_var_``: the two-covariance
     model of [1]_ [2]_. The whitener stays frozen after ``fit``; every other
     method whitens its rows (``O(d^2)`` each) and calls the head's method of
-    the same name, so P(novel) is the head's CRP P(novel) and the online path
-    equals ``fit`` on the same rows.
+    the same name (parameters and returns as
+    :class:`~sklearn_flowr.CRPGaussianClassifier`'s), so P(novel) is the
+    head's CRP P(novel) and the online path equals ``fit`` on the same rows.
 
     Parameters
     ----------
@@ -55,7 +43,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         whitener sets them), ``covariance="isotropic"``. None:
         ``CRPGaussianClassifier(known_count="observed")``: CRP counts are class
         sizes, so ``partial_fit`` after ``fit`` equals ``fit`` on all rows.
-        Its parameters are reached as ``head__<name>``.
+        Its parameters are reached as ``head__<name>`` (None's too).
 
     Attributes
     ----------
@@ -87,15 +75,30 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     --------
     >>> import numpy as np
     >>> from sklearn_flowr.head import WhitenedCRPClassifier
-    >>> y = np.repeat([0, 1, 2, 3, 4], 4)
-    >>> X = np.random.default_rng(0).normal(size=(5, 8))[y]
-    >>> X += 0.1 * np.random.default_rng(1).normal(size=(20, 8))
-    >>> clf = WhitenedCRPClassifier().fit(X[:16], y[:16])
-    >>> clf.predict(X[[0, 16]])  # class 4 is novel
+    >>> y = np.repeat([0, 1, 2, 3, 4, 5], 4)
+    >>> X = np.random.default_rng(0).normal(size=(6, 8))[y]
+    >>> X += 0.1 * np.random.default_rng(1).normal(size=(24, 8))
+    >>> clf = WhitenedCRPClassifier().fit(X[:12], y[:12])
+    >>> clf.predict(X[[0, 12]])  # class 3 is novel
     array([ 0, -1])
-    >>> out = clf.open_world_step(X[16:], y[16:])  # then learned online
+    >>> clf.predict_proba(X[:1]).shape, clf.predict_log_proba(X[:1]).shape
+    ((1, 4), (1, 4))
+    >>> clf.predict_joint_log_proba(X[:1]).shape  # three known classes + novel
+    (1, 4)
+    >>> clf = clf.partial_fit(X[12:16], y[12:16])  # class 3 learned
+    >>> out = clf.open_world_step(X[16:20], y[16:20])  # class 4, online
     >>> out.y_pred
     array([-1,  4,  4,  4])
+    >>> out = clf.open_world_step(X[20:22])  # no labels: a provisional class
+    >>> clf.correct(X[20:22], out.y_assigned, [5, 5]).classes_
+    array([0, 1, 2, 3, 4, 5])
+    >>> clf.novelty_pvalues(X[:1]).shape
+    (1,)
+    >>> clf = clf.freeze_classes().set_conformal_scores(np.arange(20.0))
+    >>> clf.forget_classes().__sklearn_is_fitted__()  # the whitener stays
+    False
+    >>> WhitenedCRPClassifier().set_params(head__a=0.0).get_params()["head__a"]
+    0.0
     """
 
     _parameter_constraints: dict = {
@@ -107,20 +110,28 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self.whitener = whitener
         self.head = head
 
-    @_shared_doc
-    def fit(self, X, y):
-        """Fit the whitener, then the head on the whitened rows. %(see)s
+    def get_params(self, deep=True):
+        params = super().get_params(deep=deep)
+        if deep and self.head is None:  # the default head's, as head__<name>
+            params.update((f"head__{name}", value) for name, value
+                          in _default_head().get_params(deep=False).items())
+        return params
 
-        %(example)s
-        >>> clf.classes_, clf.whitener_.prior_var_.shape
-        (array([0, 1, 2]), (4,))
-        """
+    def set_params(self, **params):
+        if self.head is None and any(key.startswith("head__") for key in params):
+            self.head = _default_head()
+        return super().set_params(**params)
+
+    def _validate_params(self):
+        super()._validate_params()
+        _check_head(self.head if self.head is not None else _default_head())
+
+    def fit(self, X, y):
+        """Fit the whitener, then the head on the whitened rows."""
         self._validate_params()
         whitener = clone(self.whitener if self.whitener is not None
                          else TwoCovarianceWhitener())
-        head = clone(self.head if self.head is not None
-                     else CRPGaussianClassifier(known_count="observed"))
-        _check_head(head)
+        head = clone(self.head if self.head is not None else _default_head())
         whitener.fit(X, y)
         if not hasattr(whitener, "prior_var_"):
             raise ValueError(
@@ -139,90 +150,64 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 setattr(self, name, getattr(whitener, name))
         return self
 
-    @_shared_doc
     def partial_fit(self, X, y, classes=None):
         """Condition the head on labelled rows (the whitener stays as fitted);
-        an unfitted classifier is ``fit``. %(see)s
-
-        %(example)s
-        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8]).partial_fit(X[8:], y[8:])
-        >>> clf.classes_, clf.head_.class_count_
-        (array([0, 1, 2]), array([4., 4., 4.]))
-        """
-        if not self.__sklearn_is_fitted__():
+        without a whitener, ``fit``."""
+        if not hasattr(self, "whitener_"):
             return self.fit(X, y)
         self._call_head("partial_fit", X, y, classes=classes)
         return self
 
-    @_shared_doc
     def open_world_step(self, X, y=None, *, labelled=None):
-        """Predict each row with the state before it, then learn from it. %(see)s
-
-        %(example)s
-        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
-        >>> clf.open_world_step(X[8:], y[8:]).is_novel
-        array([ True, False, False, False])
-        """
+        """Predict each row with the state before it, then learn from it."""
         return self._call_head("open_world_step", X, y, labelled=labelled)
 
-    @_shared_doc
     def correct(self, X, y_assigned, y_true):
-        """Move rows learned without labels to their true classes. %(see)s
-
-        %(example)s
-        >>> clf = WhitenedCRPClassifier().fit(X[:8], y[:8])
-        >>> out = clf.open_world_step(X[8:10])  # no labels: learned as new
-        >>> out.y_assigned, out.learned
-        (array([-2, -2]), array([ True,  True]))
-        >>> clf.correct(X[8:10], out.y_assigned, [2, 2]).classes_
-        array([0, 1, 2])
-        """
+        """Move rows learned without labels to their true classes."""
         self._call_head("correct", X, y_assigned, y_true)
         return self
 
-    @_shared_doc
     def predict_joint_log_proba(self, X):
         """Joint log-probabilities of the known classes and the novel class
-        (last column). %(see)s
-
-        %(example)s
-        >>> clf.predict_joint_log_proba(X[:2]).shape
-        (2, 4)
-        """
+        (last column)."""
         return self._call_head("predict_joint_log_proba", X)
 
-    @_shared_doc
     def predict_log_proba(self, X):
-        """Log posterior probabilities of the known classes and the novel class
-        (last column). %(see)s
-
-        %(example)s
-        >>> bool(np.allclose(np.exp(clf.predict_log_proba(X)).sum(axis=1), 1.0))
-        True
-        """
+        """Log posterior probabilities, the novel class last."""
         return self._call_head("predict_log_proba", X)
 
-    @_shared_doc
     def predict_proba(self, X):
         """Posterior probabilities of the known classes and the novel class
-        (last column: P(novel) from the CRP prior). %(see)s
-
-        %(example)s
-        >>> clf.predict_proba(X[:1]).shape  # three known classes + novel
-        (1, 4)
-        """
+        (last column: P(novel) from the CRP prior)."""
         return self._call_head("predict_proba", X)
 
-    @_shared_doc
     def predict(self, X):
-        """Most probable class, or ``novel_label_`` when the novel class wins.
-        %(see)s
-
-        %(example)s
-        >>> clf.predict(X[[0, 4, 8]])
-        array([0, 1, 2])
-        """
+        """Most probable class, or ``novel_label_`` where the head's decision
+        calls the row novel."""
         return self._call_head("predict", X)
+
+    def novelty_pvalues(self, X):
+        """Conformal p-values of "a known class" for each row."""
+        return self._call_head("novelty_pvalues", X)
+
+    def set_conformal_scores(self, scores):
+        """Calibrate ``predict``'s decision on held-out known-class scores."""
+        self._head("set_conformal_scores").set_conformal_scores(scores)
+        return self
+
+    def freeze_classes(self, frozen=True):
+        """Keep the classes known so far fixed online, or release them."""
+        self._head("freeze_classes").freeze_classes(frozen)
+        return self
+
+    def forget_classes(self):
+        """Drop every class, keeping the whitener and the head's prior and
+        ``b_``: the state a new task starts from. Returns ``self``."""
+        head = self._head("forget_classes")
+        if head.__sklearn_is_fitted__():
+            self.head_ = clone(head).set_params(
+                prior_mean=head.prior_mean_, prior_var=head.prior_var_, b=head.b_)
+        return self
 
     def _call_head(self, method, X, *args, **kwargs):
         """The head's ``method`` on the whitened rows."""
@@ -230,20 +215,24 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         return getattr(head, method)(self.whitener_.transform(X), *args, **kwargs)
 
     def _head(self, method):
-        check_is_fitted(self, msg=f"{method} needs a fitted %(name)s: the "
-                        "whitener is estimated by fit on labelled rows first.")
+        if not hasattr(self, "whitener_"):
+            raise NotFittedError(
+                f"{method} needs a fitted {type(self).__name__}: the whitener is "
+                "estimated by fit on labelled rows first.")
         return self.head_
 
+    def _check_labels(self, y, registry=None, **kwargs):
+        # FLOWRClassifier.adapt checks a task's labels before fine-tuning.
+        return self._head("adapt")._check_labels(y, registry, **kwargs)
+
     def __sklearn_is_fitted__(self):
-        return hasattr(self, "head_")
+        return hasattr(self, "head_") and self.head_.__sklearn_is_fitted__()
 
-    @property
-    def classes_(self):
-        return self._head("classes_").classes_
-
-    @property
-    def novel_label_(self):
-        return self._head("novel_label_").novel_label_
+    _registry = property(lambda self: self._head("adapt")._registry)
+    classes_ = property(lambda self: self._head("classes_").classes_)
+    novel_label_ = property(lambda self: self._head("novel_label_").novel_label_)
+    frozen_classes_ = property(
+        lambda self: self._head("frozen_classes_").frozen_classes_)
 
 
 def _check_head(head):

@@ -3,33 +3,23 @@ reads the head's parameters, so a grid over them reuses the trained encoder."""
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from sklearn.base import clone
 
 from .._core import condition_on
-from ..head import CRPGaussianClassifier
+from ..head import CRPGaussianClassifier, WhitenedCRPClassifier
 from ._modules import FLOWRMetaModule
 
-__all__ = ["build_heads", "check_head_template", "known_class_table"]
+__all__ = ["build_heads", "check_head_template", "head_params", "known_class_table",
+           "set_head_params"]
 
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
                       noise: float, known_table: str = "refit"):
-    """Means ``q_n / lam_n`` and variances ``1 / lam_n`` of every training class,
-    conditioned from the learned prior on ``Z`` (``known_table="learned"``: the
-    meta-trained table's values where it has them).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), prior_var=1.0)
-    >>> means, variances = known_class_table(
-    ...     meta, np.array([[2.0, 2.0], [4.0, 4.0]]), np.array([0, 0]), 1,
-    ...     noise=1.0)
-    >>> means, variances  # (0 + 6) / (1 + 2), 1 / (1 + 2)
-    (array([[2., 2.]]), array([0.33333333]))
-    """
+    """Means and variances of every training class conditioned from the learned
+    prior on ``Z`` (``known_table="learned"``: the meta-trained table's)."""
     head = meta.head_kwargs()
     prior_var = np.atleast_1d(head["prior_var"])[:1]
     onehot = np.eye(n_classes)[y_index]
@@ -45,21 +35,14 @@ def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
 
 def check_head_template(template, meta) -> None:
     """Fail before training on a head template :func:`build_heads` could not fill
-    from the stage ``meta``.
-
-    Examples
-    --------
-    >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> check_head_template(CRPGaussianClassifier(prior_scale=2.0), None)
-    Traceback (most recent call last):
-    ...
-    ValueError: head__prior_scale=2.0 scales an estimated prior variance; ...
-    """
+    from the stage ``meta``."""
+    if isinstance(template, WhitenedCRPClassifier):
+        return  # its whitener estimates the prior and noise on the embeddings
     if not isinstance(template, CRPGaussianClassifier):
         raise TypeError(
-            "head must be a CRPGaussianClassifier, whose prior and noise the "
-            f"training stages fill; got {type(template).__name__}. For another "
-            "head, fit it on the embeddings of FLOWRClassifier.transform(X).")
+            "head must be a CRPGaussianClassifier or a WhitenedCRPClassifier, "
+            f"whose prior and noise training fills; got {type(template).__name__}"
+            ". For another head, fit it on FLOWRClassifier.transform(X).")
     own = template.get_params(deep=False)
     if own["covariance"] == "isotropic":
         if _is_auto(own["prior_var"]) and own["prior_scale"] != 1.0:
@@ -83,23 +66,12 @@ def check_head_template(template, meta) -> None:
 
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 update_known: bool = False, known_table: str = "refit"):
-    """The prior head (unfitted) and the head fitted on embeddings ``Z``, clones
-    of ``template`` whose ``"auto"`` values come from training (meta-learned;
-    the full head's prior and noise by empirical Bayes on ``Z``).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from sklearn_flowr import CRPGaussianClassifier
-    >>> from sklearn_flowr.encoders import MLPEncoder
-    >>> meta = FLOWRMetaModule(MLPEncoder(8, embedding_dim=2), b=2.0)
-    >>> meta.known_classes_ = np.arange(0)
-    >>> Z = np.array([[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.4]])
-    >>> prior, fitted = build_heads(CRPGaussianClassifier(), meta, Z,
-    ...                             np.array([0, 0, 1, 1]), np.array([3, 7]))
-    >>> fitted.classes_, round(fitted.b_, 6), prior.__sklearn_is_fitted__()
-    (array([3, 7]), 2.0, False)
-    """
+    """The prior head (no classes) and the head fitted on embeddings ``Z``: clones
+    of ``template``, its ``"auto"`` values from training (a whitened head: fit)."""
+    if isinstance(template, WhitenedCRPClassifier):
+        fitted = clone(template).fit(Z, labels[y_index])
+        fitted.freeze_classes(not update_known)
+        return copy.deepcopy(fitted).forget_classes(), fitted
     learned = meta.head_kwargs()
     own = template.get_params(deep=False)
     full = own.get("covariance") == "full"
@@ -119,6 +91,22 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
         prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
         b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0, noise_shrinkage=0.0)
     return prior, fitted
+
+
+def head_params(template) -> dict:
+    """The CRP-Gaussian head's own parameters in ``template`` (a
+    WhitenedCRPClassifier's: its ``head__<name>`` ones, unprefixed)."""
+    if not isinstance(template, WhitenedCRPClassifier):
+        return template.get_params(deep=False)
+    return {key[6:]: value for key, value in template.get_params().items()
+            if key.startswith("head__") and "__" not in key[6:]}
+
+
+def set_head_params(template, **params):
+    """Set the CRP-Gaussian head's own parameters in ``template``; returns it."""
+    if isinstance(template, WhitenedCRPClassifier):
+        params = {f"head__{key}": value for key, value in params.items()}
+    return template.set_params(**params)
 
 
 def _is_auto(value) -> bool:

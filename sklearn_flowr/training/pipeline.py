@@ -31,7 +31,12 @@ from ._device import (
     to_device_if_fits,
 )
 from ._fine_tune import embed, fine_tune_last_layer
-from ._head_building import build_heads, check_head_template
+from ._head_building import (
+    build_heads,
+    check_head_template,
+    head_params,
+    set_head_params,
+)
 from ._memo import ENCODER_MEMO
 from ._meta_training import check_meta_training_plan, meta_train
 from ._persistence import restore_modules, store_modules
@@ -323,7 +328,7 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
         Z_held = _embed_rows(estimator, trained["meta_module_"].encoder, X[held])
         # Scored before any head learns them: split conformal's held-out rows.
         scores = novel_log_odds(np.asarray(heads(
-            clone(estimator.head).set_params(novelty_calibration=None),
+            set_head_params(clone(estimator.head), novelty_calibration=None),
             embeddings, y_index[rows])[1].predict_log_proba(Z_held)))
         Z = np.empty((X.shape[0], embeddings.shape[1]), dtype=embeddings.dtype)
         Z[rows], Z[held] = embeddings, Z_held
@@ -335,8 +340,9 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     novelty_map = None
     if fitted_map is not None:  # the heads are built with their map
         novelty_map = (fitted_map.slope, fitted_map.intercept)
-        prior_head, head = heads(clone(estimator.head).set_params(
-            novelty_calibration=novelty_map), embeddings, y_index)
+        prior_head, head = heads(set_head_params(
+            clone(estimator.head), novelty_calibration=novelty_map), embeddings,
+            y_index)
     if split is not None:
         head.set_conformal_scores(scores)
     return dict(trained, head_=head, prior_head_=prior_head,
@@ -351,7 +357,7 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     out of the encoder's training; None for a head without ``novelty_alpha``
     or too few rows to train without them."""
     template = estimator.head
-    if (getattr(template, "novelty_alpha", None) is None
+    if (head_params(template).get("novelty_alpha") is None
             or not callable(getattr(template, "set_conformal_scores", None))):
         return None
     # The same rows whatever the seed: a checkpoint_dir resumes unseeded fits
