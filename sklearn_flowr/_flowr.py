@@ -39,10 +39,13 @@ or torch.nn.Module, default="conv4"
     setting : {"small", "large"}, default="small"
         Meta-training's context (``"large"``: the training classes' table in
         the episodes); the fitted model knows them either way.
-    head : CRPGaussianClassifier, default=CRPGaussianClassifier(covariance="full")
+    head : CRPGaussianClassifier or WhitenedCRPClassifier, \
+default=CRPGaussianClassifier(covariance="full")
         Template of the online head (``head__a``, ...; ``"auto"`` values come
-        from training). With its ``novelty_alpha``, 10% of each class's rows
-        stay out of the encoder's training to calibrate :meth:`predict`.
+        from training). On a pretrained backbone's own features,
+        ``WhitenedCRPClassifier()`` is the head to try. With its
+        ``novelty_alpha``, 10% of each class's rows stay out of the encoder's
+        training to calibrate :meth:`predict`.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()
@@ -80,9 +83,9 @@ default="train"
 
     Attributes
     ----------
-    head_ : CRPGaussianClassifier
+    head_ : CRPGaussianClassifier or WhitenedCRPClassifier
         The online head.
-    prior_head_ : CRPGaussianClassifier
+    prior_head_ : CRPGaussianClassifier or WhitenedCRPClassifier
         The head with the fitted prior and no classes.
     encoder_ : torch.nn.Module
         The encoder in use (a fine-tuned copy after :meth:`adapt`).
@@ -299,8 +302,6 @@ default="train"
         # once the new task's encoder and head are ready.
         head = copy.deepcopy(self.prior_head_ if self.setting == "small"
                              else self._fitted_head)
-        head._check_labels(y_support, None if self.setting == "small"
-                           else head._registry)
         encoder = pipeline.task_encoder(self, X_support, y_support, fine_tune)
         head.partial_fit(self._embed(X_support, encoder), y_support)
         self.encoder_, self.head_ = encoder, head

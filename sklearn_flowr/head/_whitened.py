@@ -221,14 +221,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 "estimated by fit on labelled rows first.")
         return self.head_
 
-    def _check_labels(self, y, registry=None, **kwargs):
-        # FLOWRClassifier.adapt checks a task's labels before fine-tuning.
-        return self._head("adapt")._check_labels(y, registry, **kwargs)
-
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_") and self.head_.__sklearn_is_fitted__()
 
-    _registry = property(lambda self: self._head("adapt")._registry)
     classes_ = property(lambda self: self._head("classes_").classes_)
     novel_label_ = property(lambda self: self._head("novel_label_").novel_label_)
     frozen_classes_ = property(
