@@ -20,8 +20,10 @@ import functools
 import json
 
 import numpy as np
+from scipy.special import logsumexp
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
+from sklearn_flowr._core import novel_log_odds
 from sklearn_flowr.datasets import (
     load_digits_images,
     load_fashion_mnist,
@@ -39,8 +41,36 @@ LOADERS = {"digits": load_digits_images, "glyphs": load_glyphs,
            "fashion-mnist": load_fashion_mnist}
 
 
+def tpr_at(known, unseen, fpr):
+    """Share of ``unseen`` above the ``1 - fpr`` quantile of ``known`` (higher
+    score: more novel): the best any threshold of this score can do."""
+    return float(np.mean(unseen > np.quantile(known, 1.0 - fpr)))
+
+
+def score_quality(head, Z_known, Z_unseen):
+    """The novelty score's own quality and how its calibration scores compare
+    with the held-out rows of known classes."""
+    J_known = head._joint_log_numerators_unmapped(Z_known)
+    J_unseen = head._joint_log_numerators_unmapped(Z_unseen)
+    known, unseen = novel_log_odds(J_known), novel_log_odds(J_unseen)
+    alternatives = {
+        "tpr_-known_mass": (-logsumexp(J_known[:, :-1], axis=1),
+                            -logsumexp(J_unseen[:, :-1], axis=1)),
+        "tpr_-max_class": (-J_known[:, :-1].max(axis=1),
+                           -J_unseen[:, :-1].max(axis=1))}
+    calibration = head.conformal_scores_
+    n = calibration.shape[0]
+    return {"n_calibration": n, "tpr_at_5%": tpr_at(known, unseen, 0.05),
+            # The rate a calibration set drawn like the held-out rows gives.
+            "expected_fnr": float(np.floor(0.05 * (n + 1)) / (n + 1)) if n else None,
+            "calibration_q95": float(np.quantile(calibration, 0.95)) if n else None,
+            "held_out_q95": float(np.quantile(known, 0.95)),
+            "mean_pvalue": float(np.mean(head.novelty_pvalues(Z_known))),
+            **{key: tpr_at(*pair, 0.05) for key, pair in alternatives.items()}}
+
+
 def rates(head, Z_known, Z_unseen):
-    out = {}
+    out = {"quality": score_quality(head, Z_known, Z_unseen)}
     for alpha in (None, 0.05):
         head.set_params(novelty_alpha=alpha)
         out[str(alpha)] = (float(np.mean(head.predict(Z_known) == head.novel_label_)),
@@ -93,6 +123,11 @@ def main():
                   f"{', '.join(f'{v:.3f}' for v in per_seed[:, 0])})  unseen called "
                   f"novel {found:.3f}  (n_test {int((~fit).sum())}, n_unseen "
                   f"{unseen.shape[0]}, {len(runs)} seeds)")
+        quality = {key: [r["quality"][key] for r in runs]
+                   for key in runs[0]["quality"]}
+        print(f"{args.dataset} {model:6s} " + "  ".join(
+            f"{key} {', '.join(f'{v:.3g}' for v in values)}"
+            for key, values in quality.items()))
 
 if __name__ == "__main__":
     main()

@@ -9,7 +9,7 @@ import pytest
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.training import MetaTraining, SupE
-from sklearn_flowr.training.pipeline import CONFORMAL_SHARE
+from sklearn_flowr.training.pipeline import CONFORMAL_SHARE, _held_out_scores
 
 BUDGET = dict(pretrain=SupE(epochs=2),
               meta=MetaTraining(epochs=1, episodes_per_epoch=5),
@@ -84,6 +84,33 @@ def test_refit_of_head_params_keeps_held_out_scores(split):
     plain = FLOWRClassifier(**BUDGET, head=CRPGaussianClassifier(
         covariance="full", novelty_alpha=None)).fit(X[train], y[train])
     assert plain.head_.conformal_scores_.shape == (train.shape[0],)
+
+
+def test_held_out_scores_are_drawn_like_new_rows_of_the_deciding_head():
+    """Check the held rows' scores, each from the head fitted without its fold,
+    give new rows of known classes a false-novel rate of alpha within 2 SE
+    under the head fitted on every row, when the training rows lie tighter than
+    held and new rows (as an encoder's own training rows do); a head fitted
+    without all held rows scores them too novel (half of alpha here)."""
+    rng = np.random.default_rng(0)
+    means = rng.normal(scale=6.0, size=(4, 3))
+
+    def rows(n, spread):
+        y = np.repeat(np.arange(4), n)
+        return means[y] + rng.normal(scale=spread, size=(y.shape[0], 3)), y
+
+    (Z_train, y_train), (Z_held, y_held) = rows(450, 0.5), rows(50, 1.0)
+    Z_new = rows(1000, 1.0)[0]
+    Z, y = np.vstack([Z_train, Z_held]), np.concatenate([y_train, y_held])
+    held = np.arange(Z_train.shape[0], Z.shape[0])
+    assert np.all(np.diff(y[held]) >= 0)  # listed class by class
+
+    def fit(Z, y):
+        return CRPGaussianClassifier(novelty_alpha=0.1).fit(Z, y)
+
+    head = fit(Z, y).set_conformal_scores(_held_out_scores(fit, Z, y, held))
+    false_novel = np.mean(head.predict(Z_new) == head.novel_label_)
+    assert abs(false_novel - 0.1) <= 2 * np.sqrt(0.1 * 0.9 / held.shape[0])
 
 
 def test_set_conformal_scores_checks_its_input():

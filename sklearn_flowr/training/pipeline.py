@@ -98,6 +98,8 @@ PARAMETER_CONSTRAINTS: dict = {
 # scores calibrate predict's conformal decision (as MLPClassifier's
 # validation_fraction keeps rows out for early stopping).
 CONFORMAL_SHARE = 0.1
+# Folds of those rows: each is scored by the head fitted without its fold.
+CONFORMAL_FOLDS = 5
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
 
@@ -325,14 +327,13 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
 
     if split is not None:
         held = split[1]
-        Z_held = _embed_rows(estimator, trained["meta_module_"].encoder, X[held])
-        # Scored before any head learns them: split conformal's held-out rows.
-        scores = novel_log_odds(np.asarray(heads(
-            set_head_params(clone(estimator.head), novelty_calibration=None),
-            embeddings, y_index[rows])[1].predict_log_proba(Z_held)))
         Z = np.empty((X.shape[0], embeddings.shape[1]), dtype=embeddings.dtype)
-        Z[rows], Z[held] = embeddings, Z_held
+        Z[rows] = embeddings
+        Z[held] = _embed_rows(estimator, trained["meta_module_"].encoder, X[held])
         embeddings = Z
+        template = set_head_params(clone(estimator.head), novelty_calibration=None)
+        scores = _held_out_scores(lambda Z, index: heads(template, Z, index)[1],
+                                  embeddings, y_index, held)
     prior_head, head = heads(estimator.head, embeddings, y_index)
     fitted_map = learn_novelty_map(
         estimator, X, y, folds, prior_head if estimator.setting == "small"
@@ -352,10 +353,29 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
                 calibration_results_=None if folds is None else fitted_map), embeddings
 
 
+def _held_out_scores(fit_head, Z, y_index, held) -> np.ndarray:
+    """Novel log-odds of the ``held`` rows (listed class by class), each under
+    ``fit_head(Z, y_index)`` fitted on every row but its fold of them."""
+    # The head that decides learns the held rows too. Embedded by an encoder
+    # that did not train on them, they spread wider than its training rows: a
+    # head fitted without any of them scores them more novel than the deciding
+    # head scores new rows of known classes (fewer new rows caught).
+    # Folds of the held rows: class by class, each class spread over them.
+    fold = np.arange(held.shape[0]) % CONFORMAL_FOLDS
+    scores = np.empty(held.shape[0])
+    for k in range(min(CONFORMAL_FOLDS, held.shape[0])):
+        keep = np.ones(Z.shape[0], dtype=bool)
+        keep[held[fold == k]] = False
+        log_proba = fit_head(Z[keep], y_index[keep]).predict_log_proba(
+            Z[held[fold == k]])
+        scores[fold == k] = novel_log_odds(np.asarray(log_proba))
+    return scores
+
+
 def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
-    out of the encoder's training; None for a head without ``novelty_alpha``
-    or too few rows to train without them."""
+    out of the encoder's training (the held ones class by class); None for a
+    head without ``novelty_alpha`` or too few rows to train without them."""
     template = estimator.head
     if (head_params(template).get("novelty_alpha") is None
             or not callable(getattr(template, "set_conformal_scores", None))):
@@ -374,7 +394,7 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
                       f"head__novelty_alpha): without {CONFORMAL_SHARE:.0%} of "
                       f"each class's rows, {exc}", UserWarning, stacklevel=4)
         return None
-    return np.sort(fit_rows), np.sort(held)
+    return np.sort(fit_rows), held
 
 
 def _embed_rows(estimator, encoder, X):
