@@ -13,6 +13,15 @@ The first 70% of the classes are known: FLOWRClassifier with the README's
 budget (or the defaults) is fitted on half of their images, the other half is
 held out; the other classes are unseen. Digits also runs the head alone on raw
 pixels, same split. One fit per seed: both rules read the same head.
+
+A last line per model and seed says why the share of unseen rows is what it
+is: the number of calibration rows, the share of unseen rows the novelty score
+ranks above the 5% most novel-looking held-out rows (``tpr_at_5%``, the most
+any threshold at a 5% false-novel rate can catch; ``tpr_-known_mass`` and
+``tpr_-max_class`` the same for two other scores of the same head), the rate a
+calibration set drawn like the held-out rows gives (``expected_fnr``), the 95%
+quantiles of the calibration and held-out scores and the held-out rows' mean
+p-value (0.5 when they are drawn alike).
 """
 
 import argparse
