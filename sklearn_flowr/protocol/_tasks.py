@@ -10,6 +10,7 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils._param_validation import Interval, validate_params
 
+from .._core import FLOWR_REFERENCE
 from .sampling import (
     check_class_sizes,
     check_labels,
@@ -27,14 +28,10 @@ _COUNTS = {"n_novel_classes": [Interval(Integral, 0, None, closed="left")],
            "n_query": [Interval(Integral, 1, None, closed="left")],
            "n_tasks": [Interval(Integral, 1, None, closed="left")]}
 
-FLOWR_REFERENCE = """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6."""
-
 
 def fill_reference(obj):
     """Fill ``%(flowr)s`` in ``obj``'s docstring with the paper's reference."""
-    obj.__doc__ %= {"flowr": FLOWR_REFERENCE}
+    obj.__doc__ %= {"flowr": f".. [1] {FLOWR_REFERENCE}, section 6."}
     return obj
 
 
