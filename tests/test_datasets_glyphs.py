@@ -161,11 +161,13 @@ def test_extra_font_folder_adds_instances(tmp_path):
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"split": "dev"}, "split must be one of"),
-        ({"image_size": 4}, "image_size must be an integer >= 8"),
-        ({"n_augment": -1}, "n_augment must be an integer >= 0"),
-        ({"min_fonts": 0}, "min_fonts must be an integer >= 1"),
-        ({"max_fonts": 2, "min_fonts": 3}, "max_fonts must be None or an integer"),
+        ({"split": "dev"}, r"'split' parameter .* must be a str among \{.*'all'.*\}"),
+        ({"image_size": 4}, r"'image_size' parameter .* must be an int in the "
+                            r"range \[8, inf\)\. Got 4"),
+        ({"n_augment": -1}, r"'n_augment' parameter .* range \[0, inf\)"),
+        ({"min_fonts": 0}, r"'min_fonts' parameter .* range \[1, inf\)"),
+        ({"max_fonts": 2, "min_fonts": 3},
+         "max_fonts must be None or an integer >= min_fonts=3; got 2"),
         ({"characters": ["ab"]}, "single characters"),
         ({"characters": "\u4e00", "min_fonts": 50}, "No character is covered"),
     ],

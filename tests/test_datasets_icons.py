@@ -109,11 +109,11 @@ def test_cache_gives_the_same_arrays(fake_root, tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    (dict(image_size=4), "image_size must be an integer >= 8"),
-    (dict(min_themes=0), "min_themes must be an integer >= 1"),
-    (dict(max_themes=2), "max_themes must be None or an integer >= 4"),
-    (dict(max_classes=0), "max_classes must be None or an integer >= 1"),
-    (dict(split="everything"), "split must be one of"),
+    (dict(image_size=4), r"'image_size' parameter .* range \[8, inf\)\. Got 4"),
+    (dict(min_themes=0), r"'min_themes' parameter .* range \[1, inf\)"),
+    (dict(max_themes=2), "max_themes must be None or an integer >= min_themes=4"),
+    (dict(max_classes=0), r"'max_classes' parameter .* range \[1, inf\) or None"),
+    (dict(split="everything"), r"'split' parameter .* str among \{.*'all'.*\}"),
     (dict(themes=[]), "themes must be None or a non-empty sequence"),
     (dict(themes=["one", "one"]), "distinct theme folder names"),
     (dict(themes=["../etc"]), "theme folder names under root"),

@@ -201,8 +201,8 @@ def test_load_idx_dataset_missing_folder(tmp_path):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"subset": "validation"}, "subset must be one of"),
-        ({"kind": "emnist"}, "kind must be one of"),
+        ({"subset": "validation"}, r"'subset' parameter .* str among \{.*'all'.*\}"),
+        ({"kind": "emnist"}, r"'kind' parameter .* \{.*'fashion-mnist'.*\} or None"),
         ({"kind": None, "path": None}, "path is required"),
     ],
 )

@@ -144,14 +144,18 @@ def test_split_is_a_scikit_learn_cv_splitter():
 @pytest.mark.parametrize(
     "params, match",
     [
-        ({"n_splits": 0}, "n_splits must be"),
-        ({"n_splits": 2.5}, "n_splits must be"),
-        ({"n_novel_classes": 0}, "n_novel_classes must be"),
-        ({"n_novel_classes": 1.5}, "n_novel_classes must be"),
-        ({"n_novel_classes": True}, "n_novel_classes must be"),
-        ({"n_novel_classes": "two"}, "n_novel_classes must be"),
-        ({"test_size": 1.0}, "test_size must be"),
-        ({"test_size": -0.1}, "test_size must be"),
+        ({"n_splits": 0}, r"'n_splits' parameter .* must be an int in the range "
+                          r"\[1, inf\)\. Got 0"),
+        ({"n_splits": 2.5}, r"'n_splits' parameter .* Got 2\.5"),
+        ({"n_novel_classes": 0}, r"'n_novel_classes' parameter .* must be an int "
+                                 r"in the range \[1, inf\), a float in the range "
+                                 r"\(0\.0, 1\.0\) or None\. Got 0"),
+        ({"n_novel_classes": 1.5}, r"'n_novel_classes' parameter .* Got 1\.5"),
+        ({"n_novel_classes": True}, "n_novel_classes must be .* not a bool"),
+        ({"n_novel_classes": "two"}, r"'n_novel_classes' parameter .* Got 'two'"),
+        ({"test_size": 1.0}, r"'test_size' parameter .* must be a float in the "
+                             r"range \[0\.0, 1\.0\)\. Got 1\.0"),
+        ({"test_size": -0.1}, r"'test_size' parameter .* Got -0\.1"),
     ],
 )
 def test_split_rejects_bad_parameters(params, match):

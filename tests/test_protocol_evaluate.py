@@ -194,7 +194,8 @@ def test_evaluate_online_gives_a_distance_no_calibration(features, seed):
     head = CRPGaussianClassifier(prior_mean=0.0, prior_var=9.0, b=1.0, sigma=1.0)
     forced = evaluate_online(head, X, y, tasks, probability=False)
     assert forced.ece is None and forced.argmax_accuracy is None
-    with pytest.raises(ValueError, match="probability must be"):
+    with pytest.raises(ValueError, match=r"'probability' parameter .* must be an "
+                       r"instance of 'bool' .* or a str among \{'auto'\}\. Got 'yes'"):
         evaluate_online(head, X, y, tasks, probability="yes")
 
 
@@ -262,8 +263,10 @@ class EmptyStep(CRPGaussianClassifier):
 
 
 @pytest.mark.parametrize("change, error, match", [
-    (dict(setting="medium"), ValueError, "setting must be 'small' or 'large'"),
-    (dict(tpr=0.0), ValueError, r"tpr must be a float in \(0, 1\]"),
+    (dict(setting="medium"), ValueError,
+     r"'setting' parameter .* must be a str among \{.*'small'.*\}\. Got 'medium'"),
+    (dict(tpr=0.0), ValueError,
+     r"'tpr' parameter .* must be a float in the range \(0\.0, 1\.0\] or None"),
     (dict(X=np.zeros((10, 8))), ValueError, "different numbers of rows: 10 and 500"),
     (dict(estimator=NoStream()), TypeError, "no open_world_step"),
     (dict(estimator=NoLearning()), TypeError, "neither adapt.*nor partial_fit"),

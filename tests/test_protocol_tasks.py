@@ -124,10 +124,13 @@ def test_task_indexing_errors(seed):
     (dict(shots=(0, 3)), r"1 <= low <= high; got \(0, 3\)"),
     (dict(shots=(5, 2)), r"1 <= low <= high; got \(5, 2\)"),
     (dict(shots=3), "shots must be a pair"),
-    (dict(n_novel_classes=-1), "n_novel_classes must be an int >= 0; got -1"),
-    (dict(n_support_classes=0), "n_support_classes must be an int >= 1"),
-    (dict(n_query=0), "n_query must be an int >= 1"),
-    (dict(n_tasks=2.5), "n_tasks must be an int >= 1; got 2.5"),
+    (dict(n_novel_classes=-1),
+     r"'n_novel_classes' parameter .* must be an int in the range \[0, inf\)\. Got -1"),
+    (dict(n_support_classes=0),
+     r"'n_support_classes' parameter .* must be an int in the range \[1, inf\)"),
+    (dict(n_query=0), r"'n_query' parameter .* must be an int in the range \[1, inf\)"),
+    (dict(n_tasks=2.5),
+     r"'n_tasks' parameter .* must be an int in the range \[1, inf\)\. Got 2\.5"),
     (dict(random_state=-3), "random_state must be None, a non-negative int"),
 ])
 def test_small_context_parameter_errors(kwargs, match):
@@ -202,7 +205,8 @@ def test_large_context_subsamples_known_classes(seed):
      r"needs 5 classes \(n_known_query_classes\) but only 4"),
     (range(4), dict(n_known_query_classes=0, n_novel_classes=0),
      "both 0"),
-    (range(4), dict(n_novel_classes=-2), "n_novel_classes must be an int >= 0"),
+    (range(4), dict(n_novel_classes=-2),
+     r"'n_novel_classes' parameter .* must be an int in the range \[0, inf\)"),
 ])
 def test_large_context_errors(known, kwargs, match):
     """Check clear errors for bad known classes, pools and counts."""

@@ -78,7 +78,8 @@ def test_prefers_shrinkage_when_new_classes_are_not_squeezed(squeezed):
      "covariance='isotropic'"),
     (lambda a: {**a, "param_grid": {"noise_shrinkage": [0.0, 0.5],
                                     "sigma": [np.eye(4)]}}, "a given value"),
-    (lambda a: {**a, "prior_scale": 0.0}, "prior_scale must be"),
+    (lambda a: {**a, "prior_scale": 0.0},
+     r"'prior_scale' parameter .* must be a float in the range \(0\.0, inf\)"),
 ])
 def test_bad_input_fails_clearly(squeezed, change, message):
     X_train, y_train, X_val, y_val = squeezed

@@ -1,5 +1,7 @@
 """Numpydoc text the baselines share, filled into ``%(name)s`` fields."""
 
+from .._core import FLOWR_REFERENCE
+
 _NOVEL_LABEL = """novel_label : object, default="auto"
         Label of the novel class: ``"novel"`` for string labels, -1 (or one
         below the smallest label) for numeric ones. It may not occur in ``y``."""
@@ -32,9 +34,7 @@ _SHARED = {
     "prototype_attrs": f"{_CLASSES}\n    {_MEANS}\n    {_FITTED}",
     "fitted_": _FITTED,
     "classes_": _CLASSES,
-    "willes": """J. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian Embeddings for Few-Shot Open World
-       Recognition", IEEE TPAMI, 2022""",
+    "willes": FLOWR_REFERENCE,
 }
 
 

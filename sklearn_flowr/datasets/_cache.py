@@ -13,11 +13,13 @@ import time
 import warnings
 import zlib
 from collections.abc import Callable, Iterable
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, StrOptions
 
 from ..saving import write_atomically
 
@@ -31,19 +33,17 @@ def split_of(name: str) -> str:
     return _SPLIT_OF_BUCKET[zlib.crc32(name.encode("utf-8")) % 10]
 
 
-def check_arguments(split, *, optional=(), **minimum):
-    """Check ``split`` and the integers ``name=(value, lowest)``; those named in
-    ``optional`` may be None."""
-    if split not in (*SPLITS, "all"):
-        raise ValueError(f"split must be one of {[*SPLITS, 'all']}; got {split!r}.")
-    for name, (value, low) in minimum.items():
-        if name in optional and value is None:
-            continue
-        if (not isinstance(value, (int, np.integer)) or isinstance(value, bool)
-                or value < low):
-            maybe = "None or " if name in optional else ""
-            raise ValueError(f"{name} must be {maybe}an integer >= {low}; "
-                             f"got {value!r}.")
+# The validate_params constraints the rendered loaders share.
+CONSTRAINTS = {"split": [StrOptions({*SPLITS, "all"})],
+               "image_size": [Interval(Integral, 8, None, closed="left")],
+               "max_classes": [Interval(Integral, 1, None, closed="left"), None]}
+
+
+def check_cap(name, value, low, low_name):
+    """Refuse a cap ``value`` (None or int) below ``low``, the value of ``low_name``."""
+    if value is not None and value < low:
+        raise ValueError(f"{name} must be None or an integer >= {low_name}={low}; "
+                         f"got {value!r}.")
 
 
 def keep_by_hash(names: list, cap: int | None, salt: str) -> list:

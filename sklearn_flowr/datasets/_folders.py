@@ -5,11 +5,11 @@ import os
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from ._image_io import (
     check_directory,
     check_image_size,
-    check_split,
     encode_labels,
     load_image_files,
 )
@@ -28,7 +28,6 @@ IMAGE_EXTENSIONS = (
     ".webp",
 )
 
-_OMNIGLOT_SPLITS = (None, "background", "evaluation")
 
 
 def _subfolders(path):
@@ -98,6 +97,8 @@ def _read_tree(folder, classes, extensions, recursive, split, mode, image_size):
                  filenames=np.asarray(paths))
 
 
+@validate_params({"mode": [StrOptions({"L", "RGB"}), None]},
+                 prefer_skip_nested_validation=True)
 def load_image_folder(
     root: str | os.PathLike,
     *,
@@ -156,8 +157,6 @@ def load_image_folder(
     >>> tree.data.shape, tree.target_names.tolist()
     ((2, 4, 6), ['cat', 'dog'])
     """
-    if mode not in (None, "L", "RGB"):
-        raise ValueError(f"mode must be None, 'L' or 'RGB'; got {mode!r}.")
     if isinstance(extensions, str):
         extensions = (extensions,)
     extensions = tuple(e.lower() for e in extensions)
@@ -180,6 +179,8 @@ def load_image_folder(
                       split, mode, image_size)
 
 
+@validate_params({"split": [StrOptions({"background", "evaluation"}), None]},
+                 prefer_skip_nested_validation=True)
 def load_omniglot(
     root: str | os.PathLike,
     *,
@@ -222,7 +223,6 @@ def load_omniglot(
     >>> omniglot.data.shape, omniglot.target_names.tolist()
     ((1, 28, 28), ['Latin/character01'])
     """
-    check_split(split, _OMNIGLOT_SPLITS)
     image_size = check_image_size(image_size)
     expected = "Omniglot folders <root>/<alphabet>/<character>/*.png"
     root = check_directory(root, expected)

@@ -6,14 +6,17 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Iterable, Sequence
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 from sklearn.preprocessing import normalize
 from sklearn.utils import Bunch, check_random_state
+from sklearn.utils._param_validation import Interval, validate_params
 
 from ._cache import (
-    check_arguments,
+    CONSTRAINTS,
+    check_cap,
     read_rendered,
     rendered_split,
     split_of,
@@ -198,6 +201,11 @@ def _drop_homoglyphs(table, characters, same_shape, threshold):
     return [characters[i] for i in kept]
 
 
+@validate_params(
+    {**CONSTRAINTS, "n_augment": [Interval(Integral, 0, None, closed="left")],
+     "min_fonts": [Interval(Integral, 1, None, closed="left")],
+     "max_fonts": [Interval(Integral, 1, None, closed="left"), None]},
+    prefer_skip_nested_validation=True)
 def load_glyphs(font_dirs: FontDirs = None, *,
                 split: str = "train", image_size: int = 28, n_augment: int = 2,
                 characters: Sequence[str] | None = None, min_fonts: int = 5,
@@ -259,10 +267,7 @@ def load_glyphs(font_dirs: FontDirs = None, *,
     >>> sorted(set(glyphs.class_split)) <= ["test", "train", "val"]
     True
     """
-    check_arguments(split, optional=("max_fonts",),
-                    image_size=(image_size, 8),
-                    n_augment=(n_augment, 0), min_fonts=(min_fonts, 1),
-                    max_fonts=(max_fonts, min_fonts))
+    check_cap("max_fonts", max_fonts, min_fonts, "min_fonts")
     candidates = _characters(_default_characters() if characters is None
                              else characters)
     fonts = glyph_fonts(font_dirs, include_default=include_default_fonts)

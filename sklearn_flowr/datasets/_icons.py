@@ -12,13 +12,16 @@ import subprocess
 from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from numbers import Integral
 from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, validate_params
 
 from ._cache import (
-    check_arguments,
+    CONSTRAINTS,
+    check_cap,
     keep_by_hash,
     read_rendered,
     rendered_split,
@@ -236,6 +239,11 @@ def _render(path: str, image_size: int) -> np.ndarray:
     return np.asarray(canvas, dtype=np.uint8)
 
 
+@validate_params(
+    {**CONSTRAINTS, "min_themes": [Interval(Integral, 1, None, closed="left")],
+     "max_themes": [Interval(Integral, 1, None, closed="left"), None],
+     "n_jobs": [Interval(Integral, 1, None, closed="left"), None]},
+    prefer_skip_nested_validation=True)
 def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
                      split: str = "train", image_size: int = 32,
                      themes: Sequence[str] | None = None, min_themes: int = 4,
@@ -303,10 +311,7 @@ def load_icon_themes(root: str | os.PathLike = "/usr/share/icons", *,
     >>> icons.data.shape, icons.target_names.tolist(), icons.themes.tolist()
     ((4, 16, 16, 3), ['cat'], ['a', 'b', 'c', 'd'])
     """
-    check_arguments(split, optional=("max_themes", "max_classes", "n_jobs"),
-                    image_size=(image_size, 8), min_themes=(min_themes, 1),
-                    max_themes=(max_themes, min_themes),
-                    max_classes=(max_classes, 1), n_jobs=(n_jobs, 1))
+    check_cap("max_themes", max_themes, min_themes, "min_themes")
     root = os.fspath(root)
     if not os.path.isdir(root):
         raise FileNotFoundError(

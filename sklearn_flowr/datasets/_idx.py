@@ -9,6 +9,7 @@ import zlib
 import numpy as np
 from sklearn.datasets import load_digits
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 # idx dtype code -> big-endian numpy dtype
 _IDX_DTYPES = {
@@ -160,6 +161,9 @@ def _read_idx_pair(directory, prefix):
     return images, labels.astype(np.int64)
 
 
+@validate_params({"kind": [StrOptions(set(_CLASS_NAMES)), None],
+                  "subset": [StrOptions(set(_SUBSETS))]},
+                 prefer_skip_nested_validation=True)
 def load_idx_dataset(
     path: str | os.PathLike | None = None,
     *,
@@ -196,12 +200,6 @@ def load_idx_dataset(
     ...     print("(10000, 28, 28) Ankle boot")
     (10000, 28, 28) Ankle boot
     """
-    if kind is not None and kind not in _CLASS_NAMES:
-        raise ValueError(
-            f"kind must be one of {sorted(_CLASS_NAMES)} or None; got {kind!r}."
-        )
-    if subset not in _SUBSETS:
-        raise ValueError(f"subset must be one of {sorted(_SUBSETS)}; got {subset!r}.")
     if path is None:
         if kind is None:
             raise ValueError("path is required when kind is None.")

@@ -32,12 +32,6 @@ def check_image_size(image_size):
     return int(size[0]), int(size[1])
 
 
-def check_split(split, allowed):
-    """Raise a ValueError naming the allowed values unless ``split`` is one."""
-    if split not in allowed:
-        raise ValueError(f"split must be one of {list(allowed)}; got {split!r}.")
-
-
 def check_directory(path, expected):
     """``path`` as a str; FileNotFoundError naming ``expected`` if no folder."""
     path = os.fspath(path)

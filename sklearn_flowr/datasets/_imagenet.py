@@ -7,12 +7,12 @@ from collections.abc import Mapping
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import StrOptions, validate_params
 
 from ._image_io import (
     as_bytes,
     check_directory,
     check_image_size,
-    check_split,
     encode_labels,
     load_image_files,
     resize_images,
@@ -106,6 +106,8 @@ def _read_mini_cache(path, image_size):
                  target_names=target_names)
 
 
+@validate_params({"split": [StrOptions(set(_SPLITS))]},
+                 prefer_skip_nested_validation=True)
 def load_mini_imagenet(
     root: str | os.PathLike,
     *,
@@ -152,7 +154,6 @@ def load_mini_imagenet(
     >>> mini.data.shape, mini.target.tolist(), mini.target_names.tolist()
     ((3, 32, 32, 3), [0, 0, 1], ['n01', 'n02'])
     """
-    check_split(split, _SPLITS)
     image_size = check_image_size(image_size)
     root = check_directory(root, _MINI_LAYOUTS)
     csv_path = os.path.join(root, f"{split}.csv")
@@ -224,6 +225,10 @@ def _tiered_target(labels, path, n_images, label_level):
     return target.astype(np.int64).reshape(-1), target_names
 
 
+@validate_params({"split": [StrOptions(set(_SPLITS))],
+                  "label_level": [StrOptions({"specific", "general"})],
+                  "npz_channel_order": [StrOptions({"bgr", "rgb"})]},
+                 prefer_skip_nested_validation=True)
 def load_tiered_imagenet(
     root: str | os.PathLike,
     *,
@@ -282,15 +287,6 @@ def load_tiered_imagenet(
     >>> tiered.data.shape, tiered.target_names[tiered.target].tolist()
     ((2, 84, 84, 3), ['n02', 'n01'])
     """
-    check_split(split, _SPLITS)
-    if label_level not in ("specific", "general"):
-        raise ValueError(
-            f"label_level must be 'specific' or 'general'; got {label_level!r}."
-        )
-    if npz_channel_order not in ("bgr", "rgb"):
-        raise ValueError(
-            f"npz_channel_order must be 'bgr' or 'rgb'; got {npz_channel_order!r}."
-        )
     image_size = check_image_size(image_size)
     root = check_directory(
         root, "the TieredImageNet files <split>_labels.pkl and <split>_images*"

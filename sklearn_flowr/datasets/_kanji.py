@@ -10,13 +10,15 @@ import os
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
+from numbers import Integral, Real
 from pathlib import Path
 
 import numpy as np
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, validate_params
 
 from ._cache import (
-    check_arguments,
+    CONSTRAINTS,
     keep_by_hash,
     read_rendered,
     rendered_split,
@@ -298,6 +300,11 @@ def render_kanji(character: str, *, image_size: int = 28, stroke_width: float = 
                  image_size=image_size, stroke_width=stroke_width, jitter=jitter)
 
 
+@validate_params(
+    {**CONSTRAINTS, "n_instances": [Interval(Integral, 1, None, closed="left")],
+     "jitter": [Interval(Real, 0, None, closed="left")],
+     "stroke_width": [Interval(Real, 0, None, closed="neither")]},
+    prefer_skip_nested_validation=True)
 def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int = 20,
                characters: Sequence[str] | None = None,
                max_classes: int | None = None, jitter: float = 1.0,
@@ -355,15 +362,6 @@ def load_kanji(*, split: str = "train", image_size: int = 28, n_instances: int =
     >>> kanji.data.shape, [str(c) for c in kanji.target_names]
     ((15, 28, 28), ['一', '三', '二', '水', '火'])
     """
-    check_arguments(split, optional=("max_classes",),
-                    image_size=(image_size, 8),
-                    n_instances=(n_instances, 1), max_classes=(max_classes, 1))
-    for name, value in (("jitter", jitter), ("stroke_width", stroke_width)):
-        if not np.isfinite(value) or value < 0 or (name == "stroke_width"
-                                                   and value == 0):
-            raise ValueError(f"{name} must be a finite number "
-                             f"{'>= 0' if name == 'jitter' else '> 0'}; "
-                             f"got {value!r}.")
     folder = _kanjivg_dir(data_dir)
     if characters is None:
         candidates = kanji_characters(folder)

@@ -3,6 +3,8 @@
 import numpy as np
 from sklearn.utils import check_array, column_or_1d
 
+from .._core import FLOWR_REFERENCE
+
 
 def check_binary(y_true):
     """``y_true`` as booleans: it may be boolean, or take values in {0, 1}."""
@@ -74,9 +76,7 @@ _DOCS = {
         Number of bins.
     strategy : {"uniform", "quantile"}, default="uniform"
         Equal-width bins of [0, 1], or equal-mass bins (the adaptive ECE).""",
-    "flowr": """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6.""",
+    "flowr": f".. [1] {FLOWR_REFERENCE}, section 6.",
 }
 
 

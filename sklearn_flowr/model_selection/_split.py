@@ -6,6 +6,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.model_selection import BaseCrossValidator, GroupKFold
 from sklearn.utils import check_random_state, column_or_1d
+from sklearn.utils._param_validation import Interval, RealNotInt, validate_params
 
 __all__ = ["OpenWorldSplit", "class_disjoint_folds"]
 
@@ -43,22 +44,19 @@ class OpenWorldSplit(BaseCrossValidator):
     [0] 12 8
     """
 
+    # Checked where it is built, as scikit-learn's splitters do.
+    @validate_params(
+        {"n_splits": [Interval(Integral, 1, None, closed="left")],
+         "n_novel_classes": [Interval(Integral, 1, None, closed="left"),
+                             Interval(RealNotInt, 0, 1, closed="neither"), None],
+         "test_size": [Interval(Real, 0, 1, closed="left")]},
+        prefer_skip_nested_validation=True)
     def __init__(
         self, n_splits=5, *, n_novel_classes=0.2, test_size=0.2, random_state=None
     ):
-        # Checked where it is built, as scikit-learn's splitters do.
-        if not isinstance(n_splits, Integral) or n_splits < 1:
-            raise ValueError(f"n_splits must be an integer >= 1; got {n_splits!r}.")
-        if not (n_novel_classes is None
-                or (isinstance(n_novel_classes, Integral) and n_novel_classes >= 1
-                    and not isinstance(n_novel_classes, bool))
-                or (isinstance(n_novel_classes, Real)
-                    and not isinstance(n_novel_classes, Integral)
-                    and 0.0 < n_novel_classes < 1.0)):
+        if isinstance(n_novel_classes, bool):  # Interval(Integral) takes bools
             raise ValueError("n_novel_classes must be an int >= 1, a float in (0, 1) "
-                             f"or None; got {n_novel_classes!r}.")
-        if not isinstance(test_size, Real) or not (0.0 <= test_size < 1.0):
-            raise ValueError(f"test_size must be a float in [0, 1); got {test_size!r}.")
+                             f"or None, not a bool; got {n_novel_classes!r}.")
         self.n_splits = n_splits
         self.n_novel_classes = n_novel_classes
         self.test_size = test_size

@@ -11,15 +11,26 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import clone
 from sklearn.utils import Bunch, column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ..validation import resolve_novel_label
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import check_count, check_setting, resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
+
+# The run options calibrate_novelty and cross_fit_novelty_calibration share.
+RUN_OPTIONS = {
+    "n_tasks": [Interval(Integral, 1, None, closed="left")],
+    "n_query": [Interval(Integral, 1, None, closed="left")],
+    "n_known_query_classes": [Interval(Integral, 1, None, closed="left"), None],
+    "n_jobs": [Interval(Integral, None, -1, closed="right"),
+               Interval(Integral, 1, None, closed="left"), None],
+    "targets": [StrOptions({"platt", "hard"})],
+}
 
 def small_context_sizes(n_classes):
     """The paper's 10 support + 5 novel classes, in proportion below 15 classes.
@@ -109,6 +120,11 @@ def calibration_tasks(setting, y, n_novel, n_query, n_tasks, seed, *, known=None
                              random_state=seed)
 
 
+@validate_params(
+    {**RUN_OPTIONS, "setting": [StrOptions({"small", "large"})],
+     "n_novel_classes": [Interval(Integral, 1, None, closed="left"), None],
+     "verbose": ["verbose"]},
+    prefer_skip_nested_validation=True)
 def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_tasks: int = 200, n_novel_classes: int | None = None,
                       n_query: int = 10, n_known_query_classes: int | None = None,
@@ -167,9 +183,6 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     True
     >>> head = head.set_params(novelty_calibration=(out.slope, out.intercept))
     """
-    check_setting(setting)
-    check_targets(targets)
-    check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs)
     X = np.asarray(X)
     y = check_rows(X, y)
     n_classes = np.unique(y).shape[0]
@@ -178,10 +191,9 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                          f"are held out as novel); got {n_classes}.")
     if n_novel_classes is None:
         n_novel_classes = _default_n_novel(n_classes)
-    if isinstance(n_novel_classes, bool) or not isinstance(n_novel_classes, Integral) \
-            or not 1 <= n_novel_classes < n_classes:
-        raise ValueError(f"n_novel_classes must be an int in [1, {n_classes - 1}] "
-                         f"for {n_classes} classes; got {n_novel_classes!r}.")
+    if n_novel_classes >= n_classes:
+        raise ValueError(f"n_novel_classes must be at most {n_classes - 1} for "
+                         f"{n_classes} classes; got {n_novel_classes!r}.")
     run = calibration_scores(
         _uncalibrated(estimator, y), X, y, setting, n_tasks=n_tasks,
         n_novel_classes=n_novel_classes, n_query=n_query,
@@ -190,6 +202,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     return fit_novelty_map(run.p_novel, run.is_first_sighting, targets=targets)
 
 
+@validate_params({"setting": [StrOptions({"small", "large"})]},
+                 prefer_skip_nested_validation=True)
 def calibration_scores(estimator, X, y, setting, *, n_tasks,
                        n_novel_classes=None, n_query=10,
                        n_known_query_classes=None, n_jobs=None, seed=0,
@@ -229,7 +243,6 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     ('novelty_score', True)
     >>> calibration_set = run.score[~run.is_first_sighting]
     """
-    check_setting(setting)
     y = column_or_1d(y)
     if n_novel_classes is None:
         n_novel_classes = _default_n_novel(np.unique(y).shape[0])
@@ -255,34 +268,14 @@ def _default_n_novel(n_classes):
     return min(5, small_context_sizes(n_classes)[1])
 
 
-def check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs):
-    """Fail early on run options refused later."""
-    check_count("n_tasks", n_tasks, 1)
-    check_count("n_query", n_query, 1)
-    if n_known_query_classes is not None and (
-            isinstance(n_known_query_classes, bool)
-            or not isinstance(n_known_query_classes, Integral)
-            or n_known_query_classes < 1):
-        raise ValueError("n_known_query_classes must be None or an int >= 1; got "
-                         f"{n_known_query_classes!r}.")
-    if n_jobs is not None and (isinstance(n_jobs, bool)
-                               or not isinstance(n_jobs, Integral) or n_jobs == 0):
-        raise ValueError(f"n_jobs must be None or a non-zero int; got {n_jobs!r}.")
-
-
-def check_targets(targets):
-    """Fail on a ``targets`` that is neither ``"platt"`` nor ``"hard"``."""
-    if not isinstance(targets, str) or targets not in ("platt", "hard"):
-        raise ValueError(f"targets must be 'platt' or 'hard'; got {targets!r}.")
-
-
+@validate_params({"targets": RUN_OPTIONS["targets"]},
+                 prefer_skip_nested_validation=True)
 def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration=k, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
     """:func:`calibrate_novelty`'s result from ``p_novel`` and first sightings;
     ``remedy``: the warning's advice on perfectly separated rows."""
-    check_targets(targets)
     p_novel = np.asarray(p_novel, dtype=np.float64)
     first = np.asarray(is_first_sighting, dtype=bool)
     if first.all() or not first.any():

@@ -10,22 +10,28 @@ from numbers import Real
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ..calibration import check_rows, split_known_queries
 from ..model_selection import class_disjoint_folds
 from ..validation import resolve_novel_label
 from ._calibrate import (
+    RUN_OPTIONS,
     calibration_tasks,
-    check_run_options,
-    check_targets,
     fit_novelty_map,
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
-from .sampling import check_setting, resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["cross_fit_novelty_calibration", "cross_fit_plan"]
 
+_KNOWN_QUERY_SHARE = [Interval(Real, 0, 0.5, closed="right")]
+
+
+@validate_params({"setting": [StrOptions({"small", "large"})],
+                  "known_query_share": _KNOWN_QUERY_SHARE},
+                 prefer_skip_nested_validation=True)
 def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
                    random_state=None) -> list:
     """The rows each class-disjoint fold trains on and queries, and its seed.
@@ -56,11 +62,6 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     >>> [(len(p.fit_rows), len(p.query_rows)) for p in plan]
     [(6, 10), (6, 10)]
     """
-    check_setting(setting)
-    if (isinstance(known_query_share, bool) or not isinstance(known_query_share, Real)
-            or not 0 < known_query_share <= 0.5):
-        raise ValueError("known_query_share must lie in (0, 0.5]; got "
-                         f"{known_query_share!r}.")
     y = column_or_1d(y)
     folds = class_disjoint_folds(cv, X, y,
                                  min_held_classes=2 if setting == "small" else 1)
@@ -80,6 +81,10 @@ def cross_fit_plan(cv, X, y, *, setting: str, known_query_share: float = 0.25,
     return plan
 
 
+@validate_params(
+    {**RUN_OPTIONS, "known_query_share": _KNOWN_QUERY_SHARE,
+     "accuracy_tolerance": [Interval(Real, 0, 1, closed="both"), None]},
+    prefer_skip_nested_validation=True)
 def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                                   noise_shrinkages=None,
                                   accuracy_tolerance: float | None = 0.01,
@@ -151,8 +156,6 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
     (2, True, [0.0, 0.2])
     """
     y = check_rows(X, y)
-    check_run_options(n_tasks, n_query, n_known_query_classes, n_jobs)
-    check_targets(targets)
     if noise_shrinkages is not None:
         values = np.asarray(noise_shrinkages, dtype=object).ravel()
         if values.size == 0 or not all(
@@ -160,12 +163,6 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                 for v in values):
             raise ValueError("noise_shrinkages must be a non-empty list of numbers "
                              f"in [0, 1]; got {noise_shrinkages!r}.")
-    if accuracy_tolerance is not None and (
-            isinstance(accuracy_tolerance, bool)
-            or not isinstance(accuracy_tolerance, Real)
-            or not 0 <= accuracy_tolerance <= 1):
-        raise ValueError("accuracy_tolerance must be None or a number in [0, 1]; "
-                         f"got {accuracy_tolerance!r}.")
     params = estimator.get_params()
     setting, covariance = params["setting"], params.get("head__covariance", "full")
     if noise_shrinkages is not None and covariance != "full":

@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from collections import deque
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from joblib import Parallel, delayed
 from sklearn.utils import Bunch, column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..metrics import discovery_report
 from ._evaluate import _check_estimator, _check_tasks, start_task
-from .sampling import check_count, check_setting, resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["evaluate_discovery"]
 
@@ -23,6 +24,12 @@ DISCOVERY_FIGURES = ("accuracy_new", "nmi_new", "ari_new", "accuracy_all",
                      "n_true_new")
 
 
+@validate_params(
+    {"setting": [StrOptions({"small", "large"})],
+     "label_fraction": [Interval(Real, 0, 1, closed="both")],
+     "label_delay": [Interval(Integral, 0, None, closed="left")],
+     "verbose": ["verbose"]},
+    prefer_skip_nested_validation=True)
 def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
                        label_fraction: float = 0.0, label_delay: int = 0,
                        n_jobs: int | None = None, random_state=None,
@@ -72,12 +79,9 @@ def evaluate_discovery(estimator, X, y, tasks, *, setting: str = "small",
     >>> round(out.mean["accuracy_new"], 2) > 0.8
     True
     """
-    check_setting(setting)
-    if (isinstance(label_fraction, bool) or not isinstance(label_fraction, Real)
-            or not 0.0 <= label_fraction <= 1.0):
-        raise ValueError("label_fraction must be a number in [0, 1]; got "
-                         f"{label_fraction!r}.")
-    check_count("label_delay", label_delay, 0)
+    if isinstance(label_fraction, bool):  # Interval(Real) takes bools
+        raise ValueError(f"label_fraction must be a number in [0, 1], not a bool; "
+                         f"got {label_fraction!r}.")
     _check_estimator(estimator, setting)
     y = column_or_1d(y)
     X = X if hasattr(X, "shape") else np.asarray(X)

@@ -4,12 +4,13 @@ batches whose tasks are drawn in the workers."""
 from __future__ import annotations
 
 import copy
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 from joblib import Parallel, delayed, effective_n_jobs
 from sklearn.metrics import roc_curve
 from sklearn.utils import Bunch
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
@@ -17,7 +18,6 @@ from tqdm.auto import tqdm
 from ..calibration import check_rows
 from ..metrics import open_world_report
 from ._tasks import LargeContextTasks, Task, _TaskSampler, fill_reference
-from .sampling import check_setting
 
 __all__ = ["evaluate_online"]
 
@@ -33,6 +33,12 @@ _MIN_BATCHES = 10
 
 
 @fill_reference
+@validate_params(
+    {"setting": [StrOptions({"small", "large"})],
+     "tpr": [Interval(Real, 0, 1, closed="right"), None],
+     "verbose": ["verbose"], "return_rows": ["boolean"],
+     "probability": ["boolean", StrOptions({"auto"})]},
+    prefer_skip_nested_validation=True)
 def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
                     tpr: float | None = None, n_jobs: int | None = None,
                     verbose: int = 0, return_rows: bool = False,
@@ -94,16 +100,8 @@ def evaluate_online(estimator, X, y, tasks, *, setting: str = "small",
     >>> 0.5 < report.auroc <= 1.0
     True
     """
-    check_setting(setting)
     if tpr is None:
         tpr = _DEFAULT_TPR[setting]
-    if isinstance(tpr, bool) or not isinstance(tpr, Real) or not 0.0 < tpr <= 1.0:
-        raise ValueError(f"tpr must be a float in (0, 1]; got {tpr!r}.")
-    if not isinstance(verbose, Integral):
-        raise ValueError(f"verbose must be an int; got {verbose!r}.")
-    if not (probability == "auto" or isinstance(probability, bool)):
-        raise ValueError(f"probability must be a bool or 'auto'; got "
-                         f"{probability!r}.")
     if probability == "auto":
         probability = callable(getattr(estimator, "predict_proba", None))
     if not hasattr(X, "shape") or not hasattr(X, "__getitem__"):

@@ -6,18 +6,19 @@ from __future__ import annotations
 
 import copy
 import warnings
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import Bunch, column_or_1d
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ..head import empirical_bayes_head
 from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
 from ._evaluate import evaluate_online
 from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import check_count, check_setting, resolve_seed
+from .sampling import resolve_seed
 
 __all__ = ["select_discovery_params", "select_head_params"]
 
@@ -76,6 +77,8 @@ def _check_shrinkage_acts(head, params):
             "Use covariance='full' and leave sigma out of the grid.")
 
 
+@validate_params({"prior_scale": [Interval(Real, 0, None, closed="neither")]},
+                 prefer_skip_nested_validation=True)
 def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
                        prior_scale: float = 1.0, n_tasks: int = 200,
                        shots: tuple[int, int] = (1, 10), n_query: int = 10,
@@ -138,10 +141,6 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
         raise ValueError("The validation classes must be new to the encoder; "
                          f"{shared.size} are training classes too, e.g. "
                          f"{shared.tolist()[0]!r}.")
-    if (isinstance(prior_scale, bool) or not isinstance(prior_scale, Real)
-            or not np.isfinite(prior_scale) or prior_scale <= 0):
-        raise ValueError(f"prior_scale must be a finite number > 0; got "
-                         f"{prior_scale!r}.")
     candidates = _grid_candidates(head, param_grid)
     for params in candidates:
         _check_shrinkage_acts(head, params)
@@ -164,15 +163,11 @@ def select_head_params(head, X_train, y_train, X_val, y_val, param_grid, *,
                  results=results)
 
 
-def _check_scoring(scoring):
-    if scoring not in SCORINGS:
-        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
-
-
 def _discovery_score(mean, scoring="balanced"):
     """``"balanced"``: the mean of ``accuracy_new`` and ``known_accuracy``;
     else one figure of ``mean`` by name."""
-    _check_scoring(scoring)
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}.")
     if scoring == "balanced":
         return float((mean["accuracy_new"] + mean["known_accuracy"]) / 2.0)
     return float(mean[scoring])
@@ -194,6 +189,11 @@ def _validation_tasks(estimator, y_val, setting, n_tasks, random_state):
                              n_tasks=n_tasks, random_state=random_state)
 
 
+@validate_params(
+    {"setting": [StrOptions({"small", "large"})],
+     "n_tasks": [Interval(Integral, 1, None, closed="left")],
+     "scoring": [StrOptions(set(SCORINGS))]},
+    prefer_skip_nested_validation=True)
 def select_discovery_params(estimator, X_val, y_val, param_grid, *,
                             setting: str = "small", tasks=None,
                             n_tasks: int = 200, label_fraction: float = 0.0,
@@ -251,10 +251,6 @@ def select_discovery_params(estimator, X_val, y_val, param_grid, *,
     >>> found.best_params, len(found.results)
     ({'threshold_scale': 1.0}, 2)
     """
-    check_setting(setting)
-    _check_scoring(scoring)
-    if tasks is None:
-        check_count("n_tasks", n_tasks, 1)
     candidates = _grid_candidates(estimator, param_grid)
     built = [copy.deepcopy(estimator).set_params(**params)
              for params in candidates]

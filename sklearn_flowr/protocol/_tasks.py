@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from numbers import Integral
 
 import numpy as np
+from sklearn.utils._param_validation import Interval, validate_params
 
+from .._core import FLOWR_REFERENCE
 from .sampling import (
     check_class_sizes,
-    check_count,
     check_labels,
     check_n_classes,
     check_shots,
@@ -23,14 +24,14 @@ from .sampling import (
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task"]
 
-FLOWR_REFERENCE = """.. [1] M. Willes, J. Harrison, A. Harakeh, C. Finn, M. Pavone and
-       S. Waslander, "Bayesian embeddings for few-shot open world recognition",
-       IEEE TPAMI, section 6."""
+_COUNTS = {"n_novel_classes": [Interval(Integral, 0, None, closed="left")],
+           "n_query": [Interval(Integral, 1, None, closed="left")],
+           "n_tasks": [Interval(Integral, 1, None, closed="left")]}
 
 
 def fill_reference(obj):
     """Fill ``%(flowr)s`` in ``obj``'s docstring with the paper's reference."""
-    obj.__doc__ %= {"flowr": FLOWR_REFERENCE}
+    obj.__doc__ %= {"flowr": f".. [1] {FLOWR_REFERENCE}, section 6."}
     return obj
 
 
@@ -79,9 +80,9 @@ class _TaskSampler(Sequence):
 
     def _start(self, y, n_novel_classes, n_query, n_tasks, random_state):
         """Check and store the settings both samplers share; index ``y``."""
-        self.n_novel_classes = check_count("n_novel_classes", n_novel_classes, 0)
-        self.n_query = check_count("n_query", n_query, 1)
-        self.n_tasks = check_count("n_tasks", n_tasks, 1)
+        self.n_novel_classes = int(n_novel_classes)
+        self.n_query = int(n_query)
+        self.n_tasks = int(n_tasks)
         self.random_state = random_state
         self.seed = resolve_seed(random_state)
         y = check_labels(y)
@@ -157,11 +158,13 @@ class SmallContextTasks(_TaskSampler):
     ((150,), 15, 10)
     """
 
+    @validate_params(
+        {**_COUNTS, "n_support_classes": [Interval(Integral, 1, None, closed="left")]},
+        prefer_skip_nested_validation=True)
     def __init__(self, y, *, n_support_classes: int = 10,
                  shots: tuple[int, int] = (1, 10), n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000, random_state=None):
-        self.n_support_classes = check_count("n_support_classes",
-                                             n_support_classes, 1)
+        self.n_support_classes = int(n_support_classes)
         self.shots = check_shots(shots)
         self._start(y, n_novel_classes, n_query, n_tasks, random_state)
         needed = self.n_support_classes + self.n_novel_classes
@@ -236,6 +239,10 @@ class LargeContextTasks(_TaskSampler):
     [50, 60]
     """
 
+    @validate_params(
+        {**_COUNTS,
+         "n_known_query_classes": [Interval(Integral, 0, None, closed="left"), None]},
+        prefer_skip_nested_validation=True)
     def __init__(self, y, known_classes, *, n_novel_classes: int = 5,
                  n_query: int = 10, n_tasks: int = 1000,
                  n_known_query_classes: int | None = None, random_state=None):
@@ -258,8 +265,7 @@ class LargeContextTasks(_TaskSampler):
         if n_known_query_classes is None:
             self.n_known_query_classes = known.shape[0]
         else:
-            self.n_known_query_classes = check_count(
-                "n_known_query_classes", n_known_query_classes, 0)
+            self.n_known_query_classes = int(n_known_query_classes)
             check_n_classes(known.shape[0], self.n_known_query_classes,
                             "n_known_query_classes", "A large-context task",
                             " Lower n_known_query_classes.")

@@ -9,9 +9,8 @@ from numbers import Integral
 import numpy as np
 from sklearn.utils import column_or_1d
 
-__all__ = ["check_class_sizes", "check_count", "check_labels", "check_n_classes",
-           "check_setting", "check_shots", "draw_large_context", "draw_small_context",
-           "resolve_seed", "rows_by_class"]
+__all__ = ["check_class_sizes", "check_labels", "check_n_classes", "check_shots",
+           "draw_large_context", "draw_small_context", "resolve_seed", "rows_by_class"]
 
 
 # ------------------------------------------------------------------- drawing
@@ -61,17 +60,6 @@ def draw_large_context(rng, known_rows, novel_rows, n_known_query_classes,
 
 
 # ---------------------------------------------------------------- validation
-def check_count(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, Integral) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {value!r}.")
-    return int(value)
-
-
-def check_setting(setting):
-    if setting not in ("small", "large"):
-        raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
-
-
 def check_shots(shots):
     try:
         low, high = shots
