@@ -111,3 +111,14 @@ def test_bad_input(data):
     with pytest.raises(ValueError, match="12"):
         clf.partial_fit(X[:2, :10], y[:2])
     np.testing.assert_array_equal(clf.predict_proba(X), before)
+
+
+def test_cross_fitted_calibration_takes_the_whitened_head(data):
+    """Check calibration=k (folds holding classes out, one model each) fits
+    with the whitened head: each fold's head gets y's novel label through the
+    wrapper's ``head__novel_label``."""
+    X, y = data
+    meta = MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3, n_unknown=1)
+    clf = frozen(meta=meta, setting="large", calibration=2).fit(X, y)
+    assert clf.novelty_calibration_ is not None
+    assert clf.predict_proba(X[:3]).shape == (3, 9)

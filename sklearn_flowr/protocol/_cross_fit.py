@@ -224,9 +224,11 @@ def _fold_template(estimator, y):
     template = type(estimator)(**{**params, **{name: value for name, value in
                                              fold_params.items() if name in params}})
     head = template.get_params().get("head")
-    if head is not None:
-        novel = resolve_novel_label(head.get_params()["novel_label"], np.unique(y))
-        template.set_params(head=clone(head).set_params(novel_label=novel))
+    if head is not None:  # its own novel_label, or a wrapped head's
+        params = head.get_params()
+        key = "novel_label" if "novel_label" in params else "head__novel_label"
+        novel = resolve_novel_label(params[key], np.unique(y))
+        template.set_params(head=clone(head).set_params(**{key: novel}))
     return template
 
 
