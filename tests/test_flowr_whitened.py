@@ -122,3 +122,12 @@ def test_cross_fitted_calibration_takes_the_whitened_head(data):
     clf = frozen(meta=meta, setting="large", calibration=2).fit(X, y)
     assert clf.novelty_calibration_ is not None
     assert clf.predict_proba(X[:3]).shape == (3, 9)
+
+
+def test_progress_says_nothing_trains_without_stages(data, capsys):
+    """Check fit's first progress line, without training stages, says the
+    encoder only embeds (it said "Training")."""
+    X, y = data
+    frozen(verbose=1, calibration=None).fit(X[y < 6], y[y < 6])
+    out = capsys.readouterr().out
+    assert "Embedding with the given encoder" in out and "Training" not in out

@@ -190,8 +190,9 @@ def train_encoder(X, y_index, n_classes: int, *, backbone, setting: str,
     if runner.verbose and getattr(runner.accelerator, "is_main_process", True):
         # torch's first optimiser loads torch._dynamo first: seconds of silence.
         stages = [type(part).__name__ for part in (pretrain, meta) if part is not None]
-        print(f"Training the {backbone if isinstance(backbone, str) else 'given'} "
-              f"encoder on {X.shape[0]} rows of {n_classes} classes "
+        print(f"{'Training' if stages else 'Embedding with'} the "
+              f"{backbone if isinstance(backbone, str) else 'given'} encoder on "
+              f"{X.shape[0]} rows of {n_classes} classes "
               f"({', '.join(stages) or 'no training stage'}) ...", flush=True)
     stage = MetaTraining() if meta is None else meta
     batch_size = getattr(pretrain, "batch_size", BATCH_SIZE)
