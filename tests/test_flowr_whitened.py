@@ -131,3 +131,25 @@ def test_progress_says_nothing_trains_without_stages(data, capsys):
     frozen(verbose=1, calibration=None).fit(X[y < 6], y[y < 6])
     out = capsys.readouterr().out
     assert "Embedding with the given encoder" in out and "Training" not in out
+
+
+def test_grid_search_and_h_measure_scorer_on_the_whitened_head(data):
+    """Check GridSearchCV over the whitener's noise shrinkage with the
+    README's H-measure scorer on class-holding-out folds: it runs with the
+    default conformal decision, and the axis changes the score."""
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import GridSearchCV
+
+    from sklearn_flowr.metrics import h_measure
+    from sklearn_flowr.model_selection import OpenWorldSplit
+
+    X, y = data
+    head = WhitenedCRPClassifier(whitener=sklearn_flowr.head.TwoCovarianceWhitener())
+    search = GridSearchCV(
+        frozen(head, calibration=None),
+        {"head__whitener__noise_shrinkage": [0.05, 0.9]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=2, random_state=0),
+    ).fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert np.isfinite(scores).all() and scores[0] != scores[1]
