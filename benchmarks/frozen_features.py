@@ -7,8 +7,10 @@ FeCAM where its memory fits): known-class accuracy, novelty AUROC, H-measure
 and fit + predict CPU time (the fastest of a few tries; ``time.process_time``,
 all threads, so other load on the machine does not count) as a ratio to
 SimpleShot's on the same split, at the native dimension and after PCA fitted
-on the known fitting rows (``--dims``); then one online step of the whitened
-head as a ratio to the mat-vec floor of its shape (CPU time too). Nothing is downloaded.
+on the known fitting rows (``--dims``), and the whitened head's paired
+differences from each method (mean and standard error over splits); then one
+online step of the whitened head as a ratio to the mat-vec floor of its shape
+(CPU time too). Nothing is downloaded.
 
 The input is an ``.npz`` with ``Z`` (or ``X``), features of shape
 (n_samples, n_features); ``y``, labels; ``g``, each row's rendering (style,
@@ -235,6 +237,18 @@ def main(argv=None):
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
               f"{seconds:.2f} | {ratio:.1f} |"
               + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
+    print("\nwhitened minus each method, paired over splits: mean (standard error)\n")
+    print("| dim | method | known acc | AUROC | H |\n" + "| --- " * 5 + "|")
+    for (dim, name), values in rows.items():
+        own = rows.get((dim, "whitened"), [])
+        if name == "whitened" or len(own) != len(values):  # a skipped split
+            continue
+        diff = (np.asarray(own) - np.asarray(values))[:, :3]
+        se = diff.std(axis=0, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 \
+            else np.full(3, np.nan)
+        print(f"| {dim} | {name} | " + " | ".join(
+            f"{m:+.4f} ({e:.4f})" for m, e in zip(diff.mean(axis=0), se, strict=True))
+              + " |")
 
 
 if __name__ == "__main__":

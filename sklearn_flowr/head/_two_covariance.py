@@ -41,9 +41,11 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     Parameters
     ----------
     noise_shrinkage : "dof" or float in [0, 1], default="dof"
-        ``alpha``. ``"dof"``: ``d / (d + n - K)``, near 1 when the
-        within-class degrees of freedom ``n - K`` are fewer than the features.
-        Ledoit-Wolf's far smaller estimate costs novelty detection.
+        ``alpha``. ``"dof"``: ``p / (p + n - K)``, ``p = min(d, n - K)``: the
+        target counts as ``d`` degrees of freedom, but never more than the
+        rows' own ``n - K`` (then ``alpha = 1/2``). Keep ``"dof"``: Ledoit-Wolf's
+        far smaller estimate costs novelty detection, ``d / (d + n - K)``
+        alone hides the noise's largest directions when rows are few.
     prior_floor : float in (0, 1], default=1e-3
         Lower bound of ``beta`` relative to its largest entry.
     solver : {"auto", "eigen", "gram", "span"}, default="auto"
@@ -150,7 +152,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         means = sums / counts[:, None]
         prior_mean = means.mean(axis=0)  # mu0: every class counts once
         dof = n - n_classes
-        alpha = d / (d + dof) if self.noise_shrinkage == "dof" \
+        prior_dof = min(d, dof)  # the target's weight, at most the data's
+        alpha = prior_dof / (prior_dof + dof) if self.noise_shrinkage == "dof" \
             else float(self.noise_shrinkage)
         if solver == "span":
             scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
