@@ -95,6 +95,18 @@ def test_formula_matches_direct_numpy(rng):
                                (Z[:3] - means.mean(axis=0)) @ A, rtol=1e-12)
 
 
+@pytest.mark.parametrize(("n_classes", "per_class", "n_features", "alpha"), [
+    (6, 4, 8, 8 / 26), (6, 4, 30, 0.5), (5, 5, 1280, 0.5)])
+def test_dof_rule_never_weighs_the_target_above_the_rows(
+        rng, n_classes, per_class, n_features, alpha):
+    """Check that "dof" gives d / (d + n - K) when the within-class degrees of
+    freedom n - K reach d, and 1/2 when they are fewer, for every solver."""
+    X, y = classes_of(rng, n_classes, per_class, n_features)
+    for solver in ("eigen", "gram", "span"):
+        whitener = TwoCovarianceWhitener(solver=solver).fit(X, y)
+        assert whitener.noise_shrinkage_ == pytest.approx(alpha, rel=1e-12)
+
+
 def test_whitened_rows_have_unit_noise(rng):
     """Check that with noise_shrinkage=0 the pooled within-class covariance of
     the output is the identity (the model's noise)."""
