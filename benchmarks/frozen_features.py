@@ -29,6 +29,7 @@ import copy
 import time
 
 import numpy as np
+from scipy.special import logsumexp
 from sklearn.decomposition import PCA
 from sklearn.metrics import roc_auc_score
 
@@ -95,9 +96,8 @@ def known_and_novelty(model, X):
         return model.predict_known(X), model.novelty_score(X)
     log_proba = np.asarray(model.predict_log_proba(X))
     known = log_proba[:, :-1]
-    top = known.max(axis=1)
-    log_known = top + np.log(np.exp(known - top[:, None]).sum(axis=1))
-    return model.classes_[known.argmax(axis=1)], log_proba[:, -1] - log_known
+    return (model.classes_[known.argmax(axis=1)],
+            log_proba[:, -1] - logsumexp(known, axis=1))
 
 
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel):

@@ -42,10 +42,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     ----------
     noise_shrinkage : "dof" or float in [0, 1], default="dof"
         ``alpha``. ``"dof"``: ``p / (p + n - K)``, ``p = min(d, n - K)``: the
-        target counts as ``d`` degrees of freedom, but never more than the
-        rows' own ``n - K`` (then ``alpha = 1/2``). Keep ``"dof"``: Ledoit-Wolf's
-        far smaller estimate costs novelty detection, ``d / (d + n - K)``
-        alone hides the noise's largest directions when rows are few.
+        target weighs ``d`` degrees of freedom, never more than the rows' ``n -
+        K``. Keep it: Ledoit-Wolf's far smaller estimate costs novelty detection.
     prior_floor : float in (0, 1], default=1e-3
         Lower bound of ``beta`` relative to its largest entry.
     solver : {"auto", "eigen", "gram", "span"}, default="auto"
