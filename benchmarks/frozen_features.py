@@ -101,12 +101,8 @@ def known_and_novelty(model, X):
 
 
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel):
-    """ECE of P(novel), as the model gives it and after
-    :class:`NoveltyCalibratedClassifier`'s Platt map (3 class-disjoint folds
-    of the fitting classes): on the queries against "novel class" (as
-    predict_proba scores them), and on the queries streamed in a shuffled
-    order through open_world_step against "first sighting" (the package's
-    calibration target)."""
+    """ECE of P(novel), raw and after NoveltyCalibratedClassifier (cv=3): on the
+    queries against "novel class", and streamed against "first sighting"."""
     calibrated = NoveltyCalibratedClassifier(METHODS[name](), cv=3, random_state=0)
     calibrated.fit(X_fit, y_fit)
     order = np.random.default_rng(0).permutation(y_query.shape[0])
@@ -146,12 +142,8 @@ def fit_and_score_seconds(make, X_fit, y_fit, X_query, budget=1.0):
 
 
 def online_step_ratios(X_fit, y_fit, X_query):
-    """One labelled row through ``WhitenedCRPClassifier.open_world_step``
-    (whitening included; a known class, then a new class each time) against
-    one (n_classes, n_features) mat-vec: with warm caches (calls back to
-    back) and cold ones (64 MiB written before each call, for the floor
-    alike; the step's state, ``A`` and the head's coefficients, exceeds most
-    L3 caches)."""
+    """One labelled row's ``open_world_step`` (known, then new class) over one
+    (n_classes, n_features) mat-vec, warm and cold (64 MiB written) caches."""
     model = WhitenedCRPClassifier().fit(X_fit, y_fit)
     means = np.ascontiguousarray(model.head_.class_mean_)
     row, known = X_query[:1], model.classes_[:1]
