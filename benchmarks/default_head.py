@@ -55,6 +55,8 @@ HEADS = {
     "knn": KNNClassifier,
     "ranpac": lambda: RanPACClassifier(n_components=256, random_state=0),
 }
+# --part benchmark: the head each run puts in FLOWRClassifier (None: its default).
+BENCHMARK_HEADS = {"default": None, "whitened": WhitenedCRPClassifier}
 LOADERS = {"digits": load_digits_images, "glyphs": load_glyphs}
 
 
@@ -124,10 +126,10 @@ def part_heads(args):
 
 def part_benchmark(args):
     build = _benchmark_model.build_model
-    for head in ("default", "whitened"):
-        def build_model(*a, **k):
+    for head, make in BENCHMARK_HEADS.items():
+        def build_model(*a, make=make, **k):
             model = build(*a, **k)
-            return model.set_params(head=WhitenedCRPClassifier()) if head == "whitened" else model
+            return model if make is None else model.set_params(head=make())
         for seed in args.seeds:
             print(f"\n#### head {head}, seed {seed}", flush=True)
             with mock.patch.object(_benchmark_model, "build_model", build_model), \
