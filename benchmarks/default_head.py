@@ -29,9 +29,9 @@ import sys
 from unittest import mock
 
 import numpy as np
+from frozen_features import fit_and_score_seconds, known_and_novelty
 from sklearn.metrics import roc_auc_score
 
-from frozen_features import fit_and_score_seconds, known_and_novelty
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier, WhitenedCRPClassifier
 from sklearn_flowr.baselines import (
     KNNClassifier,
@@ -70,8 +70,10 @@ def scores(model, Z_known, y_known, Z_new, y_new):
     eces = [np.nan, np.nan]
     if hasattr(model, "predict_log_proba"):
         order = np.random.default_rng(0).permutation(len(Z))
-        out = copy.deepcopy(model).open_world_step(Z[order], np.r_[y_known, y_new][order])
-        eces = [expected_calibration_error(novel, np.asarray(model.predict_proba(Z))[:, -1]),
+        out = copy.deepcopy(model).open_world_step(Z[order],
+                                                   np.r_[y_known, y_new][order])
+        p_novel = np.asarray(model.predict_proba(Z))[:, -1]
+        eces = [expected_calibration_error(novel, p_novel),
                 expected_calibration_error(out.is_novel, out.p_novel)]
     return [np.mean(y_pred[~novel] == y_known), roc_auc_score(novel, score),
             h_measure(novel.astype(int), score), *eces]
@@ -105,23 +107,26 @@ def part_heads(args):
                 + [times[name], times[name] / times["simpleshot"]])
             print(f"  {name}: " + " ".join(f"{v:.4f}" for v in rows[name][-1]),
                   flush=True)
-        for name, head in (("e2e default", None), ("e2e whitened", WhitenedCRPClassifier())):
-            if head is not None:
+        for name, head in (("e2e default", None),
+                           ("e2e whitened", WhitenedCRPClassifier())):
+            if head is not None:  # the same encoder (reused), another head
                 clf.set_params(head=head).fit(X[train], y[train])
-                assert np.array_equal(clf.transform(X[test]), Z_test), "encoder not reused"
+                assert np.array_equal(clf.transform(X[test]), Z_test)
             rows.setdefault(name, []).append(
                 scores(clf.head_, Z_test, y[test], Z_new, y[new]) + [np.nan, np.nan])
             print(f"  {name}: " + " ".join(f"{v:.4f}" for v in rows[name][-1]),
                   flush=True)
     print(f"\n{args.dataset}, d = {args.embedding_dim}, seeds {args.seeds}: means\n")
-    print("| head | known acc | AUROC | H | ECE new | ECE stream | CPU s | x SimpleShot |")
+    print("| head | known acc | AUROC | H | ECE new | ECE stream | CPU s "
+          "| x SimpleShot |")
     print("| --- " * 8 + "|")
     for name, values in rows.items():
         acc, auroc, h, ece, stream, sec, ratio = (
             np.mean(column) for column in np.array(values, float).T)
         cells = [f"{acc:.3f}", f"{auroc:.3f}", f"{h:.3f}", f"{ece:.3f}",
                  f"{stream:.3f}", f"{sec:.3f}", f"{ratio:.1f}"]
-        print(f"| {name} | " + " | ".join("" if c == "nan" else c for c in cells) + " |")
+        print(f"| {name} | "
+              + " | ".join("" if c == "nan" else c for c in cells) + " |")
 
 
 def part_benchmark(args):
@@ -138,7 +143,8 @@ def part_benchmark(args):
                 _benchmark.main(["--quick", "--dataset", args.dataset, "--seed",
                                  str(seed), "--pretrain", "sup-e", "--methods",
                                  "flowr", "ncm-flowr-emb", "--out",
-                                 os.path.join(args.out, f"{args.dataset}-{head}-{seed}"),
+                                 os.path.join(args.out,
+                                              f"{args.dataset}-{head}-{seed}"),
                                  "-v", "0"])
 
 
