@@ -13,6 +13,8 @@ default`` and ``e2e whitened`` are the fitted models' own heads (P(novel)
 through their Platt map): ``FLOWRClassifier()``'s and the same model with
 ``head=WhitenedCRPClassifier()`` (its encoder reused, so the same embedding).
 
+``--part raw``: the same heads and split on the pixels (no encoder).
+
 ``--part benchmark``: ``flowr-benchmark --quick --pretrain sup-e --methods
 flowr ncm-flowr-emb`` (the README table's protocol, both contexts) with the
 default head, then with ``head=WhitenedCRPClassifier()`` on the same encoders.
@@ -89,11 +91,15 @@ def part_heads(args):
         known = np.flatnonzero(is_known)
         half = np.random.default_rng(seed).random(known.shape[0]) < 0.5
         train, test, new = known[half], known[~half], np.flatnonzero(~is_known)
-        clf = FLOWRClassifier(pretrain=SupE(epochs=args.pretrain_epochs),
-                              meta=MetaTraining(epochs=3, episodes_per_epoch=30),
-                              embedding_dim=args.embedding_dim, random_state=seed,
-                              verbose=0).fit(X[train], y[train])
-        Z_train, Z_test, Z_new = (clf.transform(X[i]) for i in (train, test, new))
+        if args.part == "raw":  # the pixels as features, no encoder
+            flat = X.reshape(X.shape[0], -1).astype(np.float64)
+            Z_train, Z_test, Z_new = flat[train], flat[test], flat[new]
+        else:
+            clf = FLOWRClassifier(pretrain=SupE(epochs=args.pretrain_epochs),
+                                  meta=MetaTraining(epochs=3, episodes_per_epoch=30),
+                                  embedding_dim=args.embedding_dim, random_state=seed,
+                                  verbose=0).fit(X[train], y[train])
+            Z_train, Z_test, Z_new = (clf.transform(X[i]) for i in (train, test, new))
         print(f"seed {seed}: {args.dataset} {len(np.unique(y[train]))} known classes, "
               f"{len(train)} fitting rows, {len(test)} known / {len(new)} new "
               f"queries, d = {Z_train.shape[1]}", flush=True)
@@ -107,8 +113,8 @@ def part_heads(args):
                 + [times[name], times[name] / times["simpleshot"]])
             print(f"  {name}: " + " ".join(f"{v:.4f}" for v in rows[name][-1]),
                   flush=True)
-        for name, head in (("e2e default", None),
-                           ("e2e whitened", WhitenedCRPClassifier())):
+        for name, head in (() if args.part == "raw" else (
+                ("e2e default", None), ("e2e whitened", WhitenedCRPClassifier()))):
             if head is not None:  # the same encoder (reused), another head
                 clf.set_params(head=head).fit(X[train], y[train])
                 assert np.array_equal(clf.transform(X[test]), Z_test)
@@ -116,7 +122,8 @@ def part_heads(args):
                 scores(clf.head_, Z_test, y[test], Z_new, y[new]) + [np.nan, np.nan])
             print(f"  {name}: " + " ".join(f"{v:.4f}" for v in rows[name][-1]),
                   flush=True)
-    print(f"\n{args.dataset}, d = {args.embedding_dim}, seeds {args.seeds}: means\n")
+    print(f"\n{args.dataset} {args.part}, d = {Z_train.shape[1]}, seeds "
+          f"{args.seeds}: means\n")
     print("| head | known acc | AUROC | H | ECE new | ECE stream | CPU s "
           "| x SimpleShot |")
     print("| --- " * 8 + "|")
@@ -150,7 +157,8 @@ def part_benchmark(args):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["heads", "benchmark"], default="heads")
+    parser.add_argument("--part", choices=["heads", "raw", "benchmark"],
+                        default="heads")
     parser.add_argument("--dataset", choices=sorted(LOADERS), default="digits")
     parser.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")],
                         default=[0, 1, 2])
@@ -158,7 +166,7 @@ def main(argv=None):
     parser.add_argument("--pretrain-epochs", type=int, default=3)
     parser.add_argument("--out", default="default-head-out")
     args = parser.parse_args(argv)
-    (part_heads if args.part == "heads" else part_benchmark)(args)
+    (part_benchmark if args.part == "benchmark" else part_heads)(args)
 
 
 if __name__ == "__main__":
