@@ -31,7 +31,6 @@ import sys
 from unittest import mock
 
 import numpy as np
-from frozen_features import fit_and_score_seconds, known_and_novelty
 from sklearn.metrics import roc_auc_score
 
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier, WhitenedCRPClassifier
@@ -46,6 +45,9 @@ from sklearn_flowr.cli import _benchmark, _benchmark_model
 from sklearn_flowr.datasets import load_digits_images, load_glyphs
 from sklearn_flowr.metrics import expected_calibration_error, h_measure
 from sklearn_flowr.training import MetaTraining, SupE
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frozen_features import fit_and_score_seconds, known_and_novelty  # noqa: E402
 
 HEADS = {
     "crp iso": CRPGaussianClassifier,
