@@ -15,20 +15,14 @@ through their Platt map): ``FLOWRClassifier()``'s and the same model with
 
 ``--part raw``: the same heads and split on the pixels (no encoder).
 
-``--part benchmark``: ``flowr-benchmark --quick --pretrain sup-e --methods
-flowr ncm-flowr-emb`` (the README table's protocol, both contexts) with the
-default head, then with ``head=WhitenedCRPClassifier()`` on the same encoders.
-
     OMP_NUM_THREADS=1 python benchmarks/default_head.py --dataset digits --seeds 0,1,2
-    OMP_NUM_THREADS=1 python benchmarks/default_head.py --part benchmark \
-        --dataset glyphs --seeds 0
+    OMP_NUM_THREADS=1 python benchmarks/default_head.py --dataset glyphs --seeds 0,1,2
 """
 
 import argparse
 import copy
 import os
 import sys
-from unittest import mock
 
 import numpy as np
 from sklearn.metrics import roc_auc_score
@@ -41,7 +35,6 @@ from sklearn_flowr.baselines import (
     RanPACClassifier,
     SimpleShotClassifier,
 )
-from sklearn_flowr.cli import _benchmark, _benchmark_model
 from sklearn_flowr.datasets import load_digits_images, load_glyphs
 from sklearn_flowr.metrics import expected_calibration_error, h_measure
 from sklearn_flowr.training import MetaTraining, SupE
@@ -59,8 +52,6 @@ HEADS = {
     "knn": KNNClassifier,
     "ranpac": lambda: RanPACClassifier(n_components=256, random_state=0),
 }
-# --part benchmark: the head each run puts in FLOWRClassifier (None: its default).
-BENCHMARK_HEADS = {"default": None, "whitened": WhitenedCRPClassifier}
 LOADERS = {"digits": load_digits_images, "glyphs": load_glyphs}
 
 
@@ -138,37 +129,17 @@ def part_heads(args):
               + " | ".join("" if c == "nan" else c for c in cells) + " |")
 
 
-def part_benchmark(args):
-    build = _benchmark_model.build_model
-    for head, make in BENCHMARK_HEADS.items():
-        def build_model(*a, make=make, **k):
-            model = build(*a, **k)
-            return model if make is None else model.set_params(head=make())
-        for seed in args.seeds:
-            print(f"\n#### head {head}, seed {seed}", flush=True)
-            with mock.patch.object(_benchmark_model, "build_model", build_model), \
-                    mock.patch.object(_benchmark, "build_model", build_model,
-                                      create=True):
-                _benchmark.main(["--quick", "--dataset", args.dataset, "--seed",
-                                 str(seed), "--pretrain", "sup-e", "--methods",
-                                 "flowr", "ncm-flowr-emb", "--out",
-                                 os.path.join(args.out,
-                                              f"{args.dataset}-{head}-{seed}"),
-                                 "-v", "0"])
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["heads", "raw", "benchmark"],
+    parser.add_argument("--part", choices=["heads", "raw"],
                         default="heads")
     parser.add_argument("--dataset", choices=sorted(LOADERS), default="digits")
     parser.add_argument("--seeds", type=lambda s: [int(v) for v in s.split(",")],
                         default=[0, 1, 2])
     parser.add_argument("--embedding-dim", type=int, default=64)
     parser.add_argument("--pretrain-epochs", type=int, default=3)
-    parser.add_argument("--out", default="default-head-out")
     args = parser.parse_args(argv)
-    (part_benchmark if args.part == "benchmark" else part_heads)(args)
+    part_heads(args)
 
 
 if __name__ == "__main__":
