@@ -2,8 +2,6 @@
 pre-training's model per setting, evaluate every method on the same seeded
 tasks, print the tables and write the figures."""
 
-from __future__ import annotations
-
 import contextlib
 import copy
 import errno

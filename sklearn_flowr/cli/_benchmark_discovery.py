@@ -2,8 +2,6 @@
 thresholds cross-fitted over two halves of the test classes.
 """
 
-from __future__ import annotations
-
 import argparse
 import time
 

@@ -3,8 +3,6 @@ pre-training (its options, then every ``--set KEY=VALUE`` through
 ``set_params``, checked before any data is loaded), the methods evaluated on
 its embeddings, and their tasks."""
 
-from __future__ import annotations
-
 import ast
 import difflib
 from functools import partial

@@ -17,8 +17,6 @@ class, or an ``.npz`` of ``X_train``, ``y_train``, ``X_test``, ``y_test`` with
 class-disjoint labels. ``--n-jobs`` spreads tasks over joblib workers.
 """
 
-from __future__ import annotations
-
 import argparse
 import inspect
 import math

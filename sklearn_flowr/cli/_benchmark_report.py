@@ -5,8 +5,6 @@ ROC curves, reliability diagrams, conformal false-novel rate against alpha;
 discovery.png). A method whose novelty output is not a probability gets null in
 the JSON and ``n/a`` in the tables."""
 
-from __future__ import annotations
-
 import textwrap
 
 import numpy as np

@@ -3,8 +3,6 @@ folders or an ``.npz`` of four arrays, read without unpickling and checked
 before training), as class-disjoint training and test images, split per
 context."""
 
-from __future__ import annotations
-
 import hashlib
 import re
 import zipfile

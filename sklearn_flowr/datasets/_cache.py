@@ -2,8 +2,6 @@
 class-disjoint splits by a hash of the class, and cache files of plain arrays
 (user guide, "Input images and caches")."""
 
-from __future__ import annotations
-
 import contextlib
 import glob
 import hashlib

@@ -1,8 +1,6 @@
 """``glyphs``: characters rendered from font files, the embedded default data
 (class = character, instance = font)."""
 
-from __future__ import annotations
-
 import functools
 import os
 from collections.abc import Iterable, Sequence

@@ -1,8 +1,6 @@
 """``icons``: freedesktop icon themes installed from Debian packages, a colour
 data set with a change of style (class = icon name, instance = theme)."""
 
-from __future__ import annotations
-
 import functools
 import hashlib
 import os

@@ -2,8 +2,6 @@
 (SVG paths to Bezier nodes to anti-aliased images), read from the user's
 ``kanjivg`` package (CC BY-SA 3.0, Ulrich Apel)."""
 
-from __future__ import annotations
-
 import functools
 import importlib.metadata
 import os

@@ -1,7 +1,5 @@
 """Conv4, the four-block convolutional encoder of few-shot learning."""
 
-from __future__ import annotations
-
 import torch
 from torch import nn
 from torch.nn import functional as F

@@ -3,8 +3,6 @@
 squeeze-and-excitation, ReLU6, TensorFlow's "same" padding, named to load that
 state dict strictly."""
 
-from __future__ import annotations
-
 import math
 
 import torch

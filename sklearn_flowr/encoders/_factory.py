@@ -1,7 +1,5 @@
 """Build an encoder from a name, a class or an instance; find its last layer."""
 
-from __future__ import annotations
-
 import copy
 import inspect
 import sys

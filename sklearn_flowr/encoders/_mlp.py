@@ -1,7 +1,5 @@
 """A multi-layer perceptron encoder for feature vectors."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 
 import torch

@@ -1,7 +1,5 @@
 """Residual encoders: the few-shot ResNet-12 and ResNet-18."""
 
-from __future__ import annotations
-
 from collections.abc import Sequence
 from typing import Literal
 

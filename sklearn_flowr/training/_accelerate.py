@@ -1,8 +1,6 @@
 """Multi-GPU and multi-node training of the FLOWR nets with Hugging Face accelerate:
 skorch's :class:`skorch.hf.AccelerateMixin` in front of each net of :mod:`._nets`."""
 
-from __future__ import annotations
-
 import torch
 from skorch.hf import AccelerateMixin
 

@@ -1,8 +1,6 @@
 """Checkpoints of a FLOWR fit: which run they belong to, and how far it got
 (the fingerprints and the files written whole: see docs/design.rst)."""
 
-from __future__ import annotations
-
 import contextlib
 import inspect
 import json

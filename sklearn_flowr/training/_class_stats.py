@@ -1,8 +1,6 @@
 """Class statistics of embeddings and the prior that starts meta-training, on
 :mod:`sklearn_flowr._core`'s empirical Bayes (and its floors)."""
 
-from __future__ import annotations
-
 import numpy as np
 
 from .._core import class_means, estimate_prior, noise_var_floor

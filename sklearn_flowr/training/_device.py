@@ -1,8 +1,6 @@
 """Where modules and tensors live, torch's CPU threads, and CUDA's numerics for a
 block (TF32 off, deterministic cuDNN), each context restoring the previous setting."""
 
-from __future__ import annotations
-
 import contextlib
 import numbers
 

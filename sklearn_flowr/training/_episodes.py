@@ -1,8 +1,6 @@
 """Episodes for FLOWR meta-training, as a torch ``Dataset`` skorch can iterate,
 drawn by :mod:`sklearn_flowr.protocol.sampling` as the test tasks are."""
 
-from __future__ import annotations
-
 from numbers import Integral
 
 import numpy as np

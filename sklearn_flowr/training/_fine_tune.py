@@ -1,7 +1,5 @@
 """Test-time helpers: embed data, fine-tune an encoder's last layer on a support set."""
 
-from __future__ import annotations
-
 import copy
 
 import numpy as np

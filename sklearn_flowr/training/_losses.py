@@ -2,8 +2,6 @@
 (each training class a Gaussian ``N(mu_n, s_n I)`` in the embedding) and
 meta-training's (columns: known-known classes, support classes, novel last)."""
 
-from __future__ import annotations
-
 from typing import NamedTuple
 
 import torch
@@ -94,22 +92,8 @@ def _episode_coefficients(
     return coef, counts, prior_nat_mean, prior_precision
 
 
-def flowr_episode_logits(
-    z_support: torch.Tensor,
-    y_support: torch.Tensor,
-    z_query: torch.Tensor,
-    n_way: int,
-    *,
-    prior_mean,
-    prior_log_var,
-    beta_raw,
-    a: float,
-    sigma: float,
-    class_prior: str,
-    known_nat_mean: torch.Tensor | None = None,
-    known_precision: torch.Tensor | None = None,
-    known_counts: torch.Tensor | None = None,
-) -> torch.Tensor:
+def flowr_episode_logits(z_support: torch.Tensor, y_support: torch.Tensor,
+                         z_query: torch.Tensor, n_way: int, **head) -> torch.Tensor:
     """Log-joint scores ``log p(z, n)`` of one episode's query embeddings: the
     support set conditions ``n_way`` classes on the prior ``N(mu0, diag(s0))``.
 
@@ -145,12 +129,7 @@ def flowr_episode_logits(
     >>> logits.shape, int(logits.argmax())
     (torch.Size([1, 3]), 0)
     """
-    return _score_episode(
-        z_support, y_support, z_query, n_way, prior_mean=prior_mean,
-        prior_log_var=prior_log_var, beta_raw=beta_raw, a=a, sigma=sigma,
-        class_prior=class_prior, known_nat_mean=known_nat_mean,
-        known_precision=known_precision, known_counts=known_counts,
-    ).logits
+    return _score_episode(z_support, y_support, z_query, n_way, **head).logits
 
 
 class _EpisodeScores(NamedTuple):

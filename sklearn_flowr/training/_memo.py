@@ -1,8 +1,6 @@
 """Trained encoders kept in this process (in memory only), keyed by a hash of
 everything training reads, so a refit of the head retrains nothing."""
 
-from __future__ import annotations
-
 import copy
 import threading
 from collections import OrderedDict

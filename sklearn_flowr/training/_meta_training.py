@@ -1,7 +1,5 @@
 """Stage 3 of FLOWR's training: episodic meta-training (a :class:`MetaTraining`)."""
 
-from __future__ import annotations
-
 import numpy as np
 import torch
 

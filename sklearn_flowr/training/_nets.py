@@ -3,8 +3,6 @@ only through skorch's hooks (constructor defaults, ``initialize_module``,
 ``on_epoch_begin``, ``get_loss``), and their data loaders: mini-batches of arrays
 read with one index, one episode per step (both shardable by accelerate)."""
 
-from __future__ import annotations
-
 import re
 import sys
 from collections.abc import Mapping

@@ -1,8 +1,6 @@
 """Torch modules in a form pickle and skops.io both store safely: each tensor a
 :class:`TensorState` (see docs/design.rst, "Persistence and devices")."""
 
-from __future__ import annotations
-
 import copy
 
 import numpy as np

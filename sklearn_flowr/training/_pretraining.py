@@ -1,7 +1,5 @@
 """Stages 1 and 2 of FLOWR's training: pre-training and scale matching."""
 
-from __future__ import annotations
-
 import warnings
 
 import numpy as np
