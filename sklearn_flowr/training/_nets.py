@@ -141,9 +141,15 @@ class _FLOWRNet:
     the module is built and at each epoch (a resumed fit trains alike)."""
 
     _stage = ("training", None)
+    _loader = None  # the default iterator_train and iterator_valid
 
-    def __init__(self, *args, random_state: int | None = None, **kwargs):
-        super().__init__(*args, **kwargs)
+    def __init__(self, *args, random_state: int | None = None,
+                 optimizer=torch.optim.Adam, lr: float = 1e-3, train_split=None,
+                 **kwargs):
+        kwargs.setdefault("iterator_train", self._loader)
+        kwargs.setdefault("iterator_valid", self._loader)
+        super().__init__(*args, optimizer=optimizer, lr=lr, train_split=train_split,
+                         **kwargs)
         self.random_state = random_state
 
     def get_default_callbacks(self):
@@ -167,17 +173,13 @@ class _FLOWRNet:
 
 
 class _PretrainingNet(_FLOWRNet, NeuralNetClassifier):
-    """The constructor defaults :class:`SupENet` and :class:`SupFCNet` share."""
+    """The data loader :class:`SupENet` and :class:`SupFCNet` share, shuffled."""
 
-    def __init__(self, module, *args, criterion, optimizer=torch.optim.Adam,
-                 lr: float = 1e-3, train_split=None,
-                 iterator_train=_batch_index_loader,
-                 iterator_valid=_batch_index_loader, **kwargs):
+    _loader = staticmethod(_batch_index_loader)
+
+    def __init__(self, *args, **kwargs):
         kwargs.setdefault("iterator_train__shuffle", True)
-        super().__init__(module, *args, criterion=criterion, optimizer=optimizer,
-                         lr=lr, train_split=train_split,
-                         iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
+        super().__init__(*args, **kwargs)
 
 
 class SupENet(_PretrainingNet):
@@ -272,16 +274,11 @@ class EpisodicMetaNet(_FLOWRNet, NeuralNet):
     """
 
     _stage = ("Meta-training", "meta__encoder_lr")
+    _loader = staticmethod(_episode_loader)
 
     def __init__(self, module=FLOWRMetaModule, *args, criterion=FLOWRMetaLoss,
-                 optimizer=torch.optim.Adam, lr: float = 1e-3, batch_size=None,
-                 train_split=None, iterator_train=_episode_loader,
-                 iterator_valid=_episode_loader,
-                 autocast: torch.dtype | None = None, **kwargs):
-        super().__init__(module, criterion, *args, optimizer=optimizer, lr=lr,
-                         batch_size=batch_size, train_split=train_split,
-                         iterator_train=iterator_train,
-                         iterator_valid=iterator_valid, **kwargs)
+                 batch_size=None, autocast: torch.dtype | None = None, **kwargs):
+        super().__init__(module, criterion, *args, batch_size=batch_size, **kwargs)
         self.autocast = autocast
 
     def train_step_single(self, batch, **fit_params):
