@@ -5,6 +5,7 @@ from numbers import Integral
 
 import numpy as np
 import torch
+from sklearn.utils import check_consistent_length
 from torch.utils.data import Dataset
 
 from ..protocol.sampling import (
@@ -80,10 +81,7 @@ class EpisodeDataset(Dataset):
                  n_unknown: int = 2, known_classes=None, n_episodes: int = 100,
                  random_state: int = 0, dtype: torch.dtype = torch.float32):
         y = np.asarray(y)
-        if len(X) != y.shape[0]:
-            raise ValueError(
-                f"X and y have different lengths: {len(X)} and {y.shape[0]}."
-            )
+        check_consistent_length(X, y)
         if setting not in ("small", "large"):
             raise ValueError(f"setting must be 'small' or 'large'; got {setting!r}.")
         low, high = (int(s) for s in shots)
