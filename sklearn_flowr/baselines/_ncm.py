@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._docstrings import fill_doc
+from ._base import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["NCMClassifier"]

@@ -4,8 +4,7 @@ import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 
 from .._core import group_sums
-from ._base import StoredRowsBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import StoredRowsBaseline, fill_doc, unit_rows
 
 __all__ = ["SimpleShotClassifier"]
 
