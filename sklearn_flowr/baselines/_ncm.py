@@ -49,7 +49,6 @@ class NCMClassifier(PrototypeBaseline):
     array([-1,  2])
     """
 
-
     def _from_distances(self, distances):
         # Distances are squared Euclidean.
         return np.sqrt(np.min(distances, axis=1))

@@ -43,7 +43,6 @@ class SimpleShotClassifier(StoredRowsBaseline):
     array([0, 1])
     """
 
-
     def _score_rows(self, X):
         centre = self._rows.mean(axis=0)
         classes, sums, counts = group_sums(unit_rows(self._rows - centre),

@@ -17,8 +17,7 @@ from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ..validation import resolve_novel_label
 from ._evaluate import evaluate_online
-from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import resolve_seed
+from .sampling import LargeContextTasks, SmallContextTasks, resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 

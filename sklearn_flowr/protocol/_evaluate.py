@@ -18,7 +18,7 @@ from tqdm.auto import tqdm
 from ..calibration import check_rows
 from ..metrics import open_world_report
 from ..model_selection import check_row_indices
-from ._tasks import LargeContextTasks, Task, _TaskSampler, fill_reference
+from .sampling import LargeContextTasks, Task, _TaskSampler, fill_reference
 
 __all__ = ["evaluate_online"]
 
