@@ -18,7 +18,7 @@ from ..validation import (
     next_provisional_label,
     same_label,
 )
-from ._docstrings import fill_doc
+from ._base import fill_doc
 from ._ncm import NCMClassifier
 from ._prototypes import PrototypeBaseline
 

@@ -5,8 +5,7 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._base import OpenWorldBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import OpenWorldBaseline, fill_doc, unit_rows
 from ._weibull import fit_weibull, weibull_inclusion
 
 __all__ = ["EVMClassifier"]

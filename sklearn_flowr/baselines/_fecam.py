@@ -6,8 +6,7 @@ import numpy as np
 from scipy.linalg import pinvh
 from sklearn.utils._param_validation import Interval
 
-from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, fill_doc, unit_rows
 from ._mahalanobis import COVARIANCE_FLOOR, MahalanobisPlusPlusClassifier
 from ._prototypes import PrototypeBaseline
 

@@ -6,8 +6,7 @@ import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils._param_validation import Interval
 
-from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, fill_doc, unit_rows
 
 __all__ = ["KNNClassifier"]
 

@@ -4,8 +4,7 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from sklearn.covariance import shrunk_covariance
 
-from ._base import OpenWorldBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import OpenWorldBaseline, fill_doc, unit_rows
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["MahalanobisPlusPlusClassifier"]

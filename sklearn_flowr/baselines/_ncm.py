@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from ._docstrings import fill_doc
+from ._base import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["NCMClassifier"]
@@ -48,7 +48,6 @@ class NCMClassifier(PrototypeBaseline):
     >>> ncm.open_world_step([[0.0, 9.0], [0.0, 9.5]], [2, 2]).y_pred
     array([-1,  2])
     """
-
 
     def _from_distances(self, distances):
         # Distances are squared Euclidean.

@@ -7,7 +7,7 @@ from scipy.stats import chi2
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import class_means
-from ._docstrings import fill_doc
+from ._base import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["PEELERClassifier"]

@@ -5,7 +5,7 @@ from numbers import Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._docstrings import fill_doc
+from ._base import fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["ProtoNetClassifier"]

@@ -25,9 +25,8 @@ class PrototypeBaseline(OpenWorldBaseline):
         return X
 
     def _centred(self, X):
-        """Rows relative to the state's origin (older pickles have none)."""
-        origin = getattr(self, "_origin", None)
-        return X if origin is None else X - origin
+        """Rows relative to the state's origin."""
+        return X - self._origin
 
     def _metric_weights(self):
         """Weights ``w`` of ``D = sum_j w_j (x_j - mu_j)^2``; None: Euclidean."""
@@ -135,8 +134,7 @@ class PrototypeBaseline(OpenWorldBaseline):
         # A class registered by a running stream but without rows has no mean.
         with np.errstate(invalid="ignore", divide="ignore"):
             means = self._sums[:n] / self._counts[:n, None]
-        origin = getattr(self, "_origin", None)
-        return means if origin is None else means + origin
+        return means + self._origin
 
 
 def _rounded_centre(X):

@@ -8,8 +8,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from .._core import group_sums
-from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline
-from ._docstrings import fill_doc
+from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, fill_doc
 
 __all__ = ["RanPACClassifier"]
 

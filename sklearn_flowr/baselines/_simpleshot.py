@@ -4,8 +4,7 @@ import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 
 from .._core import group_sums
-from ._base import StoredRowsBaseline, unit_rows
-from ._docstrings import fill_doc
+from ._base import StoredRowsBaseline, fill_doc, unit_rows
 
 __all__ = ["SimpleShotClassifier"]
 
@@ -43,7 +42,6 @@ class SimpleShotClassifier(StoredRowsBaseline):
     >>> shot.predict([[3.0, 0.5], [0.5, 3.0]])
     array([0, 1])
     """
-
 
     def _score_rows(self, X):
         centre = self._rows.mean(axis=0)

@@ -6,10 +6,10 @@ from ._calibration import (
     brier_decomposition,
     classwise_calibration_error,
     expected_calibration_error,
+    open_world_log_loss,
 )
 from ._discovery import clustering_accuracy, discovery_report
 from ._h_measure import h_measure, novelty_scorer
-from ._log_loss import open_world_log_loss
 from ._novelty import (
     false_discovery_proportion,
     false_novel_rate,

@@ -133,21 +133,21 @@ _CV_TYPES = "an int >= 2, a splitter of whole classes or an iterable of " \
             "(train, held) index arrays"
 
 
-def _fold_indices(indices, n_samples, number, side, name):
-    indices = np.asarray(indices)
-    if indices.dtype.kind == "b":
-        raise ValueError(f"Fold {number} of {name} gives a boolean mask as "
-                         f"its {side} rows; give integer indices "
+def check_row_indices(rows, n_samples, what):
+    """``rows`` as intp indices into ``n_samples`` rows (``what``: their name)."""
+    rows = np.asarray(rows)
+    if rows.dtype.kind == "b":
+        raise ValueError(f"{what} rows are a boolean mask; give integer indices "
                          "(np.flatnonzero(mask)).")
-    if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
-        raise ValueError(f"Fold {number} of {name}: the {side} rows must "
-                         "be a 1-d array of integer indices; got dtype "
-                         f"{indices.dtype} and shape {indices.shape}.")
-    if indices.size and (indices.min() < 0 or indices.max() >= n_samples):
-        raise ValueError(f"Fold {number} of {name}: {side} row indices "
-                         f"must lie in [0, {n_samples}); got {indices.min()} to "
-                         f"{indices.max()}.")
-    return indices.astype(np.intp)
+    if rows.size == 0:
+        return rows.reshape(0).astype(np.intp)
+    if rows.ndim != 1 or rows.dtype.kind not in "iu":
+        raise ValueError(f"{what} rows must be integer indices in a 1-d integer "
+                         f"array; got dtype {rows.dtype} and shape {rows.shape}.")
+    if rows.min() < 0 or rows.max() >= n_samples:
+        raise ValueError(f"{what} indices must lie in [0, {n_samples}) (the rows "
+                         f"of X); got {rows.min()} to {rows.max()}.")
+    return rows.astype(np.intp, copy=False)
 
 
 def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
@@ -197,8 +197,9 @@ def class_disjoint_folds(cv, X, y, *, min_held_classes: int = 1,
         raise ValueError(f"{name} must be {_CV_TYPES}; got {cv!r}.")
     folds = []
     for number, (train, held) in enumerate(splits):
-        train = _fold_indices(train, y.shape[0], number, "training", name)
-        held = _fold_indices(held, y.shape[0], number, "held-out", name)
+        fold = f"Fold {number} of {name}:"
+        train = check_row_indices(train, y.shape[0], f"{fold} training")
+        held = check_row_indices(held, y.shape[0], f"{fold} held-out")
         train_classes, held_classes = np.unique(y[train]), np.unique(y[held])
         shared = np.intersect1d(train_classes, held_classes)
         if shared.size:

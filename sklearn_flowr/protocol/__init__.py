@@ -3,11 +3,15 @@ the online runs over them, and the choices made on validation tasks."""
 
 from ._calibrate import calibrate_novelty, calibration_scores, small_context_sizes
 from ._cross_fit import cross_fit_novelty_calibration, cross_fit_plan
-from ._discovery import DISCOVERY_FIGURES, evaluate_discovery, summarise_tasks
+from ._discovery import (
+    DISCOVERY_FIGURES,
+    choose_rows_to_label,
+    evaluate_discovery,
+    summarise_tasks,
+)
 from ._evaluate import evaluate_online
-from ._label_queries import choose_rows_to_label
 from ._select import select_discovery_params, select_head_params
-from ._tasks import LargeContextTasks, SmallContextTasks, Task
+from .sampling import LargeContextTasks, SmallContextTasks, Task
 
 __all__ = ["DISCOVERY_FIGURES", "LargeContextTasks", "SmallContextTasks", "Task",
            "calibrate_novelty", "calibration_scores", "choose_rows_to_label",

@@ -17,8 +17,7 @@ from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
 from ..validation import resolve_novel_label
 from ._evaluate import evaluate_online
-from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import resolve_seed
+from .sampling import LargeContextTasks, SmallContextTasks, resolve_seed
 
 __all__ = ["calibrate_novelty", "small_context_sizes"]
 
@@ -189,9 +188,7 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
     if n_classes < 2:
         raise ValueError("calibrate_novelty needs at least 2 labelled classes (some "
                          f"are held out as novel); got {n_classes}.")
-    if n_novel_classes is None:
-        n_novel_classes = _default_n_novel(n_classes)
-    if n_novel_classes >= n_classes:
+    if n_novel_classes is not None and n_novel_classes >= n_classes:
         raise ValueError(f"n_novel_classes must be at most {n_classes - 1} for "
                          f"{n_classes} classes; got {n_novel_classes!r}.")
     run = calibration_scores(
@@ -245,7 +242,7 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     """
     y = column_or_1d(y)
     if n_novel_classes is None:
-        n_novel_classes = _default_n_novel(np.unique(y).shape[0])
+        n_novel_classes = small_context_sizes(np.unique(y).shape[0])[1]
     if setting == "small":
         tasks = calibration_tasks("small", y, n_novel_classes, n_query, n_tasks,
                                   seed)
@@ -261,11 +258,6 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     rows.update(score=rows[score_name], score_name=score_name,
                 is_first_sighting=rows.is_novel)
     return rows
-
-
-def _default_n_novel(n_classes):
-    """Novel classes per calibration task: 5 of 15, at most 5."""
-    return min(5, small_context_sizes(n_classes)[1])
 
 
 @validate_params({"targets": RUN_OPTIONS["targets"]},

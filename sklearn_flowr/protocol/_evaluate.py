@@ -17,7 +17,8 @@ from tqdm.auto import tqdm
 
 from ..calibration import check_rows
 from ..metrics import open_world_report
-from ._tasks import LargeContextTasks, Task, _TaskSampler, fill_reference
+from ..model_selection import check_row_indices
+from .sampling import LargeContextTasks, Task, _TaskSampler, fill_reference
 
 __all__ = ["evaluate_online"]
 
@@ -204,21 +205,8 @@ def _check_task(task, n_samples, setting):
             "Each task needs support, query and task_id attributes (see Task); "
             f"got {type(task).__name__}."
         ) from None
-    arrays = []
-    for name, rows in [("support", support), ("query", query)]:
-        rows = np.asarray(rows)
-        if rows.size == 0:
-            rows = rows.reshape(0).astype(np.intp)
-        if rows.ndim != 1 or rows.dtype.kind not in "iu":
-            raise ValueError(f"Task {task_id!r}: {name} must be a 1-d integer array "
-                             f"of row indices; got dtype {rows.dtype}, shape "
-                             f"{rows.shape}.")
-        if rows.size and (rows.min() < 0 or rows.max() >= n_samples):
-            raise ValueError(
-                f"Task {task_id!r}: {name} indices must lie in [0, {n_samples}) "
-                f"(the rows of X); found {rows.min()}..{rows.max()}."
-            )
-        arrays.append(rows.astype(np.intp, copy=False))
+    arrays = [check_row_indices(rows, n_samples, f"Task {task_id!r}: {name}")
+              for name, rows in [("support", support), ("query", query)]]
     if arrays[1].size == 0:
         raise ValueError(f"Task {task_id!r} has no query rows.")
     if setting == "large" and arrays[0].size:

@@ -17,8 +17,7 @@ from ..head import empirical_bayes_head
 from ._calibrate import small_context_sizes
 from ._discovery import evaluate_discovery
 from ._evaluate import evaluate_online
-from ._tasks import LargeContextTasks, SmallContextTasks
-from .sampling import resolve_seed
+from .sampling import LargeContextTasks, SmallContextTasks, resolve_seed
 
 __all__ = ["select_discovery_params", "select_head_params"]
 
