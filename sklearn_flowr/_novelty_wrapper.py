@@ -11,6 +11,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
+from ._core import fill_doc as _fill_doc
 from ._core._novelty_odds import novel_log_odds
 from .head import CRPGaussianClassifier
 from .validation import check_one_kind, label_result_dtype
@@ -98,14 +99,7 @@ WRAPPER_DOCS = {
 }
 
 
-def fill_doc(cls):
-    """Fill the ``%(name)s`` fields of the docstrings of ``cls`` and its
-    methods from :data:`WRAPPER_DOCS`."""
-    for item in [cls, *vars(cls).values()]:
-        item = getattr(item, "fn", item)  # a method behind available_if
-        if "%(" in (getattr(item, "__doc__", None) or ""):
-            item.__doc__ = item.__doc__ % WRAPPER_DOCS
-    return cls
+fill_doc = _fill_doc(WRAPPER_DOCS)
 
 
 class NoveltyWrapper(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):

@@ -7,6 +7,7 @@ import numpy as np
 from sklearn.utils._param_validation import Interval
 
 from .._core import FLOWR_REFERENCE
+from .._core import fill_doc as _fill_doc
 from ..base import OnlineOpenWorldClassifier
 
 # The constraints of a ``threshold`` on a score >= 0 (None: never novel).
@@ -158,7 +159,4 @@ _SHARED = {
 }
 
 
-def fill_doc(obj):
-    """Fill the ``%(name)s`` fields of ``obj``'s docstring from ``_SHARED``."""
-    obj.__doc__ %= _SHARED
-    return obj
+fill_doc = _fill_doc(_SHARED)

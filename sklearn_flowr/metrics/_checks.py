@@ -4,6 +4,7 @@ import numpy as np
 from sklearn.utils import check_array, column_or_1d
 
 from .._core import FLOWR_REFERENCE
+from .._core import fill_doc as _fill_doc
 
 
 def check_binary(y_true):
@@ -80,7 +81,4 @@ _DOCS = {
 }
 
 
-def fill_doc(func):
-    """Fill the ``%(name)s`` fields of ``func``'s docstring from ``_DOCS``."""
-    func.__doc__ %= _DOCS
-    return func
+fill_doc = _fill_doc(_DOCS)

@@ -13,7 +13,7 @@ import numpy as np
 from sklearn.utils import column_or_1d
 from sklearn.utils._param_validation import Interval, validate_params
 
-from .._core import FLOWR_REFERENCE
+from .._core import FLOWR_REFERENCE, fill_doc
 
 __all__ = ["LargeContextTasks", "SmallContextTasks", "Task", "check_class_sizes",
            "check_labels", "check_n_classes", "check_shots", "draw_large_context",
@@ -135,10 +135,7 @@ _COUNTS = {"n_novel_classes": [Interval(Integral, 0, None, closed="left")],
            "n_tasks": [Interval(Integral, 1, None, closed="left")]}
 
 
-def fill_reference(obj):
-    """Fill ``%(flowr)s`` in ``obj``'s docstring with the paper's reference."""
-    obj.__doc__ %= {"flowr": f".. [1] {FLOWR_REFERENCE}, section 6."}
-    return obj
+fill_reference = fill_doc({"flowr": f".. [1] {FLOWR_REFERENCE}, section 6."})
 
 
 # --------------------------------------------------------------------- tasks
