@@ -26,6 +26,7 @@ from ._empirical_bayes import (
 from ._gaussian import (
     add_observations,
     condition_on,
+    grouped_log_density,
     log_density_coef,
     log_density_features,
 )
@@ -50,6 +51,7 @@ __all__ = [
     "crp_log_prior",
     "estimate_prior",
     "group_sums",
+    "grouped_log_density",
     "log_density_coef",
     "log_density_features",
     "log_softmax",

@@ -45,7 +45,8 @@ def log_density_coef(nat_mean, precision, sigma, *, out=None):
     (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`;
     NumPy ``out`` is filled in place."""
     if out is not None and nat_mean.ndim == 1 and precision.shape == (1,):
-        return _one_isotropic_coef(out, nat_mean, float(precision[0]), sigma)
+        _one_isotropic_coef(out.reshape(-1), nat_mean, float(precision[0]), sigma)
+        return out
     xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
@@ -71,6 +72,19 @@ def _one_isotropic_coef(out, nat_mean, lam, sigma):
     out[d] = -0.5 * inv_var
     out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + nat_mean.dot(weight) / lam)
     return out
+
+
+def grouped_log_density(features, coef, quad, group, *, out=None):
+    """``features @ coef.T`` plus, when ``quad`` (g, d) has rows, ``(u**2 @ quad.T)[...,
+    group]``: log densities and constants of rows ``features = [u, 1]`` (or ``[u,
+    ||u||**2, 1]``) under classes ``coef = [m/v, const]`` (or ``[m/v, -1/(2 v),
+    const]``) sharing the rows ``-1/(2 v)`` of ``quad`` by ``group``."""
+    scores = (coef.dot(features) if features.ndim == 1
+              else np.dot(features, coef.T, out=out))
+    if quad.shape[0]:
+        u = features[..., :-1]
+        scores += np.dot(u * u, quad.T)[..., group]
+    return scores
 
 
 def log_density_features(Z, *, isotropic, out=None):

@@ -14,8 +14,8 @@ from .._core import (
     crp_log_numerator,
     crp_log_numerators,
     group_sums,
+    grouped_log_density,
     log_density_coef,
-    log_density_features,
     log_softmax,
     moments_of_rows,
     needs_fourth_moments,
@@ -140,7 +140,13 @@ def check_novelty_map(value):
 class ClassState(ClassBuffers):
     """Sufficient statistics of the classes, the prior ``mu0`` (d,) and ``s0``
     ((1,) or (d,)), noise and CRP; rows ``z`` are kept as ``(z - shift) @ T``
-    (``basis``) or centred on ``mu0`` (``None``)."""
+    (``basis``) or centred on ``mu0`` (``None``). Scores are cached as
+    ``joint_coef = [m/v, const + log numerator]`` per class (novel last) and
+    ``-1/(2 v)`` once per distinct variance, row ``group[n]`` of ``quad`` (a
+    column of ``joint_coef`` when isotropic)."""
+
+    _BUFFERS = (*ClassBuffers._BUFFERS, "group")
+    _WITH_NOVEL = ("joint_coef", "group")
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
@@ -163,8 +169,145 @@ class ClassState(ClassBuffers):
             self.prior_nat_mean[None], self.prior_precision[None], self.sigma)[0]
         self.n_classes = 0
         self.crp_total = 0.0
+        self.quad = np.zeros((16, self.prior_precision.shape[0]))
+        self.n_quad = 0
+        self._quad_index = {}  # a row's bytes -> its place in quad
         self._allocate(4)
         self._refresh_novel()
+
+    def _new_buffers(self, capacity):
+        buffers = super()._new_buffers(capacity)
+        buffers["joint_coef"] = np.empty((capacity + 1,
+                                          self.n_features + 1 + self.isotropic))
+        buffers["group"] = np.zeros(capacity + 1, dtype=np.intp)
+        return buffers
+
+    def _grow(self, needed):
+        novel = self.group[self.n_classes]
+        super()._grow(needed)
+        self.group[self.n_classes] = novel
+
+    def checkpoint(self, index):
+        undo_rows, quad, n_quad = super().checkpoint(index), self.quad, self.n_quad
+        if self.isotropic:  # no table
+            return undo_rows
+
+        def undo():
+            undo_rows()
+            quad[n_quad:] = 0.0  # the table as it was: rows are only added to it
+            self.quad, self.n_quad = quad, n_quad
+            self._index_quad()
+            # Each class finds its own -1/(2 v) row again (ids may have changed).
+            n, d = self.n_classes, self.n_features
+            coef = np.vstack([log_density_coef(self.nat_mean[:n], self.precision[:n],
+                                               self.sigma), self.prior_coef])
+            self.group[: n + 1] = self._quad_ids(coef[:, d:-1])
+
+        return undo
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state["group"] = self.group[: self.n_classes + 1].copy()
+        del state["_quad_index"]
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._index_quad()
+
+    def _index_quad(self):
+        self._quad_index = {row.tobytes(): j
+                            for j, row in enumerate(self.quad[: self.n_quad])}
+
+    def _set_coef(self, index, coef):
+        """Cache :func:`log_density_coef` rows ``coef`` (k, d + p + 1), numerators
+        added, of the classes ``index`` (k,) or a slice."""
+        if self.isotropic:
+            self.joint_coef[index] = coef
+            return
+        d = self.n_features
+        self.joint_coef[index, :d] = coef[:, :d]
+        self.joint_coef[index, d] = coef[:, -1]
+        self.group[index] = self._quad_ids(coef[:, d:-1])
+
+    def _split(self, coef):
+        """:func:`log_density_coef` rows ``coef`` as :func:`grouped_log_density`'s
+        ``coef, quad, group`` (each row its own group)."""
+        if self.isotropic:
+            return coef, self.quad[:0], None
+        d = self.n_features
+        return (np.delete(coef, np.s_[d:-1], axis=1), coef[:, d:-1],
+                np.arange(coef.shape[0]))
+
+    def _quad_ids(self, quad):
+        """The rows of ``self.quad`` equal to ``quad`` (k, p), new ones added."""
+        if quad.shape[0] == 1:  # one class (the online step)
+            key = quad.tobytes()
+            found = self._quad_index.get(key)
+            if found is None:
+                if self.n_quad == self.quad.shape[0]:
+                    self._make_quad_room(1)
+                found = self._quad_index[key] = self.n_quad
+                self.quad[found] = quad[0]
+                self.n_quad += 1
+            return found
+        unique, inverse = np.unique(quad, axis=0, return_inverse=True)
+        ids = np.array([self._quad_index.get(row.tobytes(), -1) for row in unique],
+                       dtype=np.intp)
+        new = ids < 0
+        if new.any():
+            ids[new] = self._add_quad(unique[new])
+        return ids[inverse.reshape(-1)]
+
+    def _add_quad(self, rows):
+        """Add rows absent from ``quad``; their places."""
+        self._make_quad_room(rows.shape[0])
+        ids = self.n_quad + np.arange(rows.shape[0])
+        self.quad[ids] = rows
+        self.n_quad += rows.shape[0]
+        self._quad_index.update((row.tobytes(), int(j))
+                                for j, row in zip(ids, rows, strict=True))
+        return ids
+
+    def _make_quad_room(self, n_new):
+        """Room for ``n_new`` rows in ``quad``: the rows no class uses dropped
+        (the others renumbered), and the table doubled if still short."""
+        if self.n_quad + n_new <= self.quad.shape[0]:
+            return
+        n, n_used = self.n_classes + 1, self.n_quad
+        ids = self.group[:n]
+        # Rows of classes being added hold no id yet.
+        live = np.unique(ids[(ids >= 0) & (ids < n_used)])
+        remap = np.zeros(max(n_used, 1), dtype=np.intp)
+        remap[live] = np.arange(live.shape[0])
+        self.group[:n] = remap[np.clip(ids, 0, remap.shape[0] - 1)]
+        quad = np.zeros((2 * (live.shape[0] + n_new) + 16, self.quad.shape[1]))
+        quad[: live.shape[0]] = self.quad[live]
+        self.quad, self.n_quad = quad, live.shape[0]
+        self._index_quad()
+        self._drop_growth()  # its copies hold the old ids
+
+    def _scores(self, features, out=None):
+        """Log densities plus log numerators of rows ``features`` (:meth:`features`)
+        under the cached classes and the novel one."""
+        n = self.n_classes + 1
+        return grouped_log_density(features, self.joint_coef[:n],
+                                   self.quad[: self.n_quad], self.group[:n], out=out)
+
+    def features(self, Z):
+        """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
+        ||u||**2, 1]``)."""
+        d = self.n_features
+        features = np.empty((*Z.shape[:-1], d + 1 + self.isotropic))
+        u = features[..., :d]
+        if self.basis is None:
+            np.subtract(Z, self.basis_shift, out=u)
+        else:
+            u[...] = self.to_basis(Z)
+        if self.isotropic:
+            features[..., d] = u.dot(u) if Z.ndim == 1 else np.vecdot(u, u)
+        features[..., -1] = 1.0
+        return features
 
     def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
@@ -206,19 +349,18 @@ class ClassState(ClassBuffers):
 
     def _refresh(self, rows):
         """Recompute the cached coefficients of the sorted classes ``rows``."""
-        width = self.joint_coef.shape[1]
-        for chunk in _chunks(rows.shape[0], width):
+        for chunk in _chunks(rows.shape[0], self.prior_coef.shape[0]):
             index = rows[chunk]
             coef = log_density_coef(self.nat_mean[index], self.precision[index],
                                     self.sigma)
             coef[:, -1] += self._log_numerators(self.crp_count[index],
                                                 self.n_classes)[0]
-            self.joint_coef[index] = coef
+            self._set_coef(index, coef)
 
     def _refresh_novel(self):
-        row = self.prior_coef.copy()
-        row[-1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
-        self.joint_coef[self.n_classes] = row
+        row = self.prior_coef[None].copy()
+        row[0, -1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
+        self._set_coef(np.array([self.n_classes]), row)
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
@@ -264,7 +406,7 @@ class ClassState(ClassBuffers):
         self.crp_total -= float(self.crp_count[i])
         for name in self._BUFFERS:
             buffer = getattr(self, name)
-            stop = n + 1 if name == "joint_coef" else n
+            stop = n + 1 if name in self._WITH_NOVEL else n
             buffer[i:stop - 1] = buffer[i + 1:stop].copy()
         self.n_classes = n - 1
         # The CRP numerators depend on the number of classes.
@@ -313,16 +455,12 @@ class ClassState(ClassBuffers):
         # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
         return var @ (self.basis_inverse * self.basis_inverse)
 
-    def features(self, U):
-        return log_density_features(U, isotropic=self.isotropic)
-
     def joint_log_numerators(self, Z, novelty_map=None):
         """``log N(z; m_n, v_n) + log numerator_n``, (n_samples, n_classes + 1),
         novel last, up to :meth:`log_normaliser`."""
-        coef = self.joint_coef[: self.n_classes + 1]
-        scores = np.empty((Z.shape[0], coef.shape[0]))
+        scores = np.empty((Z.shape[0], self.n_classes + 1))
         for rows in _chunks(Z.shape[0], Z.shape[1]):
-            np.matmul(self.features(self.to_basis(Z[rows])), coef.T, out=scores[rows])
+            self._scores(self.features(Z[rows]), out=scores[rows])
         if novelty_map is None or self.n_classes == 0:
             return scores
         return recalibrate_novel_column(scores, *novelty_map)
@@ -347,26 +485,24 @@ class ClassState(ClassBuffers):
                np.empty(n_rows, dtype=bool), np.empty(n_rows))
         for rows in chunk_slices(
                 index, n_classes=self.n_classes + int(is_new_class.sum()),
-                width=self.joint_coef.shape[1]):
+                width=self.prior_coef.shape[0]):
             first_new = self.n_classes
             self.add_classes(int(is_new_class[rows].sum()))
-            U = self.to_basis(Z[rows])
-            scored = self._score_chunk(U, index[rows], is_new_class[rows],
+            features = self.features(Z[rows])
+            scored = self._score_chunk(features, index[rows], is_new_class[rows],
                                        first_new, novelty_map)
             for target, values in zip(out, scored, strict=True):
                 target[rows] = values
-            self.update(U, index[rows])
+            self.update(features[:, : self.n_features], index[rows])
         self._advance_growth(n_rows)
         return out
 
     def step(self, z, i, is_new, novelty_map=None):
-        """:meth:`stream` of one row: one matrix-vector product, then
-        :meth:`update`'s formulas in place; the four values as scalars."""
-        features = np.empty(self.joint_coef.shape[1])
-        u = (np.subtract(z, self.basis_shift, out=features[: self.n_features])
-             if self.basis is None else self.to_basis(z))
-        log_density_features(u, isotropic=self.isotropic, out=features)
-        scores = self.joint_coef[: self.n_classes + 1].dot(features)
+        """:meth:`stream` of one row: :meth:`_scores`, then :meth:`update`'s
+        formulas in place; the four values as scalars."""
+        features = self.features(z)
+        u = features[: self.n_features]
+        scores = self._scores(features)
         if novelty_map is not None and self.n_classes:
             scores = recalibrate_novel_column(scores, *novelty_map)
         scored = _decide_row(scores)
@@ -380,26 +516,29 @@ class ClassState(ClassBuffers):
             self.crp_count[i] += 1.0
             self.crp_total += 1.0
             coef = log_density_coef(nat_mean, precision, self.sigma,
-                                    out=self.joint_coef[i])
-            coef[-1] += crp_log_numerator(float(self.crp_count[i]), a=self.a,
-                                          class_prior=self.class_prior)
+                                    out=np.empty((1, self.prior_coef.shape[0])))
+            coef[0, -1] += crp_log_numerator(float(self.crp_count[i]), a=self.a,
+                                             class_prior=self.class_prior)
+            self._set_coef(slice(i, i + 1), coef)
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
         return scored
 
-    def _score_chunk(self, U, index, is_new_class, first_new, novelty_map=None):
+    def _score_chunk(self, features, index, is_new_class, first_new,
+                     novelty_map=None):
         """Scores of a chunk against the states each row sees: cached ones and
         its prefix states, one GEMM each."""
-        n_classes = self.n_classes
-        features = self.features(U)
-        scores = features @ self.joint_coef[: n_classes + 1].T
+        n_classes, d = self.n_classes, self.n_features
+        U = features[:, :d]
+        scores = self._scores(features)
         table = prefix_states(U, index, live=~self.frozen[index])
         touched, seen = table.touched, table.seen
         nat_mean, precision = add_observations(
             self.nat_mean[table.owner], self.precision[table.owner], table.sums,
             table.counts[:, None], self.sigma)
-        state_density = features @ log_density_coef(nat_mean, precision, self.sigma).T
+        coef = log_density_coef(nat_mean, precision, self.sigma)
+        state_density = grouped_log_density(features, *self._split(coef))
         density = np.take_along_axis(state_density, table.pick, axis=1)
         # Per-row CRP prior: counts and N as they stand before each row.
         classes_before = first_new + np.cumsum(is_new_class) - is_new_class
@@ -408,7 +547,9 @@ class ClassState(ClassBuffers):
         # Classes not instantiated before a row have no mass at that row.
         exists = (touched < first_new) | (seen > 0)
         scores[:, touched] = np.where(exists, density + log_known, -np.inf)
-        scores[:, -1] = features @ self.prior_coef + log_novel
+        prior = self._split(self.prior_coef[None])
+        prior_density = grouped_log_density(features, *prior)
+        scores[:, -1] = prior_density[:, 0] + log_novel
         if novelty_map is not None:
             scores = recalibrate_novel_column(scores, *novelty_map)
         rows = np.arange(U.shape[0])
