@@ -22,7 +22,12 @@ Rows, each printed with its goal:
   (the buffers ``fit`` sized exactly) past 10,000 (d=128): the buffers grow
   twice, and no step may pause the stream;
 - river's ``GaussianNB`` per row (``predict_proba_one`` + ``learn_one``) over
-  the head's one-row ``open_world_step`` (15 classes, d=64).
+  the head's one-row ``open_world_step`` (15 classes, d=64);
+- ``WhitenedCRPClassifier``'s one-row ``open_world_step`` of a known class at
+  the frozen-feature shape (1,200 classes x 3 rows, d=1280, random rows) over
+  the (1200, 1280) mat-vec floor, with warm caches and with caches flushed
+  before each call (both timed the same way); the head's step on whitened
+  rows alone as information.
 """
 
 import argparse
@@ -36,7 +41,7 @@ import time
 
 import numpy as np
 
-from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 
 
 def mean_time(fn, number):
@@ -199,6 +204,52 @@ def bench_predict_proba_batch(rng, n_classes=10_000, d=128, n_rows=1024):
     return paired_times(lambda: clf.predict_proba(X), lambda: X @ weights.T)
 
 
+def cold_time(fn, number, flush):
+    """CPU seconds per call of ``fn``, ``flush()`` (untimed) before each."""
+    total = 0.0
+    for _ in range(number):
+        flush()
+        start = time.process_time()
+        fn()
+        total += time.process_time() - start
+    return total / number
+
+
+def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20):
+    """Ratios of one-row steps of ``WhitenedCRPClassifier`` (and of its head on
+    whitened rows) over the (N, d) mat-vec, warm and cold caches."""
+    y = np.repeat(np.arange(n_classes), 3)
+    X = rng.normal(size=(n_classes, d))[y] + rng.normal(size=(y.shape[0], d))
+    model = WhitenedCRPClassifier().fit(X, y)
+    rows = rng.normal(size=(64, d)) + X[:64]
+    labels = y[:64]
+    whitened = model.whitener_.transform(rows)
+    steps = itertools.cycle(range(64))
+    floor = matvec_floor(rng, n_classes, d)
+
+    def step():
+        t = next(steps)
+        model.open_world_step(rows[t : t + 1], labels[t : t + 1])
+
+    def head_step():
+        t = next(steps)
+        model.head_.open_world_step(whitened[t : t + 1], labels[t : t + 1])
+
+    scratch = np.ones(2**23)  # 64 MB: more than a shared L3
+
+    def flush():
+        scratch.sum()
+
+    ratios = {"warm": paired_times(step, floor, repeat=repeat, number=number)[2],
+              "head warm": paired_times(head_step, floor, repeat=repeat,
+                                        number=number)[2]}
+    pairs = [(cold_time(step, number, flush), cold_time(floor, number, flush))
+             for _ in range(repeat)]
+    ours, bare = np.array(pairs).T
+    ratios["cold"] = float(ours.min() / bare.min())
+    return ratios
+
+
 # ------------------------------------------------------------------ memory
 def _memory_probe(n_classes, d):
     """Run in a fresh process: peak traced memory of a full-covariance fit and
@@ -332,6 +383,13 @@ def run(args):
             report(f"river GaussianNB per row / 1-row open_world_step, 15 classes,"
                    f" d=64 ({river_row * 1e6:.0f} / {ours_row * 1e6:.1f} us)",
                    ratio, ">= 20x")
+
+    ratios = bench_whitened_step(rng, repeat=3 if args.quick else 7)
+    for cache in ("warm", "cold"):
+        report(f"WhitenedCRPClassifier 1-row step / mat-vec, N=1200, d=1280, "
+               f"{cache}", ratios[cache], "(info: issue 40's goal <= 5x)")
+    report("  its head's step on whitened rows / mat-vec, warm",
+           ratios["head warm"], "(info)")
 
     if not args.quick:
         looped, batched, ratio = bench_task_batch(rng)
