@@ -1,5 +1,5 @@
 """The head's cached scores: one (N, d) product plus ``-1/(2 v)`` once per
-distinct class variance equal the full ``[u, u**2, 1]`` coefficients."""
+distinct class variance equal each class's Gaussian log density."""
 
 import copy
 
@@ -7,19 +7,20 @@ import numpy as np
 import pytest
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
-from sklearn_flowr._core import log_density_coef, log_density_features
 
 
 def full_coefficient_scores(state, Z):
-    """``[u, u**2, 1] @ coef.T``: the scores before classes shared ``-1/(2 v)``."""
+    """``log N(u; m_n, diag(v_n)) + log numerator_n`` class by class, from
+    ``q`` and ``lam`` (the prior's for the novel class)."""
     n = state.n_classes
-    coef = log_density_coef(state.nat_mean[:n], state.precision[:n], state.sigma)
+    q = np.vstack([state.nat_mean[:n], state.prior_nat_mean])
+    lam = np.broadcast_to(state.class_precision(np.arange(n + 1)), q.shape)
+    mean, var = q / lam, 1.0 / lam + state.sigma
     log_known, log_novel = state._log_numerators(state.crp_counts(), n)
-    coef[:, -1] += log_known
-    novel = state.prior_coef.copy()
-    novel[-1] += log_novel
-    features = log_density_features(state.to_basis(Z), isotropic=state.isotropic)
-    return features @ np.vstack([coef, novel]).T
+    U = state.to_basis(Z)[:, None, :]
+    log_density = -0.5 * np.sum(np.log(2 * np.pi * var) + (U - mean) ** 2 / var,
+                                axis=-1)
+    return log_density + np.r_[log_known, log_novel]
 
 
 def heads(rng):
@@ -40,7 +41,7 @@ def test_grouped_scores_equal_the_full_coefficients(rng, case):
                                full_coefficient_scores(state, queries), rtol=1e-10)
     # Three row counts (1, 2, 3) and the prior: four variances for 13 rows
     # (isotropic: a column of the coefficients, the table unused).
-    assert state.n_quad == (0 if state.isotropic else 4)
+    assert state.n_rows == 4
     for t in range(60):  # one-row steps, a new class now and then
         row = rng.normal(scale=3.0, size=(1, X.shape[1]))
         head.open_world_step(row, [t % 5 if t % 7 else 100 + t])
@@ -55,7 +56,7 @@ def test_one_class_stream_keeps_the_variance_table_small(rng):
     state = head._state
     for _ in range(200):
         head.partial_fit(rng.normal(size=(1, 3)), [0])
-    assert state.n_quad <= state.quad.shape[0] <= 32
+    assert state.n_rows <= state.quad.shape[0] <= 32
     queries = rng.normal(size=(5, 3))
     np.testing.assert_allclose(state.joint_log_numerators(queries),
                                full_coefficient_scores(state, queries), rtol=1e-10)
@@ -73,8 +74,9 @@ def test_undo_restores_the_variance_table(rng):
     for _ in range(30):
         state.step(rng.normal(size=3), 0, False)
     undo()
-    assert state.n_quad == before.n_quad
+    assert state.n_rows == before.n_rows
     np.testing.assert_array_equal(state.quad, before.quad)
+    np.testing.assert_array_equal(state.precision_rows, before.precision_rows)
     np.testing.assert_array_equal(state.group[:4], before.group[:4])
     queries = rng.normal(size=(5, 3))
     np.testing.assert_array_equal(state.joint_log_numerators(queries),

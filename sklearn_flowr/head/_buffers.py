@@ -13,23 +13,22 @@ class ClassBuffers:
     """Storage base of ``ClassState`` (which sets ``n_features``,
     ``prior_precision``, ``prior_coef``, ``n_classes`` and ``crp_total``)."""
 
-    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen",
-                "joint_coef")
+    _BUFFERS = ("nat_mean", "n_obs", "crp_count", "frozen", "joint_coef", "group")
+    _WITH_NOVEL = ("joint_coef", "group")  # one spare row: the novel class
     # The buffers being filled for the next capacity (None: no growth under
     # way) and how many rows they hold.
     _next = None
     _moved = 0
 
     def _new_buffers(self, capacity):
-        d, p = self.n_features, self.prior_precision.shape[0]
         return {
-            "nat_mean": np.empty((capacity, d)),
-            "precision": np.empty((capacity, p)),
+            "nat_mean": np.empty((capacity, self.n_features)),
             "n_obs": np.zeros(capacity),
             "crp_count": np.zeros(capacity),
             "frozen": np.zeros(capacity, dtype=bool),
-            # One spare row for the novel class.
-            "joint_coef": np.empty((capacity + 1, self.prior_coef.shape[0])),
+            "joint_coef": np.empty((capacity + 1,
+                                    self.n_features + 1 + self.isotropic)),
+            "group": np.zeros(capacity + 1, dtype=np.intp),
         }
 
     def _allocate(self, capacity):
@@ -51,7 +50,8 @@ class ClassBuffers:
             target, start = self._new_buffers(max(needed, 2 * capacity)), 0
         n = self.n_classes
         self._copy_rows(target, start, n)
-        target["joint_coef"][n] = self.joint_coef[n]  # the novel class
+        for name in self._WITH_NOVEL:
+            target[name][n] = getattr(self, name)[n]
         self._next, self._moved = None, 0
         for name in self._BUFFERS:
             setattr(self, name, target[name])
@@ -88,35 +88,25 @@ class ClassBuffers:
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
-        rows = np.unique(index[index < n])
-        buffers = [getattr(self, name) for name in self._BUFFERS]
-        saved = [buffer[rows].copy() for buffer in buffers]
-        novel = buffers[-1][n].copy()
-        crp_total = self.crp_total
-
-        def undo():
-            for name, buffer, values in zip(self._BUFFERS, buffers, saved,
-                                            strict=True):
-                buffer[rows] = values
-                setattr(self, name, buffer)
-            buffers[-1][n] = novel
-            self.n_classes, self.crp_total = n, crp_total
-            self._drop_growth()
-
-        return undo
+        return self._checkpoint_rows(np.r_[np.unique(index[index < n]), n])
 
     def _checkpoint_class(self, i):
         """:meth:`checkpoint` of one row of the known class ``i``."""
-        arrays = (self.nat_mean, self.precision, self.n_obs, self.crp_count,
-                  self.joint_coef)
-        rows = (arrays[0][i].copy(), arrays[1][i].copy(), arrays[2][i],
-                arrays[3][i], arrays[4][i].copy())
-        crp_total = self.crp_total
+        return self._checkpoint_rows(np.array([i, self.n_classes]))
+
+    def _checkpoint_rows(self, rows):
+        """The undo of changes to ``rows`` (the novel class's last)."""
+        buffers = {name: getattr(self, name) for name in self._BUFFERS}
+        known = rows[:-1]
+        saved = {name: buffer[rows if name in self._WITH_NOVEL else known].copy()
+                 for name, buffer in buffers.items()}
+        n, crp_total = self.n_classes, self.crp_total
 
         def undo():
-            for array, row in zip(arrays, rows, strict=True):
-                array[i] = row
-            self.crp_total = crp_total
+            for name, buffer in buffers.items():
+                buffer[rows if name in self._WITH_NOVEL else known] = saved[name]
+                setattr(self, name, buffer)
+            self.n_classes, self.crp_total = n, crp_total
             self._drop_growth()
 
         return undo
@@ -125,7 +115,8 @@ class ClassBuffers:
         # The used rows, copied (the live buffers and a growth stay as they are).
         state = self.__dict__.copy()
         for name in self._BUFFERS:
-            state[name] = state[name][: self.n_classes + (name == "joint_coef")].copy()
+            n = self.n_classes + (name in self._WITH_NOVEL)
+            state[name] = state[name][:n].copy()
         state.pop("_next", None)
         state.pop("_moved", None)
         return state

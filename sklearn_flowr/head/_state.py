@@ -30,8 +30,8 @@ from .._core import (
 from ..validation import MAX_ABS_INPUT
 from ._variance_table import VarianceTable
 
-# Temporaries of a chunk of rows or classes: ~8 MB of float64 each.
-_CHUNK_ELEMENTS = 1 << 18
+# Temporaries of a chunk of rows or classes: 0.5 MB of float64 each.
+_CHUNK_ELEMENTS = 1 << 16
 
 
 def state_for_params(X, y_index, n_classes, params, *, moments=None):
@@ -140,10 +140,10 @@ def check_novelty_map(value):
 class ClassState(VarianceTable):
     """Sufficient statistics of the classes, the prior ``mu0`` (d,) and ``s0``
     ((1,) or (d,)), noise and CRP; rows ``z`` are kept as ``(z - shift) @ T``
-    (``basis``) or centred on ``mu0`` (``None``). Scores are cached as
-    ``joint_coef = [m/v, const + log numerator]`` per class (novel last) and
-    ``-1/(2 v)`` once per distinct variance, row ``group[n]`` of ``quad`` (a
-    column of ``joint_coef`` when isotropic)."""
+    (``basis``) or centred on ``mu0`` (``None``). A class (novel last) is
+    stored as ``q``, its scores' ``joint_coef = [m/v, const + log numerator]``
+    (isotropic: ``[m/v, -1/(2 v), ...]``) and its row ``group`` of the table of
+    precisions ``lam`` (:class:`VarianceTable`)."""
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
@@ -166,18 +166,17 @@ class ClassState(VarianceTable):
             self.prior_nat_mean[None], self.prior_precision[None], self.sigma)[0]
         self.n_classes = 0
         self.crp_total = 0.0
-        self.quad = np.zeros((16, self.prior_precision.shape[0]))
-        self.n_quad = 0
-        self._quad_index = {}  # a row's bytes -> its place in quad
         self._allocate(4)
+        self._start_table()
         self._refresh_novel()
 
     def _scores(self, features, out=None):
         """Log densities plus log numerators of rows ``features`` (:meth:`features`)
         under the cached classes and the novel one."""
         n = self.n_classes + 1
-        return grouped_log_density(features, self.joint_coef[:n],
-                                   self.quad[: self.n_quad], self.group[:n], out=out)
+        quad = self.quad[: 0 if self.isotropic else self.n_rows]
+        return grouped_log_density(features, self.joint_coef[:n], quad,
+                                   self.group[:n], out=out)
 
     def features(self, Z):
         """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
@@ -209,16 +208,16 @@ class ClassState(VarianceTable):
                                                                  (n_new, -1))
         start, stop = self.n_classes, self.n_classes + n_new
         self._grow(stop)
-        self.nat_mean[start:stop] = (self.prior_nat_mean if nat_mean is None
-                                     else nat_mean)
-        self.precision[start:stop] = (self.prior_precision if precision is None
-                                      else precision)
         self.n_obs[start:stop] = 0.0
         self.crp_count[start:stop] = crp_count
         self.crp_total += float(np.sum(self.crp_count[start:stop]))
         self.frozen[start:stop] = frozen
         self.n_classes = stop
-        self._refresh(np.arange(start, stop))
+        shape = (n_new, self.prior_precision.shape[0])
+        self._refresh(np.arange(start, stop), np.broadcast_to(
+            self.prior_nat_mean if nat_mean is None else nat_mean,
+            (n_new, self.n_features)), np.broadcast_to(
+            self.prior_precision if precision is None else precision, shape))
         self._refresh_novel()
 
     def _log_numerators(self, counts, n_classes):
@@ -232,20 +231,32 @@ class ClassState(VarianceTable):
                 counts, n_classes, a=self.a, b=self.b, class_prior=self.class_prior)
         return np.where(counts > self.a, log_known, -np.inf), log_novel
 
-    def _refresh(self, rows):
-        """Recompute the cached coefficients of the sorted classes ``rows``."""
+    def _set_coef(self, index, nat_mean, precision, log_numerator):
+        """Store classes ``index`` as ``(q, lam)`` (k, d), (k, p) and their CRP
+        log numerators."""
+        coef = log_density_coef(nat_mean, precision, self.sigma)
+        d = self.n_features
+        self.joint_coef[index, : d + self.isotropic] = coef[:, : d + self.isotropic]
+        self.joint_coef[index, -1] = coef[:, -1] + log_numerator
+        self.group[index] = self._row_ids(precision)
+
+    def _refresh(self, rows, nat_mean=None, precision=None):
+        """Store the sorted classes ``rows`` at ``(q, lam)`` (default: theirs)
+        with their present CRP counts."""
+        if nat_mean is not None:
+            self.nat_mean[rows] = nat_mean
         for chunk in _chunks(rows.shape[0], self.prior_coef.shape[0]):
             index = rows[chunk]
-            coef = log_density_coef(self.nat_mean[index], self.precision[index],
-                                    self.sigma)
-            coef[:, -1] += self._log_numerators(self.crp_count[index],
-                                                self.n_classes)[0]
-            self._set_coef(index, coef)
+            self._set_coef(
+                index, self.nat_mean[index],
+                self.class_precision(index) if precision is None else precision[chunk],
+                self._log_numerators(self.crp_count[index], self.n_classes)[0])
 
     def _refresh_novel(self):
-        row = self.prior_coef[None].copy()
-        row[0, -1] += self._log_numerators(np.zeros(0), self.n_classes)[1]
-        self._set_coef(np.array([self.n_classes]), row)
+        n = self.n_classes
+        self._set_coef(slice(n, n + 1), self.prior_nat_mean[None],
+                       self.prior_precision[None], self._log_numerators(
+                           np.zeros(0), n)[1])
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
@@ -261,13 +272,13 @@ class ClassState(VarianceTable):
 
     def add_sums(self, classes, sums, counts):
         """The conjugate update of ``classes`` with their rows' sums and counts."""
-        self.nat_mean[classes], self.precision[classes] = add_observations(
-            self.nat_mean[classes], self.precision[classes], sums, counts[:, None],
-            self.sigma)
+        nat_mean, precision = add_observations(
+            self.nat_mean[classes], self.class_precision(classes), sums,
+            counts[:, None], self.sigma)
         self.n_obs[classes] += counts
         self.crp_count[classes] += counts
         self.crp_total += float(counts.sum())
-        self._refresh(classes)
+        self._refresh(classes, nat_mean, precision)
         self._mirror(classes)
 
     def learn(self, Z, index, n_classes):
@@ -294,9 +305,7 @@ class ClassState(VarianceTable):
             stop = n + 1 if name in self._WITH_NOVEL else n
             buffer[i:stop - 1] = buffer[i + 1:stop].copy()
         self.n_classes = n - 1
-        # The CRP numerators depend on the number of classes.
-        self._refresh(np.arange(self.n_classes))
-        self._refresh_novel()
+        self._refresh_novel()  # its CRP numerator depends on the number of classes
 
     def set_crp_counts(self, counts):
         """Replace the CRP counts (pseudo-counts of classes learned in ``fit``)."""
@@ -327,14 +336,14 @@ class ClassState(VarianceTable):
     def class_mean(self):
         """Posterior means ``m_n`` of the classes, in the rows' frame."""
         n = self.n_classes
-        mean = self.nat_mean[:n] / self.precision[:n]
+        mean = self.nat_mean[:n] / self.class_precision(slice(0, n))
         return self.basis_shift + (mean if self.basis is None
                                    else mean @ self.basis_inverse)
 
     def class_var(self):
         """Marginal posterior variances of the class means, shape (N, d)."""
         n = self.n_classes
-        var = 1.0 / self.precision[:n]
+        var = 1.0 / self.class_precision(slice(0, n))
         if self.basis is None:
             return np.broadcast_to(var, (n, self.n_features)).copy()
         # diag(T_inv.T @ diag(var) @ T_inv), one class per row.
@@ -383,10 +392,9 @@ class ClassState(VarianceTable):
         return out
 
     def step(self, z, i, is_new, novelty_map=None):
-        """:meth:`stream` of one row: :meth:`_scores`, then :meth:`update`'s
-        formulas in place; the four values as scalars."""
+        """:meth:`stream` of one row: :meth:`_scores`, then :meth:`add_sums`'s
+        formulas for one class; the four values as scalars."""
         features = self.features(z)
-        u = features[: self.n_features]
         scores = self._scores(features)
         if novelty_map is not None and self.n_classes:
             scores = recalibrate_novel_column(scores, *novelty_map)
@@ -394,17 +402,17 @@ class ClassState(VarianceTable):
         if is_new:
             self.add_classes(1)
         if not self.frozen[i]:
-            nat_mean, precision = self.nat_mean[i], self.precision[i]
-            add_observations(nat_mean, precision, u, 1.0, self.sigma,
-                             out=(nat_mean, precision))
+            precision = self.class_precision(i)
+            nat_mean, precision = add_observations(
+                self.nat_mean[i], precision, features[: self.n_features], 1.0,
+                self.sigma)
             self.n_obs[i] += 1.0
             self.crp_count[i] += 1.0
             self.crp_total += 1.0
-            coef = log_density_coef(nat_mean, precision, self.sigma,
-                                    out=np.empty((1, self.prior_coef.shape[0])))
-            coef[0, -1] += crp_log_numerator(float(self.crp_count[i]), a=self.a,
-                                             class_prior=self.class_prior)
-            self._set_coef(slice(i, i + 1), coef)
+            self.nat_mean[i] = nat_mean
+            self._set_coef(slice(i, i + 1), nat_mean[None], precision[None],
+                           crp_log_numerator(float(self.crp_count[i]), a=self.a,
+                                             class_prior=self.class_prior))
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
@@ -420,10 +428,10 @@ class ClassState(VarianceTable):
         table = prefix_states(U, index, live=~self.frozen[index])
         touched, seen = table.touched, table.seen
         nat_mean, precision = add_observations(
-            self.nat_mean[table.owner], self.precision[table.owner], table.sums,
+            self.nat_mean[table.owner], self.class_precision(table.owner), table.sums,
             table.counts[:, None], self.sigma)
         coef = log_density_coef(nat_mean, precision, self.sigma)
-        state_density = grouped_log_density(features, *self._split(coef))
+        state_density = grouped_log_density(features, *_split(coef, d))
         density = np.take_along_axis(state_density, table.pick, axis=1)
         # Per-row CRP prior: counts and N as they stand before each row.
         classes_before = first_new + np.cumsum(is_new_class) - is_new_class
@@ -432,8 +440,8 @@ class ClassState(VarianceTable):
         # Classes not instantiated before a row have no mass at that row.
         exists = (touched < first_new) | (seen > 0)
         scores[:, touched] = np.where(exists, density + log_known, -np.inf)
-        prior = self._split(self.prior_coef[None])
-        prior_density = grouped_log_density(features, *prior)
+        prior_density = grouped_log_density(features,
+                                            *_split(self.prior_coef[None], d))
         scores[:, -1] = prior_density[:, 0] + log_novel
         if novelty_map is not None:
             scores = recalibrate_novel_column(scores, *novelty_map)
@@ -449,6 +457,15 @@ class ClassState(VarianceTable):
             pred_novel = np.ones(U.shape[0], dtype=bool)
         return (known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel,
                 novel_log_odds(scores))
+
+
+def _split(coef, d):
+    """:func:`log_density_coef` rows ``coef`` as :func:`grouped_log_density`'s
+    ``coef, quad, group`` (each row its own group; isotropic: no table)."""
+    if coef.shape[1] == d + 2:
+        return coef, coef[:0], None
+    return (np.delete(coef, np.s_[d:-1], axis=1), coef[:, d:-1],
+            np.arange(coef.shape[0]))
 
 
 def _decide_row(scores):
