@@ -21,17 +21,9 @@ def condition_on(prior_nat_mean, prior_precision, Z, onehot, sigma):
                             sigma)
 
 
-def add_observations(nat_mean, precision, sums, counts, sigma, *, out=None):
-    """The conjugate update ``(q + sums / sigma, lam + counts / sigma)``; NumPy
-    ``out=(q_out, lam_out)`` writes in place."""
+def add_observations(nat_mean, precision, sums, counts, sigma):
+    """The conjugate update ``(q + sums / sigma, lam + counts / sigma)``."""
     # q_n += sum z / sigma, lam_n += n / sigma (docs/design.rst, section 1).
-    if out is not None:
-        if precision.shape == (1,) and isinstance(counts, float):
-            # One isotropic class (the online step): a float is 10x faster.
-            out[1][0] = float(precision[0]) + counts / sigma
-        else:
-            np.add(precision, counts / sigma, out=out[1])
-        return np.add(nat_mean, sums / sigma, out=out[0]), out[1]
     return nat_mean + sums / sigma, precision + counts / sigma
 
 
@@ -40,13 +32,9 @@ def predictive_moments(nat_mean, precision, sigma):
     return nat_mean / precision, 1.0 / precision + sigma
 
 
-def log_density_coef(nat_mean, precision, sigma, *, out=None):
+def log_density_coef(nat_mean, precision, sigma):
     """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]``
-    (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`;
-    NumPy ``out`` is filled in place."""
-    if out is not None and nat_mean.ndim == 1 and precision.shape == (1,):
-        _one_isotropic_coef(out.reshape(-1), nat_mean, float(precision[0]), sigma)
-        return out
+    (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`."""
     xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
@@ -55,23 +43,7 @@ def log_density_coef(nat_mean, precision, sigma, *, out=None):
     # Isotropic: var has one entry that stands for all d features.
     log_det = xp.sum(xp.log(var), axis=-1) * (d / var.shape[-1])
     const = -0.5 * (d * _LOG_2PI + log_det + xp.sum(mean * weight, axis=-1))
-    coef = xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
-    if out is None:
-        return coef
-    out[...] = coef
-    return out
-
-
-def _one_isotropic_coef(out, nat_mean, lam, sigma):
-    """:func:`log_density_coef` of one isotropic class (the online step): ``v``
-    is a float, ``m / v = q / (lam v)``, ``sum m**2 / v = q . (m / v) / lam``."""
-    d = nat_mean.shape[0]
-    var = 1.0 / lam + sigma
-    inv_var = 1.0 / var
-    weight = np.multiply(nat_mean, inv_var / lam, out=out[:d])
-    out[d] = -0.5 * inv_var
-    out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + nat_mean.dot(weight) / lam)
-    return out
+    return xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
 
 
 def grouped_log_density(features, coef, quad, group, *, out=None):
@@ -87,25 +59,11 @@ def grouped_log_density(features, coef, quad, group, *, out=None):
     return scores
 
 
-def log_density_features(Z, *, isotropic, out=None):
+def log_density_features(Z, *, isotropic):
     """Features ``[z, z**2 (||z||**2 when isotropic), 1]`` (..., d + p + 1) of rows
-    ``Z``; NumPy ``out`` is filled in place (a one-row ``Z`` may be ``out[:d]``)."""
-    if out is not None and Z.ndim == 1:  # one row: plain slices, a dot product
-        d = Z.shape[0]
-        if Z.base is not out:  # else Z is out[:d], filled by the caller
-            out[:d] = Z
-        if isotropic:
-            out[d] = Z.dot(Z)
-        else:
-            np.multiply(Z, Z, out=out[d : 2 * d])
-        out[-1] = 1.0
-        return out
+    ``Z``."""
     xp = get_namespace(Z)
     square = Z * Z
     if isotropic:
         square = xp.sum(square, axis=-1, keepdims=True)
-    features = xp.concat([Z, square, xp.ones_like(Z[..., :1])], axis=-1)
-    if out is None:
-        return features
-    out[...] = features
-    return out
+    return xp.concat([Z, square, xp.ones_like(Z[..., :1])], axis=-1)

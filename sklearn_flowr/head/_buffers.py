@@ -85,14 +85,10 @@ class ClassBuffers:
 
     def checkpoint(self, index):
         """The undo of learning rows of the classes ``index``."""
-        n = self.n_classes
-        if index.shape[0] == 1 and index[0] < n:  # one row of a known class
-            return self._checkpoint_class(int(index[0]))
-        return self._checkpoint_rows(np.r_[np.unique(index[index < n]), n])
-
-    def _checkpoint_class(self, i):
-        """:meth:`checkpoint` of one row of the known class ``i``."""
-        return self._checkpoint_rows(np.array([i, self.n_classes]))
+        known = index[index < self.n_classes]
+        if known.shape[0] > 1:
+            known = np.unique(known)
+        return self._checkpoint_rows(np.append(known, self.n_classes))
 
     def _checkpoint_rows(self, rows):
         """The undo of changes to ``rows`` (the novel class's last)."""

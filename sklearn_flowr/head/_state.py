@@ -213,11 +213,14 @@ class ClassState(VarianceTable):
         self.crp_total += float(np.sum(self.crp_count[start:stop]))
         self.frozen[start:stop] = frozen
         self.n_classes = stop
-        shape = (n_new, self.prior_precision.shape[0])
-        self._refresh(np.arange(start, stop), np.broadcast_to(
-            self.prior_nat_mean if nat_mean is None else nat_mean,
-            (n_new, self.n_features)), np.broadcast_to(
-            self.prior_precision if precision is None else precision, shape))
+        if nat_mean is None:  # at the prior: its coefficients as they are
+            self.nat_mean[start:stop] = self.prior_nat_mean
+            self._store(slice(start, stop), self.prior_coef[None],
+                        self.prior_precision[None], crp_log_numerator(
+                            float(crp_count), a=self.a, class_prior=self.class_prior))
+        else:
+            self._refresh(np.arange(start, stop), nat_mean, np.broadcast_to(
+                precision, (n_new, self.prior_precision.shape[0])))
         self._refresh_novel()
 
     def _log_numerators(self, counts, n_classes):
@@ -231,10 +234,9 @@ class ClassState(VarianceTable):
                 counts, n_classes, a=self.a, b=self.b, class_prior=self.class_prior)
         return np.where(counts > self.a, log_known, -np.inf), log_novel
 
-    def _set_coef(self, index, nat_mean, precision, log_numerator):
-        """Store classes ``index`` as ``(q, lam)`` (k, d), (k, p) and their CRP
-        log numerators."""
-        coef = log_density_coef(nat_mean, precision, self.sigma)
+    def _store(self, index, coef, precision, log_numerator):
+        """Cache the classes ``index``: :func:`log_density_coef` rows ``coef`` of
+        precisions ``precision`` (k or 1 rows) plus their CRP log numerators."""
         d = self.n_features
         self.joint_coef[index, : d + self.isotropic] = coef[:, : d + self.isotropic]
         self.joint_coef[index, -1] = coef[:, -1] + log_numerator
@@ -247,16 +249,15 @@ class ClassState(VarianceTable):
             self.nat_mean[rows] = nat_mean
         for chunk in _chunks(rows.shape[0], self.prior_coef.shape[0]):
             index = rows[chunk]
-            self._set_coef(
-                index, self.nat_mean[index],
-                self.class_precision(index) if precision is None else precision[chunk],
-                self._log_numerators(self.crp_count[index], self.n_classes)[0])
+            lam = self.class_precision(index) if precision is None else precision[chunk]
+            self._store(index, log_density_coef(self.nat_mean[index], lam, self.sigma),
+                        lam, self._log_numerators(self.crp_count[index],
+                                                  self.n_classes)[0])
 
     def _refresh_novel(self):
         n = self.n_classes
-        self._set_coef(slice(n, n + 1), self.prior_nat_mean[None],
-                       self.prior_precision[None], self._log_numerators(
-                           np.zeros(0), n)[1])
+        self._store(slice(n, n + 1), self.prior_coef[None], self.prior_precision[None],
+                    self._log_numerators(np.zeros(0), n)[1])
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
@@ -410,9 +411,10 @@ class ClassState(VarianceTable):
             self.crp_count[i] += 1.0
             self.crp_total += 1.0
             self.nat_mean[i] = nat_mean
-            self._set_coef(slice(i, i + 1), nat_mean[None], precision[None],
-                           crp_log_numerator(float(self.crp_count[i]), a=self.a,
-                                             class_prior=self.class_prior))
+            self._store(slice(i, i + 1), log_density_coef(
+                nat_mean[None], precision[None], self.sigma), precision[None],
+                crp_log_numerator(float(self.crp_count[i]), a=self.a,
+                                  class_prior=self.class_prior))
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
