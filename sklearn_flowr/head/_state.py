@@ -16,6 +16,7 @@ from .._core import (
     group_sums,
     grouped_log_density,
     log_density_coef,
+    log_density_features,
     log_softmax,
     moments_of_rows,
     needs_fourth_moments,
@@ -181,17 +182,9 @@ class ClassState(VarianceTable):
     def features(self, Z):
         """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
         ||u||**2, 1]``)."""
-        d = self.n_features
-        features = np.empty((*Z.shape[:-1], d + 1 + self.isotropic))
-        u = features[..., :d]
-        if self.basis is None:
-            np.subtract(Z, self.basis_shift, out=u)
-        else:
-            u[...] = self.to_basis(Z)
-        if self.isotropic:
-            features[..., d] = u.dot(u) if Z.ndim == 1 else np.vecdot(u, u)
-        features[..., -1] = 1.0
-        return features
+        u = self.to_basis(Z)
+        norm = [np.vecdot(u, u)[..., None]] if self.isotropic else []
+        return np.concatenate([u, *norm, np.ones_like(u[..., :1])], axis=-1)
 
     def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
@@ -424,16 +417,16 @@ class ClassState(VarianceTable):
                      novelty_map=None):
         """Scores of a chunk against the states each row sees: cached ones and
         its prefix states, one GEMM each."""
-        n_classes, d = self.n_classes, self.n_features
-        U = features[:, :d]
+        n_classes = self.n_classes
+        U = features[:, : self.n_features]
         scores = self._scores(features)
         table = prefix_states(U, index, live=~self.frozen[index])
         touched, seen = table.touched, table.seen
         nat_mean, precision = add_observations(
             self.nat_mean[table.owner], self.class_precision(table.owner), table.sums,
             table.counts[:, None], self.sigma)
-        coef = log_density_coef(nat_mean, precision, self.sigma)
-        state_density = grouped_log_density(features, *_split(coef, d))
+        full = log_density_features(U, isotropic=self.isotropic)  # [u, u**2, 1]
+        state_density = full @ log_density_coef(nat_mean, precision, self.sigma).T
         density = np.take_along_axis(state_density, table.pick, axis=1)
         # Per-row CRP prior: counts and N as they stand before each row.
         classes_before = first_new + np.cumsum(is_new_class) - is_new_class
@@ -442,9 +435,7 @@ class ClassState(VarianceTable):
         # Classes not instantiated before a row have no mass at that row.
         exists = (touched < first_new) | (seen > 0)
         scores[:, touched] = np.where(exists, density + log_known, -np.inf)
-        prior_density = grouped_log_density(features,
-                                            *_split(self.prior_coef[None], d))
-        scores[:, -1] = prior_density[:, 0] + log_novel
+        scores[:, -1] = full @ self.prior_coef + log_novel
         if novelty_map is not None:
             scores = recalibrate_novel_column(scores, *novelty_map)
         rows = np.arange(U.shape[0])
@@ -459,15 +450,6 @@ class ClassState(VarianceTable):
             pred_novel = np.ones(U.shape[0], dtype=bool)
         return (known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel,
                 novel_log_odds(scores))
-
-
-def _split(coef, d):
-    """:func:`log_density_coef` rows ``coef`` as :func:`grouped_log_density`'s
-    ``coef, quad, group`` (each row its own group; isotropic: no table)."""
-    if coef.shape[1] == d + 2:
-        return coef, coef[:0], None
-    return (np.delete(coef, np.s_[d:-1], axis=1), coef[:, d:-1],
-            np.arange(coef.shape[0]))
 
 
 def _decide_row(scores):
