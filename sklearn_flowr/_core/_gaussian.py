@@ -35,6 +35,8 @@ def predictive_moments(nat_mean, precision, sigma):
 def log_density_coef(nat_mean, precision, sigma):
     """Coefficients ``[m/v, -1/(2 v), -(d log 2 pi + sum log v + sum m**2 / v) / 2]``
     (..., d + p + 1) of ``log N(z; m_n, diag(v_n))`` in :func:`log_density_features`."""
+    if isinstance(nat_mean, np.ndarray) and nat_mean.ndim == 1 and precision.size == 1:
+        return _one_isotropic_coef(nat_mean, float(precision[0]), sigma)
     xp = get_namespace(nat_mean, precision)
     mean, var = predictive_moments(nat_mean, precision, sigma)
     inv_var = 1.0 / var
@@ -44,6 +46,18 @@ def log_density_coef(nat_mean, precision, sigma):
     log_det = xp.sum(xp.log(var), axis=-1) * (d / var.shape[-1])
     const = -0.5 * (d * _LOG_2PI + log_det + xp.sum(mean * weight, axis=-1))
     return xp.concat([weight, -0.5 * inv_var, const[..., None]], axis=-1)
+
+
+def _one_isotropic_coef(nat_mean, lam, sigma):
+    """:func:`log_density_coef` of one isotropic class (the online step): ``v``
+    is a float, ``m / v = q / (lam v)``, ``sum m**2 / v = q . (m / v) / lam``."""
+    d = nat_mean.shape[0]
+    var = 1.0 / lam + sigma
+    out = np.empty(d + 2)
+    weight = np.multiply(nat_mean, 1.0 / (var * lam), out=out[:d])
+    out[d] = -0.5 / var
+    out[d + 1] = -0.5 * (d * _LOG_2PI + d * math.log(var) + nat_mean.dot(weight) / lam)
+    return out
 
 
 def grouped_log_density(features, coef, quad, group, *, out=None):

@@ -13,8 +13,9 @@ class ClassBuffers:
     """Storage base of ``ClassState`` (which sets ``n_features``,
     ``prior_precision``, ``prior_coef``, ``n_classes`` and ``crp_total``)."""
 
-    _BUFFERS = ("nat_mean", "n_obs", "crp_count", "frozen", "joint_coef", "group")
-    _WITH_NOVEL = ("joint_coef", "group")  # one spare row: the novel class
+    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen", "joint_coef",
+                "group")
+    _WITH_NOVEL = ("precision", "joint_coef", "group")  # a spare row: the novel class
     # The buffers being filled for the next capacity (None: no growth under
     # way) and how many rows they hold.
     _next = None
@@ -23,6 +24,8 @@ class ClassBuffers:
     def _new_buffers(self, capacity):
         return {
             "nat_mean": np.empty((capacity, self.n_features)),
+            # lam of isotropic classes (diagonal ones: rows of the variance table)
+            "precision": np.empty((capacity + 1, int(self.isotropic))),
             "n_obs": np.zeros(capacity),
             "crp_count": np.zeros(capacity),
             "frozen": np.zeros(capacity, dtype=bool),
@@ -85,24 +88,40 @@ class ClassBuffers:
 
     def checkpoint(self, index):
         """The undo of learning rows of the classes ``index``."""
-        known = index[index < self.n_classes]
-        if known.shape[0] > 1:
-            known = np.unique(known)
-        return self._checkpoint_rows(np.append(known, self.n_classes))
-
-    def _checkpoint_rows(self, rows):
-        """The undo of changes to ``rows`` (the novel class's last)."""
-        buffers = {name: getattr(self, name) for name in self._BUFFERS}
-        known = rows[:-1]
-        saved = {name: buffer[rows if name in self._WITH_NOVEL else known].copy()
-                 for name, buffer in buffers.items()}
-        n, crp_total = self.n_classes, self.crp_total
+        n = self.n_classes
+        if index.shape[0] == 1 and index[0] < n:  # one row of a known class
+            return self._checkpoint_class(int(index[0]))
+        rows = np.unique(index[index < n])
+        buffers = [getattr(self, name) for name in self._BUFFERS]
+        # The novel class's row too: new classes move it.
+        where = [np.append(rows, n) if name in self._WITH_NOVEL else rows
+                 for name in self._BUFFERS]
+        saved = [buffer[at] for buffer, at in zip(buffers, where, strict=True)]
+        crp_total = self.crp_total
 
         def undo():
-            for name, buffer in buffers.items():
-                buffer[rows if name in self._WITH_NOVEL else known] = saved[name]
+            for name, buffer, at, values in zip(self._BUFFERS, buffers, where, saved,
+                                                strict=True):
+                buffer[at] = values
                 setattr(self, name, buffer)
             self.n_classes, self.crp_total = n, crp_total
+            self._drop_growth()
+
+        return undo
+
+    def _checkpoint_class(self, i):
+        """:meth:`checkpoint` of one row of the known class ``i``."""
+        # What a row changes (numpy scalars are copies already).
+        buffers = (self.nat_mean, self.precision, self.joint_coef, self.n_obs,
+                   self.crp_count, self.group)
+        rows = (buffers[0][i].copy(), buffers[1][i].copy(), buffers[2][i].copy(),
+                *(buffer[i] for buffer in buffers[3:]))
+        crp_total = self.crp_total
+
+        def undo():
+            for buffer, row in zip(buffers, rows, strict=True):
+                buffer[i] = row
+            self.crp_total = crp_total
             self._drop_growth()
 
         return undo

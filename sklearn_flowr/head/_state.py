@@ -143,8 +143,8 @@ class ClassState(VarianceTable):
     ((1,) or (d,)), noise and CRP; rows ``z`` are kept as ``(z - shift) @ T``
     (``basis``) or centred on ``mu0`` (``None``). A class (novel last) is
     stored as ``q``, its scores' ``joint_coef = [m/v, const + log numerator]``
-    (isotropic: ``[m/v, -1/(2 v), ...]``) and its row ``group`` of the table of
-    precisions ``lam`` (:class:`VarianceTable`)."""
+    and its row ``group`` of the table of precisions ``lam``
+    (:class:`VarianceTable`); isotropic: ``[m/v, -1/(2 v), ...]`` and ``lam``."""
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
@@ -182,9 +182,17 @@ class ClassState(VarianceTable):
     def features(self, Z):
         """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
         ||u||**2, 1]``)."""
-        u = self.to_basis(Z)
-        norm = [np.vecdot(u, u)[..., None]] if self.isotropic else []
-        return np.concatenate([u, *norm, np.ones_like(u[..., :1])], axis=-1)
+        d = self.n_features
+        features = np.empty((*Z.shape[:-1], d + 1 + self.isotropic))
+        u = features[..., :d]
+        if self.basis is None:
+            np.subtract(Z, self.basis_shift, out=u)
+        else:
+            u[...] = self.to_basis(Z)
+        if self.isotropic:
+            features[..., d] = u.dot(u) if Z.ndim == 1 else np.vecdot(u, u)
+        features[..., -1] = 1.0
+        return features
 
     def add_classes(self, n_new, *, nat_mean=None, precision=None,
                     crp_count=0.0, frozen=False):
@@ -229,11 +237,15 @@ class ClassState(VarianceTable):
 
     def _store(self, index, coef, precision, log_numerator):
         """Cache the classes ``index``: :func:`log_density_coef` rows ``coef`` of
-        precisions ``precision`` (k or 1 rows) plus their CRP log numerators."""
+        precisions ``precision`` (k or 1 rows, or one class's) plus their CRP
+        log numerators."""
         d = self.n_features
-        self.joint_coef[index, : d + self.isotropic] = coef[:, : d + self.isotropic]
-        self.joint_coef[index, -1] = coef[:, -1] + log_numerator
-        self.group[index] = self._row_ids(precision)
+        self.joint_coef[index, : d + self.isotropic] = coef[..., : d + self.isotropic]
+        self.joint_coef[index, -1] = coef[..., -1] + log_numerator
+        if self.isotropic:
+            self.precision[index] = precision
+        else:
+            self.group[index] = self._row_ids(precision)
 
     def _refresh(self, rows, nat_mean=None, precision=None):
         """Store the sorted classes ``rows`` at ``(q, lam)`` (default: theirs)
@@ -404,8 +416,7 @@ class ClassState(VarianceTable):
             self.crp_count[i] += 1.0
             self.crp_total += 1.0
             self.nat_mean[i] = nat_mean
-            self._store(slice(i, i + 1), log_density_coef(
-                nat_mean[None], precision[None], self.sigma), precision[None],
+            self._store(i, log_density_coef(nat_mean, precision, self.sigma), precision,
                 crp_log_numerator(float(self.crp_count[i]), a=self.a,
                                   class_prior=self.class_prior))
             if self._next is not None:

@@ -1,6 +1,6 @@
-"""The distinct precisions ``lam`` of the head's classes: class ``n`` (novel
-last) uses row ``group[n]``; diagonal classes share its ``-1/(2 v)`` row of
-``quad`` in the scores, so a class stores only its ``m/v`` and constant."""
+"""The distinct precisions ``lam`` of the head's diagonal classes: class ``n``
+(novel last) uses row ``group[n]`` and shares its ``-1/(2 v)`` row of ``quad``
+in the scores, so a class stores only its ``m/v`` and constant."""
 
 import numpy as np
 
@@ -19,13 +19,17 @@ class VarianceTable(ClassBuffers):
 
     def class_precision(self, index):
         """``lam`` of the classes ``index`` (novel: ``n_classes``), (k, p)."""
+        if self.isotropic:  # one number a class: no table
+            return self.precision[index]
         return self.precision_rows[self.group[index]]
 
     def _row_ids(self, precision):
-        """The rows holding ``precision`` (k, p), new ones added."""
-        if precision.shape[0] == 1:  # one class (the online step)
+        """The rows holding ``precision`` (k, p) (or one class's), new ones
+        added."""
+        if precision.ndim == 1 or precision.shape[0] == 1:  # one class
             found = self._row_index.get(precision.tobytes())
-            return self._add_rows(precision)[0] if found is None else found
+            return (self._add_rows(precision.reshape(1, -1))[0] if found is None
+                    else found)
         unique, inverse = np.unique(precision, axis=0, return_inverse=True)
         keys = [row.tobytes() for row in unique]
         new = [key not in self._row_index for key in keys]
@@ -70,8 +74,10 @@ class VarianceTable(ClassBuffers):
         self._row_index = {row.tobytes(): j
                            for j, row in enumerate(self.precision_rows[: self.n_rows])}
 
-    def _checkpoint_rows(self, rows):
-        undo_rows = super()._checkpoint_rows(rows)
+    def checkpoint(self, index):
+        undo_rows = super().checkpoint(index)
+        if self.isotropic:
+            return undo_rows
         saved = self.precision_rows, self.quad, self.n_rows, self.group
 
         def undo():
