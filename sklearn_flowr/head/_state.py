@@ -239,13 +239,14 @@ class ClassState(VarianceTable):
         """Cache the classes ``index``: :func:`log_density_coef` rows ``coef`` of
         precisions ``precision`` (k or 1 rows, or one class's) plus their CRP
         log numerators."""
-        d = self.n_features
-        self.joint_coef[index, : d + self.isotropic] = coef[..., : d + self.isotropic]
-        self.joint_coef[index, -1] = coef[..., -1] + log_numerator
-        if self.isotropic:
+        if self.isotropic:  # [m/v, -1/(2 v), const] as they are
+            self.joint_coef[index] = coef
             self.precision[index] = precision
         else:
+            self.joint_coef[index, :-1] = coef[..., : self.n_features]
+            self.joint_coef[index, -1] = coef[..., -1]
             self.group[index] = self._row_ids(precision)
+        self.joint_coef[index, -1] += log_numerator
 
     def _refresh(self, rows, nat_mean=None, precision=None):
         """Store the sorted classes ``rows`` at ``(q, lam)`` (default: theirs)

@@ -12,7 +12,7 @@ class VarianceTable(ClassBuffers):
     ``precision_rows`` (T, p) and ``quad`` (T, p); rows past them are zero."""
 
     def _start_table(self):
-        self.precision_rows = np.zeros((16, self.prior_precision.shape[0]))
+        self.precision_rows = np.zeros((4, self.prior_precision.shape[0]))
         self.quad = np.zeros_like(self.precision_rows)
         self.n_rows = 0
         self._row_index = {}  # a row's bytes -> its place
@@ -61,7 +61,7 @@ class VarianceTable(ClassBuffers):
         remap[live] = np.arange(live.shape[0])
         self.group = self.group.copy()  # a checkpoint keeps the old arrays
         self.group[:n] = remap[np.minimum(ids, remap.shape[0] - 1)]
-        size = 2 * (live.shape[0] + n_new) + 16
+        size = 2 * (live.shape[0] + n_new) + 4
         for name in ("precision_rows", "quad"):
             table = np.zeros((size, self.precision_rows.shape[1]))
             table[: live.shape[0]] = getattr(self, name)[live]
