@@ -81,3 +81,24 @@ def test_undo_restores_the_variance_table(rng):
     queries = rng.normal(size=(5, 3))
     np.testing.assert_array_equal(state.joint_log_numerators(queries),
                                   before.joint_log_numerators(queries))
+
+
+def test_one_row_steps_of_diagonal_classes_equal_a_batch_fit(rng):
+    """Check one-row steps (known and new classes, the variance table shared
+    and compacted) give the scores and means of one fit on every row."""
+    params = dict(prior_mean=0.0, prior_var=rng.uniform(1.0, 4.0, size=4),
+                  sigma=0.7, b=1.0, known_count="observed")
+    X = rng.normal(scale=2.0, size=(90, 4))
+    y = np.r_[np.repeat(np.arange(3), 2), rng.integers(0, 12, size=84)]
+    online = CRPGaussianClassifier(**params).fit(X[:6], y[:6])
+    for t in range(6, 90):
+        online.open_world_step(X[t : t + 1], y[t : t + 1])
+    batch = CRPGaussianClassifier(**params).fit(X, y)
+    order = np.argsort(online.classes_)
+    np.testing.assert_array_equal(online.classes_[order], batch.classes_)
+    np.testing.assert_allclose(online.class_mean_[order], batch.class_mean_,
+                               rtol=1e-10)
+    queries = rng.normal(scale=2.0, size=(7, 4))
+    joint = online.predict_joint_log_proba(queries)
+    np.testing.assert_allclose(joint[:, np.r_[order, -1]],
+                               batch.predict_joint_log_proba(queries), rtol=1e-10)
