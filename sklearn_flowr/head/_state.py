@@ -175,9 +175,11 @@ class ClassState(VarianceTable):
         """Log densities plus log numerators of rows ``features`` (:meth:`features`)
         under the cached classes and the novel one."""
         n = self.n_classes + 1
-        quad = self.quad[: 0 if self.isotropic else self.n_rows]
-        return grouped_log_density(features, self.joint_coef[:n], quad,
-                                   self.group[:n], out=out)
+        if self.isotropic:  # the table unused
+            return (self.joint_coef[:n].dot(features) if features.ndim == 1
+                    else np.dot(features, self.joint_coef[:n].T, out=out))
+        return grouped_log_density(features, self.joint_coef[:n],
+                                   self.quad[: self.n_rows], self.group[:n], out=out)
 
     def features(self, Z):
         """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
@@ -409,17 +411,23 @@ class ClassState(VarianceTable):
         if is_new:
             self.add_classes(1)
         if not self.frozen[i]:
-            precision = self.class_precision(i)
-            nat_mean, precision = add_observations(
-                self.nat_mean[i], precision, features[: self.n_features], 1.0,
-                self.sigma)
             self.n_obs[i] += 1.0
             self.crp_count[i] += 1.0
             self.crp_total += 1.0
-            self.nat_mean[i] = nat_mean
-            self._store(i, log_density_coef(nat_mean, precision, self.sigma), precision,
-                crp_log_numerator(float(self.crp_count[i]), a=self.a,
-                                  class_prior=self.class_prior))
+            log_numerator = crp_log_numerator(float(self.crp_count[i]), a=self.a,
+                                              class_prior=self.class_prior)
+            nat_mean, precision = self.nat_mean[i], self.class_precision(i)
+            u = features[: self.n_features]
+            if self.isotropic:  # in place: q, lam and the cached row
+                add_observations(nat_mean, precision, u, 1.0, self.sigma,
+                                 out=(nat_mean, precision))
+                log_density_coef(nat_mean, precision, self.sigma,
+                                 out=self.joint_coef[i])[-1] += log_numerator
+            else:  # (lam: a row of the table, not written)
+                nat_mean[...], precision = add_observations(
+                    nat_mean, precision, u, 1.0, self.sigma)
+                self._store(i, log_density_coef(nat_mean, precision, self.sigma),
+                            precision, log_numerator)
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
