@@ -182,8 +182,7 @@ class ClassState(VarianceTable):
                                    self.quad[: self.n_rows], self.group[:n], out=out)
 
     def features(self, Z):
-        """Rows ``Z`` in the basis ``u`` as ``[u, 1]`` (isotropic: ``[u,
-        ||u||**2, 1]``)."""
+        """Rows ``Z`` in the basis as ``[u, 1]`` (isotropic: ``[u, ||u||**2, 1]``)."""
         d = self.n_features
         features = np.empty((*Z.shape[:-1], d + 1 + self.isotropic))
         u = features[..., :d]
@@ -238,9 +237,8 @@ class ClassState(VarianceTable):
         return np.where(counts > self.a, log_known, -np.inf), log_novel
 
     def _store(self, index, coef, precision, log_numerator):
-        """Cache the classes ``index``: :func:`log_density_coef` rows ``coef`` of
-        precisions ``precision`` (k or 1 rows, or one class's) plus their CRP
-        log numerators."""
+        """Cache classes ``index``: :func:`log_density_coef` rows ``coef`` (k or 1,
+        or one class's), their precisions and CRP log numerators."""
         if self.isotropic:  # [m/v, -1/(2 v), const] as they are
             self.joint_coef[index] = coef
             self.precision[index] = precision
