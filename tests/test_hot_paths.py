@@ -13,6 +13,7 @@ import pytest
 import sklearn_flowr.head._buffers as class_buffers
 import sklearn_flowr.head._state as online_state
 from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr._core import add_observations, log_density_coef
 
 
 def _run_python(code):
@@ -85,6 +86,35 @@ def test_one_row_step_far_from_every_class(rng):
     far = copy.deepcopy(head).open_world_step(np.full((1, 5), 90.0), np.array([7]))
     assert near.p_novel[0] == far.p_novel[0] == 1.0
     assert 0 < near.novelty_score[0] < far.novelty_score[0] < 1e300
+
+
+@pytest.mark.parametrize("shape", [(1, 7), (5, 7)])
+def test_in_place_coefficients_equal_the_array_api_ones(rng, shape):
+    """Check ``log_density_coef(out=...)`` (one class and a block, isotropic and
+    diagonal) against the array-API formula."""
+    nat_mean = rng.normal(size=shape)
+    for precision in (rng.uniform(0.5, 2.0, size=(shape[0], 1)),
+                      rng.uniform(0.5, 2.0, size=shape)):
+        expected = log_density_coef(nat_mean, precision, 0.3)
+        out = np.empty_like(expected)
+        if shape[0] == 1:  # one class: 1-d arrays, as the online step has them
+            log_density_coef(nat_mean[0], precision[0], 0.3, out=out[0])
+        else:
+            log_density_coef(nat_mean, precision, 0.3, out=out)
+        np.testing.assert_allclose(out, expected, rtol=1e-14, atol=1e-14)
+
+
+def test_in_place_update_equals_the_array_api_one(rng):
+    """Check ``add_observations(out=...)`` (a block, and one isotropic class as
+    the online step has it) against its array-API result."""
+    Z = rng.normal(size=(4, 3))
+    q, lam = rng.normal(size=(2, 3)), rng.uniform(size=(2, 1))
+    for rows in (slice(0, 2), 0):
+        expected = add_observations(q[rows], lam[rows], Z[rows], 1.0, 0.5)
+        add_observations(q[rows], lam[rows], Z[rows], 1.0, 0.5,
+                         out=(q[rows], lam[rows]))
+        np.testing.assert_array_equal(q[rows], expected[0])
+        np.testing.assert_array_equal(lam[rows], expected[1])
 
 
 @pytest.mark.parametrize("covariance", ["isotropic", "full"])
