@@ -102,3 +102,19 @@ def test_one_row_steps_of_diagonal_classes_equal_a_batch_fit(rng):
     joint = online.predict_joint_log_proba(queries)
     np.testing.assert_allclose(joint[:, np.r_[order, -1]],
                                batch.predict_joint_log_proba(queries), rtol=1e-10)
+
+
+def test_table_rows_found_before_a_compaction_are_kept(rng):
+    """Check a batch's precisions are all in the table after it makes room,
+    the ones it found there and no class used yet included."""
+    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=[1.0, 2.0, 3.0],
+                                 sigma=1.0, b=1.0).fit(rng.normal(size=(6, 3)),
+                                                       [0, 0, 1, 1, 2, 2])
+    state = head._state
+    unused = state.prior_precision + 5.0
+    state._add_rows(unused[None])
+    while state.n_rows < state.precision_rows.shape[0]:  # full: the next compacts
+        state._add_rows((state.prior_precision + 100.0 + state.n_rows)[None])
+    wanted = np.vstack([unused, state.prior_precision + 7.0])
+    ids = state._row_ids(wanted)  # (the table's arrays are new ones then)
+    np.testing.assert_array_equal(state.precision_rows[ids], wanted)

@@ -31,9 +31,11 @@ class VarianceTable(ClassBuffers):
             return (self._add_rows(precision.reshape(1, -1))[0] if found is None
                     else found)
         unique, inverse = np.unique(precision, axis=0, return_inverse=True)
+        # Room first: making it drops rows no class uses yet, found or not.
+        self._make_room(unique.shape[0])
         keys = [row.tobytes() for row in unique]
         new = [key not in self._row_index for key in keys]
-        if any(new):  # (adding may renumber the rows)
+        if any(new):
             self._add_rows(unique[new])
         return np.array([self._row_index[key] for key in keys])[inverse.reshape(-1)]
 
