@@ -393,7 +393,8 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
         warnings.warn("predict's novel decision is calibrated on rows the encoder "
                       "trained on (its false-novel rate may exceed "
                       f"head__novelty_alpha): without {CONFORMAL_SHARE:.0%} of "
-                      f"each class's rows, {exc}", UserWarning, stacklevel=4)
+                      f"each class's rows, {exc}", UserWarning,
+                      stacklevel=5)  # the user's fit, fit, _fit, fit_parts, here
         return None
     return np.sort(fit_rows), held
 
