@@ -12,7 +12,9 @@ rule (``novelty_alpha=None``).
 The first 70% of the classes are known: FLOWRClassifier with the README's
 budget (or the defaults) is fitted on half of their images, the other half is
 held out; the other classes are unseen. Digits also runs the head alone on raw
-pixels, same split. One fit per seed: both rules read the same head.
+pixels, same split. One fit per seed: both rules read the same head. Each
+seed's false-novel rate comes with its own standard error (``one_fit_se``),
+which also serves a single seed.
 
 A last line per model and seed says why the share of unseen rows is what it
 is: the number of calibration rows, the share of unseen rows the novelty score
@@ -79,13 +81,24 @@ def score_quality(head, Z_known, Z_unseen):
 
 
 def rates(head, Z_known, Z_unseen):
-    out = {"quality": score_quality(head, Z_known, Z_unseen)}
+    out = {"quality": score_quality(head, Z_known, Z_unseen),
+           "n_test": Z_known.shape[0]}
     for alpha in (None, 0.05):
         head.set_params(novelty_alpha=alpha)
         out[str(alpha)] = (float(np.mean(head.predict(Z_known) == head.novel_label_)),
                            float(np.mean(head.predict(Z_unseen) == head.novel_label_)))
     head.set_params(novelty_alpha=0.05)
     return out
+
+
+def one_fit_se(run, alpha=0.05):
+    """Standard error of one fit's false-novel rate: the calibration draw (the
+    conformal threshold's coverage is Beta-distributed, variance about
+    ``alpha (1 - alpha) / (n + 2)`` for ``n`` calibration rows) plus the
+    binomial of the held-out rows."""
+    fnr, n = run[str(alpha)][0], run["quality"]["n_calibration"]
+    return float(np.sqrt(alpha * (1 - alpha) / (n + 2)
+                         + fnr * (1 - fnr) / run["n_test"]))
 
 
 def main():
@@ -132,6 +145,8 @@ def main():
                   f"{', '.join(f'{v:.3f}' for v in per_seed[:, 0])})  unseen called "
                   f"novel {found:.3f}  (n_test {int((~fit).sum())}, n_unseen "
                   f"{unseen.shape[0]}, {len(runs)} seeds)")
+        print(f"{args.dataset} {model:6s} per seed false-novel +- 1 SE of one fit: "
+              + ", ".join(f"{r['0.05'][0]:.3f} +- {one_fit_se(r):.3f}" for r in runs))
         quality = {key: [r["quality"][key] for r in runs]
                    for key in runs[0]["quality"]}
         print(f"{args.dataset} {model:6s} " + "  ".join(
