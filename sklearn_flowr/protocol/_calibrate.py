@@ -262,11 +262,11 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
 
 
 def _caller_stacklevel():
-    """``warnings.warn``'s stacklevel of the first frame outside this package
-    and scikit-learn (whose decorators sit between them): the user's call."""
+    """``warnings.warn``'s stacklevel of the first frame outside this package,
+    scikit-learn and joblib (decorators, searches): the user's call."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_globals.get("__name__", "").partition(
-            ".")[0] in ("sklearn_flowr", "sklearn"):
+    while frame.f_back is not None and frame.f_globals.get(
+            "__name__", "").partition(".")[0] in ("sklearn_flowr", "sklearn", "joblib"):
         frame, level = frame.f_back, level + 1
     return level
 
