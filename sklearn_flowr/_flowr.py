@@ -224,7 +224,7 @@ default="train"
         labels, y_index = np.unique(y, return_inverse=True)
         # Fail on a clashing novel label before any training.
         validation.check_new_labels(labels, validation.resolve_novel_label(
-            pipeline.head_params(self.head)["novel_label"], labels))
+            pipeline.head_params(self.head)["novel_label"], labels, warn=True))
         runner, folds = pipeline.plan_fit(self, X, y, y_index, labels.shape[0])
         return X, y, labels, y_index, runner, folds
 

@@ -196,7 +196,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     def _start_labels(self, labels):
         """The novel label and an empty registry for a fresh state."""
-        self.novel_label_ = resolve_novel_label(self.novel_label, labels)
+        self.novel_label_ = resolve_novel_label(self.novel_label, labels,
+                                                warn=True)
         self._registry = LabelRegistry.for_labels(labels)
 
     def _labels_of(self, index):

@@ -12,7 +12,8 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
-    "check_new_labels", "check_params_unchanged", "check_targets",
+    "caller_stacklevel", "check_new_labels", "check_params_unchanged",
+    "check_targets",
     "fill_new_params", "label_result_dtype", "next_provisional_label",
     "novel_rows", "params_equal", "provisional_label", "resolve_novel_label",
     "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
@@ -70,14 +71,30 @@ def validate_rows(estimator, X, y=None):
     return X, y
 
 
-def resolve_novel_label(novel_label, labels):
+def caller_stacklevel():
+    """``warnings.warn``'s stacklevel of the first frame outside this package,
+    scikit-learn and joblib (decorators, searches): the user's call."""
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_globals.get(
+            "__name__", "").partition(".")[0] in ("sklearn_flowr", "sklearn", "joblib"):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def resolve_novel_label(novel_label, labels, *, warn=False):
     """``novel_label``, or for "auto": "novel" (string labels), else -1 or one
-    below the smallest label."""
+    below the smallest label (``warn``: say so when that is not -1)."""
     if not (isinstance(novel_label, str) and novel_label == "auto"):
         return novel_label
     if labels.dtype.kind not in "biuf":
         return "novel"
     value = min(-1, int(labels.min()) - 1) if labels.shape[0] else -1
+    if warn and value != -1:
+        warnings.warn(
+            f"y has labels of -1 or below (the smallest is {labels.min()}), so "
+            f"predict labels the novel class {value}, not -1. Pass novel_label= "
+            "a value y does not use to choose it.", UserWarning,
+            stacklevel=caller_stacklevel())
     if labels.dtype.kind in "bu":  # no negative value in that dtype
         return np.int64(value)
     return labels.dtype.type(value)

@@ -30,7 +30,8 @@ def test_separated_calibration_warning_points_at_the_users_call(call):
     assert warning.filename == __file__
 
 
-def test_uncalibrated_decision_warning_points_at_the_users_call():
+@pytest.mark.parametrize("method", ["fit", "fit_transform"])
+def test_uncalibrated_decision_warning_points_at_the_users_call(method):
     """Check the warning that predict's decision is calibrated on rows the
     encoder trained on (too few rows a class to hold 10% out of
     meta-training) names the file of the user's call."""
@@ -40,6 +41,6 @@ def test_uncalibrated_decision_warning_points_at_the_users_call():
                           meta=MetaTraining(epochs=1, episodes_per_epoch=1,
                                             n_way=4, n_query=2, n_unknown=1))
     with pytest.warns(UserWarning, match="calibrated on rows the encoder") as record:
-        clf.fit(X, y)
+        getattr(clf, method)(X, y)
     assert {w.filename for w in record
             if "calibrated on rows the encoder" in str(w.message)} == {__file__}

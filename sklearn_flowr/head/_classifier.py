@@ -81,8 +81,9 @@ default="auto"
         invalid for ``a > 0``); ``"observed"``: the class sizes.
     novel_label : object, default="auto"
         Label :meth:`predict` returns for the novel class; ``"auto"``:
-        ``"novel"`` for string labels, -1 (or below the smallest label) for
-        numeric ones. It may not occur in ``y``.
+        ``"novel"`` for string labels, -1 for numeric ones (below the
+        smallest label, with a warning, when ``y`` uses -1). It may not occur
+        in ``y``.
     novelty_calibration : (float, float) or None, default=None
         Platt map ``(slope > 0, intercept)`` of P(novel)'s logit, fitted by
         :func:`~sklearn_flowr.protocol.calibrate_novelty`.

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import copy
-import sys
 import warnings
 from numbers import Integral
 
@@ -16,7 +15,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ..calibration import check_rows, clipped_logit, platt_fit
 from ..metrics import expected_calibration_error
-from ..validation import resolve_novel_label
+from ..validation import caller_stacklevel, resolve_novel_label
 from ._evaluate import evaluate_online
 from .sampling import LargeContextTasks, SmallContextTasks, resolve_seed
 
@@ -261,16 +260,6 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     return rows
 
 
-def _caller_stacklevel():
-    """``warnings.warn``'s stacklevel of the first frame outside this package,
-    scikit-learn and joblib (decorators, searches): the user's call."""
-    frame, level = sys._getframe(1), 1
-    while frame.f_back is not None and frame.f_globals.get(
-            "__name__", "").partition(".")[0] in ("sklearn_flowr", "sklearn", "joblib"):
-        frame, level = frame.f_back, level + 1
-    return level
-
-
 @validate_params({"targets": RUN_OPTIONS["targets"]},
                  prefer_skip_nested_validation=True)
 def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
@@ -292,7 +281,7 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
             "The calibration tasks separate first sightings from known-class "
             f"queries perfectly: the map's slope is then set by {slope_from}, "
             "not by the data, and it over-states novelty on new classes; "
-            f"{remedy}.", UserWarning, stacklevel=_caller_stacklevel())
+            f"{remedy}.", UserWarning, stacklevel=caller_stacklevel())
     slope, intercept = platt_fit(log_odds, first, targets)
     return Bunch(
         slope=slope, intercept=intercept, n_rows=int(first.shape[0]),

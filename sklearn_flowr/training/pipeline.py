@@ -23,6 +23,7 @@ from ..protocol import (
     cross_fit_novelty_calibration,
     cross_fit_plan,
 )
+from ..validation import caller_stacklevel
 from ._checkpoints import check_fingerprint
 from ._device import (
     deterministic_cuda,
@@ -394,7 +395,7 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
                       "trained on (its false-novel rate may exceed "
                       f"head__novelty_alpha): without {CONFORMAL_SHARE:.0%} of "
                       f"each class's rows, {exc}", UserWarning,
-                      stacklevel=5)  # the user's fit, fit, _fit, fit_parts, here
+                      stacklevel=caller_stacklevel())
         return None
     return np.sort(fit_rows), held
 
