@@ -8,6 +8,8 @@ from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
 from sklearn.covariance import shrunk_covariance
 
+from ._streaming import group_sums
+
 # Floors relative to the feature scale (identical class means would give
 # s0 = 0, repeated rows sigma = 0); separated classes have a small noise.
 _PRIOR_VAR_FLOOR = 1e-3
@@ -18,7 +20,8 @@ _SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 def class_means(X, y_index, n_classes):
     """Mean row of each class, shape (n_classes, n_features), and class sizes."""
     sums = np.zeros((n_classes, X.shape[1]))
-    np.add.at(sums, y_index, X)
+    present, group, _ = group_sums(X, y_index)  # (np.add.at: 20x slower)
+    sums[present] = group
     sizes = np.bincount(y_index, minlength=n_classes)
     return sums / sizes[:, None], sizes
 
@@ -279,7 +282,7 @@ def resolve_hyper_parameters(moments, params):
             noise_covariance_of(moments,
                                 extra_shrinkage=float(params["noise_shrinkage"]))
             if full else noise_var_of(moments))
-    if any(isinstance(resolved[k], str) for k in ("prior_mean", "prior_var", "b")):
+    if any(isinstance(resolved[k], str) for k in ("prior_mean", "prior_var")):
         mean_hat, var_hat = prior_of(moments, full=full,
                                      spread=isinstance(prior_var, str))
         if isinstance(resolved["prior_mean"], str):

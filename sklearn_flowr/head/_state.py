@@ -21,6 +21,7 @@ from .._core import (
     moments_of_rows,
     needs_fourth_moments,
     needs_moments,
+    needs_scatter,
     noise_degrees_of_freedom,
     novel_log_odds,
     prefix_states,
@@ -52,7 +53,9 @@ def state_for_params(X, y_index, n_classes, params, *, moments=None):
                                      covariance)
         moments = moments_of_rows(
             X, y_index, n_classes, pooled=True,
-            fourth=needs_fourth_moments(covariance, sigma))
+            fourth=needs_fourth_moments(covariance, sigma)) if needs_scatter(
+                params) else {"count": np.bincount(y_index, minlength=n_classes)
+                              .astype(np.float64)}  # b="auto" alone
     resolved = resolve_hyper_parameters(moments, params)
     b = float(resolved.pop("b"))
     hyper = resolve_covariances(X.shape[1], covariance=covariance, **resolved)

@@ -28,7 +28,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     Rows are scaled to unit length, ``z = x / ||x||`` [3]_, and modelled as
     ``z = mu_n + eps``, ``eps ~ N(0, W)``, class means ``mu_n ~ N(mu0, B)``
     (PLDA's two covariances [1]_ [2]_). ``fit`` estimates them from class
-    counts, class sums and ``sum z z^T``: ``W = (1 - alpha) S + alpha nu I``
+    counts and within-class residuals: ``W = (1 - alpha) S + alpha nu I``
     (``S`` the pooled within-class covariance, ``nu = trace(S) / d``);
     ``B`` by moments in the ``W``-whitened space (``W = L L^T``): the
     covariance ``U diag(t) U^T`` of the whitened class means less the noise
@@ -157,21 +157,18 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
                                               alpha, dof)
         else:
-            # S from the sufficient statistics: sum z z^T - sum_n c_n m_n m_n^T
-            # (unit rows: no cancellation worth a second pass in float64).
-            scatter = Z.T @ Z - sums.T @ means
-            noise = scatter / dof
-            nu = np.trace(noise) / d
+            residual = Z - means[y_index]
+            noise = residual.T @ residual  # (n - K) S, one product
+            nu = np.trace(noise) / dof / d
             _check_noise(nu)
-            noise *= 1.0 - alpha
-            noise[np.diag_indices(d)] += alpha * nu  # W = (1-a) S + a nu I
+            noise *= (1.0 - alpha) / dof
+            noise.flat[:: d + 1] += alpha * nu  # W = (1-a) S + a nu I
             chol = _cholesky(noise)  # W = L L^T
             whitened = linalg.solve_triangular(chol, (means - prior_mean).T,
                                                lower=True)  # d x K: L^-1 (m - mu0)
             if solver == "gram":
                 reflectors, between = _gram_rotation(whitened, n_classes - 1)
-                rank = int(np.count_nonzero(between))
-                scalings = (chol, reflectors, np.eye(rank), 1.0)
+                scalings = (chol, reflectors, None, 1.0)
             else:
                 rotation, between = _eigen_rotation(whitened, n_classes - 1)
                 scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
@@ -245,11 +242,16 @@ def _check_noise(nu):
 
 def _cholesky(noise):
     try:
-        return linalg.cholesky(noise, lower=True)
+        chol = linalg.cholesky(noise, lower=True)
     except linalg.LinAlgError:
+        chol = None
+    # A pivot at rounding level: W is singular in float64 (S of rank n - K < d).
+    if chol is None or np.diag(chol).min() ** 2 <= (
+            noise.shape[0] * np.finfo(np.float64).eps * np.diag(noise).max()):
         raise ValueError(
             "The class noise W is singular (fewer within-class degrees of "
-            "freedom than features): use noise_shrinkage > 0.") from None
+            "freedom than features): use noise_shrinkage > 0.")
+    return chol
 
 
 def _cheapest_solver(n, n_classes, d):
@@ -314,14 +316,17 @@ def _reflect(reflectors, V):
 
 def _apply(scalings, V):
     """``V A``: ``A`` a matrix, or factored: whiten by ``L`` (if any), rotate
-    by the reflectors ``Q``, map the first ``r`` coordinates, scale the rest."""
+    by the reflectors ``Q``, map the first ``r`` coordinates (if a map is
+    given), scale the rest."""
     if isinstance(scalings, np.ndarray):
         return V @ scalings
     chol, reflectors, inside_map, outside_scale = scalings
-    n = inside_map.shape[0]
     if chol is not None:
         V = linalg.solve_triangular(chol, V.T, lower=True).T
     coordinates = _reflect(reflectors, V)
+    if inside_map is None:  # (the Gram solver's A = L^-T Q)
+        return coordinates
+    n = inside_map.shape[0]
     return np.hstack([coordinates[:, :n] @ inside_map,
                       coordinates[:, n:] * outside_scale])
 
