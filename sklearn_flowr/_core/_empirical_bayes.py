@@ -50,6 +50,18 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
     return moments
 
 
+def moments_for_params(params, X, y_index, n_classes):
+    """The statistics of rows ``X`` that the "auto" entries of a head's
+    ``params`` need: the class counts alone when only ``b`` is "auto"."""
+    counts = np.bincount(y_index, minlength=n_classes)
+    if not needs_scatter(params):
+        return {"count": counts.astype(np.float64)}
+    if isinstance(params["sigma"], str):  # one row per class fails first
+        noise_degrees_of_freedom(counts, params["covariance"])
+    fourth = needs_fourth_moments(params["covariance"], params["sigma"])
+    return moments_of_rows(X, y_index, n_classes, pooled=True, fourth=fourth)
+
+
 def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
     """Scatter matrices, ``sum ||r||^2 r`` and ``sum ||r||^4`` of residuals."""
     peak = float(max(residual.max(), -residual.min()))  # no temporary

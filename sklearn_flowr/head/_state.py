@@ -18,11 +18,8 @@ from .._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
-    moments_of_rows,
-    needs_fourth_moments,
+    moments_for_params,
     needs_moments,
-    needs_scatter,
-    noise_degrees_of_freedom,
     novel_log_odds,
     prefix_states,
     recalibrate_novel_column,
@@ -40,7 +37,7 @@ def state_for_params(X, y_index, n_classes, params, *, moments=None):
     """A state without classes for the head's ``get_params()`` ("auto" ones
     estimated from rows ``X`` of the classes ``y_index``, or their
     ``moments``), the resolved covariances and ``b``."""
-    a, b, sigma = float(params["a"]), params["b"], params["sigma"]
+    a, b = float(params["a"]), params["b"]
     known_count, covariance = params["known_count"], params["covariance"]
     if b != "auto" and not (b > -a and np.isfinite(b)):
         raise ValueError(f"b={b} must be finite and greater than -a={-a}.")
@@ -48,14 +45,7 @@ def state_for_params(X, y_index, n_classes, params, *, moments=None):
         raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
                          "needs c_n > a to have prior mass.")
     if moments is None and needs_moments(params):
-        if isinstance(sigma, str):  # one row per class fails before the statistics
-            noise_degrees_of_freedom(np.bincount(y_index, minlength=n_classes),
-                                     covariance)
-        moments = moments_of_rows(
-            X, y_index, n_classes, pooled=True,
-            fourth=needs_fourth_moments(covariance, sigma)) if needs_scatter(
-                params) else {"count": np.bincount(y_index, minlength=n_classes)
-                              .astype(np.float64)}  # b="auto" alone
+        moments = moments_for_params(params, X, y_index, n_classes)
     resolved = resolve_hyper_parameters(moments, params)
     b = float(resolved.pop("b"))
     hyper = resolve_covariances(X.shape[1], covariance=covariance, **resolved)
