@@ -157,10 +157,11 @@ def test_grid_search_and_h_measure_scorer_on_the_whitened_head(data):
 
 
 @pytest.mark.parametrize("setting", ["small", "large"])
-def test_the_default_head_is_the_whitened_head(data, setting):
+def test_the_default_head_is_the_whitened_head(data, setting, tmp_path):
     """Check that head=CRPGaussianClassifier() (covariance="whitened") works as
     head=WhitenedCRPClassifier() does: the same probabilities and P(novel)
-    online, adapt from the prior head (which keeps the whitener), and reset."""
+    online, adapt from the prior head (which keeps the whitener) after a
+    save and load, and reset."""
     X, y = data
     known = y < 6
     meta = MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3, n_unknown=1)
@@ -176,6 +177,8 @@ def test_the_default_head_is_the_whitened_head(data, setting):
     assert one.prior_head_.whitener_ is one.head_.whitener_
     np.testing.assert_allclose(one.predict_proba(X), composed.predict_proba(X),
                                rtol=1e-9, atol=1e-12)
+    sklearn_flowr.save(one, tmp_path / "model.skops")
+    one = sklearn_flowr.load(tmp_path / "model.skops")
     rows = np.flatnonzero(y == 7)[:3]
     for model in (one, composed):
         model.adapt(X[rows], y[rows])

@@ -77,7 +77,7 @@ default="auto"
         ``"whitened"``: ``fit`` fits a
         :class:`~sklearn_flowr.head.TwoCovarianceWhitener` (rows to unit
         length, two covariances [2]_) and every method runs the head on its
-        output (O(d^2) per row; 2 features or more, no zero row);
+        output (O(d^2) per row; 2 features or more, no zero row, no Dask);
         ``"isotropic"``: the paper's head [1]_ on the rows as given; ``"full"``:
         a full shared noise and prior covariance on the rows as given, exact,
         at an extra O(d^2) per row. Use "whitened" on a pretrained network's
@@ -94,7 +94,7 @@ default="auto"
         CRP count, ``> a``, of each class learned in ``fit`` (the paper's 0 is
         invalid for ``a > 0``); ``"observed"``: the class sizes (``partial_fit``
         after ``fit`` then equals ``fit`` on all rows); ``"auto"``:
-        ``"observed"`` when whitened, else 1.0.
+        ``"observed"`` when whitened, else 1.0 (keep it).
     novel_label : object, default="auto"
         Label :meth:`predict` returns for the novel class; ``"auto"``:
         ``"novel"`` for string labels, -1 for numeric ones (below the
