@@ -54,6 +54,7 @@ def whiten(head, X, y, *, reset):
     if head.covariance != "whitened":
         return X, y
     if reset and "whitener_" not in vars(head):
+        head._check_labels(y)  # fit's own label errors come first
         shrinkage = head.noise_shrinkage
         whitener = TwoCovarianceWhitener(
             noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
