@@ -188,3 +188,16 @@ def test_clone_pickle_and_save_round_trip(data, tmp_path):
         assert_array_equal(loaded.predict_proba(queries), head.predict_proba(queries))
         loaded.partial_fit(queries[-3:], [99, 99, 99])
         assert 99 in loaded.classes_
+
+
+def test_flowr_refuses_the_whitener_shrinkage_on_its_full_head():
+    """Check that FLOWRClassifier refuses head noise_shrinkage="dof" on the
+    full head before any training."""
+    from sklearn_flowr import FLOWRClassifier
+
+    clf = FLOWRClassifier(backbone="mlp", head=CRPGaussianClassifier(
+        covariance="full", noise_shrinkage="dof"), verbose=0)
+    X = np.random.default_rng(0).normal(size=(12, 4))
+    with pytest.raises(ValueError, match="noise_shrinkage='dof'"):
+        clf.fit(X, np.repeat([0, 1, 2], 4))
+    assert not hasattr(clf, "encoder_")

@@ -44,6 +44,10 @@ def check_head_template(template, meta) -> None:
             f"whose prior and noise training fills; got {type(template).__name__}"
             ". For another head, fit it on FLOWRClassifier.transform(X).")
     own = template.get_params(deep=False)
+    if own["covariance"] == "full" and own["noise_shrinkage"] == "dof":
+        raise ValueError(
+            "head__noise_shrinkage='dof' is the whitener's shrinkage "
+            "(head__covariance='whitened'); the full head takes a float or 'auto'.")
     if own["covariance"] == "isotropic":
         if _is_auto(own["prior_var"]) and own["prior_scale"] != 1.0:
             raise ValueError(
