@@ -201,3 +201,22 @@ def test_flowr_refuses_the_whitener_shrinkage_on_its_full_head():
     with pytest.raises(ValueError, match="noise_shrinkage='dof'"):
         clf.fit(X, np.repeat([0, 1, 2], 4))
     assert not hasattr(clf, "encoder_")
+
+
+@pytest.mark.parametrize("make", [CRPGaussianClassifier, WhitenedCRPClassifier])
+def test_correct_finds_rows_whitened_in_another_batch(make):
+    """Check that correct takes rows learned without labels in a batch of
+    other rows (README's digits): a row's identity does not depend on the
+    batch it is whitened in."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    head = make().fit(X[y < 6][:300], y[y < 6][:300])
+    X_new, y_new = X[y >= 6][:30], y[y >= 6][:30]
+    head.partial_fit(X_new, y_new)
+    head.open_world_step(X[-200:], y[-200:])
+    out = head.open_world_step(X_new)
+    rows = out.learned
+    assert rows.sum() > 20
+    head.correct(X_new[rows], out.y_assigned[rows], y_new[rows])
+    assert set(head.classes_.tolist()) == set(range(10))

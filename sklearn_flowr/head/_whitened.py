@@ -4,7 +4,9 @@ once, the head updated online in its coordinates."""
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
+from sklearn.utils.validation import _num_samples
 
 from ._two_covariance import TwoCovarianceWhitener
 
@@ -243,11 +245,12 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def open_world_step(self, X, y=None, *, labelled=None):
         """Predict each row with the state before it, then learn from it."""
-        return self._call_head("open_world_step", X, y, labelled=labelled)
+        return self._call_head("open_world_step", X, y, labelled=labelled,
+                               one_by_one=y is None or labelled is not None)
 
     def correct(self, X, y_assigned, y_true):
         """Move rows learned without labels to their true classes."""
-        self._call_head("correct", X, y_assigned, y_true)
+        self._call_head("correct", X, y_assigned, y_true, one_by_one=True)
         return self
 
     def predict_joint_log_proba(self, X):
@@ -292,10 +295,15 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 prior_mean=head.prior_mean_, prior_var=head.prior_var_, b=head.b_)
         return self
 
-    def _call_head(self, method, X, *args, **kwargs):
-        """The head's ``method`` on the whitened rows."""
-        head = self._head(method)
-        return getattr(head, method)(self.whitener_.transform(X), *args, **kwargs)
+    def _call_head(self, method, X, *args, one_by_one=False, **kwargs):
+        """The head's ``method`` on the whitened rows (``one_by_one``: each
+        whitened alone, as the bytes of rows learned without labels identify
+        them in ``correct``, and a batch's product may round them otherwise)."""
+        head, n_rows = self._head(method), _num_samples(X)
+        U = (np.vstack([self.whitener_.transform(_safe_indexing(X, [i]))
+                        for i in range(n_rows)])
+             if one_by_one and n_rows else self.whitener_.transform(X))
+        return getattr(head, method)(U, *args, **kwargs)
 
     def _head(self, method):
         if not hasattr(self, "whitener_"):
