@@ -59,7 +59,7 @@ def parse_args(argv=None):
 def model_params(args) -> dict:
     """What every model here shares: the paper's isotropic head, unmapped."""
     return dict(setting="small", embedding_dim=args.embedding_dim,
-                head=CRPGaussianClassifier(), calibration=None,
+                head=CRPGaussianClassifier(covariance="isotropic"), calibration=None,
                 random_state=args.seed, verbose=0)
 
 
@@ -67,8 +67,8 @@ def evaluate(name, model, data, tasks, reestimate=False):
     Z_test = model.transform(data.X_test)
     head = model.prior_head_
     if reestimate:
-        fitted = CRPGaussianClassifier().fit(model.transform(data.X_train),
-                                             data.y_train)
+        fitted = CRPGaussianClassifier(covariance="isotropic").fit(
+            model.transform(data.X_train), data.y_train)
         head = clone(head).set_params(prior_mean=fitted.prior_mean_,
                                       prior_var=fitted.prior_var_)
     flowr = evaluate_online(head, Z_test, data.y_test, tasks, setting="small")

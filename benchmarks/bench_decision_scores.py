@@ -29,7 +29,7 @@ def main():
     batches = [(rows[t:t + 1], labels[t:t + 1]) for t in range(N_ROWS)]
     with threadpool_limits(1, "blas"):
         for n_scores in (10**3, 10**5, 10**6):
-            clf = CRPGaussianClassifier().fit(X, y)
+            clf = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
             clf.set_conformal_scores(rng.normal(-5, 2, size=n_scores))
             stream = itertools.cycle(batches)
             for _ in range(200):  # warm up

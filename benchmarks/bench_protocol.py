@@ -52,8 +52,8 @@ def make_method(spec):
     """``flowr`` or ``package.module.Class[:json-kwargs]`` -> (name, estimator)."""
     if spec == "flowr":
         # The prior matches the generator: class means ~ N(0, 1), noise 1.
-        return "FLOWR", CRPGaussianClassifier(prior_mean=0.0, prior_var=1.0,
-                                              b=1.0, sigma=1.0)
+        return "FLOWR", CRPGaussianClassifier(covariance="isotropic", prior_mean=0.0,
+                                              prior_var=1.0, b=1.0, sigma=1.0)
     path, _, kwargs = spec.partition(":")
     module, _, name = path.rpartition(".")
     estimator_class = getattr(importlib.import_module(module), name)

@@ -68,7 +68,7 @@ def model_params(args) -> dict:
     """The small-context ``FLOWRClassifier`` whose embedding is compared: the
     paper's isotropic head with its meta-learned prior, unmapped."""
     return dict(setting="small", embedding_dim=args.embedding_dim,
-                head=CRPGaussianClassifier(), calibration=None,
+                head=CRPGaussianClassifier(covariance="isotropic"), calibration=None,
                 pretrain=SupE(epochs=args.pretrain_epochs),
                 meta=MetaTraining(epochs=args.meta_epochs,
                                   episodes_per_epoch=args.episodes_per_epoch,
@@ -113,7 +113,8 @@ def embedding(args) -> dict:
 def empirical_bayes_head(Z_train, y_train, **params):
     """An unfitted head whose hyper-parameters are empirical Bayes on the
     training classes (what small-context tasks start from)."""
-    fitted = CRPGaussianClassifier(**params).fit(Z_train, y_train)
+    fitted = CRPGaussianClassifier(covariance="isotropic", **params).fit(
+        Z_train, y_train)
     return clone(fitted).set_params(prior_mean=fitted.prior_mean_,
                                     prior_var=fitted.prior_var_, b=fitted.b_,
                                     sigma=fitted.sigma_)
@@ -132,7 +133,8 @@ def main(argv=None):
           f"d = {Z_train.shape[1]}")
     methods = {
         "gaussian meta": CRPGaussianClassifier(
-            prior_mean=arrays["meta_prior_mean"], prior_var=arrays["meta_prior_var"],
+            covariance="isotropic", prior_mean=arrays["meta_prior_mean"],
+            prior_var=arrays["meta_prior_var"],
             b=float(arrays["meta_b"]), sigma=float(arrays["meta_sigma"])),
         "gaussian EB": empirical_bayes_head(Z_train, y_train),
         "full-cov EB": empirical_bayes_head(Z_train, y_train, covariance="full"),

@@ -43,7 +43,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from frozen_features import fit_and_score_seconds, known_and_novelty  # noqa: E402
 
 HEADS = {
-    "crp iso": CRPGaussianClassifier,
+    "crp iso": lambda: CRPGaussianClassifier(covariance="isotropic"),
     "crp full": lambda: CRPGaussianClassifier(covariance="full"),
     "whitened": WhitenedCRPClassifier,
     "ncm": NCMClassifier,

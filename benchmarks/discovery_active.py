@@ -115,7 +115,7 @@ def scores(head, Z, y, test, known):
 def run_split(Z, y, fit, stream, test, known, budgets, n_seeds):
     """Per budget and strategy: labels asked, accuracy gain, gain per label,
     new-class clustering accuracy (random: mean over seeds)."""
-    head = CRPGaussianClassifier().fit(Z[fit], y[fit])
+    head = CRPGaussianClassifier(covariance="isotropic").fit(Z[fit], y[fit])
     out = head.open_world_step(Z[stream])
     base_acc, base_cluster = scores(head, Z, y, test, known)
     y_stream = y[stream]

@@ -130,7 +130,8 @@ def main():
                                       clf.transform(X[unseen])))
         if "head" in results:
             flat = X.reshape(X.shape[0], -1)
-            head = CRPGaussianClassifier().fit(flat[train], y[train])
+            head = CRPGaussianClassifier(covariance="isotropic")
+            head.fit(flat[train], y[train])
             results["head"].append(rates(head, flat[test], flat[unseen]))
         print(seed, json.dumps({k: v[-1] for k, v in results.items()}), flush=True)
     for model, runs in results.items():

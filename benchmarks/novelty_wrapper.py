@@ -85,7 +85,7 @@ def main(argv=None):
     rows = []
     for seed in range(args.seeds):
         for data, (X, y, X_new, y_new) in datasets(seed).items():
-            for name, base in (("head", CRPGaussianClassifier()),
+            for name, base in (("head", CRPGaussianClassifier(covariance="isotropic")),
                                ("ncm", NCMClassifier()), ("evm", EVMClassifier())):
                 raw = clone_fit(base, X, y)
                 variants = {"raw": (raw, name == "head")}

@@ -29,7 +29,7 @@ known = y < 5
 embed = make_pipeline(StandardScaler(), PCA(n_components=20, whiten=True,
                                             random_state=0))
 Z_known = embed.fit_transform(X[known][::2])
-head = CRPGaussianClassifier().fit(Z_known, y[known][::2])
+head = CRPGaussianClassifier(covariance="isotropic").fit(Z_known, y[known][::2])
 
 # %%
 # Stream: predict, then learn

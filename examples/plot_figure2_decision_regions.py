@@ -33,8 +33,8 @@ X = np.concatenate([c + rng.normal(scale=0.5, size=(k, 2))
 y = np.repeat([0, 1, 2], shots)
 
 # The prior is the paper's: mean 0, spread s0 = 4 per dimension; sigma = 0.25.
-head = CRPGaussianClassifier(a=0.5, b=1.0, sigma=0.25, prior_mean=0.0,
-                             prior_var=4.0).fit(X, y)
+head = CRPGaussianClassifier(covariance="isotropic", a=0.5, b=1.0, sigma=0.25,
+                             prior_mean=0.0, prior_var=4.0).fit(X, y)
 stages = [("known classes (grey: novel wins)", copy.deepcopy(head), X, y)]
 
 # %%

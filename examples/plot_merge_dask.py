@@ -43,13 +43,13 @@ partition = rng.integers(0, 4, size=y_known.shape[0])
 # -----------------------------
 # Each head estimates its own prior and noise from its partition only; the
 # merge pools the class statistics and estimates them again from all rows.
-heads = [CRPGaussianClassifier().fit(Z_known[partition == k],
-                                     y_known[partition == k]) for k in range(4)]
+heads = [CRPGaussianClassifier(covariance="isotropic").fit(
+    Z_known[partition == k], y_known[partition == k]) for k in range(4)]
 merged = heads[0]
 for head in heads[1:]:
     merged = merged.merge(head)
 
-whole = CRPGaussianClassifier().fit(Z_known, y_known)
+whole = CRPGaussianClassifier(covariance="isotropic").fit(Z_known, y_known)
 p_merged = merged.predict_proba(Z)[:, -1]  # P(novel), the last column
 p_whole = whole.predict_proba(Z)[:, -1]
 print(f"merged vs whole fit: max |P difference| = "
@@ -66,7 +66,7 @@ print(f"merged vs whole fit: max |P difference| = "
 Z_dask = da.from_array(Z_known, chunks=(250, -1))
 y_dask = da.from_array(y_known, chunks=250)
 with dask.config.set(scheduler="threads"):
-    on_dask = CRPGaussianClassifier().fit(Z_dask, y_dask)
+    on_dask = CRPGaussianClassifier(covariance="isotropic").fit(Z_dask, y_dask)
 print(f"Dask fit ({Z_dask.numblocks[0]} chunks) vs whole fit: max |P difference| "
       f"= {np.abs(on_dask.predict_proba(Z) - whole.predict_proba(Z)).max():.1e}")
 

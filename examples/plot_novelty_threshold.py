@@ -52,7 +52,7 @@ novel_rows = np.flatnonzero(y >= 6)
 embed = make_pipeline(StandardScaler(), PCA(16, random_state=0)).fit(X[fit_rows])
 Z = embed.transform(X)
 
-head = CRPGaussianClassifier().fit(Z[fit_rows], y[fit_rows])
+head = CRPGaussianClassifier(covariance="isotropic").fit(Z[fit_rows], y[fit_rows])
 conformal = ConformalNoveltyClassifier(head).fit(Z[cal_rows], y[cal_rows])
 
 test = np.r_[test_known, novel_rows]

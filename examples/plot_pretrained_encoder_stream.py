@@ -52,7 +52,7 @@ print(f"embedded {Z.shape[0]} images to {Z.shape[1]} dimensions")
 known = y < 6
 fit_rows = np.concatenate([np.flatnonzero(known & (y == c))[:20] for c in range(6)])
 stream_rows = rng.permutation(np.setdiff1d(np.arange(len(y)), fit_rows))
-head = CRPGaussianClassifier().fit(Z[fit_rows], y[fit_rows])
+head = CRPGaussianClassifier(covariance="isotropic").fit(Z[fit_rows], y[fit_rows])
 print(f"sigma = {head.sigma_:.3g}, b = {head.b_:.3g}, "
       f"{len(head.classes_)} known classes")
 

@@ -33,8 +33,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     --------
     >>> from sklearn_flowr import CRPGaussianClassifier
     >>> from sklearn_flowr.base import OnlineOpenWorldClassifier
-    >>> clf = CRPGaussianClassifier().partial_fit([[0.0], [0.2], [4.0], [4.2]],
-    ...                                           [0, 0, 1, 1])
+    >>> clf = CRPGaussianClassifier(covariance="isotropic").partial_fit(
+    ...     [[0.0], [0.2], [4.0], [4.2]], [0, 0, 1, 1])
     >>> isinstance(clf, OnlineOpenWorldClassifier), clf.classes_
     (True, array([0, 1]))
     """

@@ -125,8 +125,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     >>> rng = np.random.default_rng(0)
     >>> y = np.repeat(np.arange(12), 30)
     >>> X = rng.normal(scale=3.0, size=(12, 4))[y] + rng.standard_t(3, (360, 4))
-    >>> clf = NoveltyCalibratedClassifier(CRPGaussianClassifier(), cv=3,
-    ...                                   random_state=0).fit(X, y)
+    >>> clf = NoveltyCalibratedClassifier(CRPGaussianClassifier(covariance="isotropic"),
+    ...                                   cv=3, random_state=0).fit(X, y)
     >>> clf.predict_proba(X[:2]).shape  # 12 known classes + novel
     (2, 13)
     >>> p = clf.predict_novelty_proba(rng.normal(size=(1, 4)) + 20.0)

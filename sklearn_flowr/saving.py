@@ -132,7 +132,8 @@ def save(estimator, file):
     >>> import os, tempfile
     >>> import numpy as np
     >>> import sklearn_flowr
-    >>> X = np.r_[np.zeros((3, 2)), np.ones((3, 2))]
+    >>> X = np.repeat([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], 3, axis=0)
+    >>> X += 0.1 * np.random.default_rng(0).normal(size=(6, 3))
     >>> clf = sklearn_flowr.CRPGaussianClassifier().fit(X, [0, 0, 0, 1, 1, 1])
     >>> path = os.path.join(tempfile.mkdtemp(), "model.skops")
     >>> sklearn_flowr.save(clf, path)

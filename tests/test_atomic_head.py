@@ -225,8 +225,9 @@ def _fitted(make, *, full=False):
 
 ESTIMATORS = {
     # Given b and sigma: fit_class_embeddings needs them (no samples).
-    "head": lambda: CRPGaussianClassifier(b=1.0, sigma=0.5),
+    "head": lambda: CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5),
     "head_full": lambda: CRPGaussianClassifier(covariance="full"),
+    "head_whitened": lambda: CRPGaussianClassifier(),
     "ncm": lambda: NCMClassifier(threshold=3.0),
     "protonet": lambda: ProtoNetClassifier(),
     "peeler": lambda: PEELERClassifier(),
@@ -380,8 +381,8 @@ def test_first_step_of_unfitted_head_is_all_or_nothing(monkeypatch):
     """Check that an interrupted first ``open_world_step`` leaves the head
     unfitted, with no attribute added."""
     def make():
-        return CRPGaussianClassifier(prior_mean=0.0, prior_var=10.0, b=1.0,
-                                     sigma=0.5)
+        return CRPGaussianClassifier(covariance="isotropic", prior_mean=0.0,
+                                     prior_var=10.0, b=1.0, sigma=0.5)
     call = _operations("head")["step_many"]
     n_points = _count_points("line", call, make(), monkeypatch)
     assert n_points > 50

@@ -35,7 +35,8 @@ def heavy_tails():
 
 def test_defaults_calibrate_p_novel_on_new_classes(heavy_tails):
     X, y, X_new, y_new = heavy_tails
-    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    clf = NoveltyCalibratedClassifier(CRPGaussianClassifier(covariance="isotropic"),
+                                      random_state=0).fit(X, y)
     assert isinstance(clf.estimator_, CRPGaussianClassifier)
     raw = copy.deepcopy(clf.estimator_).open_world_step(X_new, y_new)
     out = copy.deepcopy(clf).open_world_step(X_new, y_new)
@@ -51,7 +52,8 @@ def test_defaults_calibrate_p_novel_on_new_classes(heavy_tails):
 
 def test_sigmoid_map_is_the_heads_own_novelty_calibration(heavy_tails):
     X, y, X_new, _ = heavy_tails
-    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    clf = NoveltyCalibratedClassifier(CRPGaussianClassifier(covariance="isotropic"),
+                                      random_state=0).fit(X, y)
     # The wrapper decides by the argmax of its probabilities: the head's
     # argmax rule (novelty_alpha=None), not its conformal one.
     head = copy.deepcopy(clf.estimator_).set_params(

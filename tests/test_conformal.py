@@ -121,7 +121,7 @@ def test_select_novel_is_benjamini_hochberg_and_controls_fdr():
         X[~known] += 8.0  # new classes away from the known ones
         rows = rng.permutation(np.flatnonzero(known))
         fit, cal, test_known = rows[:200], rows[200:600], rows[600:]
-        head = CRPGaussianClassifier().fit(X[fit], y[fit])
+        head = CRPGaussianClassifier(covariance="isotropic").fit(X[fit], y[fit])
         clf = ConformalNoveltyClassifier(head).fit(X[cal], y[cal])
         batch = np.r_[test_known, rng.choice(np.flatnonzero(~known), 40,
                                              replace=False)]

@@ -307,7 +307,8 @@ def test_fit_estimates_what_the_statistics_of_its_rows_give(rng, covariance):
     serves fit, merge and Dask."""
     y = np.repeat(np.arange(6), 5)
     X = rng.normal(scale=3.0, size=(6, 4))[y] + rng.normal(size=(30, 4))
-    head = CRPGaussianClassifier(covariance=covariance, prior_scale=2.0).fit(X, y)
+    head = CRPGaussianClassifier(covariance=covariance, prior_scale=2.0,
+                                 noise_shrinkage=0.0).fit(X, y)
     moments = moments_of_rows(X, y, 6, fourth=covariance == "full", pooled=True)
     resolved = resolve_hyper_parameters(moments, head.get_params())
     for name in ("sigma", "prior_mean", "prior_var", "b"):

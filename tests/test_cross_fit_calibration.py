@@ -502,8 +502,7 @@ def test_noise_shrinkages_are_chosen_with_one_encoder_per_fold(digits, monkeypat
     (dict(calibration=1), "'calibration' parameter"),
     (dict(calibration=5), "calibration=5 folds over the classes need at least 5"),
     (dict(calibration=[(np.arange(10), np.arange(5))]), "class 0 on both sides"),
-    # noise_shrinkage="auto" is gone: GridSearchCV chooses it.
-    (dict(head__noise_shrinkage="auto"), "'noise_shrinkage' parameter"),
+    (dict(head__noise_shrinkage="ledoit-wolf"), "'noise_shrinkage' parameter"),
 ])
 @pytest.mark.filterwarnings("ignore:The groups parameter is ignored")
 def test_bad_cross_fitting_fails_before_training(digits, no_training, params,

@@ -100,7 +100,7 @@ def test_small_context_stream_from_the_prior(small_isotropic_model, digits):
     model = copy.deepcopy(small_isotropic_model)
     rows = np.flatnonzero(y >= 7)[:30]
     learned = model.meta_module_.head_kwargs()
-    reference = CRPGaussianClassifier(**learned,
+    reference = CRPGaussianClassifier(covariance="isotropic", **learned,
                                       known_count=model.meta.episode_known_count)
     expected = reference.open_world_step(model.transform(X[rows]), y[rows])
     out = copy.deepcopy(model.prior_head_).open_world_step(

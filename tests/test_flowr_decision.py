@@ -116,8 +116,8 @@ def test_held_out_scores_are_drawn_like_new_rows_of_the_deciding_head():
 def test_set_conformal_scores_checks_its_input():
     """Check set_conformal_scores refuses non-finite scores before any change
     and an unfitted head."""
-    head = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-                                       [0, 0, 1, 1])
+    head = CRPGaussianClassifier(covariance="isotropic").fit(
+        [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], [0, 0, 1, 1])
     before = head.conformal_scores_
     with pytest.raises(ValueError, match="finite"):
         head.set_conformal_scores([0.0, np.nan])
@@ -128,7 +128,7 @@ def test_set_conformal_scores_checks_its_input():
     from sklearn.exceptions import NotFittedError
 
     with pytest.raises(NotFittedError):
-        CRPGaussianClassifier().set_conformal_scores([0.0])
+        CRPGaussianClassifier(covariance="isotropic").set_conformal_scores([0.0])
 
 
 def test_unseeded_fits_hold_out_the_same_rows(split, tmp_path):

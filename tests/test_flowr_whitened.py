@@ -1,6 +1,7 @@
 """Tests of FLOWRClassifier with the whitened head on a pretrained backbone's
 own features (``sklearn_flowr.training._head_building``)."""
 
+import copy
 import pickle
 
 import numpy as np
@@ -153,3 +154,37 @@ def test_grid_search_and_h_measure_scorer_on_the_whitened_head(data):
     ).fit(X, y)
     scores = search.cv_results_["mean_test_score"]
     assert np.isfinite(scores).all() and scores[0] != scores[1]
+
+
+@pytest.mark.parametrize("setting", ["small", "large"])
+def test_the_default_head_is_the_whitened_head(data, setting, tmp_path):
+    """Check that head=CRPGaussianClassifier() (covariance="whitened") works as
+    head=WhitenedCRPClassifier() does: the same probabilities and P(novel)
+    online, adapt from the prior head (which keeps the whitener) after a
+    save and load, and reset."""
+    X, y = data
+    known = y < 6
+    meta = MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3, n_unknown=1)
+    # The large context's map refits the head with the deployed prior, which
+    # the one estimator keeps in its whitener's coordinates: compared unmapped.
+    params = {"meta": meta, "setting": setting,
+              "calibration": "train" if setting == "small" else None}
+    one = frozen(CRPGaussianClassifier(), **params)
+    composed = frozen(WhitenedCRPClassifier(), **params)
+    one.fit(X[known], y[known])
+    composed.fit(X[known], y[known])
+    assert one.head_.covariance == "whitened"
+    assert one.prior_head_.whitener_ is one.head_.whitener_
+    np.testing.assert_allclose(one.predict_proba(X), composed.predict_proba(X),
+                               rtol=1e-9, atol=1e-12)
+    sklearn_flowr.save(one, tmp_path / "model.skops")
+    one = sklearn_flowr.load(tmp_path / "model.skops")
+    rows = np.flatnonzero(y == 7)[:3]
+    for model in (one, composed):
+        model.adapt(X[rows], y[rows])
+    np.testing.assert_allclose(one.predict_proba(X), composed.predict_proba(X),
+                               rtol=1e-9, atol=1e-12)
+    steps = [copy.deepcopy(model).open_world_step(X[y == 6], y[y == 6])
+             for model in (one, composed)]
+    np.testing.assert_allclose(steps[0].p_novel, steps[1].p_novel, rtol=1e-9)
+    assert 7 not in one.reset().classes_

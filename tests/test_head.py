@@ -56,7 +56,7 @@ def row_by_row(clf, X, y):
 def test_predict_proba_matches_textbook_posterior(blobs, rng, known_count):
     """Check predict_proba against an independent conjugate-posterior computation."""
     X, y = blobs
-    clf = CRPGaussianClassifier(a=0.4, known_count=known_count,
+    clf = CRPGaussianClassifier(covariance="isotropic", a=0.4, known_count=known_count,
                                 **{**GIVEN_PRIOR, "sigma": 0.8}).fit(X, y)
     counts = np.bincount(y).astype(float) if known_count == "observed" else np.ones(4)
     queries = rng.normal(scale=4, size=(7, 5))
@@ -81,7 +81,7 @@ def test_predict_log_proba_and_joint_are_consistent(blobs, rng):
 def test_fit_learns_empirical_bayes_prior(blobs):
     """Check that "auto" sets mu0 to the mean of the class means."""
     X, y = blobs
-    clf = CRPGaussianClassifier().fit(X, y)
+    clf = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     means = np.stack([X[y == k].mean(0) for k in range(4)])
     np.testing.assert_allclose(clf.prior_mean_, means.mean(0))
     assert clf.prior_var_.shape == (1,)
@@ -92,9 +92,9 @@ def test_chunked_partial_fit_equals_fit(blobs, rng):
     """Check that partial_fit in any chunking equals fit on the union."""
     X, y = blobs
     params = dict(known_count="observed", **GIVEN_PRIOR)
-    whole = CRPGaussianClassifier(**params).fit(X, y)
+    whole = CRPGaussianClassifier(covariance="isotropic", **params).fit(X, y)
     order = rng.permutation(len(y))
-    chunked = CRPGaussianClassifier(**params)
+    chunked = CRPGaussianClassifier(covariance="isotropic", **params)
     for part in np.array_split(order, [1, 7, 30]):
         chunked.partial_fit(X[part], y[part])
     sort = np.argsort(chunked.classes_)
@@ -166,8 +166,8 @@ def test_open_world_step_from_scratch_with_given_prior(rng):
     """Check a stream on an unfitted head (given prior): first row is novel."""
     X = rng.normal(size=(20, 3))
     y = rng.integers(0, 3, size=20)
-    clf = CRPGaussianClassifier(**GIVEN_PRIOR)
-    reference = CRPGaussianClassifier(**GIVEN_PRIOR)
+    clf = CRPGaussianClassifier(covariance="isotropic", **GIVEN_PRIOR)
+    reference = CRPGaussianClassifier(covariance="isotropic", **GIVEN_PRIOR)
     out = clf.open_world_step(X, y)
     assert out.is_novel[0] and out.p_novel[0] == 1.0 and out.y_known[0] == -1
     reference.partial_fit(X[:1], y[:1])
@@ -200,7 +200,8 @@ def test_stream_state_equals_partial_fit(blobs, rng):
 def test_float64_state_is_exact_over_a_million_updates():
     """Check 10^6 online updates lose no precision in the float64 state."""
     rng = np.random.default_rng(1)
-    clf = CRPGaussianClassifier(prior_mean=0.0, prior_var=1.0, b=1.0, sigma=0.5)
+    clf = CRPGaussianClassifier(covariance="isotropic", prior_mean=0.0, prior_var=1.0,
+                                b=1.0, sigma=0.5)
     total = np.zeros((3, 4), dtype=np.int64)
     n = np.zeros(3, dtype=np.int64)
     for _ in range(100):
@@ -223,7 +224,8 @@ def test_fit_class_embeddings_sets_natural_parameters(rng):
     """Check q_n = mu_n / s_n, lam_n = 1 / s_n and the known_count prior."""
     means = rng.normal(size=(3, 4))
     variances = np.array([0.5, 1.0, 2.0])
-    clf = CRPGaussianClassifier(b=1.0, sigma=0.5, known_count=2.0)
+    clf = CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5,
+                                known_count=2.0)
     clf.fit_class_embeddings(["c", "a", "b"], means, variances)
     assert clf.classes_.tolist() == ["a", "b", "c"]
     np.testing.assert_allclose(clf.class_mean_, means[[1, 2, 0]])
@@ -241,7 +243,8 @@ def test_fit_class_embeddings_sets_natural_parameters(rng):
 def test_frozen_known_classes_do_not_move_online(rng):
     """Check that known-known classes stay fixed while new classes learn."""
     means = rng.normal(scale=3, size=(3, 4))
-    clf = CRPGaussianClassifier(b=1.0, sigma=0.5).fit_class_embeddings(
+    clf = CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5)
+    clf = clf.fit_class_embeddings(
         [0, 1, 2], means, np.ones(3)
     )
     reference = copy.deepcopy(clf)
@@ -282,7 +285,8 @@ def test_freeze_classes_keeps_known_classes_fixed_until_released():
     and counts unchanged, new classes still learn, and freeze_classes(False)
     lets labels update the known classes again."""
     X = np.array([[0.0, 0.0], [0.2, 0.1], [4.0, 4.0], [4.2, 3.9]])
-    clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1]).freeze_classes()
+    clf = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
+    clf.freeze_classes()
     before = clf.class_mean_.copy()
     clf.partial_fit([[1.0, 1.0], [9.0, 9.0]], [0, 2])
     np.testing.assert_array_equal(clf.class_mean_[:2], before)

@@ -100,7 +100,7 @@ def test_isotropic_matrices_equal_the_isotropic_head(anisotropic):
     isotropic head."""
     X, y = anisotropic
     given = dict(prior_mean=0.5, prior_var=4.0, b=1.3, sigma=0.7)
-    iso = CRPGaussianClassifier(**given).fit(X, y)
+    iso = CRPGaussianClassifier(covariance="isotropic", **given).fit(X, y)
     full = CRPGaussianClassifier(covariance="full", **given).fit(X, y)
     np.testing.assert_allclose(full.predict_joint_log_proba(X),
                                iso.predict_joint_log_proba(X), rtol=1e-10)
@@ -159,7 +159,7 @@ def test_noise_shrinkage_leaves_given_and_isotropic_noise_alone(anisotropic, rng
             == CRPGaussianClassifier().fit(X, y).sigma_)
 
 
-@pytest.mark.parametrize("amount", [-0.1, 1.5, "auto"])
+@pytest.mark.parametrize("amount", [-0.1, 1.5, "dof"])
 def test_bad_noise_shrinkage_raises_before_fitting(anisotropic, amount):
     X, y = anisotropic
     clf = CRPGaussianClassifier(covariance="full", noise_shrinkage=amount)

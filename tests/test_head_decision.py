@@ -109,7 +109,7 @@ def test_too_few_scores_keep_the_argmax_rule():
     """Check that with too few calibration scores to reach alpha (or folds
     that cannot be fitted) predict is the argmax rule."""
     X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
-    head = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
     assert head.conformal_scores_.shape == (0,)  # a fold of 1-row classes
     queries = [[0.1, 0.0], [-6.0, 7.0]]
     np.testing.assert_array_equal(head.predict(queries), [0, -1])
@@ -189,8 +189,8 @@ def test_save_load_and_merge_keep_the_scores(blobs, tmp_path):
     """Check that skops saving keeps the calibration scores and predictions,
     and that merge pools the parts' scores."""
     X, y = blobs
-    left = CRPGaussianClassifier().fit(X[::2], y[::2])
-    right = CRPGaussianClassifier().fit(X[1::2], y[1::2])
+    left = CRPGaussianClassifier(covariance="isotropic").fit(X[::2], y[::2])
+    right = CRPGaussianClassifier(covariance="isotropic").fit(X[1::2], y[1::2])
     path = tmp_path / "head.skops"
     saving.save(left, path)
     loaded = saving.load(path)

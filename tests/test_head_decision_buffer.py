@@ -80,8 +80,9 @@ def test_one_row_stream_equals_a_batch_step_through_saving_and_copies(
     X, y = blobs
     order = rng.permutation(y.shape[0])
     fit_rows, rows = order[:20], order[20:]
-    head = CRPGaussianClassifier(novelty_alpha=0.2, sigma=0.7, prior_mean=0.0,
-                                 prior_var=16.0).fit(X[fit_rows], y[fit_rows])
+    head = CRPGaussianClassifier(covariance="isotropic", novelty_alpha=0.2, sigma=0.7,
+                                 prior_mean=0.0, prior_var=16.0)
+    head.fit(X[fit_rows], y[fit_rows])
     batch, by_fit = copy.deepcopy(head), copy.deepcopy(head)
     expected = batch.open_world_step(X[rows], y[rows]).y_pred
     queries = np.r_[X, rng.normal(scale=6.0, size=(20, 5))]

@@ -106,7 +106,7 @@ def test_unfitted_use_raises(blobs):
 def test_partial_fit_unfitted_auto_prior_needs_two_classes(blobs):
     """Check that "auto" prior from a one-class first batch is refused."""
     X, y = blobs
-    clf = CRPGaussianClassifier()
+    clf = CRPGaussianClassifier(covariance="isotropic")
     with pytest.raises(ValueError, match="at least 2 classes"):
         clf.partial_fit(X[y == 0], y[y == 0])
     assert not hasattr(clf, "n_features_in_")
@@ -168,7 +168,7 @@ def test_skops_round_trip(blobs, rng):
 )
 def test_fit_class_embeddings_needs_numeric_b_and_sigma(params, named):
     """Check that b, sigma and known_count cannot be estimated without samples."""
-    clf = CRPGaussianClassifier(**params)
+    clf = CRPGaussianClassifier(covariance="isotropic", **params)
     with pytest.raises(ValueError, match=f"numeric known_count, b and sigma.*{named}"):
         clf.fit_class_embeddings([0, 1], np.eye(2), [1, 1])
     assert not hasattr(clf, "n_features_in_")

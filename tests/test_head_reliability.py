@@ -16,7 +16,7 @@ X4 = np.array([[0.0, 0.0], [0.3, 0.0], [9.0, 9.0], [9.0, 9.3]])
 
 
 def _head(**params):
-    return CRPGaussianClassifier(**params).fit(X4, [0, 0, 1, 1])
+    return CRPGaussianClassifier(covariance="isotropic", **params).fit(X4, [0, 0, 1, 1])
 
 
 def assert_same_head(got, expected):
@@ -121,7 +121,7 @@ def test_merge_refuses_provisional_classes_and_keeps_the_record():
     merged = left.merge(right)
     merged.correct(np.array([[0.2, 0.1], [9.1, 9.0]]),
                    np.r_[out_left.y_assigned, out_right.y_assigned], [1, 0])
-    whole = CRPGaussianClassifier(**params).fit(
+    whole = CRPGaussianClassifier(covariance="isotropic", **params).fit(
         np.r_[X4, X4, [[0.2, 0.1], [9.1, 9.0]]], [0, 0, 1, 1, 0, 0, 1, 1, 1, 0])
     np.testing.assert_allclose(merged.predict_joint_log_proba(X4),
                                whole.predict_joint_log_proba(X4), rtol=1e-12)
@@ -200,7 +200,7 @@ def test_uint64_labels_stay_exact():
     head.partial_fit(X4[[0, 2]] + 50, big)
     assert head.classes_.tolist() == [0, 1, 2**63 + 1, 2**63 + 2]
     labels = np.array([2**63 + 1, 2**63 + 1, 2**63 + 2, 2**63 + 2], dtype=np.uint64)
-    head = CRPGaussianClassifier().fit(X4, labels)
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X4, labels)
     assert head.predict([[0.1, 0.0], [-60.0, 60.0]]).tolist() == [2**63 + 1, -1]
     out = head.open_world_step([[-60.0, 60.0], [0.1, 0.0]],
                                np.array([2**63 + 3, 2**63 + 1], dtype=np.uint64))

@@ -42,12 +42,12 @@ def test_sigma_auto_is_pooled_within_class_variance(blobs, rng):
     X, y = blobs
     keep = np.r_[0:3, 15:30, 30:31, 45:52]  # unequal sizes, one singleton class
     X, y = X[keep] * 3.0, y[keep]
-    clf = CRPGaussianClassifier().fit(X, y)
+    clf = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     assert clf.sigma == "auto"
     assert isinstance(clf.sigma_, float)
     assert clf.sigma_ == pytest.approx(pooled_within_class_variance(X, y),
                                        rel=1e-12)
-    fixed = CRPGaussianClassifier(sigma=clf.sigma_).fit(X, y)
+    fixed = CRPGaussianClassifier(covariance="isotropic", sigma=clf.sigma_).fit(X, y)
     queries = rng.normal(scale=4, size=(6, 5))
     np.testing.assert_array_equal(clf.predict_joint_log_proba(queries),
                                   fixed.predict_joint_log_proba(queries))
@@ -71,11 +71,11 @@ def test_sigma_auto_fixes_raw_digit_pixels(raw_digits):
     ~16) where the paper's sigma=0.5 calls everything novel, and that unseen
     digits get more novel mass than held-out known ones."""
     X_fit, y_fit, X_test, y_test, X_unseen = raw_digits
-    auto = CRPGaussianClassifier(a=0.5).fit(X_fit, y_fit)
+    auto = CRPGaussianClassifier(covariance="isotropic", a=0.5).fit(X_fit, y_fit)
     # The argmax rule (novelty_alpha=None) reads the probabilities as they
     # are; the conformal rule would hide the mis-scaled sigma.
-    paper = CRPGaussianClassifier(a=0.5, sigma=0.5, novelty_alpha=None).fit(
-        X_fit, y_fit)
+    paper = CRPGaussianClassifier(covariance="isotropic", a=0.5, sigma=0.5,
+                                  novelty_alpha=None).fit(X_fit, y_fit)
     assert np.mean(auto.predict(X_test) == y_test) > 0.8
     assert np.mean(paper.predict(X_test) == y_test) < 0.05
     p_novel_known = auto.predict_proba(X_test)[:, -1].mean()
@@ -113,7 +113,8 @@ def test_partial_fit_unfitted_estimates_sigma_from_first_batch(blobs):
     """Check that partial_fit on an unfitted head estimates sigma from its
     first batch, even with one class when the prior is given."""
     X, y = blobs
-    clf = CRPGaussianClassifier(**dict(GIVEN_PRIOR, sigma="auto"))
+    clf = CRPGaussianClassifier(covariance="isotropic",
+                                **dict(GIVEN_PRIOR, sigma="auto"))
     clf.partial_fit(X[y == 2], y[y == 2])
     assert clf.sigma_ == pytest.approx(
         pooled_within_class_variance(X[y == 2], y[y == 2]), rel=1e-12
@@ -130,7 +131,8 @@ def test_sigma_auto_with_single_sample_classes_raises(blobs, method):
     sigma, and leaves no fitted state."""
     X, y = blobs
     rows = np.array([0, 15, 30])
-    clf = CRPGaussianClassifier(**dict(GIVEN_PRIOR, sigma="auto"))
+    clf = CRPGaussianClassifier(covariance="isotropic",
+                                **dict(GIVEN_PRIOR, sigma="auto"))
     with pytest.raises(ValueError, match="at least 2 samples.*Give sigma as a float"):
         getattr(clf, method)(X[rows], y[rows])
     assert not hasattr(clf, "n_features_in_")
@@ -144,7 +146,8 @@ def test_grid_search_over_sigma(raw_digits):
     X_fit, y_fit, _, _, _ = raw_digits
     grid = {"sigma": [0.5, 20.0, "auto"]}
     cv = StratifiedKFold(n_splits=3, shuffle=True, random_state=0)
-    search = GridSearchCV(CRPGaussianClassifier(novelty_alpha=None), grid, cv=cv,
+    search = GridSearchCV(CRPGaussianClassifier(covariance="isotropic",
+                                                novelty_alpha=None), grid, cv=cv,
                           error_score="raise").fit(X_fit, y_fit)
     scores = dict(zip(map(str, grid["sigma"]),
                       search.cv_results_["mean_test_score"], strict=True))

@@ -81,7 +81,7 @@ def test_one_row_step_far_from_every_class(rng):
     """Check P(novel) and its log-odds for a row far beyond every class: the
     probability rounds to 1, the log-odds stay finite and ordered."""
     X, y = _data(rng)
-    head = CRPGaussianClassifier().fit(X, y)
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     near = copy.deepcopy(head).open_world_step(np.full((1, 5), 60.0), np.array([7]))
     far = copy.deepcopy(head).open_world_step(np.full((1, 5), 90.0), np.array([7]))
     assert near.p_novel[0] == far.p_novel[0] == 1.0
@@ -217,8 +217,8 @@ def test_interrupted_step_during_incremental_growth(rng, incremental_growth):
 def test_one_row_fast_validation_keeps_messages(row, message):
     """Check the one-row checks raise scikit-learn's (or the package's)
     messages and change nothing."""
-    head = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-                                       [0, 0, 1, 1])
+    head = CRPGaussianClassifier(covariance="isotropic").fit(
+        [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], [0, 0, 1, 1])
     before = head.predict_joint_log_proba(np.array([[1.0, 1.0]]))
     with pytest.raises(ValueError, match=message):
         head.open_world_step(np.array([row]), np.array([0]))

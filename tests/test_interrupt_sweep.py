@@ -34,8 +34,8 @@ from sklearn_flowr.head import _buffers
 PACKAGE_DIR = str(Path(sklearn_flowr.__file__).parent)
 # Interrupts per call besides the first event of each distinct line.
 SPREAD = 40
-PARAMS = dict(b=1.0, sigma=0.5, prior_mean=4.0, prior_var=30.0,
-              unlabelled_threshold=0.0)
+PARAMS = dict(covariance="isotropic", b=1.0, sigma=0.5, prior_mean=4.0,
+              prior_var=30.0, unlabelled_threshold=0.0)
 RNG = np.random.default_rng(0)
 CENTRES = np.array([[0.0, 0.0], [9.0, 9.0], [-9.0, 9.0]])
 X_FIT = np.repeat(CENTRES, 3, axis=0) + RNG.normal(scale=0.3, size=(9, 2))

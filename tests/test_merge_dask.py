@@ -31,15 +31,18 @@ FITTED = ("classes_", "class_count_", "crp_count_", "frozen_classes_",
 D = 5
 # Every way the head estimates or takes its prior and noise.
 CONFIGS = {
-    "isotropic-auto": {},
-    "diagonal-prior": {"prior_var": np.linspace(1.0, 3.0, D)},
+    "isotropic-auto": {"covariance": "isotropic"},
+    "diagonal-prior": {"covariance": "isotropic",
+                       "prior_var": np.linspace(1.0, 3.0, D)},
     "full-auto": {"covariance": "full"},
     "full-shrunk-scaled": {"covariance": "full", "noise_shrinkage": 0.3,
                            "prior_scale": 2.0},
-    "isotropic-given": {"sigma": 0.5, "prior_mean": 0.0, "prior_var": 4.0, "b": 1.0},
+    "isotropic-given": {"covariance": "isotropic", "sigma": 0.5, "prior_mean": 0.0,
+                        "prior_var": 4.0, "b": 1.0},
     "full-given": {"covariance": "full", "sigma": 0.2 * np.eye(D) + 0.1,
                    "prior_mean": 0.0, "prior_var": 9.0, "b": 2.0},
-    "observed-counts": {"known_count": "observed", "a": 0.2},
+    "observed-counts": {"covariance": "isotropic", "known_count": "observed",
+                        "a": 0.2},
 }
 
 
@@ -151,9 +154,9 @@ def test_merge_refuses_estimated_hyper_parameters_after_online_rows(rng):
     """Check that an "auto" head that learned rows after fit is refused,
     with the fix named, and neither head changes."""
     X, y = make_rows(rng)
-    left = CRPGaussianClassifier().fit(X[:100], y[:100]).partial_fit(X[100:120],
-                                                                    y[100:120])
-    right = CRPGaussianClassifier().fit(X[120:], y[120:])
+    left = CRPGaussianClassifier(covariance="isotropic").fit(X[:100], y[:100])
+    left.partial_fit(X[100:120], y[100:120])
+    right = CRPGaussianClassifier(covariance="isotropic").fit(X[120:], y[120:])
     before = fingerprint(left), fingerprint(right)
     with pytest.raises(ValueError, match="learned rows since.*give sigma, "
                                          "prior_mean and prior_var as numbers"):
@@ -171,11 +174,12 @@ def test_merge_after_frozen_rows_is_fit_on_the_learned_rows(rng):
     """Check that rows a frozen class skipped do not count, and that a class
     frozen in either head stays frozen in the merged head."""
     X, y = make_rows(rng)
-    left = CRPGaussianClassifier().fit(X[:100], y[:100]).freeze_classes()
+    left = CRPGaussianClassifier(covariance="isotropic").fit(X[:100], y[:100])
+    left.freeze_classes()
     left.partial_fit(X[100:110][y[100:110] < 7], y[100:110][y[100:110] < 7])
-    right = CRPGaussianClassifier().fit(X[110:], y[110:])
+    right = CRPGaussianClassifier(covariance="isotropic").fit(X[110:], y[110:])
     merged = left.merge(right)
-    whole = CRPGaussianClassifier().fit(np.r_[X[:100], X[110:]],
+    whole = CRPGaussianClassifier(covariance="isotropic").fit(np.r_[X[:100], X[110:]],
                                         np.r_[y[:100], y[110:]])
     whole.freeze_classes()  # the classes are the same here
     assert_same_head(merged, whole, X)
@@ -193,8 +197,9 @@ def test_merge_refuses_heads_with_other_parameters(rng, change, match):
     """Check that heads with different parameters are refused by name and
     left unchanged."""
     X, y = make_rows(rng)
-    left = CRPGaussianClassifier().fit(X[:120], y[:120])
-    right = CRPGaussianClassifier(**change).fit(X[120:], y[120:])
+    left = CRPGaussianClassifier(covariance="isotropic").fit(X[:120], y[:120])
+    right = CRPGaussianClassifier(**{"covariance": "isotropic", **change})
+    right.fit(X[120:], y[120:])
     before = fingerprint(left), fingerprint(right)
     with pytest.raises(ValueError, match=match):
         left.merge(right)
@@ -233,19 +238,22 @@ def test_merge_refuses_other_feature_names(rng):
 
     X, y = make_rows(rng)
     frame = pd.DataFrame(X, columns=list("abcde"))
-    named = CRPGaussianClassifier().fit(frame[:120], y[:120])
+    named = CRPGaussianClassifier(covariance="isotropic").fit(frame[:120], y[:120])
     with pytest.raises(ValueError, match="same feature names"):
-        named.merge(CRPGaussianClassifier().fit(X[120:], y[120:]))
+        named.merge(CRPGaussianClassifier(covariance="isotropic").fit(X[120:], y[120:]))
     with pytest.raises(ValueError, match="same feature names"):
-        named.merge(CRPGaussianClassifier().fit(frame[list("edcba")][120:], y[120:]))
-    merged = named.merge(CRPGaussianClassifier().fit(frame[120:], y[120:]))
-    assert_same_head(merged, CRPGaussianClassifier().fit(frame, y), frame)
+        named.merge(CRPGaussianClassifier(covariance="isotropic").fit(
+            frame[list("edcba")][120:], y[120:]))
+    merged = named.merge(
+        CRPGaussianClassifier(covariance="isotropic").fit(frame[120:], y[120:]))
+    assert_same_head(
+        merged, CRPGaussianClassifier(covariance="isotropic").fit(frame, y), frame)
     np.testing.assert_array_equal(merged.feature_names_in_, list("abcde"))
 
 
 def test_merge_refuses_class_embeddings():
     """Check that classes given as embeddings (no rows) are refused."""
-    params = {"b": 1.0, "sigma": 0.5}
+    params = {"covariance": "isotropic", "b": 1.0, "sigma": 0.5}
     given = CRPGaussianClassifier(**params).fit_class_embeddings(
         ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
     fitted = CRPGaussianClassifier(**params).fit([[0.0, 1.0], [5.0, 5.0]], ["a", "c"])
@@ -259,10 +267,11 @@ def test_merge_resolves_the_novel_label_from_the_union(rng):
     X, y = make_rows(rng, n_classes=4)
     y = y - 1  # labels -1 .. 2
     in_left = (y >= 0) & (rng.random(y.shape[0]) < 0.6)
-    left = CRPGaussianClassifier().fit(X[in_left], y[in_left])
-    right = CRPGaussianClassifier().fit(X[~in_left], y[~in_left])
+    left = CRPGaussianClassifier(covariance="isotropic").fit(X[in_left], y[in_left])
+    right = CRPGaussianClassifier(covariance="isotropic").fit(X[~in_left], y[~in_left])
     assert left.novel_label_ == -1
-    merged, whole = left.merge(right), CRPGaussianClassifier().fit(X, y)
+    merged = left.merge(right)
+    whole = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     assert merged.novel_label_ == whole.novel_label_ == -2
     assert_same_head(merged, whole, X)
 
@@ -415,7 +424,7 @@ def test_dask_fit_refuses_bad_input_and_keeps_the_head(rng):
     import dask
 
     X, y = make_rows(rng)
-    head = CRPGaussianClassifier().fit(X, y)
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     before = fingerprint(head)
     bad = X.copy()
     bad[200, 1] = np.nan

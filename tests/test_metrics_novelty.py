@@ -205,7 +205,8 @@ def test_classwise_ece_with_estimator_output():
 
     X = np.array([[0.0], [0.3], [0.1], [5.0], [5.2], [4.7], [9.0], [9.4]])
     y = np.array([0, 0, 0, 1, 1, 1, 2, 2])
-    head = CRPGaussianClassifier(sigma=0.5).fit(X[y < 2], y[y < 2])
+    head = CRPGaussianClassifier(covariance="isotropic", sigma=0.5)
+    head.fit(X[y < 2], y[y < 2])
     proba = head.predict_proba(X)
     assert_allclose(classwise_calibration_error(y, proba, n_bins=5),
                     _classwise_by_loop(y, np.asarray(proba), [0, 1, None], 5),

@@ -112,7 +112,8 @@ def test_calibration_slope_near_one_when_model_is_right(rng):
     classes, where the Gaussian odds are over-confident."""
     y = np.repeat(np.arange(60), 25)
     X = rng.normal(scale=2.0, size=(60, 8))[y] + rng.normal(size=(1500, 8))
-    head = CRPGaussianClassifier(prior_mean=0.0, prior_var=4.0, b=1.0, sigma=1.0)
+    head = CRPGaussianClassifier(covariance="isotropic", prior_mean=0.0,
+                                 prior_var=4.0, b=1.0, sigma=1.0)
     right = calibrate_novelty(head, X, y, n_tasks=300, random_state=0)
     assert 0.75 < right.slope < 1.35
     X_t = rng.normal(scale=2.0, size=(60, 8))[y] + rng.standard_t(3, (1500, 8))
@@ -257,12 +258,13 @@ def test_one_row_stream_gives_the_exact_log_odds_far_from_every_class(rng):
     the same log-odds as the chunked path, not a clipped or rounded value,
     although its P(novel) is exactly 1.0."""
     X, y = _heavy_tailed(rng, n_classes=4)
-    head = CRPGaussianClassifier().fit(X, y)
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
     far = np.array([[60.0, -60.0, 60.0, -60.0], [-70.0, 70.0, -70.0, 70.0]])
     labels = np.array([90, 91])
-    chunk = CRPGaussianClassifier().fit(X, y).open_world_step(far, labels)
-    lone = [CRPGaussianClassifier().fit(X, y).open_world_step(far[i:i + 1],
-                                                              labels[i:i + 1])
+    paper = CRPGaussianClassifier(covariance="isotropic")
+    chunk = copy.deepcopy(paper).fit(X, y).open_world_step(far, labels)
+    lone = [copy.deepcopy(paper).fit(X, y).open_world_step(far[i:i + 1],
+                                                           labels[i:i + 1])
             for i in range(2)]
     assert (chunk.p_novel == 1.0).all()
     assert 100 < chunk.novelty_score[0] < 1e10

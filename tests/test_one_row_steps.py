@@ -74,7 +74,7 @@ def test_one_row_ndarray_steps_of_baselines_equal_list_steps(rng):
 def test_bad_one_row_input_keeps_the_messages(rng, row, y, error):
     """Check a bad one-row ndarray step raises the message of lists with the
     head unchanged."""
-    head = _fitted(rng, [0, 1, 2])
+    head = _fitted(rng, [0, 1, 2], covariance="isotropic")
     X, y = np.array(row), np.array(y)
     before = copy.deepcopy(head)
     with pytest.raises(ValueError, match=error):
@@ -100,7 +100,7 @@ def test_changed_parameters_in_one_row_steps(rng):
     """Check a parameter set after fitting to an equal value (a new object)
     is found unchanged, and that a changed value or one that cannot be
     compared (an array of another shape) is refused."""
-    head = _fitted(rng, [0, 1, 2], a=0.5)
+    head = _fitted(rng, [0, 1, 2], a=0.5, covariance="isotropic")
     general = copy.deepcopy(head)
     X, y = np.zeros((1, 4)), np.array([1])
     head.set_params(a=float("0.5"))  # equal, but not the same object
@@ -119,7 +119,7 @@ def test_one_row_novelty_equals_the_batch_formulas(rng, scale):
     """Check a one-row step's P(novel) and log-odds equal ``predict_proba``'s
     log-softmax at every level of the scores: the step sums exp relative to
     0 while the best known score is within +-600, else relative to it."""
-    head = _fitted(rng, list(range(6)))
+    head = _fitted(rng, list(range(6)), covariance="isotropic")
     X = head.prior_mean_ + scale * rng.normal(size=(40, 4))
     levels = []
     for t in range(X.shape[0]):

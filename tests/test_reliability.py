@@ -56,7 +56,7 @@ def test_values_too_large_to_score_are_refused(rng, method):
     """Check that finite values beyond MAX_ABS_INPUT raise a clear error, never
     NaN, and leave a fitted head as it was."""
     X, y, _, _ = _head_problem(rng)
-    clf = CRPGaussianClassifier(b=1.0, sigma=0.5).fit(X, y)
+    clf = CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5).fit(X, y)
     before = copy.deepcopy(clf)
     huge = np.full((2, 5), 1e200)
     with pytest.raises(ValueError, match="magnitude"):
@@ -169,7 +169,7 @@ def test_flowr_params_changed_after_fit(flowr_model):
     model = copy.deepcopy(model)
     expected = model.predict_proba(X[:5])
     for name in ("head__known_count", "meta__episode_known_count"):
-        with pytest.raises(ValueError, match=f"{name}: 1.0 -> 3.0"):
+        with pytest.raises(ValueError, match=f"{name}: ('auto'|1.0) -> 3.0"):
             copy.deepcopy(model).set_params(**{name: 3.0}).partial_fit(X[:2], y[:2])
     runtime = copy.deepcopy(model).set_params(device="cpu", verbose=0,
                                               pretrain__batch_size=7,

@@ -45,7 +45,7 @@ def test_scores_equal_evaluate_online_of_the_head_built_by_hand(squeezed):
         assert result["h_measure"] == pytest.approx(report.h_measure)
         assert result["accuracy"] == pytest.approx(report.accuracy)
         assert result["ece"] == pytest.approx(report.ece)
-    assert template.get_params()["noise_shrinkage"] == 0.0  # not modified
+    assert template.get_params()["noise_shrinkage"] == "auto"  # not modified
 
 
 def test_prefers_shrinkage_when_new_classes_are_not_squeezed(squeezed):

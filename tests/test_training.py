@@ -315,7 +315,8 @@ def test_head_kwargs_give_the_same_head(seed):
     z = module(torch.randn(12, 8, dtype=torch.float64)).detach()
     y_s = torch.tensor([0, 1, 1, 2, 2, 2])
     logits = flowr_episode_logits(z[:6], y_s, z[6:], 3, **module.episode_params())
-    clf = CRPGaussianClassifier(**module.head_kwargs(), known_count="observed")
+    clf = CRPGaussianClassifier(covariance="isotropic", **module.head_kwargs(),
+                                known_count="observed")
     clf.fit(z[:6].numpy(), y_s.numpy())
     np.testing.assert_allclose(torch.log_softmax(logits.detach(), 1).numpy(),
                                clf.predict_log_proba(z[6:].numpy()), atol=1e-10)

@@ -68,7 +68,8 @@ def test_episode_logits_match_head(episode64, class_prior):
                                   **{**head, "class_prior": class_prior})
     b = float(concentration_from_raw(head["beta_raw"], A))
     clf = CRPGaussianClassifier(
-        a=A, b=b, sigma=SIGMA, prior_mean=head["prior_mean"].numpy(),
+        covariance="isotropic", a=A, b=b, sigma=SIGMA,
+        prior_mean=head["prior_mean"].numpy(),
         prior_var=float(head["prior_log_var"].exp()), class_prior=class_prior,
         known_count="observed",
     ).fit(z_s.numpy(), y_s.numpy())

@@ -369,7 +369,8 @@ def test_prior_head_carries_only_the_learned_prior(rng):
     y = np.repeat(np.arange(2), 3)
     Z = rng.normal(size=(6, 4))
     meta = _meta_with_prior(MetaTraining(episode_noise=0.3), mu0, 0.5, 3.0)
-    template = CRPGaussianClassifier(a=0.2, sigma=0.7, novel_label="new")
+    template = CRPGaussianClassifier(covariance="isotropic", a=0.2, sigma=0.7,
+                                     novel_label="new")
     params = template.get_params()
     prior, fitted = build_heads(template, meta, Z, y, np.array([4, 5]))
     assert not prior.__sklearn_is_fitted__()
@@ -379,7 +380,8 @@ def test_prior_head_carries_only_the_learned_prior(rng):
     assert prior.b == pytest.approx(3.0)
     np.testing.assert_array_equal(fitted.classes_, [4, 5])
     assert not template.__sklearn_is_fitted__() and template.get_params() == params
-    auto, _ = build_heads(CRPGaussianClassifier(), meta, Z, y, np.array([4, 5]))
+    auto, _ = build_heads(CRPGaussianClassifier(covariance="isotropic"), meta, Z, y,
+                          np.array([4, 5]))
     assert auto.sigma == pytest.approx(0.3)
 
 

@@ -143,7 +143,8 @@ def test_online_equals_batch(rng):
     online.partial_fit(X[~first], y[~first])
     stepped.open_world_step(X[~first], y[~first])
     head = CRPGaussianClassifier(
-        sigma=1.0, prior_mean=np.zeros(12), prior_var=online.whitener_.prior_var_,
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(12),
+        prior_var=online.whitener_.prior_var_,
         b=online.head_.b_, known_count="observed")
     batch = head.fit(online.whitener_.transform(X), y)
     expected = batch.predict_proba(online.whitener_.transform(queries))

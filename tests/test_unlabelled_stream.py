@@ -74,7 +74,8 @@ def test_late_labels_give_the_labelled_head_exactly(seed, covariance, threshold)
 
 def test_provisional_classes_are_named_predicted_and_never_clash():
     X, y, fit_rows, stream = _data(0)
-    head = CRPGaussianClassifier(unlabelled_threshold=0.0).fit(X[fit_rows], y[fit_rows])
+    head = CRPGaussianClassifier(covariance="isotropic", unlabelled_threshold=0.0)
+    head.fit(X[fit_rows], y[fit_rows])
     out = head.open_world_step(X[stream])
     provisional = sorted(set(out.y_assigned.tolist()) - set(range(4)))
     assert provisional and all(label <= -2 for label in provisional)
@@ -82,8 +83,8 @@ def test_provisional_classes_are_named_predicted_and_never_clash():
     # A provisional class is predicted like any class.
     new_rows = stream[y[stream] >= 4]
     assert np.isin(head.predict(X[new_rows]), provisional).mean() > 0.8
-    strings = CRPGaussianClassifier(unlabelled_threshold=0.0).fit(
-        X[fit_rows], np.array(["a", "b", "c", "new-1"])[y[fit_rows]])
+    strings = CRPGaussianClassifier(covariance="isotropic", unlabelled_threshold=0.0)
+    strings.fit(X[fit_rows], np.array(["a", "b", "c", "new-1"])[y[fit_rows]])
     labels = strings.open_world_step(X[stream]).y_assigned.tolist()
     assert "new-2" in labels and "novel" not in labels
 

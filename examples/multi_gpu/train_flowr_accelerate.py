@@ -159,7 +159,8 @@ def evaluate(meta, test, n_known=5, shots=5, n_unknown=3, seed=0):
     support = np.concatenate([rng.permutation(np.flatnonzero(y == c))[:shots]
                               for c in known])
     query = np.setdiff1d(np.flatnonzero(np.isin(y, classes)), support)
-    head = CRPGaussianClassifier(**meta.head_kwargs(), known_count="observed")
+    head = CRPGaussianClassifier(covariance="isotropic", **meta.head_kwargs(),
+                                 known_count="observed")
     head.fit(embed(meta.encoder, X[support]), y[support])
     Z = embed(meta.encoder, X[query])
     p_novel = head.predict_proba(Z)[:, -1]

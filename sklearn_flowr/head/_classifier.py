@@ -16,6 +16,7 @@ from ._discovery import (
     correct,
     mixed_steps,
     nothing_discovered,
+    rows_and_digests,
     unlabelled_steps,
 )
 from ._merge import (
@@ -33,6 +34,7 @@ from ._state import (
     state_for_params,
     state_of_embeddings,
 )
+from ._whitened import model_params, refuse_whitened, shared_whitener, whiten
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -43,7 +45,9 @@ class CRPGaussianClassifier(ConformalDecision, _ProbabilisticOpenWorldClassifier
     Class means have a shared prior ``N(mu0, diag(s0))``, observations are
     ``N(mean, sigma I)``, and a Pitman-Yor (two-parameter CRP) prior over
     classes leaves mass for a *novel* class; a new class is learned from one
-    labelled sample (an O(d) conjugate update).
+    labelled sample (an O(d) conjugate update). By default the rows are first
+    mapped to the coordinates where PLDA's two-covariance model [2]_ is this
+    diagonal one, by a whitener fitted in ``fit``.
 
     Parameters
     ----------
@@ -56,29 +60,41 @@ class CRPGaussianClassifier(ConformalDecision, _ProbabilisticOpenWorldClassifier
 default="auto"
         Class-noise variance ``Sigma_eps = sigma * I``, ``> 0`` (a matrix with
         ``covariance="full"``); ``"auto"``: the pooled within-class variance of
-        ``fit``. Search it on classes the encoder did not see.
+        ``fit`` (``"whitened"``: 1, in the whitener's coordinates, as given
+        values are). Search it on classes the encoder did not see.
     prior_mean : float, array-like of shape (n_features,) or "auto", \
 default="auto"
-        ``mu0``; ``"auto"``: the mean of the class means in ``fit``.
+        ``mu0``; ``"auto"``: the mean of the class means in ``fit`` (whitened: 0).
     prior_var : float, array-like of shape (n_features,) or "auto", \
 default="auto"
         ``s0`` (a matrix with ``covariance="full"``); ``"auto"``: the mean
-        variance of the class means, floored.
+        variance of the class means, floored (whitened: the whitener's
+        ``prior_var_``).
     prior_scale : float, default=1.0
         Factor, ``> 0``, on an estimated ``s0``: above 1 when ``fit``'s classes
         are those the embedding was trained on (docs/results.rst).
-    covariance : {"isotropic", "full"}, default="isotropic"
-        ``"full"``: a full shared noise and prior covariance (PLDA's
-        two-covariance model [2]_), exact, at an extra O(d^2) per row.
-    noise_shrinkage : float in [0, 1], default=0.0
-        With ``covariance="full"`` and ``sigma="auto"``: shrink the noise
-        towards isotropic (1); choose it on classes the encoder did not see.
+    covariance : {"whitened", "isotropic", "full"}, default="whitened"
+        ``"whitened"``: ``fit`` fits a
+        :class:`~sklearn_flowr.head.TwoCovarianceWhitener` (rows to unit
+        length, two covariances [2]_) and every method runs the head on its
+        output (O(d^2) per row; 2 features or more, no zero row, no Dask);
+        ``"isotropic"``: the paper's head [1]_ on the rows as given; ``"full"``:
+        a full shared noise and prior covariance on the rows as given, exact,
+        at an extra O(d^2) per row. Use "whitened" on a pretrained network's
+        features, "full" on :class:`~sklearn_flowr.FLOWRClassifier`'s own.
+    noise_shrinkage : "auto", "dof" or float in [0, 1], default="auto"
+        Shrinkage of the estimated noise towards isotropic (1) with
+        ``covariance="full"`` and ``sigma="auto"``, or the whitener's
+        (``"dof"``: its degrees-of-freedom rule); ``"auto"``: ``"dof"`` when
+        whitened, 0.0 when full. Choose it on classes the encoder did not see.
     class_prior : {"crp", "uniform"}, default="crp"
         ``"uniform"``: each known class and the novel class get ``1/(N+1)``
         (the paper's ablation).
-    known_count : float or "observed", default=1.0
+    known_count : float, "observed" or "auto", default="auto"
         CRP count, ``> a``, of each class learned in ``fit`` (the paper's 0 is
-        invalid for ``a > 0``); ``"observed"``: the class sizes.
+        invalid for ``a > 0``); ``"observed"``: the class sizes (``partial_fit``
+        after ``fit`` then equals ``fit`` on all rows); ``"auto"``:
+        ``"observed"`` when whitened, else 1.0 (keep it).
     novel_label : object, default="auto"
         Label :meth:`predict` returns for the novel class; ``"auto"``:
         ``"novel"`` for string labels, -1 for numeric ones (below the
@@ -122,6 +138,10 @@ default="auto"
         Class-noise variance in use.
     b_ : float
         Concentration in use.
+    whitener_ : TwoCovarianceWhitener
+        ``covariance="whitened"``: fitted in ``fit``, then frozen; the five
+        attributes above are in its coordinates. An unfitted head holding one
+        (and numeric ``b``, ``sigma`` and priors) starts streams from it.
     novel_label_ : object
         Label of the novel class.
     n_features_in_ : int
@@ -142,9 +162,18 @@ default="auto"
 
     Examples
     --------
+    >>> import numpy as np
     >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> y = np.repeat([0, 1, 2, 3, 4, 5], 4)
+    >>> Z = np.random.default_rng(0).normal(size=(6, 8))[y]
+    >>> Z += 0.1 * np.random.default_rng(1).normal(size=(24, 8))
+    >>> CRPGaussianClassifier().fit(Z[:12], y[:12]).predict(Z[[0, 12]])  # whitened
+    array([ 0, -1])
+
+    The paper's head, on the rows as given (``[0, 0]`` has no direction):
+
     >>> X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
-    >>> clf = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
+    >>> clf = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
     >>> clf.predict([[0.1, 0.0], [-6.0, 7.0]])
     array([ 0, -1])
     >>> clf.predict_proba([[0.1, 0.0]]).round(3)  # classes 0, 1, then novel
@@ -172,13 +201,13 @@ default="auto"
     Heads fitted on parts of the rows merge into the head fitted on all;
     ``fit_class_embeddings`` starts from classes given as Gaussians.
 
-    >>> left = CRPGaussianClassifier().fit(X, [0, 0, 1, 1])
-    >>> right = CRPGaussianClassifier().fit([[9.0, 0.0], [9.2, 0.0], [0.0, 9.0],
-    ...                                      [0.0, 9.2]], [5, 5, 6, 6])
+    >>> left = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
+    >>> right = CRPGaussianClassifier(covariance="isotropic").fit(
+    ...     [[9.0, 0.0], [9.2, 0.0], [0.0, 9.0], [0.0, 9.2]], [5, 5, 6, 6])
     >>> left.merge(right).classes_
     array([0, 1, 5, 6])
-    >>> emb = CRPGaussianClassifier(b=1.0, sigma=0.5).fit_class_embeddings(
-    ...     ["a", "b"], [[0.0, 0.0], [3.0, 3.0]], [0.1, 0.1])
+    >>> emb = CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5)
+    >>> emb = emb.fit_class_embeddings(["a", "b"], [[0, 0], [3, 3]], [0.1, 0.1])
     >>> emb.predict([[2.9, 3.1], [-5.0, 5.0]])
     array(['b', 'novel'], dtype=object)
     """
@@ -196,10 +225,11 @@ default="auto"
         "prior_mean": [StrOptions({"auto"}), _mean, "array-like"],
         "prior_var": [StrOptions({"auto"}), _variance, "array-like"],
         "prior_scale": [_positive],
-        "covariance": [StrOptions({"isotropic", "full"})],
-        "noise_shrinkage": [Interval(Real, 0, 1, closed="both")],
+        "covariance": [StrOptions({"whitened", "isotropic", "full"})],
+        "noise_shrinkage": [StrOptions({"auto", "dof"}),
+                            Interval(Real, 0, 1, closed="both")],
         "class_prior": [StrOptions({"crp", "uniform"})],
-        "known_count": [StrOptions({"observed"}), _positive],
+        "known_count": [StrOptions({"observed", "auto"}), _positive],
         "novel_label": "no_validation",
         "novelty_calibration": [None, "array-like"],
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
@@ -212,8 +242,8 @@ default="auto"
     _discovered = nothing_discovered()  # heads saved before the record existed
 
     def __init__(self, *, a=0.5, b="auto", sigma="auto", prior_mean="auto",
-                 prior_var="auto", prior_scale=1.0, covariance="isotropic",
-                 noise_shrinkage=0.0, class_prior="crp", known_count=1.0,
+                 prior_var="auto", prior_scale=1.0, covariance="whitened",
+                 noise_shrinkage="auto", class_prior="crp", known_count="auto",
                  novel_label="auto", novelty_calibration=None,
                  unlabelled_threshold=0.9, novelty_alpha=0.05):
         self.a = a
@@ -248,10 +278,13 @@ default="auto"
         """
         if is_dask_collection(X) or is_dask_collection(y):
             self._validate_params()
+            refuse_whitened(self, "a Dask array (compute it first)")
             return self._install(*dask_moments(
                 X, y, fourth=needs_fourth_moments(self.covariance, self.sigma),
                 novel_label=self.novel_label), rows=(X, y))
-        return super().fit(X, y)
+        with all_or_nothing(self):  # a new whitener
+            self.__dict__.pop("whitener_", None)
+            return super().fit(X, y)
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
         """Start from known classes given as Gaussian embeddings ``N(mu_n,
@@ -274,16 +307,18 @@ default="auto"
         self : CRPGaussianClassifier
         """
         self._validate_params()
+        refuse_whitened(self, "class embeddings without rows")
+        params = model_params(self)
         with all_or_nothing(self):
             means = validate_data(self, means, dtype=np.float64, reset=True)
             check_magnitude(means)
             classes, variances = check_class_embeddings(
                 classes, means, variances, covariance=self.covariance,
-                known_count=self.known_count, b=self.b, sigma=self.sigma)
+                known_count=params["known_count"], b=self.b, sigma=self.sigma)
             labels, y_index = self._check_labels(classes, None)
             self._start_labels(labels)
             self._take_state(*state_of_embeddings(
-                means, variances, y_index, self.get_params(deep=False), frozen))
+                means, variances, y_index, params, frozen))
             self._registry.add(labels)
         return self
 
@@ -323,9 +358,9 @@ default="auto"
         check_is_fitted(self, msg=(
             "open_world_step(X) without labels needs a fitted %(name)s: "
             "fit or partial_fit it on labelled rows first."))
-        X = self._validated_rows(X)
+        X, digests = rows_and_digests(self, X)
         return on_a_copy(self, lambda work: unlabelled_steps(
-            work, X, threshold=self.unlabelled_threshold,
+            work, X, digests, threshold=self.unlabelled_threshold,
             novelty_map=novelty_map), self._mutable)
 
     def correct(self, X, y_assigned, y_true):
@@ -346,8 +381,8 @@ default="auto"
         -------
         self : CRPGaussianClassifier
         """
-        X = self._validated_rows(X)
-        on_a_copy(self, lambda work: correct(work, X, y_assigned, y_true),
+        X, digests = rows_and_digests(self, X)
+        on_a_copy(self, lambda work: correct(work, X, digests, y_assigned, y_true),
                   self._mutable)
         return self
 
@@ -365,7 +400,10 @@ default="auto"
         merged : CRPGaussianClassifier
             A new fitted head; ``classes_`` are the sorted union.
         """
-        return clone(self)._install(**merged_parts(self, other))
+        parts, merged = merged_parts(self, other), clone(self)
+        if self.covariance == "whitened":
+            merged.whitener_ = shared_whitener(self, other)
+        return merged._install(**parts)
 
     def _install(self, moments, n_features, *, feature_names=None, frozen=None,
                  discovered=None, conformal=NO_SCORES, rows=None):
@@ -374,7 +412,7 @@ default="auto"
         labels = moments["labels"]
         with all_or_nothing(self):
             self._take_state(*state_of_moments(
-                moments, self.get_params(deep=False), n_features, frozen=frozen))
+                moments, model_params(self), n_features, frozen=frozen))
             self._discovered = discovered or self._discovered
             self.n_features_in_ = n_features
             self.__dict__.pop("feature_names_in_", None)
@@ -383,25 +421,27 @@ default="auto"
             self._start_labels(labels)
             self._registry.add(labels)
             kept = {key: value for key, value in moments.items() if key != "labels"}
-            self._fit_moments = kept if needs_scatter(self.get_params()) else None
+            self._fit_moments = kept if needs_scatter(model_params(self)) else None
             self._conformal = conformal if rows is None else dask_cross_fit_scores(
-                *rows, labels, self.get_params(deep=False),
+                *rows, labels, model_params(self),
                 fourth=needs_fourth_moments(self.covariance, self.sigma))
         return self
 
     def _check_stream_start(self):
-        if needs_moments(self.get_params(deep=False)):
+        if needs_moments(model_params(self)):
             raise NotFittedError(
                 "open_world_step on an unfitted CRPGaussianClassifier needs the "
                 "prior: call fit/partial_fit first or give prior_mean, prior_var, "
                 "b and sigma (not 'auto').")
 
+    def _validate_input(self, X, y=None, *, reset=False):
+        return whiten(self, *super()._validate_input(X, y, reset=reset), reset=reset)
+
     def _start(self, X, y_index, labels, *, fitting):
-        self._take_state(*state_for_params(X, y_index, labels.shape[0],
-                                           self.get_params(deep=False)))
+        params = model_params(self)
+        self._take_state(*state_for_params(X, y_index, labels.shape[0], params))
         # What merge re-estimates "auto" hyper-parameters from.
-        self._fit_moments = kept_moments(self.get_params(deep=False), X, y_index,
-                                         labels.shape[0])
+        self._fit_moments = kept_moments(params, X, y_index, labels.shape[0])
 
     def _learn(self, X, index):
         self._hold_out(X, index)
@@ -411,8 +451,9 @@ default="auto"
         return self._state.checkpoint(index)
 
     def _end_fit(self, X, index):
-        if self.known_count != "observed":
-            self._state.set_crp_counts(float(self.known_count))
+        known_count = model_params(self)["known_count"]
+        if known_count != "observed":
+            self._state.set_crp_counts(float(known_count))
         self._calibrate_fit(X, index)
 
     def _stream(self, X, index, is_new):

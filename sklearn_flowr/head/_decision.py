@@ -9,6 +9,7 @@ import numpy as np
 
 from .._core import MAX_LOG_ODDS, novel_log_odds
 from ._state import state_for_params
+from ._whitened import model_params
 
 # Rows decided per block of a stream.
 _BLOCK = 2048
@@ -161,7 +162,7 @@ class ConformalDecision:
         >>> rng = np.random.default_rng(0)
         >>> y = np.repeat(np.arange(4), 25)
         >>> X = rng.normal(scale=4.0, size=(4, 2))[y] + rng.normal(size=(100, 2))
-        >>> clf = CRPGaussianClassifier().fit(X, y)
+        >>> clf = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
         >>> clf.novelty_pvalues([X[0], [40.0, -40.0]]).round(2)
         array([0.24, 0.01])
         """
@@ -187,8 +188,8 @@ class ConformalDecision:
         --------
         >>> import numpy as np
         >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier().fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]],
-        ...                                   [0, 0, 1, 1])
+        >>> clf = CRPGaussianClassifier(covariance="isotropic").fit(
+        ...     [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], [0, 0, 1, 1])
         >>> clf.set_conformal_scores(np.linspace(-9, -1, 39)).conformal_scores_.shape
         (39,)
         """
@@ -224,8 +225,8 @@ class ConformalDecision:
         Examples
         --------
         >>> from sklearn_flowr import CRPGaussianClassifier
-        >>> clf = CRPGaussianClassifier(novel_label="unknown").fit(
-        ...     [[0, 0], [0.2, 0], [4, 4], [4, 4.2]], ["a", "a", "b", "b"])
+        >>> clf = CRPGaussianClassifier(covariance="isotropic", novel_label="unknown")
+        >>> clf = clf.fit([[0, 0], [0.2, 0], [4, 4], [4, 4.2]], ["a", "a", "b", "b"])
         >>> clf.predict([[0.1, 0.0], [3.9, 4.1], [-6.0, 7.0]])
         array(['a', 'b', 'unknown'], dtype=object)
         """
@@ -254,7 +255,7 @@ class ConformalDecision:
 
     def _calibrate_fit(self, X, index):
         """Cross-fitted scores of ``fit``'s rows."""
-        self._conformal = cross_fit_scores(X, index, self.get_params(deep=False))
+        self._conformal = cross_fit_scores(X, index, model_params(self))
 
     def _hold_out(self, X, index):
         """Append the scores of rows of known classes before they are learned."""

@@ -7,11 +7,12 @@ import hashlib
 import numpy as np
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
-from sklearn.utils.validation import _num_samples
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from .._core import log_softmax, novel_log_odds
 from ..base import OnlineOpenWorldClassifier
 from ..validation import label_result_dtype, provisional_label
+from ._whitened import whiten
 
 
 def nothing_discovered():
@@ -26,8 +27,17 @@ def row_digest(row):
                            digest_size=16).hexdigest()
 
 
-def unlabelled_steps(head, X, *, threshold, novelty_map):
-    """Assign, and maybe learn, each validated row of ``X`` in order."""
+def rows_and_digests(head, X):
+    """A fitted head's validated rows ``X`` in its coordinates, and the digests
+    of the rows as given (whitened ones differ with the batch in the last bits)."""
+    check_is_fitted(head)
+    X = OnlineOpenWorldClassifier._validate_input(head, X)[0]
+    return whiten(head, X, None, reset=False)[0], [row_digest(row) for row in X]
+
+
+def unlabelled_steps(head, X, digests, *, threshold, novelty_map):
+    """Assign, and maybe learn, each row of ``X`` (:func:`rows_and_digests`)
+    in order."""
     state, registry, discovered = head._state, head._registry, head._discovered
     novel_label = head.novel_label_
     n = X.shape[0]
@@ -60,7 +70,7 @@ def unlabelled_steps(head, X, *, threshold, novelty_map):
             index = registry.register(np.asarray([label]))
             state.learn(x, index, len(registry))
             rows = discovered["rows"].setdefault(label, {})
-            key = row_digest(X[t])
+            key = digests[t]
             rows[key] = rows.get(key, 0) + 1
         out["y_assigned"].append(label)
         out["learned"][t] = learned
@@ -101,7 +111,7 @@ def mixed_steps(head, X, y, labelled, *, threshold, novelty_map):
         parts.append(
             OnlineOpenWorldClassifier.open_world_step(head, X_run, y[rows])
             if labelled[rows[0]] else unlabelled_steps(
-                head, head._validated_rows(X_run), threshold=threshold,
+                head, *rows_and_digests(head, X_run), threshold=threshold,
                 novelty_map=novelty_map))
     return Bunch(**{key: np.concatenate([
         np.asarray(part[key], dtype=object)
@@ -109,9 +119,10 @@ def mixed_steps(head, X, y, labelled, *, threshold, novelty_map):
         for part in parts]) for key in parts[0]})
 
 
-def correct(head, X, y_assigned, y_true):
-    """Move rows ``X`` learned without a label from their assigned class to
-    their true one; every argument is checked before the first change."""
+def correct(head, X, digests, y_assigned, y_true):
+    """Move rows ``X`` (:func:`rows_and_digests`) learned without a label from
+    their assigned class to their true one; every argument is checked before
+    the first change."""
     state, registry, discovered = head._state, head._registry, head._discovered
     y_assigned = column_or_1d(np.asarray(y_assigned, dtype=object)).tolist()
     y_true = column_or_1d(np.asarray(y_true))
@@ -122,7 +133,6 @@ def correct(head, X, y_assigned, y_true):
     head._check_labels(y_true, registry)
     y_true = y_true.tolist()
     aliases, record = discovered["aliases"], discovered["rows"]
-    digests = [row_digest(row) for row in X]
     wanted = {}
     for row, label in enumerate(aliases.get(label, label) for label in y_assigned):
         if registry.index_of(label) is None:

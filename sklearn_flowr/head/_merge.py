@@ -26,6 +26,7 @@ from ..validation import (
 from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
 from ._discovery import merged_discoveries
 from ._state import state_for_params
+from ._whitened import model_params
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
 MAX_KEPT_VALUES = 2**23
@@ -107,7 +108,7 @@ def moments_of_head(head, name):
             f"merge combines the rows heads learned from; {name} has classes "
             f"{head.classes_[count == 0].tolist()} given as embeddings "
             "(fit_class_embeddings), which carry no rows.")
-    if needs_scatter(head.get_params(deep=False)):
+    if needs_scatter(model_params(head)):
         kept = getattr(head, "_fit_moments", None)
         fix = ("give sigma, prior_mean and prior_var as numbers (e.g. the "
                "fitted sigma_, prior_mean_ and prior_var_): then merge adds "

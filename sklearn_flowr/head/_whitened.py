@@ -4,19 +4,102 @@ once, the head updated online in its coordinates."""
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
+from sklearn.utils.validation import _num_samples
 
-from ._classifier import CRPGaussianClassifier
 from ._two_covariance import TwoCovarianceWhitener
 
-__all__ = ["WhitenedCRPClassifier"]
+__all__ = ["WhitenedCRPClassifier", "model_params",
+           "refuse_whitened", "shared_whitener", "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
 
 
+def model_params(head):
+    """``head.get_params()`` as the head's diagonal maths reads them: "auto"
+    ``known_count`` and ``noise_shrinkage`` resolved and, with
+    ``covariance="whitened"``, the isotropic head in ``whitener_``'s
+    coordinates ("auto": unit noise, prior ``N(0, prior_scale * beta)``)."""
+    params = head.get_params(deep=False)
+    whitened = params["covariance"] == "whitened"
+    if _is_auto(params["known_count"]):
+        params["known_count"] = "observed" if whitened else 1.0
+    if params["noise_shrinkage"] == "dof" and params["covariance"] == "full":
+        raise ValueError(
+            "noise_shrinkage='dof' is the whitener's shrinkage "
+            "(covariance='whitened'); with covariance='full' give a float in "
+            "[0, 1] or 'auto' (0.0).")
+    if not whitened:
+        return {**params, "noise_shrinkage": 0.0 if isinstance(
+            params["noise_shrinkage"], str) else params["noise_shrinkage"]}
+    if "whitener_" not in vars(head):
+        raise NotFittedError(
+            "CRPGaussianClassifier(covariance='whitened') needs the prior and "
+            "its whitener, which fit or partial_fit estimate from labelled rows: "
+            "call one of them first.")
+    beta = head.whitener_.prior_var_
+    given = {"sigma": 1.0, "prior_mean": np.zeros(beta.shape[0]),
+             "prior_var": params["prior_scale"] * beta}
+    params.update((name, value) for name, value in given.items()
+                  if _is_auto(params[name]))
+    if _is_auto(head.prior_var):  # applied above
+        params["prior_scale"] = 1.0
+    return {**params, "covariance": "isotropic", "noise_shrinkage": 0.0}
+
+
+def whiten(head, X, y, *, reset):
+    """Validated rows ``X`` (labels ``y``) in the coordinates of the head's
+    maths: with ``covariance="whitened"``, the whitener's (fitted on them when
+    ``reset`` finds none)."""
+    if head.covariance != "whitened":
+        return X, y
+    if reset and "whitener_" not in vars(head):
+        head._check_labels(y)  # fit's own label errors come first
+        shrinkage = head.noise_shrinkage
+        whitener = TwoCovarianceWhitener(
+            noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
+        try:
+            head.whitener_ = whitener.fit(X, y)
+        except ValueError as error:
+            raise ValueError(
+                f"{error} (covariance='whitened' fits a TwoCovarianceWhitener "
+                "on fit's rows; for such data use covariance='isotropic'.)"
+            ) from error
+    return head.whitener_.transform(X), y
+
+
+def refuse_whitened(head, what):
+    """Raise when ``covariance="whitened"`` cannot take ``what``."""
+    if head.covariance == "whitened":
+        raise ValueError(
+            f"covariance='whitened' fits its whitener on labelled rows in "
+            f"memory and cannot take {what}; use covariance='isotropic' (the "
+            "paper's head) or 'full' for it.")
+
+
+def shared_whitener(head, other):
+    """The whitener of two whitened heads that ``merge`` pools (one map)."""
+    first, second = head.whitener_, other.whitener_
+    if first is second or all(
+            np.array_equal(getattr(first, name), getattr(second, name))
+            for name in ("prior_mean_", "prior_var_", "scalings_")):
+        return first
+    raise ValueError(
+        "merge needs whitened heads with one whitener (those fitted on "
+        "different rows differ): fit one head on both heads' rows, or use "
+        "covariance='isotropic'.")
+
+
+def _is_auto(value):
+    return isinstance(value, str) and value == "auto"
+
+
 def _default_head():
-    return CRPGaussianClassifier(known_count="observed")
+    from ._classifier import CRPGaussianClassifier  # (it imports this module)
+
+    return CRPGaussianClassifier(covariance="isotropic", known_count="observed")
 
 
 class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
@@ -40,9 +123,10 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         are reached as ``whitener__<name>``.
     head : CRPGaussianClassifier or None, default=None
         The head, ``sigma``, ``prior_mean`` and ``prior_var`` left "auto" (the
-        whitener sets them), ``covariance="isotropic"``. None:
-        ``CRPGaussianClassifier(known_count="observed")``: CRP counts are class
-        sizes, so ``partial_fit`` after ``fit`` equals ``fit`` on all rows.
+        whitener sets them; its clone is isotropic in the whitened rows). None:
+        ``CRPGaussianClassifier(covariance="isotropic", known_count="observed")``:
+        CRP counts are class sizes, so ``partial_fit`` after ``fit`` equals
+        ``fit`` on all rows.
         Its parameters are reached as ``head__<name>`` (None's too).
 
     Attributes
@@ -62,7 +146,8 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     See Also
     --------
-    sklearn_flowr.CRPGaussianClassifier : the head on features as they are.
+    sklearn_flowr.CRPGaussianClassifier : ``CRPGaussianClassifier()`` is this
+        model in one estimator (``covariance="whitened"``).
 
     References
     ----------
@@ -140,7 +225,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 "does not.")
         prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
         head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
-                        prior_var=prior_var)
+                        prior_var=prior_var, covariance="isotropic")
         head.fit(whitener.transform(X), y)
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
@@ -160,11 +245,12 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def open_world_step(self, X, y=None, *, labelled=None):
         """Predict each row with the state before it, then learn from it."""
-        return self._call_head("open_world_step", X, y, labelled=labelled)
+        return self._call_head("open_world_step", X, y, labelled=labelled,
+                               one_by_one=y is None or labelled is not None)
 
     def correct(self, X, y_assigned, y_true):
         """Move rows learned without labels to their true classes."""
-        self._call_head("correct", X, y_assigned, y_true)
+        self._call_head("correct", X, y_assigned, y_true, one_by_one=True)
         return self
 
     def predict_joint_log_proba(self, X):
@@ -209,10 +295,15 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                 prior_mean=head.prior_mean_, prior_var=head.prior_var_, b=head.b_)
         return self
 
-    def _call_head(self, method, X, *args, **kwargs):
-        """The head's ``method`` on the whitened rows."""
-        head = self._head(method)
-        return getattr(head, method)(self.whitener_.transform(X), *args, **kwargs)
+    def _call_head(self, method, X, *args, one_by_one=False, **kwargs):
+        """The head's ``method`` on the whitened rows (``one_by_one``: each
+        whitened alone, as the bytes of rows learned without labels identify
+        them in ``correct``, and a batch's product may round them otherwise)."""
+        head, n_rows = self._head(method), _num_samples(X)
+        U = (np.vstack([self.whitener_.transform(_safe_indexing(X, [i]))
+                        for i in range(n_rows)])
+             if one_by_one and n_rows else self.whitener_.transform(X))
+        return getattr(head, method)(U, *args, **kwargs)
 
     def _head(self, method):
         if not hasattr(self, "whitener_"):
@@ -239,9 +330,9 @@ def _check_head(head):
             f"sigma, prior_mean, prior_var and covariance); got {head!r}.")
     given = [name for name in _SET_BY_WHITENER
              if not (isinstance(params.get(name), str) and params[name] == "auto")]
-    if given or params.get("covariance") != "isotropic":
+    if given or params.get("covariance") not in ("isotropic", "whitened"):
         raise ValueError(
             "WhitenedCRPClassifier sets the head's sigma, prior_mean and "
             "prior_var from the whitener (unit noise, prior N(0, "
-            "diag(prior_var_))): leave them 'auto' and covariance='isotropic'; "
-            f"got {', '.join(given) or 'covariance'} set.")
+            "diag(prior_var_))): leave them 'auto' and covariance='isotropic' "
+            f"or 'whitened'; got {', '.join(given) or 'covariance'} set.")

@@ -316,7 +316,8 @@ def open_world_log_loss(y_true, y_proba, *, sample_weight=None) -> float:
     >>> from sklearn_flowr.metrics import open_world_log_loss
     >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
     >>> y = np.array([0, 0, 1, 1, 2, 2])
-    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
+    >>> head = CRPGaussianClassifier(covariance="isotropic", sigma=0.1)
+    >>> head = head.fit(X[y < 2], y[y < 2])
     >>> proba = head.predict_proba(X)  # columns 0, 1, novel
     >>> loss = open_world_log_loss(y, proba)  # class 2 scored on P(novel)
     >>> bool(np.isclose(loss, -np.log(proba[[0, 1, 2, 3, 4, 5],

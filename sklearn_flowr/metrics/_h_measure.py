@@ -194,7 +194,8 @@ def h_measure(
     >>> from sklearn_flowr import CRPGaussianClassifier
     >>> X = np.array([[0.0], [0.3], [5.0], [5.2], [9.0], [9.4]])
     >>> y = np.array([0, 0, 1, 1, 2, 2])
-    >>> head = CRPGaussianClassifier(sigma=0.1).fit(X[y < 2], y[y < 2])
+    >>> head = CRPGaussianClassifier(covariance="isotropic", sigma=0.1)
+    >>> head = head.fit(X[y < 2], y[y < 2])
     >>> h_measure(y, head.predict_proba(X))
     1.0
     """

@@ -291,8 +291,8 @@ default="uncertain"
     --------
     >>> from sklearn_flowr import CRPGaussianClassifier
     >>> from sklearn_flowr.protocol import choose_rows_to_label
-    >>> head = CRPGaussianClassifier().fit([[0.0], [0.3], [9.0], [9.2]],
-    ...                                    [0, 0, 1, 1])
+    >>> head = CRPGaussianClassifier(covariance="isotropic").fit(
+    ...     [[0.0], [0.3], [9.0], [9.2]], [0, 0, 1, 1])
     >>> X = [[30.0], [30.2], [29.9], [0.1]]
     >>> out = head.open_world_step(X)
     >>> out.y_assigned

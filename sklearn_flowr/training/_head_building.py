@@ -44,13 +44,17 @@ def check_head_template(template, meta) -> None:
             f"whose prior and noise training fills; got {type(template).__name__}"
             ". For another head, fit it on FLOWRClassifier.transform(X).")
     own = template.get_params(deep=False)
+    if own["covariance"] == "full" and own["noise_shrinkage"] == "dof":
+        raise ValueError(
+            "head__noise_shrinkage='dof' is the whitener's shrinkage "
+            "(head__covariance='whitened'); the full head takes a float or 'auto'.")
     if own["covariance"] == "isotropic":
         if _is_auto(own["prior_var"]) and own["prior_scale"] != 1.0:
             raise ValueError(
                 f"head__prior_scale={own['prior_scale']} scales an estimated "
                 "prior variance; the isotropic head's prior is meta-learned. "
                 "Use head__covariance='full' or head__prior_scale=1.0.")
-        if _is_auto(own["sigma"]) and own["noise_shrinkage"] != 0.0:
+        if _is_auto(own["sigma"]) and own["noise_shrinkage"] not in ("auto", 0.0):
             raise ValueError(
                 f"head__noise_shrinkage={own['noise_shrinkage']} shrinks an "
                 "estimated noise covariance; the isotropic head's noise is "
@@ -67,18 +71,20 @@ def check_head_template(template, meta) -> None:
 def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                 update_known: bool = False, known_table: str = "refit"):
     """The prior head (no classes) and the head fitted on embeddings ``Z``: clones
-    of ``template``, its ``"auto"`` values from training (a whitened head: fit)."""
+    of ``template``, its ``"auto"`` values from training (a whitened head: fit;
+    its prior head keeps the whitener)."""
     if isinstance(template, WhitenedCRPClassifier):
         fitted = clone(template).fit(Z, labels[y_index])
         fitted.freeze_classes(not update_known)
         return copy.deepcopy(fitted).forget_classes(), fitted
     learned = meta.head_kwargs()
     own = template.get_params(deep=False)
-    full = own.get("covariance") == "full"
-    fill = {name: value for name, value in learned.items()
-            if _is_auto(own.get(name)) and not (full and name != "b")}
+    covariance = own.get("covariance")
+    # Training fills the isotropic head's "auto" values, the full head's b.
+    names = {"isotropic": learned, "full": ("b",)}.get(covariance, ())
+    fill = {name: learned[name] for name in names if _is_auto(own.get(name))}
     head = clone(template).set_params(**fill)
-    if full:
+    if covariance != "isotropic":
         fitted = head.fit(Z, labels[y_index])
     else:
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
@@ -89,7 +95,11 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
     # The fitted values already carry prior_scale and noise_shrinkage.
     prior = clone(fitted).set_params(
         prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
-        b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0, noise_shrinkage=0.0)
+        b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0)
+    if covariance == "whitened":
+        prior.whitener_ = fitted.whitener_
+    else:
+        prior.set_params(noise_shrinkage=0.0)
     return prior, fitted
 
 

@@ -1,0 +1,222 @@
+"""Tests of the default head, ``CRPGaussianClassifier(covariance="whitened")``:
+the two-covariance whitener and the diagonal head in one estimator
+(``sklearn_flowr.head._whitened``, ``sklearn_flowr.head._classifier``)."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.metrics import make_scorer
+from sklearn.model_selection import GridSearchCV
+
+import sklearn_flowr
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.metrics import h_measure
+from sklearn_flowr.model_selection import OpenWorldSplit
+
+
+def frozen_features(rng, n_classes=24, per_class=3, n_features=60):
+    """Few rows per class of many features, with anisotropic noise (a few
+    strong directions) and a common offset, as a pretrained network's are."""
+    mixing = rng.normal(size=(n_features, n_features)) * np.r_[
+        np.full(4, 2.0), np.full(n_features - 4, 0.3)][:, None]
+    means = rng.normal(size=(n_classes, n_features)) + 2.0
+    y = np.repeat(np.arange(n_classes), per_class)
+    return means[y] + rng.normal(size=(y.shape[0], n_features)) @ mixing, y
+
+
+@pytest.fixture
+def data(rng):
+    X, y = frozen_features(rng)
+    known = y < 16
+    return X[known], y[known], X
+
+
+def test_default_is_the_whitened_head(data):
+    """Check that CRPGaussianClassifier() is WhitenedCRPClassifier's model:
+    the same probabilities, calibration scores and decisions."""
+    X, y, queries = data
+    head = CRPGaussianClassifier().fit(X, y)
+    composed = WhitenedCRPClassifier().fit(X, y)
+    assert head.covariance == "whitened"
+    assert_allclose(head.predict_proba(queries), composed.predict_proba(queries),
+                    rtol=1e-12, atol=1e-15)
+    assert_allclose(head.conformal_scores_, composed.head_.conformal_scores_)
+    assert_array_equal(head.predict(queries), composed.predict(queries))
+    assert_allclose(head.class_mean_, composed.head_.class_mean_)
+
+
+def test_attributes_are_in_the_whiteners_coordinates(data):
+    """Check that "auto" means unit noise and the prior N(0, beta) of the
+    whitener (times prior_scale), and that a given sigma is used as given."""
+    X, y, _ = data
+    head = CRPGaussianClassifier(prior_scale=2.0).fit(X, y)
+    beta = head.whitener_.prior_var_
+    assert head.sigma_ == 1.0
+    assert_array_equal(head.prior_mean_, np.zeros(X.shape[1]))
+    assert_allclose(head.prior_var_, 2.0 * beta)
+    assert head.class_mean_.shape == (16, X.shape[1])
+    assert CRPGaussianClassifier(sigma=0.5).fit(X, y).sigma_ == 0.5
+
+
+def test_online_equals_batch(rng):
+    """Check that fit on part of the rows, then partial_fit or open_world_step
+    (labelled, or unlabelled then corrected) of the rest, equals the head fitted
+    on all rows in the same whitened coordinates."""
+    X, y = frozen_features(rng, n_classes=12, per_class=4, n_features=30)
+    first = np.tile([True, True, False, False], 12) & (y < 9)
+    fitted = CRPGaussianClassifier(unlabelled_threshold=0.0).fit(X[first], y[first])
+    online, stepped, corrected = (copy.deepcopy(fitted) for _ in range(3))
+    online.partial_fit(X[~first], y[~first])
+    stepped.open_world_step(X[~first], y[~first])
+    out = corrected.open_world_step(X[~first])
+    corrected.correct(X[~first], out.y_assigned, y[~first])
+    whitener = fitted.whitener_
+    batch = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(30),
+        prior_var=whitener.prior_var_, b=fitted.b_, known_count="observed",
+    ).fit(whitener.transform(X), y)
+    expected = batch.predict_proba(whitener.transform(X))
+    for model in (online, stepped, corrected):
+        assert_array_equal(np.sort(model.classes_), batch.classes_)
+        order = np.argsort(model.classes_)
+        proba = np.asarray(model.predict_proba(X))
+        assert_allclose(proba[:, np.r_[order, -1]], expected, rtol=1e-8,
+                        atol=1e-12)
+
+
+@pytest.mark.parametrize(("X", "y", "match"), [
+    ([[1.0], [2.0], [-1.0], [-3.0]], [0, 0, 1, 1], "two features"),
+    ([[0.0, 0.0], [1.0, 2.0], [2.0, 1.0], [1.0, 1.0]], [0, 0, 1, 1], "all zeros"),
+    ([[1.0, 0.0], [1.0, 2.0], [2.0, 1.0]], [0, 1, 2], "two rows"),
+])
+def test_data_the_whitener_cannot_take_is_refused(X, y, match):
+    """Check that fit refuses one feature, a row of zeros and too few rows
+    with a ValueError naming the problem and the isotropic head, and leaves a
+    fitted head as it was."""
+    rng = np.random.default_rng(0)
+    head = CRPGaussianClassifier().fit(*frozen_features(rng, 4, 3, 6))
+    before, whitener = head.predict_proba(np.ones((1, 6))), head.whitener_
+    with pytest.raises(ValueError, match=f"(?s){match}.*covariance='isotropic'"):
+        head.fit(X, y)
+    assert head.whitener_ is whitener and head.n_features_in_ == 6
+    assert_array_equal(head.predict_proba(np.ones((1, 6))), before)
+    CRPGaussianClassifier(covariance="isotropic", sigma=1.0).fit(X, y)  # the fix
+
+
+def test_what_the_whitened_head_cannot_do_is_refused(data):
+    """Check the clear errors of class embeddings, Dask arrays, a stream on an
+    unfitted head, merging two whiteners, and noise_shrinkage="dof" with the
+    full head; none changes the head."""
+    X, y, _ = data
+    head = CRPGaussianClassifier()
+    with pytest.raises(ValueError, match="covariance='isotropic'"):
+        head.fit_class_embeddings([0, 1], X[:2], [1.0, 1.0])
+    with pytest.raises(NotFittedError, match="needs the prior and its whitener"):
+        head.open_world_step(X, y)
+    assert not hasattr(head, "whitener_") and not head.__sklearn_is_fitted__()
+    left = CRPGaussianClassifier().fit(X[y < 8], y[y < 8])
+    right = CRPGaussianClassifier().fit(X[y >= 8], y[y >= 8])
+    with pytest.raises(ValueError, match="one whitener"):
+        left.merge(right)
+    with pytest.raises(ValueError, match="noise_shrinkage='dof'"):
+        CRPGaussianClassifier(covariance="full", noise_shrinkage="dof").fit(X, y)
+    da = pytest.importorskip("dask.array")
+    with pytest.raises(ValueError, match="Dask"):
+        head.fit(da.from_array(X), y)
+
+
+def test_bad_rows_online_leave_the_head_unchanged(data):
+    """Check that a zero row or a wrong width raises before the head changes."""
+    X, y, queries = data
+    head = CRPGaussianClassifier().fit(X, y)
+    before = head.predict_proba(queries)
+    with pytest.raises(ValueError, match="all zeros"):
+        head.partial_fit(np.vstack([X[:1], np.zeros((1, X.shape[1]))]), [0, 99])
+    with pytest.raises(ValueError, match="features"):
+        head.open_world_step(X[:, :-1], y)
+    assert_array_equal(head.predict_proba(queries), before)
+    assert 99 not in head.classes_
+
+
+def test_merge_of_heads_sharing_a_whitener(data):
+    """Check that heads started from one whitener (an unfitted head holding
+    it, as FLOWRClassifier's prior head) merge into the head that learned both
+    parts."""
+    X, y, queries = data
+    fitted = CRPGaussianClassifier().fit(X, y)
+    prior = clone(fitted).set_params(prior_mean=fitted.prior_mean_,
+                                     prior_var=fitted.prior_var_, b=fitted.b_,
+                                     sigma=fitted.sigma_)
+    prior.whitener_ = fitted.whitener_
+    left = copy.deepcopy(prior).partial_fit(X[y < 8], y[y < 8])
+    right = copy.deepcopy(prior).partial_fit(X[y >= 8], y[y >= 8])
+    both = copy.deepcopy(prior).partial_fit(X, y)
+    assert_allclose(left.merge(right).predict_proba(queries),
+                    both.predict_proba(queries), rtol=1e-9, atol=1e-12)
+
+
+def test_grid_search_over_a_and_sigma_with_defaults(rng):
+    """Check GridSearchCV(CRPGaussianClassifier(), a and sigma, make_scorer(
+    h_measure)) as a user writes it: sigma moves the score."""
+    X, y = frozen_features(rng, n_classes=12, per_class=6, n_features=20)
+    search = GridSearchCV(
+        CRPGaussianClassifier(), {"a": [0.0, 0.5], "sigma": [0.05, 1.0, 20.0]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=3, n_novel_classes=3, random_state=0),
+        error_score="raise").fit(X, y)
+    scores = search.cv_results_["mean_test_score"].reshape(2, 3)
+    assert np.all(np.isfinite(scores))
+    assert np.ptp(scores[0]) > 1e-3 and np.ptp(scores[1]) > 1e-3
+    assert search.best_estimator_.covariance == "whitened"
+
+
+def test_clone_pickle_and_save_round_trip(data, tmp_path):
+    """Check clone, pickling and skops saving (trusted types only) of the
+    fitted head; the loaded one predicts the same and keeps learning."""
+    X, y, queries = data
+    head = CRPGaussianClassifier().fit(X, y)
+    assert clone(head).get_params() == CRPGaussianClassifier().get_params()
+    assert not hasattr(clone(head), "whitener_")
+    sklearn_flowr.save(head, tmp_path / "head.skops")
+    for loaded in (pickle.loads(pickle.dumps(head)),
+                   sklearn_flowr.load(tmp_path / "head.skops")):
+        assert_array_equal(loaded.predict_proba(queries), head.predict_proba(queries))
+        loaded.partial_fit(queries[-3:], [99, 99, 99])
+        assert 99 in loaded.classes_
+
+
+def test_flowr_refuses_the_whitener_shrinkage_on_its_full_head():
+    """Check that FLOWRClassifier refuses head noise_shrinkage="dof" on the
+    full head before any training."""
+    from sklearn_flowr import FLOWRClassifier
+
+    clf = FLOWRClassifier(backbone="mlp", head=CRPGaussianClassifier(
+        covariance="full", noise_shrinkage="dof"), verbose=0)
+    X = np.random.default_rng(0).normal(size=(12, 4))
+    with pytest.raises(ValueError, match="noise_shrinkage='dof'"):
+        clf.fit(X, np.repeat([0, 1, 2], 4))
+    assert not hasattr(clf, "encoder_")
+
+
+@pytest.mark.parametrize("make", [CRPGaussianClassifier, WhitenedCRPClassifier])
+def test_correct_finds_rows_whitened_in_another_batch(make):
+    """Check that correct takes rows learned without labels in a batch of
+    other rows (README's digits): a row's identity does not depend on the
+    batch it is whitened in."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    head = make().fit(X[y < 6][:300], y[y < 6][:300])
+    X_new, y_new = X[y >= 6][:30], y[y >= 6][:30]
+    head.partial_fit(X_new, y_new)
+    head.open_world_step(X[-200:], y[-200:])
+    out = head.open_world_step(X_new)
+    rows = out.learned
+    assert rows.sum() > 20
+    head.correct(X_new[rows], out.y_assigned[rows], y_new[rows])
+    assert set(head.classes_.tolist()) == set(range(10))
