@@ -72,6 +72,7 @@ def fitted_head(rng, n_classes, d, per_class=2, **params):
     y = np.repeat(np.arange(n_classes), per_class)
     centres = rng.normal(scale=3.0, size=(n_classes, d))
     X = centres[y] + rng.normal(size=(y.shape[0], d))
+    params = {"covariance": "isotropic", **params}  # the paper's head unless named
     return CRPGaussianClassifier(**params).fit(X, y), centres
 
 
@@ -186,7 +187,7 @@ def bench_river(rng, d=64, n_classes=15, n_rows=500, *, repeat=5):
             model.predict_proba_one(x)
             model.learn_one(x, label)
 
-    head = CRPGaussianClassifier().fit(warm_X, warm_y)
+    head = CRPGaussianClassifier(covariance="isotropic").fit(warm_X, warm_y)
     copies = [copy.deepcopy(head) for _ in range(repeat + 1)]
 
     def ours_rows():

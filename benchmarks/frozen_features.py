@@ -1,7 +1,8 @@
 """The heads and the frozen-feature anchors on cached feature vectors.
 
 Compares, on the same vectors in one run, :class:`WhitenedCRPClassifier`,
-``CRPGaussianClassifier()`` and ``covariance="full"``, and the anchors of
+``CRPGaussianClassifier()`` ("default", the same model in one estimator),
+``covariance="isotropic"`` ("crp") and ``"full"``, and the anchors of
 :mod:`sklearn_flowr.baselines` (NCM, SimpleShot, Mahalanobis++, RanPAC, kNN,
 FeCAM where its memory fits): known-class accuracy, novelty AUROC, H-measure
 and fit + predict CPU time (the fastest of a few tries; ``time.process_time``,
@@ -47,7 +48,8 @@ from sklearn_flowr.metrics import expected_calibration_error, h_measure
 
 METHODS = {
     "whitened": WhitenedCRPClassifier,
-    "crp": CRPGaussianClassifier,
+    "crp": lambda: CRPGaussianClassifier(covariance="isotropic"),
+    "default": CRPGaussianClassifier,
     "crp-full": lambda: CRPGaussianClassifier(covariance="full"),
     "ncm": NCMClassifier,
     "simpleshot": SimpleShotClassifier,
@@ -56,7 +58,7 @@ METHODS = {
     "knn": KNNClassifier,
     "fecam": FeCAMClassifier,
 }
-PROBABILISTIC = ("whitened", "crp", "crp-full")
+PROBABILISTIC = ("whitened", "default", "crp", "crp-full")
 
 
 def load(path):

@@ -6,7 +6,7 @@ From a pretrained network and a folder of images to new classes
 You have a network pretrained on ImageNet and a folder of images, one
 sub-folder per class. :class:`~sklearn_flowr.FLOWRClassifier` with
 ``embedding_dim=None``, ``pretrain=None`` and ``meta=None`` puts FLOWR's
-head on the network's own features (no projection, nothing trained): its
+whitened head on the network's own features (no projection, nothing trained): its
 predictions say which class an image shows or that it shows a new one,
 P(novel) says how sure that is, and a new class is learned online from a few
 labelled images without touching the network.
@@ -32,7 +32,7 @@ import torch
 from PIL import Image
 from sklearn.datasets import load_digits
 
-from sklearn_flowr import FLOWRClassifier
+from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.datasets import load_image_folder
 from sklearn_flowr.encoders import EfficientNetLite0Encoder
 
@@ -67,8 +67,11 @@ except ImportError:
 rank = np.arange(len(y)) - np.searchsorted(folder.target, folder.target)
 known = np.isin(y, names[:5])
 fit_rows = known & (rank < 20)
+# ``CRPGaussianClassifier()`` is the head for a pretrained network's features:
+# rows scaled to unit length and whitened by the covariances fitted on them.
 model = FLOWRClassifier(backbone=encoder, embedding_dim=None, pretrain=None,
-                        meta=None, calibration=None, verbose=0, random_state=0)
+                        meta=None, head=CRPGaussianClassifier(), calibration=None,
+                        verbose=0, random_state=0)
 model.fit(X[fit_rows], y[fit_rows])
 print(f"embedding: {model.transform(X[:1]).shape[1]} features; "
       f"known classes {model.classes_.tolist()}")

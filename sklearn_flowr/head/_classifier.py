@@ -3,7 +3,6 @@
 from numbers import Real
 
 import numpy as np
-from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -20,11 +19,11 @@ from ._discovery import (
     unlabelled_steps,
 )
 from ._merge import (
+    MergeableHead,
     dask_cross_fit_scores,
     dask_moments,
     is_dask_collection,
     kept_moments,
-    merged_parts,
     state_of_moments,
 )
 from ._proba import _ProbabilisticOpenWorldClassifier
@@ -34,12 +33,13 @@ from ._state import (
     state_for_params,
     state_of_embeddings,
 )
-from ._whitened import model_params, refuse_whitened, shared_whitener, whiten
+from ._whitened import model_params, refuse_whitened, whiten
 
 __all__ = ["CRPGaussianClassifier"]
 
 
-class CRPGaussianClassifier(ConformalDecision, _ProbabilisticOpenWorldClassifier):
+class CRPGaussianClassifier(MergeableHead, ConformalDecision,
+                            _ProbabilisticOpenWorldClassifier):
     """Open-world Bayesian classifier: Gaussian class embeddings + CRP prior.
 
     Class means have a shared prior ``N(mu0, diag(s0))``, observations are
@@ -163,6 +163,7 @@ default="auto"
     Examples
     --------
     >>> import numpy as np
+    >>> from sklearn.base import clone
     >>> from sklearn_flowr import CRPGaussianClassifier
     >>> y = np.repeat([0, 1, 2, 3, 4, 5], 4)
     >>> Z = np.random.default_rng(0).normal(size=(6, 8))[y]
@@ -197,13 +198,14 @@ default="auto"
     array([0, 1, 2, 7])
     >>> clf.freeze_classes().frozen_classes_
     array([ True,  True,  True,  True])
+    >>> round(clf.forget_classes().sigma, 6)  # no classes: a new task's start
+    0.01
 
     Heads fitted on parts of the rows merge into the head fitted on all;
     ``fit_class_embeddings`` starts from classes given as Gaussians.
 
     >>> left = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
-    >>> right = CRPGaussianClassifier(covariance="isotropic").fit(
-    ...     [[9.0, 0.0], [9.2, 0.0], [0.0, 9.0], [0.0, 9.2]], [5, 5, 6, 6])
+    >>> right = clone(left).fit([[9, 0], [9.2, 0], [0, 9], [0, 9.2]], [5, 5, 6, 6])
     >>> left.merge(right).classes_
     array([0, 1, 5, 6])
     >>> emb = CRPGaussianClassifier(covariance="isotropic", b=1.0, sigma=0.5)
@@ -386,25 +388,6 @@ default="auto"
                   self._mutable)
         return self
 
-    def merge(self, other):
-        """The head ``fit`` on both heads' rows gives (neither changes); heads
-        with "auto" ``sigma`` or priors merge straight after ``fit``.
-
-        Parameters
-        ----------
-        other : CRPGaussianClassifier
-            A fitted head with the same parameters and features.
-
-        Returns
-        -------
-        merged : CRPGaussianClassifier
-            A new fitted head; ``classes_`` are the sorted union.
-        """
-        parts, merged = merged_parts(self, other), clone(self)
-        if self.covariance == "whitened":
-            merged.whitener_ = shared_whitener(self, other)
-        return merged._install(**parts)
-
     def _install(self, moments, n_features, *, feature_names=None, frozen=None,
                  discovered=None, conformal=NO_SCORES, rows=None):
         """Become the head ``fit`` gives on rows with these ``moments`` (Dask
@@ -488,6 +471,23 @@ default="auto"
         self : CRPGaussianClassifier
         """
         self._fitted("freeze_classes")._state.freeze(bool(frozen))
+        return self
+
+    def forget_classes(self):
+        """Drop every class, keeping ``fit``'s prior, ``b``, ``sigma`` (as given
+        values) and whitener: the head a new task starts from.
+
+        Returns
+        -------
+        self : CRPGaussianClassifier
+        """
+        self._fitted("forget_classes")
+        params = {**self.get_params(deep=False), "prior_mean": self.prior_mean_,
+                  "prior_var": self.prior_var_, "b": self.b_, "sigma": self.sigma_,
+                  "prior_scale": 1.0}
+        whitener = {key: val for key, val in vars(self).items() if key == "whitener_"}
+        self.__dict__.clear()  # a clone's state: its parameters (and whitener)
+        self.__dict__.update(params, **whitener)
         return self
 
     class_count_ = property(lambda self: self._fitted("class_count_")

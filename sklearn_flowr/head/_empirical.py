@@ -50,6 +50,4 @@ def empirical_bayes_head(template, Z, y, *, setting, frozen=True, prior_scale=No
     ).fit(Z, y)
     if setting == "large":
         return empirical.freeze_classes(frozen)
-    return clone(empirical).set_params(
-        prior_mean=empirical.prior_mean_, prior_var=empirical.prior_var_,
-        prior_scale=1.0, b=empirical.b_, sigma=empirical.sigma_)
+    return empirical.forget_classes()

@@ -5,6 +5,7 @@ import functools
 import sys
 
 import numpy as np
+from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
@@ -26,7 +27,7 @@ from ..validation import (
 from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
 from ._discovery import merged_discoveries
 from ._state import state_for_params
-from ._whitened import model_params
+from ._whitened import model_params, shared_whitener
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
 MAX_KEPT_VALUES = 2**23
@@ -263,3 +264,26 @@ def _block_moments(x_block, y_block, *, fourth):
     return {"labels": labels,
             **moments_of_rows(X, y_index.reshape(-1), labels.shape[0],
                               fourth=fourth)}
+
+
+class MergeableHead:
+    """``merge`` of :class:`CRPGaussianClassifier` (a mixin: the pooling is here)."""
+
+    def merge(self, other):
+        """The head ``fit`` on both heads' rows gives (neither changes); heads
+        with "auto" ``sigma`` or priors merge straight after ``fit``.
+
+        Parameters
+        ----------
+        other : CRPGaussianClassifier
+            A fitted head with the same parameters and features.
+
+        Returns
+        -------
+        merged : CRPGaussianClassifier
+            A new fitted head; ``classes_`` are the sorted union.
+        """
+        parts, merged = merged_parts(self, other), clone(self)
+        if self.covariance == "whitened":
+            merged.whitener_ = shared_whitener(self, other)
+        return merged._install(**parts)

@@ -82,10 +82,14 @@ def _large_context_episodes(estimator, X, y, n_novel, n_query, n_known_query,
         raise ValueError("calibrate_novelty(setting='large') needs at least 2 rows "
                          "in every class (one to fit, one to query).")
     refit = clone(estimator)
-    # The deployed head's hyper-parameters, not estimates from fewer classes.
+    # The deployed head's hyper-parameters, not estimates from fewer classes
+    # (a whitened head's live in its whitener's coordinates, which the refit
+    # estimates afresh with everything else, as WhitenedCRPClassifier's does).
+    whitened = refit.get_params().get("covariance") == "whitened"
     fixed = {name: getattr(estimator, name + "_") for name in
              ("prior_mean", "prior_var", "sigma", "b")
-             if name in refit.get_params() and hasattr(estimator, name + "_")}
+             if name in refit.get_params() and hasattr(estimator, name + "_")
+             and not whitened}
     fitted = refit.set_params(**fixed).fit(X[fit_rows], y[fit_rows])
     if callable(getattr(estimator, "freeze_classes", None)) and \
             bool(np.all(estimator.frozen_classes_)):

@@ -63,17 +63,19 @@ def _grid_candidates(estimator, param_grid):
 
 def _check_shrinkage_acts(head, params):
     """Refuse a ``noise_shrinkage`` grid that cannot move the head (isotropic
-    noise or a given ``sigma``)."""
+    noise, or the full head's given ``sigma``)."""
     if "noise_shrinkage" not in params:
         return
     covariance = params.get("covariance", head.get_params()["covariance"])
     sigma = params.get("sigma", "auto")
-    if covariance != "full" or not (isinstance(sigma, str) and sigma == "auto"):
+    if covariance == "isotropic" or (covariance == "full" and not (
+            isinstance(sigma, str) and sigma == "auto")):
         raise ValueError(
-            "noise_shrinkage only acts on the full head's estimated noise "
-            f"covariance; this candidate has covariance={covariance!r} and "
+            "noise_shrinkage only acts on an estimated noise covariance (the "
+            "whitened head's, or the full head's with sigma='auto'); this "
+            f"candidate has covariance={covariance!r} and "
             f"sigma={'a given value' if not isinstance(sigma, str) else sigma!r}. "
-            "Use covariance='full' and leave sigma out of the grid.")
+            "Use covariance='whitened' or 'full' and leave sigma out of the grid.")
 
 
 @validate_params({"prior_scale": [Interval(Real, 0, None, closed="neither")]},

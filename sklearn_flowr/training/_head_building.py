@@ -92,15 +92,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
                                              known_table=known_table)
         fitted = head.fit_class_embeddings(labels, means, variances)
     fitted.freeze_classes(not update_known)
-    # The fitted values already carry prior_scale and noise_shrinkage.
-    prior = clone(fitted).set_params(
-        prior_mean=fitted.prior_mean_, prior_var=fitted.prior_var_,
-        b=fitted.b_, sigma=fitted.sigma_, prior_scale=1.0)
-    if covariance == "whitened":
-        prior.whitener_ = fitted.whitener_
-    else:
-        prior.set_params(noise_shrinkage=0.0)
-    return prior, fitted
+    return copy.deepcopy(fitted).forget_classes(), fitted
 
 
 def head_params(template) -> dict:
