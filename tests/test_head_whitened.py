@@ -135,8 +135,10 @@ def test_bad_rows_online_leave_the_head_unchanged(data):
     X, y, queries = data
     head = CRPGaussianClassifier().fit(X, y)
     before = head.predict_proba(queries)
-    with pytest.raises(ValueError, match="all zeros"):
+    with pytest.raises(ValueError, match="all zeros.*use covariance='isotropic'"):
         head.partial_fit(np.vstack([X[:1], np.zeros((1, X.shape[1]))]), [0, 99])
+    with pytest.raises(ValueError, match="all zeros.*use covariance='isotropic'"):
+        head.predict(np.zeros((1, X.shape[1])))
     with pytest.raises(ValueError, match="features"):
         head.open_world_step(X[:, :-1], y)
     assert_array_equal(head.predict_proba(queries), before)

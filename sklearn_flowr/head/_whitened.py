@@ -1,6 +1,8 @@
 """The CRP-Gaussian head on frozen features: a two-covariance whitener fitted
 once, the head updated online in its coordinates."""
 
+import contextlib
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
@@ -60,14 +62,20 @@ def whiten(head, X, y, *, reset):
         shrinkage = head.noise_shrinkage
         whitener = TwoCovarianceWhitener(
             noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
-        try:
+        with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
             head.whitener_ = whitener.fit(X, y)
-        except ValueError as error:
-            raise ValueError(
-                f"{error} (covariance='whitened' fits a TwoCovarianceWhitener "
-                "on fit's rows; for such data use covariance='isotropic'.)"
-            ) from error
-    return head.whitener_.transform(X), y
+    with _isotropic_hint("scales every row to unit length"):
+        return head.whitener_.transform(X), y
+
+
+@contextlib.contextmanager
+def _isotropic_hint(what):
+    """Name the fix in the whitener's errors: the paper's isotropic head."""
+    try:
+        yield
+    except ValueError as error:
+        raise ValueError(f"{error} (covariance='whitened' {what}; for such data "
+                         "use covariance='isotropic'.)") from error
 
 
 def refuse_whitened(head, what):
