@@ -17,13 +17,16 @@ from .head import CRPGaussianClassifier
 from .validation import check_one_kind, label_result_dtype
 
 # Log-odds are clipped here: a row before any class exists has P(novel) = 1
-# (infinite odds), and fits and ranks need finite values.
+# (infinite odds), and fits and ranks need finite values. Mapped log-odds keep
+# P(novel) within 1e-13 of 0 and 1; raw scores keep their order as far as
+# exp() reaches (a high-dimensional head's log-odds span hundreds of nats).
 LOG_ODDS_CLIP = 30.0
+SCORE_CLIP = 700.0
 
 
-def clip_log_odds(log_odds):
-    """Log-odds clipped to +-:data:`LOG_ODDS_CLIP`."""
-    return np.clip(log_odds, -LOG_ODDS_CLIP, LOG_ODDS_CLIP)
+def clip_log_odds(log_odds, bound=LOG_ODDS_CLIP):
+    """Log-odds clipped to +-``bound``."""
+    return np.clip(log_odds, -bound, bound)
 
 
 def clipped_logit(p):
@@ -69,7 +72,7 @@ def novelty_scores(estimator, X):
     """Novelty score of each row (higher = more novel); log-odds are clipped."""
     if has_log_proba(estimator):
         log_proba = np.asarray(estimator.predict_log_proba(X), dtype=np.float64)
-        return clip_log_odds(novel_log_odds(log_proba))
+        return clip_log_odds(novel_log_odds(log_proba), SCORE_CLIP)
     return np.asarray(estimator.novelty_score(X), dtype=np.float64)
 
 

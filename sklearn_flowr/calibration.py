@@ -17,6 +17,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
 from ._novelty_wrapper import (
+    SCORE_CLIP,
     NoveltyWrapper,
     best_known,
     clip_log_odds,
@@ -36,19 +37,29 @@ __all__ = ["NoveltyCalibratedClassifier"]
 _MIN_SLOPE = 1e-3
 
 
-def platt_fit(log_odds, first, targets="platt"):
+def platt_fit(log_odds, first, targets="platt", weight=None):
     """``(slope, intercept)`` of the logistic regression of ``first`` on ``log_odds``
-    (Platt's soft targets ``t`` as rows weighted ``t`` and ``1 - t``)."""
+    (Platt's soft targets ``t`` as rows weighted ``t`` and ``1 - t``), rows
+    weighted ``weight``."""
     fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000)  # ~unpenalised, tight
+    weight = np.ones(first.shape[0]) if weight is None else weight
     if targets == "hard":
-        fit.fit(log_odds[:, None], first)
+        fit.fit(log_odds[:, None], first, sample_weight=weight)
     else:
         n_first, n_known = int(first.sum()), int((~first).sum())
         soft = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
         fit.fit(np.concatenate([log_odds, log_odds])[:, None],
                 np.concatenate([np.ones_like(first), np.zeros_like(first)]),
-                sample_weight=np.concatenate([soft, 1 - soft]))
+                sample_weight=np.concatenate([soft * weight, (1 - soft) * weight]))
     return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])
+
+
+def prior_weights(first, prior):
+    """Row weights that make ``first``'s weighted share ``prior`` (None: ones)."""
+    if prior is None:
+        return np.ones(first.shape[0])
+    share = first.mean()
+    return np.where(first, prior / share, (1 - prior) / (1 - share))
 
 
 def split_known_queries(y, rows, share, rng, *, single="error"):
@@ -94,7 +105,20 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         its held-out classes as new;
         ``"prefit"``: stream the given rows through the fitted ``estimator``.
     known_query_share : float in (0, 0.5], default=0.25
-        With folds: share of each training class's rows streamed as known.
+        With folds: share of the rows streamed as known, taken from the
+        classes of the next fold (the others keep every row).
+    novel_prior : float in (0, 1) or None, default=None
+        Share of rows of classes not yet known expected among the rows the
+        model will predict: the calibration rows are weighted to that share,
+        as ``priors`` does in :class:`~sklearn.naive_bayes.GaussianNB`. None
+        keeps the calibration stream's own share, which its folds set, not the
+        deployment. Give it when the share is known (a protocol's design).
+    stream : bool, default=True
+        Score the calibration rows as a stream that learns each new class
+        from its first sighting, as :meth:`open_world_step` does (new = first
+        sighting); False scores them at once, as :meth:`predict_proba` does
+        (new = every row of a class the fold's model lacks). Use False when
+        the model will mostly predict batches.
     random_state : int, RandomState instance or None, default=None
         Seeds the rows kept as known queries and the stream's order.
 
@@ -140,15 +164,20 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         "method": [StrOptions({"sigmoid", "isotonic"})],
         "cv": ["cv_object", StrOptions({"prefit"})],
         "known_query_share": [Interval(Real, 0, 0.5, closed="right")],
+        "novel_prior": [Interval(Real, 0, 1, closed="neither"), None],
+        "stream": ["boolean"],
         "random_state": ["random_state"],
     }
 
     def __init__(self, estimator=None, *, method="sigmoid", cv=3,
-                 known_query_share=0.25, random_state=None):
+                 known_query_share=0.25, novel_prior=None, stream=True,
+                 random_state=None):
         self.estimator = estimator
         self.method = method
         self.cv = cv
         self.known_query_share = known_query_share
+        self.novel_prior = novel_prior
+        self.stream = stream
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -170,17 +199,23 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         rng = check_random_state(self.random_state)
         if isinstance(self.cv, str):
             check_is_fitted(estimator)
-            scores, first = _stream_scores(copy.deepcopy(estimator), X, y)
+            scores, first = self._held_out_scores(copy.deepcopy(estimator), X, y)
             fitted = copy.deepcopy(estimator)
         else:
             scores, first = [], []
-            for train, held in class_disjoint_folds(self.cv, X, y, name="cv"):
-                fit_rows, known_rows = split_known_queries(
-                    y, train, self.known_query_share, rng, single="fit")
+            folds = class_disjoint_folds(self.cv, X, y, name="cv")
+            for k, (train, held) in enumerate(folds):
+                # Known queries from the next fold's classes only: the other
+                # classes keep every row, as in the deployed estimator.
+                partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
+                _, known_rows = split_known_queries(
+                    y, partner if partner.size else train,
+                    self.known_query_share, rng, single="fit")
+                fit_rows = np.setdiff1d(train, known_rows)
                 stream = rng.permutation(np.concatenate([known_rows, held]))
                 fold_est = clone(estimator).fit(_safe_indexing(X, fit_rows),
                                                 y[fit_rows])
-                fold_scores, fold_first = _stream_scores(
+                fold_scores, fold_first = self._held_out_scores(
                     fold_est, _safe_indexing(X, stream), y[stream])
                 scores.append(fold_scores)
                 first.append(fold_first)
@@ -191,13 +226,14 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                 "knows and first sightings of classes it does not; got "
                 f"{int(first.sum())} first sightings among {first.shape[0]} "
                 "rows.")
+        weight = prior_weights(first, self.novel_prior)
         if self.method == "sigmoid":
-            slope, intercept = platt_fit(scores, first)
+            slope, intercept = platt_fit(scores, first, weight=weight)
             calibrator = None
         else:
             slope = intercept = float("nan")
-            calibrator = IsotonicRegression(y_min=0.0, y_max=1.0,
-                                            out_of_bounds="clip").fit(scores, first)
+            calibrator = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
+            calibrator.fit(scores, first, sample_weight=weight)
         if not isinstance(self.cv, str):
             fitted = clone(estimator).fit(X, y)
         # One update: an interrupt leaves the old fit or the new one, whole.
@@ -205,6 +241,13 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                           calibrator_=calibrator, calibration_rows_=Bunch(
                               score=scores, is_first_sighting=first))
         return self
+
+    def _held_out_scores(self, estimator, X, y):
+        """Novelty scores of rows and whether each is new: streamed (new = first
+        sighting) or scored at once (new = of a class ``estimator`` lacks)."""
+        if self.stream:
+            return _stream_scores(estimator, X, y)
+        return novelty_scores(estimator, X), ~np.isin(y, estimator.classes_)
 
     def _map(self, score):
         """Calibrated log-odds of novel against known, from the raw score."""
@@ -220,7 +263,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         log_proba = np.asarray(self.estimator_.predict_log_proba(X),
                                dtype=np.float64)
         mapped = with_novel_log_odds(
-            log_proba, self._map(clip_log_odds(novel_log_odds(log_proba))))
+            log_proba, self._map(clip_log_odds(novel_log_odds(log_proba), SCORE_CLIP)))
         return mapped - logsumexp(mapped, axis=1)[:, None]
 
     def predict_novelty_proba(self, X):
@@ -307,5 +350,6 @@ def _stream_scores(estimator, X, y):
     if not has_log_proba(estimator):  # a distance or score, used as it is
         return np.asarray(out["p_novel"], dtype=np.float64), is_first
     if "novelty_score" in out:
-        return clip_log_odds(np.asarray(out["novelty_score"], float)), is_first
+        return (clip_log_odds(np.asarray(out["novelty_score"], float), SCORE_CLIP),
+                is_first)
     return clipped_logit(out["p_novel"]), is_first

@@ -46,3 +46,30 @@ def test_split_holds_out_one_rendering(script, rng):
     assert not np.isin(X_fit[:, 0], np.flatnonzero(g == 2)).any()
     assert np.array_equal(X_query[:, 0], np.flatnonzero(g == 2))
     assert set(y_query[~novel]) == set(y_fit) and len(set(y_fit)) == 6
+
+
+@pytest.mark.parametrize("n_renderings", [4, 1])
+def test_design_shares_are_the_queries_shares(script, tmp_path, rng, n_renderings):
+    """Check that the shares the calibration is told are the protocol's: new
+    rows among the queries, and first sightings when they are streamed."""
+    features, y, g = script.load(_features(tmp_path, rng, n_renderings))
+    args = script.argparse.Namespace(known_share=0.6, n_way=3, shots=2, queries=1)
+    new, first = script.design_shares(y, g, args)
+    _, _, _, y_query, novel = script.split(features, y, g, 0, args)
+    assert new == pytest.approx(novel.mean())
+    n_first = np.unique(y_query[novel]).shape[0]
+    assert first == pytest.approx(n_first / y_query.shape[0])
+
+
+def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
+    """Check that --ece prints raw and calibrated ECEs for the head and the
+    calibrated ones for an anchor's score."""
+    path = _features(tmp_path, rng, 4)
+    script.main([path, "--splits", "0", "--methods", "default,simpleshot", "--ece"])
+    out = capsys.readouterr().out
+    assert "ECE raw | ECE calibrated | stream ECE raw | stream ECE calibrated |" in out
+    head = next(line for line in out.splitlines() if line.startswith("| native | default |"))
+    anchor = next(line for line in out.splitlines()
+                  if line.startswith("| native | simpleshot |"))
+    assert len([c for c in head.split("|")[8:12] if c.strip()]) == 4
+    assert [c.strip() == "" for c in anchor.split("|")[8:12]] == [True, False, True, False]

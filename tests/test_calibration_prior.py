@@ -1,0 +1,96 @@
+"""NoveltyCalibratedClassifier for batches: its stated share of new rows
+(``novel_prior``), batch scoring (``stream=False``), its folds' design and raw
+scores that keep their order beyond the output's clip."""
+
+import numpy as np
+import pytest
+from sklearn.metrics import roc_auc_score
+from sklearn.utils._param_validation import InvalidParameterError
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.metrics import expected_calibration_error
+
+
+@pytest.fixture(scope="module")
+def batch():
+    """25 known classes (20 fitting rows each), a batch of 10 other rows of each
+    and 10 rows of each of 15 new classes: 150 of 400 rows are new."""
+    rng = np.random.default_rng(1)
+    means = rng.normal(scale=2.0, size=(40, 6))
+    y_fit = np.repeat(np.arange(25), 20)
+    X_fit = means[y_fit] + rng.standard_t(4, (500, 6))
+    y_new = np.repeat(np.arange(40), 10)
+    X_new = means[y_new] + rng.standard_t(4, (400, 6))
+    return X_fit, y_fit, X_new, y_new >= 25
+
+
+def test_novel_prior_calibrates_a_batch_with_that_share_of_new_rows(batch):
+    X, y, X_new, is_new = batch
+    share = is_new.mean()
+    own = NoveltyCalibratedClassifier(stream=False, random_state=0).fit(X, y)
+    stated = NoveltyCalibratedClassifier(stream=False, novel_prior=share,
+                                         random_state=0).fit(X, y)
+    p_own, p_stated = own.predict_novelty_proba(X_new), stated.predict_novelty_proba(X_new)
+    # The folds' own share is new rows of a third of the classes, all their rows.
+    assert own.calibration_rows_.is_first_sighting.mean() > share + 0.2
+    assert abs(p_stated.mean() - share) < 0.08, p_stated.mean()
+    assert p_own.mean() > share + 0.2, p_own.mean()
+    assert (expected_calibration_error(is_new, p_stated)
+            < expected_calibration_error(is_new, p_own) - 0.15)
+    # Weighting moves the map, not the order of the rows.
+    assert roc_auc_score(is_new, p_stated) == pytest.approx(roc_auc_score(is_new, p_own))
+
+
+def test_batch_scoring_flags_every_row_of_a_held_out_class(batch):
+    X, y, _, _ = batch
+    streamed = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    at_once = NoveltyCalibratedClassifier(stream=False, random_state=0).fit(X, y)
+    # Every class is held out by one fold: streamed, its first row is the
+    # first sighting; scored at once, all 20 rows are new.
+    assert streamed.calibration_rows_.is_first_sighting.sum() == 25
+    assert at_once.calibration_rows_.is_first_sighting.sum() == 500
+
+
+class _CountingHead(CRPGaussianClassifier):
+    fitted_counts: list = []
+
+    def fit(self, X, y):
+        type(self).fitted_counts.append(np.unique(y, return_counts=True))
+        return super().fit(X, y)
+
+
+def test_known_queries_come_from_one_other_fold_so_most_classes_keep_every_row(batch):
+    X, y, _, _ = batch
+    _CountingHead.fitted_counts.clear()
+    NoveltyCalibratedClassifier(_CountingHead(), cv=5, random_state=0).fit(X, y)
+    folds, final = _CountingHead.fitted_counts[:-1], _CountingHead.fitted_counts[-1]
+    assert len(folds) == 5 and np.all(final[1] == 20)
+    reduced = []
+    for labels, counts in folds:
+        assert labels.shape[0] == 20  # four fifths of the 25 classes
+        assert np.sum(counts == 20) == 15 and np.sum(counts == 15) == 5
+        reduced += labels[counts == 15].tolist()
+    # Each class gives known queries in exactly one fold.
+    assert sorted(reduced) == list(range(25))
+
+
+def test_raw_scores_keep_their_order_beyond_thirty_nats():
+    rng = np.random.default_rng(2)
+    y = np.repeat(np.arange(12), 8)
+    X = rng.normal(scale=6.0, size=(12, 48))[y] + rng.normal(size=(96, 48))
+    clf = NoveltyCalibratedClassifier(CRPGaussianClassifier(covariance="isotropic"),
+                                      stream=False, random_state=0).fit(X, y)
+    score = clf.calibration_rows_.score
+    assert score.min() < -60 and score.max() > 60, (score.min(), score.max())
+    assert roc_auc_score(clf.calibration_rows_.is_first_sighting, score) > 0.99
+
+
+@pytest.mark.parametrize("params", [{"novel_prior": 0.0}, {"novel_prior": 1.0},
+                                    {"novel_prior": "auto"}, {"stream": "yes"}])
+def test_bad_settings_are_refused_before_any_state(batch, params):
+    X, y, _, _ = batch
+    clf = NoveltyCalibratedClassifier(**params)
+    with pytest.raises(InvalidParameterError, match=next(iter(params))):
+        clf.fit(X, y)
+    assert not hasattr(clf, "estimator_")
