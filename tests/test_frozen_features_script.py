@@ -67,9 +67,11 @@ def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
     path = _features(tmp_path, rng, 4)
     script.main([path, "--splits", "0", "--methods", "default,simpleshot", "--ece"])
     out = capsys.readouterr().out
-    assert "ECE raw | ECE calibrated | stream ECE raw | stream ECE calibrated |" in out
-    head = next(line for line in out.splitlines() if line.startswith("| native | default |"))
-    anchor = next(line for line in out.splitlines()
-                  if line.startswith("| native | simpleshot |"))
-    assert len([c for c in head.split("|")[8:12] if c.strip()]) == 4
-    assert [c.strip() == "" for c in anchor.split("|")[8:12]] == [True, False, True, False]
+    assert ("ECE raw | ECE calibrated | its floor | stream ECE raw |"
+            " stream ECE calibrated |") in out
+    head, anchor = (next(line for line in out.splitlines()
+                         if line.startswith(f"| native | {name} |"))
+                    for name in ("default", "simpleshot"))
+    assert len([c for c in head.split("|")[8:13] if c.strip()]) == 5
+    assert ([c.strip() == "" for c in anchor.split("|")[8:13]]
+            == [True, False, False, True, False])
