@@ -54,12 +54,13 @@ def platt_fit(log_odds, first, targets="platt", weight=None):
     return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])
 
 
-def prior_weights(first, prior):
-    """Row weights that make ``first``'s weighted share ``prior`` (None: ones)."""
+def prior_weights(first, prior, weight):
+    """``weight`` rescaled so that ``first``'s weighted share is ``prior``
+    (None: ``weight`` as it is)."""
     if prior is None:
-        return np.ones(first.shape[0])
-    share = first.mean()
-    return np.where(first, prior / share, (1 - prior) / (1 - share))
+        return weight
+    share = weight[first].sum() / weight.sum()
+    return weight * np.where(first, prior / share, (1 - prior) / (1 - share))
 
 
 def split_known_queries(y, rows, share, rng, *, single="error"):
@@ -133,7 +134,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         The sigmoid map ``logit P'(novel) = slope_ * score + intercept_``
         (``method="sigmoid"``; NaN otherwise).
     calibration_rows_ : Bunch
-        ``score`` and ``is_first_sighting`` of the rows the map was fitted on.
+        ``score``, ``is_first_sighting`` and ``weight`` of the rows the map
+        was fitted on (known queries stand for every training class's).
     %(attributes)s
 
     See Also
@@ -200,17 +202,19 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         if isinstance(self.cv, str):
             check_is_fitted(estimator)
             scores, first = self._held_out_scores(copy.deepcopy(estimator), X, y)
+            weight = np.ones(first.shape[0])
             fitted = copy.deepcopy(estimator)
         else:
-            scores, first = [], []
+            scores, first, weight = [], [], []
             folds = class_disjoint_folds(self.cv, X, y, name="cv")
             for k, (train, held) in enumerate(folds):
-                # Known queries from the next fold's classes only: the other
-                # classes keep every row, as in the deployed estimator.
+                # Known queries from the next fold's classes only (the other
+                # classes keep every row, as in the deployed estimator),
+                # weighted to stand for the queries of every training class.
                 partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
+                source = partner if partner.size else train
                 _, known_rows = split_known_queries(
-                    y, partner if partner.size else train,
-                    self.known_query_share, rng, single="fit")
+                    y, source, self.known_query_share, rng, single="fit")
                 fit_rows = np.setdiff1d(train, known_rows)
                 stream = rng.permutation(np.concatenate([known_rows, held]))
                 fold_est = clone(estimator).fit(_safe_indexing(X, fit_rows),
@@ -219,14 +223,16 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                     fold_est, _safe_indexing(X, stream), y[stream])
                 scores.append(fold_scores)
                 first.append(fold_first)
-            scores, first = np.concatenate(scores), np.concatenate(first)
+                weight.append(np.where(np.isin(stream, known_rows),
+                                       train.size / source.size, 1.0))
+            scores, first, weight = map(np.concatenate, (scores, first, weight))
         if first.all() or not first.any():
             raise ValueError(
                 "The calibration stream needs rows of classes the estimator "
                 "knows and first sightings of classes it does not; got "
                 f"{int(first.sum())} first sightings among {first.shape[0]} "
                 "rows.")
-        weight = prior_weights(first, self.novel_prior)
+        weight = prior_weights(first, self.novel_prior, weight)
         if self.method == "sigmoid":
             slope, intercept = platt_fit(scores, first, weight=weight)
             calibrator = None
@@ -239,7 +245,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         # One update: an interrupt leaves the old fit or the new one, whole.
         vars(self).update(estimator_=fitted, slope_=slope, intercept_=intercept,
                           calibrator_=calibrator, calibration_rows_=Bunch(
-                              score=scores, is_first_sighting=first))
+                              score=scores, is_first_sighting=first, weight=weight))
         return self
 
     def _held_out_scores(self, estimator, X, y):
