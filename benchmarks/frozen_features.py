@@ -112,14 +112,22 @@ def design_shares(y, groups, args):
     return 0.5, 1 / (2 * args.queries)
 
 
+def ece_and_floor(novel, p_novel):
+    """ECE of ``p_novel`` and its floor: the mean ECE of the same P(novel)
+    against labels drawn from them (15 bins on a few hundred rows)."""
+    rng = np.random.default_rng(0)
+    return (expected_calibration_error(novel, p_novel), np.mean(
+        [expected_calibration_error(rng.random(p_novel.shape[0]) < p_novel, p_novel)
+         for _ in range(50)]))
+
+
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares):
     """ECE of P(novel), raw and after NoveltyCalibratedClassifier: on the queries
-    against "novel class" (calibrated at once, ``stream=False``), and streamed
-    against "first sighting" (``stream=True``); each told the protocol's share
-    (``novel_prior``). Isotonic with at least 100 fitting classes (its
-    docstring's advice), else sigmoid; ten class-disjoint folds (fewer classes:
-    one fold per class). Also the floor: the ECE these calibrated P(novel)
-    would have on labels drawn from them (15 bins on a few hundred rows)."""
+    against "novel class" (calibrated at once, ``stream=False``; with its
+    floor), and streamed against "first sighting" (``stream=True``); each told
+    the protocol's share (``novel_prior``). Isotonic with at least 100 fitting
+    classes (its docstring's advice), else sigmoid; ten class-disjoint folds
+    (fewer classes: one fold per class). Also the calibrated P(novel)."""
     n_classes = np.unique(y_fit).shape[0]
     options = {"method": "isotonic" if n_classes >= 100 else "sigmoid",
                "cv": min(10, n_classes), "random_state": 0}
@@ -131,17 +139,13 @@ def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares):
     ece = expected_calibration_error
     stream = streamed.open_world_step(X_query[order], y_query[order])
     p_novel = at_once.predict_novelty_proba(X_query)
-    # The floor: the mean ECE of these P(novel) against labels drawn from them.
-    rng = np.random.default_rng(0)
-    floor = np.mean([ece(rng.random(p_novel.shape[0]) < p_novel, p_novel)
-                     for _ in range(50)])
-    calibrated = [ece(novel, p_novel), floor, ece(stream.is_novel, stream.p_novel)]
+    calibrated = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel)]
     if name not in PROBABILISTIC:  # a score, no probability before the map
-        return [np.nan, *calibrated[:2], np.nan, calibrated[2]]
+        return [np.nan, *calibrated[:2], np.nan, calibrated[2]], p_novel
     raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
     raw = np.asarray(model.predict_proba(X_query))[:, -1]
     return [ece(novel, raw), *calibrated[:2],
-            ece(raw_stream.is_novel, raw_stream.p_novel), calibrated[2]]
+            ece(raw_stream.is_novel, raw_stream.p_novel), calibrated[2]], p_novel
 
 
 def best_seconds(call, repeats=20, flush=None):
@@ -210,7 +214,7 @@ def main(argv=None):
     features, y, groups = load(args.path)
     # SimpleShot first: its time is the unit.
     names = ["simpleshot"] + [n for n in args.methods.split(",") if n != "simpleshot"]
-    rows = {}
+    rows, pooled = {}, {}
     for s in map(int, args.splits.split(",")):
         X_fit, y_fit, X_query, y_query, novel = split(features, y, groups, s, args)
         for dim in args.dims.split(","):
@@ -234,13 +238,16 @@ def main(argv=None):
                     print(f"split {s} dim {dim} {name}: skipped ({error})")
                     continue
                 accuracy = np.mean(y_known[~novel] == y_query[~novel])
+                eces = []
+                if args.ece:
+                    eces, p_novel = novelty_ece(name, model, X_fit_d, y_fit, X_query_d,
+                                                y_query, novel,
+                                                design_shares(y, groups, args))
+                    pooled.setdefault((dim, name), []).append((novel, p_novel))
                 rows.setdefault((dim, name), []).append(
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],
-                     times[name] / times["simpleshot"]]
-                    + (novelty_ece(name, model, X_fit_d, y_fit, X_query_d, y_query,
-                                   novel, design_shares(y, groups, args))
-                       if args.ece else []))
+                     times[name] / times["simpleshot"], *eces])
                 print(f"split {s} dim {dim} {name}: " + " ".join(
                     f"{v:.4f}" for v in rows[(dim, name)][-1]), flush=True)
     shape, ratios = online_step_ratios(*split(features, y, groups, 0, args)[:3])
@@ -258,6 +265,12 @@ def main(argv=None):
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
               f"{seconds:.2f} | {ratio:.1f} |"
               + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
+    if pooled:
+        print("\nECE calibrated (its floor), the queries of every split pooled:\n")
+        for (dim, name), runs in pooled.items():
+            novel, p_novel = (np.concatenate(part) for part in zip(*runs, strict=True))
+            print(f"| {dim} | {name} | "
+                  + "{:.3f} ({:.3f}) |".format(*ece_and_floor(novel, p_novel)))
     print("\nwhitened minus each method, paired over splits: mean (standard error)\n")
     print("| dim | method | known acc | AUROC | H |\n" + "| --- " * 5 + "|")
     for (dim, name), values in rows.items():

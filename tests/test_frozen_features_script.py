@@ -75,3 +75,6 @@ def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
     assert len([c for c in head.split("|")[8:13] if c.strip()]) == 5
     assert ([c.strip() == "" for c in anchor.split("|")[8:13]]
             == [True, False, False, True, False])
+    assert "the queries of every split pooled" in out
+    pooled = out.split("the queries of every split pooled")[1]
+    assert "| native | default | 0." in pooled and "| native | simpleshot | 0." in pooled
