@@ -89,8 +89,9 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     """Open-world classifier with a P(novel) calibrated on held-out classes.
 
     ``fit`` streams rows of known and unseen classes through copies of
-    ``estimator`` and maps their novelty score to "first sighting of a new
-    class", keeping the scores' order. :meth:`predict` says novel where the
+    ``estimator`` (or scores them at once, ``stream=False``) and maps their
+    novelty score to "first sighting of a new class" (to "of a new class"),
+    keeping the scores' order. :meth:`predict` says novel where the
     calibrated P(novel) is at least 0.5.
 
     Parameters
@@ -102,9 +103,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         Platt's map of the score (with smoothed targets), or a non-decreasing
         step function (needs hundreds of first sightings).
     cv : int, cross-validation generator, iterable or "prefit", default=3
-        Folds over whole classes (``class_disjoint_folds``), each streaming
-        its held-out classes as new;
-        ``"prefit"``: stream the given rows through the fitted ``estimator``.
+        Folds over whole classes (``class_disjoint_folds``), each giving its
+        held-out classes as new (more folds: fold models closer to the
+        deployed one); ``"prefit"``: the given rows through the fitted
+        ``estimator``.
     known_query_share : float in (0, 0.5], default=0.25
         With folds: share of the rows streamed as known, taken from the
         classes of the next fold (the others keep every row).
@@ -134,8 +136,9 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         The sigmoid map ``logit P'(novel) = slope_ * score + intercept_``
         (``method="sigmoid"``; NaN otherwise).
     calibration_rows_ : Bunch
-        ``score``, ``is_first_sighting`` and ``weight`` of the rows the map
-        was fitted on (known queries stand for every training class's).
+        ``score``, ``is_first_sighting`` (with ``stream=False``: of a new
+        class) and ``weight`` of the rows the map was fitted on (known
+        queries stand for every training class's; ``novel_prior`` applied).
     %(attributes)s
 
     See Also
