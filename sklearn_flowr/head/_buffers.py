@@ -127,11 +127,20 @@ class ClassBuffers:
         return undo
 
     def __getstate__(self):
-        # The used rows, copied (the live buffers and a growth stay as they are).
+        # The used rows, copied (the live buffers and a growth stay as they are),
+        # without the scores' coefficients: a cache of the other buffers.
         state = self.__dict__.copy()
         for name in self._BUFFERS:
             n = self.n_classes + (name in self._WITH_NOVEL)
             state[name] = state[name][:n].copy()
-        state.pop("_next", None)
-        state.pop("_moved", None)
+        for name in ("joint_coef", "_next", "_moved"):
+            state.pop(name, None)
         return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        if "joint_coef" not in state:  # (saved before it was left out: kept)
+            n = self.n_classes
+            self.joint_coef = np.empty((n + 1, self.n_features + 1 + self.isotropic))
+            self._refresh(np.arange(n))
+            self._refresh_novel()

@@ -231,13 +231,15 @@ class ClassState(VarianceTable):
 
     def _store(self, index, coef, precision, log_numerator):
         """Cache classes ``index``: :func:`log_density_coef` rows ``coef`` (k or 1,
-        or one class's), their precisions and CRP log numerators."""
+        or one class's), their precisions (None: theirs) and CRP log numerators."""
         if self.isotropic:  # [m/v, -1/(2 v), const] as they are
             self.joint_coef[index] = coef
-            self.precision[index] = precision
         else:
             self.joint_coef[index, :-1] = coef[..., : self.n_features]
             self.joint_coef[index, -1] = coef[..., -1]
+        if precision is not None and self.isotropic:
+            self.precision[index] = precision
+        elif precision is not None:
             self.group[index] = self._row_ids(precision)
         self.joint_coef[index, -1] += log_numerator
 
@@ -250,8 +252,8 @@ class ClassState(VarianceTable):
             index = rows[chunk]
             lam = self.class_precision(index) if precision is None else precision[chunk]
             self._store(index, log_density_coef(self.nat_mean[index], lam, self.sigma),
-                        lam, self._log_numerators(self.crp_count[index],
-                                                  self.n_classes)[0])
+                        None if precision is None else lam,
+                        self._log_numerators(self.crp_count[index], self.n_classes)[0])
 
     def _refresh_novel(self):
         n = self.n_classes

@@ -47,8 +47,7 @@ class VarianceTable(ClassBuffers):
         self._make_room(precision.shape[0])
         ids = self.n_rows + np.arange(precision.shape[0])
         self.precision_rows[ids] = precision
-        # -1/(2 v), v = 1/lam + sigma: the factor of u**2 in the log density.
-        self.quad[ids] = -0.5 / (1.0 / precision + self.sigma)
+        self.quad[ids] = self._quad(precision)
         self.n_rows += precision.shape[0]
         self._row_index.update((row.tobytes(), int(j))
                                for j, row in zip(ids, precision, strict=True))
@@ -75,6 +74,10 @@ class VarianceTable(ClassBuffers):
         self._index_rows()
         self._drop_growth()  # its copies hold the old ids
 
+    def _quad(self, precision):
+        """-1/(2 v), v = 1/lam + sigma: the factor of u**2 in the log density."""
+        return -0.5 / (1.0 / precision + self.sigma)
+
     def _index_rows(self):
         self._row_index = {row.tobytes(): j
                            for j, row in enumerate(self.precision_rows[: self.n_rows])}
@@ -96,9 +99,13 @@ class VarianceTable(ClassBuffers):
 
     def __getstate__(self):
         state = super().__getstate__()
-        del state["_row_index"]
+        del state["_row_index"], state["quad"]  # both follow from precision_rows
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
+        if "quad" not in state:
+            self.quad = np.zeros_like(self.precision_rows)
+            self.quad[: self.n_rows] = self._quad(self.precision_rows[: self.n_rows])
         self._index_rows()
+        super().__setstate__(state)
