@@ -89,6 +89,31 @@ def test_online_equals_batch(rng):
                         atol=1e-12)
 
 
+def test_one_row_steps_of_many_new_classes_equal_batch(rng):
+    """Check one-row steps of many new classes (the buffers grown past the
+    size ``fit`` gave them, a failed step undone on the way) and a pickle
+    round trip give the state of one ``fit`` on the same whitened rows."""
+    X, y = frozen_features(rng, n_classes=60, per_class=2, n_features=12)
+    head = CRPGaussianClassifier().fit(X[:20], y[:20])  # 10 classes
+    for t in range(20, 120):
+        head.open_world_step(X[t : t + 1], y[t : t + 1])
+        if t == 60:
+            with pytest.raises(ValueError):
+                head.open_world_step(np.full((1, 12), np.nan), [1000])
+            head = pickle.loads(pickle.dumps(head))
+    whitener = head.whitener_
+    batch = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(12),
+        prior_var=whitener.prior_var_, b=head.b_, known_count="observed",
+    ).fit(whitener.transform(X), y)
+    assert_array_equal(head.classes_, batch.classes_)
+    assert_array_equal(head.class_count_, batch.class_count_)
+    assert_allclose(head.class_mean_, batch.class_mean_, rtol=1e-10)
+    assert_allclose(head.predict_joint_log_proba(X),
+                    batch.predict_joint_log_proba(whitener.transform(X)),
+                    rtol=1e-10)
+
+
 @pytest.mark.parametrize(("X", "y", "match"), [
     ([[1.0], [2.0], [-1.0], [-3.0]], [0, 0, 1, 1], "two features"),
     ([[0.0, 0.0], [1.0, 2.0], [2.0, 1.0], [1.0, 1.0]], [0, 0, 1, 1], "all zeros"),

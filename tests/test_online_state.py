@@ -121,6 +121,29 @@ def test_pickle_compacts_and_keeps_learning(rng):
     assert restored.n_classes == 6
 
 
+@pytest.mark.parametrize("prior_var", [np.array([2.0]), np.array([0.5, 1.0, 3.0])])
+def test_pickle_leaves_out_the_scores_coefficients(rng, prior_var):
+    """Check a pickled state holds the class sums, not the scores'
+    coefficients or the variance table's factors (both follow from them), and
+    its loaded copy rebuilds them: same scores, same learning after."""
+    state = make_state(prior_var, 3)
+    state.learn(rng.normal(size=(9, 3)), np.array([0, 1, 2, 0, 1, 0, 3, 3, 0]), 4)
+    state.step(rng.normal(size=3), 4, True)  # one-row steps: new and known
+    state.step(rng.normal(size=3), 1, False)
+    saved = state.__getstate__()
+    assert "joint_coef" not in saved and "quad" not in saved
+    assert saved["nat_mean"].shape == (5, 3)  # no spare capacity either
+    restored = pickle.loads(pickle.dumps(state))
+    queries = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(restored.joint_log_numerators(queries),
+                               state.joint_log_numerators(queries), rtol=1e-13)
+    for copy in (state, restored):
+        copy.step(queries[0], 5, True)
+    np.testing.assert_array_equal(restored.nat_mean[:6], state.nat_mean[:6])
+    np.testing.assert_allclose(restored.joint_log_numerators(queries),
+                               state.joint_log_numerators(queries), rtol=1e-13)
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
