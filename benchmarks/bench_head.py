@@ -308,8 +308,9 @@ def _memory_probe(n_classes, d):
     proba_peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
     # The state is what the fitted head holds: its pickle (buffers trimmed
-    # to the classes, the basis, the labels).
-    state_bytes = len(pickle.dumps(clf))
+    # to the classes, the basis, the labels) and the scores' coefficients,
+    # which the pickle leaves out (they are rebuilt on load).
+    state_bytes = len(pickle.dumps(clf)) + clf._state.joint_coef.nbytes
     print(json.dumps({"fit_peak": fit_peak, "step_peak": step_peak,
                       "proba_peak": proba_peak, "state": state_bytes,
                       "rss_fit_rise": (rss_fit - rss_before) * 1024}))
