@@ -89,8 +89,10 @@ class ClassBuffers:
     def checkpoint(self, index):
         """The undo of learning rows of the classes ``index``."""
         n = self.n_classes
-        if index.shape[0] == 1 and index[0] <= n:  # one row (of a new class: n)
-            return self._checkpoint_row(int(index[0]))
+        if index.shape[0] == 1 and index[0] < n:  # one row of a known class
+            return self._checkpoint_class(int(index[0]))
+        if index.shape[0] == 1 and index[0] == n:
+            return self._checkpoint_new_class()
         rows = np.unique(index[index < n])
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # The novel class's row too: new classes move it.
@@ -109,17 +111,33 @@ class ClassBuffers:
 
         return undo
 
-    def _checkpoint_row(self, i):
-        """:meth:`checkpoint` of one row of class ``i``; a new class (``i =
-        n_classes``) changes only the novel class's row, and may grow the buffers."""
-        n, crp_total = self.n_classes, self.crp_total
-        buffers = {name: getattr(self, name) for name in self._BUFFERS}
-        rows = {name: buffers[name][i].copy() for name in (  # (scalars: copies too)
-            self._WITH_NOVEL + (("nat_mean", "n_obs", "crp_count") if i < n else ()))}
+    def _checkpoint_class(self, i):
+        """:meth:`checkpoint` of one row of the known class ``i``."""
+        # What a row changes (numpy scalars are copies already).
+        buffers = (self.nat_mean, self.precision, self.joint_coef, self.n_obs,
+                   self.crp_count, self.group)
+        rows = (buffers[0][i].copy(), buffers[1][i].copy(), buffers[2][i].copy(),
+                *(buffer[i] for buffer in buffers[3:]))
+        crp_total = self.crp_total
 
         def undo():
-            for name, row in rows.items():
-                buffers[name][i] = row
+            for buffer, row in zip(buffers, rows, strict=True):
+                buffer[i] = row
+            self.crp_total = crp_total
+            self._drop_growth()
+
+        return undo
+
+    def _checkpoint_new_class(self):
+        """:meth:`checkpoint` of one row of a new class: it takes the novel
+        class's row and may grow the buffers."""
+        n, crp_total = self.n_classes, self.crp_total
+        buffers = {name: getattr(self, name) for name in self._BUFFERS}
+        novel = {name: buffers[name][n].copy() for name in self._WITH_NOVEL}
+
+        def undo():
+            for name, row in novel.items():
+                buffers[name][n] = row
             vars(self).update(buffers)
             self.n_classes, self.crp_total = n, crp_total
             self._drop_growth()
