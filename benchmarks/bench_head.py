@@ -233,7 +233,7 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     y = np.repeat(np.arange(n_classes), 3)
     X = rng.normal(size=(n_classes, d))[y] + rng.normal(size=(y.shape[0], d))
     # (At 1200 classes "auto" whitens with the eigen solver; below ~1150 it
-    # takes the Gram solver, whose factored map makes a row 2.5x slower.)
+    # takes the Gram solver, whose factored map doubles a step's time.)
     model = CRPGaussianClassifier().fit(X, y)
     saved = len(pickle.dumps(model)) - 8 * d * d
     held = saved + model._state.joint_coef.nbytes
