@@ -160,5 +160,5 @@ class ClassBuffers:
         if "joint_coef" not in state:  # (saved before it was left out: kept)
             n = self.n_classes
             self.joint_coef = np.empty((n + 1, self.n_features + 1 + self.isotropic))
-            self._refresh(np.arange(n))
-            self._refresh_novel()
+            self._refresh(np.arange(n))  # (nothing else written: loaded
+            self._refresh_novel(precision=False)  # arrays may be read-only)

@@ -255,9 +255,11 @@ class ClassState(VarianceTable):
                         None if precision is None else lam,
                         self._log_numerators(self.crp_count[index], self.n_classes)[0])
 
-    def _refresh_novel(self):
+    def _refresh_novel(self, *, precision=True):
+        """Cache the novel class (``precision=False``: its precision as stored)."""
         n = self.n_classes
-        self._store(slice(n, n + 1), self.prior_coef[None], self.prior_precision[None],
+        self._store(slice(n, n + 1), self.prior_coef[None],
+                    self.prior_precision[None] if precision else None,
                     self._log_numerators(np.zeros(0), n)[1])
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
