@@ -31,7 +31,8 @@ def test_novel_prior_calibrates_a_batch_with_that_share_of_new_rows(batch):
     own = NoveltyCalibratedClassifier(stream=False, random_state=0).fit(X, y)
     stated = NoveltyCalibratedClassifier(stream=False, novel_prior=share,
                                          random_state=0).fit(X, y)
-    p_own, p_stated = own.predict_novelty_proba(X_new), stated.predict_novelty_proba(X_new)
+    p_own = own.predict_novelty_proba(X_new)
+    p_stated = stated.predict_novelty_proba(X_new)
     # The folds' own share: every row of a third of the classes is new, and
     # the known queries are weighted to stand for two thirds of the classes.
     rows = own.calibration_rows_
@@ -42,7 +43,8 @@ def test_novel_prior_calibrates_a_batch_with_that_share_of_new_rows(batch):
     assert (expected_calibration_error(is_new, p_stated)
             < expected_calibration_error(is_new, p_own) - 0.08)
     # Weighting moves the map, not the order of the rows.
-    assert roc_auc_score(is_new, p_stated) == pytest.approx(roc_auc_score(is_new, p_own))
+    auroc = roc_auc_score(is_new, p_own)
+    assert roc_auc_score(is_new, p_stated) == pytest.approx(auroc)
 
 
 def test_batch_scoring_flags_every_row_of_a_held_out_class(batch):
