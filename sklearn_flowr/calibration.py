@@ -102,11 +102,11 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     method : {"sigmoid", "isotonic"}, default="sigmoid"
         Platt's map of the score (with smoothed targets), or a non-decreasing
         step function (needs hundreds of first sightings).
-    cv : int, cross-validation generator, iterable or "prefit", default=3
-        Folds over whole classes (``class_disjoint_folds``), each giving its
-        held-out classes as new (more folds: fold models closer to the
-        deployed one); ``"prefit"``: the given rows through the fitted
-        ``estimator``.
+    cv : int, cross-validation generator, iterable, "prefit" or None, default=3
+        Folds over whole classes (``class_disjoint_folds``; an int from 2 to
+        the number of classes, None: 3), each giving its held-out classes as
+        new (more folds: fold models closer to the deployed one);
+        ``"prefit"``: the given rows through the fitted ``estimator``.
     known_query_share : float in (0, 0.5], default=0.25
         With folds: share of the rows streamed as known, taken from the
         classes of the next fold (the others keep every row).
@@ -115,7 +115,9 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         model will predict: the calibration rows are weighted to that share,
         as ``priors`` does in :class:`~sklearn.naive_bayes.GaussianNB`. None
         keeps the calibration stream's own share, which its folds set, not the
-        deployment. Give it when the share is known (a protocol's design).
+        deployment. Give it when the share is known (a protocol's design); the
+        mean P(novel) can still land below it where the fold models score
+        rows as more novel than the deployed model does.
     stream : bool, default=True
         Score the calibration rows as a stream that learns each new class
         from its first sighting, as :meth:`open_world_step` does (new = first
@@ -209,7 +211,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
             fitted = copy.deepcopy(estimator)
         else:
             scores, first, weight = [], [], []
-            folds = class_disjoint_folds(self.cv, X, y, name="cv")
+            folds = class_disjoint_folds(3 if self.cv is None else self.cv, X, y,
+                                         name="cv")
             for k, (train, held) in enumerate(folds):
                 # Known queries from the next fold's classes only (the other
                 # classes keep every row, as in the deployed estimator),

@@ -102,3 +102,11 @@ def test_bad_settings_are_refused_before_any_state(batch, params):
     with pytest.raises(InvalidParameterError, match=next(iter(params))):
         clf.fit(X, y)
     assert not hasattr(clf, "estimator_")
+
+
+def test_cv_none_means_three_folds(batch):
+    X, y, _, _ = batch
+    default = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    none = NoveltyCalibratedClassifier(cv=None, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(none.calibration_rows_.score,
+                                  default.calibration_rows_.score)
