@@ -91,8 +91,6 @@ class ClassBuffers:
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
-        if index.shape[0] == 1 and index[0] == n:
-            return self._checkpoint_new_class()
         rows = np.unique(index[index < n])
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # The novel class's row too: new classes move it.
@@ -124,22 +122,6 @@ class ClassBuffers:
             for buffer, row in zip(buffers, rows, strict=True):
                 buffer[i] = row
             self.crp_total = crp_total
-            self._drop_growth()
-
-        return undo
-
-    def _checkpoint_new_class(self):
-        """:meth:`checkpoint` of one row of a new class: it takes the novel
-        class's row and may grow the buffers."""
-        n, crp_total = self.n_classes, self.crp_total
-        buffers = {name: getattr(self, name) for name in self._BUFFERS}
-        novel = {name: buffers[name][n].copy() for name in self._WITH_NOVEL}
-
-        def undo():
-            for name, row in novel.items():
-                buffers[name][n] = row
-            vars(self).update(buffers)
-            self.n_classes, self.crp_total = n, crp_total
             self._drop_growth()
 
         return undo

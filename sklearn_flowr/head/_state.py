@@ -237,9 +237,11 @@ class ClassState(VarianceTable):
         else:
             self.joint_coef[index, :-1] = coef[..., : self.n_features]
             self.joint_coef[index, -1] = coef[..., -1]
-        if precision is not None and self.isotropic:
+        if precision is None:  # the classes keep their stored precisions
+            pass
+        elif self.isotropic:
             self.precision[index] = precision
-        elif precision is not None:
+        else:
             self.group[index] = self._row_ids(precision)
         self.joint_coef[index, -1] += log_numerator
 
