@@ -4,12 +4,15 @@ scores that keep their order beyond the output's clip."""
 
 import numpy as np
 import pytest
-from sklearn.metrics import roc_auc_score
+from sklearn.base import clone
+from sklearn.metrics import make_scorer, roc_auc_score
+from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.calibration import NoveltyCalibratedClassifier
-from sklearn_flowr.metrics import expected_calibration_error
+from sklearn_flowr.metrics import expected_calibration_error, h_measure
+from sklearn_flowr.model_selection import OpenWorldSplit
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +113,20 @@ def test_cv_none_means_three_folds(batch):
     none = NoveltyCalibratedClassifier(cv=None, random_state=0).fit(X, y)
     np.testing.assert_array_equal(none.calibration_rows_.score,
                                   default.calibration_rows_.score)
+
+
+def test_the_new_settings_in_scikit_learn_tools(batch):
+    """clone keeps them; GridSearchCV over them with make_scorer(h_measure) and
+    an open-world split runs with the wrapper's other defaults."""
+    X, y, _, _ = batch
+    clf = NoveltyCalibratedClassifier(novel_prior=0.3, stream=False)
+    assert clone(clf).get_params()["novel_prior"] == 0.3
+    assert clone(clf).get_params()["stream"] is False
+    search = GridSearchCV(
+        NoveltyCalibratedClassifier(random_state=0),
+        {"novel_prior": [None, 0.4], "stream": [True, False]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=5, random_state=0),
+    ).fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.calibration_rows_.weight.shape[0] > 0
