@@ -271,11 +271,15 @@ def main(argv=None):
             novel, p_novel = (np.concatenate(part) for part in zip(*runs, strict=True))
             print(f"| {dim} | {name} | "
                   + "{:.3f} ({:.3f}) |".format(*ece_and_floor(novel, p_novel)))
-    print("\nwhitened minus each method, paired over splits: mean (standard error)\n")
+    names = {name for _, name in rows}
+    head = next((name for name in ("default", "whitened") if name in names), None)
+    if head is None:
+        return
+    print(f"\n{head} minus each method, paired over splits: mean (standard error)\n")
     print("| dim | method | known acc | AUROC | H |\n" + "| --- " * 5 + "|")
     for (dim, name), values in rows.items():
-        own = rows.get((dim, "whitened"), [])
-        if name == "whitened" or len(own) != len(values):  # a skipped split
+        own = rows.get((dim, head), [])
+        if name == head or len(own) != len(values):  # a skipped split
             continue
         diff = (np.asarray(own) - np.asarray(values))[:, :3]
         se = diff.std(axis=0, ddof=1) / np.sqrt(len(diff)) if len(diff) > 1 \

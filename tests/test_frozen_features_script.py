@@ -79,3 +79,15 @@ def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
     pooled = out.split("the queries of every split pooled")[1]
     for name in ("default", "simpleshot"):
         assert f"| native | {name} | 0." in pooled
+
+
+def test_paired_table_compares_the_default_head(script, tmp_path, capsys, rng):
+    """Check that the paired differences are the default head's over each
+    other method when the run has no ``whitened`` column."""
+    path = _features(tmp_path, rng, 4)
+    script.main([path, "--splits", "0,1", "--methods", "default,knn"])
+    out = capsys.readouterr().out
+    paired = out.split("default minus each method", 1)[1]
+    for name in ("simpleshot", "knn"):
+        assert f"| native | {name} | " in paired
+    assert "| native | default | " not in paired
