@@ -15,7 +15,8 @@ each row and ``g`` its rendering (kanji: the drawing; icons: the theme's place
 among the class's four; fashion-mnist: 0, one rendering).
 
 Run: ``OMP_NUM_THREADS=1 python tools/extract_features.py kanji --out
-feats/kanji.npz`` (also ``icons``, ``fashion``).
+feats/kanji.npz`` (also ``icons``, ``fashion``; ``icons --themes
+breeze,gnome,...`` reads those themes only).
 """
 
 import argparse
@@ -27,8 +28,9 @@ import torch
 from sklearn_flowr.encoders import EfficientNetLite0Encoder
 
 
-def images(name: str, cache_dir=None):
-    """``(images, y, g)``: uint8 images (n, H, W) or (n, H, W, 3)."""
+def images(name: str, cache_dir=None, themes=None):
+    """``(images, y, g)``: uint8 images (n, H, W) or (n, H, W, 3); ``themes``:
+    the icon themes to read (None: the loader's)."""
     from sklearn_flowr import datasets
 
     if name == "kanji":
@@ -37,7 +39,7 @@ def images(name: str, cache_dir=None):
         return data.data, data.target, data.instance
     if name == "icons":
         data = datasets.load_icon_themes(split="all", image_size=64, max_themes=4,
-                                         cache_dir=cache_dir)
+                                         themes=themes, cache_dir=cache_dir)
         # Each class's renderings numbered 0..3 in row order: split s of the
         # benchmark holds out every class's s-th theme.
         starts = np.searchsorted(data.target, data.target)
@@ -71,10 +73,14 @@ def main(argv=None):
     parser.add_argument("--out", required=True, help="the .npz to write")
     parser.add_argument("--cache-dir", default=None,
                         help="the loaders' cache of rendered images")
+    parser.add_argument("--themes", default=None,
+                        help="icons: comma-separated icon themes (default: the "
+                        "loader's ten)")
     args = parser.parse_args(argv)
+    themes = None if args.themes is None else args.themes.split(",")
     torch.set_num_threads(1)
     start = time.perf_counter()
-    X, y, g = images(args.name, args.cache_dir)
+    X, y, g = images(args.name, args.cache_dir, themes)
     Z = features(X)
     np.savez(args.out, Z=Z, y=y, g=g)
     print(f"{args.name}: {Z.shape} features of {X.shape} images in "
