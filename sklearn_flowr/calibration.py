@@ -6,6 +6,7 @@ import copy
 from numbers import Real
 
 import numpy as np
+from scipy.optimize import brentq
 from scipy.special import expit, logit, logsumexp
 from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
@@ -33,25 +34,39 @@ from .model_selection import class_disjoint_folds
 
 __all__ = ["NoveltyCalibratedClassifier"]
 
-# Smallest Platt slope: a map must stay increasing to keep the order of P(novel).
-_MIN_SLOPE = 1e-3
+# The least a Platt map spans, in nats, over its rows' scores: it must stay
+# increasing to keep the order of P(novel), whatever the scores' units.
+_MIN_SPAN = 1e-3
 
 
 def platt_fit(log_odds, first, targets="platt", weight=None):
     """``(slope, intercept)`` of the logistic regression of ``first`` on ``log_odds``
     (Platt's soft targets ``t`` as rows weighted ``t`` and ``1 - t``), rows
-    weighted ``weight``."""
-    fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000)  # ~unpenalised, tight
+    weighted ``weight``; the slope at least ``_MIN_SPAN`` over their range."""
     weight = np.ones(first.shape[0]) if weight is None else weight
     if targets == "hard":
-        fit.fit(log_odds[:, None], first, sample_weight=weight)
+        x, t, w = log_odds, first.astype(np.float64), weight
     else:
         n_first, n_known = int(first.sum()), int((~first).sum())
         soft = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
-        fit.fit(np.concatenate([log_odds, log_odds])[:, None],
-                np.concatenate([np.ones_like(first), np.zeros_like(first)]),
-                sample_weight=np.concatenate([soft * weight, (1 - soft) * weight]))
-    return max(float(fit.coef_[0, 0]), _MIN_SLOPE), float(fit.intercept_[0])
+        x = np.concatenate([log_odds, log_odds])
+        t = np.concatenate([np.ones(first.shape[0]), np.zeros(first.shape[0])])
+        w = np.concatenate([soft * weight, (1 - soft) * weight])
+    fit = LogisticRegression(C=1e6, tol=1e-8, max_iter=1000)  # ~unpenalised, tight
+    fit.fit(x[:, None], t, sample_weight=w)
+    slope, intercept = float(fit.coef_[0, 0]), float(fit.intercept_[0])
+    least = _MIN_SPAN / max(float(np.ptp(log_odds)), np.finfo(float).tiny)
+    if slope >= least:
+        return slope, intercept
+    # No increasing map beats a flat one: the least slope, and the intercept
+    # that fits best with it (clamping the slope alone would move every row).
+    offset = least * x
+
+    def gradient(b):
+        return float(np.dot(w, expit(offset + b) - t))
+
+    bound = float(np.abs(offset).max()) + 50.0
+    return least, brentq(gradient, -bound, bound)
 
 
 def prior_weights(first, prior, weight):

@@ -4,7 +4,7 @@ scores that keep their order beyond the output's clip."""
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.metrics import make_scorer, roc_auc_score
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils._param_validation import InvalidParameterError
@@ -130,3 +130,36 @@ def test_the_new_settings_in_scikit_learn_tools(batch):
     ).fit(X, y)
     assert np.isfinite(search.cv_results_["mean_test_score"]).all()
     assert search.best_estimator_.calibration_rows_.weight.shape[0] > 0
+
+
+class _NoiseScore(BaseEstimator):
+    """A score-only estimator whose novelty score is noise of size ``scale``."""
+
+    def __init__(self, scale=1.0):
+        self.scale = scale
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        return self
+
+    partial_fit = open_world_step = fit  # (stream=False calls neither)
+
+    def novelty_score(self, X):
+        return self.scale * (5.0 + np.random.default_rng(len(X)).random(len(X)))
+
+    def predict_known(self, X):
+        return np.full(len(X), self.classes_[0])
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e4])
+def test_uninformative_scores_calibrate_to_the_stated_share(scale):
+    """Check that scores which do not tell new rows from known ones, in any
+    units, map to about the stated share: the map's least slope (it must stay
+    increasing) comes with the intercept fitted for it."""
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), np.repeat(np.arange(20), 10)
+    wrapper = NoveltyCalibratedClassifier(_NoiseScore(scale), cv=5, novel_prior=0.3,
+                                          stream=False, random_state=0).fit(X, y)
+    assert wrapper.slope_ > 0
+    p_novel = wrapper.predict_novelty_proba(rng.normal(size=(300, 3)))
+    assert abs(p_novel.mean() - 0.3) < 0.05
