@@ -121,31 +121,34 @@ def ece_and_floor(novel, p_novel):
          for _ in range(50)]))
 
 
+def calibrated(name, y_fit, share, *, stream=False, seed=0):
+    """The ``--ece`` runs' NoveltyCalibratedClassifier for method ``name``:
+    isotonic with at least 100 fitting classes (its docstring's advice), else
+    sigmoid; ten class-disjoint folds (fewer classes: one fold per class)."""
+    n_classes = np.unique(y_fit).shape[0]
+    return NoveltyCalibratedClassifier(
+        METHODS[name](), method="isotonic" if n_classes >= 100 else "sigmoid",
+        cv=min(10, n_classes), stream=stream, novel_prior=share, random_state=seed)
+
+
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares):
-    """ECE of P(novel), raw and after NoveltyCalibratedClassifier: on the queries
+    """ECE of P(novel), raw and after :func:`calibrated`: on the queries
     against "novel class" (calibrated at once, ``stream=False``; with its
     floor), and streamed against "first sighting" (``stream=True``); each told
-    the protocol's share (``novel_prior``). Isotonic with at least 100 fitting
-    classes (its docstring's advice), else sigmoid; ten class-disjoint folds
-    (fewer classes: one fold per class). Also the calibrated P(novel)."""
-    n_classes = np.unique(y_fit).shape[0]
-    options = {"method": "isotonic" if n_classes >= 100 else "sigmoid",
-               "cv": min(10, n_classes), "random_state": 0}
-    at_once, streamed = (
-        NoveltyCalibratedClassifier(METHODS[name](), stream=stream, novel_prior=share,
-                                    **options).fit(X_fit, y_fit)
-        for stream, share in zip((False, True), shares, strict=True))
+    the protocol's share (``novel_prior``). Also the calibrated P(novel)."""
+    at_once, streamed = (calibrated(name, y_fit, share, stream=stream).fit(X_fit, y_fit)
+                         for stream, share in zip((False, True), shares, strict=True))
     order = np.random.default_rng(0).permutation(y_query.shape[0])
     ece = expected_calibration_error
     stream = streamed.open_world_step(X_query[order], y_query[order])
     p_novel = at_once.predict_novelty_proba(X_query)
-    calibrated = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel)]
+    figures = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel)]
     if name not in PROBABILISTIC:  # a score, no probability before the map
-        return [np.nan, *calibrated[:2], np.nan, calibrated[2]], p_novel
+        return [np.nan, *figures[:2], np.nan, figures[2]], p_novel
     raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
     raw = np.asarray(model.predict_proba(X_query))[:, -1]
-    return [ece(novel, raw), *calibrated[:2],
-            ece(raw_stream.is_novel, raw_stream.p_novel), calibrated[2]], p_novel
+    return [ece(novel, raw), *figures[:2],
+            ece(raw_stream.is_novel, raw_stream.p_novel), figures[2]], p_novel
 
 
 def best_seconds(call, repeats=20, flush=None):
@@ -210,7 +213,12 @@ def main(argv=None):
     parser.add_argument("--ece", action="store_true",
                         help="also the ECE of P(novel), raw and calibrated "
                         "(calibrated only for the anchors' scores)")
+    parser.add_argument("--ece-seeds", default="0",
+                        help="with --ece: the calibration folds' random_state "
+                        "values; the table uses the first, and the pooled ECE "
+                        "prints for each and their mean and spread")
     args = parser.parse_args(argv)
+    seeds = [int(seed) for seed in args.ece_seeds.split(",")]
     features, y, groups = load(args.path)
     # SimpleShot first: its time is the unit.
     names = ["simpleshot"] + [n for n in args.methods.split(",") if n != "simpleshot"]
@@ -243,7 +251,11 @@ def main(argv=None):
                     eces, p_novel = novelty_ece(name, model, X_fit_d, y_fit, X_query_d,
                                                 y_query, novel,
                                                 design_shares(y, groups, args))
-                    pooled.setdefault((dim, name), []).append((novel, p_novel))
+                    runs = [p_novel] + [
+                        calibrated(name, y_fit, design_shares(y, groups, args)[0],
+                                   seed=seed).fit(X_fit_d, y_fit)
+                        .predict_novelty_proba(X_query_d) for seed in seeds[1:]]
+                    pooled.setdefault((dim, name), []).append((novel, runs))
                 rows.setdefault((dim, name), []).append(
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],
@@ -268,9 +280,16 @@ def main(argv=None):
     if pooled:
         print("\nECE calibrated (its floor), the queries of every split pooled:\n")
         for (dim, name), runs in pooled.items():
-            novel, p_novel = (np.concatenate(part) for part in zip(*runs, strict=True))
+            novel = np.concatenate([labels for labels, _ in runs])
+            per_seed = [ece_and_floor(novel, np.concatenate(p_novel)) for p_novel
+                        in zip(*(by_seed for _, by_seed in runs), strict=True)]
             print(f"| {dim} | {name} | "
-                  + "{:.3f} ({:.3f}) |".format(*ece_and_floor(novel, p_novel)))
+                  + "{:.3f} ({:.3f}) |".format(*per_seed[0]))
+            if len(seeds) > 1:
+                values = np.array([value for value, _ in per_seed])
+                print(f"  {name} over seeds {args.ece_seeds}: {values.mean():.3f} "
+                      f"+- {values.std(ddof=1):.3f} (" + " ".join(
+                          f"{v:.3f}" for v in values) + ")")
     names = {name for _, name in rows}
     head = next((name for name in ("default", "whitened") if name in names), None)
     if head is None:

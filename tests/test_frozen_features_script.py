@@ -91,3 +91,21 @@ def test_paired_table_compares_the_default_head(script, tmp_path, capsys, rng):
     for name in ("simpleshot", "knn"):
         assert f"| native | {name} | " in paired
     assert "| native | default | " not in paired
+
+
+def test_ece_seeds_print_the_pooled_ece_of_each_seed(script, tmp_path, capsys, rng):
+    """Check that --ece-seeds prints, per method, the pooled ECE of each
+    calibration seed and their mean: the first seed's is the table's."""
+    path = _features(tmp_path, rng, 4)
+    script.main([path, "--splits", "0,1", "--methods", "default", "--ece",
+                 "--ece-seeds", "0,1,2"])
+    out = capsys.readouterr().out
+    pooled = out.split("the queries of every split pooled")[1]
+    table = next(line for line in pooled.splitlines()
+                 if line.startswith("| native | default |"))
+    seeds = next(line for line in pooled.splitlines()
+                 if line.startswith("  default over seeds 0,1,2:"))
+    values = [float(v) for v in seeds.split("(")[1].rstrip(")").split()]
+    assert len(values) == 3 and f"{values[0]:.3f}" in table
+    mean = float(seeds.split(":")[1].split("+-")[0])
+    assert mean == pytest.approx(np.mean(values), abs=1.5e-3)
