@@ -288,7 +288,7 @@ def fit_novelty_map(log_odds, is_first_sighting, *, targets: str = "platt",
     """:func:`calibrate_novelty`'s result from the raw log-odds of novel and
     first sightings; ``remedy``: the warning's advice on perfectly separated rows."""
     # Raw log-odds, not logit(P(novel)): a whitened head's span hundreds of
-    # nats, where a probability's logit saturates near 36 and ties the rows.
+    # nats, where P(novel) rounds to 1 (beyond ~37) and its logit ties rows.
     log_odds = clip_log_odds(np.asarray(log_odds, dtype=np.float64), SCORE_CLIP)
     first = np.asarray(is_first_sighting, dtype=bool)
     if first.all() or not first.any():
