@@ -100,9 +100,10 @@ def neg_novelty_ece_scorer(estimator, X, y) -> float:
     :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
 
     Negated as scikit-learn's ``neg_log_loss``, so that greater is better. Use
-    it to choose a calibration (such as ``novel_prior``), which moves P(novel)
-    without changing its order: :func:`novelty_scorer`, a ranking score, cannot
-    tell such settings apart.
+    it to choose a calibration (such as ``novel_prior`` of
+    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier`), which
+    moves P(novel) without changing its order: :func:`novelty_scorer`, a
+    ranking score, gives such settings one score.
 
     Parameters
     ----------
