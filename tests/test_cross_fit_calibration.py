@@ -94,12 +94,12 @@ def test_fit_novelty_map_is_the_maximum_likelihood_platt_fit(rng):
     n_first, n_known = first.sum(), (~first).sum()
     platt = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
     for targets, values in (("hard", first.astype(float)), ("platt", platt)):
-        out = fit_novelty_map(p, first, targets=targets)
+        out = fit_novelty_map(logit(p), first, targets=targets)
         np.testing.assert_allclose([out.slope, out.intercept],
                                    _scipy_platt_fit(p, values), atol=2e-3)
         assert (out.n_rows, out.n_first_sightings) == (400, int(first.sum()))
         assert out.ece_after < out.ece_before
-    default = fit_novelty_map(p, first)
+    default = fit_novelty_map(logit(p), first)
     assert (default.slope, default.intercept) == (out.slope, out.intercept)
 
 
@@ -110,9 +110,9 @@ def test_platt_targets_keep_a_separated_fit_finite(rng):
     p = np.concatenate([rng.uniform(0.0, 0.1, 200), rng.uniform(0.5, 1.0, 10)])
     first = np.arange(210) >= 200
     with pytest.warns(UserWarning, match="Platt's target smoothing"):
-        soft = fit_novelty_map(p, first)
+        soft = fit_novelty_map(logit(p), first)
     with pytest.warns(UserWarning, match="the optimiser"):
-        hard = fit_novelty_map(p, first, targets="hard")
+        hard = fit_novelty_map(logit(p), first, targets="hard")
     targets = np.where(first, 11 / 12, 1 / 202)
     np.testing.assert_allclose([soft.slope, soft.intercept],
                                _scipy_platt_fit(p, targets), rtol=1e-2)
@@ -120,7 +120,7 @@ def test_platt_targets_keep_a_separated_fit_finite(rng):
 
 
 @pytest.mark.parametrize("call", [
-    lambda: fit_novelty_map([0.1, 0.9], [False, True], targets="soft"),
+    lambda: fit_novelty_map([-2.0, 2.0], [False, True], targets="soft"),
     lambda: calibrate_novelty(CRPGaussianClassifier(), np.zeros((4, 2)),
                               [0, 0, 1, 1], targets=1),
 ])
@@ -155,13 +155,13 @@ def test_perfectly_separated_calibration_rows_warn(rng):
     p = np.concatenate([rng.uniform(0.0, 0.1, 50), rng.uniform(0.5, 1.0, 5)])
     first = np.arange(55) >= 50
     with pytest.warns(UserWarning, match="separate first sightings"):
-        fit_novelty_map(p, first)
+        fit_novelty_map(logit(p), first)
     p[0] = 0.9  # one known query above a first sighting: no warning
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("error", UserWarning)
-        fit_novelty_map(p, first)
+        fit_novelty_map(logit(p), first)
 
 
 def test_cross_fitted_map_is_calibrated_on_new_classes(squeezed):
@@ -196,7 +196,7 @@ def _by_hand(X, y, setting, plan, shrinkage=None, stretch=False):
     small context: 10 support + 5 novel in proportion; large: the fold's
     training classes known, at most 5 held-out ones novel. Returns the map
     and each fold's H-measure and accuracy at the setting's fixed TPR."""
-    p_novel, first, h, accuracy = [], [], [], []
+    log_odds, first, h, accuracy = [], [], [], []
     for fold in plan:
         assert np.intersect1d(fold.fit_rows, fold.query_rows).size == 0
         y_fit, y_query = y[fold.fit_rows], y[fold.query_rows]
@@ -222,11 +222,11 @@ def _by_hand(X, y, setting, plan, shrinkage=None, stretch=False):
                                       random_state=fold.seed)
         report = evaluate_online(head, model.transform(X[fold.query_rows]),
                                  y_query, tasks, setting=setting, return_rows=True)
-        p_novel.append(report.rows.p_novel)
+        log_odds.append(report.rows.novelty_score)
         first.append(report.rows.is_novel)
         h.append(report.h_measure)
         accuracy.append(report.accuracy)
-    return (fit_novelty_map(np.concatenate(p_novel), np.concatenate(first)), h,
+    return (fit_novelty_map(np.concatenate(log_odds), np.concatenate(first)), h,
             accuracy)
 
 

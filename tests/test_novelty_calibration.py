@@ -6,11 +6,18 @@ import copy
 import numpy as np
 import pytest
 import torch
+from scipy.optimize import minimize
 from scipy.special import expit, logit
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import recalibrate_novel_column
-from sklearn_flowr.protocol import SmallContextTasks, calibrate_novelty, evaluate_online
+from sklearn_flowr.metrics import expected_calibration_error
+from sklearn_flowr.protocol import (
+    SmallContextTasks,
+    calibrate_novelty,
+    calibration_scores,
+    evaluate_online,
+)
 
 
 def _mapped_reference(proba, slope, intercept):
@@ -272,3 +279,31 @@ def test_one_row_stream_gives_the_exact_log_odds_far_from_every_class(rng):
                                                      rel=1e-9)
     assert lone[1].novelty_score[0] > 100
     assert head.predict_proba(far)[:, -1].tolist() == [1.0, 1.0]
+
+
+def test_map_is_the_platt_fit_of_log_odds_beyond_forty_nats():
+    """Check calibrate_novelty fits its map on the head's raw log-odds of
+    novel: the whitened head's span hundreds of nats, where the logit of
+    P(novel) saturates near 36 and ties the rows beyond it (a steeper map)."""
+    rng = np.random.default_rng(2)
+    y = np.repeat(np.arange(30), 10)
+    X = rng.normal(scale=1.5, size=(30, 256))[y] + rng.normal(size=(300, 256))
+    head = CRPGaussianClassifier()
+    out = calibrate_novelty(head, X, y, n_tasks=20, random_state=0)
+    run = calibration_scores(head, X, y, "small", n_tasks=20, seed=0,
+                             probability=True)
+    log_odds, first = run.novelty_score, run.is_first_sighting
+    assert np.mean(np.abs(log_odds) > 40) > 0.3 and np.abs(log_odds).max() < 700
+    n_first, n_known = first.sum(), (~first).sum()
+    targets = np.where(first, (n_first + 1) / (n_first + 2), 1 / (n_known + 2))
+
+    def mean_nll(w):
+        z = w[0] * log_odds + w[1]
+        return np.mean(np.logaddexp(0, z) - targets * z)
+
+    expected = minimize(mean_nll, [0.1, 0.0], method="Nelder-Mead",
+                        options={"xatol": 1e-8, "fatol": 1e-12}).x
+    np.testing.assert_allclose([out.slope, out.intercept], expected, rtol=1e-2)
+    # The reported ECE is the map's as the head applies it, on every row.
+    assert out.ece_after == pytest.approx(expected_calibration_error(
+        first, expit(out.slope * log_odds + out.intercept)))

@@ -1,5 +1,5 @@
-"""Tests of open-world scoring in model selection: novelty_scorer, and
-make_scorer over h_measure and open_world_log_loss."""
+"""Tests of open-world scoring in model selection: novelty_scorer,
+neg_novelty_ece_scorer, and make_scorer over h_measure and open_world_log_loss."""
 
 import numpy as np
 import pytest
@@ -14,7 +14,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.metrics import h_measure, novelty_scorer, open_world_log_loss
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.metrics import (
+    expected_calibration_error,
+    h_measure,
+    neg_novelty_ece_scorer,
+    novelty_scorer,
+    open_world_log_loss,
+)
 from sklearn_flowr.model_selection import OpenWorldSplit
 
 
@@ -238,3 +245,58 @@ def test_sklearn_scorers_cannot_score_novel_column(digits, scoring, match):
     with pytest.raises(ValueError, match=match):
         cross_val_score(CRPGaussianClassifier(), X, y, cv=cv, scoring=scoring,
                         error_score="raise")
+
+
+# ------------------------------------------ neg_novelty_ece_scorer
+
+
+@pytest.fixture(scope="module")
+def open_batch():
+    """40 classes of 30 heavy-tailed rows around random means in 6-d."""
+    rng = np.random.default_rng(1)
+    means = rng.normal(scale=2.0, size=(40, 6))
+    y = np.repeat(np.arange(40), 30)
+    return means[y] + rng.standard_t(4, (1200, 6)), y
+
+
+def test_neg_novelty_ece_scorer_ranks_novel_prior_by_calibration(open_batch):
+    """Check GridSearchCV over novel_prior prefers the prior that matches the
+    test folds' share of new rows, where the H-measure ties (same order)."""
+    X, y = open_batch
+    # 15 held-out classes (450 rows) and a third of 25 others (250): 64% new.
+    cv = OpenWorldSplit(n_splits=2, n_novel_classes=15, test_size=1 / 3,
+                        random_state=0)
+    wrapper = NoveltyCalibratedClassifier(CRPGaussianClassifier(), stream=False,
+                                          random_state=0)
+    # The bad setting first: a tie would make it best_params_.
+    grid = {"novel_prior": [0.05, 0.64]}
+    search = GridSearchCV(wrapper, grid, scoring=neg_novelty_ece_scorer, cv=cv,
+                          error_score="raise").fit(X, y)
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_ == {"novel_prior": 0.64}
+    assert scores[1] > scores[0] + 0.1 and np.all(scores <= 0), scores
+    h_scores = GridSearchCV(wrapper, grid, scoring=novelty_scorer, cv=cv).fit(X, y)
+    assert_allclose(h_scores.cv_results_["mean_test_score"][0],
+                    h_scores.cv_results_["mean_test_score"][1], atol=1e-6)
+    # Fold by fold, minus the ECE of the last predict_proba column.
+    train, test = next(cv.split(X, y))
+    fitted = clone(wrapper).set_params(novel_prior=0.64).fit(X[train], y[train])
+    expected = -expected_calibration_error(
+        ~np.isin(y[test], y[train]), np.asarray(fitted.predict_proba(X[test]))[:, -1])
+    assert search.cv_results_["split0_test_score"][1] == pytest.approx(expected)
+
+
+def test_neg_novelty_ece_scorer_refuses_an_unfitted_estimator(blobs):
+    """Check that an unfitted classifier is refused with a message naming it."""
+    X, y = blobs
+    with pytest.raises(ValueError, match="NoveltyCalibratedClassifier has no "
+                       "classes_; neg_novelty_ece_scorer needs a fitted"):
+        neg_novelty_ece_scorer(NoveltyCalibratedClassifier(), X, y)
+
+
+def test_neg_novelty_ece_scorer_needs_novel_rows(blobs):
+    """Check that a fold whose labels are all known is refused."""
+    X, y = blobs
+    head = CRPGaussianClassifier().fit(X[y < 2], y[y < 2])
+    with pytest.raises(ValueError, match="Cannot score this fold.*OpenWorldSplit"):
+        neg_novelty_ece_scorer(head, X[y < 2], y[y < 2])

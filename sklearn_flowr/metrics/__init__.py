@@ -6,6 +6,7 @@ from ._calibration import (
     brier_decomposition,
     classwise_calibration_error,
     expected_calibration_error,
+    neg_novelty_ece_scorer,
     open_world_log_loss,
 )
 from ._discovery import clustering_accuracy, discovery_report
@@ -31,6 +32,7 @@ __all__ = [
     "false_novel_rate",
     "fpr_at_tpr",
     "h_measure",
+    "neg_novelty_ece_scorer",
     "novelty_power",
     "novelty_scorer",
     "novelty_threshold_at_tpr",

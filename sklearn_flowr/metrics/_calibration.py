@@ -12,11 +12,13 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ..validation import novel_rows
 from ._checks import check_binary, check_proba, fill_doc
+from ._h_measure import novel_column
 
 __all__ = [
     "brier_decomposition",
     "classwise_calibration_error",
     "expected_calibration_error",
+    "neg_novelty_ece_scorer",
     "open_world_log_loss",
 ]
 
@@ -89,6 +91,49 @@ def expected_calibration_error(y_true, y_prob, *,
     """
     y_true, y_prob = _check_binary_and_proba(y_true, y_prob)
     return _binned_ece(y_true, y_prob, n_bins, strategy)
+
+
+def neg_novelty_ece_scorer(estimator, X, y) -> float:
+    """Minus the :func:`expected_calibration_error` of an open-world
+    classifier's P(novel) on ``(X, y)``, a row being novel when its label is
+    not in ``estimator.classes_``; a ``scoring`` for ``GridSearchCV`` with
+    :class:`~sklearn_flowr.model_selection.OpenWorldSplit`.
+
+    Negated as scikit-learn's ``neg_log_loss``, so that greater is better. Use
+    it to choose a calibration (such as ``novel_prior`` of
+    :class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier`), which
+    moves P(novel) without changing its order: :func:`novelty_scorer`, a
+    ranking score, gives such settings one score.
+
+    Parameters
+    ----------
+    estimator : fitted classifier
+        Has ``classes_`` and a ``predict_proba`` whose last column is novel.
+    X : array-like of shape (n_samples, n_features)
+        Test rows.
+    y : array-like of shape (n_samples,)
+        Their true labels; some must be in ``classes_`` and some not.
+
+    Returns
+    -------
+    score : float
+        In [-1, 0]; minus the ECE on 15 equal-width bins.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from sklearn_flowr import CRPGaussianClassifier
+    >>> from sklearn_flowr.metrics import neg_novelty_ece_scorer
+    >>> rng = np.random.default_rng(0)
+    >>> centres = np.array([[0.0, 0.0], [6.0, 0.0], [0.0, 6.0]])
+    >>> y = np.repeat([0, 1, 2], 30)
+    >>> X = centres[y] + rng.normal(size=(90, 2))
+    >>> head = CRPGaussianClassifier().fit(X[y < 2], y[y < 2])
+    >>> -1.0 <= neg_novelty_ece_scorer(head, X, y) <= 0.0
+    True
+    """
+    is_novel, p_novel = novel_column(estimator, X, y, "neg_novelty_ece_scorer")
+    return -expected_calibration_error(is_novel, p_novel)
 
 
 def _binned_ece(y_true, y_prob, n_bins, strategy):

@@ -276,10 +276,17 @@ def novelty_scorer(estimator, X, y) -> float:
     >>> 0.0 <= novelty_scorer(head, X, y) <= 1.0
     True
     """
+    is_novel, p_novel = novel_column(estimator, X, y, "novelty_scorer")
+    return h_measure(is_novel.astype(np.int8), p_novel)
+
+
+def novel_column(estimator, X, y, scorer):
+    """``(is_novel, p_novel)`` of a fitted open-world classifier on ``(X, y)``:
+    novel rows are those whose label is not in ``estimator.classes_``."""
     classes = getattr(estimator, "classes_", None)
     if classes is None:
         raise ValueError(
-            f"{type(estimator).__name__} has no classes_; novelty_scorer needs a "
+            f"{type(estimator).__name__} has no classes_; {scorer} needs a "
             "fitted classifier to tell known labels from novel ones."
         )
     is_novel = novel_rows(y, classes)
@@ -287,8 +294,8 @@ def novelty_scorer(estimator, X, y) -> float:
     n_columns = len(classes) + 1
     if proba.ndim != 2 or proba.shape[1] != n_columns:
         raise ValueError(
-            f"predict_proba returned shape {proba.shape}; novelty_scorer expects "
+            f"predict_proba returned shape {proba.shape}; {scorer} expects "
             f"{n_columns} columns (len(classes_) known classes, then the novel "
             "class last)."
         )
-    return h_measure(is_novel.astype(np.int8), proba[:, -1])
+    return is_novel, proba[:, -1]

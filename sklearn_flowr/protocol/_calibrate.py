@@ -13,7 +13,13 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ..calibration import check_rows, clipped_logit, platt_fit
+from ..calibration import (
+    SCORE_CLIP,
+    check_rows,
+    clip_log_odds,
+    clipped_logit,
+    platt_fit,
+)
 from ..metrics import expected_calibration_error
 from ..validation import caller_stacklevel, resolve_novel_label
 from ._evaluate import evaluate_online
@@ -133,8 +139,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
                       n_query: int = 10, n_known_query_classes: int | None = None,
                       n_jobs: int | None = None, random_state=None,
                       targets: str = "platt", verbose: int = 0) -> Bunch:
-    """Fit the Platt map of P(novel) (first sightings regressed on
-    ``logit P(novel)``) on open-world tasks of training classes.
+    """Fit the Platt map of P(novel) (first sightings regressed on the
+    log-odds of novel) on open-world tasks of training classes.
 
     Small context: 10 support + 5 novel classes (in proportion below 15)
     through copies of ``estimator``; large: ``n_novel_classes`` held out and a
@@ -200,7 +206,8 @@ def calibrate_novelty(estimator, X, y, *, setting: str = "small",
         n_novel_classes=n_novel_classes, n_query=n_query,
         n_known_query_classes=n_known_query_classes, n_jobs=n_jobs,
         seed=resolve_seed(random_state), probability=True, verbose=verbose)
-    return fit_novelty_map(run.p_novel, run.is_first_sighting, targets=targets)
+    return fit_novelty_map(novelty_log_odds(run), run.is_first_sighting,
+                           targets=targets)
 
 
 @validate_params({"setting": [StrOptions({"small", "large"})]},
@@ -264,20 +271,29 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     return rows
 
 
+def novelty_log_odds(rows):
+    """Log-odds of novel of :func:`evaluate_online`'s rows: the head's own
+    (``novelty_score``, from log-probabilities), else ``logit(p_novel)``."""
+    if "novelty_score" in rows:
+        return np.asarray(rows.novelty_score, dtype=np.float64)
+    return clipped_logit(rows.p_novel)
+
+
 @validate_params({"targets": RUN_OPTIONS["targets"]},
                  prefer_skip_nested_validation=True)
-def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
+def fit_novelty_map(log_odds, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration=k, "
                     "cross_fit_novelty_calibration) or on more classes") -> Bunch:
-    """:func:`calibrate_novelty`'s result from ``p_novel`` and first sightings;
-    ``remedy``: the warning's advice on perfectly separated rows."""
-    p_novel = np.asarray(p_novel, dtype=np.float64)
+    """:func:`calibrate_novelty`'s result from the raw log-odds of novel and
+    first sightings; ``remedy``: the warning's advice on perfectly separated rows."""
+    # Raw log-odds, not logit(P(novel)): a whitened head's span hundreds of
+    # nats, where P(novel) rounds to 1 (beyond ~37) and its logit ties rows.
+    log_odds = clip_log_odds(np.asarray(log_odds, dtype=np.float64), SCORE_CLIP)
     first = np.asarray(is_first_sighting, dtype=bool)
     if first.all() or not first.any():
         raise ValueError("The calibration tasks need both first sightings and "
                          "known-class queries.")
-    log_odds = clipped_logit(p_novel)
     if log_odds[~first].max() < log_odds[first].min():
         slope_from = ("Platt's target smoothing" if targets == "platt"
                       else "the optimiser")
@@ -290,7 +306,7 @@ def fit_novelty_map(p_novel, is_first_sighting, *, targets: str = "platt",
     return Bunch(
         slope=slope, intercept=intercept, n_rows=int(first.shape[0]),
         n_first_sightings=int(first.sum()),
-        ece_before=expected_calibration_error(first, p_novel),
+        ece_before=expected_calibration_error(first, expit(log_odds)),
         ece_after=expected_calibration_error(
             first, expit(slope * log_odds + intercept)),
     )

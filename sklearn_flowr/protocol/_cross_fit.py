@@ -19,6 +19,7 @@ from ._calibrate import (
     RUN_OPTIONS,
     calibration_tasks,
     fit_novelty_map,
+    novelty_log_odds,
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
@@ -204,7 +205,7 @@ def cross_fit_novelty_calibration(estimator, X, y, *, cv=2,
                        for value, runs in reports.items()}
     best = _choose_shrinkage(means, mean_accuracies, accuracy_tolerance)
     result = fit_novelty_map(
-        np.concatenate([r.rows.p_novel for r in reports[best]]),
+        np.concatenate([novelty_log_odds(r.rows) for r in reports[best]]),
         np.concatenate([r.rows.is_novel for r in reports[best]]),
         targets=targets, remedy="hold out more classes per fold")
     result.n_folds = len(plan)
