@@ -13,8 +13,7 @@ class ClassBuffers:
     """Storage base of ``ClassState`` (which sets ``n_features``,
     ``prior_precision``, ``prior_coef``, ``n_classes`` and ``crp_total``)."""
 
-    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen", "joint_coef",
-                "group")
+    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen", "joint_coef", "group")
     _WITH_NOVEL = ("precision", "joint_coef", "group")  # a spare row: the novel class
     # The buffers being filled for the next capacity (None: no growth under
     # way) and how many rows they hold.
@@ -23,8 +22,9 @@ class ClassBuffers:
 
     def _new_buffers(self, capacity):
         return {
-            "nat_mean": np.empty((capacity, self.n_features)),
             # lam of isotropic classes (diagonal ones: rows of the variance table)
+            # q of isotropic classes (exact sums; diagonal ones: from joint_coef)
+            "nat_mean": np.empty((capacity, self.n_features * self.isotropic)),
             "precision": np.empty((capacity + 1, int(self.isotropic))),
             "n_obs": np.zeros(capacity),
             "crp_count": np.zeros(capacity),
@@ -65,7 +65,7 @@ class ClassBuffers:
         if self._next is None:
             capacity = self.n_obs.shape[0]
             if not 3 * capacity <= 4 * self.n_classes < 4 * capacity or (
-                    capacity * (2 * self.n_features + 4) < _INCREMENTAL_ELEMENTS):
+                    capacity * (self.n_features + 4) < _INCREMENTAL_ELEMENTS):
                 return
             self._next, self._moved = self._new_buffers(2 * capacity), 0
         start = self._moved
@@ -127,20 +127,22 @@ class ClassBuffers:
         return undo
 
     def __getstate__(self):
-        # The used rows, copied (the live buffers and a growth stay as they are),
-        # without the scores' coefficients: a cache of the other buffers.
+        # The used rows, copied (the live buffers and a growth stay as they are);
+        # isotropic: without the scores' coefficients, a cache of the exact sums.
         state = self.__dict__.copy()
         for name in self._BUFFERS:
             n = self.n_classes + (name in self._WITH_NOVEL)
             state[name] = state[name][:n].copy()
-        for name in ("joint_coef", "_next", "_moved"):
+        for name in ("joint_coef" if self.isotropic else "", "_next", "_moved"):
             state.pop(name, None)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if "joint_coef" not in state:  # (saved before it was left out: kept)
-            n = self.n_classes
+        if "joint_coef" not in state:  # rebuilt from the sums (not written:
+            n = self.n_classes  # loaded arrays may be read-only)
             self.joint_coef = np.empty((n + 1, self.n_features + 1 + self.isotropic))
-            self._refresh(np.arange(n))  # (nothing else written: loaded
-            self._refresh_novel(precision=False)  # arrays may be read-only)
+            self._refresh(np.arange(n), None if self.isotropic else self.nat_mean)
+            self._refresh_novel(precision=False)
+            if not self.isotropic:  # (saved with the sums by an earlier release)
+                self.nat_mean = np.empty((n, 0))
