@@ -12,6 +12,7 @@ from .._core import (
     add_observations,
     chunk_slices,
     crp_log_normaliser,
+    crp_log_novel_numerator,
     crp_log_numerator,
     crp_log_numerators,
     group_sums,
@@ -19,6 +20,7 @@ from .._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
+    mean_coef_row,
     moments_for_params,
     needs_moments,
     novel_log_odds,
@@ -275,7 +277,8 @@ class ClassState(VarianceTable):
         n = self.n_classes
         self._store(slice(n, n + 1), self.prior_coef[None],
                     self.prior_precision[None] if precision else None,
-                    self._log_numerators(np.zeros(0), n)[1])
+                    crp_log_novel_numerator(n, a=self.a, b=self.b,
+                                            class_prior=self.class_prior))
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
@@ -434,11 +437,12 @@ class ClassState(VarianceTable):
                                  out=(nat_mean, precision))
                 log_density_coef(nat_mean, precision, self.sigma,
                                  out=self.joint_coef[i])[-1] += log_numerator
-            else:  # (lam: a row of the table, not written)
+            else:  # lam: a row of the table, not written
                 nat_mean, precision = add_observations(
                     nat_mean, precision, u, 1.0, self.sigma)
-                self._store(i, log_density_coef(nat_mean, precision, self.sigma),
-                            precision, log_numerator)
+                self.group[i] = self._row_ids(precision)
+                mean_coef_row(nat_mean, precision, self.sigma,
+                              self.joint_coef[i])[-1] += log_numerator
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
