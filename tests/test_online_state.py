@@ -147,8 +147,8 @@ def test_pickle_holds_one_per_class_matrix(rng, prior_var):
     queries = rng.normal(size=(4, 3))
     np.testing.assert_allclose(restored.joint_log_numerators(queries),
                                state.joint_log_numerators(queries), rtol=1e-13)
-    for copy in (state, restored):
-        copy.step(queries[0], 5, True)
+    for twin in (state, restored):
+        twin.step(queries[0], 5, True)
     np.testing.assert_array_equal(restored.nat_mean[:6], state.nat_mean[:6])
     if not state.isotropic:  # saved as they are: equal to the bit
         np.testing.assert_array_equal(restored.joint_coef[:7], state.joint_coef[:7])

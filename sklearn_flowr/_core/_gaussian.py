@@ -80,7 +80,8 @@ def mean_coef_row(nat_mean, precision, sigma, out):
     var = 1.0 / precision + sigma
     weight = np.divide(nat_mean, precision * var, out=out[:d])
     # sum m**2 / v = q . (m / v) / lam
-    out[d] = -0.5 * (d * _LOG_2PI + np.log(var).sum() + nat_mean.dot(weight / precision))
+    square = nat_mean.dot(weight / precision)
+    out[d] = -0.5 * (d * _LOG_2PI + np.log(var).sum() + square)
     return out
 
 

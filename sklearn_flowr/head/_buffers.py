@@ -13,7 +13,8 @@ class ClassBuffers:
     """Storage base of ``ClassState`` (which sets ``n_features``,
     ``prior_precision``, ``prior_coef``, ``n_classes`` and ``crp_total``)."""
 
-    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen", "joint_coef", "group")
+    _BUFFERS = ("nat_mean", "precision", "n_obs", "crp_count", "frozen", "joint_coef",
+                "group")
     _WITH_NOVEL = ("precision", "joint_coef", "group")  # a spare row: the novel class
     # The buffers being filled for the next capacity (None: no growth under
     # way) and how many rows they hold.
@@ -33,6 +34,14 @@ class ClassBuffers:
                                     self.n_features + 1 + self.isotropic)),
             "group": np.zeros(capacity + 1, dtype=np.intp),
         }
+
+    def class_count(self):
+        """Rows each class was conditioned on, shape (N,) (a view)."""
+        return self.n_obs[: self.n_classes]
+
+    def crp_counts(self):
+        """CRP counts ``c_n``, shape (N,) (a view)."""
+        return self.crp_count[: self.n_classes]
 
     def _allocate(self, capacity):
         for name, buffer in self._new_buffers(capacity).items():

@@ -1,6 +1,5 @@
-"""The head's per-class state: the scores' coefficients (its natural parameters
-follow from them), counts (float64), in the basis where the noise is ``I`` and
-the prior diagonal."""
+"""The head's per-class state: scores' coefficients (natural parameters follow),
+counts (float64), in the basis where the noise is ``I`` and the prior diagonal."""
 
 import math
 
@@ -250,15 +249,6 @@ class ClassState(VarianceTable):
             self.group[index] = self._row_ids(precision)
         self.joint_coef[index, -1] += log_numerator
 
-    def nat_means(self, index):
-        """``q = m lam`` of the known classes ``index``, (k, d): isotropic, the
-        stored sums; else from their coefficients, ``m / v`` times ``v lam = 1 +
-        sigma lam`` (rounded: 1e-16 relative an update)."""
-        if self.isotropic:
-            return self.nat_mean[index]
-        return self.joint_coef[index, : self.n_features] * (
-            1.0 + self.sigma * self.class_precision(index))
-
     def _refresh(self, rows, nat_mean=None, precision=None):
         """Store the sorted classes ``rows`` at ``(q, lam)`` (default: theirs)
         with their present CRP counts."""
@@ -347,14 +337,6 @@ class ClassState(VarianceTable):
         centred = Z - self.basis_shift
         return centred if self.basis is None else centred @ self.basis
 
-    def class_count(self):
-        """Rows each class was conditioned on, shape (N,) (a view)."""
-        return self.n_obs[: self.n_classes]
-
-    def crp_counts(self):
-        """CRP counts ``c_n``, shape (N,) (a view)."""
-        return self.crp_count[: self.n_classes]
-
     def class_mean(self):
         """Posterior means ``m_n`` of the classes, in the rows' frame."""
         n = self.n_classes
@@ -391,11 +373,9 @@ class ClassState(VarianceTable):
         """Predict each row with the state before it, then learn it under
         ``index``: per row the best class (-1: none), P(novel), the novel
         decision and P(novel)'s log-odds."""
-        if Z.shape[0] == 1:
-            best, p_novel, novel, log_odds = self.step(
-                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map)
-            return (np.array([best]), np.array([p_novel]), np.array([novel]),
-                    np.array([log_odds]))
+        if Z.shape[0] == 1:  # the four values as arrays of one
+            return tuple(np.array([value]) for value in self.step(
+                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map))
         n_rows = Z.shape[0]
         out = (np.empty(n_rows, dtype=np.intp), np.empty(n_rows),
                np.empty(n_rows, dtype=bool), np.empty(n_rows))
@@ -429,8 +409,7 @@ class ClassState(VarianceTable):
             self.crp_total += 1.0
             log_numerator = crp_log_numerator(float(self.crp_count[i]), a=self.a,
                                               class_prior=self.class_prior)
-            precision = self.class_precision(i)
-            nat_mean = self.nat_means(i)
+            nat_mean, precision = self.nat_means(i), self.class_precision(i)
             u = features[: self.n_features]
             if self.isotropic:  # in place: q, lam and the cached row
                 add_observations(nat_mean, precision, u, 1.0, self.sigma,
