@@ -98,8 +98,10 @@ class ClassBuffers:
     def checkpoint(self, index):
         """The undo of learning rows of the classes ``index``."""
         n = self.n_classes
-        if index.shape[0] == 1 and index[0] <= n:  # one row: known or new class
-            return self._checkpoint_row(int(index[0]))
+        if index.shape[0] == 1 and index[0] < n:  # one row of a known class
+            return self._checkpoint_class(int(index[0]))
+        if index.shape[0] == 1 and index[0] == n:  # one row of a new class
+            return self._checkpoint_row(n)
         rows = np.unique(index[index < n])
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # The novel class's row too: new classes move it.
@@ -118,9 +120,26 @@ class ClassBuffers:
 
         return undo
 
+    def _checkpoint_class(self, i):
+        """:meth:`checkpoint` of one row of the known class ``i``."""
+        # What a row changes (numpy scalars are copies already).
+        buffers = (self.nat_mean, self.precision, self.joint_coef, self.n_obs,
+                   self.crp_count, self.group)
+        rows = (buffers[0][i].copy(), buffers[1][i].copy(), buffers[2][i].copy(),
+                *(buffer[i] for buffer in buffers[3:]))
+        crp_total = self.crp_total
+
+        def undo():
+            for buffer, row in zip(buffers, rows, strict=True):
+                buffer[i] = row
+            self.crp_total = crp_total
+            self._drop_growth()
+
+        return undo
+
     def _checkpoint_row(self, i):
-        """:meth:`checkpoint` of one row of class ``i``: a known class, or the
-        next new one (``i = n_classes``: its row holds the novel class's)."""
+        """:meth:`checkpoint` of one row of the new class ``i = n_classes``
+        (its row of the novel class's buffers holds the novel class)."""
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # i:i+1, empty past a buffer's capacity (a new class's n_obs...)
         rows = [buffer[i:i + 1].copy() for buffer in buffers]

@@ -373,9 +373,11 @@ class ClassState(VarianceTable):
         """Predict each row with the state before it, then learn it under
         ``index``: per row the best class (-1: none), P(novel), the novel
         decision and P(novel)'s log-odds."""
-        if Z.shape[0] == 1:  # the four values as arrays of one
-            return tuple(np.array([value]) for value in self.step(
-                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map))
+        if Z.shape[0] == 1:
+            best, p_novel, novel, log_odds = self.step(
+                Z[0], int(index[0]), bool(is_new_class[0]), novelty_map)
+            return (np.array([best]), np.array([p_novel]), np.array([novel]),
+                    np.array([log_odds]))
         n_rows = Z.shape[0]
         out = (np.empty(n_rows, dtype=np.intp), np.empty(n_rows),
                np.empty(n_rows, dtype=bool), np.empty(n_rows))
@@ -409,16 +411,16 @@ class ClassState(VarianceTable):
             self.crp_total += 1.0
             log_numerator = crp_log_numerator(float(self.crp_count[i]), a=self.a,
                                               class_prior=self.class_prior)
-            nat_mean, precision = self.nat_means(i), self.class_precision(i)
-            u = features[: self.n_features]
+            precision, u = self.class_precision(i), features[: self.n_features]
             if self.isotropic:  # in place: q, lam and the cached row
+                nat_mean = self.nat_mean[i]
                 add_observations(nat_mean, precision, u, 1.0, self.sigma,
                                  out=(nat_mean, precision))
                 log_density_coef(nat_mean, precision, self.sigma,
                                  out=self.joint_coef[i])[-1] += log_numerator
             else:  # lam: a row of the table, not written
                 nat_mean, precision = add_observations(
-                    nat_mean, precision, u, 1.0, self.sigma)
+                    self.nat_means(i), precision, u, 1.0, self.sigma)
                 self.group[i] = self._row_ids(precision)
                 mean_coef_row(nat_mean, precision, self.sigma,
                               self.joint_coef[i])[-1] += log_numerator
