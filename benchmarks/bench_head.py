@@ -32,7 +32,7 @@ Rows, each printed with its goal:
   map's and the scores', 25 MB between them: the part no overhead cut can
   reach); and the state's size (its pickle less the
   whitener's d x d matrix) over the class means' (2x), and held in memory
-  (with the scores' coefficients, which the pickle leaves out).
+  (every array the fitted head holds, the whitener's d x d matrix excepted).
 """
 
 import argparse
@@ -210,6 +210,27 @@ def bench_predict_proba_batch(rng, n_classes=10_000, d=128, n_rows=1024):
     return paired_times(lambda: clf.predict_proba(X), lambda: X @ weights.T)
 
 
+def held_bytes(obj, seen=None):
+    """Bytes of every NumPy array ``obj`` holds, through attributes, dicts,
+    lists and tuples (buffers at their capacity; each memory block once)."""
+    seen = set() if seen is None else seen
+    if isinstance(obj, np.ndarray):
+        base = obj if obj.base is None else obj.base
+        if id(base) in seen or not isinstance(base, np.ndarray):
+            return 0
+        seen.add(id(base))
+        return base.nbytes
+    if isinstance(obj, dict):
+        items = obj.values()
+    elif isinstance(obj, list | tuple):
+        items = obj
+    elif hasattr(obj, "__dict__"):
+        items = vars(obj).values()
+    else:
+        return 0
+    return sum(held_bytes(item, seen) for item in items)
+
+
 def cold_time(fn, number, flush):
     """CPU seconds per call of ``fn``, ``flush()`` (untimed) before each."""
     total = 0.0
@@ -227,8 +248,8 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     mat-vec, ``rounds`` times each (the spread): a known class and a new one
     with warm caches, a known class with caches flushed, and the step's two
     products alone; and its state's size over the class means' with the
-    whitener's d x d matrix taken out, saved (its pickle) and held (plus the
-    scores' coefficients the pickle leaves out). The new classes add
+    whitener's d x d matrix taken out, saved (its pickle) and held
+    (:func:`held_bytes`). The new classes add
     ``rounds * (1 + repeat * number)`` classes to N as the rounds go on."""
     y = np.repeat(np.arange(n_classes), 3)
     X = rng.normal(size=(n_classes, d))[y] + rng.normal(size=(y.shape[0], d))
@@ -236,7 +257,7 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     # takes the Gram solver, whose factored map doubles a step's time.)
     model = CRPGaussianClassifier().fit(X, y)
     saved = len(pickle.dumps(model)) - 8 * d * d
-    held = saved + model._state.joint_coef.nbytes
+    held = held_bytes(model) - 8 * d * d
     memory = saved / (8 * n_classes * d), held / (8 * n_classes * d)
     rows = rng.normal(size=(64, d)) + X[:64]
     labels, new_labels = y[:64], itertools.count(n_classes)
@@ -309,10 +330,7 @@ def _memory_probe(n_classes, d):
     clf.predict_proba(queries)
     proba_peak = tracemalloc.get_traced_memory()[1] - base
     tracemalloc.stop()
-    # The state is what the fitted head holds: its pickle (buffers trimmed
-    # to the classes, the basis, the labels) and the scores' coefficients,
-    # which the pickle leaves out (they are rebuilt on load).
-    state_bytes = len(pickle.dumps(clf)) + clf._state.joint_coef.nbytes
+    state_bytes = held_bytes(clf)  # every array the fitted head holds
     print(json.dumps({"fit_peak": fit_peak, "step_peak": step_peak,
                       "proba_peak": proba_peak, "state": state_bytes,
                       "rss_fit_rise": (rss_fit - rss_before) * 1024}))
@@ -420,7 +438,8 @@ def run(args):
                float(np.median(values)), "(info)" if "alone" in name else "<= 5x")
     report("  its state (pickle) less the d x d whitener / class means", saved,
            "<= 2x")
-    report("  held in memory (with the scores' coefficients)", held, "(info)")
+    report("  held in memory (every array), less the d x d whitener / class means",
+           held, "<= 2x")
 
     if not args.quick:
         looped, batched, ratio = bench_task_batch(rng)

@@ -13,7 +13,7 @@ def full_coefficient_scores(state, Z):
     """``log N(u; m_n, diag(v_n)) + log numerator_n`` class by class, from
     ``q`` and ``lam`` (the prior's for the novel class)."""
     n = state.n_classes
-    q = np.vstack([state.nat_mean[:n], state.prior_nat_mean])
+    q = np.vstack([state.nat_means(slice(0, n)), state.prior_nat_mean])
     lam = np.broadcast_to(state.class_precision(np.arange(n + 1)), q.shape)
     mean, var = q / lam, 1.0 / lam + state.sigma
     log_known, log_novel = state._log_numerators(state.crp_counts(), n)

@@ -1,12 +1,16 @@
 """Tests of the head's numeric state (``sklearn_flowr.head._state``) against
 the conjugate-Gaussian and Pitman-Yor formulas written out independently."""
 
+import copy
 import pickle
 
 import numpy as np
 import pytest
 from scipy.stats import multivariate_normal
+from sklearn.base import clone
 
+import sklearn_flowr
+from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.head._state import (
     ClassState,
     check_class_embeddings,
@@ -122,26 +126,112 @@ def test_pickle_compacts_and_keeps_learning(rng):
 
 
 @pytest.mark.parametrize("prior_var", [np.array([2.0]), np.array([0.5, 1.0, 3.0])])
-def test_pickle_leaves_out_the_scores_coefficients(rng, prior_var):
-    """Check a pickled state holds the class sums, not the scores'
-    coefficients or the variance table's factors (both follow from them), and
-    its loaded copy rebuilds them: same scores, same learning after."""
+def test_pickle_holds_one_per_class_matrix(rng, prior_var):
+    """Check a pickled state holds one (N, d) array, not the variance table's
+    factors: an isotropic one its class sums (the scores' coefficients follow),
+    a diagonal one the coefficients (the sums follow); its loaded copy scores
+    and learns alike."""
     state = make_state(prior_var, 3)
     state.learn(rng.normal(size=(9, 3)), np.array([0, 1, 2, 0, 1, 0, 3, 3, 0]), 4)
     state.step(rng.normal(size=3), 4, True)  # one-row steps: new and known
     state.step(rng.normal(size=3), 1, False)
     saved = state.__getstate__()
-    assert "joint_coef" not in saved and "quad" not in saved
-    assert saved["nat_mean"].shape == (5, 3)  # no spare capacity either
+    assert "quad" not in saved
+    if state.isotropic:
+        assert "joint_coef" not in saved
+        assert saved["nat_mean"].shape == (5, 3)  # no spare capacity either
+    else:
+        assert saved["nat_mean"].shape == (5, 0)
+        assert saved["joint_coef"].shape == (6, 4)
     restored = pickle.loads(pickle.dumps(state))
     queries = rng.normal(size=(4, 3))
     np.testing.assert_allclose(restored.joint_log_numerators(queries),
                                state.joint_log_numerators(queries), rtol=1e-13)
-    for copy in (state, restored):
-        copy.step(queries[0], 5, True)
+    for twin in (state, restored):
+        twin.step(queries[0], 5, True)
     np.testing.assert_array_equal(restored.nat_mean[:6], state.nat_mean[:6])
+    if not state.isotropic:  # saved as they are: equal to the bit
+        np.testing.assert_array_equal(restored.joint_coef[:7], state.joint_coef[:7])
     np.testing.assert_allclose(restored.joint_log_numerators(queries),
                                state.joint_log_numerators(queries), rtol=1e-13)
+
+
+@pytest.mark.parametrize("prior_var", [np.array([2.0]), np.array([0.5, 1.0, 3.0])])
+def test_state_saved_with_the_class_sums_loads(rng, prior_var):
+    """Check a state saved with the class sums ``nat_mean`` and without the
+    coefficients (an earlier release's save) loads, scores alike and keeps
+    one (N, d) array."""
+    state = make_state(prior_var, 3)
+    state.learn(rng.normal(size=(9, 3)), np.array([0, 1, 2, 0, 1, 0, 3, 3, 0]), 4)
+    saved = state.__getstate__()
+    saved["nat_mean"] = state.nat_means(slice(0, 4))
+    saved.pop("joint_coef", None)
+    restored = object.__new__(ClassState)
+    restored.__setstate__(saved)
+    queries = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(restored.joint_log_numerators(queries),
+                               state.joint_log_numerators(queries), rtol=1e-13)
+    assert restored.nat_mean.shape == state.nat_mean[:4].shape
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"covariance": "full"},
+    {"covariance": "isotropic", "prior_var": np.linspace(5.0, 9.0, 8)}])
+def test_diagonal_state_holds_one_per_class_matrix(rng, params):
+    """Check a fitted head of diagonal classes holds one (N, d) array, the
+    scores' coefficients: the class sums follow from them."""
+    y = np.repeat(np.arange(40), 3)
+    X = rng.normal(scale=3.0, size=(40, 8))[y] + rng.normal(size=(120, 8))
+    state = CRPGaussianClassifier(**params).fit(X, y)._state
+    per_class = [name for name, value in vars(state).items()
+                 if isinstance(value, np.ndarray) and value.ndim == 2
+                 and value.shape[0] >= 40 and value.shape[1] >= 8]
+    assert per_class == ["joint_coef"]
+
+
+def test_steps_of_known_and_new_classes_equal_batch_through_save(rng, tmp_path):
+    """Check many one-row steps of known and new classes of the default head,
+    through a skops save and load, a failed step and a merge, give the state
+    of one fit on the same whitened rows."""
+    y = np.repeat(np.arange(60), 3)
+    X = rng.normal(scale=2.0, size=(60, 10))[y] + rng.normal(size=(180, 10))
+    stream = rng.permutation(np.arange(30, 180))  # rows of classes 10..59
+    fitted = CRPGaussianClassifier().fit(X[:30], y[:30])
+    head = copy.deepcopy(fitted)
+    for step, t in enumerate(stream):
+        head.open_world_step(X[t : t + 1], y[t : t + 1])
+        if step == 70:
+            with pytest.raises(ValueError):
+                head.open_world_step(np.full((1, 10), np.inf), [1000])
+            sklearn_flowr.save(head, tmp_path / "head.skops")
+            head = sklearn_flowr.load(tmp_path / "head.skops")
+    whitener = head.whitener_
+    batch = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(10),
+        prior_var=whitener.prior_var_, b=head.b_, known_count="observed",
+    ).fit(whitener.transform(X), y)
+    order = np.argsort(head.classes_)  # (stream order: new classes last)
+    np.testing.assert_array_equal(head.classes_[order], batch.classes_)
+    np.testing.assert_allclose(head.class_mean_[order], batch.class_mean_,
+                               rtol=1e-10)
+    np.testing.assert_allclose(head.predict_joint_log_proba(X)[:, np.r_[order, -1]],
+                               batch.predict_joint_log_proba(whitener.transform(X)),
+                               rtol=1e-10)
+    # Two heads from the fitted one's prior, each given half the rows, merge
+    # into the head that learned them all.
+    prior = clone(fitted).set_params(prior_mean=fitted.prior_mean_,
+                                     prior_var=fitted.prior_var_, b=fitted.b_,
+                                     sigma=fitted.sigma_)
+    prior.whitener_ = fitted.whitener_
+    left, right = copy.deepcopy(prior), copy.deepcopy(prior)
+    for t in stream:
+        (left if y[t] < 35 else right).open_world_step(X[t : t + 1], y[t : t + 1])
+    both = copy.deepcopy(prior).partial_fit(X[stream], y[stream])
+    merged = left.merge(right)
+    columns = [np.r_[np.argsort(model.classes_), -1] for model in (merged, both)]
+    np.testing.assert_allclose(merged.predict_proba(X)[:, columns[0]],
+                               both.predict_proba(X)[:, columns[1]],
+                               rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize(

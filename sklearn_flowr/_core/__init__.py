@@ -6,6 +6,7 @@ from ._covariance import resolve_covariances
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
+    crp_log_novel_numerator,
     crp_log_numerator,
     crp_log_numerators,
     crp_log_prior,
@@ -30,6 +31,7 @@ from ._gaussian import (
     grouped_log_density,
     log_density_coef,
     log_density_features,
+    mean_coef_row,
 )
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._references import FLOWR_REFERENCE, fill_doc
@@ -47,6 +49,7 @@ __all__ = [
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",
+    "crp_log_novel_numerator",
     "crp_log_numerator",
     "crp_log_numerators",
     "crp_log_prior",
@@ -55,6 +58,7 @@ __all__ = [
     "grouped_log_density",
     "log_density_coef",
     "log_density_features",
+    "mean_coef_row",
     "log_softmax",
     "logsumexp",
     "moments_for_params",

@@ -15,15 +15,20 @@ from ._streaming import group_sums
 _PRIOR_VAR_FLOOR = 1e-3
 _NOISE_VAR_FLOOR = 1e-6
 _SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
+# Rows of residuals at a time (2 MB of float64): no temporary the size of X.
+_CHUNK_ELEMENTS = 1 << 18
 
 
 def class_means(X, y_index, n_classes):
     """Mean row of each class, shape (n_classes, n_features), and class sizes."""
-    sums = np.zeros((n_classes, X.shape[1]))
     present, group, _ = group_sums(X, y_index)  # (np.add.at: 20x slower)
-    sums[present] = group
+    sums = group
+    if present.shape[0] < n_classes:
+        sums = np.zeros((n_classes, X.shape[1]))
+        sums[present] = group
     sizes = np.bincount(y_index, minlength=n_classes)
-    return sums / sizes[:, None], sizes
+    sums /= sizes[:, None]  # (in place: 0 / 0 for an absent class, as before)
+    return sums, sizes
 
 
 def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
@@ -39,14 +44,29 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
                          quartic=np.zeros(0), unit=1.0)
         return empty
     means, sizes = class_means(X, y_index, n_classes)
-    residual = means[y_index]
-    np.subtract(X, residual, out=residual)  # one temporary of the size of X
-    squares = np.einsum("ij,ij->i", residual, residual)
-    moments = {"count": sizes.astype(np.float64), "mean": means,
-               "scatter_trace": np.bincount(y_index, squares, n_classes)}
-    if fourth:
-        moments.update(_fourth_moments(residual, squares, y_index, n_classes,
-                                       pooled=pooled))
+    moments = {"count": sizes.astype(np.float64), "mean": means}
+    if fourth and not pooled:  # per class: every residual at once
+        residual = means[y_index]
+        np.subtract(X, residual, out=residual)  # one temporary of the size of X
+        squares = np.einsum("ij,ij->i", residual, residual)
+        moments.update(_fourth_moments(residual, squares, y_index, n_classes))
+    else:
+        squares = np.empty(X.shape[0])
+        scatter, peak = np.zeros((d, d)) if fourth else None, 0.0
+        step = max(1, _CHUNK_ELEMENTS // d)
+        for start in range(0, X.shape[0], step):
+            rows = slice(start, start + step)
+            residual = X[rows] - means[y_index[rows]]
+            squares[rows] = np.einsum("ij,ij->i", residual, residual)
+            if fourth:
+                scatter += residual.T @ residual
+                peak = max(peak, float(np.abs(residual).max()))
+        if fourth:
+            unit = _unit_above(peak)
+            scaled_squares = squares / unit**2
+            moments.update(scatter=scatter[None], unit=unit,
+                           quartic=np.array([scaled_squares @ scaled_squares]))
+    moments["scatter_trace"] = np.bincount(y_index, squares, n_classes)
     return moments
 
 
@@ -62,15 +82,16 @@ def moments_for_params(params, X, y_index, n_classes):
     return moments_of_rows(X, y_index, n_classes, pooled=True, fourth=fourth)
 
 
-def _fourth_moments(residual, squares, y_index, n_classes, *, pooled):
-    """Scatter matrices, ``sum ||r||^2 r`` and ``sum ||r||^4`` of residuals."""
-    peak = float(max(residual.max(), -residual.min()))  # no temporary
-    # The smallest power of two above every |r|: r / unit is exact.
-    unit = float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
+def _unit_above(peak):
+    """The smallest power of two above every ``|r| <= peak``: r / unit is exact."""
+    return float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
+
+
+def _fourth_moments(residual, squares, y_index, n_classes):
+    """Per-class scatter matrices, ``sum ||r||^2 r`` and ``sum ||r||^4`` of
+    residuals."""
+    unit = _unit_above(float(max(residual.max(), -residual.min())))  # no temporary
     scaled_squares = squares / unit**2
-    if pooled:
-        return {"scatter": (residual.T @ residual)[None], "unit": unit,
-                "quartic": np.array([scaled_squares @ scaled_squares])}
     order = np.argsort(y_index, kind="stable")
     bounds = np.searchsorted(y_index[order], np.arange(n_classes + 1))
     scatter = np.stack([residual[order[lo:hi]].T @ residual[order[lo:hi]]

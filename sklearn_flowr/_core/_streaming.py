@@ -3,6 +3,7 @@
 from typing import NamedTuple
 
 import numpy as np
+from scipy import sparse
 
 # Elements of a stream chunk's temporaries (~32 MB of float64).
 _CHUNK_ELEMENTS = 4_000_000
@@ -15,8 +16,11 @@ def group_sums(Z, index):
     order = np.argsort(index, kind="stable")
     sorted_index = index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
-    counts = np.diff(np.r_[starts, sorted_index.shape[0]]).astype(np.float64)
-    return sorted_index[starts], np.add.reduceat(Z[order], starts, axis=0), counts
+    bounds = np.r_[starts, sorted_index.shape[0]]
+    # A 0/1 matrix of the groups' rows, in stream order: no sorted copy of Z.
+    onehot = sparse.csr_array((np.ones(order.shape[0]), order, bounds),
+                              shape=(starts.shape[0], Z.shape[0]))
+    return sorted_index[starts], onehot @ Z, np.diff(bounds).astype(np.float64)
 
 
 class PrefixStates(NamedTuple):

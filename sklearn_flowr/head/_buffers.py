@@ -23,8 +23,9 @@ class ClassBuffers:
 
     def _new_buffers(self, capacity):
         return {
-            "nat_mean": np.empty((capacity, self.n_features)),
             # lam of isotropic classes (diagonal ones: rows of the variance table)
+            # q of isotropic classes (exact sums; diagonal ones: from joint_coef)
+            "nat_mean": np.empty((capacity, self.n_features * self.isotropic)),
             "precision": np.empty((capacity + 1, int(self.isotropic))),
             "n_obs": np.zeros(capacity),
             "crp_count": np.zeros(capacity),
@@ -33,6 +34,14 @@ class ClassBuffers:
                                     self.n_features + 1 + self.isotropic)),
             "group": np.zeros(capacity + 1, dtype=np.intp),
         }
+
+    def class_count(self):
+        """Rows each class was conditioned on, shape (N,) (a view)."""
+        return self.n_obs[: self.n_classes]
+
+    def crp_counts(self):
+        """CRP counts ``c_n``, shape (N,) (a view)."""
+        return self.crp_count[: self.n_classes]
 
     def _allocate(self, capacity):
         for name, buffer in self._new_buffers(capacity).items():
@@ -65,7 +74,7 @@ class ClassBuffers:
         if self._next is None:
             capacity = self.n_obs.shape[0]
             if not 3 * capacity <= 4 * self.n_classes < 4 * capacity or (
-                    capacity * (2 * self.n_features + 4) < _INCREMENTAL_ELEMENTS):
+                    capacity * (self.n_features + 4) < _INCREMENTAL_ELEMENTS):
                 return
             self._next, self._moved = self._new_buffers(2 * capacity), 0
         start = self._moved
@@ -91,6 +100,8 @@ class ClassBuffers:
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
+        if index.shape[0] == 1 and index[0] == n:  # one row of a new class
+            return self._checkpoint_row(n)
         rows = np.unique(index[index < n])
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # The novel class's row too: new classes move it.
@@ -126,21 +137,40 @@ class ClassBuffers:
 
         return undo
 
+    def _checkpoint_row(self, i):
+        """:meth:`checkpoint` of one row of the new class ``i = n_classes``
+        (its row of the novel class's buffers holds the novel class)."""
+        buffers = [getattr(self, name) for name in self._BUFFERS]
+        # i:i+1, empty past a buffer's capacity (a new class's n_obs...)
+        rows = [buffer[i:i + 1].copy() for buffer in buffers]
+        n, crp_total = self.n_classes, self.crp_total
+
+        def undo():
+            for name, buffer, row in zip(self._BUFFERS, buffers, rows, strict=True):
+                buffer[i:i + 1] = row
+                setattr(self, name, buffer)
+            self.n_classes, self.crp_total = n, crp_total
+            self._drop_growth()
+
+        return undo
+
     def __getstate__(self):
-        # The used rows, copied (the live buffers and a growth stay as they are),
-        # without the scores' coefficients: a cache of the other buffers.
+        # The used rows, copied (the live buffers and a growth stay as they are);
+        # isotropic: without the scores' coefficients, a cache of the exact sums.
         state = self.__dict__.copy()
         for name in self._BUFFERS:
             n = self.n_classes + (name in self._WITH_NOVEL)
             state[name] = state[name][:n].copy()
-        for name in ("joint_coef", "_next", "_moved"):
+        for name in ("joint_coef" if self.isotropic else "", "_next", "_moved"):
             state.pop(name, None)
         return state
 
     def __setstate__(self, state):
         self.__dict__.update(state)
-        if "joint_coef" not in state:  # (saved before it was left out: kept)
-            n = self.n_classes
+        if "joint_coef" not in state:  # rebuilt from the sums (not written:
+            n = self.n_classes  # loaded arrays may be read-only)
             self.joint_coef = np.empty((n + 1, self.n_features + 1 + self.isotropic))
-            self._refresh(np.arange(n))  # (nothing else written: loaded
-            self._refresh_novel(precision=False)  # arrays may be read-only)
+            self._refresh(np.arange(n), None if self.isotropic else self.nat_mean)
+            self._refresh_novel(precision=False)
+            if not self.isotropic:  # (saved with the sums by an earlier release)
+                self.nat_mean = np.empty((n, 0))

@@ -132,7 +132,8 @@ def moments_of_head(head, name):
                 **{key: np.copy(value) for key, value in kept.items()}}
     # Fixed prior and noise: q_n = q0 + sum_i u_i / sigma holds the class sums.
     n = state.n_classes
-    mean = (state.nat_mean[:n] - state.prior_nat_mean) * state.sigma / count[:, None]
+    mean = ((state.nat_means(slice(0, n)) - state.prior_nat_mean) * state.sigma
+            / count[:, None])
     if state.basis is not None:
         mean = mean @ state.basis_inverse
     return {"labels": head.classes_.copy(), "count": count,

@@ -1,5 +1,5 @@
-"""The head's per-class state: natural parameters, counts and cached scores
-(float64), in the basis where the noise is ``I`` and the prior diagonal."""
+"""The head's per-class state: scores' coefficients (natural parameters follow),
+counts (float64), in the basis where the noise is ``I`` and the prior diagonal."""
 
 import math
 
@@ -11,6 +11,7 @@ from .._core import (
     add_observations,
     chunk_slices,
     crp_log_normaliser,
+    crp_log_novel_numerator,
     crp_log_numerator,
     crp_log_numerators,
     group_sums,
@@ -18,6 +19,7 @@ from .._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
+    mean_coef_row,
     moments_for_params,
     needs_moments,
     novel_log_odds,
@@ -135,9 +137,10 @@ class ClassState(VarianceTable):
     """Sufficient statistics of the classes, the prior ``mu0`` (d,) and ``s0``
     ((1,) or (d,)), noise and CRP; rows ``z`` are kept as ``(z - shift) @ T``
     (``basis``) or centred on ``mu0`` (``None``). A class (novel last) is
-    stored as ``q``, its scores' ``joint_coef = [m/v, const + log numerator]``
-    and its row ``group`` of the table of precisions ``lam``
-    (:class:`VarianceTable`); isotropic: ``[m/v, -1/(2 v), ...]`` and ``lam``."""
+    stored as its scores' ``joint_coef = [m/v, const + log numerator]`` (``q``
+    follows: :meth:`nat_means`) and its row ``group`` of the table of precisions
+    ``lam`` (:class:`VarianceTable`); isotropic: ``[m/v, -1/(2 v), ...]`` and
+    ``lam``."""
 
     def __init__(self, prior_mean, prior_var, *, sigma, a, b, class_prior,
                  basis=None):
@@ -209,7 +212,8 @@ class ClassState(VarianceTable):
         self.frozen[start:stop] = frozen
         self.n_classes = stop
         if nat_mean is None:  # at the prior: its coefficients as they are
-            self.nat_mean[start:stop] = self.prior_nat_mean
+            if self.isotropic:
+                self.nat_mean[start:stop] = self.prior_nat_mean
             self._store(slice(start, stop), self.prior_coef[None],
                         self.prior_precision[None], crp_log_numerator(
                             float(crp_count), a=self.a, class_prior=self.class_prior))
@@ -248,12 +252,13 @@ class ClassState(VarianceTable):
     def _refresh(self, rows, nat_mean=None, precision=None):
         """Store the sorted classes ``rows`` at ``(q, lam)`` (default: theirs)
         with their present CRP counts."""
-        if nat_mean is not None:
+        if nat_mean is not None and self.isotropic:
             self.nat_mean[rows] = nat_mean
         for chunk in _chunks(rows.shape[0], self.prior_coef.shape[0]):
             index = rows[chunk]
             lam = self.class_precision(index) if precision is None else precision[chunk]
-            self._store(index, log_density_coef(self.nat_mean[index], lam, self.sigma),
+            q = self.nat_means(index) if nat_mean is None else nat_mean[chunk]
+            self._store(index, log_density_coef(q, lam, self.sigma),
                         None if precision is None else lam,
                         self._log_numerators(self.crp_count[index], self.n_classes)[0])
 
@@ -262,7 +267,8 @@ class ClassState(VarianceTable):
         n = self.n_classes
         self._store(slice(n, n + 1), self.prior_coef[None],
                     self.prior_precision[None] if precision else None,
-                    self._log_numerators(np.zeros(0), n)[1])
+                    crp_log_novel_numerator(n, a=self.a, b=self.b,
+                                            class_prior=self.class_prior))
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
@@ -279,7 +285,7 @@ class ClassState(VarianceTable):
     def add_sums(self, classes, sums, counts):
         """The conjugate update of ``classes`` with their rows' sums and counts."""
         nat_mean, precision = add_observations(
-            self.nat_mean[classes], self.class_precision(classes), sums,
+            self.nat_means(classes), self.class_precision(classes), sums,
             counts[:, None], self.sigma)
         self.n_obs[classes] += counts
         self.crp_count[classes] += counts
@@ -331,18 +337,10 @@ class ClassState(VarianceTable):
         centred = Z - self.basis_shift
         return centred if self.basis is None else centred @ self.basis
 
-    def class_count(self):
-        """Rows each class was conditioned on, shape (N,) (a view)."""
-        return self.n_obs[: self.n_classes]
-
-    def crp_counts(self):
-        """CRP counts ``c_n``, shape (N,) (a view)."""
-        return self.crp_count[: self.n_classes]
-
     def class_mean(self):
         """Posterior means ``m_n`` of the classes, in the rows' frame."""
         n = self.n_classes
-        mean = self.nat_mean[:n] / self.class_precision(slice(0, n))
+        mean = self.nat_means(slice(0, n)) / self.class_precision(slice(0, n))
         return self.basis_shift + (mean if self.basis is None
                                    else mean @ self.basis_inverse)
 
@@ -413,18 +411,19 @@ class ClassState(VarianceTable):
             self.crp_total += 1.0
             log_numerator = crp_log_numerator(float(self.crp_count[i]), a=self.a,
                                               class_prior=self.class_prior)
-            nat_mean, precision = self.nat_mean[i], self.class_precision(i)
-            u = features[: self.n_features]
+            precision, u = self.class_precision(i), features[: self.n_features]
             if self.isotropic:  # in place: q, lam and the cached row
+                nat_mean = self.nat_mean[i]
                 add_observations(nat_mean, precision, u, 1.0, self.sigma,
                                  out=(nat_mean, precision))
                 log_density_coef(nat_mean, precision, self.sigma,
                                  out=self.joint_coef[i])[-1] += log_numerator
-            else:  # (lam: a row of the table, not written)
-                nat_mean[...], precision = add_observations(
-                    nat_mean, precision, u, 1.0, self.sigma)
-                self._store(i, log_density_coef(nat_mean, precision, self.sigma),
-                            precision, log_numerator)
+            else:  # lam: a row of the table, not written
+                nat_mean, precision = add_observations(
+                    self.nat_means(i), precision, u, 1.0, self.sigma)
+                self.group[i] = self._row_ids(precision)
+                mean_coef_row(nat_mean, precision, self.sigma,
+                              self.joint_coef[i])[-1] += log_numerator
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
@@ -440,7 +439,7 @@ class ClassState(VarianceTable):
         table = prefix_states(U, index, live=~self.frozen[index])
         touched, seen = table.touched, table.seen
         nat_mean, precision = add_observations(
-            self.nat_mean[table.owner], self.class_precision(table.owner), table.sums,
+            self.nat_means(table.owner), self.class_precision(table.owner), table.sums,
             table.counts[:, None], self.sigma)
         full = log_density_features(U, isotropic=self.isotropic)  # [u, u**2, 1]
         state_density = full @ log_density_coef(nat_mean, precision, self.sigma).T

@@ -196,7 +196,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         U : ndarray of shape (n_samples, n_features)
             Rows with unit class noise and prior ``N(0, diag(prior_var_))``.
         """
-        check_is_fitted(self)
+        if not self.__sklearn_is_fitted__():  # (its tags cost 5 us a row)
+            check_is_fitted(self)
         # A plain float64 array (the online step's row) skips scikit-learn's
         # checks, which cost as much as the product at d = 1280.
         if not (type(X) is np.ndarray and X.dtype == np.float64 and X.ndim == 2
@@ -225,7 +226,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
 def _unit_rows(X):
     """``x / ||x||``; a zero row has no direction, so it is refused."""
-    norms = np.linalg.norm(X, axis=1)
+    norms = np.sqrt(np.add.reduce(X * X, axis=1))  # np.linalg.norm's, less overhead
     if not np.all(norms > 0):
         raise ValueError(
             f"TwoCovarianceWhitener scales rows to unit length; rows "

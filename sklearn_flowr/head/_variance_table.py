@@ -23,6 +23,15 @@ class VarianceTable(ClassBuffers):
             return self.precision[index]
         return self.precision_rows[self.group[index]]
 
+    def nat_means(self, index):
+        """``q = m lam`` of the known classes ``index``, (k, d): isotropic, the
+        stored sums; else from their coefficients, ``m / v`` times ``v lam = 1 +
+        sigma lam`` (rounded: 1e-16 relative an update)."""
+        if self.isotropic:
+            return self.nat_mean[index]
+        return self.joint_coef[index, : self.n_features] * (
+            1.0 + self.sigma * self.class_precision(index))
+
     def _row_ids(self, precision):
         """The rows holding ``precision`` (k, p) (or one class's), new ones
         added."""
