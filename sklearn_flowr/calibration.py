@@ -376,7 +376,13 @@ def _stream_scores(estimator, X, y):
     is_first = np.asarray(out["is_novel"], dtype=bool)
     if not has_log_proba(estimator):  # a distance or score, used as it is
         return np.asarray(out["p_novel"], dtype=np.float64), is_first
-    if "novelty_score" in out:
-        return (clip_log_odds(np.asarray(out["novelty_score"], float), SCORE_CLIP),
-                is_first)
-    return clipped_logit(out["p_novel"]), is_first
+    return novelty_log_odds(out), is_first
+
+
+def novelty_log_odds(rows):
+    """Log-odds of novel of streamed rows (an ``open_world_step`` result): their
+    ``novelty_score`` (from log-probabilities) clipped at ``SCORE_CLIP``, else
+    ``logit(p_novel)``."""
+    if "novelty_score" in rows:
+        return clip_log_odds(np.asarray(rows["novelty_score"], float), SCORE_CLIP)
+    return clipped_logit(rows["p_novel"])

@@ -17,7 +17,7 @@ from ..calibration import (
     SCORE_CLIP,
     check_rows,
     clip_log_odds,
-    clipped_logit,
+    novelty_log_odds,
     platt_fit,
 )
 from ..metrics import expected_calibration_error
@@ -269,14 +269,6 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
     rows.update(score=rows[score_name], score_name=score_name,
                 is_first_sighting=rows.is_novel)
     return rows
-
-
-def novelty_log_odds(rows):
-    """Log-odds of novel of :func:`evaluate_online`'s rows: the head's own
-    (``novelty_score``, from log-probabilities), else ``logit(p_novel)``."""
-    if "novelty_score" in rows:
-        return np.asarray(rows.novelty_score, dtype=np.float64)
-    return clipped_logit(rows.p_novel)
 
 
 @validate_params({"targets": RUN_OPTIONS["targets"]},

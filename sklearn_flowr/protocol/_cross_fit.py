@@ -12,14 +12,13 @@ from sklearn.base import clone
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ..calibration import check_rows, split_known_queries
+from ..calibration import check_rows, novelty_log_odds, split_known_queries
 from ..model_selection import class_disjoint_folds
 from ..validation import resolve_novel_label
 from ._calibrate import (
     RUN_OPTIONS,
     calibration_tasks,
     fit_novelty_map,
-    novelty_log_odds,
     small_context_sizes,
 )
 from ._evaluate import evaluate_online
