@@ -93,6 +93,7 @@ def expected_calibration_error(y_true, y_prob, *,
     return _binned_ece(y_true, y_prob, n_bins, strategy)
 
 
+@fill_doc
 def neg_novelty_ece_scorer(estimator, X, y) -> float:
     """Minus the :func:`expected_calibration_error` of an open-world
     classifier's P(novel) on ``(X, y)``, a row being novel when its label is
@@ -107,12 +108,7 @@ def neg_novelty_ece_scorer(estimator, X, y) -> float:
 
     Parameters
     ----------
-    estimator : fitted classifier
-        Has ``classes_`` and a ``predict_proba`` whose last column is novel.
-    X : array-like of shape (n_samples, n_features)
-        Test rows.
-    y : array-like of shape (n_samples,)
-        Their true labels; some must be in ``classes_`` and some not.
+    %(scorer)s
 
     Returns
     -------

@@ -78,6 +78,12 @@ _DOCS = {
     strategy : {"uniform", "quantile"}, default="uniform"
         Equal-width bins of [0, 1], or equal-mass bins (the adaptive ECE).""",
     "flowr": f".. [1] {FLOWR_REFERENCE}, section 6.",
+    "scorer": """estimator : fitted classifier
+        Has ``classes_`` and a ``predict_proba`` whose last column is novel.
+    X : array-like of shape (n_samples, n_features)
+        Test rows.
+    y : array-like of shape (n_samples,)
+        Their true labels; some must be in ``classes_`` and some not.""",
 }
 
 

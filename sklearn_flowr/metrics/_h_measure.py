@@ -11,6 +11,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from sklearn.utils.multiclass import type_of_target
 
 from ..validation import novel_rows
+from ._checks import fill_doc
 
 
 def _binary_target(y_true, pos_label):
@@ -244,6 +245,7 @@ def h_measure(
     return float(np.clip(1.0 - minimum_loss / maximum_loss, 0.0, 1.0))
 
 
+@fill_doc
 def novelty_scorer(estimator, X, y) -> float:
     """H-measure of an open-world classifier's P(novel) on ``(X, y)``, a row
     being novel when its label is not in ``estimator.classes_``; a ``scoring``
@@ -251,12 +253,7 @@ def novelty_scorer(estimator, X, y) -> float:
 
     Parameters
     ----------
-    estimator : fitted classifier
-        Has ``classes_`` and a ``predict_proba`` whose last column is novel.
-    X : array-like of shape (n_samples, n_features)
-        Test rows.
-    y : array-like of shape (n_samples,)
-        Their true labels; some must be in ``classes_`` and some not.
+    %(scorer)s
 
     Returns
     -------
