@@ -31,7 +31,6 @@ from ._gaussian import (
     grouped_log_density,
     log_density_coef,
     log_density_features,
-    mean_coef_row,
 )
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._references import FLOWR_REFERENCE, fill_doc
@@ -58,7 +57,6 @@ __all__ = [
     "grouped_log_density",
     "log_density_coef",
     "log_density_features",
-    "mean_coef_row",
     "log_softmax",
     "logsumexp",
     "moments_for_params",

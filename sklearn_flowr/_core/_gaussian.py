@@ -73,18 +73,6 @@ def _one_isotropic_coef(nat_mean, lam, sigma, out=None):
     return out
 
 
-def mean_coef_row(nat_mean, precision, sigma, out):
-    """:func:`log_density_coef` of one diagonal class (the online step) less its
-    ``-1/(2 v)`` (a row of the head's table): ``[m/v, const]`` into ``out``."""
-    d = nat_mean.shape[0]
-    var = 1.0 / precision + sigma
-    weight = np.divide(nat_mean, precision * var, out=out[:d])
-    # sum m**2 / v = q . (m / v) / lam
-    square = nat_mean.dot(weight / precision)
-    out[d] = -0.5 * (d * _LOG_2PI + np.log(var).sum() + square)
-    return out
-
-
 def grouped_log_density(features, coef, quad, group, *, out=None):
     """``features @ coef.T`` plus, when ``quad`` (g, d) has rows, ``(u**2 @ quad.T)[...,
     group]``: log densities and constants of rows ``features = [u, 1]`` (or ``[u,

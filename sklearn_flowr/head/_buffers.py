@@ -100,8 +100,6 @@ class ClassBuffers:
         n = self.n_classes
         if index.shape[0] == 1 and index[0] < n:  # one row of a known class
             return self._checkpoint_class(int(index[0]))
-        if index.shape[0] == 1 and index[0] == n:  # one row of a new class
-            return self._checkpoint_row(n)
         rows = np.unique(index[index < n])
         buffers = [getattr(self, name) for name in self._BUFFERS]
         # The novel class's row too: new classes move it.
@@ -133,23 +131,6 @@ class ClassBuffers:
             for buffer, row in zip(buffers, rows, strict=True):
                 buffer[i] = row
             self.crp_total = crp_total
-            self._drop_growth()
-
-        return undo
-
-    def _checkpoint_row(self, i):
-        """:meth:`checkpoint` of one row of the new class ``i = n_classes``
-        (its row of the novel class's buffers holds the novel class)."""
-        buffers = [getattr(self, name) for name in self._BUFFERS]
-        # i:i+1, empty past a buffer's capacity (a new class's n_obs...)
-        rows = [buffer[i:i + 1].copy() for buffer in buffers]
-        n, crp_total = self.n_classes, self.crp_total
-
-        def undo():
-            for name, buffer, row in zip(self._BUFFERS, buffers, rows, strict=True):
-                buffer[i:i + 1] = row
-                setattr(self, name, buffer)
-            self.n_classes, self.crp_total = n, crp_total
             self._drop_growth()
 
         return undo

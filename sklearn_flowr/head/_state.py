@@ -19,7 +19,6 @@ from .._core import (
     log_density_coef,
     log_density_features,
     log_softmax,
-    mean_coef_row,
     moments_for_params,
     needs_moments,
     novel_log_odds,
@@ -421,9 +420,8 @@ class ClassState(VarianceTable):
             else:  # lam: a row of the table, not written
                 nat_mean, precision = add_observations(
                     self.nat_means(i), precision, u, 1.0, self.sigma)
-                self.group[i] = self._row_ids(precision)
-                mean_coef_row(nat_mean, precision, self.sigma,
-                              self.joint_coef[i])[-1] += log_numerator
+                self._store(i, log_density_coef(nat_mean, precision, self.sigma),
+                            precision, log_numerator)
             if self._next is not None:
                 self._mirror(np.array([i]))
         self._advance_growth(1)
