@@ -6,7 +6,6 @@ from ._covariance import resolve_covariances
 from ._crp import (
     concentration_from_raw,
     crp_log_normaliser,
-    crp_log_novel_numerator,
     crp_log_numerator,
     crp_log_numerators,
     crp_log_prior,
@@ -48,7 +47,6 @@ __all__ = [
     "concentration_from_raw",
     "condition_on",
     "crp_log_normaliser",
-    "crp_log_novel_numerator",
     "crp_log_numerator",
     "crp_log_numerators",
     "crp_log_prior",

@@ -37,13 +37,6 @@ def crp_log_numerator(count, *, a, class_prior="crp"):
     return 0.0 if class_prior == "uniform" else math.log(count - a)
 
 
-def crp_log_novel_numerator(n_classes, *, a, b, class_prior="crp"):
-    """:func:`crp_log_numerators`'s ``log(b + a N)`` of one int ``N``."""
-    if class_prior == "uniform" or n_classes == 0:
-        return 0.0
-    return math.log(b + a * n_classes)
-
-
 def crp_log_normaliser(total, n_classes, *, b, class_prior="crp"):
     """``-log(k + b)`` for the CRP, ``-log(N + 1)`` for the uniform prior."""
     xp = get_namespace(total)

@@ -11,7 +11,6 @@ from .._core import (
     add_observations,
     chunk_slices,
     crp_log_normaliser,
-    crp_log_novel_numerator,
     crp_log_numerator,
     crp_log_numerators,
     group_sums,
@@ -266,8 +265,7 @@ class ClassState(VarianceTable):
         n = self.n_classes
         self._store(slice(n, n + 1), self.prior_coef[None],
                     self.prior_precision[None] if precision else None,
-                    crp_log_novel_numerator(n, a=self.a, b=self.b,
-                                            class_prior=self.class_prior))
+                    self._log_numerators(np.zeros(0), n)[1])
 
     def update(self, U, index, *, sign=1.0, skip_frozen=True):
         """``q_n += u / sigma``, ``lam_n += 1 / sigma``, ``c_n += 1`` of classes
