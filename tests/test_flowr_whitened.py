@@ -44,8 +44,9 @@ def test_head_on_the_backbones_own_features(data):
         known_count="observed", novelty_alpha=None)), calibration=None)
     clf.fit(X[known], y[known])
     network = clf.encoder_.network
+    device = next(network.parameters()).device  # CUDA where the machine has one
     with torch.no_grad():
-        features = network(torch.from_numpy(X)).double().numpy()
+        features = network(torch.from_numpy(X).to(device)).double().cpu().numpy()
     # One scalar (the episode noise's match), which the whitener's unit rows undo.
     np.testing.assert_allclose(clf.transform(X), clf.noise_scale_ * features,
                                rtol=1e-5, atol=1e-5)
