@@ -32,7 +32,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.decomposition import PCA
-from sklearn.metrics import roc_auc_score
+from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 from sklearn_flowr.baselines import (
@@ -278,18 +278,23 @@ def main(argv=None):
               f"{seconds:.2f} | {ratio:.1f} |"
               + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
     if pooled:
-        print("\nECE calibrated (its floor), the queries of every split pooled:\n")
+        print("\nCalibrated P(novel), the queries of every split pooled: ECE (its "
+              "floor) and the Brier score (a proper scoring rule: it rewards "
+              "separating new rows as well as calibration; lower is better):\n")
         for (dim, name), runs in pooled.items():
             novel = np.concatenate([labels for labels, _ in runs])
-            per_seed = [ece_and_floor(novel, np.concatenate(p_novel)) for p_novel
-                        in zip(*(by_seed for _, by_seed in runs), strict=True)]
+            per_seed = [(*ece_and_floor(novel, p_novel),
+                         brier_score_loss(novel, p_novel)) for p_novel in (
+                np.concatenate(by_split) for by_split in zip(
+                    *(by_seed for _, by_seed in runs), strict=True))]
             print(f"| {dim} | {name} | "
-                  + "{:.3f} ({:.3f}) |".format(*per_seed[0]))
+                  + "{:.3f} ({:.3f}) | Brier {:.4f} |".format(*per_seed[0]))
             if len(seeds) > 1:
-                values = np.array([value for value, _ in per_seed])
-                print(f"  {name} over seeds {args.ece_seeds}: {values.mean():.3f} "
-                      f"+- {values.std(ddof=1):.3f} (" + " ".join(
-                          f"{v:.3f}" for v in values) + ")")
+                for column, figure in ((0, "ECE"), (2, "Brier")):
+                    values = np.array([row[column] for row in per_seed])
+                    print(f"  {name} {figure} over seeds {args.ece_seeds}: "
+                          f"{values.mean():.4f} +- {values.std(ddof=1):.4f} ("
+                          + " ".join(f"{v:.4f}" for v in values) + ")")
     names = {name for _, name in rows}
     head = next((name for name in ("default", "whitened") if name in names), None)
     if head is None:

@@ -94,8 +94,9 @@ def test_paired_table_compares_the_default_head(script, tmp_path, capsys, rng):
 
 
 def test_ece_seeds_print_the_pooled_ece_of_each_seed(script, tmp_path, capsys, rng):
-    """Check that --ece-seeds prints, per method, the pooled ECE of each
-    calibration seed and their mean: the first seed's is the table's."""
+    """Check that --ece-seeds prints, per method, the pooled ECE and Brier
+    score of each calibration seed and their mean: the first seed's are the
+    table's."""
     path = _features(tmp_path, rng, 4)
     script.main([path, "--splits", "0,1", "--methods", "default", "--ece",
                  "--ece-seeds", "0,1,2"])
@@ -103,9 +104,13 @@ def test_ece_seeds_print_the_pooled_ece_of_each_seed(script, tmp_path, capsys, r
     pooled = out.split("the queries of every split pooled")[1]
     table = next(line for line in pooled.splitlines()
                  if line.startswith("| native | default |"))
-    seeds = next(line for line in pooled.splitlines()
-                 if line.startswith("  default over seeds 0,1,2:"))
-    values = [float(v) for v in seeds.split("(")[1].rstrip(")").split()]
-    assert len(values) == 3 and f"{values[0]:.3f}" in table
-    mean = float(seeds.split(":")[1].split("+-")[0])
-    assert mean == pytest.approx(np.mean(values), abs=1.5e-3)
+    ece_in_table = float(table.split("|")[3].split("(")[0])
+    brier_in_table = float(table.split("Brier")[1].strip(" |"))
+    for figure, first in (("ECE", ece_in_table), ("Brier", brier_in_table)):
+        seeds = next(line for line in pooled.splitlines()
+                     if line.startswith(f"  default {figure} over seeds 0,1,2:"))
+        values = [float(v) for v in seeds.split("(")[1].rstrip(")").split()]
+        assert len(values) == 3 and values[0] == pytest.approx(first, abs=6e-4)
+        assert 0.0 < min(values) and max(values) < 1.0
+        mean = float(seeds.split(":")[1].split("+-")[0])
+        assert mean == pytest.approx(np.mean(values), abs=1.5e-4)
