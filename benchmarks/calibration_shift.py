@@ -1,0 +1,90 @@
+"""Where the calibration folds' novelty scores part from the deployed head's.
+
+:class:`~sklearn_flowr.calibration.NoveltyCalibratedClassifier` fits its map
+on the novelty log-odds of fold models (fewer classes; the classes of its known
+queries one row short) and applies it to the deployed head's. On each split of
+a cached-features file (split as ``frozen_features.py`` splits it), this prints
+the median log-odds of the test queries under the deployed
+``CRPGaussianClassifier()`` and under each calibration fold's model, fitted on
+every row of its classes and with its known queries held out (as the
+calibration fits it), and the medians of the folds' calibration rows (ten
+class-disjoint folds, a quarter of the next fold's rows as known queries, as
+``frozen_features.py --ece`` calibrates). Read across a line, the difference
+is the shift between the models on the same rows; down the last column, the
+calibration rows against the test rows of their kind.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/calibration_shift.py feats/kanji.npz
+--splits 0,1``.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from sklearn_flowr import CRPGaussianClassifier
+from sklearn_flowr.calibration import split_known_queries
+from sklearn_flowr.model_selection import class_disjoint_folds
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frozen_features import known_and_novelty, load, split  # noqa: E402
+
+
+def shifts(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25, seed=0):
+    """Median novelty log-odds ``{row kind: [deployed, fold, fold less its
+    known queries]}`` over every calibration fold (blank where a model trained
+    on those rows or does not score them as the calibration does)."""
+    def score(rows, X):
+        model = CRPGaussianClassifier().fit(X_fit[rows], y_fit[rows])
+        return known_and_novelty(model, X)[1]
+
+    rng = np.random.default_rng(seed)
+    deployed = score(np.arange(y_fit.shape[0]), X_query)
+    folds = class_disjoint_folds(cv, X_fit, y_fit, name="cv")
+    kinds = ("test, known classes", "test, classes one row short in the fold",
+             "test, new classes", "calibration, known queries",
+             "calibration, held-out classes")
+    scores = {kind: ([], [], []) for kind in kinds}
+    for k, (train, held) in enumerate(folds):
+        partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
+        _, known_rows = split_known_queries(y_fit, partner, share, rng, single="fit")
+        short = np.isin(y_query, y_fit[known_rows])
+        known = ~novel & np.isin(y_query, y_fit[train])
+        masks = {"test, known classes": known & ~short,
+                 "test, classes one row short in the fold": short,
+                 "test, new classes": novel}
+        X = np.concatenate([X_query, X_fit[known_rows], X_fit[held]])
+        n, n_known = X_query.shape[0], known_rows.shape[0]
+        whole, less = (score(rows, X) for rows in
+                       (train, np.setdiff1d(train, known_rows)))
+        for kind, mask in masks.items():
+            for column, values in enumerate((deployed, whole[:n], less[:n])):
+                scores[kind][column].append(values[mask])
+        scores["calibration, known queries"][2].append(less[n : n + n_known])
+        scores["calibration, held-out classes"][1].append(whole[n + n_known :])
+        scores["calibration, held-out classes"][2].append(less[n + n_known :])
+    return {kind: [np.median(np.concatenate(column)) if column else np.nan
+                   for column in columns] for kind, columns in scores.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("path", help=".npz with Z (or X), y and g")
+    parser.add_argument("--splits", default="0,1")
+    parser.add_argument("--known-share", type=float, default=0.6)
+    parser.add_argument("--n-way", type=int, default=5)
+    parser.add_argument("--shots", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=15)
+    args = parser.parse_args(argv)
+    features, y, groups = load(args.path)
+    print("| split | rows | deployed head | fold model | fold less its known "
+          "queries |\n" + "| --- " * 5 + "|")
+    for s in map(int, args.splits.split(",")):
+        for kind, medians in shifts(*split(features, y, groups, s, args)).items():
+            print(f"| {s} | {kind} | " + " | ".join(
+                "" if m != m else f"{m:.1f}" for m in medians) + " |")
+
+
+if __name__ == "__main__":
+    main()
