@@ -8,10 +8,11 @@ the median log-odds of the test queries under the deployed
 ``CRPGaussianClassifier()`` and under each calibration fold's model, fitted on
 every row of its classes and with its known queries held out (as the
 calibration fits it), and the medians of the folds' calibration rows (ten
-class-disjoint folds, a quarter of the next fold's rows as known queries, as
-``frozen_features.py --ece`` calibrates). Read across a line, the difference
-is the shift between the models on the same rows; down the last column, the
-calibration rows against the test rows of their kind.
+class-disjoint folds, at most one per class; a quarter of each of the next
+fold's classes' rows, at least one, as known queries; as ``frozen_features.py
+--ece`` calibrates). Read across a line, the difference is the shift between
+the models on the same rows; down the last column, the calibration rows
+against the test rows of their kind.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/calibration_shift.py feats/kanji.npz
 --splits 0,1``.
@@ -22,6 +23,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.calibration import split_known_queries
@@ -31,15 +33,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frozen_features import known_and_novelty, load, split  # noqa: E402
 
 
-def shifts(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25, seed=0):
-    """Median novelty log-odds ``{row kind: [deployed, fold, fold less its
-    known queries]}`` over every calibration fold (blank where a model trained
-    on those rows or does not score them as the calibration does)."""
+def fold_scores(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25,
+                seed=0):
+    """Novelty log-odds of each kind of row under each model.
+
+    The folds and known queries are those
+    ``NoveltyCalibratedClassifier(cv=cv, known_query_share=share,
+    random_state=seed)`` draws (the same generator, drawn in the same order).
+
+    Parameters
+    ----------
+    X_fit, y_fit : ndarray
+        The fitting rows and their labels.
+    X_query, y_query : ndarray
+        The test queries and their labels.
+    novel : ndarray of bool
+        Which queries are of classes not in ``y_fit``.
+    cv : int, default=10
+        Class-disjoint calibration folds (at most the number of classes).
+    share : float, default=0.25
+        ``known_query_share``: the share of a partner class's rows held out
+        as known queries (rounded, at least one).
+    seed : int, default=0
+        ``random_state`` of the calibration.
+
+    Returns
+    -------
+    scores : dict
+        ``{row kind: [deployed head's, fold models', fold models' less their
+        known queries]}``, each an array (empty where that model trained on
+        those rows or the calibration does not score them with it).
+    """
     def score(rows, X):
         model = CRPGaussianClassifier().fit(X_fit[rows], y_fit[rows])
         return known_and_novelty(model, X)[1]
 
-    rng = np.random.default_rng(seed)
+    rng = check_random_state(seed)
     deployed = score(np.arange(y_fit.shape[0]), X_query)
     folds = class_disjoint_folds(cv, X_fit, y_fit, name="cv")
     kinds = ("test, known classes", "test, classes one row short in the fold",
@@ -48,7 +77,9 @@ def shifts(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25, seed=0):
     scores = {kind: ([], [], []) for kind in kinds}
     for k, (train, held) in enumerate(folds):
         partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
-        _, known_rows = split_known_queries(y_fit, partner, share, rng, single="fit")
+        source = partner if partner.size else train
+        _, known_rows = split_known_queries(y_fit, source, share, rng, single="fit")
+        rng.permutation(known_rows.shape[0] + held.shape[0])  # the stream's order
         short = np.isin(y_query, y_fit[known_rows])
         known = ~novel & np.isin(y_query, y_fit[train])
         masks = {"test, known classes": known & ~short,
@@ -64,7 +95,7 @@ def shifts(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25, seed=0):
         scores["calibration, known queries"][2].append(less[n : n + n_known])
         scores["calibration, held-out classes"][1].append(whole[n + n_known :])
         scores["calibration, held-out classes"][2].append(less[n + n_known :])
-    return {kind: [np.median(np.concatenate(column)) if column else np.nan
+    return {kind: [np.concatenate(column) if column else np.empty(0)
                    for column in columns] for kind, columns in scores.items()}
 
 
@@ -81,9 +112,12 @@ def main(argv=None):
     print("| split | rows | deployed head | fold model | fold less its known "
           "queries |\n" + "| --- " * 5 + "|")
     for s in map(int, args.splits.split(",")):
-        for kind, medians in shifts(*split(features, y, groups, s, args)).items():
+        data = split(features, y, groups, s, args)
+        cv = min(10, np.unique(data[1]).shape[0])
+        for kind, columns in fold_scores(*data, cv=cv).items():
             print(f"| {s} | {kind} | " + " | ".join(
-                "" if m != m else f"{m:.1f}" for m in medians) + " |")
+                f"{np.median(values):.1f}" if values.size else ""
+                for values in columns) + " |")
 
 
 if __name__ == "__main__":
