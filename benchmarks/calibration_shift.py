@@ -26,8 +26,7 @@ import numpy as np
 from sklearn.utils import check_random_state
 
 from sklearn_flowr import CRPGaussianClassifier
-from sklearn_flowr.calibration import split_known_queries
-from sklearn_flowr.model_selection import class_disjoint_folds
+from sklearn_flowr.calibration import calibration_folds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frozen_features import known_and_novelty, load, split  # noqa: E402
@@ -39,7 +38,7 @@ def fold_scores(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25,
 
     The folds and known queries are those
     ``NoveltyCalibratedClassifier(cv=cv, known_query_share=share,
-    random_state=seed)`` draws (the same generator, drawn in the same order).
+    random_state=seed)`` draws (:func:`~sklearn_flowr.calibration.calibration_folds`).
 
     Parameters
     ----------
@@ -68,18 +67,15 @@ def fold_scores(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25,
         model = CRPGaussianClassifier().fit(X_fit[rows], y_fit[rows])
         return known_and_novelty(model, X)[1]
 
-    rng = check_random_state(seed)
     deployed = score(np.arange(y_fit.shape[0]), X_query)
-    folds = class_disjoint_folds(cv, X_fit, y_fit, name="cv")
     kinds = ("test, known classes", "test, classes one row short in the fold",
              "test, new classes", "calibration, known queries",
              "calibration, held-out classes")
     scores = {kind: ([], [], []) for kind in kinds}
-    for k, (train, held) in enumerate(folds):
-        partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
-        source = partner if partner.size else train
-        _, known_rows = split_known_queries(y_fit, source, share, rng, single="fit")
-        rng.permutation(known_rows.shape[0] + held.shape[0])  # the stream's order
+    for fit_rows, known_rows, stream, _ in calibration_folds(
+            cv, X_fit, y_fit, share, check_random_state(seed)):
+        train = np.union1d(fit_rows, known_rows)
+        held = np.setdiff1d(stream, known_rows)
         short = np.isin(y_query, y_fit[known_rows])
         known = ~novel & np.isin(y_query, y_fit[train])
         masks = {"test, known classes": known & ~short,
@@ -87,8 +83,7 @@ def fold_scores(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25,
                  "test, new classes": novel}
         X = np.concatenate([X_query, X_fit[known_rows], X_fit[held]])
         n, n_known = X_query.shape[0], known_rows.shape[0]
-        whole, less = (score(rows, X) for rows in
-                       (train, np.setdiff1d(train, known_rows)))
+        whole, less = (score(rows, X) for rows in (train, fit_rows))
         for kind, mask in masks.items():
             for column, values in enumerate((deployed, whole[:n], less[:n])):
                 scores[kind][column].append(values[mask])

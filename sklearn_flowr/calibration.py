@@ -94,6 +94,26 @@ def split_known_queries(y, rows, share, rng, *, single="error"):
     return np.concatenate(fit), np.concatenate(query)
 
 
+def calibration_folds(cv, X, y, share, rng):
+    """The calibration's folds: for each class-disjoint fold, yield the rows
+    its model fits, its known queries, the stream of known queries and
+    held-out rows (shuffled) and the weight of a known query.
+
+    The known queries are ``share`` of the rows of the next fold's classes
+    (:func:`split_known_queries`; the other classes keep every row, as in the
+    deployed estimator), weighted to stand for the queries of every training
+    class.
+    """
+    folds = class_disjoint_folds(cv, X, y, name="cv")
+    for k, (train, held) in enumerate(folds):
+        partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
+        source = partner if partner.size else train
+        _, known_rows = split_known_queries(y, source, share, rng, single="fit")
+        stream = rng.permutation(np.concatenate([known_rows, held]))
+        yield (np.setdiff1d(train, known_rows), known_rows, stream,
+               train.size / source.size)
+
+
 def _estimator_has_proba(self):
     return has_log_proba(self.estimator_ if hasattr(self, "estimator_")
                          else self._estimator())
@@ -226,18 +246,9 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
             fitted = copy.deepcopy(estimator)
         else:
             scores, first, weight = [], [], []
-            folds = class_disjoint_folds(3 if self.cv is None else self.cv, X, y,
-                                         name="cv")
-            for k, (train, held) in enumerate(folds):
-                # Known queries from the next fold's classes only (the other
-                # classes keep every row, as in the deployed estimator),
-                # weighted to stand for the queries of every training class.
-                partner = np.intersect1d(folds[(k + 1) % len(folds)][1], train)
-                source = partner if partner.size else train
-                _, known_rows = split_known_queries(
-                    y, source, self.known_query_share, rng, single="fit")
-                fit_rows = np.setdiff1d(train, known_rows)
-                stream = rng.permutation(np.concatenate([known_rows, held]))
+            for fit_rows, known_rows, stream, known_weight in calibration_folds(
+                    3 if self.cv is None else self.cv, X, y,
+                    self.known_query_share, rng):
                 fold_est = clone(estimator).fit(_safe_indexing(X, fit_rows),
                                                 y[fit_rows])
                 fold_scores, fold_first = self._held_out_scores(
@@ -245,7 +256,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                 scores.append(fold_scores)
                 first.append(fold_first)
                 weight.append(np.where(np.isin(stream, known_rows),
-                                       train.size / source.size, 1.0))
+                                       known_weight, 1.0))
             scores, first, weight = map(np.concatenate, (scores, first, weight))
         if first.all() or not first.any():
             raise ValueError(
