@@ -16,6 +16,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import group_sums
+from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["TwoCovarianceWhitener"]
 
@@ -78,6 +79,12 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     See Also
     --------
     sklearn_flowr.head.WhitenedCRPClassifier : this transform and the head.
+
+    Notes
+    -----
+    Where NumPy and SciPy each bring their own BLAS (pip's wheels), ``fit``
+    and the factored maps' ``transform`` hold SciPy's to one thread while
+    they run: the two pools' idle threads otherwise spin on the same cores.
 
     References
     ----------
@@ -146,32 +153,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             else self.solver
         if solver == "span" and n >= d:  # the rows span everything
             solver = "eigen"
-        sums = group_sums(Z, y_index)[1]  # every class has rows: in order
-        means = sums / counts[:, None]
-        prior_mean = means.mean(axis=0)  # mu0: every class counts once
-        dof = n - n_classes
-        prior_dof = min(d, dof)  # the target's weight, at most the data's
-        alpha = prior_dof / (prior_dof + dof) if self.noise_shrinkage == "dof" \
-            else float(self.noise_shrinkage)
-        if solver == "span":
-            scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
-                                              alpha, dof)
-        else:
-            residual = Z - means[y_index]
-            noise = residual.T @ residual  # (n - K) S, one product
-            nu = np.trace(noise) / dof / d
-            _check_noise(nu)
-            noise *= (1.0 - alpha) / dof
-            noise.flat[:: d + 1] += alpha * nu  # W = (1-a) S + a nu I
-            chol = _cholesky(noise)  # W = L L^T
-            whitened = linalg.solve_triangular(chol, (means - prior_mean).T,
-                                               lower=True)  # d x K: L^-1 (m - mu0)
-            if solver == "gram":
-                reflectors, between = _gram_rotation(whitened, n_classes - 1)
-                scalings = (chol, reflectors, None, 1.0)
-            else:
-                rotation, between = _eigen_rotation(whitened, n_classes - 1)
-                scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
+        alpha = None if self.noise_shrinkage == "dof" else float(self.noise_shrinkage)
+        with scipy_blas_on_one_thread():
+            prior_mean, scalings, between, nu, alpha = _estimate(
+                Z, y_index, counts, alpha, solver)
         harmonic = 1.0 / np.mean(1.0 / counts)  # k_h
         beta = between - 1.0 / harmonic
         floor = self.prior_floor * max(beta.max(), 1.0 / harmonic)
@@ -204,7 +189,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 and X.shape[1] == self.n_features_in_ and np.isfinite(X).all()
                 and not hasattr(self, "feature_names_in_")):
             X = validate_data(self, X, dtype=np.float64, reset=False)
-        return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
+        if isinstance(self._scalings, np.ndarray) or X.shape[0] == 1:
+            return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
+        with scipy_blas_on_one_thread():  # the factored map's LAPACK
+            return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
 
     @property
     def scalings_(self):
@@ -222,6 +210,41 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         tags = super().__sklearn_tags__()
         tags.target_tags.required = True
         return tags
+
+
+def _estimate(Z, y_index, counts, alpha, solver):
+    """``mu0``, the map ``A`` (a matrix or factored), ``t``, ``nu`` and the
+    noise shrinkage ``alpha`` (given, or None: ``"dof"``'s) of the unit rows
+    ``Z`` of classes ``y_index`` (``counts`` rows each) by ``solver``."""
+    n, d = Z.shape
+    n_classes = counts.shape[0]
+    sums = group_sums(Z, y_index)[1]  # every class has rows: in order
+    means = sums / counts[:, None]
+    prior_mean = means.mean(axis=0)  # mu0: every class counts once
+    dof = n - n_classes
+    prior_dof = min(d, dof)  # the target's weight, at most the data's
+    if alpha is None:
+        alpha = prior_dof / (prior_dof + dof)
+    if solver == "span":
+        scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
+                                          alpha, dof)
+    else:
+        residual = Z - means[y_index]
+        noise = residual.T @ residual  # (n - K) S, one product
+        nu = np.trace(noise) / dof / d
+        _check_noise(nu)
+        noise *= (1.0 - alpha) / dof
+        noise.flat[:: d + 1] += alpha * nu  # W = (1-a) S + a nu I
+        chol = _cholesky(noise)  # W = L L^T
+        whitened = linalg.solve_triangular(chol, (means - prior_mean).T,
+                                           lower=True)  # d x K: L^-1 (m - mu0)
+        if solver == "gram":
+            reflectors, between = _gram_rotation(whitened, n_classes - 1)
+            scalings = (chol, reflectors, None, 1.0)
+        else:
+            rotation, between = _eigen_rotation(whitened, n_classes - 1)
+            scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
+    return prior_mean, scalings, between, nu, alpha
 
 
 def _unit_rows(X):

@@ -1,0 +1,45 @@
+"""SciPy's BLAS on one thread while the whitener runs LAPACK beside NumPy.
+
+NumPy's and SciPy's wheels each bring their own OpenBLAS. After a call, an
+OpenBLAS pool's idle threads keep spinning for a while; when the whitener
+alternates NumPy products with SciPy's Cholesky, triangular solves and
+Householder products, the two pools take the same cores from each other (on
+two cores the default head's fit + predict took 1.5-1.7x the wall time of one
+thread, and 2.5-3x its CPU time). With SciPy's pool on one thread there is
+nothing to take: NumPy's products keep their threads.
+"""
+
+import contextlib
+import functools
+import os
+
+import scipy
+from threadpoolctl import ThreadpoolController
+
+__all__ = ["scipy_blas_on_one_thread"]
+
+
+@functools.cache
+def _scipy_own_blas():
+    """threadpoolctl's controller of the BLAS libraries inside SciPy's package
+    (its wheel's ``scipy.libs`` or ``scipy/.dylibs``) when another BLAS is
+    loaded too; None when SciPy shares one (conda, a system OpenBLAS)."""
+    root = os.path.dirname(os.path.abspath(scipy.__file__))
+    blas = ThreadpoolController().select(user_api="blas")
+    own = [lib.filepath for lib in blas.lib_controllers
+           if os.path.abspath(lib.filepath).startswith(root)]
+    if not own or len(own) == len(blas.lib_controllers):
+        return None
+    return blas.select(filepath=own)
+
+
+@contextlib.contextmanager
+def scipy_blas_on_one_thread():
+    """Run the block with SciPy's own BLAS limited to one thread (no change
+    when SciPy and NumPy share a BLAS); the limit is restored after it."""
+    own = _scipy_own_blas()
+    if own is None:
+        yield
+        return
+    with own.limit(limits=1):
+        yield

@@ -1,0 +1,82 @@
+"""Tests of SciPy's BLAS held to one thread while the whitener runs LAPACK
+(``sklearn_flowr.head._blas``): the two OpenBLAS pools of pip's NumPy and SciPy
+wheels otherwise take the cores from each other."""
+
+import os
+
+import numpy as np
+import pytest
+import scipy
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from sklearn_flowr.head import TwoCovarianceWhitener
+from sklearn_flowr.head import _two_covariance as two_covariance
+from sklearn_flowr.head._blas import scipy_blas_on_one_thread
+
+SCIPY_ROOT = os.path.dirname(os.path.abspath(scipy.__file__))
+
+
+def blas_threads():
+    """``{filepath: num_threads}`` of every loaded BLAS, and which are SciPy's."""
+    blas = {info["filepath"]: info["num_threads"] for info in threadpool_info()
+            if info["user_api"] == "blas"}
+    own = {path for path in blas if os.path.abspath(path).startswith(SCIPY_ROOT)}
+    return blas, own
+
+
+@pytest.fixture
+def two_pools():
+    """Every BLAS on two threads (whatever OMP_NUM_THREADS set), so that one
+    thread is a change; skips where SciPy shares NumPy's BLAS."""
+    blas, own = blas_threads()
+    if not own or own == set(blas):
+        pytest.skip("SciPy shares NumPy's BLAS here: nothing to hold apart")
+    with threadpool_limits(limits=2, user_api="blas"):
+        blas, own = blas_threads()
+        assert set(blas.values()) == {2}
+        yield blas, own
+
+
+def test_scipy_pool_on_one_thread_inside_and_restored_after(two_pools):
+    """Check that inside the block SciPy's own BLAS runs one thread and
+    NumPy's keeps its two, and that both are as before after it, also after
+    an error."""
+    before, own = two_pools
+    with scipy_blas_on_one_thread():
+        inside, _ = blas_threads()
+    assert all(inside[path] == 1 for path in own)
+    assert all(inside[path] == before[path] for path in before if path not in own)
+    assert blas_threads()[0] == before
+    with pytest.raises(RuntimeError, match="inside"), scipy_blas_on_one_thread():
+        raise RuntimeError("inside")
+    assert blas_threads()[0] == before
+
+
+def test_whitener_lapack_runs_with_scipy_on_one_thread(monkeypatch, two_pools):
+    """Check that the whitener's Cholesky (fit) and triangular solves (fit and
+    a batch transform by the factored map) run with SciPy's pool on one
+    thread, and that the whitened rows are those of an unlimited run."""
+    before, own = two_pools
+    seen = []
+    real_cholesky, real_solve = (two_covariance.linalg.cholesky,
+                                 two_covariance.linalg.solve_triangular)
+
+    def spy(real):
+        def call(*args, **kwargs):
+            seen.append(max(blas_threads()[0][path] for path in own))
+            return real(*args, **kwargs)
+        return call
+
+    rng = np.random.default_rng(0)
+    y = np.repeat(np.arange(6), 3)
+    X = rng.normal(size=(6, 40))[y] + 0.5 * rng.normal(size=(18, 40)) + 3.0
+    expected = TwoCovarianceWhitener(solver="gram").fit(X, y).transform(X)
+    monkeypatch.setattr(two_covariance.linalg, "cholesky", spy(real_cholesky))
+    monkeypatch.setattr(two_covariance.linalg, "solve_triangular", spy(real_solve))
+    whitener = TwoCovarianceWhitener(solver="gram").fit(X, y)
+    n_fit_calls = len(seen)
+    U = whitener.transform(X)
+    assert n_fit_calls >= 2 and len(seen) > n_fit_calls
+    assert seen == [1] * len(seen)  # (2 outside the whitener)
+    np.testing.assert_allclose(U, expected, rtol=1e-12, atol=1e-12)
+    assert blas_threads()[0] == before
