@@ -59,6 +59,26 @@ def test_heads_of_fit_paths_predict_alike(rng, n_classes, per_class, n_features)
         np.testing.assert_allclose(proba, probas[0], rtol=1e-7, atol=1e-10)
 
 
+@pytest.mark.parametrize(("n_classes", "per_class", "n_features"),
+                         [*SHAPES, (6, 2, 40), (7, 5, 36)])
+def test_fit_transform_equals_fit_then_transform(rng, n_classes, per_class,
+                                                  n_features):
+    """Check that ``fit_transform`` (the span's without a second pass: its
+    fit has the rows' coordinates) gives the rows ``fit`` then ``transform``
+    give, with every solver, unequal class sizes included."""
+    X, y = classes_of(rng, n_classes, per_class, n_features)
+    X, y = X[1:], y[1:]  # the first class one row short
+    solvers = ["eigen", "gram"] + (["span"] if X.shape[0] < n_features else [])
+    for solver in solvers:
+        whitener = TwoCovarianceWhitener(solver=solver)
+        U = whitener.fit_transform(X, y)
+        expected = TwoCovarianceWhitener(solver=solver).fit(X, y).transform(X)
+        np.testing.assert_allclose(U, expected, rtol=0,
+                                   atol=1e-12 * np.abs(expected).max())
+        np.testing.assert_allclose(whitener.transform(X[:3]), expected[:3], rtol=0,
+                                   atol=1e-12 * np.abs(expected).max())
+
+
 def test_auto_solver_picks_by_shape(rng):
     """Check that "auto" takes the span when n << d, the Gram matrix when
     K << d < n, and the eigen-decomposition when K ~ d."""

@@ -134,6 +134,37 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         -------
         self : TwoCovarianceWhitener
         """
+        self._fit(X, y)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit_transform(self, X, y):
+        """:meth:`fit`, then :meth:`transform` of the same rows (the span
+        solver's fit has their coordinates already).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, no row all zeros.
+        y : array-like of shape (n_samples,)
+            Labels: at least two classes and more rows than classes.
+
+        Returns
+        -------
+        U : ndarray of shape (n_samples, n_features)
+            The whitened rows.
+        """
+        rows = self._fit(X, y)
+        if rows is None:
+            return self.transform(X)
+        inside_map, n = self._scalings[2], rows.shape[1]
+        U = np.zeros((rows.shape[0], self.n_features_in_))
+        U[:, :n] = rows @ inside_map  # the rows lie in the span: 0 outside
+        return U
+
+    def _fit(self, X, y):
+        """Fit; return the rows' coordinates in the span (``solver_="span"``)
+        or None."""
         X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
         check_classification_targets(y)
         if X.shape[1] < 2:
@@ -155,7 +186,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             solver = "eigen"
         alpha = None if self.noise_shrinkage == "dof" else float(self.noise_shrinkage)
         with scipy_blas_on_one_thread():
-            prior_mean, scalings, between, nu, alpha = _estimate(
+            prior_mean, scalings, between, nu, alpha, rows = _estimate(
                 Z, y_index, counts, alpha, solver)
         harmonic = 1.0 / np.mean(1.0 / counts)  # k_h
         beta = between - 1.0 / harmonic
@@ -166,7 +197,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         # The span's and the Gram's A stay factored (reflectors, L): fit then
         # needs no d x d product, and a row of the span costs O(d n).
         self._scalings, self.solver_ = scalings, solver
-        return self
+        return rows
 
     def transform(self, X):
         """Whitened coordinates ``u = A^T (x / ||x|| - mu0)``.
@@ -213,9 +244,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
 
 def _estimate(Z, y_index, counts, alpha, solver):
-    """``mu0``, the map ``A`` (a matrix or factored), ``t``, ``nu`` and the
+    """``mu0``, the map ``A`` (a matrix or factored), ``t``, ``nu``, the
     noise shrinkage ``alpha`` (given, or None: ``"dof"``'s) of the unit rows
-    ``Z`` of classes ``y_index`` (``counts`` rows each) by ``solver``."""
+    ``Z`` of classes ``y_index`` (``counts`` rows each) by ``solver``, and the
+    rows' coordinates in the span (``"span"``; else None)."""
     n, d = Z.shape
     n_classes = counts.shape[0]
     sums = group_sums(Z, y_index)[1]  # every class has rows: in order
@@ -225,9 +257,10 @@ def _estimate(Z, y_index, counts, alpha, solver):
     prior_dof = min(d, dof)  # the target's weight, at most the data's
     if alpha is None:
         alpha = prior_dof / (prior_dof + dof)
+    rows = None
     if solver == "span":
-        scalings, between, nu = _span_fit(Z, means, y_index, prior_mean,
-                                          alpha, dof)
+        scalings, between, nu, rows = _span_fit(Z, y_index, counts, prior_mean,
+                                                alpha, dof)
     else:
         residual = Z - means[y_index]
         noise = residual.T @ residual  # (n - K) S, one product
@@ -244,7 +277,7 @@ def _estimate(Z, y_index, counts, alpha, solver):
         else:
             rotation, between = _eigen_rotation(whitened, n_classes - 1)
             scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
-    return prior_mean, scalings, between, nu, alpha
+    return prior_mean, scalings, between, nu, alpha, rows
 
 
 def _unit_rows(X):
@@ -280,11 +313,15 @@ def _cholesky(noise):
 
 def _cheapest_solver(n, n_classes, d):
     """The solver of fewest floating-point operations (rough counts)."""
+    if n < d:  # the span's fit gives the fit rows' coordinates too
+        span = 2 * d * n**2 + 6 * n**3 + 4 * n**2 * n_classes
+        gram = (n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
+                + (d**2 + 4 * d * n_classes) * n)  # the fit rows' transform
+        if span < gram:
+            return "span"
     common = n * d**2 + d**3 / 3 + n_classes * d**2 + d**3  # scatter, chol, A
     costs = {"eigen": common + 5 * d**3,
              "gram": common + 2 * n_classes * d**2 + 5 * n_classes**3}
-    if n < d:
-        costs["span"] = 6 * d * n**2 + 2 * d**2 * n + 6 * n**3
     return min(costs, key=costs.get)
 
 
@@ -305,14 +342,18 @@ def _gram_rotation(whitened, dof_between):
     return linalg.qr(spanned, mode="raw")[0], between
 
 
-def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
+def _span_fit(Z, y_index, counts, prior_mean, alpha, dof):
     """The model in the span of the centred rows (``n < d``), where ``S`` and
-    the means live; in its complement ``W = alpha nu I`` and ``t = 0``."""
+    the means live; in its complement ``W = alpha nu I`` and ``t = 0``. Also
+    the rows' coordinates in the span (``R^T``)."""
     n, d = Z.shape
     # Q = [inside, outside] as n Householder reflectors: Q^T v costs O(d n).
-    reflectors = linalg.qr((Z - prior_mean).T, mode="raw")[0]
-    inside = _reflect(reflectors, Z - means[y_index])
-    residual, mean_inside = inside[:, :n], _reflect(reflectors, means - prior_mean)
+    # Q^T (Z - mu0)^T = [R; 0]: the rows' coordinates are R^T, the class
+    # means' the means of theirs.
+    reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw")
+    rows = upper.T
+    mean_inside = group_sums(rows, y_index)[1] / counts[:, None]
+    residual = rows - mean_inside[y_index]
     nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
     _check_noise(nu)
     noise = (1.0 - alpha) * (residual.T @ residual / dof)
@@ -320,12 +361,14 @@ def _span_fit(Z, means, y_index, prior_mean, alpha, dof):
     if alpha == 0 and n < d:
         _cholesky(np.zeros((1, 1)))  # W is singular outside the span
     chol = _cholesky(noise)
-    whitened = linalg.solve_triangular(chol, mean_inside[:, :n].T, lower=True)
-    rotation, between = _eigen_rotation(whitened, means.shape[0] - 1)
+    whitened = linalg.solve_triangular(chol, mean_inside.T, lower=True)
+    # The rotation from the K x K Gram matrix (K < n), as an n x n matrix.
+    rotation, between = _gram_rotation(whitened, counts.shape[0] - 1)
     scalings = (None, reflectors,
-                linalg.solve_triangular(chol.T, rotation, lower=False),
+                linalg.solve_triangular(chol.T, _reflect(rotation, np.eye(n)),
+                                        lower=False),
                 1.0 / np.sqrt(alpha * nu))
-    return scalings, np.concatenate([between, np.zeros(d - n)]), nu
+    return scalings, np.concatenate([between, np.zeros(d - n)]), nu, rows
 
 
 def _reflect(reflectors, V):

@@ -63,7 +63,9 @@ def whiten(head, X, y, *, reset):
         whitener = TwoCovarianceWhitener(
             noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
         with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
-            head.whitener_ = whitener.fit(X, y)
+            U = whitener.fit_transform(X, y)
+        head.whitener_ = whitener
+        return U, y
     with _isotropic_hint("scales every row to unit length"):
         return head.whitener_.transform(X), y
 
@@ -225,7 +227,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         whitener = clone(self.whitener if self.whitener is not None
                          else TwoCovarianceWhitener())
         head = clone(self.head if self.head is not None else _default_head())
-        whitener.fit(X, y)
+        U = whitener.fit_transform(X, y)
         if not hasattr(whitener, "prior_var_"):
             raise ValueError(
                 "WhitenedCRPClassifier's whitener must set prior_var_ (the prior "
@@ -234,7 +236,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
         head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
                         prior_var=prior_var, covariance="isotropic")
-        head.fit(whitener.transform(X), y)
+        head.fit(U, y)
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
         for name in ("n_features_in_", "feature_names_in_"):
