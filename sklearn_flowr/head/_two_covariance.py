@@ -15,12 +15,22 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._core import group_sums
+from .._core import fill_doc, group_sums
 from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["TwoCovarianceWhitener"]
 
 
+_FIT_PARAMETERS = """Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Features, no row all zeros.
+        y : array-like of shape (n_samples,)
+            Labels: at least two classes and more rows than classes.
+"""
+
+
+@fill_doc({"fit_parameters": _FIT_PARAMETERS})
 class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                             BaseEstimator):
     """Map features to the coordinates where FLOWR's two-covariance model is
@@ -123,13 +133,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def fit(self, X, y):
         """Estimate the noise ``W``, the prior ``mu0, B`` and the map ``A``.
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features, no row all zeros.
-        y : array-like of shape (n_samples,)
-            Labels: at least two classes and more rows than classes.
-
+        %(fit_parameters)s
         Returns
         -------
         self : TwoCovarianceWhitener
@@ -142,13 +146,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """:meth:`fit`, then :meth:`transform` of the same rows (the span
         solver's fit has their coordinates already).
 
-        Parameters
-        ----------
-        X : array-like of shape (n_samples, n_features)
-            Features, no row all zeros.
-        y : array-like of shape (n_samples,)
-            Labels: at least two classes and more rows than classes.
-
+        %(fit_parameters)s
         Returns
         -------
         U : ndarray of shape (n_samples, n_features)
