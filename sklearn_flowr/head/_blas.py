@@ -3,10 +3,9 @@
 NumPy's and SciPy's wheels each bring their own OpenBLAS. After a call, an
 OpenBLAS pool's idle threads keep spinning for a while; when the whitener
 alternates NumPy products with SciPy's Cholesky, triangular solves and
-Householder products, the two pools take the same cores from each other (on
-two cores the default head's fit + predict took 1.5-1.7x the wall time of one
-thread, and 2.5-3x its CPU time). With SciPy's pool on one thread there is
-nothing to take: NumPy's products keep their threads.
+Householder products, the two pools take the same cores from each other.
+With SciPy's pool on one thread there is nothing to take: NumPy's products
+keep their threads.
 """
 
 import contextlib
