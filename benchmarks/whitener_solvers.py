@@ -6,16 +6,16 @@ rows, as pooled ReLU features are), prints the CPU time of each
 of the fitting rows plus ``transform`` of half as many queries, the solver
 ``"auto"`` picks, and ``CRPGaussianClassifier()``'s fit + predict CPU time
 (its log-probabilities) over SimpleShot's (known class and novelty score) on
-the same rows, the fastest of a few tries each, as ``frozen_features.py``
-times them. Times depend on the machine; the ratios and which solver is
-fastest are what to read.
+the same rows: the fastest of ``--repeats`` tries each. Times depend on the
+machine; the ratios and which solver is fastest are what to read.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/whitener_solvers.py`` (``--quick``:
 three small shapes, seconds).
 """
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -23,19 +23,12 @@ from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.baselines import SimpleShotClassifier
 from sklearn_flowr.head import TwoCovarianceWhitener
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frozen_features import best_seconds  # noqa: E402
+
 SHAPES = [(20, 5), (50, 5), (100, 5), (200, 3), (272, 3), (400, 2), (150, 6),
           (300, 3), (250, 4), (300, 4), (600, 2)]
 QUICK_SHAPES = [(10, 3), (20, 5), (60, 4)]
-
-
-def best_seconds(call, repeats):
-    """Fastest CPU time of ``repeats`` calls."""
-    times = []
-    for _ in range(repeats):
-        start = time.process_time()
-        call()
-        times.append(time.process_time() - start)
-    return min(times)
 
 
 def rows_of(rng, n_classes, per_class, d):

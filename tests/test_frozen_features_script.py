@@ -48,6 +48,30 @@ def test_split_holds_out_one_rendering(script, rng):
     assert set(y_query[~novel]) == set(y_fit) and len(set(y_fit)) == 6
 
 
+def test_known_class_without_other_renderings_is_new(script):
+    """Check that a class drawn as known whose only row is the held-out
+    rendering (an image folder with one image of it) has no fitting rows and
+    that its query counts as new, the model never having seen it."""
+    y = np.repeat(np.arange(10), 4)
+    g = np.tile(np.arange(4), 10)
+    lonely = 7
+    keep = (y != lonely) | (g == 0)  # class 7: only its rendering 0
+    y, g = y[keep], g[keep]
+    features = np.arange(y.shape[0], dtype=float)[:, None]
+    args = script.argparse.Namespace(known_share=1.0)
+    _, y_fit, _, y_query, novel = script.split(features, y, g, 0, args)
+    assert lonely not in y_fit
+    assert novel[y_query == lonely].all() and not novel[y_query != lonely].any()
+
+
+def test_wall_clock_times(script, tmp_path, capsys, rng):
+    """Check that ``--clock wall`` times fit + predict in wall seconds."""
+    path = _features(tmp_path, rng, 4)
+    script.main([path, "--splits", "0", "--methods", "ncm", "--clock", "wall"])
+    out = capsys.readouterr().out
+    assert "| wall s | x SimpleShot |" in out and "| CPU s |" not in out
+
+
 @pytest.mark.parametrize("n_renderings", [4, 1])
 def test_design_shares_are_the_queries_shares(script, tmp_path, rng, n_renderings):
     """Check that the shares the calibration is told are the protocol's: new

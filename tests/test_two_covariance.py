@@ -6,7 +6,7 @@ import pickle
 import numpy as np
 import pytest
 from scipy import linalg
-from sklearn.base import clone
+from sklearn.base import BaseEstimator, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
@@ -47,6 +47,38 @@ def test_fit_paths_agree(rng, n_classes, per_class, n_features):
                                        atol=1e-9 * np.abs(expected).max())
 
 
+@pytest.mark.parametrize("n_features", [40, 12])
+@pytest.mark.parametrize("sizes", [[1, 2, 3, 5, 4], [2, 7], [1, 1, 4, 2, 2, 3]])
+def test_fit_paths_agree_on_unequal_classes(rng, sizes, n_features):
+    """Check that the solvers fit the same model when classes differ in size,
+    one-row classes included (the span's class means are weighted by them)."""
+    y = np.repeat(np.arange(len(sizes)), sizes)
+    X = classes_of(rng, len(sizes), max(sizes), n_features)[0][: y.shape[0]]
+    X = rng.normal(scale=2.0, size=(len(sizes), n_features))[y] + X
+    solvers = ["eigen", "gram"] + (["span"] if y.shape[0] < n_features else [])
+    fitted = [TwoCovarianceWhitener(solver=s).fit(X, y) for s in solvers]
+    models = [model_of(whitener) for whitener in fitted]
+    for whitener, other in zip(fitted[1:], models[1:], strict=True):
+        np.testing.assert_allclose(whitener.prior_mean_, fitted[0].prior_mean_,
+                                   rtol=1e-12, atol=1e-14)
+        for got, expected in zip(other, models[0], strict=True):
+            np.testing.assert_allclose(got, expected, rtol=1e-9,
+                                       atol=1e-9 * np.abs(expected).max())
+
+
+@pytest.mark.parametrize("solver", ["eigen", "gram", "span"])
+def test_equal_class_means_fit(solver):
+    """Check that classes with the very same mean (no direction between
+    them) fit with every solver: the prior at its floor, the rows whitened."""
+    X, y = np.eye(10)[[0, 1, 0, 1]], np.array([0, 0, 1, 1])
+    whitener = TwoCovarianceWhitener(solver=solver)
+    U = whitener.fit_transform(X, y)
+    floor = whitener.prior_floor / 2.0  # 1 / k_h, two rows per class
+    np.testing.assert_allclose(whitener.prior_var_, floor)
+    np.testing.assert_allclose(U, whitener.transform(X), atol=1e-12)
+    assert np.isfinite(U).all()
+
+
 @pytest.mark.parametrize(("n_classes", "per_class", "n_features"), SHAPES)
 def test_heads_of_fit_paths_predict_alike(rng, n_classes, per_class, n_features):
     """Check that the head's probabilities do not depend on the solver."""
@@ -79,12 +111,43 @@ def test_fit_transform_equals_fit_then_transform(rng, n_classes, per_class,
                                    atol=1e-12 * np.abs(expected).max())
 
 
+class _FitThenTransform(BaseEstimator):
+    """A whitener with ``fit`` and ``transform`` only (no ``fit_transform``)."""
+
+    def fit(self, X, y):
+        self.inner_ = TwoCovarianceWhitener().fit(X, y)
+        self.prior_var_ = self.inner_.prior_var_
+        return self
+
+    def transform(self, X):
+        return self.inner_.transform(X)
+
+
+def test_whitener_without_fit_transform(rng):
+    """Check that WhitenedCRPClassifier takes a whitener with ``fit`` and
+    ``transform`` only, as Pipeline does, and predicts as with the default."""
+    X, y = classes_of(rng, 6, 4, 12)
+    queries = classes_of(rng, 8, 2, 12)[0]
+    expected = WhitenedCRPClassifier().fit(X, y).predict_proba(queries)
+    got = WhitenedCRPClassifier(_FitThenTransform()).fit(X, y).predict_proba(queries)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+
+
 def test_auto_solver_picks_by_shape(rng):
     """Check that "auto" takes the span when n << d, the Gram matrix when
     K << d < n, and the eigen-decomposition when K ~ d."""
     picks = [TwoCovarianceWhitener().fit(*classes_of(rng, *shape)).solver_
              for shape in [(3, 3, 60), (4, 20, 40), (30, 4, 20)]]
     assert picks == ["span", "gram", "eigen"]
+
+
+def test_auto_solver_takes_the_span_below_about_700_rows_at_1280_features(rng):
+    """Check "auto" at a pretrained network's width: the span for 500 rows of
+    100 classes (its fit gives the rows' coordinates), the Gram matrix for
+    816 rows of 272 classes, as the solvers' timings by shape put them."""
+    picks = [TwoCovarianceWhitener().fit(*classes_of(rng, *shape)).solver_
+             for shape in [(100, 5, 1280), (272, 3, 1280)]]
+    assert picks == ["span", "gram"]
 
 
 def test_formula_matches_direct_numpy(rng):

@@ -143,8 +143,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit_transform(self, X, y):
-        """:meth:`fit`, then :meth:`transform` of the same rows (the span
-        solver's fit has their coordinates already).
+        """:meth:`fit`, then :meth:`transform` of the same rows.
+
+        Use it on the fitting rows: the span solver's fit has their
+        coordinates already, so it skips :meth:`transform`'s pass over them.
 
         %(fit_parameters)s
         Returns
@@ -155,10 +157,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         rows = self._fit(X, y)
         if rows is None:
             return self.transform(X)
-        inside_map, n = self._scalings[2], rows.shape[1]
-        U = np.zeros((rows.shape[0], self.n_features_in_))
-        U[:, :n] = rows @ inside_map  # the rows lie in the span: 0 outside
-        return U
+        # The rows lie in the span: their coordinates outside it are 0.
+        outside = np.zeros((rows.shape[0], self.n_features_in_ - rows.shape[1]))
+        return _map_span(rows, outside, *self._scalings[2:])
 
     def _fit(self, X, y):
         """Fit; return the rows' coordinates in the span (``solver_="span"``)
@@ -248,8 +249,7 @@ def _estimate(Z, y_index, counts, alpha, solver):
     rows' coordinates in the span (``"span"``; else None)."""
     n, d = Z.shape
     n_classes = counts.shape[0]
-    sums = group_sums(Z, y_index)[1]  # every class has rows: in order
-    means = sums / counts[:, None]
+    means = _class_means(Z, y_index, counts)
     prior_mean = means.mean(axis=0)  # mu0: every class counts once
     dof = n - n_classes
     prior_dof = min(d, dof)  # the target's weight, at most the data's
@@ -276,6 +276,11 @@ def _estimate(Z, y_index, counts, alpha, solver):
             rotation, between = _eigen_rotation(whitened, n_classes - 1)
             scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
     return prior_mean, scalings, between, nu, alpha, rows
+
+
+def _class_means(V, y_index, counts):
+    """Each class's mean of the rows ``V`` (every class has rows: in order)."""
+    return group_sums(V, y_index)[1] / counts[:, None]
 
 
 def _unit_rows(X):
@@ -350,7 +355,7 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof):
     # means' the means of theirs.
     reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw")
     rows = upper.T
-    mean_inside = group_sums(rows, y_index)[1] / counts[:, None]
+    mean_inside = _class_means(rows, y_index, counts)
     residual = rows - mean_inside[y_index]
     nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
     _check_noise(nu)
@@ -372,6 +377,8 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof):
 def _reflect(reflectors, V):
     """``V Q`` for ``Q`` given as Householder reflectors ``(qr, tau)``."""
     qr, tau = reflectors
+    if tau.shape[0] == 0:  # no reflector (class means all equal): Q = I
+        return np.array(V, dtype=np.float64)
     if not qr.flags.writeable:  # LAPACK writes to it (and restores it)
         qr = np.array(qr, order="F")
     result = linalg.lapack.dormqr("L", "T", qr, tau, np.asfortranarray(V.T),
@@ -392,6 +399,12 @@ def _apply(scalings, V):
     if inside_map is None:  # (the Gram solver's A = L^-T Q)
         return coordinates
     n = inside_map.shape[0]
-    return np.hstack([coordinates[:, :n] @ inside_map,
-                      coordinates[:, n:] * outside_scale])
+    return _map_span(coordinates[:, :n], coordinates[:, n:], inside_map,
+                     outside_scale)
+
+
+def _map_span(inside, outside, inside_map, outside_scale):
+    """The span solver's whitened rows from their coordinates in the span and
+    outside it."""
+    return np.hstack([inside @ inside_map, outside * outside_scale])
 

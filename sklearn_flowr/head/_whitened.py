@@ -227,7 +227,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         whitener = clone(self.whitener if self.whitener is not None
                          else TwoCovarianceWhitener())
         head = clone(self.head if self.head is not None else _default_head())
-        U = whitener.fit_transform(X, y)
+        # As Pipeline does: fit_transform where the transformer has one.
+        U = (whitener.fit_transform(X, y) if hasattr(whitener, "fit_transform")
+             else whitener.fit(X, y).transform(X))
         if not hasattr(whitener, "prior_var_"):
             raise ValueError(
                 "WhitenedCRPClassifier's whitener must set prior_var_ (the prior "
