@@ -1,6 +1,7 @@
 """The two-covariance (PLDA) model of frozen features as a whitening transform:
 in its output the CRP-Gaussian head's diagonal model is exact."""
 
+import contextlib
 from numbers import Real
 
 import numpy as np
@@ -219,9 +220,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 and X.shape[1] == self.n_features_in_ and np.isfinite(X).all()
                 and not hasattr(self, "feature_names_in_")):
             X = validate_data(self, X, dtype=np.float64, reset=False)
-        if isinstance(self._scalings, np.ndarray) or X.shape[0] == 1:
-            return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
-        with scipy_blas_on_one_thread():  # the factored map's LAPACK
+        # The factored maps' LAPACK beside NumPy (one row: no threads to hold).
+        factored = not isinstance(self._scalings, np.ndarray) and X.shape[0] > 1
+        with scipy_blas_on_one_thread() if factored else contextlib.nullcontext():
             return _apply(self._scalings, _unit_rows(X) - self.prior_mean_)
 
     @property
