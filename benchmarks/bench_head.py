@@ -254,7 +254,7 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     classes' at N = ``n_classes`` to ``n_classes + repeat * number``)."""
     y = np.repeat(np.arange(n_classes), 3)
     X = rng.normal(size=(n_classes, d))[y] + rng.normal(size=(y.shape[0], d))
-    # (At 1200 classes "auto" whitens with the eigen solver; below ~1150 it
+    # (At 1200 classes "auto" whitens with the eigen solver; below ~850 it
     # takes the Gram solver, whose factored map doubles a step's time.)
     fitted = CRPGaussianClassifier().fit(X, y)
     saved = len(pickle.dumps(fitted)) - 8 * d * d

@@ -141,13 +141,15 @@ def test_auto_solver_picks_by_shape(rng):
     assert picks == ["span", "gram", "eigen"]
 
 
-def test_auto_solver_takes_the_span_below_about_700_rows_at_1280_features(rng):
-    """Check "auto" at a pretrained network's width: the span for 500 rows of
-    100 classes (its fit gives the rows' coordinates), the Gram matrix for
-    816 rows of 272 classes, as the solvers' timings by shape put them."""
+def test_auto_solver_at_1280_features(rng):
+    """Check "auto" at a pretrained network's width, as the solvers' timings of
+    fit and the rows' transform by shape put them: the span for 500 rows of 100
+    classes (its fit gives the rows' coordinates), the Gram matrix for 816 rows
+    of 272 classes, the eigen solver for 3333 rows of 1111 classes (there the
+    Gram's factored map costs more to apply to the rows than its fit saves)."""
     picks = [TwoCovarianceWhitener().fit(*classes_of(rng, *shape)).solver_
-             for shape in [(100, 5, 1280), (272, 3, 1280)]]
-    assert picks == ["span", "gram"]
+             for shape in [(100, 5, 1280), (272, 3, 1280), (1111, 3, 1280)]]
+    assert picks == ["span", "gram", "eigen"]
 
 
 def test_formula_matches_direct_numpy(rng):
