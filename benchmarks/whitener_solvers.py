@@ -10,7 +10,7 @@ the same rows: the fastest of ``--repeats`` tries each. Times depend on the
 machine; the ratios and which solver is fastest are what to read.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/whitener_solvers.py`` (``--quick``:
-three small shapes, seconds).
+three small shapes, seconds; ``--shapes 800x3,1111x3``: those shapes only).
 """
 
 import argparse
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from frozen_features import best_seconds  # noqa: E402
 
 SHAPES = [(20, 5), (50, 5), (100, 5), (200, 3), (272, 3), (400, 2), (150, 6),
-          (300, 3), (250, 4), (300, 4), (600, 2)]
+          (300, 3), (250, 4), (300, 4), (600, 2), (800, 3), (900, 3), (1111, 3)]
 QUICK_SHAPES = [(10, 3), (20, 5), (60, 4)]
 
 
@@ -65,13 +65,26 @@ def predict(model, queries):
     return model.predict_log_proba(queries)
 
 
+def _shapes(text):
+    """``"800x3,1111x3"`` as ``[(800, 3), (1111, 3)]``."""
+    try:
+        return [tuple(int(n) for n in shape.split("x", 1)) for shape in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"--shapes takes classes x rows per class, e.g. 800x3,1111x3; "
+            f"got {text!r}") from None
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="three small shapes at d=64")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--shapes", type=_shapes, default=None,
+                        help="comma-separated classes x rows, e.g. 800x3,1111x3")
     args = parser.parse_args(argv)
     shapes, d = (QUICK_SHAPES, 64) if args.quick else (SHAPES, 1280)
+    shapes = args.shapes or shapes
     rng = np.random.default_rng(0)
     print(f"d = {d}; CPU seconds of fit_transform + transform of n/2 queries")
     print("| classes x rows | n | eigen | gram | span | fastest | auto "

@@ -26,3 +26,15 @@ def test_quick_table(script, capsys):
         assert all(float(t) > 0 for t in times.values() if t != "--")
         assert cells[5] in times and cells[6] in times and times[cells[6]] != "--"
         assert float(cells[7].rstrip("x")) > 0
+
+
+def test_shapes_option(script, capsys):
+    """Check that ``--shapes`` runs those shapes only, and that a malformed
+    list is refused naming the form it takes."""
+    script.main(["--quick", "--repeats", "1", "--shapes", "5x3,8x4"])
+    rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines()
+            if line.startswith("| ") and "classes" not in line and "---" not in line]
+    assert rows == ["5 x 3", "8 x 4"]
+    with pytest.raises(SystemExit):
+        script.main(["--shapes", "800by3"])
+    assert "classes x rows per class" in capsys.readouterr().err
