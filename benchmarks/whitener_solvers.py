@@ -67,12 +67,16 @@ def predict(model, queries):
 
 def _shapes(text):
     """``"800x3,1111x3"`` as ``[(800, 3), (1111, 3)]``."""
-    try:
-        return [tuple(int(n) for n in shape.split("x", 1)) for shape in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"--shapes takes classes x rows per class, e.g. 800x3,1111x3; "
-            f"got {text!r}") from None
+    shapes = []
+    for shape in text.split(","):
+        parts = shape.split("x")
+        if not (len(parts) == 2 and all(p.isdigit() for p in parts)
+                and int(parts[0]) >= 2 and int(parts[1]) >= 2):
+            raise argparse.ArgumentTypeError(
+                "--shapes takes classes x rows per class, both at least 2, "
+                f"e.g. 800x3,1111x3; got {shape!r}")
+        shapes.append((int(parts[0]), int(parts[1])))
+    return shapes
 
 
 def main(argv=None):

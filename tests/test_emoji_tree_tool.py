@@ -81,11 +81,32 @@ def test_bad_archives_are_named(tool, tmp_path):
 
 def test_members_outside_the_image_folder_are_not_written(tool, tmp_path):
     """Check that a member whose name would leave the tree (``..``) is not
-    read as an emoji: only code-point names are written."""
+    read as an emoji: only code-point names are written (the tree sits deep
+    enough that an escape would land inside ``tmp_path``)."""
     archives = [_package(tmp_path / f"emoji-datasource-{v}-1.tgz", v, {
         f"package/img/{v}/64/1f600.png": _png(5),
         f"package/img/{v}/64/../../../../evil.png": _png(6)}) for v in ("a", "b")]
-    out = tmp_path / "tree"
+    out = tmp_path / "1" / "2" / "3" / "4" / "tree"
     assert tool.build_tree(archives, out) == 1
     assert sorted(p.name for p in out.iterdir()) == ["1f600"]
-    assert not list(tmp_path.glob("**/evil.png"))
+    assert not list(tmp_path.rglob("evil*"))
+
+
+def test_a_vendor_twice_or_a_used_folder_is_refused(tool, tmp_path, capsys):
+    """Check that two packages of one vendor and an --out that already holds
+    files are refused, naming the problem, before anything is written; and
+    that the command line prints the emoji and vendors it wrote."""
+    members = {"package/img/apple/64/1f600.png": _png(1)}
+    first = _package(tmp_path / "emoji-datasource-apple-15.0.0.tgz", "apple", members)
+    second = _package(tmp_path / "emoji-datasource-apple-16.0.0.tgz", "apple", members)
+    with pytest.raises(ValueError, match="both apple's"):
+        tool.build_tree([first, second], tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+    used = tmp_path / "used"
+    (used / "old").mkdir(parents=True)
+    with pytest.raises(ValueError, match="is not empty"):
+        tool.build_tree([first], used)
+    google = _package(tmp_path / "emoji-datasource-google-16.0.0.tgz", "google",
+                      {"package/img/google/64/1f600.png": _png(2)})
+    tool.main([str(first), str(google), "--out", str(tmp_path / "tree")])
+    assert "1 emoji x 2 vendors (apple, google)" in capsys.readouterr().out

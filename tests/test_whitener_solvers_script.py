@@ -35,6 +35,8 @@ def test_shapes_option(script, capsys):
     rows = [line.split("|")[1].strip() for line in capsys.readouterr().out.splitlines()
             if line.startswith("| ") and "classes" not in line and "---" not in line]
     assert rows == ["5 x 3", "8 x 4"]
-    with pytest.raises(SystemExit):
-        script.main(["--shapes", "800by3"])
-    assert "classes x rows per class" in capsys.readouterr().err
+    for bad in ("800by3", "800", "5x1"):
+        with pytest.raises(SystemExit):
+            script.main(["--shapes", bad])
+        assert f"classes x rows per class, both at least 2, e.g. 800x3,1111x3; " \
+            f"got {bad!r}" in capsys.readouterr().err

@@ -54,14 +54,24 @@ def vendor_images(archive, size=64):
 def build_tree(archives, out, size=64):
     """Write ``out/<code points>/<vendor>.png`` for the emoji every archive's
     vendor draws, skin tones left out; the number of emoji."""
-    vendors = dict(vendor_images(archive, size) for archive in archives)
+    out = Path(out)
+    if out.exists() and any(out.iterdir()):
+        raise ValueError(f"--out {str(out)!r} is not empty: its old folders "
+                         "would be read as emoji too. Give a new folder.")
+    vendors, sources = {}, {}
+    for archive in archives:
+        vendor, images = vendor_images(archive, size)
+        if vendor in vendors:
+            raise ValueError(f"{sources[vendor]!r} and {archive!r} are both "
+                             f"{vendor}'s: give each vendor once.")
+        vendors[vendor], sources[vendor] = images, archive
     if len(vendors) < 2:
         raise ValueError("Give two or more vendors' packages: a class needs "
                          "several renderings.")
     common = set.intersection(*(set(images) for images in vendors.values()))
     kept = sorted(c for c in common if not any(t in c.split("-") for t in SKIN_TONES))
     for codepoints in kept:
-        folder = Path(out) / codepoints
+        folder = out / codepoints
         folder.mkdir(parents=True, exist_ok=True)
         for vendor, images in vendors.items():
             (folder / f"{vendor}.png").write_bytes(images[codepoints])
@@ -77,7 +87,10 @@ def main(argv=None):
                         help="the packages' image size to read (default 64)")
     args = parser.parse_args(argv)
     count = build_tree(args.archives, args.out, args.size)
-    print(f"{count} emoji x {len(args.archives)} vendors -> {args.out}")
+    vendors = sorted(p.stem for p in next(Path(args.out).iterdir()).iterdir()) \
+        if count else []
+    print(f"{count} emoji x {len(vendors)} vendors ({', '.join(vendors)}) "
+          f"-> {args.out}")
 
 
 if __name__ == "__main__":

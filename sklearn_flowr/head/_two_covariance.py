@@ -62,7 +62,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         All fit the same model. ``"eigen"``: the ``d x d`` eigen-decomposition
         of the whitened means' covariance; ``"gram"``: their ``K x K`` Gram
         matrix (fast when ``K << d``); ``"span"``: the span of the centred rows
-        (fast when ``n << d``); ``"auto"``: the cheapest by shape.
+        (fast when ``n << d``); ``"auto"``: the cheapest by shape for the fit
+        and the transform of its rows (``fit_transform``, as the head does).
 
     Attributes
     ----------
