@@ -326,12 +326,13 @@ def _cheapest_solver(n, n_classes, d):
         if span < gram:
             return "span"
     common = n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
-    # A row costs 2 d^2 through the eigen solver's A, d^2 + 4 d K through the
-    # Gram's factors (a triangular solve, K reflectors): past a few hundred
-    # classes the Gram's cheaper fit is lost in transforming the rows.
+    # A row costs 2 d^2 through the eigen solver's A, d^2 + 4 d (K - 1)
+    # through the Gram's factors (a triangular solve, K - 1 reflectors): past
+    # a few hundred classes the Gram's cheaper fit is lost in transforming
+    # the rows.
     costs = {"eigen": common + 6 * d**3 + 2 * n * d**2,  # eigh, A; the rows
              "gram": common + 2 * n_classes * d**2 + 5 * n_classes**3
-             + (d**2 + 4 * d * n_classes) * n}
+             + (d**2 + 4 * d * (n_classes - 1)) * n}
     return min(costs, key=costs.get)
 
 
