@@ -24,8 +24,8 @@ def tool():
 def test_folder_features_and_renderings(tool, tmp_path, rng):
     """Check that a tree of colour images of different sizes gives one 1280-d
     row per image, its class, and its place among its class's images (by
-    path), the rendering a split holds out; and that the features are the
-    encoder's, not a constant."""
+    path), the rendering a split holds out; that the features are the
+    encoder's, not a constant; and that --out's folder is made."""
     root = tmp_path / "tree"
     sizes = {"bird": 3, "cat": 2, "dog": 4}
     for name, count in sizes.items():
@@ -34,7 +34,7 @@ def test_folder_features_and_renderings(tool, tmp_path, rng):
             pixels = rng.integers(0, 256, size=(20 + 3 * i, 24, 3), dtype=np.uint8)
             Image.fromarray(pixels).save(root / name / f"{i:02d}.png")
     (root / "cat" / "notes.txt").write_text("not an image")
-    out = tmp_path / "folder.npz"
+    out = tmp_path / "feats" / "folder.npz"  # a folder not made yet is made
     tool.main(["folder", "--root", str(root), "--out", str(out),
                "--image-size", "32"])
     data = np.load(out)

@@ -24,6 +24,7 @@ breeze,gnome,...`` reads those themes only; ``folder --root PATH`` reads
 
 import argparse
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -96,6 +97,7 @@ def main(argv=None):
                         help="folder: the side images are resized to (default 64, "
                         "as the icons; photos keep more at 224, slower)")
     args = parser.parse_args(argv)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)  # before the slow part
     themes = None if args.themes is None else args.themes.split(",")
     torch.set_num_threads(1)
     start = time.perf_counter()
