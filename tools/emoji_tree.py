@@ -28,13 +28,18 @@ _CODEPOINTS = re.compile(r"[0-9a-f]{2,6}(-[0-9a-f]{2,6})*")
 SKIN_TONES = ("1f3fb", "1f3fc", "1f3fd", "1f3fe", "1f3ff")
 
 
-def vendor_images(archive, size=64):
-    """``{code points: PNG bytes}`` of one package and its vendor's name."""
+def vendor_of(archive):
+    """The vendor a package's file name names."""
     match = _PACKAGE.search(Path(archive).name)
     if match is None:
         raise ValueError(f"{archive!r} is not named emoji-datasource-<vendor>"
                          "[-version].tgz, as npm pack saves it.")
-    vendor = match.group(1)
+    return match.group(1)
+
+
+def vendor_images(archive, size=64):
+    """``{code points: PNG bytes}`` of one package and its vendor's name."""
+    vendor = vendor_of(archive)
     prefix = f"package/img/{vendor}/{size}/"
     images = {}
     with tarfile.open(archive, "r:gz") as tar:
@@ -87,8 +92,7 @@ def main(argv=None):
                         help="the packages' image size to read (default 64)")
     args = parser.parse_args(argv)
     count = build_tree(args.archives, args.out, args.size)
-    vendors = sorted(p.stem for p in next(Path(args.out).iterdir()).iterdir()) \
-        if count else []
+    vendors = sorted(vendor_of(archive) for archive in args.archives)
     print(f"{count} emoji x {len(vendors)} vendors ({', '.join(vendors)}) "
           f"-> {args.out}")
 

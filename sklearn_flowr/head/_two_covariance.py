@@ -319,20 +319,18 @@ def _cholesky(noise):
 def _cheapest_solver(n, n_classes, d):
     """The solver of fewest floating-point operations (rough counts) for the
     fit and the transform of its rows, as the head does."""
-    if n < d:  # the span's fit gives the fit rows' coordinates too
-        span = 2 * d * n**2 + 6 * n**3 + 4 * n**2 * n_classes
-        gram = (n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
-                + (d**2 + 4 * d * n_classes) * n)  # the fit rows' transform
-        if span < gram:
-            return "span"
     common = n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
     # A row costs 2 d^2 through the eigen solver's A, d^2 + 4 d (K - 1)
     # through the Gram's factors (a triangular solve, K - 1 reflectors): past
     # a few hundred classes the Gram's cheaper fit is lost in transforming
     # the rows.
+    gram_rows = (d**2 + 4 * d * (n_classes - 1)) * n
+    if n < d:  # the span's fit gives the fit rows' coordinates too
+        span = 2 * d * n**2 + 6 * n**3 + 4 * n**2 * n_classes
+        if span < common + gram_rows:
+            return "span"
     costs = {"eigen": common + 6 * d**3 + 2 * n * d**2,  # eigh, A; the rows
-             "gram": common + 2 * n_classes * d**2 + 5 * n_classes**3
-             + (d**2 + 4 * d * (n_classes - 1)) * n}
+             "gram": common + 2 * n_classes * d**2 + 5 * n_classes**3 + gram_rows}
     return min(costs, key=costs.get)
 
 
