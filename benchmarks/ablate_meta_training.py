@@ -32,10 +32,10 @@ import json
 import time
 from pathlib import Path
 
-import joblib
 import numpy as np
 from sklearn.base import clone
 
+import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 from sklearn_flowr.baselines import NCMClassifier
 from sklearn_flowr.cli._benchmark_setup import load_benchmark_data
@@ -85,15 +85,15 @@ def main(argv=None):
     cache.mkdir(parents=True, exist_ok=True)
     data = load_benchmark_data("glyphs", cache_dir=cache / "data")
     name = (f"pretrained_{args.embedding_dim}_{args.pretrain_epochs}_"
-            f"{args.seed}.joblib")
+            f"{args.seed}.skops")
     path = cache / name
     if path.exists():
-        base = joblib.load(path)
+        base = sklearn_flowr.load(path)  # skops, trusting named types only
     else:
         base = FLOWRClassifier(pretrain=SupE(epochs=args.pretrain_epochs),
                                meta=None, **model_params(args))
         base.fit(data.X_train, data.y_train)
-        joblib.dump(base, path)
+        sklearn_flowr.save(base, path)
     tasks = SmallContextTasks(data.y_test, n_support_classes=10, n_novel_classes=5,
                               n_tasks=args.tasks, random_state=args.seed)
     evaluate("pre-trained only", base, data, tasks)

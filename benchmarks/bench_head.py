@@ -243,7 +243,7 @@ def cold_time(fn, number, flush):
 
 
 def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
-                        rounds=3):
+                        rounds=3, dtype=np.float64):
     """Ratios of one-row steps of ``CRPGaussianClassifier()`` over the (N, d)
     mat-vec, ``rounds`` times each (the spread): a known class and a new one
     with warm caches, a known class with caches flushed, and the step's two
@@ -251,17 +251,21 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     whitener's d x d matrix taken out, saved (its pickle) and held
     (:func:`held_bytes`). Every timed call starts each round from a copy of
     the fitted head, so a round's steps run at N = ``n_classes`` (the new
-    classes' at N = ``n_classes`` to ``n_classes + repeat * number``)."""
+    classes' at N = ``n_classes`` to ``n_classes + repeat * number``). Rows
+    are of ``dtype`` (a network's features are float32: the whitener keeps
+    its map in it); the floor is float64's."""
     y = np.repeat(np.arange(n_classes), 3)
-    X = rng.normal(size=(n_classes, d))[y] + rng.normal(size=(y.shape[0], d))
+    X = (rng.normal(size=(n_classes, d))[y]
+         + rng.normal(size=(y.shape[0], d))).astype(dtype)
     # (At 1200 classes "auto" whitens with the eigen solver; below ~850 it
     # takes the Gram solver, whose factored map doubles a step's time.)
     fitted = CRPGaussianClassifier().fit(X, y)
-    saved = len(pickle.dumps(fitted)) - 8 * d * d
-    held = held_bytes(fitted) - 8 * d * d
+    whitener_bytes = fitted.whitener_.scalings_.nbytes  # d x d, X's precision
+    saved = len(pickle.dumps(fitted)) - whitener_bytes
+    held = held_bytes(fitted) - whitener_bytes
     model = fitted
     memory = saved / (8 * n_classes * d), held / (8 * n_classes * d)
-    rows = rng.normal(size=(64, d)) + X[:64]
+    rows = (rng.normal(size=(64, d)) + X[:64]).astype(dtype)
     labels, new_labels = y[:64], itertools.count(n_classes)
     steps = itertools.cycle(range(64))
     floor = matvec_floor(rng, n_classes, d)
@@ -434,15 +438,19 @@ def run(args):
                    f" d=64 ({river_row * 1e6:.0f} / {ours_row * 1e6:.1f} us)",
                    ratio, ">= 20x")
 
-    ratios, (saved, held) = bench_whitened_step(rng, repeat=3 if args.quick else 7)
-    for name, values in ratios.items():
-        report(f"CRPGaussianClassifier() 1-row step / mat-vec, N=1200, d=1280, "
-               f"{name} (range {min(values):.1f}-{max(values):.1f})",
-               float(np.median(values)), "(info)" if "alone" in name else "<= 5x")
-    report("  its state (pickle) less the d x d whitener / class means", saved,
-           "<= 2x")
-    report("  held in memory (every array), less the d x d whitener / class means",
-           held, "<= 2x")
+    for dtype in (np.float32, np.float64):
+        print(f"CRPGaussianClassifier() at N=1200, d=1280, {dtype.__name__} rows"
+              + (" (a network's features)" if dtype is np.float32 else "")
+              + ": 1-row step / float64 mat-vec (range over 3 rounds)")
+        ratios, (saved, held) = bench_whitened_step(
+            rng, repeat=3 if args.quick else 7, dtype=dtype)
+        for name, values in ratios.items():
+            report(f"  {name} (range {min(values):.1f}-{max(values):.1f})",
+                   float(np.median(values)), "(info)" if "alone" in name else "<= 5x")
+        report("  its state (pickle) less the d x d whitener / class means", saved,
+               "<= 2x")
+        report("  held in memory (every array), less the d x d whitener / class "
+               "means", held, "<= 2x")
 
     if not args.quick:
         looped, batched, ratio = bench_task_batch(rng)

@@ -161,14 +161,14 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """The undo of what learning rows of classes ``index`` changes in place."""
         return _nothing_to_undo
 
-    def _validate_input(self, X, y=None, *, reset=False):
+    def _validate_input(self, X, y=None, *, reset=False, dtype=np.float64):
         if reset:
-            X, y = validate_data(self, X, y, dtype=np.float64, reset=True)
+            X, y = validate_data(self, X, y, dtype=dtype, reset=True)
             check_magnitude(X)
             return X, y
         check_params_unchanged(self, self._fitted_params,
                                runtime=self._runtime_params)
-        return validate_rows(self, X, y)
+        return validate_rows(self, X, y, dtype=dtype)
 
     def _validated_rows(self, X):
         """Rows to predict on: fitted, and valid like every input."""

@@ -25,7 +25,7 @@ MAX_ABS_INPUT = 1e100
 
 def check_magnitude(X):
     """Refuse finite values too large to score in float64 (they give NaN)."""
-    if X.size and np.abs(X).max() > MAX_ABS_INPUT:
+    if X.size and float(np.abs(X).max()) > MAX_ABS_INPUT:
         raise ValueError(
             f"X holds values up to {np.abs(X).max():.3g} in magnitude; the "
             f"open-world estimators score values up to {MAX_ABS_INPUT:g} (squared "
@@ -33,18 +33,21 @@ def check_magnitude(X):
             "StandardScaler.")
 
 
-def validate_rows(estimator, X, y=None):
-    """``validate_data(estimator, X, y, reset=False)`` and the magnitude check;
-    done directly for float64 ndarrays (same messages; validate_data costs
-    hundreds of microseconds)."""
-    lean = (isinstance(X, np.ndarray) and X.dtype == np.float64 and X.ndim == 2
+def validate_rows(estimator, X, y=None, *, dtype=np.float64):
+    """``validate_data(estimator, X, y, dtype=dtype, reset=False)`` and the
+    magnitude check; done directly for ndarrays of a ``dtype`` (one, or a
+    tuple of those kept) (same messages; validate_data costs hundreds of
+    microseconds)."""
+    kept = dtype if isinstance(dtype, tuple) else (dtype,)
+    lean = (isinstance(X, np.ndarray) and X.dtype in kept
+            and X.ndim == 2
             and (y is None or (isinstance(y, np.ndarray) and y.ndim == 1))
             and not hasattr(estimator, "feature_names_in_"))
     if not lean:
         if y is None:
-            X = validate_data(estimator, X, dtype=np.float64, reset=False)
+            X = validate_data(estimator, X, dtype=dtype, reset=False)
         else:
-            X, y = validate_data(estimator, X, y, dtype=np.float64, reset=False)
+            X, y = validate_data(estimator, X, y, dtype=dtype, reset=False)
         check_magnitude(X)
         return X, y
     if X.shape[0] == 0:
@@ -55,8 +58,8 @@ def validate_rows(estimator, X, y=None):
             f"X has {X.shape[1]} features, but {type(estimator).__name__} is "
             f"expecting {estimator.n_features_in_} features as input.")
     # NaN compares False, as does a value out of range: told apart only then.
-    clean = bool(np.vdot(X, X) <= MAX_ABS_INPUT**2) or bool(
-        np.maximum.reduce(np.abs(X), axis=None) <= MAX_ABS_INPUT)
+    clean = float(np.vdot(X, X)) <= MAX_ABS_INPUT**2 or float(
+        np.maximum.reduce(np.abs(X), axis=None)) <= MAX_ABS_INPUT
     if not clean and not np.isfinite(X).all():
         # scikit-learn's message, and refused under ``assume_finite`` too.
         assert_all_finite(X, estimator_name=type(estimator).__name__,

@@ -138,3 +138,23 @@ def test_ece_seeds_print_the_pooled_ece_of_each_seed(script, tmp_path, capsys, r
         assert 0.0 < min(values) and max(values) < 1.0
         mean = float(seeds.split(":")[1].split("+-")[0])
         assert mean == pytest.approx(np.mean(values), abs=1.5e-4)
+
+
+def test_float32_features_reach_the_methods_as_float32(script, tmp_path, capsys,
+                                                        rng):
+    """Check that --dtype float32 hands the methods float32 features (a
+    network's precision) and that the heads' figures equal float64's but for
+    rounding."""
+    path = _features(tmp_path, rng, 4)
+    features = script.load(path, "float32")[0]
+    assert features.dtype == np.float32
+    tables = {}
+    for dtype in ("float64", "float32"):
+        script.main([path, "--splits", "0", "--methods", "default", "--dtype",
+                     dtype])
+        out = capsys.readouterr().out
+        assert f"({dtype}): mean over splits 0" in out
+        tables[dtype] = next(line for line in out.splitlines()
+                             if line.startswith("| native | default |"))
+    # known acc, AUROC and H of the default head, three decimals.
+    assert tables["float32"].split("|")[3:6] == tables["float64"].split("|")[3:6]

@@ -33,7 +33,7 @@ from ._state import (
     state_for_params,
     state_of_embeddings,
 )
-from ._whitened import model_params, refuse_whitened, whiten
+from ._whitened import input_dtype, model_params, refuse_whitened, whiten
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -96,10 +96,9 @@ default="auto"
         after ``fit`` then equals ``fit`` on all rows); ``"auto"``:
         ``"observed"`` when whitened, else 1.0 (keep it).
     novel_label : object, default="auto"
-        Label :meth:`predict` returns for the novel class; ``"auto"``:
-        ``"novel"`` for string labels, -1 for numeric ones (below the
-        smallest label, with a warning, when ``y`` uses -1). It may not occur
-        in ``y``.
+        Label :meth:`predict` returns for the novel class, not one in ``y``;
+        ``"auto"``: ``"novel"`` for string labels, -1 for numeric ones (below
+        the smallest label, with a warning, when ``y`` uses -1).
     novelty_calibration : (float, float) or None, default=None
         Platt map ``(slope > 0, intercept)`` of P(novel)'s logit, fitted by
         :func:`~sklearn_flowr.protocol.calibrate_novelty`.
@@ -418,7 +417,8 @@ default="auto"
                 "b and sigma (not 'auto').")
 
     def _validate_input(self, X, y=None, *, reset=False):
-        return whiten(self, *super()._validate_input(X, y, reset=reset), reset=reset)
+        X, y = super()._validate_input(X, y, reset=reset, dtype=input_dtype(self))
+        return whiten(self, X, y, reset=reset)
 
     def _start(self, X, y_index, labels, *, fitting):
         params = model_params(self)

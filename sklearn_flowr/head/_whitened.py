@@ -12,7 +12,7 @@ from sklearn.utils.validation import _num_samples
 
 from ._two_covariance import TwoCovarianceWhitener
 
-__all__ = ["WhitenedCRPClassifier", "model_params",
+__all__ = ["WhitenedCRPClassifier", "input_dtype", "model_params",
            "refuse_whitened", "shared_whitener", "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
@@ -51,6 +51,12 @@ def model_params(head):
     return {**params, "covariance": "isotropic", "noise_shrinkage": 0.0}
 
 
+def input_dtype(head):
+    """The precisions the head's input checks keep: float32 too where the
+    whitener maps the rows (it keeps a network's float32 in its map)."""
+    return (np.float64, np.float32) if head.covariance == "whitened" else np.float64
+
+
 def whiten(head, X, y, *, reset):
     """Validated rows ``X`` (labels ``y``) in the coordinates of the head's
     maths: with ``covariance="whitened"``, the whitener's (fitted on them when
@@ -65,9 +71,9 @@ def whiten(head, X, y, *, reset):
         with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
             U = whitener.fit_transform(X, y)
         head.whitener_ = whitener
-        return U, y
+        return _float64(U), y
     with _isotropic_hint("scales every row to unit length"):
-        return head.whitener_.transform(X), y
+        return _float64(head.whitener_.transform(X)), y
 
 
 @contextlib.contextmanager
@@ -238,7 +244,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
         head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
                         prior_var=prior_var, covariance="isotropic")
-        head.fit(U, y)
+        head.fit(_float64(U), y)
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
         for name in ("n_features_in_", "feature_names_in_"):
@@ -315,7 +321,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         U = (np.vstack([self.whitener_.transform(_safe_indexing(X, [i]))
                         for i in range(n_rows)])
              if one_by_one and n_rows else self.whitener_.transform(X))
-        return getattr(head, method)(U, *args, **kwargs)
+        return getattr(head, method)(_float64(U), *args, **kwargs)
 
     def _head(self, method):
         if not hasattr(self, "whitener_"):
@@ -331,6 +337,15 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     novel_label_ = property(lambda self: self._head("novel_label_").novel_label_)
     frozen_classes_ = property(
         lambda self: self._head("frozen_classes_").frozen_classes_)
+
+
+def _float64(U):
+    """Whitened rows as the head's float64 maths reads them: float32 ones (the
+    whitener keeps a network's precision) cast here, where the head's checks
+    would take a slower path to do it."""
+    if isinstance(U, np.ndarray) and U.dtype == np.float32:
+        return U.astype(np.float64)
+    return U
 
 
 def _check_head(head):

@@ -1,0 +1,127 @@
+"""float32 features (a network's outputs) through the two-covariance whitener
+and the default head: the map and its output keep float32, the estimate and
+the head's own maths stay float64."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
+from sklearn_flowr.validation import check_magnitude
+
+
+def classes_of(rng, n_classes, per_class, n_features):
+    """Gaussian classes with anisotropic noise, away from the origin."""
+    means = rng.normal(scale=2.0, size=(n_classes, n_features)) + 3.0
+    scales = rng.uniform(0.3, 1.5, size=n_features)
+    y = np.repeat(np.arange(n_classes), per_class)
+    X = means[y] + scales * rng.normal(size=(y.shape[0], n_features))
+    return X.astype(np.float32), y
+
+
+# (classes, rows each, features) and the solvers that fit it.
+CASES = [((12, 4, 10), "eigen"), ((12, 4, 10), "gram"), ((5, 3, 40), "span")]
+
+
+@pytest.mark.parametrize(("shape", "solver"), CASES)
+def test_float32_rows_give_a_float32_map_of_the_float64_estimate(rng, shape, solver):
+    """Check that a whitener fitted on float32 rows keeps its map and output in
+    float32 (for float32 and float64 rows alike), equal to the float64 map of
+    the same values up to float32 rounding."""
+    X32, y = classes_of(rng, *shape)
+    X64 = X32.astype(np.float64)
+    single = TwoCovarianceWhitener(solver=solver).fit(X32, y)
+    double = TwoCovarianceWhitener(solver=solver).fit(X64, y)
+    expected = double.transform(X64)
+    assert single.scalings_.dtype == np.float32
+    for rows in (X32, X64, X32[:1]):
+        got = single.transform(rows)
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, expected[: rows.shape[0]], rtol=0,
+                                   atol=1e-5 * np.abs(expected).max())
+    fitted = TwoCovarianceWhitener(solver=solver).fit_transform(X32, y)
+    assert fitted.dtype == np.float32
+    np.testing.assert_allclose(fitted, expected, rtol=0,
+                               atol=1e-5 * np.abs(expected).max())
+    # The estimate itself is float64's: the same prior and noise.
+    np.testing.assert_array_equal(single.prior_var_, double.prior_var_)
+    np.testing.assert_array_equal(single.prior_mean_, double.prior_mean_)
+
+
+def test_float64_fit_keeps_float64_for_float32_rows(rng):
+    """Check that a whitener fitted on float64 rows maps float32 rows in
+    float64, exactly as their float64 values."""
+    X32, y = classes_of(rng, 12, 4, 10)
+    whitener = TwoCovarianceWhitener().fit(X32.astype(np.float64), y)
+    got = whitener.transform(X32)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, whitener.transform(X32.astype(np.float64)))
+
+
+def test_default_head_on_float32_features_predicts_as_on_float64(rng):
+    """Check that CRPGaussianClassifier() fitted on float32 features predicts
+    the classes it predicts on their float64 values, with probabilities equal
+    up to float32 rounding, and returns float64 probabilities."""
+    X32, y = classes_of(rng, 12, 4, 10)
+    queries = classes_of(rng, 16, 2, 10)[0]
+    single = CRPGaussianClassifier().fit(X32, y)
+    double = CRPGaussianClassifier().fit(X32.astype(np.float64), y)
+    proba = single.predict_proba(queries)
+    assert proba.dtype == np.float64
+    np.testing.assert_allclose(proba, double.predict_proba(
+        queries.astype(np.float64)), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(single.predict(queries),
+                                  double.predict(queries.astype(np.float64)))
+
+
+def test_float32_stream_equals_batch(rng):
+    """Check that on float32 features, fit on part of the rows then
+    open_world_step and partial_fit of the rest (known and new classes)
+    equals the batch head on the whitened rows, up to float32 rounding of the
+    map's products."""
+    X, y = classes_of(rng, 8, 4, 12)
+    queries = classes_of(rng, 10, 2, 12)[0]
+    first = np.tile([True, True, False, False], 8) & (y < 6)
+    stepped = CRPGaussianClassifier().fit(X[first], y[first])
+    online = clone(stepped).fit(X[first], y[first])
+    stepped.open_world_step(X[~first], y[~first])
+    online.partial_fit(X[~first], y[~first])
+    whitener = stepped.whitener_
+    assert whitener.scalings_.dtype == np.float32
+    head = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(12),
+        prior_var=whitener.prior_var_, b=stepped.b_, known_count="observed")
+    batch = head.fit(whitener.transform(X).astype(np.float64), y)
+    expected = batch.predict_proba(whitener.transform(queries).astype(np.float64))
+    for model in (stepped, online):
+        np.testing.assert_allclose(model.predict_proba(queries), expected,
+                                   rtol=1e-5, atol=1e-8)
+
+
+def test_wrapped_whitener_on_float32_features(rng):
+    """Check that WhitenedCRPClassifier takes float32 features online: its head
+    learns float64 rows from the float32 map."""
+    X, y = classes_of(rng, 8, 4, 12)
+    clf = WhitenedCRPClassifier().fit(X[y < 6], y[y < 6])
+    result = clf.open_world_step(X[y >= 6], y[y >= 6])
+    assert clf.whitener_.scalings_.dtype == np.float32
+    assert result.p_novel.dtype == np.float64
+    assert np.all(np.isfinite(clf.predict_proba(X)))
+
+
+def test_float32_extremes_are_checked_without_overflow_warnings():
+    """Check that float32 rows at float32's largest values pass the magnitude
+    check (they are below its bound) without an overflow warning, and that
+    the default head predicts on them (rows are scaled to unit length in
+    float64)."""
+    big = np.full((2, 3), np.finfo(np.float32).max, dtype=np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_magnitude(big)
+        clf = CRPGaussianClassifier().fit(
+            np.array([[1, 0, 0], [2, 0, 1], [0, 1, 0], [0, 2, 1]], np.float32),
+            [0, 0, 1, 1])
+        assert clf.predict(big).shape == (2,)
