@@ -2,12 +2,14 @@
 and the default head: the map and its output keep float32, the estimate and
 the head's own maths stay float64."""
 
+import pickle
 import warnings
 
 import numpy as np
 import pytest
 from sklearn.base import clone
 
+import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.validation import check_magnitude
@@ -125,3 +127,60 @@ def test_float32_extremes_are_checked_without_overflow_warnings():
             np.array([[1, 0, 0], [2, 0, 1], [0, 1, 0], [0, 2, 1]], np.float32),
             [0, 0, 1, 1])
         assert clf.predict(big).shape == (2,)
+
+
+def test_whitener_saved_without_its_precision_loads_as_float64(rng, tmp_path):
+    """Check that a whitener state without the precision attribute (as files
+    saved before float32 was kept hold) transforms in float64, pickled or
+    saved with skops."""
+    X, y = classes_of(rng, 12, 4, 10)
+    whitener = TwoCovarianceWhitener().fit(X.astype(np.float64), y)
+    expected = whitener.transform(X)
+    del whitener.__dict__["_dtype"]
+    sklearn_flowr.save(whitener, tmp_path / "old.skops")
+    for loaded in (pickle.loads(pickle.dumps(whitener)),
+                   sklearn_flowr.load(tmp_path / "old.skops")):
+        got = loaded.transform(X)
+        assert got.dtype == np.float64
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_float32_head_saves_and_loads(rng, tmp_path):
+    """Check that a default head fitted on float32 rows comes back from
+    sklearn_flowr.save/load with its float32 map and the same probabilities."""
+    X, y = classes_of(rng, 12, 4, 10)
+    clf = CRPGaussianClassifier().fit(X, y)
+    sklearn_flowr.save(clf, tmp_path / "head.skops")
+    loaded = sklearn_flowr.load(tmp_path / "head.skops")
+    assert loaded.whitener_.scalings_.dtype == np.float32
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
+
+
+def test_mixed_precision_rows_after_a_float32_fit(rng):
+    """Check that float64 rows learned after a float32 fit give what their
+    float32 values give (the map's precision is fit's)."""
+    X, y = classes_of(rng, 12, 4, 10)
+    first = y < 8
+    single = CRPGaussianClassifier().fit(X[first], y[first])
+    double = clone(single).fit(X[first], y[first])
+    single.partial_fit(X[~first], y[~first])
+    double.partial_fit(X[~first].astype(np.float64), y[~first])
+    np.testing.assert_array_equal(single.predict_proba(X), double.predict_proba(X))
+
+
+def test_unlabelled_float32_rows_are_corrected_by_their_float64_copies(rng):
+    """Check that rows streamed without labels in float32 are found again by
+    ``correct`` when given as float64 (a row's identity is its float64
+    value), and the head then equals one that learned them labelled."""
+    X, y = classes_of(rng, 8, 4, 10)
+    first = y < 6
+    head = CRPGaussianClassifier(unlabelled_threshold=0.0).fit(X[first], y[first])
+    labelled = clone(head).fit(X[first], y[first])
+    out = head.open_world_step(X[~first])
+    assert out.learned.all()
+    head.correct(X[~first].astype(np.float64), out.y_assigned, y[~first])
+    labelled.partial_fit(X[~first], y[~first])
+    order = np.argsort(head.classes_)
+    np.testing.assert_array_equal(head.classes_[order], labelled.classes_)
+    np.testing.assert_allclose(head.predict_proba(X)[:, np.r_[order, -1]],
+                               labelled.predict_proba(X), rtol=1e-8, atol=1e-12)

@@ -12,7 +12,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from .._core import log_softmax, novel_log_odds
 from ..base import OnlineOpenWorldClassifier
 from ..validation import label_result_dtype, provisional_label
-from ._whitened import whiten
+from ._whitened import input_dtype, whiten
 
 
 def nothing_discovered():
@@ -22,8 +22,8 @@ def nothing_discovered():
 
 
 def row_digest(row):
-    """A row's identity: a digest of its float64 bytes."""
-    return hashlib.blake2b(np.ascontiguousarray(row).tobytes(),
+    """A row's identity: a digest of its float64 bytes (float32 rows' too)."""
+    return hashlib.blake2b(np.ascontiguousarray(row, dtype=np.float64).tobytes(),
                            digest_size=16).hexdigest()
 
 
@@ -31,7 +31,8 @@ def rows_and_digests(head, X):
     """A fitted head's validated rows ``X`` in its coordinates, and the digests
     of the rows as given (whitened ones differ with the batch in the last bits)."""
     check_is_fitted(head)
-    X = OnlineOpenWorldClassifier._validate_input(head, X)[0]
+    X = OnlineOpenWorldClassifier._validate_input(head, X,
+                                                  dtype=input_dtype(head))[0]
     return whiten(head, X, None, reset=False)[0], [row_digest(row) for row in X]
 
 

@@ -103,9 +103,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     they run: the two pools' idle threads otherwise spin on the same cores.
 
     ``fit`` estimates in float64 whatever the rows' precision; float32 rows
-    (a network's features) keep the map and ``transform``'s output in
-    float32, whose rounding (about 1e-7 of a row) is far below the map's
-    estimation error. Pass float64 rows for a float64 map.
+    (a network's features) keep ``transform``'s output, and the eigen
+    solver's map, in float32 (the factored maps run in float64), whose
+    rounding (a few 1e-7 of the output's scale) is far below the map's
+    estimation error. Pass float64 rows for float64 throughout.
 
     References
     ----------
@@ -128,6 +129,10 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     >>> bool(np.allclose(whitener.transform(1000.0 * X), whitener.transform(X)))
     True
     """
+
+    # The precision of fit's rows, which transform returns (files saved
+    # before float32 was kept hold float64 maps and have no attribute).
+    _dtype = "float64"
 
     _parameter_constraints: dict = {
         "noise_shrinkage": [StrOptions({"dof"}), Interval(Real, 0, 1, closed="both")],
@@ -228,8 +233,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         -------
         U : ndarray of shape (n_samples, n_features)
             Rows with unit class noise and prior ``N(0, diag(prior_var_))``,
-            float32 when ``fit``'s rows were float32 (a network's features:
-            the map's product in float32 takes half the time), else float64.
+            float32 when ``fit``'s rows were float32 (a network's features;
+            the eigen solver's map is then float32, its product half the
+            time), else float64.
         """
         if not self.__sklearn_is_fitted__():  # (its tags cost 5 us a row)
             check_is_fitted(self)
