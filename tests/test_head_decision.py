@@ -55,6 +55,29 @@ def test_false_novel_rate_on_held_out_digits_is_at_most_alpha(digit_splits,
         assert np.mean(head.predict(X_unseen) == -1) > 0.35, (name, seed)
 
 
+@pytest.mark.parametrize("covariance", [
+    "isotropic",
+    pytest.param("whitened", marks=pytest.mark.xfail(strict=True, reason=(
+        "known limitation: the whitener is fitted on all of fit's rows, so "
+        "the cross-fitted calibration rows look more familiar to it than new "
+        "rows of the known classes; with 3 rows a class predict calls about "
+        "80 % of those novel. The fix: fit the whitener without each fold."))),
+])
+def test_false_novel_rate_with_three_rows_a_class(covariance):
+    """Check that with three fitted rows of each of eight digits, predict says
+    novel for at most alpha + 2 SE of the held-out rows of those digits, over
+    three draws (the default head's few-shot case)."""
+    X, y = load_digits(return_X_y=True)
+    for seed in range(3):
+        order = np.random.default_rng(seed).permutation(y.shape[0])
+        fit = np.concatenate([order[y[order] == c][:3] for c in range(8)])
+        test = np.setdiff1d(np.flatnonzero(y < 8), fit)
+        head = CRPGaussianClassifier(covariance=covariance).fit(X[fit], y[fit])
+        rate = np.mean(head.predict(X[test]) == -1)
+        bound = ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / test.shape[0])
+        assert rate <= bound, (seed, rate)
+
+
 def test_novelty_alpha_none_is_the_argmax_rule(blobs, rng):
     """Check that novelty_alpha=None predicts the argmax of predict_proba
     over the classes and the novel class, in predict and in streams."""
