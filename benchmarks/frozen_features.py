@@ -208,22 +208,33 @@ def online_step_ratios(X_fit, y_fit, X_query):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", help=".npz with Z (or X), y and g")
-    parser.add_argument("--splits", default="0,1,2,3")
+    parser.add_argument("--splits", default="0,1,2,3",
+                        help="comma-separated splits: the held-out rendering, "
+                        "or the episode's seed (default: 0,1,2,3)")
     parser.add_argument("--dims", default="native",
                         help="comma-separated: native and/or PCA dimensions")
-    parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--known-share", type=float, default=0.6)
-    parser.add_argument("--n-way", type=int, default=5)
-    parser.add_argument("--shots", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=15)
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        help="comma-separated, of: " + ", ".join(METHODS)
+                        + " (SimpleShot always runs: its time is the unit)")
+    parser.add_argument("--known-share", type=float, default=0.6,
+                        help="share of the classes drawn as known, with several "
+                        "renderings (default 0.6)")
+    parser.add_argument("--n-way", type=int, default=5,
+                        help="episodes: known classes, and as many new ones")
+    parser.add_argument("--shots", type=int, default=5,
+                        help="episodes: fitting rows of each known class")
+    parser.add_argument("--queries", type=int, default=15,
+                        help="episodes: query rows of each class")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                         help="fit + predict time: this process's CPU time (every "
                         "thread; other jobs count for neither side) or wall time")
     parser.add_argument("--ece", action="store_true",
-                        help="also the ECE of P(novel), raw and calibrated "
-                        "(calibrated only for the anchors' scores)")
+                        help="also the ECE of P(novel): the heads' raw and "
+                        "calibrated, the anchors' calibrated (they have no raw "
+                        "P(novel))")
     parser.add_argument("--ece-seeds", default="0",
                         help="with --ece: the calibration folds' random_state "
                         "values; the table uses the first, and the pooled ECE "
@@ -231,8 +242,8 @@ def main(argv=None):
     parser.add_argument("--dtype", choices=("float64", "float32"),
                         default="float64",
                         help="the features' precision as the methods get them "
-                        "(a network's are float32; the whitener then keeps its "
-                        "map in float32)")
+                        "(default float64; a network's are float32, which the "
+                        "whitener keeps, its eigen solver's map too)")
     args = parser.parse_args(argv)
     seeds = [int(seed) for seed in args.ece_seeds.split(",")]
     features, y, groups = load(args.path, args.dtype)
