@@ -184,3 +184,25 @@ def test_unlabelled_float32_rows_are_corrected_by_their_float64_copies(rng):
     np.testing.assert_array_equal(head.classes_[order], labelled.classes_)
     np.testing.assert_allclose(head.predict_proba(X)[:, np.r_[order, -1]],
                                labelled.predict_proba(X), rtol=1e-8, atol=1e-12)
+
+
+def test_float32_features_in_scikit_learn_tools(rng):
+    """Check that the default head on float32 features runs in
+    cross_val_score, and in GridSearchCV over a and sigma with
+    make_scorer(h_measure) on class-disjoint folds, as the README calls them."""
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import GridSearchCV, cross_val_score
+
+    from sklearn_flowr.metrics import h_measure
+    from sklearn_flowr.model_selection import OpenWorldSplit
+
+    X, y = classes_of(rng, 12, 10, 8)
+    scores = cross_val_score(CRPGaussianClassifier(), X, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.5)
+    search = GridSearchCV(
+        CRPGaussianClassifier(), {"a": [0.1, 0.5], "sigma": ["auto", 2.0]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=3, random_state=0),
+    ).fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.whitener_.scalings_.dtype == np.float32

@@ -181,8 +181,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _fit(self, X, y):
         """Fit; return the rows' coordinates in the span (``solver_="span"``)
         or None."""
-        X, y = validate_data(self, X, y, dtype=[np.float64, np.float32],
-                             reset=True)
+        X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
         check_classification_targets(y)
         dtype, X = X.dtype.name, X.astype(np.float64, copy=False)
         if X.shape[1] < 2:

@@ -10,7 +10,7 @@ from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import _num_samples
 
-from ._two_covariance import TwoCovarianceWhitener
+from ._two_covariance import _FLOATS, TwoCovarianceWhitener
 
 __all__ = ["WhitenedCRPClassifier", "input_dtype", "model_params",
            "refuse_whitened", "shared_whitener", "whiten"]
@@ -54,7 +54,7 @@ def model_params(head):
 def input_dtype(head):
     """The precisions the head's input checks keep: float32 too where the
     whitener maps the rows (it keeps a network's float32 in its map)."""
-    return (np.float64, np.float32) if head.covariance == "whitened" else np.float64
+    return _FLOATS if head.covariance == "whitened" else np.float64
 
 
 def whiten(head, X, y, *, reset):
