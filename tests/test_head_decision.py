@@ -12,8 +12,8 @@ from sklearn.decomposition import PCA
 from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.utils._param_validation import InvalidParameterError
 
-from sklearn_flowr import CRPGaussianClassifier, saving
-from sklearn_flowr.head import _decision
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier, saving
+from sklearn_flowr.head import TwoCovarianceWhitener, _cross_fit, _decision
 
 ALPHA = 0.05
 
@@ -41,7 +41,7 @@ def digit_splits():
     return splits
 
 
-@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+@pytest.mark.parametrize("covariance", ["isotropic", "full", "whitened"])
 def test_false_novel_rate_on_held_out_digits_is_at_most_alpha(digit_splits,
                                                               covariance):
     """Check that on held-out rows of known digits predict says novel for at
@@ -55,27 +55,90 @@ def test_false_novel_rate_on_held_out_digits_is_at_most_alpha(digit_splits,
         assert np.mean(head.predict(X_unseen) == -1) > 0.35, (name, seed)
 
 
-@pytest.mark.parametrize("covariance", [
-    "isotropic",
-    pytest.param("whitened", marks=pytest.mark.xfail(strict=True, reason=(
-        "known limitation: the whitener is fitted on all of fit's rows, so "
-        "the cross-fitted calibration rows look more familiar to it than new "
-        "rows of the known classes; with 3 rows a class predict calls about "
-        "80 % of those novel. The fix: fit the whitener without each fold."))),
-])
-def test_false_novel_rate_with_three_rows_a_class(covariance):
+@pytest.mark.parametrize("make_head", [
+    lambda: CRPGaussianClassifier(covariance="isotropic"),
+    CRPGaussianClassifier,
+    WhitenedCRPClassifier,
+], ids=["isotropic", "whitened", "WhitenedCRPClassifier"])
+def test_false_novel_rate_with_three_rows_a_class(make_head):
     """Check that with three fitted rows of each of eight digits, predict says
     novel for at most alpha + 2 SE of the held-out rows of those digits, over
-    three draws (the default head's few-shot case)."""
+    three draws (the default head's few-shot case: its whitener is fitted
+    again without each fold, or the held-out rows look too familiar)."""
     X, y = load_digits(return_X_y=True)
     for seed in range(3):
         order = np.random.default_rng(seed).permutation(y.shape[0])
         fit = np.concatenate([order[y[order] == c][:3] for c in range(8)])
         test = np.setdiff1d(np.flatnonzero(y < 8), fit)
-        head = CRPGaussianClassifier(covariance=covariance).fit(X[fit], y[fit])
+        head = make_head().fit(X[fit], y[fit])
         rate = np.mean(head.predict(X[test]) == -1)
         bound = ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / test.shape[0])
         assert rate <= bound, (seed, rate)
+
+
+def _fold_log_odds(X, y, train, held):
+    """The held-out rows' novel log-odds under a TwoCovarianceWhitener and an
+    isotropic head fitted on the ``train`` rows, by public methods only."""
+    whitener = TwoCovarianceWhitener().fit(X[train], y[train])
+    head = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(X.shape[1]),
+        prior_var=whitener.prior_var_, known_count="observed",
+    ).fit(whitener.transform(X[train]), y[train])
+    joint = head.predict_joint_log_proba(whitener.transform(X[held]))
+    return joint[:, -1] - logsumexp(joint[:, :-1], axis=1)
+
+
+@pytest.mark.parametrize("make_head", [CRPGaussianClassifier, WhitenedCRPClassifier])
+def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head):
+    """Check that the whitened heads' calibration scores are each fit row's
+    novel log-odds under a whitener and a head both fitted without its fold
+    (the k-th row of a class in fold k mod 5), to rounding."""
+    X, y = load_digits(return_X_y=True)
+    keep = np.flatnonzero(y < 6)[:120]
+    X, y = X[keep], y[keep]
+    rank = np.array([np.sum(y[:i] == y[i]) for i in range(y.shape[0])])
+    fold = rank % 5
+    expected = np.sort(np.concatenate([
+        _fold_log_odds(X, y, fold != k, fold == k) for k in range(5)]))
+    head = make_head().fit(X, y)
+    scores = (head.head_ if hasattr(head, "head_") else head).conformal_scores_
+    np.testing.assert_allclose(scores, expected, rtol=1e-7, atol=1e-7)
+
+
+def test_calibration_scores_stop_at_enough_rows(rng):
+    """Check that fit scores folds in order until 1,000 rows are scored (each
+    fold costs a fit), and every fold of a smaller set."""
+    y = np.repeat(np.arange(10), 300)
+    X = rng.normal(scale=3.0, size=(10, 4))[y] + rng.normal(size=(3000, 4))
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
+    assert head.conformal_scores_.shape == (1200,)  # folds 0-1 hold 600 rows
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X[::4], y[::4])
+    assert head.conformal_scores_.shape == (750,)
+
+
+def test_interrupted_calibration_leaves_the_head_as_it_was(monkeypatch):
+    """Check that a Ctrl-C in a fold's whitener fit of fit's calibration
+    leaves the whitened head exactly as before the call."""
+    X, y = load_digits(return_X_y=True)
+    head = CRPGaussianClassifier().fit(X[:300], y[:300])
+    before = (head.conformal_scores_, head.whitener_.scalings_.copy(),
+              head.class_mean_.copy(), head.predict_proba(X[300:320]))
+    calls = []
+    fit_transform = TwoCovarianceWhitener.fit_transform
+
+    def interrupted(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:  # the calibration's second fold
+            raise KeyboardInterrupt
+        return fit_transform(self, *args, **kwargs)
+
+    monkeypatch.setattr(TwoCovarianceWhitener, "fit_transform", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        head.fit(X[300:700], y[300:700])
+    after = (head.conformal_scores_, head.whitener_.scalings_,
+             head.class_mean_, head.predict_proba(X[300:320]))
+    for old, new in zip(before, after, strict=True):
+        np.testing.assert_array_equal(new, old)
 
 
 def test_novelty_alpha_none_is_the_argmax_rule(blobs, rng):
@@ -117,7 +180,7 @@ def test_fit_scores_are_cross_fitted_over_five_folds(blobs):
     under the head fitted on the other folds (every class spread over them)."""
     X, y = blobs
     head = CRPGaussianClassifier(covariance="full").fit(X, y)
-    fold = _decision.fold_of_rows(y)
+    fold = _cross_fit.fold_of_rows(y)
     np.testing.assert_array_equal(np.bincount(fold), [12] * 5)
     expected = np.empty(60)
     for k in range(5):

@@ -7,10 +7,11 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._core import needs_fourth_moments, needs_moments, needs_scatter
+from .._core import needs_moments
 from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
-from ._decision import NO_SCORES, ConformalDecision
+from ._cross_fit import NO_SCORES
+from ._decision import ConformalDecision
 from ._discovery import (
     correct,
     mixed_steps,
@@ -20,11 +21,8 @@ from ._discovery import (
 )
 from ._merge import (
     MergeableHead,
-    dask_cross_fit_scores,
-    dask_moments,
     is_dask_collection,
     kept_moments,
-    state_of_moments,
 )
 from ._proba import _ProbabilisticOpenWorldClassifier
 from ._state import (
@@ -33,7 +31,13 @@ from ._state import (
     state_for_params,
     state_of_embeddings,
 )
-from ._whitened import input_dtype, model_params, refuse_whitened, whiten
+from ._whitened import (
+    calibration_scores,
+    input_dtype,
+    model_params,
+    refuse_whitened,
+    whiten,
+)
 
 __all__ = ["CRPGaussianClassifier"]
 
@@ -278,14 +282,13 @@ default="auto"
         self : CRPGaussianClassifier
         """
         if is_dask_collection(X) or is_dask_collection(y):
-            self._validate_params()
-            refuse_whitened(self, "a Dask array (compute it first)")
-            return self._install(*dask_moments(
-                X, y, fourth=needs_fourth_moments(self.covariance, self.sigma),
-                novel_label=self.novel_label), rows=(X, y))
+            return self._fit_dask(X, y)
         with all_or_nothing(self):  # a new whitener
             self.__dict__.pop("whitener_", None)
-            return super().fit(X, y)
+            super().fit(X, y)
+            if self.covariance == "whitened":  # the whitener cross-fitted too
+                self._conformal = calibration_scores(self, X, y)
+        return self
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
         """Start from known classes given as Gaussian embeddings ``N(mu_n,
@@ -387,28 +390,6 @@ default="auto"
                   self._mutable)
         return self
 
-    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
-                 discovered=None, conformal=NO_SCORES, rows=None):
-        """Become the head ``fit`` gives on rows with these ``moments`` (Dask
-        ``rows``: their cross-fitted scores; else ``conformal``)."""
-        labels = moments["labels"]
-        with all_or_nothing(self):
-            self._take_state(*state_of_moments(
-                moments, model_params(self), n_features, frozen=frozen))
-            self._discovered = discovered or self._discovered
-            self.n_features_in_ = n_features
-            self.__dict__.pop("feature_names_in_", None)
-            if feature_names is not None:
-                self.feature_names_in_ = feature_names
-            self._start_labels(labels)
-            self._registry.add(labels)
-            kept = {key: value for key, value in moments.items() if key != "labels"}
-            self._fit_moments = kept if needs_scatter(model_params(self)) else None
-            self._conformal = conformal if rows is None else dask_cross_fit_scores(
-                *rows, labels, model_params(self),
-                fourth=needs_fourth_moments(self.covariance, self.sigma))
-        return self
-
     def _check_stream_start(self):
         if needs_moments(model_params(self)):
             raise NotFittedError(
@@ -437,7 +418,8 @@ default="auto"
         known_count = model_params(self)["known_count"]
         if known_count != "observed":
             self._state.set_crp_counts(float(known_count))
-        self._calibrate_fit(X, index)
+        if self.covariance != "whitened":  # (else fit calibrates on its input)
+            self._calibrate_fit(X, index)
 
     def _stream(self, X, index, is_new):
         novelty_map = check_novelty_map(self.novelty_calibration)

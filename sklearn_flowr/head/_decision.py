@@ -8,60 +8,14 @@ from math import isqrt
 import numpy as np
 
 from .._core import MAX_LOG_ODDS, novel_log_odds
-from ._state import state_for_params
+from ._cross_fit import NO_SCORES, cross_fit_scores, state_scores
 from ._whitened import model_params
 
 # Rows decided per block of a stream.
 _BLOCK = 2048
-# Folds of the calibration scores of ``fit``: each row is scored by the head
-# fitted on the other folds, hyper-parameters included (with them fixed, a
-# leave-one-out pass flags 9% of held-out digits at alpha=0.05 with a full
-# noise covariance estimated from the same rows; 5 folds, 4.6%).
-N_FOLDS = 5
 # One-row steps keep held-out scores unsorted, up to this plus 4 sqrt(n) of
 # them, then merge them into the n sorted ones: a step costs O(sqrt(n)).
 _RECENT = 256
-NO_SCORES = np.zeros(0)
-
-
-def fold_of_rows(y_index):
-    """Fold of each row: its position among its class's rows modulo
-    ``N_FOLDS`` (every class spread over the folds; one of a single row lies
-    in fold 0 and vanishes when that fold is held out)."""
-    order = np.argsort(y_index, kind="stable")
-    starts = np.searchsorted(y_index[order], y_index[order])
-    fold = np.empty(y_index.shape[0], dtype=np.intp)
-    fold[order] = (np.arange(y_index.shape[0]) - starts) % N_FOLDS
-    return fold
-
-
-def fold_state(X, y_index, params):
-    """The state ``fit`` builds on rows ``X`` of classes ``y_index`` (with
-    gaps): hyper-parameters estimated again, CRP counts as ``fit`` sets them."""
-    labels, index = np.unique(y_index, return_inverse=True)
-    state = state_for_params(X, index, labels.shape[0], params)[0]
-    state.learn(X, index, labels.shape[0])
-    if params["known_count"] != "observed":
-        state.set_crp_counts(float(params["known_count"]))
-    return state
-
-
-def cross_fit_scores(X, y_index, params):
-    """Sorted novel log-odds of each row under the state fitted without its
-    fold (``N_FOLDS`` folds); none when a fold's rows cannot be fitted (too
-    few classes or rows to estimate the prior or the noise)."""
-    fold = fold_of_rows(y_index)
-    scores = np.empty(X.shape[0])
-    for k in range(N_FOLDS):
-        held = fold == k
-        if not held.any():
-            continue
-        try:
-            state = fold_state(X[~held], y_index[~held], params)
-        except ValueError:
-            return NO_SCORES
-        scores[held] = novel_log_odds(state.joint_log_numerators(X[held]))
-    return np.sort(scores)
 
 
 def with_scores(calibration, scores):
@@ -254,8 +208,9 @@ class ConformalDecision:
         return self._state.joint_log_numerators(self._validated_rows(X))
 
     def _calibrate_fit(self, X, index):
-        """Cross-fitted scores of ``fit``'s rows."""
-        self._conformal = cross_fit_scores(X, index, model_params(self))
+        """Cross-fitted scores of ``fit``'s rows ``X`` (the maths' coordinates)."""
+        self._conformal = cross_fit_scores(
+            index, state_scores(X, index, model_params(self)))
 
     def _hold_out(self, X, index):
         """Append the scores of rows of known classes before they are learned."""

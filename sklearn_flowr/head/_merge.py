@@ -17,6 +17,7 @@ from .._core import (
     needs_scatter,
     novel_log_odds,
 )
+from ..base import all_or_nothing
 from ..validation import (
     check_magnitude,
     check_new_labels,
@@ -24,10 +25,11 @@ from ..validation import (
     params_equal,
     resolve_novel_label,
 )
-from ._decision import N_FOLDS, NO_SCORES, fold_of_rows, with_scores
+from ._cross_fit import NO_SCORES, fold_of_rows, scored_folds
+from ._decision import with_scores
 from ._discovery import merged_discoveries
 from ._state import state_for_params
-from ._whitened import model_params, shared_whitener
+from ._whitened import model_params, refuse_whitened, shared_whitener
 
 # The most values ``fit`` keeps for merge (float64: 64 MB).
 MAX_KEPT_VALUES = 2**23
@@ -190,7 +192,7 @@ def dask_moments(X, y, *, fourth, novel_label):
 
 
 def dask_cross_fit_scores(X, y, labels, params, *, fourth):
-    """:func:`~._decision.cross_fit_scores` of Dask arrays' rows (of the
+    """:func:`~._cross_fit.cross_fit_scores` of Dask arrays' rows (of the
     sorted ``labels``): each fold's state from the moments of the other
     folds' chunks, then the fold's rows scored chunk by chunk."""
     import dask
@@ -198,6 +200,7 @@ def dask_cross_fit_scores(X, y, labels, params, *, fourth):
 
     X, y = _dask_inputs(da, X, y)
     fold = fold_of_rows(np.searchsorted(labels, np.asarray(y.compute())))
+    folds = scored_folds(fold)
     fold = da.from_array(fold, chunks=(X.chunks[0],))
     chunks = list(zip(X.to_delayed().ravel(), y.to_delayed(), fold.to_delayed(),
                       strict=True))
@@ -211,16 +214,16 @@ def dask_cross_fit_scores(X, y, labels, params, *, fourth):
             *rows_of(*a, k, False), fourth=fourth))(*chunk) for chunk in chunks]
         return dask.delayed(functools.reduce)(combine_moments, blocks)
 
-    (all_moments,) = dask.compute([moments_without(k) for k in range(N_FOLDS)])
+    (all_moments,) = dask.compute([moments_without(k) for k in folds])
     try:
         states = [state_of_moments(m, params, X.shape[1])[0] for m in all_moments]
     except ValueError:
         return NO_SCORES
 
     def scores(x_block, y_block, f_block):
-        out = [novel_log_odds(states[k].joint_log_numerators(
+        out = [novel_log_odds(state.joint_log_numerators(
             rows_of(x_block, y_block, f_block, k, True)[0]))
-            for k in range(N_FOLDS)]
+            for k, state in zip(folds, states, strict=True)]
         return np.concatenate(out)
 
     blocks = [dask.delayed(scores)(*chunk) for chunk in chunks]
@@ -288,3 +291,33 @@ class MergeableHead:
         if self.covariance == "whitened":
             merged.whitener_ = shared_whitener(self, other)
         return merged._install(**parts)
+
+    def _fit_dask(self, X, y):
+        """``fit`` on Dask arrays: the moments chunk by chunk."""
+        self._validate_params()
+        refuse_whitened(self, "a Dask array (compute it first)")
+        return self._install(*dask_moments(
+            X, y, fourth=needs_fourth_moments(self.covariance, self.sigma),
+            novel_label=self.novel_label), rows=(X, y))
+
+    def _install(self, moments, n_features, *, feature_names=None, frozen=None,
+                 discovered=None, conformal=NO_SCORES, rows=None):
+        """Become the head ``fit`` gives on rows with these ``moments`` (Dask
+        ``rows``: their cross-fitted scores; else ``conformal``)."""
+        labels = moments["labels"]
+        with all_or_nothing(self):
+            self._take_state(*state_of_moments(
+                moments, model_params(self), n_features, frozen=frozen))
+            self._discovered = discovered or self._discovered
+            self.n_features_in_ = n_features
+            self.__dict__.pop("feature_names_in_", None)
+            if feature_names is not None:
+                self.feature_names_in_ = feature_names
+            self._start_labels(labels)
+            self._registry.add(labels)
+            kept = {key: value for key, value in moments.items() if key != "labels"}
+            self._fit_moments = kept if needs_scatter(model_params(self)) else None
+            self._conformal = conformal if rows is None else dask_cross_fit_scores(
+                *rows, labels, model_params(self),
+                fourth=needs_fourth_moments(self.covariance, self.sigma))
+        return self

@@ -2,28 +2,38 @@
 once, the head updated online in its coordinates."""
 
 import contextlib
+import functools
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
-from sklearn.utils.validation import _num_samples
+from sklearn.utils.validation import _num_samples, validate_data
 
+from .._core import novel_log_odds
+from ._cross_fit import (
+    as_float64,
+    cross_fit_scores,
+    fit_transform,
+    fold_state,
+    whitened_scores,
+)
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener
 
-__all__ = ["WhitenedCRPClassifier", "input_dtype", "model_params",
-           "refuse_whitened", "shared_whitener", "whiten"]
+__all__ = ["WhitenedCRPClassifier", "calibration_scores", "input_dtype",
+           "model_params", "refuse_whitened", "shared_whitener", "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
 
 
-def model_params(head):
+def model_params(head, whitener=None):
     """``head.get_params()`` as the head's diagonal maths reads them: "auto"
     ``known_count`` and ``noise_shrinkage`` resolved and, with
-    ``covariance="whitened"``, the isotropic head in ``whitener_``'s
-    coordinates ("auto": unit noise, prior ``N(0, prior_scale * beta)``)."""
+    ``covariance="whitened"``, the isotropic head in the coordinates of
+    ``whitener`` (None: ``whitener_``) ("auto": unit noise, prior ``N(0,
+    prior_scale * beta)``)."""
     params = head.get_params(deep=False)
     whitened = params["covariance"] == "whitened"
     if _is_auto(params["known_count"]):
@@ -36,12 +46,13 @@ def model_params(head):
     if not whitened:
         return {**params, "noise_shrinkage": 0.0 if isinstance(
             params["noise_shrinkage"], str) else params["noise_shrinkage"]}
-    if "whitener_" not in vars(head):
+    whitener = whitener if whitener is not None else vars(head).get("whitener_")
+    if whitener is None:
         raise NotFittedError(
             "CRPGaussianClassifier(covariance='whitened') needs the prior and "
             "its whitener, which fit or partial_fit estimate from labelled rows: "
             "call one of them first.")
-    beta = head.whitener_.prior_var_
+    beta = whitener.prior_var_
     given = {"sigma": 1.0, "prior_mean": np.zeros(beta.shape[0]),
              "prior_var": params["prior_scale"] * beta}
     params.update((name, value) for name, value in given.items()
@@ -65,15 +76,33 @@ def whiten(head, X, y, *, reset):
         return X, y
     if reset and "whitener_" not in vars(head):
         head._check_labels(y)  # fit's own label errors come first
-        shrinkage = head.noise_shrinkage
-        whitener = TwoCovarianceWhitener(
-            noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
+        whitener = _whitener_of(head)
         with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
             U = whitener.fit_transform(X, y)
         head.whitener_ = whitener
-        return _float64(U), y
+        return as_float64(U), y
     with _isotropic_hint("scales every row to unit length"):
-        return _float64(head.whitener_.transform(X)), y
+        return as_float64(head.whitener_.transform(X)), y
+
+
+def calibration_scores(head, X, y):
+    """The held-out scores of a whitened head's ``fit`` rows ``X`` (``y``):
+    each fold's rows whitened by the whitener fitted on the other folds, as
+    the head that decides (whitener fitted on every row) sees a new row."""
+    X, y = validate_data(head, X, y, dtype=_FLOATS, reset=False)
+
+    def head_scores(whitener, U, y_train, U_held):
+        state = fold_state(U, y_train, model_params(head, whitener))
+        return novel_log_odds(state.joint_log_numerators(U_held))
+    return cross_fit_scores(y, whitened_scores(_whitener_of(head), X, y,
+                                               head_scores))
+
+
+def _whitener_of(head):
+    """The unfitted whitener of a whitened head."""
+    shrinkage = head.noise_shrinkage
+    return TwoCovarianceWhitener(
+        noise_shrinkage="dof" if _is_auto(shrinkage) else shrinkage)
 
 
 @contextlib.contextmanager
@@ -232,19 +261,14 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         self._validate_params()
         whitener = clone(self.whitener if self.whitener is not None
                          else TwoCovarianceWhitener())
-        head = clone(self.head if self.head is not None else _default_head())
-        # As Pipeline does: fit_transform where the transformer has one.
-        U = (whitener.fit_transform(X, y) if hasattr(whitener, "fit_transform")
-             else whitener.fit(X, y).transform(X))
-        if not hasattr(whitener, "prior_var_"):
-            raise ValueError(
-                "WhitenedCRPClassifier's whitener must set prior_var_ (the prior "
-                f"variances of the class means in its output) in fit; {whitener!r} "
-                "does not.")
-        prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
-        head.set_params(sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]),
-                        prior_var=prior_var, covariance="isotropic")
-        head.fit(_float64(U), y)
+        template = self.head if self.head is not None else _default_head()
+        U = fit_transform(whitener, X, y)
+        head = _head_for(template, whitener).fit(as_float64(U), y)
+        # Calibrated on rows whitened by a whitener that did not see them.
+        X, y = X if hasattr(X, "iloc") else np.asarray(X), np.asarray(y).ravel()
+        head.set_conformal_scores(cross_fit_scores(y, whitened_scores(
+            self.whitener if self.whitener is not None else TwoCovarianceWhitener(),
+            X, y, functools.partial(_fold_head_scores, template))))
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
         for name in ("n_features_in_", "feature_names_in_"):
@@ -321,7 +345,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         U = (np.vstack([self.whitener_.transform(_safe_indexing(X, [i]))
                         for i in range(n_rows)])
              if one_by_one and n_rows else self.whitener_.transform(X))
-        return getattr(head, method)(_float64(U), *args, **kwargs)
+        return getattr(head, method)(as_float64(U), *args, **kwargs)
 
     def _head(self, method):
         if not hasattr(self, "whitener_"):
@@ -339,13 +363,19 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         lambda self: self._head("frozen_classes_").frozen_classes_)
 
 
-def _float64(U):
-    """Whitened rows as the head's float64 maths reads them: float32 ones (the
-    whitener keeps a network's precision) cast here, where the head's checks
-    would take a slower path to do it."""
-    if isinstance(U, np.ndarray) and U.dtype == np.float32:
-        return U.astype(np.float64)
-    return U
+def _head_for(head, whitener):
+    """A clone of ``head`` with ``whitener``'s unit noise and prior."""
+    prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
+    return clone(head).set_params(
+        sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]), prior_var=prior_var,
+        covariance="isotropic")
+
+
+def _fold_head_scores(head, whitener, U, y, U_held):
+    """Novel log-odds (before any map) of ``U_held`` under ``head`` fitted on
+    the rows ``U`` that ``whitener`` (fitted on them) whitened."""
+    fold_head = _head_for(head, whitener).set_params(novelty_calibration=None)
+    return novel_log_odds(fold_head.fit(U, y).predict_joint_log_proba(U_held))
 
 
 def _check_head(head):
