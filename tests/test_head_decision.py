@@ -46,13 +46,14 @@ def test_false_novel_rate_on_held_out_digits_is_at_most_alpha(digit_splits,
                                                               covariance):
     """Check that on held-out rows of known digits predict says novel for at
     most alpha + 2 SE of them, over seeds and features, and that it finds
-    far more unseen digits than the 4.5% of the argmax rule's report."""
+    far more unseen digits than the 4.5% of the argmax rule's report (30%:
+    with about 250 calibration rows the threshold varies by a few points)."""
     for name, seed, X_fit, y_fit, X_test, X_unseen in digit_splits:
         head = CRPGaussianClassifier(covariance=covariance).fit(X_fit, y_fit)
         rate = np.mean(head.predict(X_test) == -1)
         bound = ALPHA + 2 * np.sqrt(ALPHA * (1 - ALPHA) / X_test.shape[0])
         assert rate <= bound, (name, seed, rate)
-        assert np.mean(head.predict(X_unseen) == -1) > 0.35, (name, seed)
+        assert np.mean(head.predict(X_unseen) == -1) > 0.3, (name, seed)
 
 
 @pytest.mark.parametrize("make_head", [
@@ -106,14 +107,14 @@ def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head):
 
 
 def test_calibration_scores_stop_at_enough_rows(rng):
-    """Check that fit scores folds in order until 1,000 rows are scored (each
-    fold costs a fit), and every fold of a smaller set."""
-    y = np.repeat(np.arange(10), 300)
-    X = rng.normal(scale=3.0, size=(10, 4))[y] + rng.normal(size=(3000, 4))
+    """Check that fit scores folds in order until 250 rows are (each fold
+    costs a fit), and every fold of a smaller set."""
+    y = np.repeat(np.arange(10), 100)
+    X = rng.normal(scale=3.0, size=(10, 4))[y] + rng.normal(size=(1000, 4))
     head = CRPGaussianClassifier(covariance="isotropic").fit(X, y)
-    assert head.conformal_scores_.shape == (1200,)  # folds 0-1 hold 600 rows
-    head = CRPGaussianClassifier(covariance="isotropic").fit(X[::4], y[::4])
-    assert head.conformal_scores_.shape == (750,)
+    assert head.conformal_scores_.shape == (400,)  # folds 0-1 hold 200 rows
+    head = CRPGaussianClassifier(covariance="isotropic").fit(X[::5], y[::5])
+    assert head.conformal_scores_.shape == (200,)
 
 
 def test_interrupted_calibration_leaves_the_head_as_it_was(monkeypatch):
