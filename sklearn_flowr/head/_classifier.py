@@ -122,8 +122,9 @@ default="auto"
     class_count_ : ndarray of shape (n_classes,)
         Number of samples each class was conditioned on.
     conformal_scores_ : ndarray of shape (n_calibration,)
-        Sorted novel log-odds of held-out known-class rows (``fit``'s, cross
-        fitted, then labelled rows of known classes before they are learned).
+        Sorted novel log-odds of held-out known-class rows (``fit``'s, each
+        under the head and whitener fitted without its fold; then labelled
+        rows of known classes before they are learned).
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
     frozen_classes_ : ndarray of bool of shape (n_classes,)

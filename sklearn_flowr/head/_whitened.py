@@ -154,7 +154,9 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     ``fit`` fits ``whitener`` (:class:`TwoCovarianceWhitener` by default) on
     the labelled rows, then ``head`` on the whitened rows with ``sigma=1``,
     ``prior_mean=0`` and ``prior_var=whitener.prior_var_``: the two-covariance
-    model of [1]_ [2]_. The whitener stays frozen after ``fit``; every other
+    model of [1]_ [2]_; ``predict``'s novel label is calibrated on ``fit``'s
+    rows, each scored by a whitener and a head fitted without its fold of the
+    rows. The whitener stays frozen after ``fit``; every other
     method whitens its rows (``O(d^2)`` each) and calls the head's method of
     the same name (parameters and returns as
     :class:`~sklearn_flowr.CRPGaussianClassifier`'s), so P(novel) is the
@@ -259,16 +261,16 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """Fit the whitener, then the head on the whitened rows."""
         self._validate_params()
-        whitener = clone(self.whitener if self.whitener is not None
-                         else TwoCovarianceWhitener())
+        unfitted = (self.whitener if self.whitener is not None
+                    else TwoCovarianceWhitener())
         template = self.head if self.head is not None else _default_head()
+        whitener = clone(unfitted)
         U = fit_transform(whitener, X, y)
         head = _head_for(template, whitener).fit(as_float64(U), y)
         # Calibrated on rows whitened by a whitener that did not see them.
         X, y = X if hasattr(X, "iloc") else np.asarray(X), np.asarray(y).ravel()
         head.set_conformal_scores(cross_fit_scores(y, whitened_scores(
-            self.whitener if self.whitener is not None else TwoCovarianceWhitener(),
-            X, y, functools.partial(_fold_head_scores, template))))
+            unfitted, X, y, functools.partial(_fold_head_scores, template))))
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
         for name in ("n_features_in_", "feature_names_in_"):
