@@ -7,7 +7,7 @@ for the heads with a conformal decision, by rows a class.
         [--rows 3,10,30,90] [--features digits|PATH.npz] [--known 8]
 
 ``digits``: scikit-learn's digits, the first ``--known`` digits known
-(``--rows`` of each fitted, every other row of them held out), the others
+(``--rows`` of each fitted, their other rows held out), the others
 unseen. ``PATH.npz``: cached features (``Z`` or ``X``, ``y``), ``--known``
 classes drawn at random, the same split within them. Each draw redraws the
 fitted rows (and the known classes). Printed per head and rows a class: the

@@ -75,7 +75,7 @@ def test_refit_of_head_params_keeps_held_out_scores(split):
     """Check a refit after a head__* change calibrates on held-out rows again
     (the memoised encoder serves it), and novelty_alpha=None trains the
     encoder on every row: the head keeps its own cross-fitted scores (its
-    first folds, until 250 rows are scored)."""
+    first folds, until 150 rows are scored)."""
     X, y, train, _, _ = split
     clf = FLOWRClassifier(**BUDGET).fit(X[train], y[train])
     Z = clf.transform(X[train[:5]])
@@ -84,7 +84,7 @@ def test_refit_of_head_params_keeps_held_out_scores(split):
     np.testing.assert_array_equal(clf.transform(X[train[:5]]), Z)
     plain = FLOWRClassifier(**BUDGET, head=CRPGaussianClassifier(
         covariance="full", novelty_alpha=None)).fit(X[train], y[train])
-    assert 250 <= plain.head_.conformal_scores_.shape[0] < train.shape[0]
+    assert 150 <= plain.head_.conformal_scores_.shape[0] < train.shape[0]
 
 
 def test_held_out_scores_are_drawn_like_new_rows_of_the_deciding_head():

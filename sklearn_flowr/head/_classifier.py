@@ -32,9 +32,9 @@ from ._state import (
     state_of_embeddings,
 )
 from ._whitened import (
-    calibration_scores,
     input_dtype,
     model_params,
+    refit_calibration_scores,
     refuse_whitened,
     whiten,
 )
@@ -122,9 +122,10 @@ default="auto"
     class_count_ : ndarray of shape (n_classes,)
         Number of samples each class was conditioned on.
     conformal_scores_ : ndarray of shape (n_calibration,)
-        Sorted novel log-odds of held-out known-class rows (``fit``'s, each
-        under the head and whitener fitted without its fold; then labelled
-        rows of known classes before they are learned).
+        Sorted novel log-odds of held-out known-class rows: ``fit``'s, each
+        under the head and whitener fitted without its fold (of five; the
+        first folds until 150 rows are scored), then labelled rows of known
+        classes before they are learned.
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
     frozen_classes_ : ndarray of bool of shape (n_classes,)
@@ -288,7 +289,7 @@ default="auto"
             self.__dict__.pop("whitener_", None)
             super().fit(X, y)
             if self.covariance == "whitened":  # the whitener cross-fitted too
-                self._conformal = calibration_scores(self, X, y)
+                self._conformal = refit_calibration_scores(self, X, y)
         return self
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):

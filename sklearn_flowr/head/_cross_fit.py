@@ -1,6 +1,8 @@
 """The held-out scores ``predict``'s novel label is calibrated on: each of
 ``fit``'s rows scored by the model fitted on the other folds of the rows."""
 
+import warnings
+
 import numpy as np
 from sklearn.base import clone
 from sklearn.utils import _safe_indexing
@@ -9,8 +11,8 @@ from .._core import novel_log_odds
 from ._state import state_for_params
 
 __all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "cross_fit_scores",
-           "fit_transform", "fold_of_rows", "fold_state", "scored_folds",
-           "state_scores", "whitened_scores"]
+           "fit_transform", "fold_log_odds", "fold_of_rows", "fold_state",
+           "scored_folds", "state_scores", "whitened_scores"]
 
 # Folds of the calibration scores of ``fit``: each row is scored by the model
 # fitted on the other folds, hyper-parameters and whitener included (with them
@@ -19,20 +21,24 @@ __all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "cross_fit_scores",
 N_FOLDS = 5
 # Held-out scores that suffice: folds are scored in order until this many
 # rows are, as each fold costs a fit on the other folds' rows (the whitener's
-# too). With 250 a fit's false-novel rate varies by about 0.014 at
-# alpha=0.05 around its expected value, which is at most alpha.
-ENOUGH_SCORES = 250
+# too: on 272 classes x 3 rows, one fold keeps fit + predict near 10x
+# SimpleShot's time, two take it to 15x). With 150 a fit's false-novel rate
+# varies by about 0.018 at alpha=0.05 around its expected value, which is at
+# most alpha.
+ENOUGH_SCORES = 150
 NO_SCORES = np.zeros(0)
 
 
 def fold_of_rows(y_index):
-    """Fold of each row: its position among its class's rows modulo
-    ``N_FOLDS`` (every class spread over the folds; one of a single row lies
-    in fold 0 and vanishes when that fold is held out)."""
+    """Fold of each row: its position among its class's rows plus the class's
+    index, modulo ``N_FOLDS``. Every class is spread over the folds, and the
+    classes start at different folds: holding one fold out takes a row from
+    some classes only (with two rows a class, none is left with one row
+    everywhere; the rows of one-row classes are spread over the folds)."""
     order = np.argsort(y_index, kind="stable")
     starts = np.searchsorted(y_index[order], y_index[order])
     fold = np.empty(y_index.shape[0], dtype=np.intp)
-    fold[order] = (np.arange(y_index.shape[0]) - starts) % N_FOLDS
+    fold[order] = (np.arange(y_index.shape[0]) - starts + y_index[order]) % N_FOLDS
     return fold
 
 
@@ -75,9 +81,14 @@ def state_scores(X, y, params):
     """``fold_scores`` of the head's maths (``params``, as ``model_params``
     gives them) on rows ``X`` in its coordinates."""
     def fold_scores(train, held):
-        state = fold_state(X[train], y[train], params)
-        return novel_log_odds(state.joint_log_numerators(X[held]))
+        return fold_log_odds(X[train], y[train], X[held], params)
     return fold_scores
+
+
+def fold_log_odds(X, y, X_held, params):
+    """Novel log-odds of ``X_held`` under the state ``fit`` builds on rows
+    ``X`` of classes ``y`` (:func:`fold_state`)."""
+    return novel_log_odds(fold_state(X, y, params).joint_log_numerators(X_held))
 
 
 def whitened_scores(whitener, X, y, head_scores):
@@ -89,7 +100,9 @@ def whitened_scores(whitener, X, y, head_scores):
 
     def fold_scores(train, held):
         fitted = clone(whitener)
-        U = fit_transform(fitted, _safe_indexing(X, train), y[train])
+        with warnings.catch_warnings():  # fit's labels, checked and warned of
+            warnings.filterwarnings("ignore", message="The number of unique classes")
+            U = fit_transform(fitted, _safe_indexing(X, train), y[train])
         return head_scores(fitted, as_float64(U), y[train],
                            as_float64(fitted.transform(_safe_indexing(X, held))))
     return fold_scores

@@ -16,13 +16,14 @@ from ._cross_fit import (
     as_float64,
     cross_fit_scores,
     fit_transform,
-    fold_state,
+    fold_log_odds,
     whitened_scores,
 )
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener
 
-__all__ = ["WhitenedCRPClassifier", "calibration_scores", "input_dtype",
-           "model_params", "refuse_whitened", "shared_whitener", "whiten"]
+__all__ = ["WhitenedCRPClassifier", "input_dtype", "model_params",
+           "refit_calibration_scores", "refuse_whitened", "shared_whitener",
+           "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
@@ -85,15 +86,15 @@ def whiten(head, X, y, *, reset):
         return as_float64(head.whitener_.transform(X)), y
 
 
-def calibration_scores(head, X, y):
+def refit_calibration_scores(head, X, y):
     """The held-out scores of a whitened head's ``fit`` rows ``X`` (``y``):
     each fold's rows whitened by the whitener fitted on the other folds, as
     the head that decides (whitener fitted on every row) sees a new row."""
-    X, y = validate_data(head, X, y, dtype=_FLOATS, reset=False)
+    X = validate_data(head, X, dtype=_FLOATS, reset=False)
+    y = np.asarray(y).ravel()  # (fit checked and warned about it)
 
     def head_scores(whitener, U, y_train, U_held):
-        state = fold_state(U, y_train, model_params(head, whitener))
-        return novel_log_odds(state.joint_log_numerators(U_held))
+        return fold_log_odds(U, y_train, U_held, model_params(head, whitener))
     return cross_fit_scores(y, whitened_scores(_whitener_of(head), X, y,
                                                head_scores))
 
@@ -268,7 +269,8 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         U = fit_transform(whitener, X, y)
         head = _head_for(template, whitener).fit(as_float64(U), y)
         # Calibrated on rows whitened by a whitener that did not see them.
-        X, y = X if hasattr(X, "iloc") else np.asarray(X), np.asarray(y).ravel()
+        X, y = X if hasattr(X, "shape") else np.asarray(X), np.asarray(y).ravel()
+        template = clone(template).set_params(novel_label=head.novel_label_)
         head.set_conformal_scores(cross_fit_scores(y, whitened_scores(
             unfitted, X, y, functools.partial(_fold_head_scores, template))))
         # Both fitted before either is kept: a failure leaves self as it was.
