@@ -405,7 +405,12 @@ default="auto"
 
     def _start(self, X, y_index, labels, *, fitting):
         params = model_params(self)
+        # fit's calibration first, so that its fold states are freed before
+        # the state is built (the whitened head's: in fit, on its input rows).
+        scores = (self._calibrate_fit(X, y_index)
+                  if fitting and self.covariance != "whitened" else NO_SCORES)
         self._take_state(*state_for_params(X, y_index, labels.shape[0], params))
+        self._conformal = scores
         # What merge re-estimates "auto" hyper-parameters from.
         self._fit_moments = kept_moments(params, X, y_index, labels.shape[0])
 
@@ -420,8 +425,6 @@ default="auto"
         known_count = model_params(self)["known_count"]
         if known_count != "observed":
             self._state.set_crp_counts(float(known_count))
-        if self.covariance != "whitened":  # (else fit calibrates on its input)
-            self._calibrate_fit(X, index)
 
     def _stream(self, X, index, is_new):
         novelty_map = check_novelty_map(self.novelty_calibration)

@@ -27,6 +27,8 @@ N_FOLDS = 5
 # most alpha.
 ENOUGH_SCORES = 150
 NO_SCORES = np.zeros(0)
+# Held-out rows scored at once.
+_BLOCK = 128
 
 
 def fold_of_rows(y_index):
@@ -87,8 +89,12 @@ def state_scores(X, y, params):
 
 def fold_log_odds(X, y, X_held, params):
     """Novel log-odds of ``X_held`` under the state ``fit`` builds on rows
-    ``X`` of classes ``y`` (:func:`fold_state`)."""
-    return novel_log_odds(fold_state(X, y, params).joint_log_numerators(X_held))
+    ``X`` of classes ``y`` (:func:`fold_state`), a block of rows at a time
+    (the scores of a block against every class are its only temporaries)."""
+    state = fold_state(X, y, params)
+    return np.concatenate([
+        novel_log_odds(state.joint_log_numerators(X_held[start:start + _BLOCK]))
+        for start in range(0, X_held.shape[0], _BLOCK)] or [NO_SCORES])
 
 
 def whitened_scores(whitener, X, y, head_scores):
