@@ -222,7 +222,8 @@ def test_too_few_scores_keep_the_argmax_rule():
     """Check that with too few calibration scores to reach alpha (or folds
     that cannot be fitted) predict is the argmax rule."""
     X = [[0.0, 0.0], [0.2, 0.0], [4.0, 4.0], [4.0, 4.2]]
-    head = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
+    with pytest.warns(UserWarning, match="4 rows gave 0 calibration scores"):
+        head = CRPGaussianClassifier(covariance="isotropic").fit(X, [0, 0, 1, 1])
     assert head.conformal_scores_.shape == (0,)  # a fold of 1-row classes
     queries = [[0.1, 0.0], [-6.0, 7.0]]
     np.testing.assert_array_equal(head.predict(queries), [0, -1])

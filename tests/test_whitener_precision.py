@@ -123,9 +123,9 @@ def test_float32_extremes_are_checked_without_overflow_warnings():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         check_magnitude(big)
-        clf = CRPGaussianClassifier().fit(
+        clf = CRPGaussianClassifier(novelty_alpha=None).fit(  # (4 rows: no
             np.array([[1, 0, 0], [2, 0, 1], [0, 1, 0], [0, 2, 1]], np.float32),
-            [0, 0, 1, 1])
+            [0, 0, 1, 1])                                  # calibration)
         assert clf.predict(big).shape == (2,)
 
 

@@ -112,8 +112,9 @@ default="auto"
         :func:`~sklearn_flowr.protocol.select_discovery_params`.
     novelty_alpha : float in (0, 1) or None, default=0.05
         :meth:`predict` says novel where the conformal p-value of P(novel) is
-        at most this, the share of known-class rows called novel (``None``:
-        the argmax over the classes and the novel class).
+        at most this, the share of known-class rows called novel (``None``, or
+        fewer than ``1 / novelty_alpha - 1`` calibration scores: the argmax
+        over the classes and the novel class).
 
     Attributes
     ----------
@@ -290,6 +291,7 @@ default="auto"
             super().fit(X, y)
             if self.covariance == "whitened":  # the whitener cross-fitted too
                 self._conformal = refit_calibration_scores(self, X, y)
+        self._warn_if_too_few_scores(int(self.class_count_.sum()))
         return self
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):

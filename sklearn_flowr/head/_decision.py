@@ -3,7 +3,8 @@ of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
 held-out scores of known-class rows (user guide, "What predict's novel label
 means")."""
 
-from math import isqrt
+import warnings
+from math import ceil, isqrt
 
 import numpy as np
 
@@ -192,6 +193,18 @@ class ConformalDecision:
         at_least, n = self._n_at_least(novel_log_odds(scores))
         novel = 1.0 + at_least <= alpha * (n + 1)
         return self._labels_of(np.where(novel, -1, best))
+
+    def _warn_if_too_few_scores(self, n_rows):
+        """Warn when ``fit``'s calibration cannot reach ``novelty_alpha``."""
+        alpha = self.novelty_alpha
+        if alpha is not None and not can_reject(self._n_scores(), alpha):
+            warnings.warn(
+                f"fit's {n_rows} rows gave {self._n_scores()} calibration scores, "
+                f"fewer than the {ceil(1 / alpha - 1)} that novelty_alpha={alpha} "
+                "needs: predict's novel label is the argmax over the classes and "
+                "the novel class, which does not keep the false-novel rate, until "
+                "labelled rows add scores. Fit more rows, or read P(novel) from "
+                "predict_proba.", UserWarning, stacklevel=3)
 
     def _n_scores(self):
         if not self.__sklearn_is_fitted__():

@@ -378,7 +378,8 @@ def _head_for(head, whitener):
 def _fold_head_scores(head, whitener, U, y, U_held):
     """Novel log-odds (before any map) of ``U_held`` under ``head`` fitted on
     the rows ``U`` that ``whitener`` (fitted on them) whitened."""
-    fold_head = _head_for(head, whitener).set_params(novelty_calibration=None)
+    fold_head = _head_for(head, whitener).set_params(novelty_calibration=None,
+                                                     novelty_alpha=None)
     return novel_log_odds(fold_head.fit(U, y).predict_joint_log_proba(U_held))
 
 
