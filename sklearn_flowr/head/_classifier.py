@@ -291,7 +291,7 @@ default="auto"
             super().fit(X, y)
             if self.covariance == "whitened":  # the whitener cross-fitted too
                 self._conformal = refit_calibration_scores(self, X, y)
-        self._warn_if_too_few_scores(int(self.class_count_.sum()))
+            self._warn_if_too_few_scores(int(self.class_count_.sum()))
         return self
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):
