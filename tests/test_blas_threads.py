@@ -11,7 +11,7 @@ import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from sklearn_flowr.head import TwoCovarianceWhitener
-from sklearn_flowr.head import _two_covariance as two_covariance
+from sklearn_flowr.head import _plda as plda
 from sklearn_flowr.head._blas import scipy_blas_on_one_thread
 
 _LOADED_BLAS = """import json, sys
@@ -81,8 +81,8 @@ def test_whitener_lapack_runs_with_scipy_on_one_thread(monkeypatch, two_pools):
     thread, and that the whitened rows are those of an unlimited run."""
     before, own = two_pools
     seen = []
-    real_cholesky, real_solve = (two_covariance.linalg.cholesky,
-                                 two_covariance.linalg.solve_triangular)
+    real_cholesky, real_solve = (plda.linalg.cholesky,
+                                 plda.linalg.solve_triangular)
 
     def spy(real):
         def call(*args, **kwargs):
@@ -94,8 +94,8 @@ def test_whitener_lapack_runs_with_scipy_on_one_thread(monkeypatch, two_pools):
     y = np.repeat(np.arange(6), 3)
     X = rng.normal(size=(6, 40))[y] + 0.5 * rng.normal(size=(18, 40)) + 3.0
     expected = TwoCovarianceWhitener(solver="gram").fit(X, y).transform(X)
-    monkeypatch.setattr(two_covariance.linalg, "cholesky", spy(real_cholesky))
-    monkeypatch.setattr(two_covariance.linalg, "solve_triangular", spy(real_solve))
+    monkeypatch.setattr(plda.linalg, "cholesky", spy(real_cholesky))
+    monkeypatch.setattr(plda.linalg, "solve_triangular", spy(real_solve))
     whitener = TwoCovarianceWhitener(solver="gram").fit(X, y)
     n_fit_calls = len(seen)
     U = whitener.transform(X)

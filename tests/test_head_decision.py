@@ -13,7 +13,13 @@ from sklearn.model_selection import GridSearchCV, StratifiedKFold
 from sklearn.utils._param_validation import InvalidParameterError
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier, saving
-from sklearn_flowr.head import TwoCovarianceWhitener, _cross_fit, _decision
+from sklearn_flowr.head import (
+    TwoCovarianceWhitener,
+    _cross_fit,
+    _decision,
+    _plda,
+    _two_covariance,
+)
 
 ALPHA = 0.05
 
@@ -89,14 +95,15 @@ def _fold_log_odds(X, y, train, held):
     return joint[:, -1] - logsumexp(joint[:, :-1], axis=1)
 
 
-@pytest.mark.parametrize("n_rows", [120, 700])
+@pytest.mark.parametrize("n_rows", [60, 120, 700])
 @pytest.mark.parametrize("make_head", [CRPGaussianClassifier, WhitenedCRPClassifier])
 def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head,
                                                                     n_rows):
     """Check that the whitened heads' calibration scores are each scored fit
     row's novel log-odds under a whitener and a head both fitted without its
     fold (the k-th row of the c-th class in fold (k + c) mod 5; the folds in
-    order until 150 rows are scored), to rounding."""
+    order until 150 rows are scored), to rounding: refitted in the span of
+    the rows (60 rows of 64 features) or in the whole space."""
     X, y = load_digits(return_X_y=True)
     keep = np.flatnonzero(y < 6)[:n_rows]
     X, y = X[keep], y[keep]
@@ -140,27 +147,33 @@ def test_calibration_scores_stop_at_enough_rows(rng):
     assert head.conformal_scores_.shape == (125,)
 
 
+@pytest.mark.parametrize("n_rows", [50, 400])
 @pytest.mark.parametrize("make_head", [CRPGaussianClassifier, WhitenedCRPClassifier])
-def test_interrupted_calibration_leaves_the_head_as_it_was(monkeypatch, make_head):
-    """Check that a Ctrl-C in a fold's whitener fit of fit's calibration
-    leaves the whitened head exactly as before the call."""
+def test_interrupted_calibration_leaves_the_head_as_it_was(monkeypatch, make_head,
+                                                           n_rows):
+    """Check that a Ctrl-C in a fold's whitener estimate of fit's calibration
+    leaves the whitened head exactly as before the call (refits in the span
+    of 50 rows of 64 features, or in the whole space)."""
     X, y = load_digits(return_X_y=True)
     head = make_head().fit(X[:300], y[:300])
     inner = head.head_ if hasattr(head, "head_") else head
     before = (inner.conformal_scores_, head.whitener_.scalings_.copy(),
               inner.class_mean_.copy(), head.predict_proba(X[300:320]))
     calls = []
-    fit_transform = TwoCovarianceWhitener.fit_transform
 
-    def interrupted(self, *args, **kwargs):
-        calls.append(1)
-        if len(calls) == 3:  # the calibration's second fold
-            raise KeyboardInterrupt
-        return fit_transform(self, *args, **kwargs)
+    def interrupt_third(estimate):
+        def call(*args, **kwargs):
+            calls.append(1)
+            if len(calls) == 3:  # fit, then the calibration's second fold
+                raise KeyboardInterrupt
+            return estimate(*args, **kwargs)
+        return call
 
-    monkeypatch.setattr(TwoCovarianceWhitener, "fit_transform", interrupted)
+    for module in (_plda, _two_covariance):
+        monkeypatch.setattr(module, "estimate", interrupt_third(module.estimate))
     with pytest.raises(KeyboardInterrupt):
-        head.fit(X[300:700], y[300:700])
+        head.fit(X[300:300 + n_rows], y[300:300 + n_rows])
+    assert len(calls) == 3
     inner = head.head_ if hasattr(head, "head_") else head
     after = (inner.conformal_scores_, head.whitener_.scalings_,
              inner.class_mean_, head.predict_proba(X[300:320]))

@@ -14,6 +14,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 from sklearn_flowr.head import TwoCovarianceWhitener
+from sklearn_flowr.head._plda import span_refit
+from sklearn_flowr.head._two_covariance import fit_transform_with_refit
 
 
 def classes_of(rng, n_classes, per_class, n_features, *, offset=3.0):
@@ -89,6 +91,66 @@ def test_heads_of_fit_paths_predict_alike(rng, n_classes, per_class, n_features)
               .predict_proba(queries) for s in solvers]
     for proba in probas[1:]:
         np.testing.assert_allclose(proba, probas[0], rtol=1e-7, atol=1e-10)
+
+
+def head_scores(prior_var, U, y, U_held):
+    """Joint log-probabilities of ``U_held`` under the isotropic head of a
+    whitener of prior variances ``prior_var`` fitted on its rows ``U``."""
+    head = CRPGaussianClassifier(
+        covariance="isotropic", sigma=1.0, prior_mean=np.zeros(U.shape[1]),
+        prior_var=prior_var, known_count="observed").fit(U, y)
+    return head.predict_joint_log_proba(U_held)
+
+
+@pytest.mark.parametrize("noise_shrinkage", ["dof", 0.3])
+@pytest.mark.parametrize("solver", ["auto", "eigen", "gram", "span"])
+def test_refits_in_the_span_are_refits_without_the_rows(rng, solver,
+                                                        noise_shrinkage):
+    """Check that a refit without some rows, computed from every row's
+    coordinates in their span (fewer rows than features), is the model of a
+    whitener fitted on the other rows alone: the same sorted prior
+    variances, and a head on its whitened rows scores the held-out rows
+    alike (its coordinates may turn among those of equal prior variance)."""
+    X, y = classes_of(rng, 8, 4, 60)
+    held = np.arange(32) % 5 == 1
+    Z = X / np.linalg.norm(X, axis=1, keepdims=True)
+    coordinates = linalg.qr((Z - Z[0]).T, mode="economic")[1].T  # any origin
+    alpha = None if noise_shrinkage == "dof" else noise_shrinkage
+    refit = span_refit(coordinates, y, 60, alpha, 1e-3, solver=solver)
+    prior_var, U, U_held = refit(~held, held)
+    whitener = TwoCovarianceWhitener(noise_shrinkage=noise_shrinkage).fit(
+        X[~held], y[~held])
+    np.testing.assert_allclose(np.sort(prior_var), np.sort(whitener.prior_var_),
+                               rtol=1e-9)
+    np.testing.assert_allclose(
+        head_scores(prior_var, U, y[~held], U_held),
+        head_scores(whitener.prior_var_, whitener.transform(X[~held]), y[~held],
+                    whitener.transform(X[held])), rtol=1e-9, atol=1e-9)
+
+
+def test_fit_transform_with_refit(rng):
+    """Check that ``fit_transform_with_refit`` fits as ``fit_transform`` with
+    the span solver (fewer rows than features) and refits in that span; with
+    as many rows as features it fits as ``fit_transform`` and gives no
+    refit; a refit without enough rows raises ValueError."""
+    X, y = classes_of(rng, 6, 5, 40)
+    whitener = TwoCovarianceWhitener()
+    U, refit = fit_transform_with_refit(whitener, X, y)
+    assert whitener.solver_ == "span"
+    np.testing.assert_allclose(
+        U, TwoCovarianceWhitener(solver="span").fit_transform(X, y), rtol=1e-12,
+        atol=1e-12)
+    held = y == 0
+    prior_var, U_train, U_held = refit(~held, held)
+    assert U_train.shape == (25, 40) and U_held.shape == (5, 40)
+    assert prior_var.shape == (40,)
+    with pytest.raises(ValueError, match="at least two classes"):
+        refit(y == 1, y != 1)
+    X, y = classes_of(rng, 6, 8, 40)
+    U, refit = fit_transform_with_refit(whitener, X, y)
+    assert refit is None
+    np.testing.assert_allclose(U, clone(whitener).fit_transform(X, y),
+                               rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(("n_classes", "per_class", "n_features"),

@@ -32,9 +32,10 @@ from ._state import (
     state_of_embeddings,
 )
 from ._whitened import (
+    calibration_scores,
+    fit_whitener,
     input_dtype,
     model_params,
-    refit_calibration_scores,
     refuse_whitened,
     whiten,
 )
@@ -289,8 +290,6 @@ default="auto"
         with all_or_nothing(self):  # a new whitener
             self.__dict__.pop("whitener_", None)
             super().fit(X, y)
-            if self.covariance == "whitened":  # the whitener cross-fitted too
-                self._conformal = refit_calibration_scores(self, X, y)
             self._warn_if_too_few_scores(int(self.class_count_.sum()))
         return self
 
@@ -403,14 +402,22 @@ default="auto"
 
     def _validate_input(self, X, y=None, *, reset=False):
         X, y = super()._validate_input(X, y, reset=reset, dtype=input_dtype(self))
-        return whiten(self, X, y, reset=reset)
+        if (reset and self.covariance == "whitened"
+                and "whitener_" not in vars(self)):
+            # Its refit without a fold of the rows, for fit's calibration.
+            self.whitener_, X, self._refit = fit_whitener(self, X, y)
+            return X, y
+        return whiten(self, X, y)
 
     def _start(self, X, y_index, labels, *, fitting):
         params = model_params(self)
         # fit's calibration first, so that its fold states are freed before
-        # the state is built (the whitened head's: in fit, on its input rows).
-        scores = (self._calibrate_fit(X, y_index)
-                  if fitting and self.covariance != "whitened" else NO_SCORES)
+        # the state is built (the whitened head's refits its whitener too).
+        refit = self.__dict__.pop("_refit", None)  # freed either way
+        scores = NO_SCORES
+        if fitting:
+            scores = (calibration_scores(self, refit, y_index) if refit
+                      else self._calibrate_fit(X, y_index))
         self._take_state(*state_for_params(X, y_index, labels.shape[0], params))
         self._conformal = scores
         # What merge re-estimates "auto" hyper-parameters from.

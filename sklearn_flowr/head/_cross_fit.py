@@ -10,9 +10,9 @@ from sklearn.utils import _safe_indexing
 from .._core import novel_log_odds
 from ._state import state_for_params
 
-__all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "cross_fit_scores",
-           "fit_transform", "fold_log_odds", "fold_of_rows", "fold_state",
-           "scored_folds", "state_scores", "whitened_scores"]
+__all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "clone_refit",
+           "cross_fit_scores", "fit_transform", "fold_log_odds", "fold_of_rows",
+           "fold_state", "refit_scores", "scored_folds", "state_scores"]
 
 # Folds of the calibration scores of ``fit``: each row is scored by the model
 # fitted on the other folds, hyper-parameters and whitener included (with them
@@ -20,11 +20,10 @@ __all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "cross_fit_scores",
 # full noise covariance estimated from the same rows; 5 folds, 4.6%).
 N_FOLDS = 5
 # Held-out scores that suffice: folds are scored in order until this many
-# rows are, as each fold costs a fit on the other folds' rows (the whitener's
-# too: on 272 classes x 3 rows, one fold keeps fit + predict near 10x
-# SimpleShot's time, two take it to 15x). With 150 a fit's false-novel rate
-# varies by about 0.018 at alpha=0.05 around its expected value, which is at
-# most alpha.
+# rows are, as each fold costs a fit on the other folds' rows (the
+# whitener's too, which can cost more than the head). With 150 a fit's
+# false-novel rate varies by about 0.018 at alpha=0.05 around its expected
+# value, which is at most alpha.
 ENOUGH_SCORES = 150
 NO_SCORES = np.zeros(0)
 # Held-out rows scored at once.
@@ -97,21 +96,34 @@ def fold_log_odds(X, y, X_held, params):
         for start in range(0, X_held.shape[0], _BLOCK)] or [NO_SCORES])
 
 
-def whitened_scores(whitener, X, y, head_scores):
-    """``fold_scores`` of a whitener and a head on rows ``X`` (the input's
-    coordinates): a clone of ``whitener`` fitted on the fold's other rows, and
-    ``head_scores(fitted_whitener, U_train, y_train, U_held)`` the held-out
-    rows' novel log-odds of the head fitted on the other rows' whitened ``U``."""
-    y = np.asarray(y)
+def refit_scores(refit, y, head_scores):
+    """``fold_scores`` of a whitener fitted again without each fold
+    (``refit(train, held)``: its prior variances and the whitened rows of
+    both, as :func:`clone_refit` gives them) and a head:
+    ``head_scores(prior_var, U_train, y_train, U_held)``, the held-out rows'
+    novel log-odds of the head fitted on the other rows."""
+    y = np.asarray(y).reshape(-1)
 
     def fold_scores(train, held):
+        prior_var, U, U_held = refit(train, held)
+        return head_scores(prior_var, U, y[train], U_held)
+    return fold_scores
+
+
+def clone_refit(whitener, X, y):
+    """``refit(train, held)`` of any whitener: a clone of it fitted on the
+    rows ``train`` of ``X`` (the input's coordinates), its ``prior_var_``,
+    and the rows ``train`` and ``held`` it whitens."""
+    y = np.asarray(y).reshape(-1)
+
+    def refit(train, held):
         fitted = clone(whitener)
         with warnings.catch_warnings():  # fit's labels, checked and warned of
             warnings.filterwarnings("ignore", message="The number of unique classes")
             U = fit_transform(fitted, _safe_indexing(X, train), y[train])
-        return head_scores(fitted, as_float64(U), y[train],
-                           as_float64(fitted.transform(_safe_indexing(X, held))))
-    return fold_scores
+        return (np.asarray(fitted.prior_var_, dtype=np.float64), as_float64(U),
+                as_float64(fitted.transform(_safe_indexing(X, held))))
+    return refit
 
 
 def fit_transform(whitener, X, y):

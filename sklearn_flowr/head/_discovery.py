@@ -33,7 +33,7 @@ def rows_and_digests(head, X):
     check_is_fitted(head)
     X = OnlineOpenWorldClassifier._validate_input(head, X,
                                                   dtype=input_dtype(head))[0]
-    return whiten(head, X, None, reset=False)[0], [row_digest(row) for row in X]
+    return whiten(head, X, None)[0], [row_digest(row) for row in X]
 
 
 def unlabelled_steps(head, X, digests, *, threshold, novelty_map):

@@ -5,7 +5,6 @@ import contextlib
 from numbers import Real
 
 import numpy as np
-from scipy import linalg
 from sklearn.base import (
     BaseEstimator,
     ClassNamePrefixFeaturesOutMixin,
@@ -16,10 +15,20 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._core import fill_doc, group_sums
+from .._core import fill_doc
 from ._blas import scipy_blas_on_one_thread
+from ._plda import (
+    apply_map,
+    cheapest_solver,
+    check_counts,
+    estimate,
+    map_span,
+    prior_variances,
+    span_refit,
+    unit_rows,
+)
 
-__all__ = ["TwoCovarianceWhitener"]
+__all__ = ["TwoCovarianceWhitener", "fit_transform_with_refit"]
 
 # The precisions transform keeps (others are converted to the first).
 _FLOATS = (np.float64, np.float32)
@@ -170,17 +179,14 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         U : ndarray of shape (n_samples, n_features)
             The whitened rows.
         """
-        rows = self._fit(X, y)
-        if rows is None:
-            return self.transform(X)
-        # The rows lie in the span: their coordinates outside it are 0.
-        outside = np.zeros((rows.shape[0], self.n_features_in_ - rows.shape[1]))
-        return _map_span(rows, outside, *self._scalings[2:]).astype(
-            self._dtype, copy=False)
+        rows = self._fit(X, y)[0]
+        return self.transform(X) if rows is None else self._span_transform(rows)
 
-    def _fit(self, X, y):
+    def _fit(self, X, y, *, prefer_span=False):
         """Fit; return the rows' coordinates in the span (``solver_="span"``)
-        or None."""
+        or None, and the validated labels. ``prefer_span``: with
+        ``solver="auto"``, the span whenever the rows are fewer than the
+        features."""
         X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
         check_classification_targets(y)
         dtype, X = X.dtype.name, X.astype(np.float64, copy=False)
@@ -188,28 +194,24 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
             raise ValueError(
                 "TwoCovarianceWhitener needs two features or more: scaling rows "
                 "of 1 feature(s) to unit length leaves only their sign.")
-        Z = _unit_rows(X)
+        Z = unit_rows(X)
         classes, y_index, counts = np.unique(y, return_inverse=True,
                                              return_counts=True)
         n, d = Z.shape
-        n_classes = classes.shape[0]
-        if n_classes < 2 or n <= n_classes:
-            raise ValueError(
-                "TwoCovarianceWhitener needs at least two classes and a class "
-                f"with two rows; got {n} rows of {n_classes} class(es).")
-        solver = _cheapest_solver(n, n_classes, d) if self.solver == "auto" \
-            else self.solver
+        check_counts(n, classes.shape[0])
+        solver = self.solver
+        if solver == "auto":
+            solver = "span" if prefer_span and n < d else cheapest_solver(
+                n, classes.shape[0], d)
         if solver == "span" and n >= d:  # the rows span everything
             solver = "eigen"
         alpha = None if self.noise_shrinkage == "dof" else float(self.noise_shrinkage)
         with scipy_blas_on_one_thread():
-            prior_mean, scalings, between, nu, alpha, rows = _estimate(
+            prior_mean, scalings, between, nu, alpha, rows = estimate(
                 Z, y_index, counts, alpha, solver)
-        harmonic = 1.0 / np.mean(1.0 / counts)  # k_h
-        beta = between - 1.0 / harmonic
-        floor = self.prior_floor * max(beta.max(), 1.0 / harmonic)
         self.classes_, self.class_count_ = classes, counts.astype(np.float64)
-        self.prior_mean_, self.prior_var_ = prior_mean, np.maximum(beta, floor)
+        self.prior_mean_ = prior_mean
+        self.prior_var_ = prior_variances(between, counts, self.prior_floor)
         self.noise_shrinkage_, self.noise_var_ = float(alpha), float(nu)
         # The span's and the Gram's A stay factored (reflectors, L): fit then
         # needs no d x d product, and a row of the span costs O(d n). The
@@ -218,7 +220,14 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if isinstance(scalings, np.ndarray):
             scalings = scalings.astype(dtype, copy=False)
         self._scalings, self._dtype, self.solver_ = scalings, dtype, solver
-        return rows
+        return rows, y
+
+    def _span_transform(self, rows):
+        """The fit rows whitened from their coordinates in the span."""
+        # The rows lie in the span: their coordinates outside it are 0.
+        outside = np.zeros((rows.shape[0], self.n_features_in_ - rows.shape[1]))
+        return map_span(rows, outside, *self._scalings[2:]).astype(
+            self._dtype, copy=False)
 
     def transform(self, X):
         """Whitened coordinates ``u = A^T (x / ||x|| - mu0)``.
@@ -245,16 +254,16 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 and not hasattr(self, "feature_names_in_")):
             X = validate_data(self, X, dtype=_FLOATS, reset=False)
         # Scaled and centred in float64; mapped in the map's precision.
-        centred = _unit_rows(X.astype(np.float64, copy=False)) - self.prior_mean_
+        centred = unit_rows(X.astype(np.float64, copy=False)) - self.prior_mean_
         # The factored maps' LAPACK beside NumPy (one row: no threads to hold).
         factored = not isinstance(self._scalings, np.ndarray) and X.shape[0] > 1
         with scipy_blas_on_one_thread() if factored else contextlib.nullcontext():
-            return _apply(self._scalings, centred).astype(self._dtype, copy=False)
+            return apply_map(self._scalings, centred).astype(self._dtype, copy=False)
 
     @property
     def scalings_(self):
         check_is_fitted(self)
-        return _apply(self._scalings, np.eye(self.n_features_in_)).astype(
+        return apply_map(self._scalings, np.eye(self.n_features_in_)).astype(
             self._dtype, copy=False)
 
     def __sklearn_is_fitted__(self):
@@ -271,174 +280,26 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return tags
 
 
-def _estimate(Z, y_index, counts, alpha, solver):
-    """``mu0``, the map ``A`` (a matrix or factored), ``t``, ``nu``, the
-    noise shrinkage ``alpha`` (given, or None: ``"dof"``'s) of the unit rows
-    ``Z`` of classes ``y_index`` (``counts`` rows each) by ``solver``, and the
-    rows' coordinates in the span (``"span"``; else None)."""
-    n, d = Z.shape
-    n_classes = counts.shape[0]
-    means = _class_means(Z, y_index, counts)
-    prior_mean = means.mean(axis=0)  # mu0: every class counts once
-    dof = n - n_classes
-    prior_dof = min(d, dof)  # the target's weight, at most the data's
-    if alpha is None:
-        alpha = prior_dof / (prior_dof + dof)
-    rows = None
-    if solver == "span":
-        scalings, between, nu, rows = _span_fit(Z, y_index, counts, prior_mean,
-                                                alpha, dof)
-    else:
-        residual = Z - means[y_index]
-        noise = residual.T @ residual  # (n - K) S, one product
-        nu = np.trace(noise) / dof / d
-        _check_noise(nu)
-        noise *= (1.0 - alpha) / dof
-        noise.flat[:: d + 1] += alpha * nu  # W = (1-a) S + a nu I
-        chol = _cholesky(noise)  # W = L L^T
-        whitened = linalg.solve_triangular(chol, (means - prior_mean).T,
-                                           lower=True)  # d x K: L^-1 (m - mu0)
-        if solver == "gram":
-            reflectors, between = _gram_rotation(whitened, n_classes - 1)
-            scalings = (chol, reflectors, None, 1.0)
-        else:
-            rotation, between = _eigen_rotation(whitened, n_classes - 1)
-            scalings = linalg.solve_triangular(chol.T, rotation, lower=False)
-    return prior_mean, scalings, between, nu, alpha, rows
+def fit_transform_with_refit(whitener, X, y):
+    """``whitener.fit_transform(X, y)`` and ``refit(train, held)``: the prior
+    variances and the whitened rows ``train`` and ``held`` (boolean masks of
+    the rows) of the whitener fitted again on the rows ``train`` alone, or
+    None where the rows do not lie in a span of fewer dimensions than their
+    features' (rows at least as many as features, or ``solver`` not
+    ``"auto"`` or ``"span"``).
 
-
-def _class_means(V, y_index, counts):
-    """Each class's mean of the rows ``V`` (every class has rows: in order)."""
-    return group_sums(V, y_index)[1] / counts[:, None]
-
-
-def _unit_rows(X):
-    """``x / ||x||``; a zero row has no direction, so it is refused."""
-    norms = np.linalg.norm(X, axis=1)
-    if not np.all(norms > 0):
-        raise ValueError(
-            f"TwoCovarianceWhitener scales rows to unit length; rows "
-            f"{np.flatnonzero(norms == 0)[:5].tolist()} are all zeros.")
-    return X / norms[:, None]
-
-
-def _check_noise(nu):
-    if not nu > 0:
-        raise ValueError(
-            "The rows of every class are identical after scaling to unit "
-            "length: the class noise cannot be estimated.")
-
-
-def _cholesky(noise):
-    try:
-        chol = linalg.cholesky(noise, lower=True)
-    except linalg.LinAlgError:
-        chol = None
-    # A pivot at rounding level: W is singular in float64 (S of rank n - K < d).
-    if chol is None or np.diag(chol).min() ** 2 <= (
-            noise.shape[0] * np.finfo(np.float64).eps * np.diag(noise).max()):
-        raise ValueError(
-            "The class noise W is singular (fewer within-class degrees of "
-            "freedom than features): use noise_shrinkage > 0.")
-    return chol
-
-
-def _cheapest_solver(n, n_classes, d):
-    """The solver of fewest floating-point operations (rough counts) for the
-    fit and the transform of its rows, as the head does."""
-    common = n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
-    # A row costs 2 d^2 through the eigen solver's A, d^2 + 4 d (K - 1)
-    # through the Gram's factors (a triangular solve, K - 1 reflectors): past
-    # a few hundred classes the Gram's cheaper fit is lost in transforming
-    # the rows.
-    gram_rows = (d**2 + 4 * d * (n_classes - 1)) * n
-    if n < d:  # the span's fit gives the fit rows' coordinates too
-        span = 2 * d * n**2 + 6 * n**3 + 4 * n**2 * n_classes
-        if span < common + gram_rows:
-            return "span"
-    costs = {"eigen": common + 6 * d**3 + 2 * n * d**2,  # eigh, A; the rows
-             "gram": common + 2 * n_classes * d**2 + 5 * n_classes**3 + gram_rows}
-    return min(costs, key=costs.get)
-
-
-def _eigen_rotation(whitened, dof_between):
-    """``U`` and ``t`` of ``T = M M^T / (K - 1)`` by its eigen-decomposition."""
-    between, rotation = np.linalg.eigh(whitened @ whitened.T / dof_between)
-    return rotation, np.maximum(between, 0.0)
-
-
-def _gram_rotation(whitened, dof_between):
-    """``U`` (as Householder reflectors: first the ``r <= K - 1`` directions
-    the means span, up to sign, then the rest) and ``t`` from ``M^T M``."""
-    gram, vectors = np.linalg.eigh(whitened.T @ whitened / dof_between)
-    keep = gram > 1e-10 * gram.max()
-    spanned = whitened @ (vectors[:, keep] / np.sqrt(gram[keep] * dof_between))
-    between = np.zeros(whitened.shape[0])
-    between[: spanned.shape[1]] = gram[keep]
-    return linalg.qr(spanned, mode="raw")[0], between
-
-
-def _span_fit(Z, y_index, counts, prior_mean, alpha, dof):
-    """The model in the span of the centred rows (``n < d``), where ``S`` and
-    the means live; in its complement ``W = alpha nu I`` and ``t = 0``. Also
-    the rows' coordinates in the span (``R^T``)."""
-    n, d = Z.shape
-    # Q = [inside, outside] as n Householder reflectors: Q^T v costs O(d n).
-    # Q^T (Z - mu0)^T = [R; 0]: the rows' coordinates are R^T, the class
-    # means' the means of theirs.
-    reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw")
-    rows = upper.T
-    mean_inside = _class_means(rows, y_index, counts)
-    residual = rows - mean_inside[y_index]
-    nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
-    _check_noise(nu)
-    noise = (1.0 - alpha) * (residual.T @ residual / dof)
-    noise[np.diag_indices(n)] += alpha * nu
-    if alpha == 0 and n < d:
-        _cholesky(np.zeros((1, 1)))  # W is singular outside the span
-    chol = _cholesky(noise)
-    whitened = linalg.solve_triangular(chol, mean_inside.T, lower=True)
-    # The rotation from the K x K Gram matrix (K < n), as an n x n matrix.
-    rotation, between = _gram_rotation(whitened, counts.shape[0] - 1)
-    scalings = (None, reflectors,
-                linalg.solve_triangular(chol.T, _reflect(rotation, np.eye(n)),
-                                        lower=False),
-                1.0 / np.sqrt(alpha * nu))
-    return scalings, np.concatenate([between, np.zeros(d - n)]), nu, rows
-
-
-def _reflect(reflectors, V):
-    """``V Q`` for ``Q`` given as Householder reflectors ``(qr, tau)``."""
-    qr, tau = reflectors
-    if tau.shape[0] == 0:  # no reflector (class means all equal): Q = I
-        return np.array(V, dtype=np.float64)
-    if not qr.flags.writeable:  # LAPACK writes to it (and restores it)
-        qr = np.array(qr, order="F")
-    result = linalg.lapack.dormqr("L", "T", qr, tau, np.asfortranarray(V.T),
-                                  lwork=max(1, 64 * V.shape[0]))
-    return result[0].T
-
-
-def _apply(scalings, V):
-    """``V A``: ``A`` a matrix, or factored: whiten by ``L`` (if any), rotate
-    by the reflectors ``Q``, map the first ``r`` coordinates (if a map is
-    given), scale the rest."""
-    if isinstance(scalings, np.ndarray):
-        return V.astype(scalings.dtype, copy=False) @ scalings
-    chol, reflectors, inside_map, outside_scale = scalings
-    if chol is not None:
-        V = linalg.solve_triangular(chol, V.T, lower=True,
-                                     check_finite=False).T
-    coordinates = _reflect(reflectors, V)
-    if inside_map is None:  # (the Gram solver's A = L^-T Q)
-        return coordinates
-    n = inside_map.shape[0]
-    return _map_span(coordinates[:, :n], coordinates[:, n:], inside_map,
-                     outside_scale)
-
-
-def _map_span(inside, outside, inside_map, outside_scale):
-    """The span solver's whitened rows from their coordinates in the span and
-    outside it."""
-    return np.hstack([inside @ inside_map, outside * outside_scale])
-
+    With fewer rows than features (``solver="auto"`` takes the span), every
+    refit is computed from the rows' coordinates in the span of all the rows
+    (:func:`span_refit`): the same model, at the cost of a fit in ``n``
+    dimensions instead of ``d``.
+    """
+    rows, y = whitener._fit(X, y, prefer_span=True)
+    if rows is None:
+        return whitener.transform(X), None
+    # The span's coordinates are of every row about prior_mean_: refits'
+    # estimates do not depend on the origin.
+    alpha = (None if whitener.noise_shrinkage == "dof"
+             else float(whitener.noise_shrinkage))
+    return whitener._span_transform(rows), span_refit(
+        rows, y, whitener.n_features_in_, alpha,
+        whitener.prior_floor)

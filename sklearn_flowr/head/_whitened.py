@@ -9,32 +9,33 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clo
 from sklearn.exceptions import NotFittedError
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import HasMethods
-from sklearn.utils.validation import _num_samples, validate_data
+from sklearn.utils.validation import _num_samples
 
 from .._core import novel_log_odds
 from ._cross_fit import (
     as_float64,
+    clone_refit,
     cross_fit_scores,
     fit_transform,
     fold_log_odds,
-    whitened_scores,
+    refit_scores,
 )
-from ._two_covariance import _FLOATS, TwoCovarianceWhitener
+from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
 
-__all__ = ["WhitenedCRPClassifier", "input_dtype", "model_params",
-           "refit_calibration_scores", "refuse_whitened", "shared_whitener",
+__all__ = ["WhitenedCRPClassifier", "calibration_scores", "fit_whitener",
+           "input_dtype", "model_params", "refuse_whitened", "shared_whitener",
            "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
 
 
-def model_params(head, whitener=None):
+def model_params(head, prior_var=None):
     """``head.get_params()`` as the head's diagonal maths reads them: "auto"
     ``known_count`` and ``noise_shrinkage`` resolved and, with
-    ``covariance="whitened"``, the isotropic head in the coordinates of
-    ``whitener`` (None: ``whitener_``) ("auto": unit noise, prior ``N(0,
-    prior_scale * beta)``)."""
+    ``covariance="whitened"``, the isotropic head in the coordinates of a
+    whitener of prior variances ``prior_var`` (None: ``whitener_``'s)
+    ("auto": unit noise, prior ``N(0, prior_scale * beta)``)."""
     params = head.get_params(deep=False)
     whitened = params["covariance"] == "whitened"
     if _is_auto(params["known_count"]):
@@ -47,13 +48,13 @@ def model_params(head, whitener=None):
     if not whitened:
         return {**params, "noise_shrinkage": 0.0 if isinstance(
             params["noise_shrinkage"], str) else params["noise_shrinkage"]}
-    whitener = whitener if whitener is not None else vars(head).get("whitener_")
-    if whitener is None:
+    whitener = vars(head).get("whitener_")
+    if prior_var is None and whitener is None:
         raise NotFittedError(
             "CRPGaussianClassifier(covariance='whitened') needs the prior and "
             "its whitener, which fit or partial_fit estimate from labelled rows: "
             "call one of them first.")
-    beta = whitener.prior_var_
+    beta = prior_var if prior_var is not None else whitener.prior_var_
     given = {"sigma": 1.0, "prior_mean": np.zeros(beta.shape[0]),
              "prior_var": params["prior_scale"] * beta}
     params.update((name, value) for name, value in given.items()
@@ -69,34 +70,34 @@ def input_dtype(head):
     return _FLOATS if head.covariance == "whitened" else np.float64
 
 
-def whiten(head, X, y, *, reset):
+def whiten(head, X, y):
     """Validated rows ``X`` (labels ``y``) in the coordinates of the head's
-    maths: with ``covariance="whitened"``, the whitener's (fitted on them when
-    ``reset`` finds none)."""
+    maths: with ``covariance="whitened"``, those of its fitted whitener."""
     if head.covariance != "whitened":
         return X, y
-    if reset and "whitener_" not in vars(head):
-        head._check_labels(y)  # fit's own label errors come first
-        whitener = _whitener_of(head)
-        with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
-            U = whitener.fit_transform(X, y)
-        head.whitener_ = whitener
-        return as_float64(U), y
     with _isotropic_hint("scales every row to unit length"):
         return as_float64(head.whitener_.transform(X)), y
 
 
-def refit_calibration_scores(head, X, y):
-    """The held-out scores of a whitened head's ``fit`` rows ``X`` (``y``):
-    each fold's rows whitened by the whitener fitted on the other folds, as
-    the head that decides (whitener fitted on every row) sees a new row."""
-    X = validate_data(head, X, dtype=_FLOATS, reset=False)
-    y = np.asarray(y).ravel()  # (fit checked and warned about it)
+def fit_whitener(head, X, y):
+    """A whitened head's whitener fitted on its validated rows ``X`` (labels
+    ``y``), the rows whitened, and ``refit(train, held)`` of the whitener
+    without a fold of them (for :func:`calibration_scores`)."""
+    head._check_labels(y)  # fit's own label errors come first
+    whitener = _whitener_of(head)
+    with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
+        U, refit = fit_transform_with_refit(whitener, X, y)
+    return whitener, as_float64(U), refit or clone_refit(_whitener_of(head), X, y)
 
-    def head_scores(whitener, U, y_train, U_held):
-        return fold_log_odds(U, y_train, U_held, model_params(head, whitener))
-    return cross_fit_scores(y, whitened_scores(_whitener_of(head), X, y,
-                                               head_scores))
+
+def calibration_scores(head, refit, y_index):
+    """The held-out scores of a whitened head's ``fit`` rows (classes
+    ``y_index``): each fold's rows whitened by the whitener fitted on the
+    other folds (``refit``, of :func:`fit_whitener`), as the head that
+    decides (whitener fitted on every row) sees a new row."""
+    def head_scores(prior_var, U, y_train, U_held):
+        return fold_log_odds(U, y_train, U_held, model_params(head, prior_var))
+    return cross_fit_scores(y_index, refit_scores(refit, y_index, head_scores))
 
 
 def _whitener_of(head):
@@ -266,13 +267,17 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
                     else TwoCovarianceWhitener())
         template = self.head if self.head is not None else _default_head()
         whitener = clone(unfitted)
-        U = fit_transform(whitener, X, y)
-        head = _head_for(template, whitener).fit(as_float64(U), y)
+        if type(whitener) is TwoCovarianceWhitener:
+            U, refit = fit_transform_with_refit(whitener, X, y)
+        else:
+            U, refit = fit_transform(whitener, X, y), None
+        head = _head_for(template, whitener.prior_var_).fit(as_float64(U), y)
         # Calibrated on rows whitened by a whitener that did not see them.
         X, y = X if hasattr(X, "shape") else np.asarray(X), np.asarray(y).ravel()
         template = clone(template).set_params(novel_label=head.novel_label_)
-        head.set_conformal_scores(cross_fit_scores(y, whitened_scores(
-            unfitted, X, y, functools.partial(_fold_head_scores, template))))
+        head.set_conformal_scores(cross_fit_scores(y, refit_scores(
+            refit or clone_refit(unfitted, X, y), y,
+            functools.partial(_fold_head_scores, template))))
         # Both fitted before either is kept: a failure leaves self as it was.
         self.whitener_, self.head_ = whitener, head
         for name in ("n_features_in_", "feature_names_in_"):
@@ -367,18 +372,20 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
         lambda self: self._head("frozen_classes_").frozen_classes_)
 
 
-def _head_for(head, whitener):
-    """A clone of ``head`` with ``whitener``'s unit noise and prior."""
-    prior_var = np.asarray(whitener.prior_var_, dtype=np.float64)
+def _head_for(head, prior_var):
+    """A clone of ``head`` with a whitener's unit noise and prior variances
+    ``prior_var``."""
+    prior_var = np.asarray(prior_var, dtype=np.float64)
     return clone(head).set_params(
         sigma=1.0, prior_mean=np.zeros(prior_var.shape[0]), prior_var=prior_var,
         covariance="isotropic")
 
 
-def _fold_head_scores(head, whitener, U, y, U_held):
+def _fold_head_scores(head, prior_var, U, y, U_held):
     """Novel log-odds (before any map) of ``U_held`` under ``head`` fitted on
-    the rows ``U`` that ``whitener`` (fitted on them) whitened."""
-    fold_head = _head_for(head, whitener).set_params(novelty_calibration=None,
+    the rows ``U`` that a whitener of prior variances ``prior_var`` (fitted on
+    them) whitened."""
+    fold_head = _head_for(head, prior_var).set_params(novelty_calibration=None,
                                                      novelty_alpha=None)
     return novel_log_odds(fold_head.fit(U, y).predict_joint_log_proba(U_held))
 
