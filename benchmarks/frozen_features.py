@@ -170,7 +170,7 @@ def best_seconds(call, repeats=20, flush=None):
     return min(times)
 
 
-def fit_and_score_seconds(make, X_fit, y_fit, X_query, budget=1.0,
+def fit_and_score_seconds(make, X_fit, y_fit, X_query, budget=3.0,
                           clock=time.process_time):
     """The model of one fit, its predictions and the fastest fit + predict (CPU
     time, or ``clock``'s) of up to five tries within ``budget`` seconds."""

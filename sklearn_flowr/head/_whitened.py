@@ -387,7 +387,11 @@ def _fold_head_scores(head, prior_var, U, y, U_held):
     them) whitened."""
     fold_head = _head_for(head, prior_var).set_params(novelty_calibration=None,
                                                      novelty_alpha=None)
-    return novel_log_odds(fold_head.fit(U, y).predict_joint_log_proba(U_held))
+    # With CRP counts the class sizes, partial_fit of an unfitted head is fit
+    # without fit's own calibration, which the fold head does not need.
+    observed = fold_head.get_params(deep=False).get("known_count") == "observed"
+    learn = fold_head.partial_fit if observed else fold_head.fit
+    return novel_log_odds(learn(U, y).predict_joint_log_proba(U_held))
 
 
 def _check_head(head):
