@@ -95,7 +95,7 @@ def _fold_log_odds(X, y, train, held):
     return joint[:, -1] - logsumexp(joint[:, :-1], axis=1)
 
 
-@pytest.mark.parametrize("n_rows", [60, 120, 700])
+@pytest.mark.parametrize("n_rows", [40, 120, 700])
 @pytest.mark.parametrize("make_head", [CRPGaussianClassifier, WhitenedCRPClassifier])
 def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head,
                                                                     n_rows):
@@ -103,7 +103,7 @@ def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head,
     row's novel log-odds under a whitener and a head both fitted without its
     fold (the k-th row of the c-th class in fold (k + c) mod 5; the folds in
     order until 150 rows are scored), to rounding: refitted in the span of
-    the rows (60 rows of 64 features) or in the whole space."""
+    the rows (40 rows of 64 features) or in the whole space."""
     X, y = load_digits(return_X_y=True)
     keep = np.flatnonzero(y < 6)[:n_rows]
     X, y = X[keep], y[keep]
@@ -115,6 +115,7 @@ def test_whitened_calibration_refits_the_whitener_without_each_fold(make_head,
     expected = np.sort(np.concatenate([
         _fold_log_odds(X, y, fold != k, fold == k) for k in scored]))
     head = make_head().fit(X, y)
+    assert (head.whitener_.solver_ == "span") == (n_rows == 40)
     scores = (head.head_ if hasattr(head, "head_") else head).conformal_scores_
     np.testing.assert_allclose(scores, expected, rtol=1e-7, atol=1e-7)
 
@@ -147,13 +148,13 @@ def test_calibration_scores_stop_at_enough_rows(rng):
     assert head.conformal_scores_.shape == (125,)
 
 
-@pytest.mark.parametrize("n_rows", [50, 400])
+@pytest.mark.parametrize("n_rows", [40, 400])
 @pytest.mark.parametrize("make_head", [CRPGaussianClassifier, WhitenedCRPClassifier])
 def test_interrupted_calibration_leaves_the_head_as_it_was(monkeypatch, make_head,
                                                            n_rows):
     """Check that a Ctrl-C in a fold's whitener estimate of fit's calibration
     leaves the whitened head exactly as before the call (refits in the span
-    of 50 rows of 64 features, or in the whole space)."""
+    of 40 rows of 64 features, or in the whole space)."""
     X, y = load_digits(return_X_y=True)
     head = make_head().fit(X[:300], y[:300])
     inner = head.head_ if hasattr(head, "head_") else head

@@ -130,10 +130,10 @@ def test_refits_in_the_span_are_refits_without_the_rows(rng, solver,
 
 def test_fit_transform_with_refit(rng):
     """Check that ``fit_transform_with_refit`` fits as ``fit_transform`` with
-    the span solver (fewer rows than features) and refits in that span; with
-    as many rows as features it fits as ``fit_transform`` and gives no
-    refit; a refit without enough rows raises ValueError."""
-    X, y = classes_of(rng, 6, 5, 40)
+    the span solver (rows under 3/4 of the features) and refits in that span
+    (a refit without enough rows raises ValueError); with more rows it fits
+    as ``fit_transform`` and gives no refit."""
+    X, y = classes_of(rng, 6, 4, 40)
     whitener = TwoCovarianceWhitener()
     U, refit = fit_transform_with_refit(whitener, X, y)
     assert whitener.solver_ == "span"
@@ -142,15 +142,16 @@ def test_fit_transform_with_refit(rng):
         atol=1e-12)
     held = y == 0
     prior_var, U_train, U_held = refit(~held, held)
-    assert U_train.shape == (25, 40) and U_held.shape == (5, 40)
+    assert U_train.shape == (20, 40) and U_held.shape == (4, 40)
     assert prior_var.shape == (40,)
     with pytest.raises(ValueError, match="at least two classes"):
         refit(y == 1, y != 1)
-    X, y = classes_of(rng, 6, 8, 40)
-    U, refit = fit_transform_with_refit(whitener, X, y)
-    assert refit is None
-    np.testing.assert_allclose(U, clone(whitener).fit_transform(X, y),
-                               rtol=1e-12, atol=1e-12)
+    for per_class in (6, 8):  # 36 rows (3/4 of 40 and more), 48 (more than d)
+        X, y = classes_of(rng, 6, per_class, 40)
+        U, refit = fit_transform_with_refit(whitener, X, y)
+        assert refit is None
+        np.testing.assert_allclose(U, clone(whitener).fit_transform(X, y),
+                                   rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize(("n_classes", "per_class", "n_features"),
