@@ -247,3 +247,44 @@ def test_correct_finds_rows_whitened_in_another_batch(make):
     assert rows.sum() > 20
     head.correct(X_new[rows], out.y_assigned[rows], y_new[rows])
     assert set(head.classes_.tolist()) == set(range(10))
+
+
+def _relu_classes(rng, n_classes, per_class, centres):
+    """Rows of classes ``ReLU(centre + N(0, I))`` (full-rank noise)."""
+    y = np.repeat(np.arange(n_classes), per_class)
+    return np.maximum(centres[y] + rng.normal(size=(y.shape[0], centres.shape[1])),
+                      0.0), y
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limitation: with fewer rows than features the whitener's prior "
+    "puts most directions at its floor, so a class learned from one row is "
+    "shrunk to the prior mean there and looks like the novel class: the "
+    "rows of other unseen classes go to it (isotropic head: none)"))
+def test_one_row_of_a_new_class_does_not_take_other_unseen_classes(rng):
+    """Check that after ``partial_fit`` of one row of a new class, rows of
+    other unseen classes are not predicted as that class (60 classes x 3
+    rows of 512 features fitted)."""
+    centres = np.abs(rng.normal(size=(80, 512)))
+    X, y = _relu_classes(rng, 60, 3, centres)
+    X_new, y_new = _relu_classes(rng, 20, 10, centres[60:])
+    head = CRPGaussianClassifier().fit(X, y)
+    head.partial_fit(X_new[:1], y_new[:1] + 60)
+    others = y_new != y_new[0]
+    assert np.mean(head.predict(X_new[others]) == y_new[0] + 60) < 0.05
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known limitation: with fewer rows than features the whitened head's "
+    "P(novel) of new rows of known classes is near 1 (its log-odds still "
+    "rank them below new classes' rows, and predict's calibrated threshold "
+    "keeps its rate); a suspected cause: the noise outside the rows' span "
+    "is set to alpha * nu, not estimated from them"))
+def test_p_novel_of_known_rows_is_not_saturated_with_few_rows(rng):
+    """Check that with 60 classes x 3 rows of 512 features most new rows of
+    the known classes get P(novel) under 0.5."""
+    centres = np.abs(rng.normal(size=(60, 512)))
+    X, y = _relu_classes(rng, 60, 3, centres)
+    X_test = _relu_classes(rng, 60, 5, centres)[0]
+    head = CRPGaussianClassifier().fit(X, y)
+    assert np.median(head.predict_proba(X_test)[:, -1]) < 0.5

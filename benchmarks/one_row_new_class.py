@@ -1,0 +1,88 @@
+"""What one labelled row of a new class does to the default head's answers.
+
+On cached feature vectors (``frozen_features.py``'s ``.npz`` and splits),
+fits ``CRPGaussianClassifier()`` (and the isotropic head) on a split's
+fitting rows, then learns the first unseen class's first query row with
+``partial_fit`` and prints, per split: the share of the other unseen
+classes' query rows that ``predict`` gives to that one-row class, the share
+it calls novel, and the share of the known classes' query rows whose
+``predict_proba`` P(novel) exceeds 0.5 (before the new row). With
+``--prior-floors``, the same for :class:`WhitenedCRPClassifier` with
+``TwoCovarianceWhitener(prior_floor=...)``, with its accuracy, novelty AUROC
+and H-measure, means over the splits.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/one_row_new_class.py
+feats/icons.npz --splits 0,1 --prior-floors 1e-3,1e-2,3e-2,1e-1``.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import roc_auc_score
+
+from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
+from sklearn_flowr.metrics import h_measure
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from frozen_features import known_and_novelty, load, split  # noqa: E402
+
+
+def one_row_effect(model, X_query, y_query, novel):
+    """Accuracy, AUROC and H of the fitted ``model``, the share of known rows
+    with P(novel) > 0.5; after learning one row of the first unseen class,
+    the shares of the other unseen rows taken by it and called novel."""
+    known, score = known_and_novelty(model, X_query)
+    accuracy = np.mean(known[~novel] == y_query[~novel])
+    auroc, h = roc_auc_score(novel, score), h_measure(novel, score)
+    p_novel = model.predict_proba(X_query[~novel])[:, -1]
+    X_new, y_new = X_query[novel], y_query[novel]
+    model.partial_fit(X_new[:1], y_new[:1])
+    others = y_new != y_new[0]
+    predicted = model.predict(X_new[others])
+    return (accuracy, auroc, h, np.mean(p_novel > 0.5),
+            np.mean(predicted == y_new[0]), np.mean(predicted == model.novel_label_))
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("path", help=".npz with Z (or X), y and g")
+    parser.add_argument("--splits", default="0,1", help="comma-separated splits")
+    parser.add_argument("--prior-floors", default="",
+                        help="comma-separated prior_floor values to compare")
+    parser.add_argument("--known-share", type=float, default=0.6)
+    parser.add_argument("--n-way", type=int, default=5)
+    parser.add_argument("--shots", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=15)
+    args = parser.parse_args(argv)
+    features, y, groups = load(args.path)
+    splits = [split(features, y, groups, int(s), args)
+              for s in args.splits.split(",")]
+    print("| split | head | fitting rows | known P(novel) > 0.5 | "
+          "unseen to the one-row class | unseen called novel |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for s, (X_fit, y_fit, X_query, y_query, novel) in zip(
+            args.splits.split(","), splits, strict=True):
+        for name in ("whitened", "isotropic"):
+            model = CRPGaussianClassifier(covariance=name).fit(X_fit, y_fit)
+            effect = one_row_effect(model, X_query, y_query, novel)
+            print(f"| {s} | {name} | {X_fit.shape[0]} | {effect[3]:.3f} | "
+                  f"{effect[4]:.3f} | {effect[5]:.3f} |")
+    if args.prior_floors:
+        print("\nWhitenedCRPClassifier by prior_floor, means over the splits\n")
+        print("| prior_floor | known acc | AUROC | H | known P(novel) > 0.5 | "
+              "unseen to the one-row class | unseen called novel |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
+        for floor in args.prior_floors.split(","):
+            effects = [one_row_effect(WhitenedCRPClassifier(TwoCovarianceWhitener(
+                prior_floor=float(floor))).fit(X_fit, y_fit), X_query, y_query,
+                novel) for X_fit, y_fit, X_query, y_query, novel in splits]
+            print(f"| {floor} | " + " | ".join(
+                f"{value:.3f}" for value in np.mean(effects, axis=0)) + " |")
+
+
+if __name__ == "__main__":
+    main()
