@@ -86,7 +86,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     def _partial_fit(self, X, y, classes=None, *, reset, fitting):
         with all_or_nothing(self) as undo:
-            X, y = self._validate_input(X, y, reset=reset)
+            X, y = self._validate_input(X, y, reset=reset, fitting=fitting)
             labels, y_index = self._check_labels(
                 y, None if reset else self._registry, arrival_order=not fitting)
             if classes is not None:
@@ -161,7 +161,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """The undo of what learning rows of classes ``index`` changes in place."""
         return _nothing_to_undo
 
-    def _validate_input(self, X, y=None, *, reset=False, dtype=np.float64):
+    def _validate_input(self, X, y=None, *, reset=False, dtype=np.float64,
+                        fitting=False):
+        """Checked rows (``reset``: the first ones, which set the features);
+        ``fitting``: ``fit``'s rows (a subclass may prepare its calibration)."""
         if reset:
             X, y = validate_data(self, X, y, dtype=dtype, reset=True)
             check_magnitude(X)

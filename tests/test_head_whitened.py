@@ -4,6 +4,7 @@ the two-covariance whitener and the diagonal head in one estimator
 
 import copy
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -12,9 +13,11 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV
+from sklearn.utils._param_validation import InvalidParameterError
 
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.metrics import h_measure
 from sklearn_flowr.model_selection import OpenWorldSplit
 
@@ -288,3 +291,47 @@ def test_p_novel_of_known_rows_is_not_saturated_with_few_rows(rng):
     X_test = _relu_classes(rng, 60, 5, centres)[0]
     head = CRPGaussianClassifier().fit(X, y)
     assert np.median(head.predict_proba(X_test)[:, -1]) < 0.5
+
+
+@pytest.mark.parametrize("n_rows", [40, 120])  # refits in the span, or not
+@pytest.mark.parametrize("params", [{"solver": "bogus"}, {"prior_floor": 5.0},
+                                    {"noise_shrinkage": 2.0}])
+def test_bad_whitener_parameters_are_refused_by_the_wrapper(rng, params, n_rows):
+    """Check that WhitenedCRPClassifier refuses a whitener's bad parameters
+    whichever path fits it, and changes nothing."""
+    y = np.repeat(np.arange(8), n_rows // 8)
+    X = rng.normal(scale=3.0, size=(8, 64))[y] + rng.normal(size=(n_rows, 64))
+    model = WhitenedCRPClassifier(TwoCovarianceWhitener(**params))
+    with pytest.raises(InvalidParameterError):
+        model.fit(X, y)
+    assert not hasattr(model, "whitener_")
+
+
+def test_pandas_output_reaches_the_head_with_the_span_solver(rng):
+    """Check that a whitener set to pandas output gives the head named columns
+    when its fit whitens in the span (fewer rows than 3/4 of the features),
+    as in the whole space: predict warns of nothing."""
+    pytest.importorskip("pandas")
+    y = np.repeat(np.arange(8), 5)
+    X = rng.normal(scale=3.0, size=(8, 64))[y] + rng.normal(size=(40, 64))
+    model = WhitenedCRPClassifier(
+        TwoCovarianceWhitener().set_output(transform="pandas")).fit(X, y)
+    assert model.whitener_.solver_ == "span"
+    assert list(model.head_.feature_names_in_[:2]) == [
+        "twocovariancewhitener0", "twocovariancewhitener1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.predict(X[:3])
+
+
+def test_partial_fit_of_an_unfitted_head_keeps_the_cheapest_solver(rng):
+    """Check that the span solver, which fit takes below 3/4 of d rows for
+    its calibration's refits, is not forced on partial_fit (no calibration),
+    which takes the solver "auto" picks, as the whitener fitted alone does."""
+    y = np.repeat(np.arange(150), 6)
+    X = (np.abs(rng.normal(size=(150, 1280)))[y]
+         + 0.7 * np.abs(rng.normal(size=(900, 1280))))
+    alone = TwoCovarianceWhitener().fit(X, y).solver_
+    assert alone != "span"
+    assert CRPGaussianClassifier().partial_fit(X, y).whitener_.solver_ == alone
+    assert CRPGaussianClassifier().fit(X, y).whitener_.solver_ == "span"

@@ -400,12 +400,14 @@ default="auto"
                 "prior: call fit/partial_fit first or give prior_mean, prior_var, "
                 "b and sigma (not 'auto').")
 
-    def _validate_input(self, X, y=None, *, reset=False):
+    def _validate_input(self, X, y=None, *, reset=False, fitting=False):
         X, y = super()._validate_input(X, y, reset=reset, dtype=input_dtype(self))
         if (reset and self.covariance == "whitened"
                 and "whitener_" not in vars(self)):
-            # Its refit without a fold of the rows, for fit's calibration.
-            self.whitener_, X, self._refit = fit_whitener(self, X, y)
+            # fit's: and its refit without a fold of the rows, to calibrate.
+            self.whitener_, X, refit = fit_whitener(self, X, y, refit=fitting)
+            if fitting:
+                self._refit = refit
             return X, y
         return whiten(self, X, y)
 

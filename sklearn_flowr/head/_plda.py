@@ -82,9 +82,10 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto"):
     ``n_features`` dimensions in all (a fit's span, ``n < d``).
 
     The model is the one a whitener fitted on those rows estimates, in
-    coordinates rotated among those of equal prior variance (outside the
-    span of the class means), which a head with unit noise and a diagonal
-    prior cannot tell apart. A refit costs ``O(n^3)`` instead of the
+    coordinates rotated among those of equal prior variance (at the floor),
+    which a head with unit noise and the prior ``N(0, s diag(beta))`` (``s``
+    a scalar) cannot tell apart; a head with another prior mean or
+    variances can. A refit costs ``O(n^3)`` instead of the
     ``O(d n^2)`` of a fit in the whole space. ``solver``: the refits'
     (``"auto"``: the cheapest by shape in the span)."""
     y = np.asarray(y).reshape(-1)

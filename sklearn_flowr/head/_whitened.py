@@ -79,15 +79,23 @@ def whiten(head, X, y):
         return as_float64(head.whitener_.transform(X)), y
 
 
-def fit_whitener(head, X, y):
+def fit_whitener(head, X, y, *, refit=True):
     """A whitened head's whitener fitted on its validated rows ``X`` (labels
-    ``y``), the rows whitened, and ``refit(train, held)`` of the whitener
-    without a fold of them (for :func:`calibration_scores`)."""
+    ``y``), the rows whitened, and (``refit``; else None) ``refit(train,
+    held)`` of the whitener without a fold of them (for
+    :func:`calibration_scores`)."""
     head._check_labels(y)  # fit's own label errors come first
     whitener = _whitener_of(head)
     with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
-        U, refit = fit_transform_with_refit(whitener, X, y)
-    return whitener, as_float64(U), refit or clone_refit(_whitener_of(head), X, y)
+        if not refit:
+            return whitener, as_float64(whitener.fit_transform(X, y)), None
+        U, refitted = fit_transform_with_refit(whitener, X, y)
+    # The span's refits turn coordinates of equal prior variance, which only
+    # the whitener's own prior (zero mean, scaled beta) cannot tell apart.
+    if refitted is None or not all(_is_auto(getattr(head, name))
+                                   for name in _SET_BY_WHITENER):
+        refitted = clone_refit(_whitener_of(head), X, y)
+    return whitener, as_float64(U), refitted
 
 
 def calibration_scores(head, refit, y_index):
