@@ -12,6 +12,7 @@ from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import _num_samples
 
 from .._core import novel_log_odds
+from ..base import all_or_nothing
 from ._cross_fit import (
     as_float64,
     clone_refit,
@@ -287,11 +288,12 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             refit or clone_refit(unfitted, X, y), y,
             functools.partial(_fold_head_scores, template))))
         # Both fitted before either is kept: a failure leaves self as it was.
-        self.whitener_, self.head_ = whitener, head
-        for name in ("n_features_in_", "feature_names_in_"):
-            self.__dict__.pop(name, None)
-            if hasattr(whitener, name):
-                setattr(self, name, getattr(whitener, name))
+        with all_or_nothing(self):  # (an interrupt among the attributes too)
+            self.whitener_, self.head_ = whitener, head
+            for name in ("n_features_in_", "feature_names_in_"):
+                self.__dict__.pop(name, None)
+                if hasattr(whitener, name):
+                    setattr(self, name, getattr(whitener, name))
         return self
 
     def partial_fit(self, X, y, classes=None):
