@@ -29,7 +29,12 @@ from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.calibration import calibration_folds
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frozen_features import known_and_novelty, load, split  # noqa: E402
+from frozen_features import (  # noqa: E402
+    add_split_arguments,
+    known_and_novelty,
+    load,
+    split,
+)
 
 
 def fold_scores(X_fit, y_fit, X_query, y_query, novel, *, cv=10, share=0.25,
@@ -98,10 +103,7 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("path", help=".npz with Z (or X), y and g")
     parser.add_argument("--splits", default="0,1")
-    parser.add_argument("--known-share", type=float, default=0.6)
-    parser.add_argument("--n-way", type=int, default=5)
-    parser.add_argument("--shots", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=15)
+    add_split_arguments(parser)
     args = parser.parse_args(argv)
     features, y, groups = load(args.path)
     print("| split | rows | deployed head | fold model | fold less its known "

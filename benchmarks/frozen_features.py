@@ -71,6 +71,19 @@ def load(path, dtype="float64"):
     return features.astype(dtype), data["y"], groups
 
 
+def add_split_arguments(parser):
+    """The options :func:`split` reads, on an argparse ``parser``."""
+    parser.add_argument("--known-share", type=float, default=0.6,
+                        help="share of the classes drawn as known, with several "
+                        "renderings (default 0.6)")
+    parser.add_argument("--n-way", type=int, default=5,
+                        help="episodes: known classes, and as many new ones")
+    parser.add_argument("--shots", type=int, default=5,
+                        help="episodes: fitting rows of each known class")
+    parser.add_argument("--queries", type=int, default=15,
+                        help="episodes: query rows of each class")
+
+
 def split(features, y, groups, s, args):
     """Fitting rows, their labels, query rows, their labels, and which are novel."""
     classes = np.unique(y)
@@ -219,15 +232,7 @@ def main(argv=None):
     parser.add_argument("--methods", default=",".join(METHODS),
                         help="comma-separated, of: " + ", ".join(METHODS)
                         + " (SimpleShot always runs: its time is the unit)")
-    parser.add_argument("--known-share", type=float, default=0.6,
-                        help="share of the classes drawn as known, with several "
-                        "renderings (default 0.6)")
-    parser.add_argument("--n-way", type=int, default=5,
-                        help="episodes: known classes, and as many new ones")
-    parser.add_argument("--shots", type=int, default=5,
-                        help="episodes: fitting rows of each known class")
-    parser.add_argument("--queries", type=int, default=15,
-                        help="episodes: query rows of each class")
+    add_split_arguments(parser)
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                         help="fit + predict time: this process's CPU time (every "
                         "thread; other jobs count for neither side) or wall time")

@@ -27,7 +27,12 @@ from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.metrics import h_measure
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from frozen_features import known_and_novelty, load, split  # noqa: E402
+from frozen_features import (  # noqa: E402
+    add_split_arguments,
+    known_and_novelty,
+    load,
+    split,
+)
 
 
 def one_row_effect(model, X_query, y_query, novel):
@@ -53,10 +58,7 @@ def main(argv=None):
     parser.add_argument("--splits", default="0,1", help="comma-separated splits")
     parser.add_argument("--prior-floors", default="",
                         help="comma-separated prior_floor values to compare")
-    parser.add_argument("--known-share", type=float, default=0.6)
-    parser.add_argument("--n-way", type=int, default=5)
-    parser.add_argument("--shots", type=int, default=5)
-    parser.add_argument("--queries", type=int, default=15)
+    add_split_arguments(parser)
     args = parser.parse_args(argv)
     features, y, groups = load(args.path)
     splits = [split(features, y, groups, int(s), args)
