@@ -9,7 +9,8 @@ from .._core import group_sums
 from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["apply_map", "check_counts", "cheapest_solver", "estimate",
-           "map_span", "prior_variances", "span_refit", "unit_rows"]
+           "map_span", "prior_variances", "resolve_solver", "span_refit",
+           "unit_rows"]
 
 
 def estimate(Z, y_index, counts, alpha, solver, n_features=None):
@@ -96,10 +97,7 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto"):
                                              return_counts=True)
         Z = rows[train]
         check_counts(Z.shape[0], classes.shape[0])
-        chosen = (cheapest_solver(Z.shape[0], classes.shape[0], n_basis)
-                  if solver == "auto" else solver)
-        if chosen == "span" and Z.shape[0] >= n_basis:
-            chosen = "eigen"
+        chosen = resolve_solver(solver, Z.shape[0], classes.shape[0], n_basis)
         with scipy_blas_on_one_thread():
             prior_mean, scalings, between, _, _, fitted = estimate(
                 Z, y_index.reshape(-1), counts, alpha, chosen, n_features)
@@ -154,9 +152,18 @@ def _cholesky(noise):
     return chol
 
 
+def resolve_solver(solver, n, n_classes, d):
+    """The solver that fits ``n`` rows of ``n_classes`` classes in ``d``
+    dimensions: ``"auto"``'s cheapest, and the eigen solver for a span that
+    is the whole space (``n >= d``)."""
+    if solver == "auto":
+        solver = cheapest_solver(n, n_classes, d)
+    return "eigen" if solver == "span" and n >= d else solver
+
+
 def cheapest_solver(n, n_classes, d):
     """The solver of fewest floating-point operations (rough counts) for the
-    fit and the transform of its rows, as the head does."""
+    fit and the transform of its rows (``fit_transform``)."""
     common = n * d**2 + d**3 / 3 + n_classes * d**2  # scatter, chol, means
     # A row costs 2 d^2 through the eigen solver's A, d^2 + 4 d (K - 1)
     # through the Gram's factors (a triangular solve, K - 1 reflectors): past

@@ -20,11 +20,11 @@ from .._core import fill_doc
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
     apply_map,
-    cheapest_solver,
     check_counts,
     estimate,
     map_span,
     prior_variances,
+    resolve_solver,
     span_refit,
     unit_rows,
 )
@@ -208,11 +208,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         n, d = Z.shape
         check_counts(n, classes.shape[0])
         solver = self.solver
-        if solver == "auto":
-            solver = ("span" if prefer_span and n < _SPAN_FOR_REFITS * d
-                      else cheapest_solver(n, classes.shape[0], d))
-        if solver == "span" and n >= d:  # the rows span everything
-            solver = "eigen"
+        if solver == "auto" and prefer_span and n < _SPAN_FOR_REFITS * d:
+            solver = "span"
+        solver = resolve_solver(solver, n, classes.shape[0], d)
         with scipy_blas_on_one_thread():
             prior_mean, scalings, between, nu, alpha, rows = estimate(
                 Z, y_index, counts, self._alpha(), solver)
