@@ -46,10 +46,13 @@ from sklearn_flowr.baselines import (
     SimpleShotClassifier,
 )
 from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.metrics import expected_calibration_error, h_measure
 
 METHODS = {
     "whitened": WhitenedCRPClassifier,
+    "spiked": lambda: WhitenedCRPClassifier(
+        TwoCovarianceWhitener(prior_spectrum="spiked")),
     "crp": lambda: CRPGaussianClassifier(covariance="isotropic"),
     "default": CRPGaussianClassifier,
     "crp-full": lambda: CRPGaussianClassifier(covariance="full"),
@@ -60,7 +63,7 @@ METHODS = {
     "knn": KNNClassifier,
     "fecam": FeCAMClassifier,
 }
-PROBABILISTIC = ("whitened", "default", "crp", "crp-full")
+PROBABILISTIC = ("whitened", "spiked", "default", "crp", "crp-full")
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 

@@ -8,8 +8,9 @@ classes' query rows that ``predict`` gives to that one-row class, the share
 it calls novel, and the share of the known classes' query rows whose
 ``predict_proba`` P(novel) exceeds 0.5 (before the new row). With
 ``--prior-floors``, the same for :class:`WhitenedCRPClassifier` with
-``TwoCovarianceWhitener(prior_floor=...)``, with its accuracy, novelty AUROC
-and H-measure, means over the splits.
+``TwoCovarianceWhitener(prior_floor=...)`` (and with ``--prior-spectra``,
+``prior_spectrum=...``), with its accuracy, novelty AUROC and H-measure,
+means over the splits.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/one_row_new_class.py
 feats/icons.npz --splits 0,1 --prior-floors 1e-3,1e-2,3e-2,1e-1``.
@@ -58,6 +59,8 @@ def main(argv=None):
     parser.add_argument("--splits", default="0,1", help="comma-separated splits")
     parser.add_argument("--prior-floors", default="",
                         help="comma-separated prior_floor values to compare")
+    parser.add_argument("--prior-spectra", default="",
+                        help="comma-separated prior_spectrum values to compare")
     add_split_arguments(parser)
     args = parser.parse_args(argv)
     features, y, groups = load(args.path)
@@ -74,16 +77,27 @@ def main(argv=None):
             print(f"| {s} | {name} | {X_fit.shape[0]} | {effect[3]:.3f} | "
                   f"{effect[4]:.3f} | {effect[5]:.3f} |")
     if args.prior_floors:
-        print("\nWhitenedCRPClassifier by prior_floor, means over the splits\n")
-        print("| prior_floor | known acc | AUROC | H | known P(novel) > 0.5 | "
-              "unseen to the one-row class | unseen called novel |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        for floor in args.prior_floors.split(","):
-            effects = [one_row_effect(WhitenedCRPClassifier(TwoCovarianceWhitener(
-                prior_floor=float(floor))).fit(X_fit, y_fit), X_query, y_query,
-                novel) for X_fit, y_fit, X_query, y_query, novel in splits]
-            print(f"| {floor} | " + " | ".join(
-                f"{value:.3f}" for value in np.mean(effects, axis=0)) + " |")
+        _compare(splits, "prior_floor", args.prior_floors.split(","),
+                 lambda floor: TwoCovarianceWhitener(prior_floor=float(floor)))
+    if args.prior_spectra:
+        _compare(splits, "prior_spectrum", args.prior_spectra.split(","),
+                 lambda spectrum: TwoCovarianceWhitener(prior_spectrum=spectrum))
+
+
+def _compare(splits, name, values, whitener_of):
+    """Print the effects of WhitenedCRPClassifier with ``whitener_of(value)``
+    for each of ``values``, means over the ``splits``."""
+    print(f"\nWhitenedCRPClassifier by {name}, means over the splits\n")
+    print(f"| {name} | known acc | AUROC | H | known P(novel) > 0.5 | "
+          "unseen to the one-row class | unseen called novel |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for value in values:
+        effects = [one_row_effect(
+            WhitenedCRPClassifier(whitener_of(value)).fit(X_fit, y_fit),
+            X_query, y_query, novel)
+            for X_fit, y_fit, X_query, y_query, novel in splits]
+        print(f"| {value} | " + " | ".join(
+            f"{effect:.3f}" for effect in np.mean(effects, axis=0)) + " |")
 
 
 if __name__ == "__main__":

@@ -263,7 +263,8 @@ def _relu_classes(rng, n_classes, per_class, centres):
     "known limitation: with fewer rows than features the whitener's prior "
     "puts most directions at its floor, so a class learned from one row is "
     "shrunk to the prior mean there and looks like the novel class: the "
-    "rows of other unseen classes go to it (isotropic head: none)"))
+    "rows of other unseen classes go to it (isotropic head: none; "
+    "TwoCovarianceWhitener(prior_spectrum='spiked'): none)"))
 def test_one_row_of_a_new_class_does_not_take_other_unseen_classes(rng):
     """Check that after ``partial_fit`` of one row of a new class, rows of
     other unseen classes are not predicted as that class (60 classes x 3
@@ -281,8 +282,9 @@ def test_one_row_of_a_new_class_does_not_take_other_unseen_classes(rng):
     "known limitation: with fewer rows than features the whitened head's "
     "P(novel) of new rows of known classes is near 1 (its log-odds still "
     "rank them below new classes' rows, and predict's calibrated threshold "
-    "keeps its rate); a suspected cause: the noise outside the rows' span "
-    "is set to alpha * nu, not estimated from them"))
+    "keeps its rate); the sample eigenvalues of the prior take the means' "
+    "noise for spread (TwoCovarianceWhitener(prior_spectrum='spiked'): "
+    "under 0.5)"))
 def test_p_novel_of_known_rows_is_not_saturated_with_few_rows(rng):
     """Check that with 60 classes x 3 rows of 512 features most new rows of
     the known classes get P(novel) under 0.5."""
@@ -293,9 +295,46 @@ def test_p_novel_of_known_rows_is_not_saturated_with_few_rows(rng):
     assert np.median(head.predict_proba(X_test)[:, -1]) < 0.5
 
 
+def _spiked_head():
+    """The whitened head with the spiked prior."""
+    return WhitenedCRPClassifier(TwoCovarianceWhitener(prior_spectrum="spiked"))
+
+
+def test_spiked_prior_keeps_a_one_row_class_to_itself(rng):
+    """Check that with the spiked prior, after ``partial_fit`` of one row of
+    a new class, rows of other unseen classes are not predicted as that
+    class (60 classes x 3 rows of 512 features, classes that differ in every
+    direction), where the sample eigenvalues give it all of them."""
+    centres = np.abs(rng.normal(size=(80, 512)))
+    X, y = _relu_classes(rng, 60, 3, centres)
+    X_new, y_new = _relu_classes(rng, 20, 10, centres[60:])
+    others = y_new != y_new[0]
+    taken = []
+    for head in (_spiked_head(), CRPGaussianClassifier()):
+        head.fit(X, y).partial_fit(X_new[:1], y_new[:1] + 60)
+        taken.append(np.mean(head.predict(X_new[others]) == y_new[0] + 60))
+    assert taken[0] < 0.05 < 0.5 < taken[1]
+
+
+def test_spiked_prior_keeps_p_novel_of_known_rows_low(rng):
+    """Check that with the spiked prior most new rows of 60 known classes (3
+    rows of 512 features each) get P(novel) under 0.5 and most rows of new
+    classes above it; the sample eigenvalues give the known rows near 1."""
+    centres = np.abs(rng.normal(size=(80, 512)))
+    X, y = _relu_classes(rng, 60, 3, centres)
+    X_known = _relu_classes(rng, 60, 5, centres[:60])[0]
+    X_new = _relu_classes(rng, 20, 5, centres[60:])[0]
+    head = _spiked_head().fit(X, y)
+    assert np.median(head.predict_proba(X_known)[:, -1]) < 0.5
+    assert np.median(head.predict_proba(X_new)[:, -1]) > 0.5
+    sample = CRPGaussianClassifier().fit(X, y)
+    assert np.median(sample.predict_proba(X_known)[:, -1]) > 0.5
+
+
 @pytest.mark.parametrize("n_rows", [40, 120])  # refits in the span, or not
 @pytest.mark.parametrize("params", [{"solver": "bogus"}, {"prior_floor": 5.0},
-                                    {"noise_shrinkage": 2.0}])
+                                    {"noise_shrinkage": 2.0},
+                                    {"prior_spectrum": "bogus"}])
 def test_bad_whitener_parameters_are_refused_by_the_wrapper(rng, params, n_rows):
     """Check that WhitenedCRPClassifier refuses a whitener's bad parameters
     whichever path fits it, and changes nothing."""
@@ -335,3 +374,22 @@ def test_partial_fit_of_an_unfitted_head_keeps_the_cheapest_solver(rng):
     assert alone != "span"
     assert CRPGaussianClassifier().partial_fit(X, y).whitener_.solver_ == alone
     assert CRPGaussianClassifier().fit(X, y).whitener_.solver_ == "span"
+
+
+def test_wrapper_fit_does_not_calibrate_its_head_twice(rng, monkeypatch):
+    """Check that WhitenedCRPClassifier.fit calibrates its head once, on rows
+    whitened without them (the head's own calibration of fit is not run),
+    and warns once, at the caller, when the rows are too few."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("the head's own calibration ran")
+
+    monkeypatch.setattr("sklearn_flowr.head._decision.state_scores", refuse)
+    y = np.repeat(np.arange(4), 3)
+    X = rng.normal(scale=3.0, size=(4, 6))[y] + rng.normal(size=(12, 6))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = WhitenedCRPClassifier().fit(X, y)
+    too_few = [w for w in caught if "calibration scores" in str(w.message)]
+    assert len(too_few) == 1 and too_few[0].filename == __file__
+    assert model.head_.conformal_scores_.shape == (12,)
+    assert_array_equal(model.classes_, np.arange(4))

@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 from sklearn_flowr.head import TwoCovarianceWhitener
-from sklearn_flowr.head._plda import span_refit
+from sklearn_flowr.head._plda import prior_variances, span_refit
 from sklearn_flowr.head._two_covariance import fit_transform_with_refit
 
 
@@ -102,10 +102,12 @@ def head_scores(prior_var, U, y, U_held):
     return head.predict_joint_log_proba(U_held)
 
 
+@pytest.mark.parametrize("spectrum", ["spiked", "sample"])
 @pytest.mark.parametrize("noise_shrinkage", ["dof", 0.3])
 @pytest.mark.parametrize("solver", ["auto", "eigen", "gram", "span"])
 def test_refits_in_the_span_are_refits_without_the_rows(rng, solver,
-                                                        noise_shrinkage):
+                                                        noise_shrinkage,
+                                                        spectrum):
     """Check that a refit without some rows, computed from every row's
     coordinates in their span (fewer rows than features), is the model of a
     whitener fitted on the other rows alone: the same sorted prior
@@ -116,9 +118,11 @@ def test_refits_in_the_span_are_refits_without_the_rows(rng, solver,
     Z = X / np.linalg.norm(X, axis=1, keepdims=True)
     coordinates = linalg.qr((Z - Z[0]).T, mode="economic")[1].T  # any origin
     alpha = None if noise_shrinkage == "dof" else noise_shrinkage
-    refit = span_refit(coordinates, y, 60, alpha, 1e-3, solver=solver)
+    refit = span_refit(coordinates, y, 60, alpha, 1e-3, solver=solver,
+                       spectrum=spectrum)
     prior_var, U, U_held = refit(~held, held)
-    whitener = TwoCovarianceWhitener(noise_shrinkage=noise_shrinkage).fit(
+    whitener = TwoCovarianceWhitener(noise_shrinkage=noise_shrinkage,
+                                     prior_spectrum=spectrum).fit(
         X[~held], y[~held])
     np.testing.assert_allclose(np.sort(prior_var), np.sort(whitener.prior_var_),
                                rtol=1e-9)
@@ -126,6 +130,66 @@ def test_refits_in_the_span_are_refits_without_the_rows(rng, solver,
         head_scores(prior_var, U, y[~held], U_held),
         head_scores(whitener.prior_var_, whitener.transform(X[~held]), y[~held],
                     whitener.transform(X[held])), rtol=1e-9, atol=1e-9)
+
+
+def _means_eigenvalues(rng, spikes, bulk, n_classes, rows, n_features):
+    """Eigenvalues of the covariance of ``n_classes`` whitened class means of
+    ``rows`` rows each (unit noise), drawn from the prior ``diag(spikes,
+    bulk, ..., bulk)``."""
+    scales = np.full(n_features, np.sqrt(bulk))
+    scales[: len(spikes)] = np.sqrt(spikes)
+    means = (scales * rng.normal(size=(n_classes, n_features))
+             + rng.normal(size=(n_classes, n_features)) / np.sqrt(rows))
+    centred = means - means.mean(axis=0)
+    return np.clip(np.linalg.eigvalsh(centred.T @ centred / (n_classes - 1)), 0, None)
+
+
+def test_spiked_prior_recovers_spikes_and_bulk(rng):
+    """Check that the spiked prior finds the prior of 60 class means of 3
+    rows in 300 dimensions (one spike of 20 over a bulk of 0.5), where the
+    sample rule puts every direction the means do not span at the floor and
+    inflates the rest with their noise."""
+    t = _means_eigenvalues(rng, [20.0], 0.5, 60, 3, 300)
+    counts = np.full(60, 3)
+    spiked = prior_variances(t, counts, 1e-3, "spiked")
+    sample = prior_variances(t, counts, 1e-3, "sample")
+    assert spiked.max() == pytest.approx(20.0, rel=0.4)
+    assert np.median(spiked) == pytest.approx(0.5, rel=0.2)
+    assert np.median(sample) < 0.05  # 241 of 300 directions at the floor
+    assert sample.max() > spiked.max()
+
+
+def test_spiked_prior_of_isotropic_means_is_isotropic(rng):
+    """Check that means with no spike (an isotropic prior) give one prior
+    variance in every direction, close to the truth."""
+    t = _means_eigenvalues(rng, [], 0.8, 40, 4, 500)
+    beta = prior_variances(t, np.full(40, 4), 1e-3, "spiked")
+    np.testing.assert_allclose(beta, beta[0], rtol=1e-12)
+    assert beta[0] == pytest.approx(0.8, rel=0.1)
+
+
+def test_spiked_prior_formula():
+    """Check the spiked variances by their definition: each spike's variance
+    ``l`` gives its eigenvalue, ``t = l + g s l / (l - s)`` (``g = d / (K -
+    1)``, ``s`` the bulk), the variances keep the trace, the spikes lie above
+    the bulk's Marchenko-Pastur edge and the first other eigenvalue does
+    not."""
+    t = np.zeros(50)  # 30 classes: 29 eigenvalues above 0
+    t[:29] = np.r_[40.0, 12.0, np.linspace(1.5, 0.5, 27)]
+    counts = np.repeat([2, 3, 4, 5, 6], 6)
+    noise, ratio = np.mean(1.0 / counts), 50 / 29
+    variance = prior_variances(t, counts, 1e-9, "spiked") + noise
+    spikes = variance != variance[-1]
+    bulk = variance[-1]
+    assert spikes.sum() == 2
+    np.testing.assert_allclose(variance.sum(), t.sum(), rtol=1e-12)
+    edge = bulk * (1 + np.sqrt(ratio)) ** 2
+    assert (t[spikes] > edge).all() and t[~spikes].max() <= edge
+    ell = variance[spikes]
+    np.testing.assert_allclose(ell + ratio * bulk * ell / (ell - bulk), t[spikes],
+                               rtol=1e-12)
+    np.testing.assert_allclose(prior_variances(t, counts, 1e-9, "sample"),
+                               np.maximum(t - noise, 1e-9 * (40.0 - noise)))
 
 
 def test_fit_transform_with_refit(rng):
@@ -220,7 +284,7 @@ def test_formula_matches_direct_numpy(rng):
     """Check the noise, prior and map against a direct computation of the
     formulas: W = (1-a) S + a nu I, T of the whitened means, beta, A."""
     X, y = classes_of(rng, 6, 4, 8)
-    whitener = TwoCovarianceWhitener(solver="eigen").fit(X, y)
+    whitener = TwoCovarianceWhitener(solver="eigen", prior_spectrum="sample").fit(X, y)
     Z = X / np.linalg.norm(X, axis=1, keepdims=True)
     means = np.array([Z[y == c].mean(axis=0) for c in range(6)])
     residual = Z - means[y]

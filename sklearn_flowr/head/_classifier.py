@@ -10,7 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._core import needs_moments
 from ..base import all_or_nothing, on_a_copy
 from ..validation import MAX_ABS_INPUT, check_magnitude, snapshot_params
-from ._cross_fit import NO_SCORES
+from ._cross_fit import NO_SCORES, warn_if_too_few_scores
 from ._decision import ConformalDecision
 from ._discovery import (
     correct,
@@ -290,7 +290,7 @@ default="auto"
         with all_or_nothing(self):  # a new whitener
             self.__dict__.pop("whitener_", None)
             super().fit(X, y)
-            self._warn_if_too_few_scores(int(self.class_count_.sum()))
+            warn_if_too_few_scores(self, int(self.class_count_.sum()))
         return self
 
     def fit_class_embeddings(self, classes, means, variances, *, frozen=True):

@@ -2,6 +2,7 @@
 ``fit``'s rows scored by the model fitted on the other folds of the rows."""
 
 import warnings
+from math import ceil
 
 import numpy as np
 from sklearn.base import clone
@@ -10,9 +11,10 @@ from sklearn.utils import _safe_indexing
 from .._core import novel_log_odds
 from ._state import state_for_params
 
-__all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "clone_refit",
+__all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "can_reject", "clone_refit",
            "cross_fit_scores", "fit_transform", "fold_log_odds", "fold_of_rows",
-           "fold_state", "refit_scores", "scored_folds", "state_scores"]
+           "fold_state", "refit_scores", "scored_folds", "state_scores",
+           "warn_if_too_few_scores"]
 
 # Folds of the calibration scores of ``fit``: each row is scored by the model
 # fitted on the other folds, hyper-parameters and whitener included (with them
@@ -146,3 +148,22 @@ def as_float64(U):
     if isinstance(U, np.ndarray) and U.dtype == np.float32:
         return U.astype(np.float64)
     return U
+
+
+def can_reject(n_calibration, alpha):
+    """Whether the smallest p-value ``1 / (n + 1)`` reaches ``alpha``."""
+    return alpha * (n_calibration + 1) >= 1.0
+
+
+def warn_if_too_few_scores(head, n_rows):
+    """Warn (at the caller's caller) when ``fit``'s ``n_rows`` rows gave
+    ``head`` too few calibration scores to reach its ``novelty_alpha``."""
+    alpha, n_scores = head.novelty_alpha, head.conformal_scores_.shape[0]
+    if alpha is not None and not can_reject(n_scores, alpha):
+        warnings.warn(
+            f"fit's {n_rows} rows gave {n_scores} calibration scores, "
+            f"fewer than the {ceil(1 / alpha - 1)} that novelty_alpha={alpha} "
+            "needs: predict's novel label is the argmax over the classes and "
+            "the novel class, which does not keep the false-novel rate, until "
+            "labelled rows add scores. Fit more rows, or read P(novel) from "
+            "predict_proba.", UserWarning, stacklevel=3)

@@ -3,13 +3,12 @@ of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
 held-out scores of known-class rows (user guide, "What predict's novel label
 means")."""
 
-import warnings
-from math import ceil, isqrt
+from math import isqrt
 
 import numpy as np
 
 from .._core import MAX_LOG_ODDS, novel_log_odds
-from ._cross_fit import NO_SCORES, cross_fit_scores, state_scores
+from ._cross_fit import NO_SCORES, can_reject, cross_fit_scores, state_scores
 from ._whitened import model_params
 
 # Rows decided per block of a stream.
@@ -31,11 +30,6 @@ def with_scores(calibration, scores):
 def n_at_least(calibration, scores):
     """For each score, how many of the sorted ``calibration`` are >= it."""
     return calibration.shape[0] - np.searchsorted(calibration, scores, side="left")
-
-
-def can_reject(n_calibration, alpha):
-    """Whether the smallest p-value ``1 / (n + 1)`` reaches ``alpha``."""
-    return alpha * (n_calibration + 1) >= 1.0
 
 
 def stream_decisions(calibration, scores, held_out, fallback, alpha):
@@ -193,18 +187,6 @@ class ConformalDecision:
         at_least, n = self._n_at_least(novel_log_odds(scores))
         novel = 1.0 + at_least <= alpha * (n + 1)
         return self._labels_of(np.where(novel, -1, best))
-
-    def _warn_if_too_few_scores(self, n_rows):
-        """Warn when ``fit``'s calibration cannot reach ``novelty_alpha``."""
-        alpha = self.novelty_alpha
-        if alpha is not None and not can_reject(self._n_scores(), alpha):
-            warnings.warn(
-                f"fit's {n_rows} rows gave {self._n_scores()} calibration scores, "
-                f"fewer than the {ceil(1 / alpha - 1)} that novelty_alpha={alpha} "
-                "needs: predict's novel label is the argmax over the classes and "
-                "the novel class, which does not keep the false-novel rate, until "
-                "labelled rows add scores. Fit more rows, or read P(novel) from "
-                "predict_proba.", UserWarning, stacklevel=3)
 
     def _n_scores(self):
         if not self.__sklearn_is_fitted__():

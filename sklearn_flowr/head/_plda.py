@@ -3,7 +3,7 @@
 fold of the rows, computed in the span of all the rows."""
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, optimize
 
 from .._core import group_sums
 from ._blas import scipy_blas_on_one_thread
@@ -66,16 +66,80 @@ def check_counts(n, n_classes):
             f"with two rows; got {n} rows of {n_classes} class(es).")
 
 
-def prior_variances(between, counts, prior_floor):
-    """``beta = max(t - 1/k_h, floor)`` of the whitened means' variances
-    ``t`` (``k_h`` the harmonic mean of the class sizes ``counts``), the floor
-    ``prior_floor`` times the larger of ``max(t) - 1/k_h`` and ``1/k_h``."""
-    harmonic = 1.0 / np.mean(1.0 / counts)
-    beta = between - 1.0 / harmonic
-    return np.maximum(beta, prior_floor * max(beta.max(), 1.0 / harmonic))
+def prior_variances(between, counts, prior_floor, spectrum="sample"):
+    """``beta``: the class means' prior variances in the whitened space, from
+    ``t``, the eigenvalues of the whitened means' covariance (``K - 1``
+    degrees of freedom in ``d`` dimensions), less the noise of a mean of
+    ``k_h`` rows, ``1/k_h`` (``k_h`` the harmonic mean of the class sizes
+    ``counts``); at least ``prior_floor`` times the larger of the largest
+    ``beta`` and ``1/k_h``.
+
+    ``spectrum="sample"``: ``beta = t - 1/k_h`` in each direction.
+    ``"spiked"``: the eigenvalues above the Marchenko-Pastur edge
+    ``s (1 + sqrt(d / (K - 1)))^2`` of the bulk variance ``s`` are spikes
+    whose variance is the one that gives their sample eigenvalue (the BBP
+    map, inverted); every other direction, those the means do not span
+    included, gets ``s``: what the trace leaves once the spikes take their
+    variances. With fewer classes than dimensions the means' noise fills
+    their ``K - 1`` sample directions (``t`` about ``d / (K - 1)`` times its
+    share), so ``"sample"`` takes noise for spread there and puts the spread
+    of the classes outside their span at the floor; ``"spiked"`` takes a
+    spectrum with no eigenvalue above the edge for an isotropic prior."""
+    noise = np.mean(1.0 / counts)
+    variance = (_spiked_variances(between, counts.shape[0] - 1)
+                if spectrum == "spiked" else between)
+    beta = variance - noise
+    return np.maximum(beta, prior_floor * max(beta.max(), noise))
 
 
-def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto"):
+def _spiked_variances(between, dof):
+    """The population variances of the eigenvalues ``between`` of a sample
+    covariance of ``dof`` degrees of freedom: spikes and a bulk, the spikes
+    taken from the top while one lies above the Marchenko-Pastur edge of the
+    bulk that the others leave."""
+    d = between.shape[0]
+    ratio = d / dof
+    order = np.argsort(between)[::-1]
+    t = between[order]
+    spikes, bulk = 0, t.sum() / d
+    while spikes < min(dof, d - 1) and t[spikes] > bulk * (1 + np.sqrt(ratio)) ** 2:
+        spikes += 1
+        bulk = _bulk_of(t, spikes, ratio)
+    variances = np.full(d, bulk)
+    variances[:spikes] = _spike_variances(t[:spikes], bulk, ratio)
+    out = np.empty(d)
+    out[order] = variances
+    return out
+
+
+def _spike_variances(top, bulk, ratio):
+    """The variances ``l`` of spikes of sample eigenvalues ``top`` over a
+    bulk ``bulk``: the root ``l > bulk`` of ``t = l + ratio bulk l / (l -
+    bulk)`` (BBP), ``l = bulk (1 + sqrt(ratio))`` at the edge."""
+    c = top + bulk * (1.0 - ratio)
+    return (c + np.sqrt(np.maximum(c * c - 4.0 * top * bulk, 0.0))) / 2
+
+
+def _bulk_of(t, spikes, ratio):
+    """The bulk variance ``s`` that the trace leaves to the ``d - spikes``
+    other directions once the first ``spikes`` eigenvalues ``t`` (sorted)
+    take their variances: the root of ``(d - spikes) s + sum(l(t_j, s)) =
+    sum(t)`` (a spike's eigenvalue holds some of the bulk's mass, ``t -
+    l``), increasing in ``s`` while ``spikes <= d / ratio``: between the
+    others' mean (``l <= t``) and ``sum(t) / (d - spikes)``."""
+    d, total = t.shape[0], t.sum()
+    low, high = t[spikes:].sum() / (d - spikes), total / (d - spikes)
+    if not high > low:  # no spike holds any of the bulk's mass
+        return low
+
+    def excess(bulk):
+        spiked = _spike_variances(t[:spikes], bulk, ratio).sum()
+        return (d - spikes) * bulk + spiked - total
+    return optimize.brentq(excess, low, high, xtol=1e-14 * high, rtol=1e-12)
+
+
+def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto",
+               spectrum="sample"):
     """``refit(train, held)``: the prior variances and the whitened rows
     ``train`` and ``held`` (boolean masks) of the model fitted on the rows
     ``train`` alone, from ``rows``: the coordinates of every unit row (labels
@@ -83,12 +147,14 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto"):
     ``n_features`` dimensions in all (a fit's span, ``n < d``).
 
     The model is the one a whitener fitted on those rows estimates, in
-    coordinates rotated among those of equal prior variance (at the floor),
+    coordinates rotated among those of equal prior variance (the bulk's or
+    the floor, where the means give no eigenvalue),
     which a head with unit noise and the prior ``N(0, s diag(beta))`` (``s``
     a scalar) cannot tell apart; a head with another prior mean or
     variances can. A refit costs ``O(n^3)`` instead of the
     ``O(d n^2)`` of a fit in the whole space. ``solver``: the refits'
-    (``"auto"``: the cheapest by shape in the span)."""
+    (``"auto"``: the cheapest by shape in the span); ``spectrum``: the
+    prior's (:func:`prior_variances`)."""
     y = np.asarray(y).reshape(-1)
     n_basis = rows.shape[1]
 
@@ -104,7 +170,8 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto"):
             U = (fitted @ scalings[2] if fitted is not None
                  else apply_map(scalings, Z - prior_mean))
             U_held = apply_map(scalings, rows[held] - prior_mean)
-        beta = prior_variances(_padded(between, n_features), counts, prior_floor)
+        beta = prior_variances(_padded(between, n_features), counts,
+                               prior_floor, spectrum)
         return beta, _padded(U, n_features), _padded(U_held, n_features)
     return refit
 

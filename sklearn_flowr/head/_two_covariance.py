@@ -63,7 +63,9 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     ``B`` by moments in the ``W``-whitened space (``W = L L^T``): the
     covariance ``U diag(t) U^T`` of the whitened class means less the noise
     of a mean of ``k_h`` rows (the harmonic mean of the class sizes),
-    ``beta = max(t - 1/k_h, floor)``. ``transform`` returns ``u = A^T (z -
+    ``beta = max(t' - 1/k_h, floor)``, where ``t'`` is ``t`` with the
+    eigenvalues the means' noise puts there told apart from their spread
+    (``prior_spectrum``). ``transform`` returns ``u = A^T (z -
     mu0)``, ``A = L^-T U``: there the class noise is ``I`` and the class means'
     prior ``N(0, diag(beta))``, the model of
     :class:`~sklearn_flowr.head.WhitenedCRPClassifier`'s head.
@@ -76,6 +78,21 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         K``. Keep it: Ledoit-Wolf's far smaller estimate costs novelty detection.
     prior_floor : float in (0, 1], default=1e-3
         Lower bound of ``beta`` relative to its largest entry.
+    prior_spectrum : {"sample", "spiked"}, default="sample"
+        How the eigenvalues ``t`` become variances ``t'``. ``"sample"``: as
+        they are (``t' = t``): the classes vary only along the directions
+        their means span. ``"spiked"``: the eigenvalues above the
+        Marchenko-Pastur edge of the rest (the spread the noise of ``K``
+        class means has in ``d`` dimensions) are spikes, their variances the
+        ones that give those eigenvalues; every other direction, those the
+        means do not span included, shares the variance the trace leaves.
+        With fewer classes than features, where classes differ in every
+        direction, ``"sample"`` takes the noise of the means for spread and
+        gives the other directions none: new classes' rows look like no
+        class, and one labelled row of a new class takes other new classes'
+        rows. ``"spiked"`` is right there; on pretrained networks' features
+        (spectra that fall off) it is ahead with many classes and behind with
+        a few: try both by cross-validation.
     solver : {"auto", "eigen", "gram", "span"}, default="auto"
         All fit the same model. ``"eigen"``: the ``d x d`` eigen-decomposition
         of the whitened means' covariance; ``"gram"``: their ``K x K`` Gram
@@ -154,12 +171,15 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     _parameter_constraints: dict = {
         "noise_shrinkage": [StrOptions({"dof"}), Interval(Real, 0, 1, closed="both")],
         "prior_floor": [Interval(Real, 0, 1, closed="right")],
+        "prior_spectrum": [StrOptions({"sample", "spiked"})],
         "solver": [StrOptions({"auto", "eigen", "gram", "span"})],
     }
 
-    def __init__(self, *, noise_shrinkage="dof", prior_floor=1e-3, solver="auto"):
+    def __init__(self, *, noise_shrinkage="dof", prior_floor=1e-3,
+                 prior_spectrum="sample", solver="auto"):
         self.noise_shrinkage = noise_shrinkage
         self.prior_floor = prior_floor
+        self.prior_spectrum = prior_spectrum
         self.solver = solver
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -216,7 +236,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 Z, y_index, counts, self._alpha(), solver)
         self.classes_, self.class_count_ = classes, counts.astype(np.float64)
         self.prior_mean_ = prior_mean
-        self.prior_var_ = prior_variances(between, counts, self.prior_floor)
+        self.prior_var_ = prior_variances(between, counts, self.prior_floor,
+                                          self.prior_spectrum)
         self.noise_shrinkage_, self.noise_var_ = float(alpha), float(nu)
         # The span's and the Gram's A stay factored (reflectors, L): fit then
         # needs no d x d product, and a row of the span costs O(d n). The
@@ -313,4 +334,5 @@ def fit_transform_with_refit(whitener, X, y):
     # The span's coordinates are of every row about prior_mean_: refits'
     # estimates do not depend on the origin.
     return U, span_refit(rows, y_checked, whitener.n_features_in_,
-                         whitener._alpha(), whitener.prior_floor)
+                         whitener._alpha(), whitener.prior_floor,
+                         spectrum=whitener.prior_spectrum)

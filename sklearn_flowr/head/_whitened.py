@@ -20,6 +20,7 @@ from ._cross_fit import (
     fit_transform,
     fold_log_odds,
     refit_scores,
+    warn_if_too_few_scores,
 )
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
 
@@ -280,13 +281,14 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
             U, refit = fit_transform_with_refit(whitener, X, y)
         else:
             U, refit = fit_transform(whitener, X, y), None
-        head = _head_for(template, whitener.prior_var_).fit(as_float64(U), y)
+        head = _learn(_head_for(template, whitener.prior_var_), as_float64(U), y)
         # Calibrated on rows whitened by a whitener that did not see them.
         X, y = X if hasattr(X, "shape") else np.asarray(X), np.asarray(y).ravel()
         template = clone(template).set_params(novel_label=head.novel_label_)
         head.set_conformal_scores(cross_fit_scores(y, refit_scores(
             refit or clone_refit(unfitted, X, y), y,
             functools.partial(_fold_head_scores, template))))
+        warn_if_too_few_scores(head, y.shape[0])
         # Both fitted before either is kept: a failure leaves self as it was.
         with all_or_nothing(self):  # (an interrupt among the attributes too)
             self.whitener_, self.head_ = whitener, head
@@ -397,11 +399,19 @@ def _fold_head_scores(head, prior_var, U, y, U_held):
     them) whitened."""
     fold_head = _head_for(head, prior_var).set_params(novelty_calibration=None,
                                                      novelty_alpha=None)
-    # With CRP counts the class sizes, partial_fit of an unfitted head is fit
-    # without fit's own calibration, which the fold head does not need.
-    observed = fold_head.get_params(deep=False).get("known_count") == "observed"
-    learn = fold_head.partial_fit if observed else fold_head.fit
-    return novel_log_odds(learn(U, y).predict_joint_log_proba(U_held))
+    return novel_log_odds(_learn(fold_head, U, y).predict_joint_log_proba(U_held))
+
+
+def _learn(head, U, y):
+    """The unfitted ``head`` fitted on ``U, y``: with CRP counts the class
+    sizes, by ``partial_fit`` of the rows in the order of their labels (its
+    classes then in ``fit``'s order), which is ``fit`` without ``fit``'s own
+    calibration (the wrapper calibrates it on whitened held-out rows)."""
+    if head.get_params(deep=False).get("known_count") != "observed":
+        return head.fit(U, y)
+    y = np.asarray(y).ravel()
+    order = np.argsort(y, kind="stable")
+    return head.partial_fit(_safe_indexing(U, order), y[order])
 
 
 def _check_head(head):
