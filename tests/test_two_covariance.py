@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 import sklearn_flowr
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 from sklearn_flowr.head import TwoCovarianceWhitener
-from sklearn_flowr.head._plda import prior_variances, span_refit
+from sklearn_flowr.head._plda import _spiked_variances, prior_variances, span_refit
 from sklearn_flowr.head._two_covariance import fit_transform_with_refit
 
 
@@ -166,6 +166,30 @@ def test_spiked_prior_of_isotropic_means_is_isotropic(rng):
     beta = prior_variances(t, np.full(40, 4), 1e-3, "spiked")
     np.testing.assert_allclose(beta, beta[0], rtol=1e-12)
     assert beta[0] == pytest.approx(0.8, rel=0.1)
+
+
+@pytest.mark.parametrize("solver", ["eigen", "gram", "span"])
+def test_spiked_prior_fits_means_of_few_directions(rng, solver):
+    """Check that the spiked prior fits class means that span fewer
+    directions than they could (dead and constant features: the rest of the
+    eigenvalues zero to rounding), for every solver."""
+    y = np.repeat(np.arange(40), 3)
+    for _ in range(10):
+        X = np.zeros((120, 20))
+        X[:, :3] = rng.normal(scale=3.0, size=(40, 3))[y] + rng.normal(size=(120, 3))
+        X[:, -1] = 1.0
+        whitener = TwoCovarianceWhitener(prior_spectrum="spiked", solver=solver)
+        assert np.isfinite(whitener.fit(X, y).prior_var_).all()
+
+
+@pytest.mark.parametrize("scale", [1e-150, 1e-30, 1e30, 1e160])
+def test_spiked_variances_scale_with_the_eigenvalues(scale):
+    """Check that scaling the eigenvalues scales the spiked variances alike
+    (no overflow or underflow in the spikes' roots)."""
+    t = np.zeros(50)
+    t[:29] = np.r_[40.0, 12.0, np.linspace(1.5, 0.5, 27)]
+    np.testing.assert_allclose(_spiked_variances(scale * t, 29) / scale,
+                               _spiked_variances(t, 29), rtol=1e-9)
 
 
 def test_spiked_prior_formula():
@@ -469,6 +493,14 @@ def test_grid_search_and_cross_val_score_with_defaults(rng):
             known_count="observed")),
         {"whitener__noise_shrinkage": ["dof", 0.3], "head__a": [0.0, 0.5]}).fit(X, y)
     assert set(search.best_params_) == {"whitener__noise_shrinkage", "head__a"}
+    # The default parts' parameters, reached as GridSearchCV reaches them.
+    search = GridSearchCV(WhitenedCRPClassifier(), {
+        "whitener__prior_spectrum": ["sample", "spiked"], "head__a": [0.5]},
+        cv=3).fit(X, y)
+    assert search.best_estimator_.whitener_.prior_spectrum in ("sample", "spiked")
+    default = WhitenedCRPClassifier()
+    assert default.get_params()["whitener__prior_spectrum"] == "sample"
+    assert default.set_params(whitener__solver="gram").whitener.solver == "gram"
 
 
 ZERO_ROWS = (

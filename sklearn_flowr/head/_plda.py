@@ -116,8 +116,12 @@ def _spike_variances(top, bulk, ratio):
     """The variances ``l`` of spikes of sample eigenvalues ``top`` over a
     bulk ``bulk``: the root ``l > bulk`` of ``t = l + ratio bulk l / (l -
     bulk)`` (BBP), ``l = bulk (1 + sqrt(ratio))`` at the edge."""
+    unit = max(float(np.max(top, initial=0.0)), bulk)  # l is of degree 1
+    if not unit > 0:
+        return np.zeros_like(top)
+    top, bulk = top / unit, bulk / unit  # (squares neither overflow nor vanish)
     c = top + bulk * (1.0 - ratio)
-    return (c + np.sqrt(np.maximum(c * c - 4.0 * top * bulk, 0.0))) / 2
+    return unit * (c + np.sqrt(np.maximum(c * c - 4.0 * top * bulk, 0.0))) / 2
 
 
 def _bulk_of(t, spikes, ratio):
@@ -129,12 +133,14 @@ def _bulk_of(t, spikes, ratio):
     others' mean (``l <= t``) and ``sum(t) / (d - spikes)``."""
     d, total = t.shape[0], t.sum()
     low, high = t[spikes:].sum() / (d - spikes), total / (d - spikes)
-    if not high > low:  # no spike holds any of the bulk's mass
-        return low
 
     def excess(bulk):
         spiked = _spike_variances(t[:spikes], bulk, ratio).sum()
         return (d - spikes) * bulk + spiked - total
+    # No spike holds any of the bulk's mass, or the rest is zero to rounding
+    # (means spanning fewer directions), where excess(low) <= 0 rounds up.
+    if not high > low or excess(low) >= 0:
+        return low
     return optimize.brentq(excess, low, high, xtol=1e-14 * high, rtol=1e-12)
 
 

@@ -256,15 +256,23 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def get_params(self, deep=True):
         params = super().get_params(deep=deep)
-        if deep and self.head is None:  # the default head's, as head__<name>
-            params.update((f"head__{name}", value) for name, value
-                          in _default_head().get_params(deep=False).items())
+        if deep:  # the default parts' parameters, as <part>__<name>
+            for part, default in self._defaults():
+                params.update((f"{part}__{name}", value) for name, value
+                              in default.get_params(deep=False).items())
         return params
 
     def set_params(self, **params):
-        if self.head is None and any(key.startswith("head__") for key in params):
-            self.head = _default_head()
+        for part, default in self._defaults():
+            if any(key.startswith(f"{part}__") for key in params):
+                setattr(self, part, default)
         return super().set_params(**params)
+
+    def _defaults(self):
+        """The parts left None, each with the part it stands for."""
+        defaults = {"whitener": TwoCovarianceWhitener, "head": _default_head}
+        return [(part, make()) for part, make in defaults.items()
+                if getattr(self, part) is None]
 
     def _validate_params(self):
         super()._validate_params()
