@@ -37,6 +37,21 @@ def estimate_noise_var(X, y_index, n_classes):
     return noise_var_of(moments_of_rows(X, y_index, n_classes))
 
 
+@pytest.mark.parametrize("fourth, pooled", [(False, False), (True, True),
+                                            (True, False)])
+def test_moments_of_selected_rows_equal_those_of_their_copy(rng, fourth, pooled):
+    """Check that the moments of the rows ``rows`` names, read a chunk at a
+    time (past one chunk of rows), equal those of their copy exactly."""
+    X = rng.normal(size=(3000, 100))
+    rows = np.sort(rng.permutation(3000)[:2200])
+    y_index = rng.integers(0, 40, size=2200)
+    got = moments_of_rows(X, y_index, 40, fourth=fourth, pooled=pooled, rows=rows)
+    want = moments_of_rows(X[rows], y_index, 40, fourth=fourth, pooled=pooled)
+    assert got.keys() == want.keys()
+    for key in want:
+        np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+
+
 @pytest.mark.parametrize("a, b", [(0.0, 1.0), (0.5, 0.3), (0.9, -0.5), (0.2, 7.0)])
 def test_crp_prior_normalises(a, b):
     """Check that the known and novel masses of the Pitman-Yor prior sum to one."""

@@ -228,12 +228,6 @@ def test_one_row_fast_validation_keeps_messages(row, message):
                                   before)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "known limitation: fit's calibration builds a state on the other folds' "
-    "rows (copied) before the head's own state; with two rows a class the "
-    "folds can now be fitted, and the peak is 3.5x the state here (1.5x "
-    "when the calibration failed on two-row classes). A fold state built "
-    "from per-fold moments would remove the copy."))
 def test_full_covariance_fit_peaks_within_twice_its_state():
     """Check that ``fit`` of a full-covariance head allocates at most twice the
     size of the state it builds (tracemalloc, in a fresh interpreter): its

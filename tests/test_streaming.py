@@ -19,6 +19,17 @@ def test_group_sums_equal_a_loop(rng):
         assert counts[k] == np.sum(index == label)
 
 
+def test_group_sums_of_selected_rows_equal_those_of_their_copy(rng):
+    """Check that ``rows`` sums the rows it names, in their order, exactly as
+    the copy ``Z[rows]`` would."""
+    Z = rng.normal(size=(60, 4))
+    rows = rng.permutation(60)[:35]
+    index = rng.integers(0, 7, size=35)
+    for got, want in zip(group_sums(Z, index, rows), group_sums(Z[rows], index),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("with_live", [False, True])
 def test_prefix_states_are_the_sums_before_each_row(rng, with_live):
     """Check the state each row picks holds exactly the (live) rows of that

@@ -19,9 +19,10 @@ _SMALLEST_NORMAL = float(np.finfo(np.float64).tiny)
 _CHUNK_ELEMENTS = 1 << 18
 
 
-def class_means(X, y_index, n_classes):
-    """Mean row of each class, shape (n_classes, n_features), and class sizes."""
-    present, group, _ = group_sums(X, y_index)  # (np.add.at: 20x slower)
+def class_means(X, y_index, n_classes, rows=None):
+    """Mean row of each class, shape (n_classes, n_features), and class sizes
+    (``rows``: of :func:`moments_of_rows`)."""
+    present, group, _ = group_sums(X, y_index, rows)  # (np.add.at: 20x slower)
     sums = group
     if present.shape[0] < n_classes:
         sums = np.zeros((n_classes, X.shape[1]))
@@ -31,10 +32,14 @@ def class_means(X, y_index, n_classes):
     return sums, sizes
 
 
-def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
+def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False,
+                    rows=None):
     """The statistics of rows ``X`` of the classes ``y_index`` (each of
     ``range(n_classes)`` occurs); ``fourth``: the full-noise entries, per class or,
-    when ``pooled``, summed (without ``cube``)."""
+    when ``pooled``, summed (without ``cube``). ``rows``: the indices of the rows
+    of ``X`` that ``y_index`` labels (default all), read a chunk at a time."""
+    if rows is not None and fourth and not pooled:  # every residual at once
+        X, rows = X[rows], None
     d = X.shape[1]
     if n_classes == 0:  # an empty chunk
         empty = {"count": np.zeros(0), "mean": np.zeros((0, d)),
@@ -43,7 +48,7 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
             empty.update(scatter=np.zeros((0, d, d)), cube=np.zeros((0, d)),
                          quartic=np.zeros(0), unit=1.0)
         return empty
-    means, sizes = class_means(X, y_index, n_classes)
+    means, sizes = class_means(X, y_index, n_classes, rows)
     moments = {"count": sizes.astype(np.float64), "mean": means}
     if fourth and not pooled:  # per class: every residual at once
         residual = means[y_index]
@@ -51,13 +56,14 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
         squares = np.einsum("ij,ij->i", residual, residual)
         moments.update(_fourth_moments(residual, squares, y_index, n_classes))
     else:
-        squares = np.empty(X.shape[0])
+        squares = np.empty(y_index.shape[0])
         scatter, peak = np.zeros((d, d)) if fourth else None, 0.0
         step = max(1, _CHUNK_ELEMENTS // d)
-        for start in range(0, X.shape[0], step):
-            rows = slice(start, start + step)
-            residual = X[rows] - means[y_index[rows]]
-            squares[rows] = np.einsum("ij,ij->i", residual, residual)
+        for start in range(0, y_index.shape[0], step):
+            chunk = slice(start, start + step)
+            residual = (X[chunk] if rows is None else X[rows[chunk]]) - means[
+                y_index[chunk]]
+            squares[chunk] = np.einsum("ij,ij->i", residual, residual)
             if fourth:
                 scatter += residual.T @ residual
                 peak = max(peak, float(np.abs(residual).max()))
@@ -70,16 +76,18 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False):
     return moments
 
 
-def moments_for_params(params, X, y_index, n_classes):
-    """The statistics of rows ``X`` that the "auto" entries of a head's
-    ``params`` need: the class counts alone when only ``b`` is "auto"."""
+def moments_for_params(params, X, y_index, n_classes, rows=None):
+    """The statistics of rows ``X`` (``rows`` of them: :func:`moments_of_rows`)
+    that the "auto" entries of a head's ``params`` need: the class counts alone
+    when only ``b`` is "auto"."""
     counts = np.bincount(y_index, minlength=n_classes)
     if not needs_scatter(params):
         return {"count": counts.astype(np.float64)}
     if isinstance(params["sigma"], str):  # one row per class fails first
         noise_degrees_of_freedom(counts, params["covariance"])
     fourth = needs_fourth_moments(params["covariance"], params["sigma"])
-    return moments_of_rows(X, y_index, n_classes, pooled=True, fourth=fourth)
+    return moments_of_rows(X, y_index, n_classes, pooled=True, fourth=fourth,
+                           rows=rows)
 
 
 def _unit_above(peak):

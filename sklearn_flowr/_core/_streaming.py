@@ -10,16 +10,18 @@ _CHUNK_ELEMENTS = 4_000_000
 _MAX_CHUNK_ROWS = 512
 
 
-def group_sums(Z, index):
+def group_sums(Z, index, rows=None):
     """The sorted distinct classes of ``index``, their rows' sums (n_groups, d) and
-    counts (float64)."""
+    counts (float64); ``rows``: the rows of ``Z`` that ``index`` labels (default
+    all), summed without a copy of them."""
     order = np.argsort(index, kind="stable")
     sorted_index = index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])
     bounds = np.r_[starts, sorted_index.shape[0]]
     # A 0/1 matrix of the groups' rows, in stream order: no sorted copy of Z.
-    onehot = sparse.csr_array((np.ones(order.shape[0]), order, bounds),
-                              shape=(starts.shape[0], Z.shape[0]))
+    onehot = sparse.csr_array(
+        (np.ones(order.shape[0]), order if rows is None else rows[order], bounds),
+        shape=(starts.shape[0], Z.shape[0]))
     return sorted_index[starts], onehot @ Z, np.diff(bounds).astype(np.float64)
 
 

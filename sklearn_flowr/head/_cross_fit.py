@@ -28,8 +28,9 @@ N_FOLDS = 5
 # value, which is at most alpha.
 ENOUGH_SCORES = 150
 NO_SCORES = np.zeros(0)
-# Held-out rows scored at once.
-_BLOCK = 128
+# Scores of held-out rows against every class computed at once (0.5 MB of
+# float64): a block's temporaries stay small whatever the number of classes.
+_BLOCK_ELEMENTS = 1 << 16
 
 
 def fold_of_rows(y_index):
@@ -69,12 +70,15 @@ def cross_fit_scores(y, fold_scores):
     return np.sort(np.concatenate(scores)) if scores else NO_SCORES
 
 
-def fold_state(X, y, params):
+def fold_state(X, y, params, rows=None):
     """The state ``fit`` builds on rows ``X`` of classes ``y`` (labels, with
-    gaps): hyper-parameters estimated again, CRP counts as ``fit`` sets them."""
+    gaps; ``rows``: the indices of the rows of ``X`` they label, read without a
+    copy of them): hyper-parameters estimated again, CRP counts as ``fit``
+    sets them."""
     labels, index = np.unique(y, return_inverse=True)
-    state = state_for_params(X, index, labels.shape[0], params)[0]
-    state.learn(X, index, labels.shape[0])
+    index = index.reshape(-1)
+    state = state_for_params(X, index, labels.shape[0], params, rows=rows)[0]
+    state.learn(X, index, labels.shape[0], rows)
     if params["known_count"] != "observed":
         state.set_crp_counts(float(params["known_count"]))
     return state
@@ -84,18 +88,26 @@ def state_scores(X, y, params):
     """``fold_scores`` of the head's maths (``params``, as ``model_params``
     gives them) on rows ``X`` in its coordinates."""
     def fold_scores(train, held):
-        return fold_log_odds(X[train], y[train], X[held], params)
+        rows = np.flatnonzero(train)
+        return fold_log_odds(X, y[rows], X, params, rows=rows,
+                             held=np.flatnonzero(held))
     return fold_scores
 
 
-def fold_log_odds(X, y, X_held, params):
+def fold_log_odds(X, y, X_held, params, *, rows=None, held=None):
     """Novel log-odds of ``X_held`` under the state ``fit`` builds on rows
     ``X`` of classes ``y`` (:func:`fold_state`), a block of rows at a time
-    (the scores of a block against every class are its only temporaries)."""
-    state = fold_state(X, y, params)
+    (the scores of a block against every class are its only temporaries).
+    ``rows`` and ``held``: the indices of the rows of ``X`` and ``X_held``
+    meant (default all), read a block at a time: a fold copies none of them."""
+    state = fold_state(X, y, params, rows)
+    n_held = X_held.shape[0] if held is None else held.shape[0]
+    step = max(1, _BLOCK_ELEMENTS // (state.n_classes + 1))
     return np.concatenate([
-        novel_log_odds(state.joint_log_numerators(X_held[start:start + _BLOCK]))
-        for start in range(0, X_held.shape[0], _BLOCK)] or [NO_SCORES])
+        novel_log_odds(state.joint_log_numerators(
+            X_held[start:start + step] if held is None
+            else X_held[held[start:start + step]]))
+        for start in range(0, n_held, step)] or [NO_SCORES])
 
 
 def refit_scores(refit, y, head_scores):

@@ -33,10 +33,11 @@ from ._variance_table import VarianceTable
 _CHUNK_ELEMENTS = 1 << 16
 
 
-def state_for_params(X, y_index, n_classes, params, *, moments=None):
+def state_for_params(X, y_index, n_classes, params, *, moments=None, rows=None):
     """A state without classes for the head's ``get_params()`` ("auto" ones
     estimated from rows ``X`` of the classes ``y_index``, or their
-    ``moments``), the resolved covariances and ``b``."""
+    ``moments``), the resolved covariances and ``b``; ``rows``: the indices of
+    the rows of ``X`` that ``y_index`` labels (default all)."""
     a, b = float(params["a"]), params["b"]
     known_count, covariance = params["known_count"], params["covariance"]
     if b != "auto" and not (b > -a and np.isfinite(b)):
@@ -45,7 +46,7 @@ def state_for_params(X, y_index, n_classes, params, *, moments=None):
         raise ValueError(f"known_count={known_count} must exceed a={a}: a class "
                          "needs c_n > a to have prior mass.")
     if moments is None and needs_moments(params):
-        moments = moments_for_params(params, X, y_index, n_classes)
+        moments = moments_for_params(params, X, y_index, n_classes, rows)
     resolved = resolve_hyper_parameters(moments, params)
     b = float(resolved.pop("b"))
     hyper = resolve_covariances(X.shape[1], covariance=covariance, **resolved)
@@ -290,11 +291,13 @@ class ClassState(VarianceTable):
         self._refresh(classes, nat_mean, precision)
         self._mirror(classes)
 
-    def learn(self, Z, index, n_classes):
-        """Condition on rows ``Z`` of the classes ``index`` (``n_classes`` in all)."""
+    def learn(self, Z, index, n_classes, rows=None):
+        """Condition on rows ``Z`` (the indices ``rows`` of them, read a chunk at
+        a time) of the classes ``index`` (``n_classes`` in all)."""
         self.add_classes(n_classes - self.n_classes)
-        for rows in _chunks(index.shape[0], Z.shape[1]):
-            self.update(self.to_basis(Z[rows]), index[rows])
+        for chunk in _chunks(index.shape[0], Z.shape[1]):
+            self.update(self.to_basis(Z[chunk] if rows is None else Z[rows[chunk]]),
+                        index[chunk])
         self._advance_growth(index.shape[0])
 
     def move(self, Z, source, target):
