@@ -24,7 +24,8 @@ MAX_ABS_INPUT = 1e100
 
 
 def check_magnitude(X):
-    """Refuse finite values too large to score in float64 (they give NaN)."""
+    """Refuse finite values of a float array (as ``validate_data`` gives it)
+    too large to score in float64 (they give NaN)."""
     largest = float(max(X.max(), -X.min())) if X.size else 0.0  # no |X| copy
     if largest > MAX_ABS_INPUT:
         raise ValueError(

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 import sklearn_flowr.head._buffers as class_buffers
+import sklearn_flowr.head._cross_fit as cross_fit
 import sklearn_flowr.head._state as online_state
 from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import add_observations, log_density_coef
+from sklearn_flowr.head._whitened import model_params
 
 
 def _run_python(code):
@@ -226,6 +228,30 @@ def test_one_row_fast_validation_keeps_messages(row, message):
         head.predict_proba(np.array([row]))
     np.testing.assert_array_equal(head.predict_joint_log_proba(np.array([[1.0, 1.0]])),
                                   before)
+
+
+def test_calibration_reads_a_fold_and_its_held_rows_a_block_at_a_time(rng):
+    """Check that fit's calibration scores held-out rows given by their
+    indices without a copy of them or of the fold's rows (few classes, many
+    rows and features: a block is bounded by both), to the scores of the
+    copies."""
+    import tracemalloc
+
+    X = rng.normal(size=(20_000, 256))
+    y = np.repeat([0, 1], 10_000)
+    rows, held = np.arange(0, 20_000, 2), np.arange(1, 20_000, 2)
+    params = model_params(CRPGaussianClassifier(covariance="isotropic"))
+    tracemalloc.start()
+    try:
+        scores = cross_fit.held_log_odds(
+            cross_fit.fold_state(X, y[rows], params, rows), X, held)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < X[held].nbytes / 2, peak  # a copy of either half: 20 MB
+    np.testing.assert_allclose(
+        scores, cross_fit.fold_log_odds(X[rows], y[rows], X[held], params),
+        rtol=1e-12, atol=1e-9)
 
 
 def test_full_covariance_fit_peaks_within_twice_its_state():

@@ -34,7 +34,7 @@ from ._gaussian import (
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._references import FLOWR_REFERENCE, fill_doc
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
-from ._streaming import chunk_slices, group_sums, prefix_states
+from ._streaming import chunk_slices, group_sums, prefix_states, selected_rows
 
 __all__ = [
     "FLOWR_REFERENCE",
@@ -70,5 +70,6 @@ __all__ = [
     "recalibrate_novel_column",
     "resolve_covariances",
     "resolve_hyper_parameters",
+    "selected_rows",
     "softmax_rows_inplace",
 ]

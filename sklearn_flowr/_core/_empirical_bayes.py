@@ -8,7 +8,7 @@ from scipy.optimize import minimize_scalar
 from scipy.special import gammaln
 from sklearn.covariance import shrunk_covariance
 
-from ._streaming import group_sums
+from ._streaming import group_sums, selected_rows
 
 # Floors relative to the feature scale (identical class means would give
 # s0 = 0, repeated rows sigma = 0); separated classes have a small noise.
@@ -20,8 +20,9 @@ _CHUNK_ELEMENTS = 1 << 18
 
 
 def class_means(X, y_index, n_classes, rows=None):
-    """Mean row of each class, shape (n_classes, n_features), and class sizes
-    (``rows``: of :func:`moments_of_rows`)."""
+    """Mean row of each class, shape (n_classes, n_features), and class sizes;
+    ``rows``: the indices of the rows of ``X`` that ``y_index`` labels
+    (default all)."""
     present, group, _ = group_sums(X, y_index, rows)  # (np.add.at: 20x slower)
     sums = group
     if present.shape[0] < n_classes:
@@ -37,8 +38,9 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False,
     """The statistics of rows ``X`` of the classes ``y_index`` (each of
     ``range(n_classes)`` occurs); ``fourth``: the full-noise entries, per class or,
     when ``pooled``, summed (without ``cube``). ``rows``: the indices of the rows
-    of ``X`` that ``y_index`` labels (default all), read a chunk at a time."""
-    if rows is not None and fourth and not pooled:  # every residual at once
+    of ``X`` that ``y_index`` labels (default all), read a chunk at a time
+    (per-class ``fourth`` entries take every residual at once: a copy)."""
+    if rows is not None and fourth and not pooled:
         X, rows = X[rows], None
     d = X.shape[1]
     if n_classes == 0:  # an empty chunk
@@ -61,8 +63,7 @@ def moments_of_rows(X, y_index, n_classes, *, fourth=False, pooled=False,
         step = max(1, _CHUNK_ELEMENTS // d)
         for start in range(0, y_index.shape[0], step):
             chunk = slice(start, start + step)
-            residual = (X[chunk] if rows is None else X[rows[chunk]]) - means[
-                y_index[chunk]]
+            residual = selected_rows(X, rows, chunk) - means[y_index[chunk]]
             squares[chunk] = np.einsum("ij,ij->i", residual, residual)
             if fourth:
                 scatter += residual.T @ residual

@@ -10,10 +10,16 @@ _CHUNK_ELEMENTS = 4_000_000
 _MAX_CHUNK_ROWS = 512
 
 
+def selected_rows(Z, rows, chunk):
+    """The rows ``chunk`` (a slice) of ``Z``, or of its rows ``rows`` (an
+    integer index array; None: all) copied from ``Z`` a chunk at a time."""
+    return Z[chunk] if rows is None else Z[rows[chunk]]
+
+
 def group_sums(Z, index, rows=None):
     """The sorted distinct classes of ``index``, their rows' sums (n_groups, d) and
-    counts (float64); ``rows``: the rows of ``Z`` that ``index`` labels (default
-    all), summed without a copy of them."""
+    counts (float64); ``rows``: the indices (an integer array) of the rows of
+    ``Z`` that ``index`` labels (default all), summed without a copy of them."""
     order = np.argsort(index, kind="stable")
     sorted_index = index[order]
     starts = np.flatnonzero(np.r_[True, sorted_index[1:] != sorted_index[:-1]])

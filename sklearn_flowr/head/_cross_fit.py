@@ -8,13 +8,13 @@ import numpy as np
 from sklearn.base import clone
 from sklearn.utils import _safe_indexing
 
-from .._core import novel_log_odds
+from .._core import novel_log_odds, selected_rows
 from ._state import state_for_params
 
 __all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "can_reject", "clone_refit",
            "cross_fit_scores", "fit_transform", "fold_log_odds", "fold_of_rows",
-           "fold_state", "refit_scores", "scored_folds", "state_scores",
-           "warn_if_too_few_scores"]
+           "fold_state", "held_log_odds", "refit_scores", "scored_folds",
+           "state_scores", "warn_if_too_few_scores"]
 
 # Folds of the calibration scores of ``fit``: each row is scored by the model
 # fitted on the other folds, hyper-parameters and whitener included (with them
@@ -28,8 +28,8 @@ N_FOLDS = 5
 # value, which is at most alpha.
 ENOUGH_SCORES = 150
 NO_SCORES = np.zeros(0)
-# Scores of held-out rows against every class computed at once (0.5 MB of
-# float64): a block's temporaries stay small whatever the number of classes.
+# Elements of a block of held-out rows, and of its scores against every class
+# (0.5 MB of float64 each): small whatever the numbers of classes and features.
 _BLOCK_ELEMENTS = 1 << 16
 
 
@@ -88,26 +88,28 @@ def state_scores(X, y, params):
     """``fold_scores`` of the head's maths (``params``, as ``model_params``
     gives them) on rows ``X`` in its coordinates."""
     def fold_scores(train, held):
-        rows = np.flatnonzero(train)
-        return fold_log_odds(X, y[rows], X, params, rows=rows,
-                             held=np.flatnonzero(held))
+        rows = np.flatnonzero(train)  # read in place: no copy of a fold's rows
+        return held_log_odds(fold_state(X, y[rows], params, rows), X,
+                             np.flatnonzero(held))
     return fold_scores
 
 
-def fold_log_odds(X, y, X_held, params, *, rows=None, held=None):
+def fold_log_odds(X, y, X_held, params):
     """Novel log-odds of ``X_held`` under the state ``fit`` builds on rows
-    ``X`` of classes ``y`` (:func:`fold_state`), a block of rows at a time
-    (the scores of a block against every class are its only temporaries).
-    ``rows`` and ``held``: the indices of the rows of ``X`` and ``X_held``
-    meant (default all), read a block at a time: a fold copies none of them."""
-    state = fold_state(X, y, params, rows)
-    n_held = X_held.shape[0] if held is None else held.shape[0]
-    step = max(1, _BLOCK_ELEMENTS // (state.n_classes + 1))
+    ``X`` of classes ``y`` (:func:`fold_state`)."""
+    return held_log_odds(fold_state(X, y, params), X_held)
+
+
+def held_log_odds(state, X, rows=None):
+    """Novel log-odds of rows ``X`` (the indices ``rows`` of them; default
+    all) under ``state``, a block of rows at a time: a block's rows and its
+    scores against every class are its only temporaries."""
+    n_rows = X.shape[0] if rows is None else rows.shape[0]
+    step = max(1, _BLOCK_ELEMENTS // max(state.n_classes + 1, X.shape[1]))
     return np.concatenate([
         novel_log_odds(state.joint_log_numerators(
-            X_held[start:start + step] if held is None
-            else X_held[held[start:start + step]]))
-        for start in range(0, n_held, step)] or [NO_SCORES])
+            selected_rows(X, rows, slice(start, start + step))))
+        for start in range(0, n_rows, step)] or [NO_SCORES])
 
 
 def refit_scores(refit, y, head_scores):

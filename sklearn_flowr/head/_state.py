@@ -25,6 +25,7 @@ from .._core import (
     recalibrate_novel_column,
     resolve_covariances,
     resolve_hyper_parameters,
+    selected_rows,
 )
 from ..validation import MAX_ABS_INPUT
 from ._variance_table import VarianceTable
@@ -296,8 +297,7 @@ class ClassState(VarianceTable):
         a time) of the classes ``index`` (``n_classes`` in all)."""
         self.add_classes(n_classes - self.n_classes)
         for chunk in _chunks(index.shape[0], Z.shape[1]):
-            self.update(self.to_basis(Z[chunk] if rows is None else Z[rows[chunk]]),
-                        index[chunk])
+            self.update(self.to_basis(selected_rows(Z, rows, chunk)), index[chunk])
         self._advance_growth(index.shape[0])
 
     def move(self, Z, source, target):
