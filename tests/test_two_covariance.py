@@ -549,3 +549,22 @@ def test_transform_fast_path_equals_the_checked_one(rng):
         whitener.transform(np.where(np.eye(12, 6) > 0, np.nan, X))
     with pytest.raises(ValueError, match="features"):
         whitener.transform(X[:, :5])
+
+
+@pytest.mark.parametrize("solver", ["eigen", "gram"])
+def test_fit_holds_one_residual_matrix_beside_the_unit_rows(rng, solver):
+    """Check that fit's peak allocation stays within 2.5 times the rows' size
+    (the unit rows, the residuals computed in place of the class means'
+    rows, then the d x d factors): a second copy of the residuals would make
+    it 3.1."""
+    import tracemalloc
+
+    y = np.repeat(np.arange(100), 40)
+    X = rng.normal(size=(100, 64))[y] + rng.normal(size=(4000, 64))
+    tracemalloc.start()
+    try:
+        TwoCovarianceWhitener(solver=solver).fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak <= 2.5 * X.nbytes, peak / X.nbytes

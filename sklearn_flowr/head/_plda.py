@@ -40,8 +40,10 @@ def estimate(Z, y_index, counts, alpha, solver, n_features=None):
         scalings, between, nu, rows = _span_fit(Z, y_index, counts, prior_mean,
                                                 alpha, dof, d)
     else:
-        residual = Z - means[y_index]
+        residual = means[y_index]
+        np.subtract(Z, residual, out=residual)  # one temporary the size of Z
         noise = residual.T @ residual  # (n - K) S, one product
+        del residual  # (before the d x d factorisations)
         nu = np.trace(noise) / dof / d
         _check_noise(nu)
         noise *= (1.0 - alpha) / dof

@@ -284,7 +284,8 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 and not hasattr(self, "feature_names_in_")):
             X = validate_data(self, X, dtype=_FLOATS, reset=False)
         # Scaled and centred in float64; mapped in the map's precision.
-        centred = unit_rows(X.astype(np.float64, copy=False)) - self.prior_mean_
+        centred = unit_rows(X.astype(np.float64, copy=False))  # a copy: centred
+        centred -= self.prior_mean_  # in place
         # The factored maps' LAPACK beside NumPy (one row: no threads to hold).
         factored = not isinstance(self._scalings, np.ndarray) and X.shape[0] > 1
         with scipy_blas_on_one_thread() if factored else contextlib.nullcontext():
