@@ -207,12 +207,12 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         U : ndarray of shape (n_samples, n_features)
             The whitened rows.
         """
-        rows = self._fit(X, y)[0]
-        return self.transform(X) if rows is None else self._span_transform(rows)
+        rows, _, Z = self._fit(X, y)
+        return self._map_unit(Z) if rows is None else self._span_transform(rows)
 
     def _fit(self, X, y, *, prefer_span=False):
         """Fit; return the rows' coordinates in the span (``solver_="span"``)
-        or None, and the validated labels. ``prefer_span``: with
+        or None, the validated labels and the unit rows. ``prefer_span``: with
         ``solver="auto"``, the span whenever the rows are fewer than
         ``_SPAN_FOR_REFITS`` times the features."""
         X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
@@ -246,7 +246,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         if isinstance(scalings, np.ndarray):
             scalings = scalings.astype(dtype, copy=False)
         self._scalings, self._dtype, self.solver_ = scalings, dtype, solver
-        return rows, y
+        return rows, y, Z
 
     def _alpha(self):
         """``noise_shrinkage`` as ``estimate`` takes it (None: ``"dof"``)."""
@@ -283,13 +283,16 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
                 and X.shape[1] == self.n_features_in_ and np.isfinite(X).all()
                 and not hasattr(self, "feature_names_in_")):
             X = validate_data(self, X, dtype=_FLOATS, reset=False)
-        # Scaled and centred in float64; mapped in the map's precision.
-        centred = unit_rows(X.astype(np.float64, copy=False))  # a copy: centred
-        centred -= self.prior_mean_  # in place
+        return self._map_unit(unit_rows(X.astype(np.float64, copy=False)))
+
+    def _map_unit(self, Z):
+        """``transform`` of the unit rows ``Z`` (float64; centred in place):
+        mapped in the map's precision."""
+        Z -= self.prior_mean_
         # The factored maps' LAPACK beside NumPy (one row: no threads to hold).
-        factored = not isinstance(self._scalings, np.ndarray) and X.shape[0] > 1
+        factored = not isinstance(self._scalings, np.ndarray) and Z.shape[0] > 1
         with scipy_blas_on_one_thread() if factored else contextlib.nullcontext():
-            return apply_map(self._scalings, centred).astype(self._dtype, copy=False)
+            return apply_map(self._scalings, Z).astype(self._dtype, copy=False)
 
     @property
     def scalings_(self):
@@ -326,9 +329,11 @@ def fit_transform_with_refit(whitener, X, y):
     ``3 d / 4`` rows: a cheaper ``fit`` for a dearer ``predict``.
     """
     whitener._validate_params()  # as fit_transform does
-    rows, y_checked = whitener._fit(X, y, prefer_span=True)
+    rows, y_checked, Z = whitener._fit(X, y, prefer_span=True)
     if rows is None:
-        return whitener.transform(X), None
+        return _wrap_data_with_container("transform", whitener._map_unit(Z), X,
+                                         whitener), None
+    del Z
     # (set_output's container, as fit_transform would give it)
     U = _wrap_data_with_container("transform", whitener._span_transform(rows),
                                   X, whitener)
