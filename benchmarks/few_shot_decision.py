@@ -1,10 +1,11 @@
 """``predict``'s novel label with few rows a class: the share of held-out rows
 of known classes called novel (the false-novel rate, promised at most
-``novelty_alpha`` = 0.05) and the share of rows of unseen classes called novel,
-for the heads with a conformal decision, by rows a class.
+``novelty_alpha``, ``--alpha``, default 0.05) and the share of rows of unseen
+classes called novel, for the heads with a conformal decision, by rows a class.
 
     OMP_NUM_THREADS=1 python benchmarks/few_shot_decision.py [--draws 5]
         [--rows 3,10,30,90] [--features digits|PATH.npz] [--known 8]
+        [--alpha 0.05]
 
 ``digits``: scikit-learn's digits, the first ``--known`` digits known
 (``--rows`` of each fitted, their other rows held out), the others
@@ -23,11 +24,13 @@ from sklearn.datasets import load_digits
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
 
-ALPHA = 0.05
 HEADS = {
-    "CRPGaussianClassifier()": CRPGaussianClassifier,
-    "WhitenedCRPClassifier()": WhitenedCRPClassifier,
-    "covariance='isotropic'": lambda: CRPGaussianClassifier(covariance="isotropic"),
+    "CRPGaussianClassifier()": lambda alpha: CRPGaussianClassifier(
+        novelty_alpha=alpha),
+    "WhitenedCRPClassifier()": lambda alpha: WhitenedCRPClassifier().set_params(
+        head__novelty_alpha=alpha),
+    "covariance='isotropic'": lambda alpha: CRPGaussianClassifier(
+        covariance="isotropic", novelty_alpha=alpha),
 }
 
 
@@ -59,6 +62,8 @@ def main(argv=None):
                         help="'digits' or an .npz of cached features")
     parser.add_argument("--known", type=int, default=8,
                         help="known classes (default 8)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="the heads' novelty_alpha (default 0.05)")
     args = parser.parse_args(argv)
     X, y = load(args.features)
     print(f"{'head':26s} {'rows':>4s} {'false-novel':>17s} {'1-fit SE':>8s} "
@@ -69,13 +74,13 @@ def main(argv=None):
             for seed in range(args.draws):
                 fit, held, unseen = draw(y, rows, args.known, seed,
                                          random_classes=args.features != "digits")
-                head = make().fit(X[fit], y[fit])
+                head = make(args.alpha).fit(X[fit], y[fit])
                 novel = head.novel_label_
                 rates.append(np.mean(head.predict(X[held]) == novel))
                 caught.append(np.mean(head.predict(X[unseen]) == novel))
                 n_held.append(held.shape[0])
             se = np.std(rates, ddof=1) / np.sqrt(len(rates)) if len(rates) > 1 else 0
-            one_fit = np.sqrt(ALPHA * (1 - ALPHA) / np.mean(n_held))
+            one_fit = np.sqrt(args.alpha * (1 - args.alpha) / np.mean(n_held))
             print(f"{name:26s} {rows:4d} {np.mean(rates):8.3f} +- {se:.3f} "
                   f"{one_fit:8.3f} {np.mean(caught):13.3f}", flush=True)
 
