@@ -36,11 +36,15 @@ def clipped_logit(p):
 
 
 def check_rows(X, y):
-    """``y`` as a 1-d array of labels of one kind, as many as the rows of ``X``."""
+    """``y`` as a 1-d array of labels of one kind, as many as the rows of ``X``
+    (at least one)."""
     y = column_or_1d(y)
     if _num_samples(X) != y.shape[0]:
         raise ValueError(f"X and y have different numbers of rows: "
                          f"{_num_samples(X)} and {y.shape[0]}.")
+    if y.shape[0] == 0:
+        raise ValueError("Found array with 0 sample(s) while a minimum of 1 is "
+                         "required.")
     check_one_kind(y)
     return y
 

@@ -31,6 +31,7 @@ from ._novelty_wrapper import (
 from ._novelty_wrapper import check_rows as check_rows  # for the protocol
 from .head import OpenWorldProba
 from .model_selection import class_disjoint_folds
+from .validation import resolve_novel_label
 
 __all__ = ["NoveltyCalibratedClassifier"]
 
@@ -246,11 +247,12 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
             fitted = copy.deepcopy(estimator)
         else:
             scores, first, weight = [], [], []
+            template = _with_novel_label_of(estimator, y)
             for fit_rows, known_rows, stream, known_weight in calibration_folds(
                     3 if self.cv is None else self.cv, X, y,
                     self.known_query_share, rng):
-                fold_est = clone(estimator).fit(_safe_indexing(X, fit_rows),
-                                                y[fit_rows])
+                fold_est = clone(template).fit(_safe_indexing(X, fit_rows),
+                                               y[fit_rows])
                 fold_scores, fold_first = self._held_out_scores(
                     fold_est, _safe_indexing(X, stream), y[stream])
                 scores.append(fold_scores)
@@ -379,6 +381,18 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     @property
     def n_features_in_(self):
         return self.estimator_.n_features_in_
+
+
+def _with_novel_label_of(estimator, y):
+    """``estimator``, or a clone with the novel label ``"auto"`` resolves to
+    on all the labels ``y``: a fold's model, which lacks some classes, would
+    otherwise take the label of a class its stream holds (-1, say)."""
+    params = estimator.get_params(deep=False)
+    if not (isinstance(params.get("novel_label"), str)
+            and params["novel_label"] == "auto"):
+        return estimator
+    return clone(estimator).set_params(
+        novel_label=resolve_novel_label("auto", np.unique(y)))
 
 
 def _stream_scores(estimator, X, y):

@@ -187,6 +187,30 @@ def test_bad_input_fails_clearly_before_any_state(heavy_tails):
                                   snapshot.predict_proba(X_new))
 
 
+def test_an_empty_step_is_refused_before_any_state(heavy_tails):
+    """Check that ``open_world_step`` and ``partial_fit`` of no rows say so,
+    the model unchanged."""
+    X, y, X_new, _ = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    before = clf.predict_proba(X_new)
+    for call in (clf.open_world_step, clf.partial_fit):
+        with pytest.raises(ValueError, match="0 sample"):
+            call(np.zeros((0, X.shape[1])), np.zeros(0, dtype=int))
+    np.testing.assert_array_equal(clf.predict_proba(X_new), before)
+
+
+def test_a_label_of_minus_one_is_a_class_in_every_fold(heavy_tails):
+    """Check that rows labelled -1 (a class, as for the plain estimator, which
+    then calls new classes -2) calibrate with the default stream: no fold's
+    model takes -1 for its novel label."""
+    X, y, X_new, y_new = heavy_tails
+    y = np.where(y == 0, -1, y)
+    with pytest.warns(UserWarning, match="novel class -2"):
+        clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    assert clf.novel_label_ == -2 and -1 in clf.classes_
+    assert set(np.unique(clf.predict(X_new))) <= {*clf.classes_, -2}
+
+
 def test_an_estimator_without_a_novelty_score_is_refused(heavy_tails):
     from sklearn.linear_model import LogisticRegression
 

@@ -21,7 +21,8 @@ def test_rates_follow_novelty_alpha(script, tmp_path, capsys, rng):
     for alpha in (0.05, 0.3):
         script.main(["--features", str(path), "--known", "8", "--rows", "4",
                      "--draws", "2", "--alpha", str(alpha)])
-        rows = [line.rsplit(None, 6) for line in capsys.readouterr().out.splitlines()[1:]]
+        lines = capsys.readouterr().out.splitlines()[1:]
+        rows = [line.rsplit(None, 6) for line in lines]
         assert [row[0] for row in rows] == list(script.HEADS)
         for name, n_rows, rate, _, _, one_fit, caught in rows:
             assert n_rows == "4"

@@ -3,7 +3,8 @@ head's calls leaves the head unchanged or fully updated.
 
 For each call -- the mixed labelled/unlabelled ``open_world_step`` (good and
 bad input), ``partial_fit`` with bad labels, the unlabelled step,
-``correct``, ``merge``, ``save``/``load``, ``pickle`` and ``copy.deepcopy``
+``correct``, ``merge``, ``forget_classes``, ``save``/``load``, ``pickle`` and
+``copy.deepcopy``
 -- a first run lists the line events inside
 ``sklearn_flowr``; then the call is repeated on fresh copies with a
 KeyboardInterrupt raised at the k-th of them (``sys.settrace``), for every
@@ -166,6 +167,8 @@ def _cases(tmp):
         "pickle": (_base, pickle.dumps, deep_state, lambda h: h),
         "unpickle": (lambda: pickle.dumps(_base()), pickle.loads, deep_state, None),
         "deepcopy": (_base, copy.deepcopy, deep_state, lambda h: h),
+        "forget_classes": (_base, lambda head: head.forget_classes(), deep_state,
+                           lambda h: h),
     }
     cases.update(_save_load_cases(tmp))
     return cases
@@ -237,7 +240,7 @@ def incremental_growth(monkeypatch):
 
 CASE_NAMES = ["mixed_step", "mixed_step_bad_input", "partial_fit_bad_input",
               "unlabelled_step", "correct", "merge", "pickle", "unpickle",
-              "deepcopy", "save", "load"]
+              "deepcopy", "save", "load", "forget_classes"]
 
 
 @pytest.mark.parametrize("name", CASE_NAMES)

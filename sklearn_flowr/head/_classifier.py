@@ -484,8 +484,8 @@ default="auto"
                   "prior_var": self.prior_var_, "b": self.b_, "sigma": self.sigma_,
                   "prior_scale": 1.0}
         whitener = {key: val for key, val in vars(self).items() if key == "whitener_"}
-        self.__dict__.clear()  # a clone's state: its parameters (and whitener)
-        self.__dict__.update(params, **whitener)
+        # A clone's state, its parameters (and whitener), swapped in at once.
+        self.__dict__ = {**params, **whitener}
         return self
 
     class_count_ = property(lambda self: self._fitted("class_count_")
