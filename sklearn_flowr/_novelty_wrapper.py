@@ -13,6 +13,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._core import fill_doc as _fill_doc
 from ._core._novelty_odds import novel_log_odds
+from .base import DefaultParts
 from .head import CRPGaussianClassifier
 from .validation import check_one_kind, label_result_dtype
 
@@ -109,11 +110,13 @@ WRAPPER_DOCS = {
 fill_doc = _fill_doc(WRAPPER_DOCS)
 
 
-class NoveltyWrapper(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
+class NoveltyWrapper(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
+                     BaseEstimator):
     """Base of the novelty wrappers: a subclass learns with ``_learn`` and
     decides one row with ``_decide_one`` (1-row arrays named by ``_STEP_KEYS``)."""
 
     _STEP_KEYS = ("y_pred", "y_known", "p_novel", "is_novel")
+    _DEFAULT_PARTS = {"estimator": CRPGaussianClassifier}
 
     def _estimator(self):
         return CRPGaussianClassifier() if self.estimator is None else self.estimator

@@ -19,8 +19,37 @@ from .validation import (
     validate_rows,
 )
 
-__all__ = ["LabelRegistry", "OnlineOpenWorldClassifier", "all_or_nothing",
-           "on_a_copy"]
+__all__ = ["DefaultParts", "LabelRegistry", "OnlineOpenWorldClassifier",
+           "all_or_nothing", "on_a_copy"]
+
+
+class DefaultParts:
+    """``get_params`` and ``set_params`` of a composite whose parts (its
+    parameters named in ``_DEFAULT_PARTS``, each with the factory of the part
+    it stands for) may be left None: their defaults' parameters are reached as
+    ``<part>__<name>``, as a given part's are (``GridSearchCV`` over them with
+    the default part), and setting one puts the default part in place first."""
+
+    _DEFAULT_PARTS = {}
+
+    def get_params(self, deep=True):
+        params = super().get_params(deep=deep)
+        if deep:
+            for part, default in self._unset_parts():
+                params.update((f"{part}__{name}", value) for name, value
+                              in default.get_params(deep=False).items())
+        return params
+
+    def set_params(self, **params):
+        for part, default in self._unset_parts():
+            if any(key.startswith(f"{part}__") for key in params):
+                setattr(self, part, default)
+        return super().set_params(**params)
+
+    def _unset_parts(self):
+        """The parts left None, each with a new part it stands for."""
+        return [(part, make()) for part, make in self._DEFAULT_PARTS.items()
+                if getattr(self, part) is None]
 
 class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     """Base of the online open-world classifiers (not for direct use).

@@ -138,7 +138,8 @@ def test_in_scikit_learn_tools(heavy_tails):
     X, y, _, _ = heavy_tails
     clf = NoveltyCalibratedClassifier(random_state=0)
     params = clf.get_params()
-    assert "estimator__sigma" not in params  # estimator=None: the default head
+    # estimator=None: the default head's parameters, reached as a given one's
+    assert params["estimator__sigma"] == CRPGaussianClassifier().sigma
     search = GridSearchCV(
         NoveltyCalibratedClassifier(CRPGaussianClassifier(), random_state=0),
         {"estimator__a": [0.0, 0.5], "method": ["sigmoid", "isotonic"]},
@@ -209,6 +210,19 @@ def test_a_label_of_minus_one_is_a_class_in_every_fold(heavy_tails):
         clf = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
     assert clf.novel_label_ == -2 and -1 in clf.classes_
     assert set(np.unique(clf.predict(X_new))) <= {*clf.classes_, -2}
+
+
+def test_grid_search_reaches_the_default_estimators_parameters(heavy_tails):
+    """Check that ``GridSearchCV`` over ``estimator__a`` of the default
+    ``NoveltyCalibratedClassifier()`` (its estimator left None) searches the
+    default head's ``a``, and that the unfitted template stays None."""
+    X, y, _, _ = heavy_tails
+    clf = NoveltyCalibratedClassifier(random_state=0)
+    assert clf.get_params()["estimator__a"] == CRPGaussianClassifier().a
+    search = GridSearchCV(clf, {"estimator__a": [0.0, 0.5]}, cv=2).fit(X, y)
+    assert search.best_params_["estimator__a"] in (0.0, 0.5)
+    assert search.best_estimator_.estimator_.a == search.best_params_["estimator__a"]
+    assert clf.estimator is None
 
 
 def test_an_estimator_without_a_novelty_score_is_refused(heavy_tails):

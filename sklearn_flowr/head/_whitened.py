@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import HasMethods
 from sklearn.utils.validation import _num_samples
 
 from .._core import novel_log_odds
-from ..base import all_or_nothing
+from ..base import DefaultParts, all_or_nothing
 from ._cross_fit import (
     as_float64,
     clone_refit,
@@ -159,7 +159,8 @@ def _default_head():
     return CRPGaussianClassifier(covariance="isotropic", known_count="observed")
 
 
-class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
+class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
+                            BaseEstimator):
     """FLOWR's head on frozen features: the two-covariance model, exactly
     updatable online.
 
@@ -245,6 +246,7 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     0.0
     """
 
+    _DEFAULT_PARTS = {"whitener": TwoCovarianceWhitener, "head": _default_head}
     _parameter_constraints: dict = {
         "whitener": [HasMethods(["fit", "transform"]), None],
         "head": [HasMethods(["fit", "partial_fit", "open_world_step"]), None],
@@ -253,26 +255,6 @@ class WhitenedCRPClassifier(MetaEstimatorMixin, ClassifierMixin, BaseEstimator):
     def __init__(self, whitener=None, head=None):
         self.whitener = whitener
         self.head = head
-
-    def get_params(self, deep=True):
-        params = super().get_params(deep=deep)
-        if deep:  # the default parts' parameters, as <part>__<name>
-            for part, default in self._defaults():
-                params.update((f"{part}__{name}", value) for name, value
-                              in default.get_params(deep=False).items())
-        return params
-
-    def set_params(self, **params):
-        for part, default in self._defaults():
-            if any(key.startswith(f"{part}__") for key in params):
-                setattr(self, part, default)
-        return super().set_params(**params)
-
-    def _defaults(self):
-        """The parts left None, each with the part it stands for."""
-        defaults = {"whitener": TwoCovarianceWhitener, "head": _default_head}
-        return [(part, make()) for part, make in defaults.items()
-                if getattr(self, part) is None]
 
     def _validate_params(self):
         super()._validate_params()
