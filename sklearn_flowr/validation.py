@@ -236,8 +236,9 @@ def params_equal(old, new) -> bool:
 
 
 def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
-                           deep: bool = False):
-    """Fail if a parameter not in ``runtime`` changed since ``snapshot``."""
+                           deep: bool = False, part_of=None, part: str = ""):
+    """Fail if a parameter not in ``runtime`` changed since ``snapshot``; the
+    message names them ``<part>__<name>`` of ``part_of`` where given."""
     try:  # the common case, in one C call
         if snapshot is None or (not deep and snapshot.items()
                                 <= estimator.__dict__.items()):
@@ -257,10 +258,12 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
             part._validate_params()
     fixed = [name for name in changed if name not in runtime]
     if fixed:
-        what = ", ".join(f"{name}: {snapshot[name]!r} -> {current.get(name)!r}"
-                         for name in fixed)
+        prefix = f"{part}__" if part else ""
+        what = ", ".join(f"{prefix}{name}: {snapshot[name]!r} -> "
+                         f"{current.get(name)!r}" for name in fixed)
         raise ValueError(
-            f"{type(estimator).__name__}'s parameters changed after fitting "
+            f"{type(part_of or estimator).__name__}'s parameters changed after "
+            "fitting "
             f"({what}), but the fitted state was built from the old values: call "
             "fit again to use the new ones, or set them back.")
 

@@ -393,3 +393,28 @@ def test_wrapper_fit_does_not_calibrate_its_head_twice(rng, monkeypatch):
     assert len(too_few) == 1 and too_few[0].filename == __file__
     assert model.head_.conformal_scores_.shape == (12,)
     assert_array_equal(model.classes_, np.arange(4))
+
+
+def test_composed_head_refuses_parameters_changed_after_fit(data):
+    """Check that WhitenedCRPClassifier, like CRPGaussianClassifier, refuses a
+    parameter its fitted state was built from once it changed (the head's and
+    the whitener's, of the default parts too), before any state changes, and
+    passes a call-time one (``head__novelty_alpha``) to its fitted head."""
+    X, y, queries = data
+    clf = WhitenedCRPClassifier().fit(X, y)
+    before = pickle.dumps((clf.whitener_, clf.head_))
+    for name, value in [("head__a", 0.9), ("whitener__prior_spectrum", "spiked")]:
+        old = clf.get_params()[name]
+        clf.set_params(**{name: value})
+        for call in (lambda: clf.partial_fit(X[:3], y[:3]),
+                     lambda: clf.predict(queries)):
+            with pytest.raises(ValueError, match=rf"changed after .*\({name}: "):
+                call()
+        clf.set_params(**{name: old})
+        assert pickle.dumps((clf.whitener_, clf.head_)) == before
+    strict = clf.predict(queries)
+    loose = clf.set_params(head__novelty_alpha=0.5).predict(queries)
+    assert clf.head_.novelty_alpha == 0.5
+    assert_array_equal(loose, WhitenedCRPClassifier().set_params(
+        head__novelty_alpha=0.5).fit(X, y).predict(queries))
+    assert (loose == -1).sum() > (strict == -1).sum()

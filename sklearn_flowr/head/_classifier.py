@@ -32,6 +32,7 @@ from ._state import (
     state_of_embeddings,
 )
 from ._whitened import (
+    RUNTIME_PARAMS,
     calibration_scores,
     fit_whitener,
     input_dtype,
@@ -244,8 +245,7 @@ default="auto"
         "unlabelled_threshold": [None, Interval(Real, 0, 1, closed="both")],
         "novelty_alpha": [None, Interval(Real, 0, 1, closed="neither")],
     }
-    _runtime_params = ("novelty_calibration", "unlabelled_threshold",
-                       "novelty_alpha")
+    _runtime_params = RUNTIME_PARAMS
     # Changed in place: the unlabelled and mixed steps and correct copy them.
     _mutable = ("_state", "_registry", "_discovered")
     _discovered = nothing_discovered()  # heads saved before the record existed

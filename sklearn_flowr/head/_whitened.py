@@ -13,6 +13,7 @@ from sklearn.utils.validation import _num_samples
 
 from .._core import novel_log_odds
 from ..base import DefaultParts, all_or_nothing
+from ..validation import check_params_unchanged, params_equal, snapshot_params
 from ._cross_fit import (
     as_float64,
     clone_refit,
@@ -24,12 +25,15 @@ from ._cross_fit import (
 )
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
 
-__all__ = ["WhitenedCRPClassifier", "calibration_scores", "fit_whitener",
+__all__ = ["RUNTIME_PARAMS", "WhitenedCRPClassifier", "calibration_scores",
+           "fit_whitener",
            "input_dtype", "model_params", "refuse_whitened", "shared_whitener",
            "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
+# The head's parameters read at call time, which may change after fitting.
+RUNTIME_PARAMS = ("novelty_calibration", "unlabelled_threshold", "novelty_alpha")
 
 
 def model_params(head, prior_var=None):
@@ -187,7 +191,10 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         ``CRPGaussianClassifier(covariance="isotropic", known_count="observed")``:
         CRP counts are class sizes, so ``partial_fit`` after ``fit`` equals
         ``fit`` on all rows.
-        Its parameters are reached as ``head__<name>`` (None's too).
+        Its parameters are reached as ``head__<name>`` (None's too). After
+        ``fit`` only ``head__novelty_alpha``, ``head__novelty_calibration``
+        and ``head__unlabelled_threshold`` may change (read at call time); a
+        change to any other parameter raises ValueError until ``fit`` again.
 
     Attributes
     ----------
@@ -282,6 +289,8 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         # Both fitted before either is kept: a failure leaves self as it was.
         with all_or_nothing(self):  # (an interrupt among the attributes too)
             self.whitener_, self.head_ = whitener, head
+            self._fitted_params = {name: self._part_params(name)
+                                   for name in self._DEFAULT_PARTS}
             for name in ("n_features_in_", "feature_names_in_"):
                 self.__dict__.pop(name, None)
                 if hasattr(whitener, name):
@@ -359,11 +368,39 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         return getattr(head, method)(as_float64(U), *args, **kwargs)
 
     def _head(self, method):
+        """The fitted head, its call-time parameters set as ``head__<name>``
+        says; the other parameters must be those ``fit`` used."""
         if not hasattr(self, "whitener_"):
             raise NotFittedError(
                 f"{method} needs a fitted {type(self).__name__}: the whitener is "
                 "estimated by fit on labelled rows first.")
+        self._check_parts()
         return self.head_
+
+    def _part_params(self, name):
+        """Part ``name`` as set (None: the default) and its parameters."""
+        part = getattr(self, name)
+        return part, snapshot_params(
+            part if part is not None else self._DEFAULT_PARTS[name]())
+
+    def _check_parts(self):
+        """Refuse parts' parameters changed since ``fit``; pass the head's
+        call-time ones (``RUNTIME_PARAMS``) to the fitted head."""
+        fitted = getattr(self, "_fitted_params", {})  # {}: saved before
+        for name, (fitted_part, params) in fitted.items():
+            part = getattr(self, name)
+            if part is None and fitted_part is None:  # the default, as in fit
+                continue
+            part = part if part is not None else self._DEFAULT_PARTS[name]()
+            runtime = RUNTIME_PARAMS if name == "head" else ()
+            check_params_unchanged(part, params, runtime=runtime, part_of=self,
+                                   part=name)
+            if name == "head":
+                changed = {key: getattr(part, key) for key in runtime
+                           if not params_equal(getattr(part, key),
+                                               getattr(self.head_, key))}
+                if changed:
+                    self.head_.set_params(**changed)
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_") and self.head_.__sklearn_is_fitted__()
