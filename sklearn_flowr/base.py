@@ -196,7 +196,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         ``fitting``: ``fit``'s rows (a subclass may prepare its calibration)."""
         if reset:
             X, y = validate_data(self, X, y, dtype=dtype, reset=True)
-            check_magnitude(X)
+            check_magnitude(X, units=True)
             return X, y
         check_params_unchanged(self, self._fitted_params,
                                runtime=self._runtime_params)

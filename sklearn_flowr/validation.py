@@ -23,9 +23,11 @@ __all__ = [
 MAX_ABS_INPUT = 1e100
 
 
-def check_magnitude(X):
+def check_magnitude(X, *, units=False):
     """Refuse finite values of a float array (as ``validate_data`` gives it)
-    too large to score in float64 (they give NaN)."""
+    too large to score in float64 (they give NaN); ``units`` (the rows that
+    set the features' units, ``fit``'s): refuse them all too small too (their
+    squared distances underflow to 0, silently)."""
     largest = float(max(X.max(), -X.min())) if X.size else 0.0  # no |X| copy
     if largest > MAX_ABS_INPUT:
         raise ValueError(
@@ -33,6 +35,12 @@ def check_magnitude(X):
             f"open-world estimators score values up to {MAX_ABS_INPUT:g} (squared "
             "distances overflow float64 beyond). Rescale the features, e.g. with "
             "StandardScaler.")
+    if units and 0 < largest < 1 / MAX_ABS_INPUT:
+        raise ValueError(
+            f"X's values are all at most {largest:.3g} in magnitude; the "
+            f"open-world estimators learn from features of magnitude "
+            f"{1 / MAX_ABS_INPUT:g} or more (squared distances underflow float64 "
+            "below). Rescale the features, e.g. with StandardScaler.")
 
 
 def validate_rows(estimator, X, y=None, *, dtype=np.float64):

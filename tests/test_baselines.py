@@ -13,8 +13,10 @@ from sklearn.exceptions import NotFittedError
 from sklearn.metrics import roc_auc_score
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr._core import _streaming
 from sklearn_flowr.baselines import (
+    DPMeansClassifier,
     EVMClassifier,
     FeCAMClassifier,
     KNNClassifier,
@@ -268,6 +270,27 @@ def test_huge_rows_are_refused_in_prediction_and_edge_rows_scored(
         estimator.predict(np.full((1, X.shape[1]), -1e200))
     edge = estimator.open_world_step(np.full((1, X.shape[1]), MAX_ABS_INPUT), [5])
     assert np.isfinite(edge["p_novel"]).all()
+
+
+TINY_UNIT_ESTIMATORS = [*BASELINES, DPMeansClassifier, CRPGaussianClassifier,
+                        partial(CRPGaussianClassifier, covariance="isotropic")]
+
+
+@pytest.mark.parametrize("cls", TINY_UNIT_ESTIMATORS,
+                         ids=[*_names(BASELINES), "DPMeans", "CRPGaussian",
+                              "CRPGaussian-isotropic"])
+def test_features_of_tiny_units_are_refused_by_fit(cls, open_world_blobs):
+    """Check that fit refuses features all below 1e-100 in magnitude (their
+    squared distances underflow to 0: every row looked alike, silently), names
+    the problem, and leaves a fitted estimator as it was."""
+    X, y, _, _ = open_world_blobs
+    estimator = cls().fit(X, y)
+    before = pickle.dumps(estimator)
+    with pytest.raises(ValueError, match=r"all at most 1\.\d+e-190 .*underflow"):
+        estimator.fit(X / np.abs(X).max() * 1.5e-190, y)
+    assert pickle.dumps(estimator) == before
+    estimator.fit(X * 1e-90, y)  # within range: learned
+    assert_array_equal(estimator.classes_, [0, 1, 2])
 
 
 @pytest.mark.parametrize("cls", BASELINES, ids=_names(BASELINES))

@@ -5,6 +5,7 @@ import itertools
 import numpy as np
 import pytest
 import torch
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import logsumexp as scipy_logsumexp
 from scipy.stats import multivariate_normal
 from sklearn.covariance import shrunk_covariance
@@ -329,3 +330,26 @@ def test_fit_estimates_what_the_statistics_of_its_rows_give(rng, covariance):
     for name in ("sigma", "prior_mean", "prior_var", "b"):
         np.testing.assert_array_equal(getattr(head, name + "_"), resolved[name],
                                       err_msg=name)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_row_norms_hold_for_rows_of_any_finite_scale(dtype):
+    """Check that row lengths and unit rows are right for rows whose squares
+    underflow or overflow the dtype (np.linalg.norm gives 0 or inf there),
+    and that zero rows have length 0 and stay zero."""
+    from sklearn_flowr._core import row_norms, unit_rows
+
+    info = np.finfo(dtype)
+    direction = np.array([3.0, -4.0, 0.0, 12.0], dtype=dtype)  # length 13
+    scales = [float(info.tiny) * 2**8, float(info.tiny) ** 0.5 / 10, 1.0,
+              float(info.max) ** 0.5 * 10, float(info.max) / 16]
+    X = np.vstack([direction * dtype(s) for s in scales] + [np.zeros(4, dtype)])
+    with np.errstate(over="ignore", under="ignore"):
+        naive = np.linalg.norm(X, axis=1)
+    assert not np.allclose(naive[:-1] / np.array(scales), 13.0)  # the problem
+    rtol = 10 * info.eps
+    assert_allclose(row_norms(X)[:-1] / np.array(scales), 13.0, rtol=rtol)
+    assert row_norms(X)[-1] == 0
+    U = unit_rows(X)
+    assert_allclose(U[:-1], np.tile(direction / 13, (5, 1)), rtol=rtol, atol=rtol)
+    assert_array_equal(U[-1], 0)

@@ -418,3 +418,18 @@ def test_composed_head_refuses_parameters_changed_after_fit(data):
     assert_array_equal(loose, WhitenedCRPClassifier().set_params(
         head__novelty_alpha=0.5).fit(X, y).predict(queries))
     assert (loose == -1).sum() > (strict == -1).sum()
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_query_rows_of_any_scale_score_as_their_direction(data, dtype):
+    """Check that the whitened heads, which scale rows to unit length, score
+    a row as they score it times any positive factor: rows whose squares
+    underflow (they were refused as "all zeros") or overflow float32."""
+    X, y, queries = data
+    factors = [1e-250, 1e-170, 1e30] if dtype is np.float64 else [1e-30, 1e30]
+    for clf in (CRPGaussianClassifier(), WhitenedCRPClassifier()):
+        clf.fit(X.astype(dtype), y)
+        expected = clf.predict_proba(queries.astype(dtype))
+        for factor in factors:
+            assert_allclose(clf.predict_proba((queries * factor).astype(dtype)),
+                            expected, rtol=1e-4, atol=1e-6)

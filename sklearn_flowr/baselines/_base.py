@@ -117,12 +117,6 @@ class StoredRowsBaseline(OpenWorldBaseline):
         return self._score_rows(X)
 
 
-def unit_rows(X):
-    """Rows scaled to unit length; zero rows stay zero."""
-    norms = np.linalg.norm(X, axis=1, keepdims=True)
-    return X / np.where(norms > 0, norms, 1.0)
-
-
 _NOVEL_LABEL = """novel_label : object, default="auto"
         Label of the novel class: ``"novel"`` for string labels, -1 (or one
         below the smallest label) for numeric ones. It may not occur in ``y``."""

@@ -149,7 +149,7 @@ class DPMeansClassifier(PrototypeBaseline):
             if first_call:
                 self._validate_params()
                 X = validate_data(self, X, dtype=np.float64, reset=True)
-                check_magnitude(X)
+                check_magnitude(X, units=True)
                 numeric_novel = (isinstance(self.novel_label, Number)
                                  and not isinstance(self.novel_label, str))
                 no_labels = np.empty(0, dtype=np.int64 if numeric_novel else object)

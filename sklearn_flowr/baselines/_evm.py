@@ -5,7 +5,8 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.utils._param_validation import Interval
 
-from ._base import OpenWorldBaseline, fill_doc, unit_rows
+from .._core import unit_rows
+from ._base import OpenWorldBaseline, fill_doc
 from ._weibull import fit_weibull, weibull_inclusion
 
 __all__ = ["EVMClassifier"]

@@ -6,7 +6,8 @@ import numpy as np
 from scipy.linalg import pinvh
 from sklearn.utils._param_validation import Interval
 
-from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, fill_doc, unit_rows
+from .._core import unit_rows
+from ._base import THRESHOLD_CONSTRAINTS, OpenWorldBaseline, fill_doc
 from ._mahalanobis import COVARIANCE_FLOOR, MahalanobisPlusPlusClassifier
 from ._prototypes import PrototypeBaseline
 

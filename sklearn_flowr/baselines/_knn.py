@@ -6,7 +6,8 @@ import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils._param_validation import Interval
 
-from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, fill_doc, unit_rows
+from .._core import unit_rows
+from ._base import THRESHOLD_CONSTRAINTS, StoredRowsBaseline, fill_doc
 
 __all__ = ["KNNClassifier"]
 

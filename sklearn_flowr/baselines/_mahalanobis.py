@@ -4,7 +4,8 @@ import numpy as np
 from scipy.linalg import cholesky, solve_triangular
 from sklearn.covariance import shrunk_covariance
 
-from ._base import OpenWorldBaseline, fill_doc, unit_rows
+from .._core import unit_rows
+from ._base import OpenWorldBaseline, fill_doc
 from ._prototypes import PrototypeBaseline
 
 __all__ = ["MahalanobisPlusPlusClassifier"]

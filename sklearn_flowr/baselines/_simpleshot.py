@@ -3,8 +3,8 @@
 import numpy as np
 from sklearn.metrics.pairwise import euclidean_distances
 
-from .._core import group_sums
-from ._base import StoredRowsBaseline, fill_doc, unit_rows
+from .._core import group_sums, unit_rows
+from ._base import StoredRowsBaseline, fill_doc
 
 __all__ = ["SimpleShotClassifier"]
 

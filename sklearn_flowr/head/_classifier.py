@@ -318,7 +318,7 @@ default="auto"
         params = model_params(self)
         with all_or_nothing(self):
             means = validate_data(self, means, dtype=np.float64, reset=True)
-            check_magnitude(means)
+            check_magnitude(means, units=True)
             classes, variances = check_class_embeddings(
                 classes, means, variances, covariance=self.covariance,
                 known_count=params["known_count"], b=self.b, sigma=self.sigma)

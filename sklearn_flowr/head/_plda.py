@@ -5,7 +5,7 @@ fold of the rows, computed in the span of all the rows."""
 import numpy as np
 from scipy import linalg, optimize
 
-from .._core import group_sums
+from .._core import group_sums, row_norms
 from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["apply_map", "check_counts", "cheapest_solver", "estimate",
@@ -198,7 +198,7 @@ def _class_means(V, y_index, counts):
 
 def unit_rows(X):
     """``x / ||x||``; a zero row has no direction, so it is refused."""
-    norms = np.linalg.norm(X, axis=1)
+    norms = row_norms(X)
     if not np.all(norms > 0):
         raise ValueError(
             f"TwoCovarianceWhitener scales rows to unit length; rows "
