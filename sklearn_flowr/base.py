@@ -56,7 +56,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     Subclasses define ``_parameter_constraints``, a ``novel_label`` parameter
     and the hooks ``_start``, ``_learn`` and ``_stream`` (optionally
-    ``_checkpoint``, ``_end_fit`` and ``_check_stream_start``).
+    ``_checkpoint``, ``_end_fit``, ``_check_stream_start`` and
+    ``_learn_more``).
 
     Examples
     --------
@@ -129,7 +130,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             undo.append(self._registry.checkpoint())
             index = self._registry.register(labels)[y_index]
             undo.append(self._checkpoint(index))
-            self._learn(X, index)
+            if reset:
+                self._learn(X, index)
+            else:
+                self._learn_more(X, index)
             if fitting:
                 self._end_fit(X, index)
         return self
@@ -179,6 +183,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             if ranking:
                 result["novelty_score"] = ranking[0]
         return result
+
+    def _learn_more(self, X, index):
+        """Learn ``partial_fit``'s rows ``X`` (of classes ``index``) once fitted."""
+        self._learn(X, index)
 
     def _check_stream_start(self):
         """Raise when a stream cannot start on the unfitted estimator."""

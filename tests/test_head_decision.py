@@ -244,18 +244,31 @@ def test_too_few_scores_keep_the_argmax_rule():
     np.testing.assert_array_equal(head.novelty_pvalues(queries), [1.0, 1.0])
 
 
-def test_partial_fit_appends_scores_of_known_classes_before_learning(blobs):
-    """Check that partial_fit adds the novel log-odds, under the head before
-    the call, of its rows of known classes, and nothing for a new class."""
+@pytest.mark.parametrize("covariance", ["isotropic", "full", "whitened"])
+def test_partial_fit_holds_out_rows_as_one_row_calls_do(blobs, rng, covariance):
+    """Check that partial_fit's calibration scores do not depend on how its rows
+    are split into calls: each row of a class known before it (a class new in
+    the call too, from its second row) adds its novel log-odds under the head
+    before it, as open_world_step's do; predict then agrees."""
     X, y = blobs
-    head = CRPGaussianClassifier().fit(X[y < 3][::2], y[y < 3][::2])
-    before = copy.deepcopy(head)
-    rows = np.r_[np.flatnonzero(y < 3)[1::2], np.flatnonzero(y == 3)]
-    head.partial_fit(X[rows], y[rows])
-    held_out = novel_log_odds(before, X[rows][y[rows] < 3])
-    np.testing.assert_allclose(
-        head.conformal_scores_,
-        np.sort(np.r_[before.conformal_scores_, held_out]), rtol=1e-12)
+    head = CRPGaussianClassifier(covariance=covariance, novelty_alpha=0.2).fit(
+        X[y < 3][::2], y[y < 3][::2])
+    rows = rng.permutation(np.r_[np.flatnonzero(y < 3)[1::2],
+                                 np.flatnonzero(y == 3)])
+    batch, by_row, stream = (copy.deepcopy(head) for _ in range(3))
+    batch.partial_fit(X[rows], y[rows])
+    for i in rows:
+        by_row.partial_fit(X[i][None], [y[i]])
+    stream.open_world_step(X[rows], y[rows])
+    n_new = 1  # the first row of class 3 has no class to be held out against
+    assert (batch.conformal_scores_.shape[0]
+            == head.conformal_scores_.shape[0] + rows.shape[0] - n_new)
+    for other in (by_row, stream):
+        np.testing.assert_allclose(batch.conformal_scores_,
+                                   other.conformal_scores_, rtol=1e-10)
+    np.testing.assert_allclose(batch.predict_proba(X), by_row.predict_proba(X),
+                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(batch.predict(X), by_row.predict(X))
 
 
 @pytest.mark.parametrize("novelty_calibration", [None, (0.7, -1.5)])

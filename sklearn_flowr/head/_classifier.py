@@ -426,7 +426,6 @@ default="auto"
         self._fit_moments = kept_moments(params, X, y_index, labels.shape[0])
 
     def _learn(self, X, index):
-        self._hold_out(X, index)
         self._state.learn(X, index, len(self._registry))
 
     def _checkpoint(self, index):

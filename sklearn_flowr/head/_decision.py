@@ -206,15 +206,23 @@ class ConformalDecision:
         """Cross-fitted scores of ``fit``'s rows ``X`` (the maths' coordinates)."""
         return cross_fit_scores(index, state_scores(X, index, model_params(self)))
 
-    def _hold_out(self, X, index):
-        """Append the scores of rows of known classes before they are learned."""
-        known = index < self._state.n_classes
-        if known.any():
-            scores = novel_log_odds(self._state.joint_log_numerators(X[known]))
-            if scores.shape[0] == 1:  # held as one-row steps hold it
+    def _learn_more(self, X, index):
+        """Learn rows as one-row calls would: each row of a class known before
+        it is held out against the state before it (so ``predict`` does not
+        depend on how ``partial_fit``'s rows are split into calls)."""
+        is_new = np.zeros(index.shape[0], dtype=bool)
+        classes, first = np.unique(index, return_index=True)
+        is_new[first[classes >= self._state.n_classes]] = True
+        self._hold_out(self._state.stream(X, index, is_new)[3], is_new)
+
+    def _hold_out(self, scores, is_new):
+        """Append the scores (novel log-odds, before the map) of rows of
+        classes known before them."""
+        if scores.shape[0] == 1:  # held as one-row steps hold it
+            if not is_new[0]:
                 self._decide_row(scores[0], True, None, None)
-            else:
-                self._conformal = with_scores(self._conformal, scores)
+        else:
+            self._conformal = with_scores(self._conformal, scores[~is_new])
 
     def _decide_stream(self, streamed, is_new, novelty_map):
         """The stream's four outputs with the decision at ``novelty_alpha``;
