@@ -1,18 +1,26 @@
 """Row lengths that do not depend on the features' units."""
 
+import functools
+
 import numpy as np
+
+
+@functools.cache
+def _safe_range(dtype):
+    """Lengths whose squares keep their digits in ``dtype``, neither
+    underflowing nor overflowing."""
+    info = np.finfo(dtype)
+    return float(np.sqrt(info.tiny) / info.eps), float(np.sqrt(info.max) * info.eps)
 
 
 def row_norms(X):
     """Euclidean length of each row of a float array ``X``, right for any
     finite row: rows whose squares would underflow or overflow ``X``'s dtype
     are scaled by their largest value first."""
-    with np.errstate(over="ignore", under="ignore"):  # such rows: below
-        norms = np.linalg.norm(X, axis=1)
-    info = np.finfo(X.dtype)
-    unsafe = ~((norms > np.sqrt(info.tiny) / info.eps)
-               & (norms < np.sqrt(info.max) * info.eps))
-    if unsafe.any():
+    low, high = _safe_range(X.dtype)
+    norms = np.sqrt(np.einsum("ij,ij->i", X, X))
+    if not (norms.size == 0 or low < norms.min() and norms.max() < high):
+        unsafe = ~((norms > low) & (norms < high))
         rows = X[unsafe]
         scale = np.abs(rows).max(axis=1, keepdims=True)
         with np.errstate(invalid="ignore"):  # 0 / 0 of a zero row: length 0

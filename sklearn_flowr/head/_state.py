@@ -463,8 +463,8 @@ class ClassState(VarianceTable):
             pred_novel = scores[:, -1] > scores[rows, best]
         else:
             pred_novel = np.ones(U.shape[0], dtype=bool)
-        return (known_index, np.exp(log_softmax(scores)[:, -1]), pred_novel,
-                novel_log_odds(scores))
+        log_odds = novel_log_odds(scores)  # P(novel) = expit(its log-odds)
+        return known_index, expit(log_odds), pred_novel, log_odds
 
 
 def _decide_row(scores):
