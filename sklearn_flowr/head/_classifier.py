@@ -127,8 +127,9 @@ default="auto"
     conformal_scores_ : ndarray of shape (n_calibration,)
         Sorted novel log-odds of held-out known-class rows: ``fit``'s, each
         under the head and whitener fitted without its fold (of five; the
-        first folds until 150 rows are scored), then labelled rows of known
-        classes before they are learned.
+        first folds until 150 rows are scored), then each later labelled row
+        of a class known before it, under the head just before it (the same
+        however the rows are split into calls).
     crp_count_ : ndarray of shape (n_classes,)
         Counts ``c_n`` of the CRP prior.
     frozen_classes_ : ndarray of bool of shape (n_classes,)
