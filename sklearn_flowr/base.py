@@ -73,6 +73,8 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     # those read at call time, which may change after fitting.
     _fitted_params = None
     _runtime_params = ()
+    # Whether the maths sees the rows' directions only (features of any units).
+    _scale_free = False
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -204,7 +206,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         ``fitting``: ``fit``'s rows (a subclass may prepare its calibration)."""
         if reset:
             X, y = validate_data(self, X, y, dtype=dtype, reset=True)
-            check_magnitude(X, units=True)
+            check_magnitude(X, units=not self._scale_free)
             return X, y
         check_params_unchanged(self, self._fitted_params,
                                runtime=self._runtime_params)

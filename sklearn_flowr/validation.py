@@ -261,9 +261,9 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
         return
     estimator._validate_params()
     # The parts (head, training stages) validate their own settings.
-    for part in estimator.get_params(deep=False).values() if deep else ():
-        if hasattr(part, "get_params") and hasattr(part, "_validate_params"):
-            part._validate_params()
+    for value in estimator.get_params(deep=False).values() if deep else ():
+        if hasattr(value, "get_params") and hasattr(value, "_validate_params"):
+            value._validate_params()
     fixed = [name for name in changed if name not in runtime]
     if fixed:
         prefix = f"{part}__" if part else ""

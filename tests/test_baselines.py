@@ -272,13 +272,14 @@ def test_huge_rows_are_refused_in_prediction_and_edge_rows_scored(
     assert np.isfinite(edge["p_novel"]).all()
 
 
-TINY_UNIT_ESTIMATORS = [*BASELINES, DPMeansClassifier, CRPGaussianClassifier,
-                        partial(CRPGaussianClassifier, covariance="isotropic")]
+TINY_UNIT_ESTIMATORS = [*BASELINES, DPMeansClassifier,
+                        partial(CRPGaussianClassifier, covariance="isotropic"),
+                        partial(CRPGaussianClassifier, covariance="full")]
 
 
 @pytest.mark.parametrize("cls", TINY_UNIT_ESTIMATORS,
-                         ids=[*_names(BASELINES), "DPMeans", "CRPGaussian",
-                              "CRPGaussian-isotropic"])
+                         ids=[*_names(BASELINES), "DPMeans", "CRPGaussian-isotropic",
+                              "CRPGaussian-full"])
 def test_features_of_tiny_units_are_refused_by_fit(cls, open_world_blobs):
     """Check that fit refuses features all below 1e-100 in magnitude (their
     squared distances underflow to 0: every row looked alike, silently), names

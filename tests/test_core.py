@@ -333,23 +333,24 @@ def test_fit_estimates_what_the_statistics_of_its_rows_give(rng, covariance):
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_row_norms_hold_for_rows_of_any_finite_scale(dtype):
-    """Check that row lengths and unit rows are right for rows whose squares
-    underflow or overflow the dtype (np.linalg.norm gives 0 or inf there),
-    and that zero rows have length 0 and stay zero."""
-    from sklearn_flowr._core import row_norms, unit_rows
+def test_unit_rows_hold_for_rows_of_any_finite_scale(dtype):
+    """Check that rows scaled to unit length are right for rows whose squares
+    underflow or overflow the dtype, or whose length itself exceeds it
+    (np.linalg.norm gives 0 or inf there), and that zero rows stay zero."""
+    from sklearn_flowr._core import unit_rows
 
     info = np.finfo(dtype)
-    direction = np.array([3.0, -4.0, 0.0, 12.0], dtype=dtype)  # length 13
+    direction = np.array([3.0, -4.0, 0.0, 12.0]) / 13
     scales = [float(info.tiny) * 2**8, float(info.tiny) ** 0.5 / 10, 1.0,
-              float(info.max) ** 0.5 * 10, float(info.max) / 16]
-    X = np.vstack([direction * dtype(s) for s in scales] + [np.zeros(4, dtype)])
-    with np.errstate(over="ignore", under="ignore"):
-        naive = np.linalg.norm(X, axis=1)
-    assert not np.allclose(naive[:-1] / np.array(scales), 13.0)  # the problem
-    rtol = 10 * info.eps
-    assert_allclose(row_norms(X)[:-1] / np.array(scales), 13.0, rtol=rtol)
-    assert row_norms(X)[-1] == 0
+              float(info.max) ** 0.5 * 10, float(info.max) / 13]
+    rows = [direction * s for s in scales]
+    rows.append(np.full(4, float(info.max) * 0.9))  # its length exceeds max
+    X = np.vstack([*rows, np.zeros(4)]).astype(dtype)
+    expected = np.vstack([np.tile(direction, (5, 1)), np.full(4, 0.5)])
+    with np.errstate(all="ignore"):
+        naive = X / np.linalg.norm(X, axis=1, keepdims=True)
+    assert not np.allclose(naive[:-1], expected)  # the problem
     U = unit_rows(X)
-    assert_allclose(U[:-1], np.tile(direction / 13, (5, 1)), rtol=rtol, atol=rtol)
+    tol = 10 * info.eps
+    assert_allclose(U[:-1], expected, rtol=tol, atol=tol)
     assert_array_equal(U[-1], 0)

@@ -13,6 +13,7 @@ from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 from sklearn.metrics import make_scorer
 from sklearn.model_selection import GridSearchCV
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
 import sklearn_flowr
@@ -418,6 +419,19 @@ def test_composed_head_refuses_parameters_changed_after_fit(data):
     assert_array_equal(loose, WhitenedCRPClassifier().set_params(
         head__novelty_alpha=0.5).fit(X, y).predict(queries))
     assert (loose == -1).sum() > (strict == -1).sum()
+    # The default part again: its call-time values too.
+    assert_array_equal(clf.set_params(head=None).predict(queries), strict)
+    assert clf.head_.novelty_alpha == 0.05
+    # A part replaced by another kind of estimator.
+    replaced = copy.deepcopy(clf).set_params(whitener=StandardScaler())
+    with pytest.raises(ValueError, match="whitener changed after fitting .*"
+                       "TwoCovarianceWhitener was fitted, it is now a StandardScaler"):
+        replaced.predict(queries)
+    # A model saved before the snapshot existed: call-time values still apply.
+    old = copy.deepcopy(clf)
+    del old._fitted_params
+    assert_array_equal(old.set_params(head__novelty_alpha=0.5).predict(queries),
+                       loose)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -433,3 +447,21 @@ def test_query_rows_of_any_scale_score_as_their_direction(data, dtype):
         for factor in factors:
             assert_allclose(clf.predict_proba((queries * factor).astype(dtype)),
                             expected, rtol=1e-4, atol=1e-6)
+    # The wrapper takes any finite row: one whose length exceeds the dtype's.
+    largest = np.finfo(dtype).max / 2
+    huge = queries / np.abs(queries).max(axis=1, keepdims=True) * largest
+    assert_allclose(clf.predict_proba(huge.astype(dtype)), expected, rtol=1e-4,
+                    atol=1e-6)
+
+
+def test_default_head_learns_features_of_any_units(data):
+    """Check that CRPGaussianClassifier(), which scales rows to unit length,
+    learns features of tiny units as the same features at unit scale (the
+    other heads refuse them: their squared distances underflow)."""
+    X, y, queries = data
+    expected = CRPGaussianClassifier().fit(X, y).predict_proba(queries)
+    tiny = CRPGaussianClassifier().fit(X * 1e-150, y)
+    assert_allclose(tiny.predict_proba(queries * 1e-150), expected, rtol=1e-9,
+                    atol=1e-12)
+    with pytest.raises(ValueError, match="underflow"):
+        CRPGaussianClassifier(covariance="isotropic").fit(X * 1e-150, y)

@@ -169,8 +169,10 @@ def test_flowr_params_changed_after_fit(flowr_model):
     model = copy.deepcopy(model)
     expected = model.predict_proba(X[:5])
     for name in ("head__known_count", "meta__episode_known_count"):
-        with pytest.raises(ValueError, match=f"{name}: ('auto'|1.0) -> 3.0"):
+        with pytest.raises(ValueError, match=rf"\({name}: ('auto'|1.0) -> 3.0\)"):
             copy.deepcopy(model).set_params(**{name: 3.0}).partial_fit(X[:2], y[:2])
+    with pytest.raises(ValueError, match=r"\(embedding_dim: 8 -> 9\)"):
+        copy.deepcopy(model).set_params(embedding_dim=9).predict(X[:2])
     runtime = copy.deepcopy(model).set_params(device="cpu", verbose=0,
                                               pretrain__batch_size=7,
                                               fine_tune_steps=3)

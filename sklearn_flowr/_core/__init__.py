@@ -31,14 +31,13 @@ from ._gaussian import (
     log_density_coef,
     log_density_features,
 )
-from ._norms import row_norms, unit_rows
+from ._norms import unit_rows
 from ._novelty_odds import MAX_LOG_ODDS, novel_log_odds, recalibrate_novel_column
 from ._references import FLOWR_REFERENCE, fill_doc
 from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 from ._streaming import chunk_slices, group_sums, prefix_states, selected_rows
 
 __all__ = [
-    "row_norms",
     "unit_rows",
     "FLOWR_REFERENCE",
     "fill_doc",

@@ -401,6 +401,9 @@ default="auto"
                 "prior: call fit/partial_fit first or give prior_mean, prior_var, "
                 "b and sigma (not 'auto').")
 
+    # The whitener scales rows to unit length: features of any units.
+    _scale_free = property(lambda self: self.covariance == "whitened")
+
     def _validate_input(self, X, y=None, *, reset=False, fitting=False):
         X, y = super()._validate_input(X, y, reset=reset, dtype=input_dtype(self))
         if (reset and self.covariance == "whitened"

@@ -5,7 +5,8 @@ fold of the rows, computed in the span of all the rows."""
 import numpy as np
 from scipy import linalg, optimize
 
-from .._core import group_sums, row_norms
+from .._core import group_sums
+from .._core import unit_rows as unit_length
 from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["apply_map", "check_counts", "cheapest_solver", "estimate",
@@ -198,12 +199,12 @@ def _class_means(V, y_index, counts):
 
 def unit_rows(X):
     """``x / ||x||``; a zero row has no direction, so it is refused."""
-    norms = row_norms(X)
-    if not np.all(norms > 0):
+    zero = ~np.any(X, axis=1)
+    if zero.any():
         raise ValueError(
             f"TwoCovarianceWhitener scales rows to unit length; rows "
-            f"{np.flatnonzero(norms == 0)[:5].tolist()} are all zeros.")
-    return X / norms[:, None]
+            f"{np.flatnonzero(zero)[:5].tolist()} are all zeros.")
+    return unit_length(X)
 
 
 def _check_noise(nu):

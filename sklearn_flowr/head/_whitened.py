@@ -384,23 +384,28 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
             part if part is not None else self._DEFAULT_PARTS[name]())
 
     def _check_parts(self):
-        """Refuse parts' parameters changed since ``fit``; pass the head's
-        call-time ones (``RUNTIME_PARAMS``) to the fitted head."""
-        fitted = getattr(self, "_fitted_params", {})  # {}: saved before
-        for name, (fitted_part, params) in fitted.items():
-            part = getattr(self, name)
-            if part is None and fitted_part is None:  # the default, as in fit
-                continue
-            part = part if part is not None else self._DEFAULT_PARTS[name]()
-            runtime = RUNTIME_PARAMS if name == "head" else ()
-            check_params_unchanged(part, params, runtime=runtime, part_of=self,
-                                   part=name)
-            if name == "head":
-                changed = {key: getattr(part, key) for key in runtime
-                           if not params_equal(getattr(part, key),
-                                               getattr(self.head_, key))}
-                if changed:
-                    self.head_.set_params(**changed)
+        """Refuse parts replaced, or their parameters changed, since ``fit``;
+        pass the head's call-time ones (``RUNTIME_PARAMS``) to the fitted head."""
+        fitted = getattr(self, "_fitted_params", None)  # None: saved before
+        for name, (fitted_part, params) in (fitted or {}).items():
+            make = self._DEFAULT_PARTS[name]
+            part, was = getattr(self, name), fitted_part
+            part, was = (part if part is not None else make(),
+                         was if was is not None else make())
+            if type(part) is not type(was):
+                raise ValueError(
+                    f"{type(self).__name__}'s {name} changed after fitting (a "
+                    f"{type(was).__name__} was fitted, it is now a "
+                    f"{type(part).__name__}): call fit again.")
+            if fitted_part is not None or getattr(self, name) is not None:
+                check_params_unchanged(part, params, runtime=RUNTIME_PARAMS
+                                       if name == "head" else (),
+                                       part_of=self, part=name)
+        head = self.head if self.head is not None else _default_head()
+        changed = {key: getattr(head, key) for key in RUNTIME_PARAMS
+                   if not params_equal(getattr(head, key), getattr(self.head_, key))}
+        if changed:
+            self.head_.set_params(**changed)
 
     def __sklearn_is_fitted__(self):
         return hasattr(self, "head_") and self.head_.__sklearn_is_fitted__()
