@@ -247,6 +247,7 @@ default="auto"
         "novelty_alpha": [None, Interval(Real, 0, 1, closed="neither")],
     }
     _runtime_params = RUNTIME_PARAMS
+    _scale_free = property(lambda self: self.covariance == "whitened")  # unit rows
     # Changed in place: the unlabelled and mixed steps and correct copy them.
     _mutable = ("_state", "_registry", "_discovered")
     _discovered = nothing_discovered()  # heads saved before the record existed
@@ -400,9 +401,6 @@ default="auto"
                 "open_world_step on an unfitted CRPGaussianClassifier needs the "
                 "prior: call fit/partial_fit first or give prior_mean, prior_var, "
                 "b and sigma (not 'auto').")
-
-    # The whitener scales rows to unit length: features of any units.
-    _scale_free = property(lambda self: self.covariance == "whitened")
 
     def _validate_input(self, X, y=None, *, reset=False, fitting=False):
         X, y = super()._validate_input(X, y, reset=reset, dtype=input_dtype(self))
