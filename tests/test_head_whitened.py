@@ -419,6 +419,13 @@ def test_composed_head_refuses_parameters_changed_after_fit(data):
     assert_array_equal(loose, WhitenedCRPClassifier().set_params(
         head__novelty_alpha=0.5).fit(X, y).predict(queries))
     assert (loose == -1).sum() > (strict == -1).sum()
+    # An invalid call-time value fails before the fitted head takes it.
+    fitted = pickle.dumps(clf.head_)
+    clf.set_params(head__novelty_calibration=(1.0, 2.0, 3.0))
+    with pytest.raises(ValueError, match="novelty_calibration"):
+        clf.predict_proba(queries)
+    assert pickle.dumps(clf.head_) == fitted
+    clf.set_params(head__novelty_calibration=None)
     # The default part again: its call-time values too.
     assert_array_equal(clf.set_params(head=None).predict(queries), strict)
     assert clf.head_.novelty_alpha == 0.05

@@ -23,6 +23,7 @@ from ._cross_fit import (
     refit_scores,
     warn_if_too_few_scores,
 )
+from ._state import check_novelty_map
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
 
 __all__ = ["RUNTIME_PARAMS", "WhitenedCRPClassifier", "calibration_scores",
@@ -404,7 +405,9 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         head = self.head if self.head is not None else _default_head()
         changed = {key: getattr(head, key) for key in RUNTIME_PARAMS
                    if not params_equal(getattr(head, key), getattr(self.head_, key))}
-        if changed:
+        if changed:  # checked before the fitted head takes them
+            head._validate_params()
+            check_novelty_map(head.novelty_calibration)
             self.head_.set_params(**changed)
 
     def __sklearn_is_fitted__(self):
