@@ -271,9 +271,8 @@ def check_params_unchanged(estimator, snapshot: dict | None, *, runtime=(),
                          f"{current.get(name)!r}" for name in fixed)
         raise ValueError(
             f"{type(part_of or estimator).__name__}'s parameters changed after "
-            "fitting "
-            f"({what}), but the fitted state was built from the old values: call "
-            "fit again to use the new ones, or set them back.")
+            f"fitting ({what}), but the fitted state was built from the old "
+            "values: call fit again to use the new ones, or set them back.")
 
 
 _CHANNELS = (1, 3, 4)

@@ -38,7 +38,6 @@ from ._softmax import log_softmax, logsumexp, softmax_rows_inplace
 from ._streaming import chunk_slices, group_sums, prefix_states, selected_rows
 
 __all__ = [
-    "unit_rows",
     "FLOWR_REFERENCE",
     "fill_doc",
     "MAX_LOG_ODDS",
@@ -74,4 +73,5 @@ __all__ = [
     "resolve_hyper_parameters",
     "selected_rows",
     "softmax_rows_inplace",
+    "unit_rows",
 ]

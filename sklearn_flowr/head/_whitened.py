@@ -27,9 +27,8 @@ from ._state import check_novelty_map
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
 
 __all__ = ["RUNTIME_PARAMS", "WhitenedCRPClassifier", "calibration_scores",
-           "fit_whitener",
-           "input_dtype", "model_params", "refuse_whitened", "shared_whitener",
-           "whiten"]
+           "fit_whitener", "input_dtype", "model_params", "refuse_whitened",
+           "shared_whitener", "whiten"]
 
 # The head's parameters the whitener fixes: unit noise, prior N(0, diag(beta)).
 _SET_BY_WHITENER = ("sigma", "prior_mean", "prior_var")
@@ -389,19 +388,20 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         pass the head's call-time ones (``RUNTIME_PARAMS``) to the fitted head."""
         fitted = getattr(self, "_fitted_params", None)  # None: saved before
         for name, (fitted_part, params) in (fitted or {}).items():
+            part = getattr(self, name)
+            if part is None and fitted_part is None:  # the default, as in fit
+                continue
             make = self._DEFAULT_PARTS[name]
-            part, was = getattr(self, name), fitted_part
-            part, was = (part if part is not None else make(),
-                         was if was is not None else make())
-            if type(part) is not type(was):
+            part = part if part is not None else make()
+            was = type(fitted_part if fitted_part is not None else make())
+            if type(part) is not was:
                 raise ValueError(
                     f"{type(self).__name__}'s {name} changed after fitting (a "
-                    f"{type(was).__name__} was fitted, it is now a "
+                    f"{was.__name__} was fitted, it is now a "
                     f"{type(part).__name__}): call fit again.")
-            if fitted_part is not None or getattr(self, name) is not None:
-                check_params_unchanged(part, params, runtime=RUNTIME_PARAMS
-                                       if name == "head" else (),
-                                       part_of=self, part=name)
+            check_params_unchanged(part, params, runtime=RUNTIME_PARAMS
+                                   if name == "head" else (), part_of=self,
+                                   part=name)
         head = self.head if self.head is not None else _default_head()
         changed = {key: getattr(head, key) for key in RUNTIME_PARAMS
                    if not params_equal(getattr(head, key), getattr(self.head_, key))}
