@@ -26,8 +26,8 @@ Rows, each printed with its goal:
 - ``CRPGaussianClassifier()``'s one-row ``open_world_step`` (whitening
   included) at the frozen-feature shape (1,200 classes x 3 rows, d=1280,
   random rows) over the
-  (1200, 1280) mat-vec floor (5x): a known and a new class with warm caches, a
-  known class with caches flushed before each call, each the median of three
+  (1200, 1280) mat-vec floor (5x): a known and a new class with warm caches,
+  and with caches flushed before each call (the floor's too), each the median of three
   rounds with their range, and the step's two products alone (the whitening
   map's and the scores', 25 MB between them: the part no overhead cut can
   reach); and the state's size (its pickle less the
@@ -246,7 +246,7 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
                         rounds=3, dtype=np.float64):
     """Ratios of one-row steps of ``CRPGaussianClassifier()`` over the (N, d)
     mat-vec, ``rounds`` times each (the spread): a known class and a new one
-    with warm caches, a known class with caches flushed, and the step's two
+    with warm caches and with caches flushed (the floor's too), and the step's two
     products alone; and its state's size over the class means' with the
     whitener's d x d matrix taken out, saved (its pickle) and held
     (:func:`held_bytes`). Every timed call starts each round from a copy of
@@ -287,22 +287,25 @@ def bench_whitened_step(rng, n_classes=1200, d=1280, *, repeat=7, number=20,
     def flush():
         scratch.sum()
 
-    def cold():
-        pairs = [(cold_time(step, number, flush), cold_time(floor, number, flush))
+    def cold(ours):
+        pairs = [(cold_time(ours, number, flush), cold_time(floor, number, flush))
                  for _ in range(repeat)]
         ours, bare = np.array(pairs).T
         return float(ours.min() / bare.min())
 
     ratios = {"known class, warm": [], "new class, warm": [],
-              "known class, cold": [], "its two products alone, warm": []}
+              "known class, cold": [], "new class, cold": [],
+              "its two products alone, warm": []}
     for _ in range(rounds):
         for name, ours in (("known class, warm", step),
                            ("new class, warm", new_class_step),
                            ("its two products alone, warm", products),
-                           ("known class, cold", None)):
+                           ("known class, cold", step),
+                           ("new class, cold", new_class_step)):
             model = copy.deepcopy(fitted)  # N = n_classes again
-            ratios[name].append(cold() if ours is None else paired_times(
-                ours, floor, repeat=repeat, number=number)[2])
+            ratios[name].append(cold(ours) if name.endswith("cold") else
+                                paired_times(ours, floor, repeat=repeat,
+                                             number=number)[2])
     return ratios, memory
 
 
