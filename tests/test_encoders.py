@@ -192,10 +192,14 @@ def test_make_backbone_mlp_needs_a_size():
         make_backbone("mlp", in_channels=1, input_size=None)
 
 
-def test_make_backbone_instance_returned_as_is():
-    """Check that an nn.Module instance is returned unchanged (same object)."""
+def test_make_backbone_instance_returned_as_a_copy():
+    """Check that an nn.Module instance is returned as a copy with the same
+    weights (training the encoder never changes the module a user passed)."""
     module = nn.Sequential(nn.Flatten(), nn.Linear(4, 2))
-    assert make_backbone(module, in_channels=1, input_size=2) is module
+    encoder = make_backbone(module, in_channels=1, input_size=2)
+    assert encoder is not module and type(encoder) is type(module)
+    assert encoder[1].weight is not module[1].weight
+    assert torch.equal(encoder[1].weight, module[1].weight)
 
 
 def test_make_backbone_instantiates_subclass():

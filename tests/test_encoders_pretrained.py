@@ -83,7 +83,9 @@ def test_make_backbone_none_wraps_a_copy_of_a_module():
     vectors = make_backbone(nn.Linear(5, 7), n_features=5, embedding_dim=None)
     assert vectors.fc.out_features == 7
     given = PretrainedEncoder(small_network(), 16)
-    assert make_backbone(given, input_size=8, embedding_dim=None) is given
+    copied = make_backbone(given, input_size=8, embedding_dim=None)
+    assert isinstance(copied, PretrainedEncoder) and copied is not given
+    assert copied.network[1].weight is not given.network[1].weight
 
 
 def test_make_backbone_none_errors():
@@ -148,6 +150,28 @@ def test_fine_tuning_trains_the_whole_network(digits):
     weight = model.encoder_.network[1].weight.detach().cpu()
     assert not torch.equal(weight, before["1.weight"])
     assert model.transform(X[:2]).shape == (2, 16)
+
+
+@pytest.mark.parametrize("stages", ["frozen", "trained"])
+def test_fit_leaves_the_passed_module_as_it_was(digits, stages):
+    """Check that fit trains a copy of a passed module: its weights and mode
+    stay as given, and two fits of the same settings (and a clone's) agree."""
+    network = small_network().train()
+    before = {k: v.clone() for k, v in network.state_dict().items()}
+    X, y = train_rows(digits)
+    params = (dict(pretrain=None, meta=None) if stages == "frozen" else
+              dict(pretrain=SupE(epochs=1, batch_size=16), meta=META))
+    model = FLOWRClassifier(backbone=network, calibration=None, verbose=0,
+                            random_state=0, **params)
+    first = model.fit(X, y).predict_proba(X[:10])
+    again = FLOWRClassifier(backbone=network, calibration=None, verbose=0,
+                            random_state=0, **params).fit(X, y)
+    np.testing.assert_array_equal(model.predict_proba(X[:10]), first)
+    np.testing.assert_allclose(again.predict_proba(X[:10]), first, rtol=0,
+                               atol=1e-12)
+    assert network.training and model.encoder_ is not network
+    for key, tensor in network.state_dict().items():
+        torch.testing.assert_close(tensor, before[key], rtol=0, atol=0)
 
 
 def test_efficientnet_own_features():

@@ -31,8 +31,9 @@ def make_backbone(
     backbone : {"conv4", "resnet12", "resnet18", "mlp", "efficientnet-lite0"}, \
             nn.Module or nn.Module subclass
         A name builds the package's encoder for the data the other arguments
-        describe; an instance is used as it is (a torchvision ``ResNet`` is
-        adapted) and a subclass is called with the arguments it names (user
+        describe; a copy of an instance is used as it is (a torchvision
+        ``ResNet`` is adapted; training never changes the module passed) and a
+        subclass is called with the arguments it names (user
         guide, "Threads, frozen backbones and checkpoints").
     in_channels : int, default=1
         Channels of the input images.
@@ -66,7 +67,7 @@ def make_backbone(
             return _own_features(backbone, in_channels, input_size, n_features)
         if _is_torchvision_resnet(backbone):
             return _adapt_torchvision_resnet(backbone, in_channels, embedding_dim)
-        return backbone
+        return copy.deepcopy(backbone)  # fit trains its own copy
     if isinstance(backbone, type) and issubclass(backbone, nn.Module):
         return _instantiate(
             backbone,
