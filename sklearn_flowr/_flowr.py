@@ -14,13 +14,18 @@ from .training import MetaTraining, SupE, pipeline
 
 __all__ = ["FLOWRClassifier"]
 
-# The parts a FLOWRClassifier() gets. Shared by every instance that takes the
-# default, so FLOWRClassifier.set_params copies one before changing it.
+# The parts a FLOWRClassifier() gets: each instance that takes one holds its
+# own copy, so changing a part in place changes no other instance.
 _DEFAULT_PARTS = {
     "head": CRPGaussianClassifier(covariance="full"),
     "pretrain": SupE(),
     "meta": MetaTraining(),
 }
+
+
+def _own_default(name, part):
+    """A copy of the default part ``name`` if ``part`` is it, else ``part``."""
+    return clone(part) if part is _DEFAULT_PARTS[name] else part
 
 
 class FLOWRClassifier(ClassifierMixin, TransformerMixin, BaseEstimator):
@@ -162,9 +167,11 @@ default="train"
                  checkpoint_dir=None):
         self.backbone = backbone
         self.setting = setting
-        self.head = head
-        self.pretrain = pretrain
-        self.meta = meta
+        # The signature's defaults are shared objects: an instance copies them
+        # (a part given, clone's too, is kept as it is).
+        self.head = _own_default("head", head)
+        self.pretrain = _own_default("pretrain", pretrain)
+        self.meta = _own_default("meta", meta)
         self.calibration = calibration
         self.embedding_dim = embedding_dim
         self.fine_tune_steps = fine_tune_steps
@@ -177,26 +184,6 @@ default="train"
         self.random_state = random_state
         self.verbose = verbose
         self.checkpoint_dir = checkpoint_dir
-
-    def set_params(self, **params):
-        """Set parameters, nested ones as ``head__sigma`` (a shared default
-        part is copied first). Returns ``self``.
-
-        Examples
-        --------
-        >>> from sklearn_flowr import FLOWRClassifier
-        >>> clf = FLOWRClassifier().set_params(head__prior_scale=2.0,
-        ...                                    meta__epochs=5, calibration=None)
-        >>> clf.head.prior_scale, clf.meta.epochs, clf.calibration
-        (2.0, 5, None)
-        >>> FLOWRClassifier().head.prior_scale  # the shared default is unchanged
-        1.0
-        """
-        for name, default in _DEFAULT_PARTS.items():
-            if (getattr(self, name, None) is default
-                    and any(key.startswith(name + "__") for key in params)):
-                setattr(self, name, clone(default))
-        return super().set_params(**params)
 
     def check_fit(self, X=None, y=None):
         """Run the checks of :meth:`fit` without training: the parameters,

@@ -68,6 +68,24 @@ def test_flowr_classifier_reaches_stage_settings_as_nested_params():
     assert clone(model).get_params(deep=True)["meta__n_way"] == 4
 
 
+def test_flowr_default_parts_are_each_instances_own():
+    """Check that changing a default part in place (attribute or its own
+    set_params) changes no other FLOWRClassifier, and that clone keeps the
+    part it is given."""
+    model = FLOWRClassifier()
+    model.head.a = 0.1
+    model.head.set_params(prior_scale=3.0)
+    model.meta.n_way = 4
+    model.pretrain.set_params(epochs=3)
+    fresh = FLOWRClassifier()
+    assert (fresh.head.a, fresh.head.prior_scale) == (0.5, 1.0)
+    assert fresh.meta.n_way == 10 and fresh.pretrain.epochs == 20
+    assert fresh.head is not FLOWRClassifier().head
+    cloned = clone(model)
+    assert (cloned.head.a, cloned.meta.n_way, cloned.pretrain.epochs) == (0.1, 4, 3)
+    assert repr(FLOWRClassifier()) == "FLOWRClassifier()"
+
+
 # ------------------------------------------------------------- validation
 @pytest.mark.parametrize("stage, name", [
     (SupE(epochs=-1), "epochs"),
