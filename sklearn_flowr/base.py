@@ -96,7 +96,9 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def partial_fit(self, X, y, classes=None):
         """Condition on labelled rows; unseen labels instantiate classes, in
-        order of first appearance (an unfitted estimator starts as ``fit``).
+        order of first appearance (an unfitted estimator starts from these
+        rows, as online rows: ``fit`` may do more, such as hold rows out to
+        calibrate).
 
         Parameters
         ----------
@@ -132,8 +134,10 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
             undo.append(self._registry.checkpoint())
             index = self._registry.register(labels)[y_index]
             undo.append(self._checkpoint(index))
-            if reset:
+            if fitting:
                 self._learn(X, index)
+            elif reset:
+                self._learn_first(X, index)
             else:
                 self._learn_more(X, index)
             if fitting:
@@ -188,6 +192,11 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
 
     def _learn_more(self, X, index):
         """Learn ``partial_fit``'s rows ``X`` (of classes ``index``) once fitted."""
+        self._learn(X, index)
+
+    def _learn_first(self, X, index):
+        """Learn the rows ``X`` (of classes ``index``) of ``partial_fit`` on an
+        unfitted estimator."""
         self._learn(X, index)
 
     def _check_stream_start(self):

@@ -2,6 +2,7 @@
 p-values of P(novel) against cross-fitted and online held-out scores."""
 
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -269,6 +270,45 @@ def test_partial_fit_holds_out_rows_as_one_row_calls_do(blobs, rng, covariance):
     np.testing.assert_allclose(batch.predict_proba(X), by_row.predict_proba(X),
                                rtol=1e-9, atol=1e-12)
     np.testing.assert_array_equal(batch.predict(X), by_row.predict(X))
+
+
+@pytest.mark.parametrize("covariance", ["isotropic", "full"])
+def test_first_partial_fit_holds_out_rows_as_later_calls_do(blobs, rng, covariance):
+    """Check that partial_fit on an unfitted head with a given prior holds its
+    rows out as later calls do: one call, a one-row call then the rest, and
+    chunks give the same calibration scores and predict."""
+    X, y = blobs
+    prior = dict(prior_mean=0.0, prior_var=9.0, sigma=1.0, b=1.0)
+    rows = rng.permutation(y.shape[0])
+    heads = [CRPGaussianClassifier(covariance=covariance, **prior)
+             for _ in range(3)]
+    heads[0].partial_fit(X[rows], y[rows])
+    heads[1].partial_fit(X[rows[:1]], y[rows[:1]])
+    heads[1].partial_fit(X[rows[1:]], y[rows[1:]])
+    for chunk in np.array_split(rows, 7):
+        heads[2].partial_fit(X[chunk], y[chunk])
+    n_classes = np.unique(y).shape[0]  # each class's first row: nothing to hold
+    assert heads[0].conformal_scores_.shape == (y.shape[0] - n_classes,)
+    for other in heads[1:]:
+        np.testing.assert_allclose(other.conformal_scores_,
+                                   heads[0].conformal_scores_, rtol=1e-10)
+        np.testing.assert_array_equal(other.predict(X), heads[0].predict(X))
+
+
+@pytest.mark.parametrize("params", [{}, {"covariance": "isotropic"}])
+def test_first_partial_fit_of_an_estimated_prior_warns(blobs, params):
+    """Check that partial_fit on an unfitted head that estimates its whitener
+    or prior from the rows holds none out and says so (predict is then the
+    argmax rule), and is silent without novelty_alpha."""
+    X, y = blobs
+    with pytest.warns(UserWarning, match="holds none of them out"):
+        head = CRPGaussianClassifier(**params).partial_fit(X, y)
+    assert head.conformal_scores_.shape == (0,)
+    argmax = copy.deepcopy(head).set_params(novelty_alpha=None)
+    np.testing.assert_array_equal(head.predict(X), argmax.predict(X))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        CRPGaussianClassifier(**params, novelty_alpha=None).partial_fit(X, y)
 
 
 @pytest.mark.parametrize("novelty_calibration", [None, (0.7, -1.5)])

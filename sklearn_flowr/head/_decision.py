@@ -3,11 +3,12 @@ of P(novel)'s log-odds (before ``novelty_calibration``'s increasing map) against
 held-out scores of known-class rows (user guide, "What predict's novel label
 means")."""
 
+import warnings
 from math import isqrt
 
 import numpy as np
 
-from .._core import MAX_LOG_ODDS, novel_log_odds
+from .._core import MAX_LOG_ODDS, needs_moments, novel_log_odds
 from ._cross_fit import NO_SCORES, can_reject, cross_fit_scores, state_scores
 from ._whitened import model_params
 
@@ -214,6 +215,27 @@ class ConformalDecision:
         classes, first = np.unique(index, return_index=True)
         is_new[first[classes >= self._state.n_classes]] = True
         self._hold_out(self._state.stream(X, index, is_new)[3], is_new)
+
+    def _learn_first(self, X, index):
+        """``partial_fit``'s rows on an unfitted head: held out as later calls'
+        rows are (:meth:`_learn_more`), unless the whitener or an "auto"
+        hyper-parameter was estimated from them, which makes them look familiar:
+        then none is, and a set ``novelty_alpha`` warns."""
+        whitened = self.covariance == "whitened"
+        if not whitened and not needs_moments(model_params(self)):
+            return self._learn_more(X, index)
+        self._learn(X, index)
+        if self.novelty_alpha is not None:
+            warnings.warn(
+                "partial_fit on an unfitted CRPGaussianClassifier estimated its "
+                + ("whitener" if whitened else "'auto' hyper-parameters")
+                + " from its rows, so it holds none of them out to calibrate "
+                "predict's novel label: predict takes the argmax over the "
+                "classes and the novel class (which does not keep the "
+                "false-novel rate) until later labelled rows add scores. Call "
+                "fit, which calibrates on held-out folds"
+                + ("." if whitened else ", or give prior_mean, prior_var, b and "
+                   "sigma."), UserWarning, stacklevel=5)
 
     def _hold_out(self, scores, is_new):
         """Append the scores (novel log-odds, before the map) of rows of

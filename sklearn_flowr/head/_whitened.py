@@ -3,6 +3,7 @@ once, the head updated online in its coordinates."""
 
 import contextlib
 import functools
+import warnings
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin, clone
@@ -446,7 +447,9 @@ def _learn(head, U, y):
         return head.fit(U, y)
     y = np.asarray(y).ravel()
     order = np.argsort(y, kind="stable")
-    return head.partial_fit(_safe_indexing(U, order), y[order])
+    with warnings.catch_warnings():  # the wrapper calibrates the head itself
+        warnings.filterwarnings("ignore", message="partial_fit on an unfitted")
+        return head.partial_fit(_safe_indexing(U, order), y[order])
 
 
 def _check_head(head):

@@ -4,6 +4,7 @@ batches whose tasks are drawn in the workers."""
 from __future__ import annotations
 
 import copy
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -236,7 +237,10 @@ def start_task(estimator, X, y, task, setting):
         if callable(getattr(est, "adapt", None)):
             est.adapt(X_support, y_support)
         else:
-            est.partial_fit(X_support, y_support)
+            with warnings.catch_warnings():  # tasks score P(novel), not predict
+                warnings.filterwarnings("ignore",
+                                        message="partial_fit on an unfitted")
+                est.partial_fit(X_support, y_support)
     return est
 
 
