@@ -6,7 +6,11 @@ import copy
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.validation import _get_feature_names, check_is_fitted
+from sklearn.utils.validation import (
+    _check_feature_names,
+    _get_feature_names,
+    check_is_fitted,
+)
 
 from . import validation
 from .head import CRPGaussianClassifier
@@ -404,6 +408,7 @@ default="train"
         validation.check_params_unchanged(
             self, getattr(self, "_fitted_params", None),
             runtime=pipeline.RUNTIME_PARAMS, deep=True)
+        _check_feature_names(self, X, reset=False)  # those of fit's DataFrame
         return validation.as_model_input(
             X, allow_features=self._takes_features(), expected_shape=self.input_shape_)
 

@@ -296,6 +296,17 @@ def test_novel_label_and_feature_names(digits):
     assert model.novel_label_ == -1
     np.testing.assert_array_equal(model.feature_names_in_, frame.columns)
     assert model.predict(frame.iloc[:3]).shape == (3,)
+    # Columns in another order or renamed are refused before any change, as
+    # scikit-learn's estimators refuse them; a NumPy array is taken with a warning.
+    before = pickle.dumps(model)
+    for other in (frame[frame.columns[::-1]], frame.add_prefix("x")):
+        for method in (model.predict, model.transform,
+                       lambda rows: model.partial_fit(rows, y[:3])):
+            with pytest.raises(ValueError, match="feature names should match"):
+                method(other.iloc[:3])
+    assert pickle.dumps(model) == before
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        model.predict(frame.to_numpy()[:3])
 
 
 @pytest.mark.parametrize("bad, message", [
