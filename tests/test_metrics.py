@@ -307,6 +307,18 @@ def test_h_measure_of_a_column_slice_is_not_open_world(blobs):
         h_measure(y, head.predict_proba(X)[:, -1])
 
 
+def test_default_make_scorer_of_an_open_world_head_names_the_fix(blobs):
+    """Check that make_scorer(h_measure) with its default response_method
+    (predict's labels) on an open-world head says which one to pass."""
+    from sklearn.metrics import make_scorer
+
+    head, X, y = _open_world_head(blobs)
+    with pytest.raises(ValueError, match='response_method="predict_proba"'):
+        make_scorer(h_measure)(head, X, y)
+    proba_scorer = make_scorer(h_measure, response_method="predict_proba")
+    assert proba_scorer(head, X, y) == h_measure(y, head.predict_proba(X))
+
+
 # --------------------------------------------------------- open_world_log_loss
 
 

@@ -22,7 +22,10 @@ def _binary_target(y_true, pos_label):
         raise ValueError(
             "h_measure only supports binary y_true (two classes); got a "
             f"{target_type!r} target. To score an open-world classifier's "
-            "novelty, pass its whole predict_proba output or use novelty_scorer."
+            "novelty, pass its whole predict_proba output: in a scorer, "
+            "make_scorer(h_measure, response_method=\"predict_proba\") (the "
+            "default response_method passes predict's labels), or use "
+            "novelty_scorer."
         )
     classes = np.unique(y_true)
     if classes.shape[0] != 2:
