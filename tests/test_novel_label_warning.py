@@ -15,7 +15,8 @@ FAST_FLOWR = dict(backbone=torch.nn.Identity(), pretrain=None, meta=None,
 
 @pytest.mark.parametrize("fit", [
     lambda y: CRPGaussianClassifier().fit(X, y),
-    lambda y: CRPGaussianClassifier().partial_fit(X, y),
+    # (without novelty_alpha: an unfitted head's partial_fit warns of it)
+    lambda y: CRPGaussianClassifier(novelty_alpha=None).partial_fit(X, y),
     lambda y: FLOWRClassifier(**FAST_FLOWR).fit(X, y),
 ], ids=["head.fit", "head.partial_fit", "FLOWRClassifier.fit"])
 def test_novel_label_below_a_users_minus_one_warns_at_the_users_call(fit):
