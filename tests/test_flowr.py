@@ -332,3 +332,18 @@ def test_failed_adapt_keeps_the_previous_task(small_model, digits, bad, message,
     for value in (-1, "x", 1.5):
         with pytest.raises((ValueError, TypeError), match="fine_tune"):
             model.adapt(X[support], y[support], fine_tune=value)
+
+
+def test_fit_with_too_few_calibration_rows_warns(digits):
+    """Check that a fit whose held-out rows give fewer calibration scores than
+    novelty_alpha needs says so at the user's call (predict then takes the
+    argmax rule), as the head's own fit does."""
+    X, y = digits
+    rows = np.flatnonzero(y < 4)[:60]
+    with pytest.warns(UserWarning, match="the head has 8 calibration scores, "
+                      "fewer than the 19") as record:
+        model = FLOWRClassifier(backbone="mlp", **TINY).fit(
+            X.reshape(len(X), -1)[rows], y[rows])
+    assert {w.filename for w in record if "calibration scores" in str(w.message)} == {
+        __file__}
+    assert model.head_.conformal_scores_.shape == (8,)

@@ -472,3 +472,20 @@ def test_default_head_learns_features_of_any_units(data):
                     atol=1e-12)
     with pytest.raises(ValueError, match="underflow"):
         CRPGaussianClassifier(covariance="isotropic").fit(X * 1e-150, y)
+
+
+@pytest.mark.parametrize("make", [CRPGaussianClassifier, WhitenedCRPClassifier])
+def test_classes_of_copied_rows_are_refused(make):
+    """Check that rows copied within every class (no class noise to estimate,
+    but rounding) are refused by name before any state, where they gave the
+    head's own rows P(novel) 1; rows that differ by 1e-6 are taken."""
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    X, y = np.repeat(X[:6], 10, axis=0), np.repeat(y[:6], 10)
+    head = make()
+    with pytest.raises(ValueError, match="rows of every class are identical"):
+        head.fit(X, y)
+    assert not hasattr(head, "classes_")
+    X = X + 1e-6 * np.random.default_rng(0).normal(size=X.shape)
+    assert_array_equal(make().fit(X, y).predict(X), y)

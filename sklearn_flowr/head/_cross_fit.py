@@ -9,6 +9,7 @@ from sklearn.base import clone
 from sklearn.utils import _safe_indexing
 
 from .._core import novel_log_odds, selected_rows
+from ..validation import caller_stacklevel
 from ._state import state_for_params
 
 __all__ = ["N_FOLDS", "NO_SCORES", "as_float64", "can_reject", "clone_refit",
@@ -169,15 +170,18 @@ def can_reject(n_calibration, alpha):
     return alpha * (n_calibration + 1) >= 1.0
 
 
-def warn_if_too_few_scores(head, n_rows):
-    """Warn (at the caller's caller) when ``fit``'s ``n_rows`` rows gave
-    ``head`` too few calibration scores to reach its ``novelty_alpha``."""
+def warn_if_too_few_scores(head, n_rows=None):
+    """Warn (at the user's call) when ``head`` has too few calibration scores
+    to reach its ``novelty_alpha`` (``n_rows``: those of the ``fit`` that
+    gave them, if any)."""
     alpha, n_scores = head.novelty_alpha, head.conformal_scores_.shape[0]
     if alpha is not None and not can_reject(n_scores, alpha):
+        given = (f"the head has {n_scores} calibration scores" if n_rows is None
+                 else f"fit's {n_rows} rows gave {n_scores} calibration scores")
         warnings.warn(
-            f"fit's {n_rows} rows gave {n_scores} calibration scores, "
-            f"fewer than the {ceil(1 / alpha - 1)} that novelty_alpha={alpha} "
-            "needs: predict's novel label is the argmax over the classes and "
-            "the novel class, which does not keep the false-novel rate, until "
-            "labelled rows add scores. Fit more rows, or read P(novel) from "
-            "predict_proba.", UserWarning, stacklevel=3)
+            f"{given}, fewer than the {ceil(1 / alpha - 1)} that "
+            f"novelty_alpha={alpha} needs: predict's novel label is the argmax "
+            "over the classes and the novel class, which does not keep the "
+            "false-novel rate, until labelled rows add scores. Fit more rows, "
+            "or read P(novel) from predict_proba.", UserWarning,
+            stacklevel=caller_stacklevel())

@@ -9,7 +9,13 @@ from math import isqrt
 import numpy as np
 
 from .._core import MAX_LOG_ODDS, needs_moments, novel_log_odds
-from ._cross_fit import NO_SCORES, can_reject, cross_fit_scores, state_scores
+from ._cross_fit import (
+    NO_SCORES,
+    can_reject,
+    cross_fit_scores,
+    state_scores,
+    warn_if_too_few_scores,
+)
 from ._whitened import model_params
 
 # Rows decided per block of a stream.
@@ -128,7 +134,9 @@ class ConformalDecision:
         Parameters
         ----------
         scores : array-like of shape (n_calibration,)
-            Finite novel log-odds; higher means more novel.
+            Finite novel log-odds; higher means more novel. Fewer than
+            ``novelty_alpha`` needs (19 at 0.05) warn: ``predict`` then takes
+            the argmax rule.
 
         Returns
         -------
@@ -152,6 +160,7 @@ class ConformalDecision:
             raise ValueError("set_conformal_scores needs finite scores; got "
                              f"{int((~np.isfinite(scores)).sum())} that are not.")
         self._conformal = np.sort(scores)
+        warn_if_too_few_scores(self)
         return self
 
     def predict(self, X):

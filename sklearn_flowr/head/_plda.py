@@ -46,7 +46,7 @@ def estimate(Z, y_index, counts, alpha, solver, n_features=None):
         noise = residual.T @ residual  # (n - K) S, one product
         del residual  # (before the d x d factorisations)
         nu = np.trace(noise) / dof / d
-        _check_noise(nu)
+        _check_noise(nu, d)
         noise *= (1.0 - alpha) / dof
         noise.flat[:: m + 1] += alpha * nu  # W = (1-a) S + a nu I
         chol = _cholesky(noise)  # W = L L^T
@@ -207,11 +207,19 @@ def unit_rows(X):
     return unit_length(X)
 
 
-def _check_noise(nu):
-    if not nu > 0:
+# Rows of a class closer than this (relative to their unit length) are copies.
+_IDENTICAL = 1e-8
+
+
+def _check_noise(nu, d):
+    """Refuse a class noise of rounding size: the unit rows' spread about
+    their class means (``d nu``, their mean squared distance) under
+    ``_IDENTICAL ** 2`` of their squared length, 1."""
+    if not nu * d > _IDENTICAL**2:
         raise ValueError(
-            "The rows of every class are identical after scaling to unit "
-            "length: the class noise cannot be estimated.")
+            "The rows of every class are identical (to 1e-8 of their length) "
+            "after scaling to unit length: the class noise cannot be "
+            "estimated. Give each class rows that differ.")
 
 
 def _cholesky(noise):
@@ -286,7 +294,7 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof, d):
     mean_inside = _class_means(rows, y_index, counts)
     residual = rows - mean_inside[y_index]
     nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
-    _check_noise(nu)
+    _check_noise(nu, d)
     noise = (1.0 - alpha) * (residual.T @ residual / dof)
     noise[np.diag_indices(n)] += alpha * nu
     chol = _cholesky(noise)

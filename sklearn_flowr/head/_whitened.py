@@ -22,7 +22,6 @@ from ._cross_fit import (
     fit_transform,
     fold_log_odds,
     refit_scores,
-    warn_if_too_few_scores,
 )
 from ._state import check_novelty_map
 from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
@@ -285,8 +284,7 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         template = clone(template).set_params(novel_label=head.novel_label_)
         head.set_conformal_scores(cross_fit_scores(y, refit_scores(
             refit or clone_refit(unfitted, X, y), y,
-            functools.partial(_fold_head_scores, template))))
-        warn_if_too_few_scores(head, y.shape[0])
+            functools.partial(_fold_head_scores, template))))  # warns if few
         # Both fitted before either is kept: a failure leaves self as it was.
         with all_or_nothing(self):  # (an interrupt among the attributes too)
             self.whitener_, self.head_ = whitener, head
