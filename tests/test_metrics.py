@@ -649,3 +649,30 @@ def test_open_world_report_accepts_unbounded_scores(rng):
     b = open_world_report(y_true, y_known, squashed, is_novel, tpr=0.6)
     for key in ("accuracy", "support_accuracy", "h_measure", "auroc", "novel_tpr"):
         assert a[key] == pytest.approx(b[key], abs=1e-12, nan_ok=True)
+
+
+def test_novelty_scorers_take_a_calibrated_distance_baseline():
+    """Check that novelty_scorer and neg_novelty_ece_scorer score
+    NoveltyCalibratedClassifier around a baseline without predict_proba
+    (NCM) from its calibrated P(novel), also in GridSearchCV."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import GridSearchCV
+
+    from sklearn_flowr.baselines import NCMClassifier
+    from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+    from sklearn_flowr.metrics import neg_novelty_ece_scorer, novelty_scorer
+    from sklearn_flowr.model_selection import OpenWorldSplit
+
+    X, y = load_digits(return_X_y=True)
+    known = y < 7
+    model = NoveltyCalibratedClassifier(NCMClassifier()).fit(X[known], y[known])
+    assert not hasattr(model, "predict_proba")
+    p_novel = model.predict_novelty_proba(X)
+    assert novelty_scorer(model, X, y) == h_measure(~known, p_novel)
+    assert -1.0 <= neg_novelty_ece_scorer(model, X, y) <= 0.0
+    search = GridSearchCV(NoveltyCalibratedClassifier(NCMClassifier()),
+                          {"novel_prior": [None, 0.4]}, error_score="raise",
+                          scoring=neg_novelty_ece_scorer,
+                          cv=OpenWorldSplit(n_splits=2, random_state=0))
+    assert np.isfinite(search.fit(X[known], y[known]).cv_results_[
+        "mean_test_score"]).all()

@@ -282,7 +282,10 @@ def novelty_scorer(estimator, X, y) -> float:
 
 def novel_column(estimator, X, y, scorer):
     """``(is_novel, p_novel)`` of a fitted open-world classifier on ``(X, y)``:
-    novel rows are those whose label is not in ``estimator.classes_``."""
+    novel rows are those whose label is not in ``estimator.classes_``; P(novel)
+    from ``predict_proba``'s last column, or from ``predict_novelty_proba``
+    where there is no ``predict_proba`` (``NoveltyCalibratedClassifier``
+    around a distance baseline)."""
     classes = getattr(estimator, "classes_", None)
     if classes is None:
         raise ValueError(
@@ -290,6 +293,9 @@ def novel_column(estimator, X, y, scorer):
             "fitted classifier to tell known labels from novel ones."
         )
     is_novel = novel_rows(y, classes)
+    if not hasattr(estimator, "predict_proba") and hasattr(
+            estimator, "predict_novelty_proba"):  # a calibrated distance baseline
+        return is_novel, np.asarray(estimator.predict_novelty_proba(X), dtype=float)
     proba = np.asarray(estimator.predict_proba(X))
     n_columns = len(classes) + 1
     if proba.ndim != 2 or proba.shape[1] != n_columns:
