@@ -9,8 +9,10 @@ import torch
 from sklearn_flowr import CRPGaussianClassifier, FLOWRClassifier
 
 X = np.random.default_rng(0).normal(size=(30, 4)) + np.repeat(np.eye(3, 4), 10, 0)
+# (without novelty_alpha: 30 rows give too few calibration scores, which warns)
 FAST_FLOWR = dict(backbone=torch.nn.Identity(), pretrain=None, meta=None,
-                  embedding_dim=None, verbose=0)
+                  embedding_dim=None, verbose=0,
+                  head=CRPGaussianClassifier(covariance="full", novelty_alpha=None))
 
 
 @pytest.mark.parametrize("fit", [
