@@ -9,6 +9,7 @@ from math import isqrt
 import numpy as np
 
 from .._core import MAX_LOG_ODDS, needs_moments, novel_log_odds
+from ..validation import caller_stacklevel
 from ._cross_fit import (
     NO_SCORES,
     can_reject,
@@ -244,7 +245,7 @@ class ConformalDecision:
                 "false-novel rate) until later labelled rows add scores. Call "
                 "fit, which calibrates on held-out folds"
                 + ("." if whitened else ", or give prior_mean, prior_var, b and "
-                   "sigma."), UserWarning, stacklevel=5)
+                   "sigma."), UserWarning, stacklevel=caller_stacklevel())
 
     def _hold_out(self, scores, is_new):
         """Append the scores (novel log-odds, before the map) of rows of
