@@ -66,6 +66,7 @@ default="train"
         folds (one model each); ``None``: none.
     embedding_dim : int or None, default=64
         Dimension in [1, 65536] (the paper's 64); None: a pretrained backbone's own.
+        A module instance passed as ``backbone`` keeps its own output dimension.
     fine_tune_steps : int, default=0
         Last-layer fine-tuning steps of :meth:`adapt`, >= 0.
     fine_tune_lr : float or None, default=None

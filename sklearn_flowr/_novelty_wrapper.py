@@ -143,6 +143,15 @@ class NoveltyWrapper(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
     def novel_label_(self):
         return self.estimator_.novel_label_
 
+    @property
+    def n_features_in_(self):
+        return self.estimator_.n_features_in_
+
+    @property
+    def feature_names_in_(self):
+        """The fitted estimator's feature names (when its ``X`` had them)."""
+        return self.estimator_.feature_names_in_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags = copy.deepcopy(self._estimator().__sklearn_tags__().input_tags)

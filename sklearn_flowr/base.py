@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .validation import (
     check_magnitude,
+    check_missing_labels,
     check_new_labels,
     check_params_unchanged,
     check_targets,
@@ -214,6 +215,7 @@ class OnlineOpenWorldClassifier(ClassifierMixin, BaseEstimator):
         """Checked rows (``reset``: the first ones, which set the features);
         ``fitting``: ``fit``'s rows (a subclass may prepare its calibration)."""
         if reset:
+            check_missing_labels(y)
             X, y = validate_data(self, X, y, dtype=dtype, reset=True)
             check_magnitude(X, units=not self._scale_free)
             return X, y

@@ -378,10 +378,6 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                 "y_known": y_known, "p_novel": p_novel,
                 "novelty_score": novel_log_odds(log_proba)}
 
-    @property
-    def n_features_in_(self):
-        return self.estimator_.n_features_in_
-
 
 def _with_novel_label_of(estimator, y):
     """``estimator``, or a clone with the novel label ``"auto"`` resolves to

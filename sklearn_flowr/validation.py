@@ -12,8 +12,8 @@ from sklearn.utils.validation import column_or_1d, validate_data
 
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
-    "caller_stacklevel", "check_new_labels", "check_params_unchanged",
-    "check_targets",
+    "caller_stacklevel", "check_missing_labels", "check_new_labels",
+    "check_params_unchanged", "check_targets",
     "fill_new_params", "label_result_dtype", "next_provisional_label",
     "novel_rows", "params_equal", "provisional_label", "resolve_novel_label",
     "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
@@ -48,6 +48,7 @@ def validate_rows(estimator, X, y=None, *, dtype=np.float64):
     magnitude check; done directly for ndarrays of a ``dtype`` (one, or a
     tuple of those kept) (same messages; validate_data costs hundreds of
     microseconds)."""
+    check_missing_labels(y)
     kept = dtype if isinstance(dtype, tuple) else (dtype,)
     lean = (isinstance(X, np.ndarray) and X.dtype in kept
             and X.ndim == 2
@@ -429,6 +430,32 @@ def scale_by_dtype(X, *, is_image):
     return X.astype(np.float32)
 
 
+def check_missing_labels(y):
+    """Refuse labels that are missing: None, NaN or pandas' NA in object
+    labels (scikit-learn's own checks fail on pandas' NA with a TypeError)."""
+    if y is None or (isinstance(y, np.ndarray) and y.dtype.kind != "O"):
+        return
+    try:
+        values = np.asarray(y)
+    except (TypeError, ValueError):
+        return  # not array-like: scikit-learn's checks name the problem
+    if values.dtype.kind != "O":
+        return
+    pandas = sys.modules.get("pandas")  # pandas' NA exists only once imported
+    flat = values.reshape(-1)
+    if pandas is not None:
+        missing = np.asarray(pandas.isna(flat), dtype=bool)
+    else:
+        missing = np.array([v is None or (isinstance(v, float) and v != v)
+                            for v in flat.tolist()], dtype=bool)
+    if missing.any():
+        rows = np.flatnonzero(missing)
+        raise ValueError(
+            f"y has {rows.shape[0]} missing label(s) (None, NaN or NA), at "
+            f"rows {rows[:5].tolist()}: every row needs a class label. Drop "
+            "those rows or label them.")
+
+
 def check_one_kind(y):
     """Refuse object labels of kinds that cannot be sorted together."""
     if y.dtype.kind == "O":
@@ -445,6 +472,7 @@ def check_one_kind(y):
 
 def check_labels(y, n_samples):
     """Class labels as a 1-d array of ``n_samples`` finite classification targets."""
+    check_missing_labels(y)
     y = column_or_1d(y, warn=True)
     if y.shape[0] != n_samples:
         raise ValueError("Found input variables with inconsistent numbers of "
@@ -454,6 +482,7 @@ def check_labels(y, n_samples):
 
 def check_targets(y):
     """``y``, refused unless finite classification targets of one kind."""
+    check_missing_labels(y)
     if y.dtype.kind == "f":
         assert_all_finite(y, input_name="y")
     if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms

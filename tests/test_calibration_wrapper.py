@@ -291,3 +291,26 @@ def test_predict_says_novel_where_calibrated_p_novel_reaches_one_half(heavy_tail
     np.testing.assert_array_equal(clf.predict(rows), expected)
     out = copy.deepcopy(clf).open_world_step(rows[:1], [0])
     np.testing.assert_array_equal(out.y_pred, expected[:1])
+
+
+def test_wrappers_report_the_fitted_estimators_features():
+    """Check both novelty wrappers expose the wrapped model's
+    ``n_features_in_`` and, fitted on a DataFrame, its ``feature_names_in_``
+    (as scikit-learn's meta-estimators do); none before fit or without names."""
+    pd = pytest.importorskip("pandas")
+    from sklearn_flowr.conformal import ConformalNoveltyClassifier
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame(rng.normal(size=(60, 3)), columns=["a", "b", "c"])
+    y = np.arange(60) % 4
+    calibrated = NoveltyCalibratedClassifier(NCMClassifier())
+    assert not hasattr(calibrated, "n_features_in_")
+    calibrated.fit(X, y)
+    conformal = ConformalNoveltyClassifier(NCMClassifier().fit(X[:30], y[:30]))
+    conformal.fit(X[30:], y[30:])
+    for wrapper in (calibrated, conformal):
+        assert wrapper.n_features_in_ == 3
+        assert list(wrapper.feature_names_in_) == ["a", "b", "c"]
+    unnamed = NoveltyCalibratedClassifier(NCMClassifier()).fit(X.to_numpy(), y)
+    assert unnamed.n_features_in_ == 3
+    assert not hasattr(unnamed, "feature_names_in_")

@@ -142,3 +142,38 @@ def test_labels_mixing_strings_and_numbers_are_refused_by_name():
     assert not hasattr(head, "classes_")
     with pytest.raises(ValueError, match="mixes labels of types"):
         check_labels(y, 8)
+
+
+@pytest.mark.filterwarnings("ignore:fit.s 12 rows")
+@pytest.mark.parametrize("kind", ["None", "pandas NA", "pandas string", "NaN object"])
+def test_missing_labels_are_refused_by_name(kind):
+    """Check missing labels (None, pandas' NA, NaN among object labels) get an
+    error naming the rows, not scikit-learn's TypeError on pandas' NA, from
+    fit, from partial_fit after fit (the head left as it was), from the
+    whitener and from FLOWRClassifier's label check."""
+    pd = pytest.importorskip("pandas")
+    from sklearn_flowr import CRPGaussianClassifier
+    from sklearn_flowr.baselines import NCMClassifier
+    from sklearn_flowr.head import TwoCovarianceWhitener
+    from sklearn_flowr.validation import check_labels
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(12, 3))
+    labels = ["a", "b", "c"] * 3 + ["a", "b", None]
+    y = {"None": np.array(labels, dtype=object),
+         "pandas NA": pd.Series(labels[:-1] + [pd.NA], dtype=object),
+         "pandas string": pd.Series(labels, dtype="string"),
+         "NaN object": np.array(labels[:-1] + [float("nan")], dtype=object)}[kind]
+    message = r"1 missing label\(s\) \(None, NaN or NA\), at rows \[11\]"
+    for estimator in (CRPGaussianClassifier(), NCMClassifier(),
+                      TwoCovarianceWhitener()):
+        with pytest.raises(ValueError, match=message):
+            estimator.fit(X, y)
+        assert not hasattr(estimator, "n_features_in_")
+    head = CRPGaussianClassifier().fit(X, np.array(labels[:-1] + ["c"]))
+    before = pickle.dumps(head)
+    with pytest.raises(ValueError, match=message):
+        head.partial_fit(X, y)
+    assert pickle.dumps(head) == before
+    with pytest.raises(ValueError, match=message):
+        check_labels(y, 12)

@@ -43,7 +43,9 @@ def make_backbone(
         Input features of ``"mlp"`` or of a module reading vectors.
     embedding_dim : int or None, default=64
         Dimension ``d`` of the embedding; None keeps a pretrained backbone's
-        own features (no random projection).
+        own features (no random projection). A module instance (other than a
+        torchvision ``ResNet``, whose last layer is replaced) keeps its own
+        output dimension whatever the int given.
 
     Returns
     -------

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import fill_doc
+from ..validation import check_missing_labels
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
     apply_map,
@@ -215,6 +216,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         or None, the validated labels and the unit rows. ``prefer_span``: with
         ``solver="auto"``, the span whenever the rows are fewer than
         ``_SPAN_FOR_REFITS`` times the features."""
+        check_missing_labels(y)
         X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
         check_classification_targets(y)
         dtype, X = X.dtype.name, X.astype(np.float64, copy=False)
