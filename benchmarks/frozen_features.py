@@ -34,6 +34,7 @@ import time
 import numpy as np
 from scipy.special import logsumexp
 from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
@@ -153,24 +154,34 @@ def calibrated(name, y_fit, share, *, stream=False, seed=0):
         cv=min(10, n_classes), stream=stream, novel_prior=share, random_state=seed)
 
 
-def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares):
+def oracle_platt_ece(novel, score):
+    """ECE of the best Platt map of ``score`` (a logistic regression fitted
+    on the queries themselves, their labels included): no map of two
+    parameters fitted on other rows does better on these rows."""
+    fit = LogisticRegression(C=1e6, max_iter=1000).fit(score[:, None], novel)
+    return expected_calibration_error(novel, fit.predict_proba(score[:, None])[:, 1])
+
+
+def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares, score):
     """ECE of P(novel), raw and after :func:`calibrated`: on the queries
     against "novel class" (calibrated at once, ``stream=False``; with its
     floor), and streamed against "first sighting" (``stream=True``); each told
-    the protocol's share (``novel_prior``). Also the calibrated P(novel)."""
+    the protocol's share (``novel_prior``); and :func:`oracle_platt_ece` of
+    the novelty ``score``. Also the calibrated P(novel)."""
     at_once, streamed = (calibrated(name, y_fit, share, stream=stream).fit(X_fit, y_fit)
                          for stream, share in zip((False, True), shares, strict=True))
     order = np.random.default_rng(0).permutation(y_query.shape[0])
     ece = expected_calibration_error
     stream = streamed.open_world_step(X_query[order], y_query[order])
     p_novel = at_once.predict_novelty_proba(X_query)
-    figures = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel)]
+    figures = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel),
+               oracle_platt_ece(novel, score)]
     if name not in PROBABILISTIC:  # a score, no probability before the map
-        return [np.nan, *figures[:2], np.nan, figures[2]], p_novel
+        return [np.nan, *figures[:2], np.nan, *figures[2:]], p_novel
     raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
     raw = np.asarray(model.predict_proba(X_query))[:, -1]
     return [ece(novel, raw), *figures[:2],
-            ece(raw_stream.is_novel, raw_stream.p_novel), figures[2]], p_novel
+            ece(raw_stream.is_novel, raw_stream.p_novel), *figures[2:]], p_novel
 
 
 def best_seconds(call, repeats=20, flush=None):
@@ -286,7 +297,7 @@ def main(argv=None):
                 if args.ece:
                     eces, p_novel = novelty_ece(name, model, X_fit_d, y_fit, X_query_d,
                                                 y_query, novel,
-                                                design_shares(y, groups, args))
+                                                design_shares(y, groups, args), score)
                     runs = [p_novel] + [
                         calibrated(name, y_fit, design_shares(y, groups, args)[0],
                                    seed=seed).fit(X_fit_d, y_fit)
@@ -305,10 +316,10 @@ def main(argv=None):
               f"{known_step:.1f}x (known class), {new_step:.1f}x (new class)")
     print(f"\n{args.path} ({args.dtype}): mean over splits {args.splits}\n")
     ece = (" ECE raw | ECE calibrated | its floor | stream ECE raw |"
-           " stream ECE calibrated |" if args.ece else "")
+           " stream ECE calibrated | best Platt map's ECE |" if args.ece else "")
     seconds = "CPU s" if args.clock == "cpu" else "wall s"
     print(f"| dim | method | known acc | AUROC | H | {seconds} | x SimpleShot |{ece}")
-    print("| --- " * (12 if args.ece else 7) + "|")
+    print("| --- " * (13 if args.ece else 7) + "|")
     for (dim, name), values in rows.items():
         acc, auroc, h, seconds, ratio, *eces = np.mean(values, axis=0)
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "

@@ -87,18 +87,21 @@ def test_design_shares_are_the_queries_shares(script, tmp_path, rng, n_rendering
 
 def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
     """Check that --ece prints raw and calibrated ECEs for the head and the
-    calibrated ones for an anchor's score."""
+    calibrated ones for an anchor's score, and the ECE of each score's best
+    Platt map."""
     path = _features(tmp_path, rng, 4)
     script.main([path, "--splits", "0", "--methods", "default,simpleshot", "--ece"])
     out = capsys.readouterr().out
     assert ("ECE raw | ECE calibrated | its floor | stream ECE raw |"
-            " stream ECE calibrated |") in out
+            " stream ECE calibrated | best Platt map's ECE |") in out
     head, anchor = (next(line for line in out.splitlines()
                          if line.startswith(f"| native | {name} |"))
                     for name in ("default", "simpleshot"))
-    assert len([c for c in head.split("|")[8:13] if c.strip()]) == 5
-    assert ([c.strip() == "" for c in anchor.split("|")[8:13]]
-            == [True, False, False, True, False])
+    assert len([c for c in head.split("|")[8:14] if c.strip()]) == 6
+    assert ([c.strip() == "" for c in anchor.split("|")[8:14]]
+            == [True, False, False, True, False, False])
+    # The best Platt map's ECE, fitted on the queries, is a probability's ECE.
+    assert 0 <= float(head.split("|")[13]) <= 1
     assert "the queries of every split pooled" in out
     pooled = out.split("the queries of every split pooled")[1]
     for name in ("default", "simpleshot"):
