@@ -75,7 +75,7 @@ def test_saving_leaves_the_growth_buffers_alone(how, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("y_true, match", [
     (["cat", "cat"], "numeric and string"),
-    ([None, None], "Unknown label type"),
+    ([None, None], "missing label"),
     ([np.nan, np.nan], "NaN"),
     ([2.5, 2.5], "Unknown label type"),
 ])
