@@ -211,7 +211,6 @@ for kw in (
     dict(calibration="classes"),
     dict(calibration=9),
     dict(calibration=[(np.arange(10), np.arange(5))]),
-    dict(head__noise_shrinkage="auto"),
     dict(head__noise_shrinkage=2.0),
     dict(head__prior_scale=0),
     dict(calibration=[(np.arange(100) < 50, np.arange(100) >= 50)]),
