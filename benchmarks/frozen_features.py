@@ -80,6 +80,10 @@ def add_split_arguments(parser):
     parser.add_argument("--known-share", type=float, default=0.6,
                         help="share of the classes drawn as known, with several "
                         "renderings (default 0.6)")
+    parser.add_argument("--max-classes", type=int, default=None,
+                        help="with several renderings: keep this many classes, "
+                        "drawn once (the same for every split), to measure a "
+                        "smaller set of the same images")
     parser.add_argument("--n-way", type=int, default=5,
                         help="episodes: known classes, and as many new ones")
     parser.add_argument("--shots", type=int, default=5,
@@ -92,6 +96,11 @@ def split(features, y, groups, s, args):
     """Fitting rows, their labels, query rows, their labels, and which are novel."""
     classes = np.unique(y)
     if np.unique(groups).shape[0] > 1:  # a held-out rendering
+        limit = getattr(args, "max_classes", None)
+        if limit is not None and limit < classes.shape[0]:
+            classes = np.sort(np.random.default_rng(7).permutation(classes)[:limit])
+            keep = np.isin(y, classes)
+            features, y, groups = features[keep], y[keep], groups[keep]
         rng = np.random.default_rng(100 + s)
         known = rng.permutation(classes)[: round(args.known_share * len(classes))]
         fit = np.flatnonzero(np.isin(y, known) & (groups != s))
@@ -130,6 +139,8 @@ def design_shares(y, groups, args):
     sightings when the queries are streamed: set by its design, not its labels."""
     if np.unique(groups).shape[0] > 1:  # one query row per class, 1 - share new
         n_classes = np.unique(y).shape[0]
+        if getattr(args, "max_classes", None) is not None:
+            n_classes = min(n_classes, args.max_classes)
         new = 1 - round(args.known_share * n_classes) / n_classes
         return new, new
     return 0.5, 1 / (2 * args.queries)

@@ -48,6 +48,22 @@ def test_split_holds_out_one_rendering(script, rng):
     assert set(y_query[~novel]) == set(y_fit) and len(set(y_fit)) == 6
 
 
+def test_max_classes_draws_one_subset_for_every_split(script, rng):
+    """Check that ``--max-classes`` keeps that many classes, the same ones in
+    every split, and that the design's share of new queries follows them."""
+    y = np.repeat(np.arange(10), 4)
+    g = np.tile(np.arange(4), 10)
+    features = np.arange(40, dtype=float)[:, None]
+    args = script.argparse.Namespace(known_share=0.6, max_classes=5)
+    kept = []
+    for s in (0, 1):
+        _, y_fit, _, y_query, novel = script.split(features, y, g, s, args)
+        assert np.unique(y_query).shape[0] == 5 and len(set(y_fit)) == 3
+        kept.append(set(y_query))
+        assert script.design_shares(y, g, args)[0] == pytest.approx(novel.mean())
+    assert kept[0] == kept[1]
+
+
 def test_known_class_without_other_renderings_is_new(script):
     """Check that a class drawn as known whose only row is the held-out
     rendering (an image folder with one image of it) has no fitting rows and
