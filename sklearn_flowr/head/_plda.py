@@ -150,10 +150,12 @@ def _bulk_of(t, spikes, ratio):
 def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto",
                spectrum="sample"):
     """``refit(train, held)``: the prior variances and the whitened rows
-    ``train`` and ``held`` (boolean masks) of the model fitted on the rows
-    ``train`` alone, from ``rows``: the coordinates of every unit row (labels
-    ``y``) in an orthonormal basis of a subspace that holds them all, of
-    ``n_features`` dimensions in all (a fit's span, ``n < d``).
+    ``train`` (each as its class's whitened mean: the same class sums, for a
+    head that reads only those) and ``held`` (boolean masks) of the model
+    fitted on the rows ``train`` alone, from ``rows``: the coordinates of
+    every unit row (labels ``y``) in an orthonormal basis of a subspace that
+    holds them all, of ``n_features`` dimensions in all (a fit's span,
+    ``n < d``).
 
     The model is the one a whitener fitted on those rows estimates, in
     coordinates rotated among those of equal prior variance (the bulk's or
@@ -170,14 +172,19 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto",
     def refit(train, held):
         classes, y_index, counts = np.unique(y[train], return_inverse=True,
                                              return_counts=True)
+        y_index = y_index.reshape(-1)
         Z = rows[train]
         check_counts(Z.shape[0], classes.shape[0])
         chosen = resolve_solver(solver, Z.shape[0], classes.shape[0], n_basis)
         with scipy_blas_on_one_thread():
             prior_mean, scalings, between, _, _, fitted = estimate(
-                Z, y_index.reshape(-1), counts, alpha, chosen, n_features)
-            U = (fitted @ scalings[2] if fitted is not None
-                 else apply_map(scalings, Z - prior_mean))
+                Z, y_index, counts, alpha, chosen, n_features)
+            # The head reads the train rows' class sums only: their classes'
+            # whitened means (the map is affine) cost one row a class.
+            means = _class_means(fitted if fitted is not None else Z, y_index,
+                                 counts)
+            U = (means @ scalings[2] if fitted is not None
+                 else apply_map(scalings, means - prior_mean))[y_index]
             U_held = apply_map(scalings, rows[held] - prior_mean)
         beta = prior_variances(_padded(between, n_features), counts,
                                prior_floor, spectrum)

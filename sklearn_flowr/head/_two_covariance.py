@@ -2,6 +2,7 @@
 in its output the CRP-Gaussian head's diagonal model is exact."""
 
 import contextlib
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -10,13 +11,15 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     _fit_context,
+    clone,
 )
+from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._core import fill_doc
+from .._core import fill_doc, group_sums
 from ..validation import check_missing_labels
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
@@ -30,7 +33,7 @@ from ._plda import (
     unit_rows,
 )
 
-__all__ = ["TwoCovarianceWhitener", "fit_transform_with_refit"]
+__all__ = ["TwoCovarianceWhitener", "class_mean_refit", "fit_transform_with_refit"]
 
 # Rows, as a share of the features, below which a fit that will be refitted
 # without folds of its rows takes the span solver, whose coordinates the
@@ -316,11 +319,45 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return tags
 
 
-def fit_transform_with_refit(whitener, X, y):
+def _class_mean_rows(whitener, Z, y):
+    """Each unit row of ``Z`` (labels ``y``) replaced by its class's mean,
+    whitened by the fitted ``whitener``: rows with the class sums and counts
+    of the whitened rows (the map is affine in the unit rows), for a head
+    that reads only those, at the cost of mapping one row a class."""
+    y_index = np.unique(y, return_inverse=True)[1].reshape(-1)
+    means = group_sums(Z, y_index)[1] / np.bincount(y_index)[:, None]
+    return whitener._map_unit(means)[y_index]
+
+
+def class_mean_refit(whitener, X, y):
+    """``refit(train, held)`` of a :class:`TwoCovarianceWhitener`: a clone of
+    it fitted on the rows ``train`` of ``X``, its ``prior_var_``, the rows
+    ``train`` as their classes' whitened means (:func:`_class_mean_rows`)
+    and the rows ``held`` whitened."""
+    y = np.asarray(y).reshape(-1)
+
+    def refit(train, held):
+        fitted = clone(whitener)
+        with warnings.catch_warnings():  # fit's labels, checked and warned of
+            warnings.filterwarnings("ignore", message="The number of unique classes")
+            rows, y_train, Z = fitted._fit(_safe_indexing(X, train), y[train])
+        U = (fitted._span_transform(rows) if rows is not None
+             else _class_mean_rows(fitted, Z, y_train))
+        return (np.asarray(fitted.prior_var_, dtype=np.float64),
+                np.asarray(U, dtype=np.float64),
+                np.asarray(fitted.transform(_safe_indexing(X, held)),
+                           dtype=np.float64))
+    return refit
+
+
+def fit_transform_with_refit(whitener, X, y, *, class_means=False):
     """``whitener.fit_transform(X, y)`` and ``refit(train, held)``: the prior
     variances and the whitened rows ``train`` and ``held`` (boolean masks of
     the rows) of the whitener fitted again on the rows ``train`` alone, or
     None where the fit does not whiten in the span of the rows.
+    ``class_means``: where the fit is not in the span (whose rows cost little),
+    each row comes as its class's whitened mean (:func:`_class_mean_rows`),
+    for a head that reads only class sums.
 
     With rows fewer than 3/4 of the features (``solver="auto"`` then takes
     the span; ``solver="span"`` with fewer rows than features), every refit
@@ -333,8 +370,9 @@ def fit_transform_with_refit(whitener, X, y):
     whitener._validate_params()  # as fit_transform does
     rows, y_checked, Z = whitener._fit(X, y, prefer_span=True)
     if rows is None:
-        return _wrap_data_with_container("transform", whitener._map_unit(Z), X,
-                                         whitener), None
+        U = (_class_mean_rows(whitener, Z, y_checked) if class_means
+             else whitener._map_unit(Z))
+        return _wrap_data_with_container("transform", U, X, whitener), None
     del Z
     # (set_output's container, as fit_transform would give it)
     U = _wrap_data_with_container("transform", whitener._span_transform(rows),

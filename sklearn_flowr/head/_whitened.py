@@ -24,7 +24,12 @@ from ._cross_fit import (
     refit_scores,
 )
 from ._state import check_novelty_map
-from ._two_covariance import _FLOATS, TwoCovarianceWhitener, fit_transform_with_refit
+from ._two_covariance import (
+    _FLOATS,
+    TwoCovarianceWhitener,
+    class_mean_refit,
+    fit_transform_with_refit,
+)
 
 __all__ = ["RUNTIME_PARAMS", "WhitenedCRPClassifier", "calibration_scores",
            "fit_whitener", "input_dtype", "model_params", "refuse_whitened",
@@ -95,12 +100,14 @@ def fit_whitener(head, X, y, *, refit=True):
     with _isotropic_hint("fits a TwoCovarianceWhitener on fit's rows"):
         if not refit:
             return whitener, as_float64(whitener.fit_transform(X, y)), None
-        U, refitted = fit_transform_with_refit(whitener, X, y)
+        # The head reads the whitened rows' class sums only (unit noise, a
+        # given prior): the fit's rows come as their classes' whitened means.
+        U, refitted = fit_transform_with_refit(whitener, X, y, class_means=True)
     # The span's refits turn coordinates of equal prior variance, which only
     # the whitener's own prior (zero mean, scaled beta) cannot tell apart.
     if refitted is None or not all(_is_auto(getattr(head, name))
                                    for name in _SET_BY_WHITENER):
-        refitted = clone_refit(_whitener_of(head), X, y)
+        refitted = class_mean_refit(_whitener_of(head), X, y)
     return whitener, as_float64(U), refitted
 
 
@@ -274,8 +281,11 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
                     else TwoCovarianceWhitener())
         template = self.head if self.head is not None else _default_head()
         whitener = clone(unfitted)
-        if type(whitener) is TwoCovarianceWhitener:
-            U, refit = fit_transform_with_refit(whitener, X, y)
+        # The head reads the whitened rows' class sums only (unit noise, the
+        # whitener's prior): the two-covariance whitener gives class means.
+        ours = type(whitener) is TwoCovarianceWhitener
+        if ours:
+            U, refit = fit_transform_with_refit(whitener, X, y, class_means=True)
         else:
             U, refit = fit_transform(whitener, X, y), None
         head = _learn(_head_for(template, whitener.prior_var_), as_float64(U), y)
@@ -283,7 +293,7 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         X, y = X if hasattr(X, "shape") else np.asarray(X), np.asarray(y).ravel()
         template = clone(template).set_params(novel_label=head.novel_label_)
         head.set_conformal_scores(cross_fit_scores(y, refit_scores(
-            refit or clone_refit(unfitted, X, y), y,
+            refit or (class_mean_refit if ours else clone_refit)(unfitted, X, y), y,
             functools.partial(_fold_head_scores, template))))  # warns if few
         # Both fitted before either is kept: a failure leaves self as it was.
         with all_or_nothing(self):  # (an interrupt among the attributes too)
