@@ -493,3 +493,35 @@ def test_classes_of_copied_rows_are_refused(make):
     assert not hasattr(head, "classes_")
     X = X + 1e-6 * np.random.default_rng(0).normal(size=X.shape)
     assert_array_equal(make().fit(X, y).predict(X), y)
+
+
+@pytest.mark.parametrize("solver", ["eigen", "gram", "span"])
+def test_class_mean_refit_gives_the_rows_class_sums(rng, solver):
+    """Check the calibration refit that whitens each class's mean (the head
+    reads class sums only) gives the class sums, the prior variances and
+    the held-out rows of the refit that whitens every row, for each solver,
+    and the held-out scores of a head fitted on them."""
+    from sklearn_flowr.head._cross_fit import clone_refit, fold_log_odds
+    from sklearn_flowr.head._two_covariance import class_mean_refit
+    from sklearn_flowr.head._whitened import model_params
+
+    # The span solver whitens fewer rows than features.
+    n_features = 120 if solver == "span" else 20
+    X, y = frozen_features(rng, n_classes=30, per_class=3, n_features=n_features)
+    held = np.arange(y.shape[0]) % 5 == 0
+    whitener = TwoCovarianceWhitener(solver=solver)
+    beta, U, U_held = class_mean_refit(whitener, X, y)(~held, held)
+    beta_rows, U_rows, U_held_rows = clone_refit(whitener, X, y)(~held, held)
+    labels = np.unique(y[~held], return_inverse=True)[1]
+    scale = np.abs(U_rows).max()
+
+    def sums(V):
+        return np.stack([V[labels == k].sum(axis=0) for k in range(labels.max() + 1)])
+
+    assert_allclose(beta, beta_rows, rtol=1e-10)
+    assert_allclose(sums(U), sums(U_rows), rtol=1e-9, atol=1e-11 * scale)
+    assert_allclose(U_held, U_held_rows, rtol=1e-10, atol=1e-12 * scale)
+    params = model_params(CRPGaussianClassifier(), beta)
+    assert_allclose(fold_log_odds(U, y[~held], U_held, params),
+                    fold_log_odds(U_rows, y[~held], U_held_rows, params),
+                    rtol=1e-8)
