@@ -355,9 +355,8 @@ def fit_transform_with_refit(whitener, X, y, *, class_means=False):
     variances and the whitened rows ``train`` and ``held`` (boolean masks of
     the rows) of the whitener fitted again on the rows ``train`` alone, or
     None where the fit does not whiten in the span of the rows.
-    ``class_means``: where the fit is not in the span (whose rows cost little),
-    each row comes as its class's whitened mean (:func:`_class_mean_rows`),
-    for a head that reads only class sums.
+    ``class_means``: each row comes as its class's whitened mean
+    (:func:`_class_mean_rows`), for a head that reads only class sums.
 
     With rows fewer than 3/4 of the features (``solver="auto"`` then takes
     the span; ``solver="span"`` with fewer rows than features), every refit
@@ -374,9 +373,14 @@ def fit_transform_with_refit(whitener, X, y, *, class_means=False):
              else whitener._map_unit(Z))
         return _wrap_data_with_container("transform", U, X, whitener), None
     del Z
+    if class_means:
+        y_index = np.unique(y_checked, return_inverse=True)[1].reshape(-1)
+        means = group_sums(rows, y_index)[1] / np.bincount(y_index)[:, None]
+        U = whitener._span_transform(means)[y_index]
+    else:
+        U = whitener._span_transform(rows)
     # (set_output's container, as fit_transform would give it)
-    U = _wrap_data_with_container("transform", whitener._span_transform(rows),
-                                  X, whitener)
+    U = _wrap_data_with_container("transform", U, X, whitener)
     # The span's coordinates are of every row about prior_mean_: refits'
     # estimates do not depend on the origin.
     return U, span_refit(rows, y_checked, whitener.n_features_in_,
