@@ -9,7 +9,7 @@ from .._core import group_sums
 from .._core import unit_rows as unit_length
 from ._blas import scipy_blas_on_one_thread
 
-__all__ = ["apply_map", "check_counts", "cheapest_solver", "estimate",
+__all__ = ["apply_map", "check_counts", "cheapest_solver", "class_means", "estimate",
            "map_span", "prior_variances", "resolve_solver", "span_refit",
            "unit_rows"]
 
@@ -28,7 +28,7 @@ def estimate(Z, y_index, counts, alpha, solver, n_features=None):
     n, m = Z.shape
     d = m if n_features is None else n_features
     n_classes = counts.shape[0]
-    means = _class_means(Z, y_index, counts)
+    means = class_means(Z, y_index, counts)
     prior_mean = means.mean(axis=0)  # mu0: every class counts once
     dof = n - n_classes
     prior_dof = min(d, dof)  # the target's weight, at most the data's
@@ -181,7 +181,7 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto",
                 Z, y_index, counts, alpha, chosen, n_features)
             # The head reads the train rows' class sums only: their classes'
             # whitened means (the map is affine) cost one row a class.
-            means = _class_means(fitted if fitted is not None else Z, y_index,
+            means = class_means(fitted if fitted is not None else Z, y_index,
                                  counts)
             U = (means @ scalings[2] if fitted is not None
                  else apply_map(scalings, means - prior_mean))[y_index]
@@ -199,7 +199,7 @@ def _padded(V, n_features):
     return out
 
 
-def _class_means(V, y_index, counts):
+def class_means(V, y_index, counts):
     """Each class's mean of the rows ``V`` (every class has rows: in order)."""
     return group_sums(V, y_index)[1] / counts[:, None]
 
@@ -298,7 +298,7 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof, d):
     # means' the means of theirs.
     reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw")
     rows = upper.T
-    mean_inside = _class_means(rows, y_index, counts)
+    mean_inside = class_means(rows, y_index, counts)
     residual = rows - mean_inside[y_index]
     nu = np.sum(residual**2) / dof / d  # trace(S) / d: S is zero outside
     _check_noise(nu, d)

@@ -19,12 +19,13 @@ from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._core import fill_doc, group_sums
+from .._core import fill_doc
 from ..validation import check_missing_labels
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
     apply_map,
     check_counts,
+    class_means,
     estimate,
     map_span,
     prior_variances,
@@ -319,14 +320,15 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         return tags
 
 
-def _class_mean_rows(whitener, Z, y):
-    """Each unit row of ``Z`` (labels ``y``) replaced by its class's mean,
-    whitened by the fitted ``whitener``: rows with the class sums and counts
-    of the whitened rows (the map is affine in the unit rows), for a head
-    that reads only those, at the cost of mapping one row a class."""
-    y_index = np.unique(y, return_inverse=True)[1].reshape(-1)
-    means = group_sums(Z, y_index)[1] / np.bincount(y_index)[:, None]
-    return whitener._map_unit(means)[y_index]
+def _class_mean_rows(transform, V, y):
+    """Each row of ``V`` (labels ``y``) replaced by its class's mean mapped by
+    ``transform`` (a fitted whitener's map of unit rows, or of the rows'
+    coordinates in the span): rows with the class sums and counts of the
+    mapped rows (the maps are affine), for a head that reads only those, at
+    the cost of mapping one row a class."""
+    _, y_index, counts = np.unique(y, return_inverse=True, return_counts=True)
+    y_index = y_index.reshape(-1)
+    return transform(class_means(V, y_index, counts))[y_index]
 
 
 def class_mean_refit(whitener, X, y):
@@ -341,8 +343,8 @@ def class_mean_refit(whitener, X, y):
         with warnings.catch_warnings():  # fit's labels, checked and warned of
             warnings.filterwarnings("ignore", message="The number of unique classes")
             rows, y_train, Z = fitted._fit(_safe_indexing(X, train), y[train])
-        U = (fitted._span_transform(rows) if rows is not None
-             else _class_mean_rows(fitted, Z, y_train))
+        U = (_class_mean_rows(fitted._map_unit, Z, y_train) if rows is None
+             else _class_mean_rows(fitted._span_transform, rows, y_train))
         return (np.asarray(fitted.prior_var_, dtype=np.float64),
                 np.asarray(U, dtype=np.float64),
                 np.asarray(fitted.transform(_safe_indexing(X, held)),
@@ -369,18 +371,15 @@ def fit_transform_with_refit(whitener, X, y, *, class_means=False):
     whitener._validate_params()  # as fit_transform does
     rows, y_checked, Z = whitener._fit(X, y, prefer_span=True)
     if rows is None:
-        U = (_class_mean_rows(whitener, Z, y_checked) if class_means
-             else whitener._map_unit(Z))
-        return _wrap_data_with_container("transform", U, X, whitener), None
-    del Z
-    if class_means:
-        y_index = np.unique(y_checked, return_inverse=True)[1].reshape(-1)
-        means = group_sums(rows, y_index)[1] / np.bincount(y_index)[:, None]
-        U = whitener._span_transform(means)[y_index]
+        transform, V = whitener._map_unit, Z
     else:
-        U = whitener._span_transform(rows)
+        del Z  # (the rows' coordinates in the span stand for them)
+        transform, V = whitener._span_transform, rows
+    U = _class_mean_rows(transform, V, y_checked) if class_means else transform(V)
     # (set_output's container, as fit_transform would give it)
     U = _wrap_data_with_container("transform", U, X, whitener)
+    if rows is None:
+        return U, None
     # The span's coordinates are of every row about prior_mean_: refits'
     # estimates do not depend on the origin.
     return U, span_refit(rows, y_checked, whitener.n_features_in_,
