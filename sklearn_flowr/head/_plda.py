@@ -183,7 +183,7 @@ def span_refit(rows, y, n_features, alpha, prior_floor, solver="auto",
             # whitened means (the map is affine) cost one row a class.
             means = class_means(fitted if fitted is not None else Z, y_index,
                                  counts)
-            U = (means @ scalings[2] if fitted is not None
+            U = (map_inside(means, scalings[2]) if fitted is not None
                  else apply_map(scalings, means - prior_mean))[y_index]
             U_held = apply_map(scalings, rows[held] - prior_mean)
         beta = prior_variances(_padded(between, n_features), counts,
@@ -307,11 +307,10 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof, d):
     chol = _cholesky(noise)
     whitened = linalg.solve_triangular(chol, mean_inside.T, lower=True)
     # The rotation from the K x K Gram matrix (K < n), as an n x n matrix.
+    # The inside map L^-T Q stays factored too: forming it costs O(n^3), more
+    # than mapping the class means and queries a fit maps through it.
     rotation, between = _gram_rotation(whitened, counts.shape[0] - 1)
-    scalings = (None, reflectors,
-                linalg.solve_triangular(chol.T, _reflect(rotation, np.eye(n)),
-                                        lower=False),
-                1.0 / np.sqrt(alpha * nu))
+    scalings = (None, reflectors, (chol, rotation), 1.0 / np.sqrt(alpha * nu))
     return scalings, np.concatenate([between, np.zeros(m - n)]), nu, rows
 
 
@@ -340,13 +339,22 @@ def apply_map(scalings, V):
     coordinates = _reflect(reflectors, V)
     if inside_map is None:  # (the Gram solver's A = L^-T Q)
         return coordinates
-    n = inside_map.shape[0]
+    n = inside_map[0].shape[0]
     return map_span(coordinates[:, :n], coordinates[:, n:], inside_map,
                      outside_scale)
+
+
+def map_inside(inside, inside_map):
+    """The span solver's whitened coordinates in the span, ``V L^-T Q``, from
+    the rows' coordinates there ``V`` (``inside_map``: ``(L, Q)``, ``Q`` as
+    Householder reflectors)."""
+    chol, rotation = inside_map
+    return _reflect(rotation, linalg.solve_triangular(
+        chol, inside.T, lower=True, check_finite=False).T)
 
 
 def map_span(inside, outside, inside_map, outside_scale):
     """The span solver's whitened rows from their coordinates in the span and
     outside it."""
-    return np.hstack([inside @ inside_map, outside * outside_scale])
+    return np.hstack([map_inside(inside, inside_map), outside * outside_scale])
 
