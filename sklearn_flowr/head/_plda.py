@@ -296,7 +296,8 @@ def _span_fit(Z, y_index, counts, prior_mean, alpha, dof, d):
     # Q = [inside, outside] as n Householder reflectors: Q^T v costs O(d n).
     # Q^T (Z - mu0)^T = [R; 0]: the rows' coordinates are R^T, the class
     # means' the means of theirs.
-    reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw")
+    reflectors, upper = linalg.qr((Z - prior_mean).T, mode="raw",
+                                  overwrite_a=True, check_finite=False)
     rows = upper.T
     mean_inside = class_means(rows, y_index, counts)
     residual = rows - mean_inside[y_index]
