@@ -568,3 +568,29 @@ def test_fit_holds_one_residual_matrix_beside_the_unit_rows(rng, solver):
     finally:
         tracemalloc.stop()
     assert peak <= 2.5 * X.nbytes, peak / X.nbytes
+
+
+def test_span_map_saved_as_one_product_still_transforms(rng, tmp_path):
+    """Check that a span whitener whose map inside the span is one n x n
+    matrix (the layout earlier versions saved) transforms as the factored
+    map does, and survives saving."""
+    from sklearn_flowr.head._plda import _reflect
+    from sklearn_flowr.saving import load, save
+
+    X, y = classes_of(rng, 6, 4, 40)
+    whitener = TwoCovarianceWhitener(solver="span").fit(X, y)
+    queries = rng.normal(size=(5, 40)) + 3.0
+    expected = whitener.transform(queries)
+    chol, rotation = whitener._scalings[2]
+    n = chol.shape[0]
+    dense = linalg.solve_triangular(chol.T, _reflect(rotation, np.eye(n)), lower=False)
+    old = clone(whitener)
+    vars(old).update(vars(whitener))
+    old._scalings = (*whitener._scalings[:2], dense, whitener._scalings[3])
+    np.testing.assert_allclose(old.transform(queries), expected, rtol=1e-10,
+                               atol=1e-12)
+    np.testing.assert_allclose(old.transform(queries[:1]), expected[:1],
+                               rtol=1e-10, atol=1e-12)
+    save(old, tmp_path / "old.skops")
+    np.testing.assert_array_equal(load(tmp_path / "old.skops").transform(queries),
+                                  old.transform(queries))

@@ -10,7 +10,7 @@ from .._core import unit_rows as unit_length
 from ._blas import scipy_blas_on_one_thread
 
 __all__ = ["apply_map", "check_counts", "cheapest_solver", "class_means", "estimate",
-           "map_span", "prior_variances", "resolve_solver", "span_refit",
+           "map_inside", "map_span", "prior_variances", "resolve_solver", "span_refit",
            "unit_rows"]
 
 
@@ -348,7 +348,10 @@ def apply_map(scalings, V):
 def map_inside(inside, inside_map):
     """The span solver's whitened coordinates in the span, ``V L^-T Q``, from
     the rows' coordinates there ``V`` (``inside_map``: ``(L, Q)``, ``Q`` as
-    Householder reflectors)."""
+    Householder reflectors; a whitener saved by an earlier version holds the
+    product itself, an n x n matrix)."""
+    if isinstance(inside_map, np.ndarray):
+        return inside @ inside_map
     chol, rotation = inside_map
     return _reflect(rotation, linalg.solve_triangular(
         chol, inside.T, lower=True, check_finite=False).T)
