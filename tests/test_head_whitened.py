@@ -502,7 +502,7 @@ def test_class_mean_refit_gives_the_rows_class_sums(rng, solver):
     the held-out rows of the refit that whitens every row, for each solver,
     and the held-out scores of a head fitted on them."""
     from sklearn_flowr.head._cross_fit import clone_refit, fold_log_odds
-    from sklearn_flowr.head._two_covariance import class_mean_refit
+    from sklearn_flowr.head._two_covariance import fit_class_mean_rows
     from sklearn_flowr.head._whitened import model_params
 
     # The span solver whitens fewer rows than features.
@@ -510,7 +510,8 @@ def test_class_mean_refit_gives_the_rows_class_sums(rng, solver):
     X, y = frozen_features(rng, n_classes=30, per_class=3, n_features=n_features)
     held = np.arange(y.shape[0]) % 5 == 0
     whitener = TwoCovarianceWhitener(solver=solver)
-    beta, U, U_held = class_mean_refit(whitener, X, y)(~held, held)
+    beta, U, U_held = clone_refit(whitener, X, y,
+                                  fit_rows=fit_class_mean_rows)(~held, held)
     beta_rows, U_rows, U_held_rows = clone_refit(whitener, X, y)(~held, held)
     labels = np.unique(y[~held], return_inverse=True)[1]
     scale = np.abs(U_rows).max()

@@ -127,17 +127,21 @@ def refit_scores(refit, y, head_scores):
     return fold_scores
 
 
-def clone_refit(whitener, X, y):
+def clone_refit(whitener, X, y, *, fit_rows=None):
     """``refit(train, held)`` of any whitener: a clone of it fitted on the
     rows ``train`` of ``X`` (the input's coordinates), its ``prior_var_``,
-    and the rows ``train`` and ``held`` it whitens."""
+    and the rows ``train`` and ``held`` it whitens. ``fit_rows(whitener, X,
+    y)`` fits it and gives the train rows (None: :func:`fit_transform`; a
+    head that reads only class sums can take each row as its class's
+    whitened mean)."""
     y = np.asarray(y).reshape(-1)
+    fit_rows = fit_transform if fit_rows is None else fit_rows
 
     def refit(train, held):
         fitted = clone(whitener)
         with warnings.catch_warnings():  # fit's labels, checked and warned of
             warnings.filterwarnings("ignore", message="The number of unique classes")
-            U = fit_transform(fitted, _safe_indexing(X, train), y[train])
+            U = fit_rows(fitted, _safe_indexing(X, train), y[train])
         return (np.asarray(fitted.prior_var_, dtype=np.float64), as_float64(U),
                 as_float64(fitted.transform(_safe_indexing(X, held))))
     return refit

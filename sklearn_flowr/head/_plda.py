@@ -340,7 +340,7 @@ def apply_map(scalings, V):
     coordinates = _reflect(reflectors, V)
     if inside_map is None:  # (the Gram solver's A = L^-T Q)
         return coordinates
-    n = inside_map[0].shape[0]
+    n = reflectors[1].shape[0]  # one reflector a dimension of the span
     return map_span(coordinates[:, :n], coordinates[:, n:], inside_map,
                      outside_scale)
 

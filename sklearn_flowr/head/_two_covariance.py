@@ -2,7 +2,6 @@
 in its output the CRP-Gaussian head's diagonal model is exact."""
 
 import contextlib
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -11,9 +10,7 @@ from sklearn.base import (
     ClassNamePrefixFeaturesOutMixin,
     TransformerMixin,
     _fit_context,
-    clone,
 )
-from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils._set_output import _wrap_data_with_container
 from sklearn.utils.multiclass import check_classification_targets
@@ -34,7 +31,7 @@ from ._plda import (
     unit_rows,
 )
 
-__all__ = ["TwoCovarianceWhitener", "class_mean_refit", "fit_transform_with_refit"]
+__all__ = ["TwoCovarianceWhitener", "fit_class_mean_rows", "fit_transform_with_refit"]
 
 # Rows, as a share of the features, below which a fit that will be refitted
 # without folds of its rows takes the span solver, whose coordinates the
@@ -331,25 +328,15 @@ def _class_mean_rows(transform, V, y):
     return transform(class_means(V, y_index, counts))[y_index]
 
 
-def class_mean_refit(whitener, X, y):
-    """``refit(train, held)`` of a :class:`TwoCovarianceWhitener`: a clone of
-    it fitted on the rows ``train`` of ``X``, its ``prior_var_``, the rows
-    ``train`` as their classes' whitened means (:func:`_class_mean_rows`)
-    and the rows ``held`` whitened."""
-    y = np.asarray(y).reshape(-1)
-
-    def refit(train, held):
-        fitted = clone(whitener)
-        with warnings.catch_warnings():  # fit's labels, checked and warned of
-            warnings.filterwarnings("ignore", message="The number of unique classes")
-            rows, y_train, Z = fitted._fit(_safe_indexing(X, train), y[train])
-        U = (_class_mean_rows(fitted._map_unit, Z, y_train) if rows is None
-             else _class_mean_rows(fitted._span_transform, rows, y_train))
-        return (np.asarray(fitted.prior_var_, dtype=np.float64),
-                np.asarray(U, dtype=np.float64),
-                np.asarray(fitted.transform(_safe_indexing(X, held)),
-                           dtype=np.float64))
-    return refit
+def fit_class_mean_rows(whitener, X, y):
+    """``whitener`` fitted on rows ``X`` of classes ``y`` and each row as its
+    class's whitened mean (:func:`_class_mean_rows`): what
+    :func:`~sklearn_flowr.head._cross_fit.clone_refit` takes as
+    ``fit_rows`` for a head that reads only class sums."""
+    rows, y_checked, Z = whitener._fit(X, y)
+    if rows is None:
+        return _class_mean_rows(whitener._map_unit, Z, y_checked)
+    return _class_mean_rows(whitener._span_transform, rows, y_checked)
 
 
 def fit_transform_with_refit(whitener, X, y, *, class_means=False):

@@ -27,7 +27,7 @@ from ._state import check_novelty_map
 from ._two_covariance import (
     _FLOATS,
     TwoCovarianceWhitener,
-    class_mean_refit,
+    fit_class_mean_rows,
     fit_transform_with_refit,
 )
 
@@ -107,7 +107,8 @@ def fit_whitener(head, X, y, *, refit=True):
     # the whitener's own prior (zero mean, scaled beta) cannot tell apart.
     if refitted is None or not all(_is_auto(getattr(head, name))
                                    for name in _SET_BY_WHITENER):
-        refitted = class_mean_refit(_whitener_of(head), X, y)
+        refitted = clone_refit(_whitener_of(head), X, y,
+                               fit_rows=fit_class_mean_rows)
     return whitener, as_float64(U), refitted
 
 
@@ -293,7 +294,8 @@ class WhitenedCRPClassifier(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         X, y = X if hasattr(X, "shape") else np.asarray(X), np.asarray(y).ravel()
         template = clone(template).set_params(novel_label=head.novel_label_)
         head.set_conformal_scores(cross_fit_scores(y, refit_scores(
-            refit or (class_mean_refit if ours else clone_refit)(unfitted, X, y), y,
+            refit or clone_refit(unfitted, X, y, fit_rows=(
+                fit_class_mean_rows if ours else None)), y,
             functools.partial(_fold_head_scores, template))))  # warns if few
         # Both fitted before either is kept: a failure leaves self as it was.
         with all_or_nothing(self):  # (an interrupt among the attributes too)
