@@ -32,7 +32,8 @@ import copy
 import time
 
 import numpy as np
-from scipy.special import logsumexp
+from scipy.optimize import brentq
+from scipy.special import expit, logit, logsumexp
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
@@ -173,12 +174,22 @@ def oracle_platt_ece(novel, score):
     return expected_calibration_error(novel, fit.predict_proba(score[:, None])[:, 1])
 
 
+def mean_matched(p_novel, share):
+    """``p_novel`` moved by the one log-odds offset that makes its mean over
+    these rows ``share``: the calibration's offset set from the unlabelled
+    queries and the known share of new rows, its shape (slope, steps) kept."""
+    log_odds = logit(np.clip(p_novel, 1e-12, 1 - 1e-12))
+    offset = brentq(lambda c: expit(log_odds + c).mean() - share, -60.0, 60.0)
+    return expit(log_odds + offset)
+
+
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares, score):
     """ECE of P(novel), raw and after :func:`calibrated`: on the queries
     against "novel class" (calibrated at once, ``stream=False``; with its
     floor), and streamed against "first sighting" (``stream=True``); each told
-    the protocol's share (``novel_prior``); and :func:`oracle_platt_ece` of
-    the novelty ``score``. Also the calibrated P(novel)."""
+    the protocol's share (``novel_prior``); :func:`oracle_platt_ece` of the
+    novelty ``score``; and the ECE of the calibrated P(novel)
+    :func:`mean_matched` on the queries. Also the calibrated P(novel)."""
     at_once, streamed = (calibrated(name, y_fit, share, stream=stream).fit(X_fit, y_fit)
                          for stream, share in zip((False, True), shares, strict=True))
     order = np.random.default_rng(0).permutation(y_query.shape[0])
@@ -186,7 +197,8 @@ def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares, scor
     stream = streamed.open_world_step(X_query[order], y_query[order])
     p_novel = at_once.predict_novelty_proba(X_query)
     figures = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel),
-               oracle_platt_ece(novel, score)]
+               oracle_platt_ece(novel, score),
+               ece(novel, mean_matched(p_novel, shares[0]))]
     if name not in PROBABILISTIC:  # a score, no probability before the map
         return [np.nan, *figures[:2], np.nan, *figures[2:]], p_novel
     raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
@@ -279,7 +291,7 @@ def main(argv=None):
     features, y, groups = load(args.path, args.dtype)
     # SimpleShot first: its time is the unit.
     names = ["simpleshot"] + [n for n in args.methods.split(",") if n != "simpleshot"]
-    rows, pooled = {}, {}
+    rows, pooled, matched = {}, {}, {}
     for s in map(int, args.splits.split(",")):
         X_fit, y_fit, X_query, y_query, novel = split(features, y, groups, s, args)
         for dim in args.dims.split(","):
@@ -314,6 +326,9 @@ def main(argv=None):
                                    seed=seed).fit(X_fit_d, y_fit)
                         .predict_novelty_proba(X_query_d) for seed in seeds[1:]]
                     pooled.setdefault((dim, name), []).append((novel, runs))
+                    share = design_shares(y, groups, args)[0]
+                    matched.setdefault((dim, name), []).append(
+                        [mean_matched(p, share) for p in runs])
                 rows.setdefault((dim, name), []).append(
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],
@@ -327,10 +342,11 @@ def main(argv=None):
               f"{known_step:.1f}x (known class), {new_step:.1f}x (new class)")
     print(f"\n{args.path} ({args.dtype}): mean over splits {args.splits}\n")
     ece = (" ECE raw | ECE calibrated | its floor | stream ECE raw |"
-           " stream ECE calibrated | best Platt map's ECE |" if args.ece else "")
+           " stream ECE calibrated | best Platt map's ECE | mean-matched ECE |"
+           if args.ece else "")
     seconds = "CPU s" if args.clock == "cpu" else "wall s"
     print(f"| dim | method | known acc | AUROC | H | {seconds} | x SimpleShot |{ece}")
-    print("| --- " * (13 if args.ece else 7) + "|")
+    print("| --- " * (14 if args.ece else 7) + "|")
     for (dim, name), values in rows.items():
         acc, auroc, h, seconds, ratio, *eces = np.mean(values, axis=0)
         print(f"| {dim} | {name} | {acc:.3f} | {auroc:.3f} | {h:.3f} | "
@@ -338,18 +354,25 @@ def main(argv=None):
               + "".join(f" {e:.3f} |" if e == e else " |" for e in eces))
     if pooled:
         print("\nCalibrated P(novel), the queries of every split pooled: ECE (its "
-              "floor) and the Brier score (a proper scoring rule: it rewards "
-              "separating new rows as well as calibration; lower is better):\n")
+              "floor), the Brier score (a proper scoring rule: it rewards "
+              "separating new rows as well as calibration; lower is better) and "
+              "the ECE once each split's P(novel) is mean-matched (its mean "
+              "over the queries moved to the share of new rows):\n")
         for (dim, name), runs in pooled.items():
             novel = np.concatenate([labels for labels, _ in runs])
             per_seed = [(*ece_and_floor(novel, p_novel),
-                         brier_score_loss(novel, p_novel)) for p_novel in (
-                np.concatenate(by_split) for by_split in zip(
-                    *(by_seed for _, by_seed in runs), strict=True))]
+                         brier_score_loss(novel, p_novel),
+                         expected_calibration_error(novel, np.concatenate(moved)))
+                        for p_novel, moved in zip((
+                            np.concatenate(by_split) for by_split in zip(
+                                *(by_seed for _, by_seed in runs), strict=True)),
+                            zip(*matched[(dim, name)], strict=True), strict=True)]
             print(f"| {dim} | {name} | "
-                  + "{:.3f} ({:.3f}) | Brier {:.4f} |".format(*per_seed[0]))
+                  + "{:.3f} ({:.3f}) | Brier {:.4f} | mean-matched {:.3f} |".format(
+                      *per_seed[0]))
             if len(seeds) > 1:
-                for column, figure in ((0, "ECE"), (2, "Brier")):
+                for column, figure in ((0, "ECE"), (2, "Brier"),
+                                       (3, "mean-matched ECE")):
                     values = np.array([row[column] for row in per_seed])
                     print(f"  {name} {figure} over seeds {args.ece_seeds}: "
                           f"{values.mean():.4f} +- {values.std(ddof=1):.4f} ("

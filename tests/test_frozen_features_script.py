@@ -103,25 +103,40 @@ def test_design_shares_are_the_queries_shares(script, tmp_path, rng, n_rendering
 
 def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
     """Check that --ece prints raw and calibrated ECEs for the head and the
-    calibrated ones for an anchor's score, and the ECE of each score's best
-    Platt map."""
+    calibrated ones for an anchor's score, the ECE of each score's best
+    Platt map and of each calibrated P(novel) mean-matched on the queries."""
     path = _features(tmp_path, rng, 4)
     script.main([path, "--splits", "0", "--methods", "default,simpleshot", "--ece"])
     out = capsys.readouterr().out
     assert ("ECE raw | ECE calibrated | its floor | stream ECE raw |"
-            " stream ECE calibrated | best Platt map's ECE |") in out
+            " stream ECE calibrated | best Platt map's ECE | mean-matched ECE |") in out
     head, anchor = (next(line for line in out.splitlines()
                          if line.startswith(f"| native | {name} |"))
                     for name in ("default", "simpleshot"))
-    assert len([c for c in head.split("|")[8:14] if c.strip()]) == 6
-    assert ([c.strip() == "" for c in anchor.split("|")[8:14]]
-            == [True, False, False, True, False, False])
-    # The best Platt map's ECE, fitted on the queries, is a probability's ECE.
+    assert len([c for c in head.split("|")[8:15] if c.strip()]) == 7
+    assert ([c.strip() == "" for c in anchor.split("|")[8:15]]
+            == [True, False, False, True, False, False, False])
+    # The best Platt map's ECE, fitted on the queries, and the mean-matched
+    # one are a probability's ECE.
     assert 0 <= float(head.split("|")[13]) <= 1
+    assert 0 <= float(head.split("|")[14]) <= 1
     assert "the queries of every split pooled" in out
     pooled = out.split("the queries of every split pooled")[1]
     for name in ("default", "simpleshot"):
         assert f"| native | {name} | 0." in pooled
+
+
+def test_mean_matched_moves_the_mean_to_the_share_and_keeps_the_order(script, rng):
+    """Check that the mean-matched P(novel) has the share as its mean over the
+    rows, keeps their order, and moves every row the same way (one offset)."""
+    p_novel = rng.uniform(0.01, 0.6, size=300)
+    for share in (0.1, 0.4, 0.9):
+        moved = script.mean_matched(p_novel, share)
+        assert moved.mean() == pytest.approx(share, abs=1e-9)
+        assert np.array_equal(np.argsort(moved), np.argsort(p_novel))
+        offsets = script.logit(moved) - script.logit(p_novel)
+        assert np.ptp(offsets) < 1e-8
+        assert (offsets[0] > 0) == (share > p_novel.mean())
 
 
 def test_paired_table_compares_the_default_head(script, tmp_path, capsys, rng):
@@ -148,8 +163,10 @@ def test_ece_seeds_print_the_pooled_ece_of_each_seed(script, tmp_path, capsys, r
     table = next(line for line in pooled.splitlines()
                  if line.startswith("| native | default |"))
     ece_in_table = float(table.split("|")[3].split("(")[0])
-    brier_in_table = float(table.split("Brier")[1].strip(" |"))
-    for figure, first in (("ECE", ece_in_table), ("Brier", brier_in_table)):
+    brier_in_table = float(table.split("Brier")[1].split("|")[0])
+    matched_in_table = float(table.split("mean-matched")[1].split("|")[0])
+    for figure, first in (("ECE", ece_in_table), ("Brier", brier_in_table),
+                          ("mean-matched ECE", matched_in_table)):
         seeds = next(line for line in pooled.splitlines()
                      if line.startswith(f"  default {figure} over seeds 0,1,2:"))
         values = [float(v) for v in seeds.split("(")[1].rstrip(")").split()]
