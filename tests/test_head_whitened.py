@@ -351,21 +351,26 @@ def test_bad_whitener_parameters_are_refused_by_the_wrapper(rng, params, n_rows)
     assert not hasattr(model, "whitener_")
 
 
-def test_pandas_output_reaches_the_head_with_the_span_solver(rng):
-    """Check that a whitener set to pandas output gives the head named columns
-    when its fit whitens in the span (fewer rows than 3/4 of the features),
-    as in the whole space: predict warns of nothing."""
+@pytest.mark.parametrize("solver", ["auto", "gram", "eigen"])
+def test_pandas_output_reaches_the_head_with_every_solver(rng, solver):
+    """Check that a whitener set to pandas output gives the head named columns,
+    whether its fit whitens in the span (fewer rows than 3/4 of the features)
+    or in the whole space: fit (its calibration's fold heads too) and predict
+    warn of nothing, and predict as with arrays."""
     pytest.importorskip("pandas")
     y = np.repeat(np.arange(8), 5)
     X = rng.normal(scale=3.0, size=(8, 64))[y] + rng.normal(size=(40, 64))
-    model = WhitenedCRPClassifier(
-        TwoCovarianceWhitener().set_output(transform="pandas")).fit(X, y)
-    assert model.whitener_.solver_ == "span"
-    assert list(model.head_.feature_names_in_[:2]) == [
-        "twocovariancewhitener0", "twocovariancewhitener1"]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        model.predict(X[:3])
+        model = WhitenedCRPClassifier(TwoCovarianceWhitener(solver=solver).set_output(
+            transform="pandas")).fit(X, y)
+        predicted = model.predict(X[:3])
+    assert model.whitener_.solver_ == ("span" if solver == "auto" else solver)
+    assert list(model.head_.feature_names_in_[:2]) == [
+        "twocovariancewhitener0", "twocovariancewhitener1"]
+    arrays = WhitenedCRPClassifier(TwoCovarianceWhitener(solver=solver)).fit(X, y)
+    assert_array_equal(predicted, arrays.predict(X[:3]))
+    assert_allclose(model.novelty_pvalues(X[:5]), arrays.novelty_pvalues(X[:5]))
 
 
 def test_partial_fit_of_an_unfitted_head_keeps_the_cheapest_solver(rng):

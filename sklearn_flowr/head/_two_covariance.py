@@ -334,9 +334,10 @@ def fit_class_mean_rows(whitener, X, y):
     :func:`~sklearn_flowr.head._cross_fit.clone_refit` takes as
     ``fit_rows`` for a head that reads only class sums."""
     rows, y_checked, Z = whitener._fit(X, y)
-    if rows is None:
-        return _class_mean_rows(whitener._map_unit, Z, y_checked)
-    return _class_mean_rows(whitener._span_transform, rows, y_checked)
+    U = (_class_mean_rows(whitener._map_unit, Z, y_checked) if rows is None
+         else _class_mean_rows(whitener._span_transform, rows, y_checked))
+    # (set_output's container, as its transform gives the held rows)
+    return _wrap_data_with_container("transform", U, X, whitener)
 
 
 def fit_transform_with_refit(whitener, X, y, *, class_means=False):
