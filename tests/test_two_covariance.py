@@ -594,3 +594,32 @@ def test_span_map_saved_as_one_product_still_transforms(rng, tmp_path):
     save(old, tmp_path / "old.skops")
     np.testing.assert_array_equal(load(tmp_path / "old.skops").transform(queries),
                                   old.transform(queries))
+
+
+@pytest.mark.parametrize("solver", ["span", "gram", "eigen"])
+def test_a_failed_refit_leaves_the_whitener_as_it_was(rng, monkeypatch, solver):
+    """Check that an interrupt after the estimates (while the attributes are
+    set) and a refused refit of another width leave the fitted whitener's
+    attributes and transform exactly as before."""
+    import sklearn_flowr.head._two_covariance as module
+
+    y = np.repeat(np.arange(8), 3)
+    centres = rng.normal(size=(12, 40))
+    X = centres[y] + 0.5 * rng.normal(size=(24, 40))
+    other = centres[y + 4] + 0.5 * rng.normal(size=(24, 40))
+    queries = rng.normal(size=(3, 40))
+    whitener = TwoCovarianceWhitener(solver=solver).fit(X, y)
+    before, attributes = whitener.transform(queries), dict(vars(whitener))
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as patched:
+        patched.setattr(module, "prior_variances", interrupt)
+        with pytest.raises(KeyboardInterrupt):
+            whitener.fit(other, y)
+    with pytest.raises(ValueError, match="all zeros"):
+        whitener.fit(np.zeros((24, 30)), y)
+    assert vars(whitener).keys() == attributes.keys()
+    assert all(vars(whitener)[name] is value for name, value in attributes.items())
+    np.testing.assert_array_equal(whitener.transform(queries), before)

@@ -17,6 +17,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import fill_doc
+from ..base import all_or_nothing
 from ..validation import check_missing_labels
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
@@ -216,7 +217,12 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
         """Fit; return the rows' coordinates in the span (``solver_="span"``)
         or None, the validated labels and the unit rows. ``prefer_span``: with
         ``solver="auto"``, the span whenever the rows are fewer than
-        ``_SPAN_FOR_REFITS`` times the features."""
+        ``_SPAN_FOR_REFITS`` times the features. An error or an interrupt
+        leaves the whitener as it was (its attributes are set one by one)."""
+        with all_or_nothing(self):
+            return self._estimate(X, y, prefer_span)
+
+    def _estimate(self, X, y, prefer_span):
         check_missing_labels(y)
         X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
         check_classification_targets(y)
