@@ -9,13 +9,14 @@ import numpy as np
 from scipy.special import logit
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._core import fill_doc as _fill_doc
 from ._core._novelty_odds import novel_log_odds
 from .base import DefaultParts
 from .head import CRPGaussianClassifier
-from .validation import check_one_kind, label_result_dtype
+from .validation import check_missing_labels, check_one_kind, label_result_dtype
 
 # Log-odds are clipped here: a row before any class exists has P(novel) = 1
 # (infinite odds), and fits and ranks need finite values. Mapped log-odds keep
@@ -39,7 +40,11 @@ def clipped_logit(p):
 def check_rows(X, y):
     """``y`` as a 1-d array of labels of one kind, as many as the rows of ``X``
     (at least one)."""
+    if y is None:
+        raise ValueError("The rows need their labels: y is None.")
+    check_missing_labels(y)
     y = column_or_1d(y)
+    check_classification_targets(y)
     if _num_samples(X) != y.shape[0]:
         raise ValueError(f"X and y have different numbers of rows: "
                          f"{_num_samples(X)} and {y.shape[0]}.")
@@ -122,8 +127,11 @@ class NoveltyWrapper(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
         return CRPGaussianClassifier() if self.estimator is None else self.estimator
 
     def _start_fit(self, X, y):
-        """Checked ``y`` and the estimator to wrap, before any fitting."""
+        """Rows that can be indexed (an array-like with ``__array__`` only is
+        converted), checked ``y`` and the estimator to wrap, before any fitting."""
         self._validate_params()
+        if not hasattr(X, "__getitem__") and hasattr(X, "__array__"):
+            X = np.asarray(X)
         y = check_rows(X, y)
         estimator = self._estimator()
         if not (has_log_proba(estimator) or (
@@ -133,7 +141,7 @@ class NoveltyWrapper(DefaultParts, MetaEstimatorMixin, ClassifierMixin,
                 f"{type(estimator).__name__} has neither predict_log_proba nor "
                 "novelty_score and predict_known: "
                 f"{type(self).__name__} needs a novelty score.")
-        return y, estimator
+        return X, y, estimator
 
     @property
     def classes_(self):

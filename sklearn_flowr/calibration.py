@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from numbers import Real
 
 import numpy as np
@@ -38,6 +39,9 @@ __all__ = ["NoveltyCalibratedClassifier"]
 # The least a Platt map spans, in nats, over its rows' scores: it must stay
 # increasing to keep the order of P(novel), whatever the scores' units.
 _MIN_SPAN = 1e-3
+# A fold model's warning that its own predict lacks conformal scores: the
+# fold models only score the calibration rows.
+_FEW_SCORES = ".* calibration scores, fewer than the"
 
 
 def platt_fit(log_odds, first, targets="platt", weight=None):
@@ -238,7 +242,7 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         -------
         self : NoveltyCalibratedClassifier
         """
-        y, estimator = self._start_fit(X, y)
+        X, y, estimator = self._start_fit(X, y)
         rng = check_random_state(self.random_state)
         if isinstance(self.cv, str):
             check_is_fitted(estimator)
@@ -251,8 +255,11 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
             for fit_rows, known_rows, stream, known_weight in calibration_folds(
                     3 if self.cv is None else self.cv, X, y,
                     self.known_query_share, rng):
-                fold_est = clone(template).fit(_safe_indexing(X, fit_rows),
-                                               y[fit_rows])
+                with warnings.catch_warnings():  # its own predict is not used
+                    warnings.filterwarnings("ignore", category=UserWarning,
+                                            message=_FEW_SCORES)
+                    fold_est = clone(template).fit(_safe_indexing(X, fit_rows),
+                                                   y[fit_rows])
                 fold_scores, fold_first = self._held_out_scores(
                     fold_est, _safe_indexing(X, stream), y[stream])
                 scores.append(fold_scores)

@@ -133,7 +133,7 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         -------
         self : ConformalNoveltyClassifier
         """
-        y, estimator = self._start_fit(X, y)
+        X, y, estimator = self._start_fit(X, y)
         if self.cv == "prefit":
             if self.estimator is None:
                 raise ValueError(
@@ -211,6 +211,7 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         -------
         y_pred : ndarray of shape (n_samples,)
         """
+        check_is_fitted(self)
         return self._with_novel(best_known(self.estimator_, X),
                                 self.novelty_pvalues(X) <= self.alpha)
 
@@ -269,6 +270,12 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         """
         check_is_fitted(self)
         y = check_rows(X, y)
+        expected = getattr(self.estimator_, "n_features_in_", None)
+        if expected is not None and hasattr(X, "shape") and len(X.shape) == 2 \
+                and X.shape[1] != expected:
+            raise ValueError(
+                f"add_calibration: X has {X.shape[1]} features, but "
+                f"{type(self).__name__} is fitted with {expected}.")
         unknown = np.setdiff1d(np.unique(y), np.asarray(self.classes_))
         if unknown.size:
             raise ValueError("Calibration rows must be of known classes; "

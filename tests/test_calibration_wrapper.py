@@ -314,3 +314,77 @@ def test_wrappers_report_the_fitted_estimators_features():
     unnamed = NoveltyCalibratedClassifier(NCMClassifier()).fit(X.to_numpy(), y)
     assert unnamed.n_features_in_ == 3
     assert not hasattr(unnamed, "feature_names_in_")
+
+
+def _blobs(n_classes=20, per_class=10, d=16, seed=0):
+    rng = np.random.default_rng(seed)
+    y = np.repeat(np.arange(n_classes), per_class)
+    centres = rng.normal(scale=3.0, size=(n_classes, d))
+    return centres[y] + rng.normal(size=(y.size, d)), y
+
+
+def _wrappers():
+    from sklearn_flowr.conformal import ConformalNoveltyClassifier
+
+    return [NoveltyCalibratedClassifier(random_state=0),
+            ConformalNoveltyClassifier(cv=3, random_state=0)]
+
+
+@pytest.mark.parametrize("wrapper", _wrappers(), ids=["calibrated", "conformal"])
+@pytest.mark.parametrize("bad, message", [
+    (np.nan, "Input y contains NaN"), (np.inf, "Input y contains infinity"),
+    (0.5, "Unknown label type: continuous"), (None, "y is None")])
+def test_wrappers_name_bad_labels(wrapper, bad, message):
+    """Check that missing, infinite, continuous or absent labels get the
+    error that names them (not one from deep inside the folds)."""
+    X, y = _blobs()
+    if bad is None:
+        labels = None
+    else:
+        labels = y.astype(float) + (0.5 if bad == 0.5 else 0.0)
+        if bad != 0.5:
+            labels[3] = bad
+    with pytest.raises(ValueError, match=message):
+        clone(wrapper).fit(X, labels)
+
+
+@pytest.mark.parametrize("wrapper", _wrappers(), ids=["calibrated", "conformal"])
+def test_wrappers_take_array_likes_and_unfitted_calls_say_so(wrapper):
+    """Check that an object with only ``__array__`` fits as its array does,
+    and that predict before fit raises NotFittedError (the head's p-values
+    too)."""
+    from sklearn.utils.estimator_checks import _NotAnArray
+
+    X, y = _blobs()
+    with pytest.raises(NotFittedError):
+        clone(wrapper).predict(X[:2])
+    with pytest.raises(NotFittedError):
+        CRPGaussianClassifier().novelty_pvalues(X[:2])
+    wrapped = clone(wrapper).fit(_NotAnArray(X), y)
+    np.testing.assert_array_equal(wrapped.predict(X[:20]),
+                                  clone(wrapper).fit(X, y).predict(X[:20]))
+
+
+def test_calibration_folds_keep_their_heads_warnings_to_themselves():
+    """Check that fitting the calibration on few rows does not pass on its
+    fold heads' warning about their own predict (the wrapper does not use it)."""
+    import warnings
+
+    X, y = _blobs(n_classes=3, per_class=10)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*calibration scores, fewer")
+        NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+
+
+def test_add_calibration_names_a_wrong_width_and_keeps_the_scores():
+    """Check that add_calibration refuses rows of another width by name,
+    before any calibration score changes."""
+    from sklearn_flowr.conformal import ConformalNoveltyClassifier
+
+    X, y = _blobs()
+    head = CRPGaussianClassifier(novelty_alpha=None).fit(X[::2], y[::2])
+    conformal = ConformalNoveltyClassifier(head).fit(X[1::2], y[1::2])
+    before = conformal.novelty_pvalues(X[:10])
+    with pytest.raises(ValueError, match="add_calibration: X has 5 features"):
+        conformal.add_calibration(X[:3, :5], y[:3])
+    np.testing.assert_array_equal(conformal.novelty_pvalues(X[:10]), before)

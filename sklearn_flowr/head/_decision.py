@@ -7,6 +7,7 @@ import warnings
 from math import isqrt
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from .._core import MAX_LOG_ODDS, needs_moments, novel_log_odds
 from ..validation import caller_stacklevel
@@ -123,6 +124,7 @@ class ConformalDecision:
         >>> clf.novelty_pvalues([X[0], [40.0, -40.0]]).round(2)
         array([0.26, 0.01])
         """
+        check_is_fitted(self)
         at_least, n = self._n_at_least(
             novel_log_odds(self._joint_log_numerators_unmapped(X)))
         return (1.0 + at_least) / (n + 1.0)
