@@ -6,8 +6,10 @@ An open-world stream on handwritten digits
 The CRP-Gaussian head learns five digit classes with ``fit``. A stream then
 brings all ten digits: each sample is predicted *before* its label is revealed
 (is it one of the known classes, or something new?), then the head learns from
-the label. A class never seen gets a high novelty probability on its first
-samples, and after one or two labels it is recognised like the others.
+the label. A class never seen often gets a raised novelty probability on its
+first samples, though not always (here some first sightings stay below 0.5),
+and after a few labels it is recognised, some digits (a 6 here) more slowly
+than others: the plot shows both.
 """
 
 # %%

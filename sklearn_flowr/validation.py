@@ -414,9 +414,10 @@ def scale_by_dtype(X, *, is_image):
         if low >= 0.0 and _UNSCALED_FLOAT_MAX < high <= 255.0:
             warnings.warn(
                 f"X holds {X.dtype} images with values in [{low:g}, {high:g}], "
-                "which look like 8-bit pixels that were not scaled: float images "
-                "are used as given. Pass uint8 images (scaled by 1/255) or divide "
-                "by 255 if the model should see [0, 1].",
+                "which look like pixel values that were not scaled: float images "
+                "are used as given. If the model should see [0, 1], divide by "
+                "the pixels' full scale (255 for 8-bit pixels, or pass them as "
+                "uint8; 16 for load_digits).",
                 UserWarning,
                 stacklevel=3,
             )

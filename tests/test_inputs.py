@@ -63,7 +63,7 @@ def test_float_images_in_0_255_warn(pixels):
     """Check that float images that look like unscaled 8-bit pixels are used as
     given, with a warning that says how to scale them."""
     unscaled = pixels.astype(np.float64)
-    with pytest.warns(UserWarning, match="look like 8-bit pixels"):
+    with pytest.warns(UserWarning, match="pixel values that were not scaled"):
         out = as_model_input(unscaled, allow_features=False)
     np.testing.assert_array_equal(out[:, 0], unscaled)
 
