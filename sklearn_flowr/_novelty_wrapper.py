@@ -44,14 +44,14 @@ def check_rows(X, y):
         raise ValueError("The rows need their labels: y is None.")
     check_missing_labels(y)
     y = column_or_1d(y)
-    check_classification_targets(y)
     if _num_samples(X) != y.shape[0]:
         raise ValueError(f"X and y have different numbers of rows: "
                          f"{_num_samples(X)} and {y.shape[0]}.")
     if y.shape[0] == 0:
         raise ValueError("Found array with 0 sample(s) while a minimum of 1 is "
                          "required.")
-    check_one_kind(y)
+    check_one_kind(y)  # (before scikit-learn's checks, which fail on mixed kinds)
+    check_classification_targets(y)
     return y
 
 

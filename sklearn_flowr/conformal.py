@@ -274,8 +274,8 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         if expected is not None and hasattr(X, "shape") and len(X.shape) == 2 \
                 and X.shape[1] != expected:
             raise ValueError(
-                f"add_calibration: X has {X.shape[1]} features, but "
-                f"{type(self).__name__} is fitted with {expected}.")
+                f"add_calibration: X has {X.shape[1]} columns, but "
+                f"{type(self).__name__} was fitted on rows of {expected} columns.")
         unknown = np.setdiff1d(np.unique(y), np.asarray(self.classes_))
         if unknown.size:
             raise ValueError("Calibration rows must be of known classes; "

@@ -385,6 +385,6 @@ def test_add_calibration_names_a_wrong_width_and_keeps_the_scores():
     head = CRPGaussianClassifier(novelty_alpha=None).fit(X[::2], y[::2])
     conformal = ConformalNoveltyClassifier(head).fit(X[1::2], y[1::2])
     before = conformal.novelty_pvalues(X[:10])
-    with pytest.raises(ValueError, match="add_calibration: X has 5 features"):
+    with pytest.raises(ValueError, match="add_calibration: X has 5 columns"):
         conformal.add_calibration(X[:3, :5], y[:3])
     np.testing.assert_array_equal(conformal.novelty_pvalues(X[:10]), before)
