@@ -270,12 +270,6 @@ class ConformalNoveltyClassifier(NoveltyWrapper):
         """
         check_is_fitted(self)
         y = check_rows(X, y)
-        expected = getattr(self.estimator_, "n_features_in_", None)
-        if expected is not None and hasattr(X, "shape") and len(X.shape) == 2 \
-                and X.shape[1] != expected:
-            raise ValueError(
-                f"add_calibration: X has {X.shape[1]} columns, but "
-                f"{type(self).__name__} was fitted on rows of {expected} columns.")
         unknown = np.setdiff1d(np.unique(y), np.asarray(self.classes_))
         if unknown.size:
             raise ValueError("Calibration rows must be of known classes; "
@@ -385,15 +379,19 @@ def leave_group_out_pvalues(scores, is_calibration, groups):
 
 
 def _concat(X, X_new):
-    """Rows ``X_new`` after ``X``, in ``X``'s kind."""
+    """Rows ``X_new`` after ``X``, in ``X``'s kind; rows of another shape are
+    refused by name."""
+    have, given = np.shape(X)[1:], np.shape(X_new)[1:]
+    if given != have:
+        raise ValueError(
+            f"add_calibration: X has {given[0]} columns, but the calibration "
+            f"rows have {have[0]} columns." if len(have) == len(given) == 1 else
+            f"add_calibration: X has rows of shape {given}, but the calibration "
+            f"rows have shape {have}.")
     if not hasattr(X, "iloc"):
         return np.concatenate([np.asarray(X), np.asarray(X_new)])
     import pandas as pd
 
     if not hasattr(X_new, "iloc"):
-        X_new = np.asarray(X_new)
-        if X_new.ndim != 2 or X_new.shape[1] != X.shape[1]:
-            raise ValueError(f"add_calibration got rows of shape {X_new.shape}; "
-                             f"the calibration rows have {X.shape[1]} columns.")
-        X_new = pd.DataFrame(X_new, columns=X.columns)
+        X_new = pd.DataFrame(np.asarray(X_new), columns=X.columns)
     return pd.concat([X, X_new])

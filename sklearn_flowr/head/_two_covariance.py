@@ -340,9 +340,17 @@ def fit_class_mean_rows(whitener, X, y):
     :func:`~sklearn_flowr.head._cross_fit.clone_refit` takes as
     ``fit_rows`` for a head that reads only class sums."""
     rows, y_checked, Z = whitener._fit(X, y)
-    U = (_class_mean_rows(whitener._map_unit, Z, y_checked) if rows is None
-         else _class_mean_rows(whitener._span_transform, rows, y_checked))
-    # (set_output's container, as its transform gives the held rows)
+    return _fitted_rows(whitener, X, rows, y_checked, Z, class_means=True)
+
+
+def _fitted_rows(whitener, X, rows, y, Z, *, class_means):
+    """The fit rows ``X`` whitened by ``whitener`` just fitted on them (from
+    their coordinates in the span ``rows``, or their unit rows ``Z``; labels
+    ``y``), each as its class's mean if ``class_means``, in set_output's
+    container as ``fit_transform`` and ``transform`` give them."""
+    transform, V = ((whitener._map_unit, Z) if rows is None
+                    else (whitener._span_transform, rows))
+    U = _class_mean_rows(transform, V, y) if class_means else transform(V)
     return _wrap_data_with_container("transform", U, X, whitener)
 
 
@@ -364,14 +372,9 @@ def fit_transform_with_refit(whitener, X, y, *, class_means=False):
     """
     whitener._validate_params()  # as fit_transform does
     rows, y_checked, Z = whitener._fit(X, y, prefer_span=True)
-    if rows is None:
-        transform, V = whitener._map_unit, Z
-    else:
-        del Z  # (the rows' coordinates in the span stand for them)
-        transform, V = whitener._span_transform, rows
-    U = _class_mean_rows(transform, V, y_checked) if class_means else transform(V)
-    # (set_output's container, as fit_transform would give it)
-    U = _wrap_data_with_container("transform", U, X, whitener)
+    if rows is not None:
+        Z = None  # (freed: the rows' coordinates in the span stand for them)
+    U = _fitted_rows(whitener, X, rows, y_checked, Z, class_means=class_means)
     if rows is None:
         return U, None
     # The span's coordinates are of every row about prior_mean_: refits'
