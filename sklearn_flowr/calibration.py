@@ -83,6 +83,15 @@ def prior_weights(first, prior, weight):
     return weight * np.where(first, prior / share, (1 - prior) / (1 - share))
 
 
+def prior_shift(first, prior, weight):
+    """Log-odds that Bayes' rule adds to a map fitted at ``first``'s weighted
+    share to give the share ``prior`` (None: 0)."""
+    if prior is None:
+        return 0.0
+    share = weight[first].sum() / weight.sum()
+    return float(np.log(prior / (1 - prior)) - np.log(share / (1 - share)))
+
+
 def split_known_queries(y, rows, share, rng, *, single="error"):
     """``rows`` split per class into fit rows and ``share`` (1 to half) to query;
     a class of one row is only fitted (``single="fit"``) or refused."""
@@ -152,8 +161,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         classes of the next fold (the others keep every row).
     novel_prior : float in (0, 1) or None, default=None
         Share of rows of classes not yet known expected among the rows the
-        model will predict: the calibration rows are weighted to that share,
-        as ``priors`` does in :class:`~sklearn.naive_bayes.GaussianNB`. None
+        model will predict, as ``priors`` in
+        :class:`~sklearn.naive_bayes.GaussianNB`: the sigmoid map is moved by
+        Bayes' rule from the stream's share to it (its slope unchanged), the
+        isotonic map's rows are weighted to it. None
         keeps the calibration stream's own share, which its folds set, not the
         deployment. Give it when the share is known (a protocol's design); the
         mean P(novel) can still land below it where the fold models score
@@ -273,11 +284,14 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
                 "knows and first sightings of classes it does not; got "
                 f"{int(first.sum())} first sightings among {first.shape[0]} "
                 "rows.")
-        weight = prior_weights(first, self.novel_prior, weight)
         if self.method == "sigmoid":
+            # Platt's smoothing is sized by the rows it has, so the map is
+            # fitted at the stream's share and moved to the prior after.
             slope, intercept = platt_fit(scores, first, weight=weight)
+            intercept += prior_shift(first, self.novel_prior, weight)
             calibrator = None
-        else:
+        weight = prior_weights(first, self.novel_prior, weight)
+        if self.method == "isotonic":
             slope = intercept = float("nan")
             calibrator = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip")
             calibrator.fit(scores, first, sample_weight=weight)

@@ -163,3 +163,26 @@ def test_uninformative_scores_calibrate_to_the_stated_share(scale):
     assert wrapper.slope_ > 0
     p_novel = wrapper.predict_novelty_proba(rng.normal(size=(300, 3)))
     assert abs(p_novel.mean() - 0.3) < 0.05
+
+
+@pytest.mark.parametrize("prior", [0.99, 1e-4])
+def test_an_extreme_novel_prior_moves_the_sigmoid_map_by_bayes_rule(batch, prior):
+    """Check that the stated share moves the sigmoid map's odds by the ratio of
+    the prior's odds to the stream's, and leaves its slope as it was (a map
+    fitted on rows reweighted to 0.99 lost most of its slope to Platt's
+    smoothing)."""
+    X, y, X_new, _ = batch
+    own = NoveltyCalibratedClassifier(random_state=0).fit(X, y)
+    stated = NoveltyCalibratedClassifier(novel_prior=prior, random_state=0).fit(X, y)
+    assert stated.slope_ == pytest.approx(own.slope_, rel=1e-9)
+    rows = own.calibration_rows_
+    share = rows.weight[rows.is_first_sighting].sum() / rows.weight.sum()
+    p_own = own.predict_novelty_proba(X_new)
+    p_stated = stated.predict_novelty_proba(X_new)
+    ratio = (p_stated / (1 - p_stated)) / (p_own / (1 - p_own))
+    np.testing.assert_allclose(ratio, (prior / (1 - prior)) / (share / (1 - share)),
+                               rtol=1e-6)
+    # The reported weights are the prior's.
+    weight = stated.calibration_rows_.weight
+    assert (weight[stated.calibration_rows_.is_first_sighting].sum() / weight.sum()
+            == pytest.approx(prior))
