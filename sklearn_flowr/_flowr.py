@@ -259,7 +259,9 @@ default="train"
         if names is not None:  # the column names of a feature DataFrame
             state["feature_names_in_"] = names
         state.update(fitted, _fitted_head=copy.deepcopy(fitted["head_"]),
-                     _fitted_params=validation.snapshot_params(self, deep=True))
+                     _fitted_params=validation.snapshot_params(self, deep=True),
+                     # fit warned of them: its other methods do not again
+                     _unscaled_pixels=validation.looks_unscaled(checked[0]))
         self.__dict__ = state  # one update: an interrupt leaves the old fit or the new
         return embeddings
 
@@ -411,7 +413,8 @@ default="train"
             runtime=pipeline.RUNTIME_PARAMS, deep=True)
         _check_feature_names(self, X, reset=False)  # those of fit's DataFrame
         return validation.as_model_input(
-            X, allow_features=self._takes_features(), expected_shape=self.input_shape_)
+            X, allow_features=self._takes_features(), expected_shape=self.input_shape_,
+            warn_unscaled=not getattr(self, "_unscaled_pixels", False))
 
     def _embed(self, X, encoder):
         pipeline.place_fitted_modules(self)

@@ -286,7 +286,7 @@ _UNSCALED_FLOAT_MAX = 2.0
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
-def as_model_input(X, *, allow_features, expected_shape=None):
+def as_model_input(X, *, allow_features, expected_shape=None, warn_unscaled=True):
     """Validate ``X`` and return float32 ``(n, C, H, W)`` or ``(n, n_features)``.
 
     Images come as (n, H, W), (n, H, W, C) or (n, C, H, W). The dtype sets the
@@ -303,6 +303,9 @@ def as_model_input(X, *, allow_features, expected_shape=None):
         Whether 2-d input (feature vectors) suits the backbone.
     expected_shape : tuple or None
         Per-sample shape seen in ``fit``; ``None`` in ``fit`` itself.
+    warn_unscaled : bool, default=True
+        Whether float images that look like unscaled pixels warn (False for
+        a model fitted on such images: it warned in ``fit``).
 
     Returns
     -------
@@ -359,7 +362,7 @@ def as_model_input(X, *, allow_features, expected_shape=None):
         raise ValueError(
             f"X must be 2-d features or 3-d/4-d images; got shape {X.shape}."
         )
-    out = scale_by_dtype(out, is_image=X.ndim > 2)
+    out = scale_by_dtype(out, is_image=X.ndim > 2, warn_unscaled=warn_unscaled)
     if expected_shape is None:
         return np.ascontiguousarray(out)
     if out.ndim == 2 and len(expected_shape) == 1 and out.shape[1:] != expected_shape:
@@ -397,7 +400,15 @@ def _is_tensor(X):
     return torch is not None and torch.is_tensor(X)
 
 
-def scale_by_dtype(X, *, is_image):
+def looks_unscaled(X):
+    """Whether float images ``X`` (n, C, H, W) look like unscaled pixel values:
+    none below 0, some above ``_UNSCALED_FLOAT_MAX``, none above 255."""
+    if X.ndim < 3 or X.dtype.kind != "f" or not X.size:
+        return False
+    return bool(X.min() >= 0.0 and _UNSCALED_FLOAT_MAX < X.max() <= 255.0)
+
+
+def scale_by_dtype(X, *, is_image, warn_unscaled=True):
     """``X`` as float32 under :func:`as_model_input`'s dtype contract."""
     pixel_max = _PIXEL_MAX.get(X.dtype)
     if pixel_max is not None:
@@ -409,18 +420,16 @@ def scale_by_dtype(X, *, is_image):
             "float images in the range the model should see. For 8-bit pixel "
             "values use X.astype(np.uint8); for 16-bit ones X.astype(np.uint16)."
         )
-    if is_image and X.dtype.kind == "f":
-        low, high = float(X.min()), float(X.max())
-        if low >= 0.0 and _UNSCALED_FLOAT_MAX < high <= 255.0:
-            warnings.warn(
-                f"X holds {X.dtype} images with values in [{low:g}, {high:g}], "
-                "which look like pixel values that were not scaled: float images "
-                "are used as given. If the model should see [0, 1], divide by "
-                "the pixels' full scale (255 for 8-bit pixels, or pass them as "
-                "uint8; 16 for load_digits).",
-                UserWarning,
-                stacklevel=3,
-            )
+    if warn_unscaled and is_image and looks_unscaled(X):
+        warnings.warn(
+            f"X holds {X.dtype} images with values in [{float(X.min()):g}, "
+            f"{float(X.max()):g}], which look like pixel values that were not "
+            "scaled: float images are used as given. If the model should see "
+            "[0, 1], divide by the pixels' full scale (255 for 8-bit pixels, or "
+            "pass them as uint8; 16 for load_digits).",
+            UserWarning,
+            stacklevel=3,
+        )
     if X.dtype.itemsize > 4 and X.size:
         largest = float(np.abs(X).max())
         if largest > _FLOAT32_MAX:

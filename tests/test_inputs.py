@@ -4,9 +4,10 @@ import warnings
 
 import numpy as np
 import pytest
+from sklearn.datasets import load_digits
 
 from sklearn_flowr import FLOWRClassifier
-from sklearn_flowr.training import SupE
+from sklearn_flowr.training import MetaTraining, SupE
 from sklearn_flowr.validation import as_model_input
 
 
@@ -91,3 +92,29 @@ def test_flowr_predicts_the_same_for_8_and_16_bit_images(image_model, pixels):
         rtol=1e-6, atol=1e-7)
     with pytest.raises(ValueError, match="int64 images"):
         image_model.predict_proba(pixels.astype(np.int64))
+
+
+
+def test_a_model_fitted_on_unscaled_images_warns_in_fit_only():
+    """Check that unscaled float images warn once, in ``fit``, and not again on
+    each later call with the same kind of images; a model fitted on scaled
+    images still warns when it is handed unscaled ones."""
+    X, y = load_digits(return_X_y=True)
+    X, y = X.reshape(-1, 8, 8)[:300], y[:300]  # pixels 0..16, as floats
+    params = dict(pretrain=SupE(epochs=1), embedding_dim=4, verbose=0, random_state=0,
+                  meta=MetaTraining(epochs=1, episodes_per_epoch=2, n_way=3,
+                                    n_unknown=1))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        unscaled = FLOWRClassifier(**params).fit(X[y < 5], y[y < 5])
+        scaled = FLOWRClassifier(**params).fit(X[y < 5] / 16, y[y < 5])
+    texts = [str(w.message) for w in record if "not scaled" in str(w.message)]
+    assert len(texts) == 1 and "[0, 16]" in texts[0], texts
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        unscaled.predict(X)
+        unscaled.predict_proba(X * 0.5)
+        unscaled.partial_fit(X[y == 6][:2], y[y == 6][:2])
+    assert not [w for w in record if "not scaled" in str(w.message)]
+    with pytest.warns(UserWarning, match="not scaled"):
+        scaled.predict(X)
