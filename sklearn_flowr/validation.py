@@ -401,11 +401,10 @@ def _is_tensor(X):
 
 
 def looks_unscaled(X):
-    """Whether float images ``X`` (n, C, H, W) look like unscaled pixel values:
-    none below 0, some above ``_UNSCALED_FLOAT_MAX``, none above 255."""
-    if X.ndim < 3 or X.dtype.kind != "f" or not X.size:
-        return False
-    return bool(X.min() >= 0.0 and _UNSCALED_FLOAT_MAX < X.max() <= 255.0)
+    """Whether ``X`` holds float images (n, C, H, W) that look like unscaled
+    pixels: none below 0, some above ``_UNSCALED_FLOAT_MAX``, none above 255."""
+    return bool(X.ndim > 2 and X.dtype.kind == "f" and X.size and X.min() >= 0.0
+                and _UNSCALED_FLOAT_MAX < X.max() <= 255.0)
 
 
 def scale_by_dtype(X, *, is_image, warn_unscaled=True):
