@@ -9,14 +9,13 @@ import numpy as np
 from scipy.special import logit
 from sklearn.base import BaseEstimator, ClassifierMixin, MetaEstimatorMixin
 from sklearn.utils import Bunch, _safe_indexing, column_or_1d
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _num_samples, check_is_fitted
 
 from ._core import fill_doc as _fill_doc
 from ._core._novelty_odds import novel_log_odds
 from .base import DefaultParts
 from .head import CRPGaussianClassifier
-from .validation import check_missing_labels, check_one_kind, label_result_dtype
+from .validation import check_missing_labels, check_targets, label_result_dtype
 
 # Log-odds are clipped here: a row before any class exists has P(novel) = 1
 # (infinite odds), and fits and ranks need finite values. Mapped log-odds keep
@@ -50,9 +49,7 @@ def check_rows(X, y):
     if y.shape[0] == 0:
         raise ValueError("Found array with 0 sample(s) while a minimum of 1 is "
                          "required.")
-    check_one_kind(y)  # (before scikit-learn's checks, which fail on mixed kinds)
-    check_classification_targets(y)
-    return y
+    return check_targets(y)  # (one kind first: scikit-learn fails on mixed kinds)
 
 
 def has_log_proba(estimator):

@@ -1,11 +1,15 @@
 """Tests of the label bookkeeping (``sklearn_flowr.base``, ``.validation``)."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
 
+from sklearn_flowr import CRPGaussianClassifier
 from sklearn_flowr.base import LabelRegistry
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.validation import (
     check_new_labels,
     label_result_dtype,
@@ -177,3 +181,34 @@ def test_missing_labels_are_refused_by_name(kind):
     assert pickle.dumps(head) == before
     with pytest.raises(ValueError, match=message):
         check_labels(y, 12)
+
+
+def _one_row_classes(rng, n_classes=25):
+    """25 classes of one row and one of two (a whitener needs one): more
+    classes than half the rows, as one-shot data has."""
+    y = np.r_[np.arange(n_classes), 0]
+    return rng.normal(size=(y.shape[0], 5)), y
+
+
+@pytest.mark.parametrize("fit", [
+    lambda X, y: TwoCovarianceWhitener().fit(X, y),
+    lambda X, y: CRPGaussianClassifier(novelty_alpha=None).fit(X, y.astype(float)),
+    lambda X, y: CRPGaussianClassifier(covariance="isotropic").fit(X, y.astype(str)),
+    lambda X, y: NoveltyCalibratedClassifier(random_state=0).fit(
+        np.repeat(X, 3, axis=0) + np.random.default_rng(1).normal(size=(78, 5)),
+        np.repeat(y, 3)).open_world_step(X, y + 100),
+], ids=["whitener", "head-float-labels", "head-str-labels", "wrapper-stream"])
+def test_one_shot_labels_do_not_warn_of_a_regression_target(fit):
+    """Check that labels with more classes than half the rows (one-shot data)
+    pass without scikit-learn's "could represent a regression problem"
+    warning, which is about continuous targets, not few-shot classes."""
+    X, y = _one_row_classes(np.random.default_rng(0))
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="The number of unique classes")
+        fit(X, y)
+
+
+def test_continuous_labels_are_still_refused():
+    X, y = _one_row_classes(np.random.default_rng(0))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        TwoCovarianceWhitener().fit(X, y + 0.5 * np.arange(y.shape[0]) / y.shape[0])

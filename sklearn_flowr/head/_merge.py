@@ -7,7 +7,6 @@ import sys
 import numpy as np
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_array, column_or_1d
 
 from .._core import (
@@ -22,6 +21,7 @@ from ..validation import (
     check_magnitude,
     check_new_labels,
     check_params_unchanged,
+    check_targets,
     params_equal,
     resolve_novel_label,
 )
@@ -262,8 +262,8 @@ def _block_moments(x_block, y_block, *, fourth):
     X = check_array(x_block, dtype=np.float64, ensure_min_samples=0)
     check_magnitude(X)
     y = np.asarray(y_block)
-    if y.shape[0] and y.dtype.kind not in "biuU":
-        check_classification_targets(y)
+    if y.shape[0]:
+        check_targets(y)
     labels, y_index = np.unique(y, return_inverse=True)
     return {"labels": labels,
             **moments_of_rows(X, y_index.reshape(-1), labels.shape[0],

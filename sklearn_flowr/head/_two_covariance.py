@@ -13,12 +13,11 @@ from sklearn.base import (
 )
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils._set_output import _wrap_data_with_container
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._core import fill_doc
 from ..base import all_or_nothing
-from ..validation import check_missing_labels
+from ..validation import check_missing_labels, check_targets
 from ._blas import scipy_blas_on_one_thread
 from ._plda import (
     apply_map,
@@ -225,7 +224,7 @@ class TwoCovarianceWhitener(ClassNamePrefixFeaturesOutMixin, TransformerMixin,
     def _estimate(self, X, y, prefer_span):
         check_missing_labels(y)
         X, y = validate_data(self, X, y, dtype=_FLOATS, reset=True)
-        check_classification_targets(y)
+        check_targets(y)
         dtype, X = X.dtype.name, X.astype(np.float64, copy=False)
         if X.shape[1] < 2:
             raise ValueError(
