@@ -13,11 +13,10 @@ from sklearn.utils.validation import column_or_1d, validate_data
 __all__ = [
     "MAX_ABS_INPUT", "as_model_input", "check_labels", "check_magnitude",
     "caller_stacklevel", "check_missing_labels", "check_new_labels",
-    "check_params_unchanged", "check_targets",
-    "fill_new_params", "label_result_dtype", "next_provisional_label",
-    "novel_rows", "params_equal", "provisional_label", "resolve_novel_label",
-    "same_label", "scale_by_dtype", "snapshot_params", "validate_rows",
-]
+    "check_params_unchanged", "check_targets", "fill_new_params", "label_result_dtype",
+    "looks_unscaled", "next_provisional_label", "novel_rows", "params_equal",
+    "provisional_label", "resolve_novel_label", "same_label", "scale_by_dtype",
+    "snapshot_params", "validate_rows"]
 
 # Largest |x| the estimators score: squared distances stay finite in float64.
 MAX_ABS_INPUT = 1e100
@@ -425,10 +424,7 @@ def scale_by_dtype(X, *, is_image, warn_unscaled=True):
             f"{float(X.max()):g}], which look like pixel values that were not "
             "scaled: float images are used as given. If the model should see "
             "[0, 1], divide by the pixels' full scale (255 for 8-bit pixels, or "
-            "pass them as uint8; 16 for load_digits).",
-            UserWarning,
-            stacklevel=3,
-        )
+            "pass them as uint8; 16 for load_digits).", UserWarning, stacklevel=3)
     if X.dtype.itemsize > 4 and X.size:
         largest = float(np.abs(X).max())
         if largest > _FLOAT32_MAX:
@@ -496,10 +492,8 @@ def check_targets(y):
         assert_all_finite(y, input_name="y")
     if y.dtype.kind not in "biuU":  # type_of_target costs ~1 ms
         check_one_kind(y)
-        with warnings.catch_warnings():
-            # Many classes of few rows each is few-shot data, not a sign of
-            # a regression target (scikit-learn warns above half the rows).
-            warnings.filterwarnings("ignore", category=UserWarning,
-                                    message="The number of unique classes is greater")
+        with warnings.catch_warnings():  # more classes than half the rows:
+            # few-shot data, not a regression target as scikit-learn warns
+            warnings.filterwarnings("ignore", "The number of unique classes")
             check_classification_targets(y)
     return y
