@@ -191,7 +191,8 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
     calibration_rows_ : Bunch
         ``score``, ``is_first_sighting`` (with ``stream=False``: of a new
         class) and ``weight`` of the rows the map was fitted on (known
-        queries stand for every training class's; ``novel_prior`` applied).
+        queries stand for every training class's; ``novel_prior`` applied:
+        the sigmoid map is fitted before it and moved by it).
     %(attributes)s
 
     See Also
