@@ -258,10 +258,12 @@ default="train"
         names = _get_feature_names(X) if len(fitted["input_shape_"]) == 1 else None
         if names is not None:  # the column names of a feature DataFrame
             state["feature_names_in_"] = names
+        # Unscaled images warned in fit: of that scale, not again after it.
+        unscaled_max = (float(checked[0].max())
+                        if validation.looks_unscaled(checked[0]) else None)
         state.update(fitted, _fitted_head=copy.deepcopy(fitted["head_"]),
                      _fitted_params=validation.snapshot_params(self, deep=True),
-                     # fit warned of them: its other methods do not again
-                     _unscaled_pixels=validation.looks_unscaled(checked[0]))
+                     _unscaled_max=unscaled_max)
         self.__dict__ = state  # one update: an interrupt leaves the old fit or the new
         return embeddings
 
@@ -414,7 +416,7 @@ default="train"
         _check_feature_names(self, X, reset=False)  # those of fit's DataFrame
         return validation.as_model_input(
             X, allow_features=self._takes_features(), expected_shape=self.input_shape_,
-            warn_unscaled=not getattr(self, "_unscaled_pixels", False))
+            fitted_max=getattr(self, "_unscaled_max", None))
 
     def _embed(self, X, encoder):
         pipeline.place_fitted_modules(self)

@@ -190,9 +190,10 @@ class NoveltyCalibratedClassifier(NoveltyWrapper):
         (``method="sigmoid"``; NaN otherwise).
     calibration_rows_ : Bunch
         ``score``, ``is_first_sighting`` (with ``stream=False``: of a new
-        class) and ``weight`` of the rows the map was fitted on (known
-        queries stand for every training class's; ``novel_prior`` applied:
-        the sigmoid map is fitted before it and moved by it).
+        class) and ``weight`` of the calibration rows: known queries stand
+        for every training class's, and ``novel_prior`` is applied. The
+        isotonic map is fitted with these weights; the sigmoid map with the
+        weights before ``novel_prior``, then moved to it.
     %(attributes)s
 
     See Also

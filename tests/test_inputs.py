@@ -118,3 +118,5 @@ def test_a_model_fitted_on_unscaled_images_warns_in_fit_only():
     assert not [w for w in record if "not scaled" in str(w.message)]
     with pytest.warns(UserWarning, match="not scaled"):
         scaled.predict(X)
+    with pytest.warns(UserWarning, match=r"\[0, 255\]"):  # another scale
+        unscaled.predict(X * 255 / 16)

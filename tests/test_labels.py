@@ -183,21 +183,29 @@ def test_missing_labels_are_refused_by_name(kind):
         check_labels(y, 12)
 
 
-def _one_row_classes(rng, n_classes=25):
-    """25 classes of one row and one of two (a whitener needs one): more
+def _one_row_classes(rng, n_classes=60):
+    """60 classes of one row and one of two (a whitener needs one): more
     classes than half the rows, as one-shot data has."""
     y = np.r_[np.arange(n_classes), 0]
     return rng.normal(size=(y.shape[0], 5)), y
 
 
+def _dask_chunks(X, y):
+    """``X`` and ``y`` as dask arrays of chunks of 30 rows (``fit`` then reads
+    them chunk by chunk, on dask's threads)."""
+    da = pytest.importorskip("dask.array")
+    return da.from_array(X, chunks=(30, X.shape[1])), da.from_array(y, chunks=30)
+
+
 @pytest.mark.parametrize("fit", [
     lambda X, y: TwoCovarianceWhitener().fit(X, y),
     lambda X, y: CRPGaussianClassifier(novelty_alpha=None).fit(X, y.astype(float)),
-    lambda X, y: CRPGaussianClassifier(covariance="isotropic").fit(X, y.astype(str)),
+    lambda X, y: CRPGaussianClassifier(covariance="isotropic").fit(
+        *_dask_chunks(X, y.astype(float))),
     lambda X, y: NoveltyCalibratedClassifier(random_state=0).fit(
-        np.repeat(X, 3, axis=0) + np.random.default_rng(1).normal(size=(78, 5)),
+        np.repeat(X, 3, axis=0) + np.random.default_rng(1).normal(size=(3 * len(X), 5)),
         np.repeat(y, 3)).open_world_step(X, y + 100),
-], ids=["whitener", "head-float-labels", "head-str-labels", "wrapper-stream"])
+], ids=["whitener", "head-float-labels", "head-dask-chunks", "wrapper-stream"])
 def test_one_shot_labels_do_not_warn_of_a_regression_target(fit):
     """Check that labels with more classes than half the rows (one-shot data)
     pass without scikit-learn's "could represent a regression problem"
