@@ -32,8 +32,7 @@ import copy
 import time
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import expit, logit, logsumexp
+from scipy.special import logsumexp
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import brier_score_loss, roc_auc_score
@@ -47,7 +46,7 @@ from sklearn_flowr.baselines import (
     RanPACClassifier,
     SimpleShotClassifier,
 )
-from sklearn_flowr.calibration import NoveltyCalibratedClassifier
+from sklearn_flowr.calibration import NoveltyCalibratedClassifier, match_novel_share
 from sklearn_flowr.head import TwoCovarianceWhitener
 from sklearn_flowr.metrics import expected_calibration_error, h_measure
 
@@ -174,22 +173,14 @@ def oracle_platt_ece(novel, score):
     return expected_calibration_error(novel, fit.predict_proba(score[:, None])[:, 1])
 
 
-def mean_matched(p_novel, share):
-    """``p_novel`` moved by the one log-odds offset that makes its mean over
-    these rows ``share``: the calibration's offset set from the unlabelled
-    queries and the known share of new rows, its shape (slope, steps) kept."""
-    log_odds = logit(np.clip(p_novel, 1e-12, 1 - 1e-12))
-    offset = brentq(lambda c: expit(log_odds + c).mean() - share, -60.0, 60.0)
-    return expit(log_odds + offset)
-
-
 def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares, score):
     """ECE of P(novel), raw and after :func:`calibrated`: on the queries
     against "novel class" (calibrated at once, ``stream=False``; with its
     floor), and streamed against "first sighting" (``stream=True``); each told
     the protocol's share (``novel_prior``); :func:`oracle_platt_ece` of the
     novelty ``score``; and the ECE of the calibrated P(novel)
-    :func:`mean_matched` on the queries. Also the calibrated P(novel)."""
+    :func:`~sklearn_flowr.calibration.match_novel_share` on the queries.
+    Also the calibrated P(novel)."""
     at_once, streamed = (calibrated(name, y_fit, share, stream=stream).fit(X_fit, y_fit)
                          for stream, share in zip((False, True), shares, strict=True))
     order = np.random.default_rng(0).permutation(y_query.shape[0])
@@ -198,7 +189,7 @@ def novelty_ece(name, model, X_fit, y_fit, X_query, y_query, novel, shares, scor
     p_novel = at_once.predict_novelty_proba(X_query)
     figures = [*ece_and_floor(novel, p_novel), ece(stream.is_novel, stream.p_novel),
                oracle_platt_ece(novel, score),
-               ece(novel, mean_matched(p_novel, shares[0]))]
+               ece(novel, match_novel_share(p_novel, shares[0]))]
     if name not in PROBABILISTIC:  # a score, no probability before the map
         return [np.nan, *figures[:2], np.nan, *figures[2:]], p_novel
     raw_stream = copy.deepcopy(model).open_world_step(X_query[order], y_query[order])
@@ -328,7 +319,7 @@ def main(argv=None):
                     pooled.setdefault((dim, name), []).append((novel, runs))
                     share = design_shares(y, groups, args)[0]
                     matched.setdefault((dim, name), []).append(
-                        [mean_matched(p, share) for p in runs])
+                        [match_novel_share(p, share) for p in runs])
                 rows.setdefault((dim, name), []).append(
                     [accuracy, roc_auc_score(novel, score),
                      h_measure(novel.astype(int), score), times[name],

@@ -13,9 +13,14 @@ from sklearn.base import clone
 from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import Bunch, _safe_indexing, check_random_state
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils._param_validation import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    validate_params,
+)
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ._core._novelty_odds import novel_log_odds, with_novel_log_odds
 from ._novelty_wrapper import (
@@ -34,7 +39,7 @@ from .head import OpenWorldProba
 from .model_selection import class_disjoint_folds
 from .validation import resolve_novel_label
 
-__all__ = ["NoveltyCalibratedClassifier"]
+__all__ = ["NoveltyCalibratedClassifier", "match_novel_share"]
 
 # The least a Platt map spans, in nats, over its rows' scores: it must stay
 # increasing to keep the order of P(novel), whatever the scores' units.
@@ -430,3 +435,61 @@ def novelty_log_odds(rows):
     if "novelty_score" in rows:
         return clip_log_odds(np.asarray(rows["novelty_score"], float), SCORE_CLIP)
     return clipped_logit(rows["p_novel"])
+
+
+@validate_params({"p_novel": ["array-like"],
+                  "share": [Interval(Real, 0, 1, closed="neither")]},
+                 prefer_skip_nested_validation=True)
+def match_novel_share(p_novel, share):
+    """P(novel) of one batch moved by one log-odds offset so that its mean is
+    ``share``.
+
+    Where the share of rows of new classes in a batch is known (a protocol's
+    design, a count), the rows themselves, unlabelled, fix the offset that
+    a map learned on the fitting rows gets wrong when its fold models score
+    rows more novel than the deployed model does. The order of the rows, and
+    so AUROC and H, is kept; a wrong slope is not mended. Each row's result
+    depends on the whole batch: call it once per batch, not per row.
+
+    Parameters
+    ----------
+    p_novel : array-like of shape (n_samples,)
+        P(novel) of every row of the batch, in [0, 1], as
+        :meth:`NoveltyCalibratedClassifier.predict_novelty_proba` gives it
+        (its log-odds are clipped at 1e-12 from 0 and 1).
+    share : float in (0, 1)
+        The share of the batch's rows of classes not yet known.
+
+    Returns
+    -------
+    p_matched : ndarray of shape (n_samples,)
+        ``logit(p_matched) = logit(p_novel) + c``, the one ``c`` that makes
+        the mean of ``p_matched`` equal ``share``.
+
+    Examples
+    --------
+    >>> from sklearn_flowr.calibration import match_novel_share
+    >>> p = match_novel_share([0.1, 0.2, 0.9, 0.05], 0.5)
+    >>> round(float(p.mean()), 6), bool((p[[2, 1, 0]] > p[[1, 0, 3]]).all())
+    (0.5, True)
+    """
+    p_novel = check_array(p_novel, ensure_2d=False, dtype=np.float64,
+                          input_name="p_novel")
+    if p_novel.ndim != 1:
+        raise ValueError(f"p_novel must be 1-D (one P(novel) a row); got shape "
+                         f"{p_novel.shape}.")
+    if p_novel.min() < 0.0 or p_novel.max() > 1.0:
+        raise ValueError(f"p_novel must lie in [0, 1]; got values from "
+                         f"{p_novel.min():g} to {p_novel.max():g}.")
+    log_odds = logit(np.clip(p_novel, _P_CLIP, 1.0 - _P_CLIP))
+    target = float(logit(share))
+    # The mean grows with c from 0 to 1: below share at the low bound, above
+    # it at the high one.
+    low, high = target - log_odds.max() - 1.0, target - log_odds.min() + 1.0
+    offset = brentq(lambda c: expit(log_odds + c).mean() - share, low, high,
+                    xtol=1e-12)
+    return expit(log_odds + offset)
+
+
+# How close to 0 and 1 match_novel_share takes P(novel) before its logit.
+_P_CLIP = 1e-12

@@ -126,19 +126,6 @@ def test_ece_columns_print_for_heads_and_anchors(script, tmp_path, capsys, rng):
         assert f"| native | {name} | 0." in pooled
 
 
-def test_mean_matched_moves_the_mean_to_the_share_and_keeps_the_order(script, rng):
-    """Check that the mean-matched P(novel) has the share as its mean over the
-    rows, keeps their order, and moves every row the same way (one offset)."""
-    p_novel = rng.uniform(0.01, 0.6, size=300)
-    for share in (0.1, 0.4, 0.9):
-        moved = script.mean_matched(p_novel, share)
-        assert moved.mean() == pytest.approx(share, abs=1e-9)
-        assert np.array_equal(np.argsort(moved), np.argsort(p_novel))
-        offsets = script.logit(moved) - script.logit(p_novel)
-        assert np.ptp(offsets) < 1e-8
-        assert (offsets[0] > 0) == (share > p_novel.mean())
-
-
 def test_paired_table_compares_the_default_head(script, tmp_path, capsys, rng):
     """Check that the paired differences are the default head's over each
     other method when the run has no ``whitened`` column."""
