@@ -437,8 +437,12 @@ def novelty_log_odds(rows):
     return clipped_logit(rows["p_novel"])
 
 
+# The least share match_novel_share takes: below it expit underflows to 0.
+_TINY = float(np.finfo(np.float64).tiny)
+
+
 @validate_params({"p_novel": ["array-like"],
-                  "share": [Interval(Real, 0, 1, closed="neither")]},
+                  "share": [Interval(Real, _TINY, 1, closed="neither")]},
                  prefer_skip_nested_validation=True)
 def match_novel_share(p_novel, share):
     """P(novel) of one batch moved by one log-odds offset so that its mean is
@@ -448,23 +452,25 @@ def match_novel_share(p_novel, share):
     design, a count), the rows themselves, unlabelled, fix the offset that
     a map learned on the fitting rows gets wrong when its fold models score
     rows more novel than the deployed model does. The order of the rows, and
-    so AUROC and H, is kept; a wrong slope is not mended. Each row's result
-    depends on the whole batch: call it once per batch, not per row.
+    so AUROC and H, is kept (up to float rounding); a wrong slope is not
+    mended. Each row's result depends on the whole batch: call it once per
+    batch, not per row.
 
     Parameters
     ----------
     p_novel : array-like of shape (n_samples,)
         P(novel) of every row of the batch, in [0, 1], as
-        :meth:`NoveltyCalibratedClassifier.predict_novelty_proba` gives it
-        (its log-odds are clipped at 1e-12 from 0 and 1).
+        :meth:`NoveltyCalibratedClassifier.predict_novelty_proba` gives it.
+        Its log-odds are taken within +-30 nats (``p`` from about 1e-13 to
+        1 - 1e-13), the bound that method clips them to.
     share : float in (0, 1)
         The share of the batch's rows of classes not yet known.
 
     Returns
     -------
     p_matched : ndarray of shape (n_samples,)
-        ``logit(p_matched) = logit(p_novel) + c``, the one ``c`` that makes
-        the mean of ``p_matched`` equal ``share``.
+        ``logit(p_matched) = clip(logit(p_novel), -30, 30) + c``, the one
+        ``c`` that makes the mean of ``p_matched`` equal ``share``.
 
     Examples
     --------
@@ -473,23 +479,21 @@ def match_novel_share(p_novel, share):
     >>> round(float(p.mean()), 6), bool((p[[2, 1, 0]] > p[[1, 0, 3]]).all())
     (0.5, True)
     """
-    p_novel = check_array(p_novel, ensure_2d=False, dtype=np.float64,
-                          input_name="p_novel")
-    if p_novel.ndim != 1:
-        raise ValueError(f"p_novel must be 1-D (one P(novel) a row); got shape "
-                         f"{p_novel.shape}.")
+    if np.ndim(p_novel) != 1:
+        raise ValueError(f"p_novel must be 1-D (one P(novel) a row); got "
+                         f"{np.ndim(p_novel)} dimension(s).")
+    if np.shape(p_novel)[0] == 0:
+        raise ValueError("p_novel is empty: give the P(novel) of every row of "
+                         "the batch.")
+    p_novel = check_array(p_novel, ensure_2d=False, dtype="numeric",
+                          input_name="p_novel").astype(np.float64, copy=False)
     if p_novel.min() < 0.0 or p_novel.max() > 1.0:
         raise ValueError(f"p_novel must lie in [0, 1]; got values from "
                          f"{p_novel.min():g} to {p_novel.max():g}.")
-    log_odds = logit(np.clip(p_novel, _P_CLIP, 1.0 - _P_CLIP))
+    log_odds = clipped_logit(p_novel)
     target = float(logit(share))
-    # The mean grows with c from 0 to 1: below share at the low bound, above
-    # it at the high one.
+    # The mean grows with c from 0 to 1: below share at low, above at high.
     low, high = target - log_odds.max() - 1.0, target - log_odds.min() + 1.0
     offset = brentq(lambda c: expit(log_odds + c).mean() - share, low, high,
                     xtol=1e-12)
     return expit(log_odds + offset)
-
-
-# How close to 0 and 1 match_novel_share takes P(novel) before its logit.
-_P_CLIP = 1e-12
