@@ -23,6 +23,7 @@ import numpy as np
 from sklearn.datasets import load_digits
 
 from sklearn_flowr import CRPGaussianClassifier, WhitenedCRPClassifier
+from sklearn_flowr.head import TwoCovarianceWhitener
 
 HEADS = {
     "CRPGaussianClassifier()": lambda alpha: CRPGaussianClassifier(
@@ -31,6 +32,9 @@ HEADS = {
         head__novelty_alpha=alpha),
     "covariance='isotropic'": lambda alpha: CRPGaussianClassifier(
         covariance="isotropic", novelty_alpha=alpha),
+    "prior_spectrum='spiked'": lambda alpha: WhitenedCRPClassifier(
+        TwoCovarianceWhitener(prior_spectrum="spiked")).set_params(
+            head__novelty_alpha=alpha),
 }
 
 
