@@ -1,6 +1,8 @@
 """Tests of a pretrained backbone's own features (``PretrainedEncoder``,
 ``embedding_dim=None``), frozen and fine-tuned, alone and in FLOWRClassifier."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -205,26 +207,24 @@ def test_save_and_load_a_model_on_own_features(digits, tmp_path):
                                model.predict_proba(X[:5]), rtol=1e-10)
 
 
-@pytest.mark.parametrize("covariance", ["whitened", "full"])
-def test_frozen_features_calibrate_predict_on_every_row(digits, covariance):
-    """Check that with no training stage the head's own fit calibrates
-    predict on every row (each scored by a head fitted without its fold), as
-    the head fitted alone on the same features does, instead of holding a
-    tenth of the rows out of an encoder that does not train; the isotropic
-    head, whose table comes from the meta-learned prior, still holds them."""
-    from sklearn_flowr import CRPGaussianClassifier
-
+def test_frozen_features_hold_enough_rows_to_calibrate_predict(digits):
+    """Check that with no training stage fit holds out enough rows for
+    novelty_alpha (150, up to half of each class): 5 classes x 20 rows give
+    50 held-out scores (10% would give 10, under the 19 that 0.05 needs, and
+    predict would take the argmax rule), while a trained encoder keeps 10%."""
     X, y = train_rows(digits, n_classes=5, per_class=20)
-    params = dict(backbone=small_network(), pretrain=None, meta=None,
-                  embedding_dim=None, calibration=None, verbose=0, random_state=0)
-    model = FLOWRClassifier(head=CRPGaussianClassifier(covariance=covariance),
-                            **params).fit(X, y)
-    assert model.head_.conformal_scores_.shape == (100,)
-    if covariance == "whitened":  # no parameter filled from training
-        alone = CRPGaussianClassifier().fit(model.transform(X), y)
-        np.testing.assert_allclose(model.head_.conformal_scores_,
-                                   alone.conformal_scores_, rtol=1e-9, atol=1e-9)
+    common = dict(backbone=small_network(), embedding_dim=None, calibration=None,
+                  verbose=0, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # no "too few scores"
+        frozen = FLOWRClassifier(pretrain=None, meta=None, **common).fit(X, y)
+    assert frozen.head_.conformal_scores_.shape == (50,)
+    # predict's -1 is the conformal rule's (p-value <= alpha), not the argmax's.
+    unseen = digits[0][np.isin(digits[1], [7, 8, 9])][:200]
+    p_values = frozen.head_.novelty_pvalues(frozen.transform(unseen))
+    np.testing.assert_array_equal(frozen.predict(unseen) == frozen.novel_label_,
+                                  p_values <= frozen.head_.novelty_alpha)
     with pytest.warns(UserWarning, match="the head has 10 calibration scores"):
-        isotropic = FLOWRClassifier(
-            head=CRPGaussianClassifier(covariance="isotropic"), **params).fit(X, y)
-    assert isotropic.head_.conformal_scores_.shape == (10,)
+        trained = FLOWRClassifier(pretrain=SupE(epochs=1, batch_size=16),
+                                  meta=None, **common).fit(X, y)
+    assert trained.head_.conformal_scores_.shape == (10,)

@@ -12,8 +12,8 @@ from .._core import condition_on
 from ..head import CRPGaussianClassifier, WhitenedCRPClassifier
 from ._modules import FLOWRMetaModule
 
-__all__ = ["build_heads", "check_head_template", "fits_on_rows", "head_params",
-           "known_class_table", "set_head_params"]
+__all__ = ["build_heads", "check_head_template", "head_params", "known_class_table",
+           "set_head_params"]
 
 
 def known_class_table(meta: FLOWRMetaModule, Z, y_index, n_classes: int, *,
@@ -84,7 +84,7 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
     names = {"isotropic": learned, "full": ("b",)}.get(covariance, ())
     fill = {name: learned[name] for name in names if _is_auto(own.get(name))}
     head = clone(template).set_params(**fill)
-    if fits_on_rows(template):
+    if covariance != "isotropic":
         fitted = head.fit(Z, labels[y_index])
     else:
         means, variances = known_class_table(meta, Z, y_index, labels.shape[0],
@@ -93,14 +93,6 @@ def build_heads(template, meta: FLOWRMetaModule, Z, y_index, labels, *,
         fitted = head.fit_class_embeddings(labels, means, variances)
     fitted.freeze_classes(not update_known)
     return copy.deepcopy(fitted).forget_classes(), fitted
-
-
-def fits_on_rows(template) -> bool:
-    """Whether :func:`build_heads` fits ``template`` on the embedded rows
-    (its ``fit``, which calibrates ``predict`` on them); else the isotropic
-    head takes the class table conditioned from the learned prior."""
-    return (isinstance(template, WhitenedCRPClassifier)
-            or template.get_params(deep=False).get("covariance") != "isotropic")
 
 
 def head_params(template) -> dict:

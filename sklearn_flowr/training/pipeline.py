@@ -35,7 +35,6 @@ from ._fine_tune import embed, fine_tune_last_layer
 from ._head_building import (
     build_heads,
     check_head_template,
-    fits_on_rows,
     head_params,
     set_head_params,
 )
@@ -100,6 +99,10 @@ PARAMETER_CONSTRAINTS: dict = {
 # scores calibrate predict's conformal decision (as MLPClassifier's
 # validation_fraction keeps rows out for early stopping).
 CONFORMAL_SHARE = 0.1
+# With no training stage, holding rows out costs only their scoring: at least
+# this many (at most half of each class's) are held, so that small fits reach
+# the scores novelty_alpha needs (19 at 0.05).
+FROZEN_SCORES = 150
 # Folds of those rows: each is scored by the head fitted without its fold.
 CONFORMAL_FOLDS = 5
 # FLOWRClassifier's parameters that shape the trained encoder.
@@ -377,22 +380,22 @@ def _held_out_scores(fit_head, Z, y_index, held) -> np.ndarray:
 
 def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
-    out of the encoder's training (the held ones class by class); None for a
-    head without ``novelty_alpha``, too few rows to train without them, or no
-    training stage under a head that ``fit`` fits on the rows (the head's own
-    ``fit`` then scores its rows, each by a head fitted without its fold)."""
+    out of the encoder's training (the held ones class by class; with no
+    training stage, that share or ``FROZEN_SCORES`` rows, up to half of each
+    class); None for a head without ``novelty_alpha`` or too few rows to
+    train without them."""
     template = estimator.head
     if (head_params(template).get("novelty_alpha") is None
             or not callable(getattr(template, "set_conformal_scores", None))):
         return None
-    if (estimator.pretrain is None and estimator.meta is None
-            and fits_on_rows(template)):
-        return None
     # The same rows whatever the seed: a checkpoint_dir resumes unseeded fits
     # and names a changed seed, not changed training rows.
     rng = np.random.default_rng(0)
+    share = CONFORMAL_SHARE
+    if estimator.pretrain is None and estimator.meta is None:
+        share = max(share, min(0.5, FROZEN_SCORES / y_index.shape[0]))
     fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
-                                         CONFORMAL_SHARE, rng, single="fit")
+                                         share, rng, single="fit")
     try:
         check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
                             n_classes, runner.seed)
