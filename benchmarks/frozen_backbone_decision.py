@@ -14,7 +14,8 @@ are scikit-learn's digits (8 x 8, uint8, as a folder of images would give
 them): ``--rows`` images of each of the digits 0-4 fit the model, their other
 images are the known queries, the digits 5-9 are unseen. Each draw redraws
 the fitted images. Printed per rows a class: ``predict``'s held-out scores,
-the false-novel rate (mean over draws and its standard error over draws),
+the false-novel rate (mean over draws and its standard error over the
+``--draws``, at least 2),
 the share of unseen rows caught; and the same for the argmax rule
 (``head__novelty_alpha=None``: the known classes and the novel class by
 posterior).
@@ -64,8 +65,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="20,40",
                         help="comma-separated images a known digit (default 20,40)")
-    parser.add_argument("--draws", type=int, default=3)
+    parser.add_argument("--draws", type=int, default=3,
+                        help="draws of the fitted images, at least 2 (default 3)")
     args = parser.parse_args(argv)
+    if args.draws < 2:
+        parser.error("--draws must be at least 2 (the standard error is over draws)")
     digits = load_digits()
     X = (digits.images * 255 / 16).astype(np.uint8)
     for rows in map(int, args.rows.split(",")):

@@ -54,8 +54,8 @@ default=CRPGaussianClassifier(covariance="full")
         from training). On a pretrained backbone's own features,
         ``WhitenedCRPClassifier()`` is the head to try. With its
         ``novelty_alpha``, 10% of each class's rows stay out of the encoder's
-        training to calibrate :meth:`predict` (with no training stage, at
-        least 150 rows, up to half of each class).
+        training to calibrate :meth:`predict` (with no training stage, the
+        share that makes about 150 rows, at most half of each class's).
     pretrain : SupE, SupFC or None, default=SupE()
         Pre-training stage (:class:`~sklearn_flowr.training.SupE`: the paper's).
     meta : MetaTraining or None, default=MetaTraining()

@@ -228,3 +228,16 @@ def test_frozen_features_hold_enough_rows_to_calibrate_predict(digits):
         trained = FLOWRClassifier(pretrain=SupE(epochs=1, batch_size=16),
                                   meta=None, **common).fit(X, y)
     assert trained.head_.conformal_scores_.shape == (10,)
+
+
+def test_frozen_fit_of_one_row_classes_names_the_problem(digits):
+    """Check that a fit whose every class has one row holds none out and
+    gets the head's own error (its noise needs a class of two rows), not a
+    shape error of an empty held-out set."""
+    X, y = train_rows(digits, n_classes=5, per_class=1)
+    model = FLOWRClassifier(backbone=small_network(), embedding_dim=None,
+                            pretrain=None, meta=None, calibration=None, verbose=0,
+                            random_state=0)
+    with pytest.raises(ValueError, match="needs a class with at least 2 samples"):
+        model.fit(X, y)
+    assert not hasattr(model, "head_")

@@ -99,9 +99,9 @@ PARAMETER_CONSTRAINTS: dict = {
 # scores calibrate predict's conformal decision (as MLPClassifier's
 # validation_fraction keeps rows out for early stopping).
 CONFORMAL_SHARE = 0.1
-# With no training stage, holding rows out costs only their scoring: at least
-# this many (at most half of each class's) are held, so that small fits reach
-# the scores novelty_alpha needs (19 at 0.05).
+# With no training stage, holding rows out costs only their scoring: the share
+# that makes about this many is held (each class's count rounded, at most half
+# of it), so that small fits reach the scores novelty_alpha needs (19 at 0.05).
 FROZEN_SCORES = 150
 # Folds of those rows: each is scored by the head fitted without its fold.
 CONFORMAL_FOLDS = 5
@@ -315,8 +315,8 @@ def plan_fit(estimator, X, y, y_index, n_classes: int):
 def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     """Train (or reuse) the encoder, fit the novelty map and build the heads
     with it: the fitted attributes, and the training rows' final embeddings.
-    With the head's ``novelty_alpha``, ``CONFORMAL_SHARE`` of each class's rows
-    stay out of the encoder's training and calibrate ``predict``'s decision."""
+    With the head's ``novelty_alpha``, the rows of :func:`conformal_split` stay
+    out of the encoder's training and calibrate ``predict``'s decision."""
     split = conformal_split(estimator, y_index, labels.shape[0], runner)
     rows = slice(None) if split is None else split[0]
     trained = fit_encoder(
@@ -381,9 +381,10 @@ def _held_out_scores(fit_head, Z, y_index, held) -> np.ndarray:
 def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
     """``(fit_rows, held_rows)``: ``CONFORMAL_SHARE`` of each class's rows held
     out of the encoder's training (the held ones class by class; with no
-    training stage, that share or ``FROZEN_SCORES`` rows, up to half of each
-    class); None for a head without ``novelty_alpha`` or too few rows to
-    train without them."""
+    training stage, the share that makes about ``FROZEN_SCORES`` rows if
+    larger, at most half of each class's); None for a head without
+    ``novelty_alpha``, too few rows to train without them, or no row held
+    (every class of one row)."""
     template = estimator.head
     if (head_params(template).get("novelty_alpha") is None
             or not callable(getattr(template, "set_conformal_scores", None))):
@@ -396,6 +397,8 @@ def conformal_split(estimator, y_index, n_classes: int, runner: StageRunner):
         share = max(share, min(0.5, FROZEN_SCORES / y_index.shape[0]))
     fit_rows, held = split_known_queries(y_index, np.arange(y_index.shape[0]),
                                          share, rng, single="fit")
+    if held.size == 0:  # every class of one row: the head's own fit decides
+        return None
     try:
         check_training_plan(estimator.setting, estimator.meta, y_index[fit_rows],
                             n_classes, runner.seed)
