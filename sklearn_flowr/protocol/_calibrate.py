@@ -276,7 +276,8 @@ def calibration_scores(estimator, X, y, setting, *, n_tasks,
 def fit_novelty_map(log_odds, is_first_sighting, *, targets: str = "platt",
                     remedy: str = "fit it on classes held out of training "
                     "(FLOWRClassifier's calibration=k, "
-                    "cross_fit_novelty_calibration) or on more classes") -> Bunch:
+                    "cross_fit_novelty_calibration) or on more classes, or "
+                    "keep the head's own P(novel) (calibration=None)") -> Bunch:
     """:func:`calibrate_novelty`'s result from the raw log-odds of novel and
     first sightings; ``remedy``: the warning's advice on perfectly separated rows."""
     # Raw log-odds, not logit(P(novel)): a whitened head's span hundreds of
