@@ -241,3 +241,20 @@ def test_frozen_fit_of_one_row_classes_names_the_problem(digits):
     with pytest.raises(ValueError, match="needs a class with at least 2 samples"):
         model.fit(X, y)
     assert not hasattr(model, "head_")
+
+
+def test_a_small_frozen_fit_warns_once_of_the_scores_predict_uses(digits):
+    """Check that a fit with too few held-out scores says so once, of the
+    scores predict uses (5 of 5 x 3 rows), not also for each internal head
+    whose own fit's scores are discarded."""
+    X, y = train_rows(digits, n_classes=5, per_class=3)
+    model = FLOWRClassifier(backbone=small_network(), embedding_dim=None,
+                            pretrain=None, meta=None, calibration=None, verbose=0,
+                            random_state=0)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    messages = [str(w.message) for w in record
+                if "calibration scores" in str(w.message)]
+    assert len(messages) == 1
+    assert messages[0].startswith("the head has 5 calibration scores")

@@ -105,6 +105,10 @@ CONFORMAL_SHARE = 0.1
 FROZEN_SCORES = 150
 # Folds of those rows: each is scored by the head fitted without its fold.
 CONFORMAL_FOLDS = 5
+# A head's warning that its own fit gave too few calibration scores: heads
+# fitted on held-out folds, and the deciding head before the held-out scores
+# replace its own, do not say it (set_conformal_scores warns of the scores used).
+_OWN_FEW_SCORES = r"fit's \d+ rows gave \d+ calibration scores"
 # FLOWRClassifier's parameters that shape the trained encoder.
 _PARTS = ("backbone", "setting", "embedding_dim", "pretrain", "meta")
 
@@ -327,9 +331,13 @@ def fit_parts(estimator, X, y, labels, y_index, runner: StageRunner, folds):
     known_table = getattr(estimator.meta, "known_table", "refit")
 
     def heads(template, Z, index):
-        return build_heads(template, trained["meta_module_"], Z, index, labels,
-                           update_known=estimator.update_known,
-                           known_table=known_table)
+        with warnings.catch_warnings():
+            if split is not None:  # their own fit's scores are not the ones used
+                warnings.filterwarnings("ignore", category=UserWarning,
+                                        message=_OWN_FEW_SCORES)
+            return build_heads(template, trained["meta_module_"], Z, index,
+                               labels, update_known=estimator.update_known,
+                               known_table=known_table)
 
     if split is not None:
         held = split[1]
