@@ -258,3 +258,26 @@ def test_a_small_frozen_fit_warns_once_of_the_scores_predict_uses(digits):
                 if "calibration scores" in str(w.message)]
     assert len(messages) == 1
     assert messages[0].startswith("the head has 5 calibration scores")
+
+
+def test_frozen_backbone_in_grid_search_with_default_arguments(digits):
+    """Check a frozen backbone with FLOWRClassifier's other defaults
+    (calibration="train", verbose=1, device="auto") in GridSearchCV with an
+    H-measure scorer, as the README tells users: finite scores, and the
+    refitted model calibrates predict on half of each class's 20 rows."""
+    from sklearn.metrics import make_scorer
+    from sklearn.model_selection import GridSearchCV
+
+    from sklearn_flowr.metrics import h_measure
+    from sklearn_flowr.model_selection import OpenWorldSplit
+
+    X, y = train_rows(digits, n_classes=6, per_class=20)
+    search = GridSearchCV(
+        FLOWRClassifier(backbone=small_network(), pretrain=None, meta=None,
+                        embedding_dim=None),
+        {"head__a": [0.0, 0.5]},
+        scoring=make_scorer(h_measure, response_method="predict_proba"),
+        cv=OpenWorldSplit(n_splits=2, n_novel_classes=2, random_state=0),
+        error_score="raise").fit(X, y)
+    assert np.isfinite(search.cv_results_["mean_test_score"]).all()
+    assert search.best_estimator_.head_.conformal_scores_.shape == (60,)
